@@ -1,0 +1,302 @@
+// Package config loads and validates the control node's TOML configuration.
+//
+// Loading happens in two steps, as in ergo and soju: decode (unknown keys are
+// errors), then validate and fill defaults, with every error naming the file
+// and the key.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Duration is a Go duration string in TOML ("2s", "30s", "2m").
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration back as a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Config is the whole configuration file.
+type Config struct {
+	IRC      IRC      `toml:"irc"`
+	Redis    Redis    `toml:"redis"`
+	Jobs     Jobs     `toml:"jobs"`
+	Reaper   Reaper   `toml:"reaper"`
+	Notifier Notifier `toml:"notifier"`
+	Analyzer Analyzer `toml:"analyzer"`
+	Tweeter  Tweeter  `toml:"tweeter"`
+
+	// File is the path the configuration was loaded from ("" for defaults).
+	File string `toml:"-"`
+}
+
+// IRC configures the IRC front end. An empty Server selects the console.
+type IRC struct {
+	Server            string   `toml:"server"`
+	Nick              string   `toml:"nick"`
+	Channels          []string `toml:"channels"`
+	Password          string   `toml:"password"`
+	SASL              string   `toml:"sasl"`
+	MessagesPerSecond float64  `toml:"messages_per_second"`
+	Burst             int      `toml:"burst"`
+	TLSCA             string   `toml:"tls_ca"`
+	// CommandsPerMinute is the per-nick command throttle.
+	CommandsPerMinute int `toml:"commands_per_minute"`
+}
+
+// Redis configures the Redis connection or the embedded server.
+type Redis struct {
+	URL          string   `toml:"url"`
+	Listen       string   `toml:"listen"`
+	DataDir      string   `toml:"data_dir"`
+	Password     string   `toml:"password"`
+	SaveInterval Duration `toml:"save_interval"`
+}
+
+// Jobs configures job registration.
+type Jobs struct {
+	Schemes       []string `toml:"schemes"`
+	PendingLimit  int      `toml:"pending_limit"`
+	IgnoreSetsDir string   `toml:"ignore_sets_dir"`
+	UserAgentsDir string   `toml:"user_agents_dir"`
+}
+
+// Reaper configures the death timer (SPEC §5.1).
+type Reaper struct {
+	Interval  Duration `toml:"interval"`
+	Threshold int      `toml:"threshold"`
+	AutoFail  bool     `toml:"auto_fail"`
+}
+
+// Notifier configures the finish and pipeline notifiers (SPEC §5.2, §5.3).
+type Notifier struct {
+	FinishInterval   Duration `toml:"finish_interval"`
+	PipelineInterval Duration `toml:"pipeline_interval"`
+	// PipelineSilentAfter is how old a pipeline's ts may get before it is
+	// announced as silent.
+	PipelineSilentAfter Duration `toml:"pipeline_silent_after"`
+}
+
+// Analyzer configures the log analyzer and trimmer (SPEC §5.4).
+type Analyzer struct {
+	SweepInterval Duration `toml:"sweep_interval"`
+	TrimAfter     int      `toml:"trim_after"`
+	// RespectBroadcast trims only up to min(analyzed, broadcast) so that a
+	// running dashboard firehose misses nothing.
+	RespectBroadcast bool `toml:"respect_broadcast"`
+}
+
+// Tweeter configures the "Archiving URL" feed (SPEC §5.5).
+type Tweeter struct {
+	Interval       Duration `toml:"interval"`
+	Delay          Duration `toml:"delay"`
+	API            string   `toml:"api"`
+	ConsumerKey    string   `toml:"consumer_key"`
+	ConsumerSecret string   `toml:"consumer_secret"`
+	AccessToken    string   `toml:"access_token"`
+	AccessSecret   string   `toml:"access_secret"`
+}
+
+// Console reports whether the console front end is selected.
+func (c *Config) Console() bool { return c.IRC.Server == "" }
+
+// Embedded reports whether the embedded Redis server is used.
+func (c *Config) Embedded() bool { return c.Redis.URL == "" }
+
+// Default returns the configuration used when no file is given.
+func Default() *Config {
+	c := &Config{}
+	c.setDefaults()
+	return c
+}
+
+func (c *Config) setDefaults() {
+	def := func(d *Duration, v time.Duration) {
+		if d.Duration == 0 {
+			d.Duration = v
+		}
+	}
+	if c.IRC.Nick == "" {
+		c.IRC.Nick = "ArchiveBot"
+	}
+	if c.IRC.MessagesPerSecond == 0 {
+		c.IRC.MessagesPerSecond = 1.0
+	}
+	if c.IRC.Burst == 0 {
+		c.IRC.Burst = 3
+	}
+	if c.IRC.CommandsPerMinute == 0 {
+		c.IRC.CommandsPerMinute = 20
+	}
+	if c.Redis.Listen == "" {
+		c.Redis.Listen = "127.0.0.1:6379"
+	}
+	if c.Redis.DataDir == "" {
+		c.Redis.DataDir = "data"
+	}
+	def(&c.Redis.SaveInterval, 30*time.Second)
+	if len(c.Jobs.Schemes) == 0 {
+		c.Jobs.Schemes = []string{"http", "https", "ftp"}
+	}
+	if c.Jobs.PendingLimit == 0 {
+		c.Jobs.PendingLimit = 5
+	}
+	def(&c.Reaper.Interval, 2*time.Second)
+	if c.Reaper.Threshold == 0 {
+		c.Reaper.Threshold = 3600
+	}
+	def(&c.Notifier.FinishInterval, 30*time.Second)
+	def(&c.Notifier.PipelineInterval, 30*time.Second)
+	def(&c.Notifier.PipelineSilentAfter, 5*time.Minute)
+	def(&c.Analyzer.SweepInterval, 60*time.Second)
+	if c.Analyzer.TrimAfter == 0 {
+		c.Analyzer.TrimAfter = 1000
+	}
+	def(&c.Tweeter.Interval, 120*time.Second)
+	def(&c.Tweeter.Delay, 120*time.Second)
+	if c.Tweeter.API == "" {
+		c.Tweeter.API = "v2"
+	}
+}
+
+// Load reads path (if non-empty), applies REDIS_URL from the environment,
+// fills defaults and validates.
+func Load(path string) (*Config, error) {
+	c := &Config{File: path}
+	if path != "" {
+		md, err := toml.DecodeFile(path, c)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if und := md.Undecoded(); len(und) > 0 {
+			keys := make([]string, len(und))
+			for i, k := range und {
+				keys[i] = k.String()
+			}
+			return nil, fmt.Errorf("%s: unknown key %s", path, strings.Join(keys, ", "))
+		}
+	}
+	if env := os.Getenv("REDIS_URL"); env != "" {
+		c.Redis.URL = env
+	}
+	c.setDefaults()
+	if err := c.validate(); err != nil {
+		name := path
+		if name == "" {
+			name = "(defaults)"
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return c, nil
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	bad := func(key, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
+	}
+	if s := c.IRC.Server; s != "" {
+		u, err := url.Parse(s)
+		switch {
+		case err != nil:
+			bad("irc.server", "%v", err)
+		case u.Scheme != "irc" && u.Scheme != "ircs":
+			bad("irc.server", "scheme must be irc:// or ircs://, got %q", s)
+		case u.Hostname() == "":
+			bad("irc.server", "no host in %q", s)
+		}
+		if len(c.IRC.Channels) == 0 {
+			bad("irc.channels", "at least one channel is needed when irc.server is set")
+		}
+	}
+	for _, ch := range c.IRC.Channels {
+		name, _, _ := strings.Cut(ch, " ")
+		if name == "" || !strings.ContainsRune("#&+!", rune(name[0])) || strings.ContainsAny(name, ",\x07\r\n\x00") {
+			bad("irc.channels", "%q is not a channel name (channels start with #; a key may follow after a space)", ch)
+		}
+	}
+	if strings.ContainsAny(c.IRC.Nick, " \r\n\x00!@#,*?") || c.IRC.Nick == "" {
+		bad("irc.nick", "%q is not a valid nickname", c.IRC.Nick)
+	}
+	if c.IRC.SASL != "" && !strings.Contains(c.IRC.SASL, ":") {
+		bad("irc.sasl", `must be "user:password"`)
+	}
+	if c.IRC.MessagesPerSecond < 0 {
+		bad("irc.messages_per_second", "must be positive")
+	}
+	if c.IRC.Burst < 1 {
+		bad("irc.burst", "must be at least 1")
+	}
+	if c.Redis.URL != "" {
+		if _, err := url.Parse(c.Redis.URL); err != nil || !strings.HasPrefix(c.Redis.URL, "redis") {
+			bad("redis.url", "%q is not a redis:// or rediss:// URL", c.Redis.URL)
+		}
+	}
+	if _, _, err := net.SplitHostPort(c.Redis.Listen); err != nil {
+		bad("redis.listen", "%v", err)
+	}
+	for _, s := range c.Jobs.Schemes {
+		if s == "" || strings.ToLower(s) != s {
+			bad("jobs.schemes", "%q must be a lowercase scheme name", s)
+		}
+	}
+	if c.Jobs.PendingLimit < 0 {
+		bad("jobs.pending_limit", "must not be negative")
+	}
+	for key, d := range map[string]time.Duration{
+		"reaper.interval":                c.Reaper.Interval.Duration,
+		"notifier.finish_interval":       c.Notifier.FinishInterval.Duration,
+		"notifier.pipeline_interval":     c.Notifier.PipelineInterval.Duration,
+		"notifier.pipeline_silent_after": c.Notifier.PipelineSilentAfter.Duration,
+		"analyzer.sweep_interval":        c.Analyzer.SweepInterval.Duration,
+		"tweeter.interval":               c.Tweeter.Interval.Duration,
+		"redis.save_interval":            c.Redis.SaveInterval.Duration,
+	} {
+		if d < 0 {
+			bad(key, "must be positive")
+		}
+	}
+	if c.Tweeter.Delay.Duration < 0 {
+		bad("tweeter.delay", "must not be negative")
+	}
+	if c.Reaper.Threshold < 1 {
+		bad("reaper.threshold", "must be at least 1")
+	}
+	if c.Analyzer.TrimAfter < 1 {
+		bad("analyzer.trim_after", "must be at least 1")
+	}
+	if c.Tweeter.API != "v1.1" && c.Tweeter.API != "v2" {
+		bad("tweeter.api", `must be "v2" or "v1.1", got %q`, c.Tweeter.API)
+	}
+	creds := []string{c.Tweeter.ConsumerKey, c.Tweeter.ConsumerSecret, c.Tweeter.AccessToken, c.Tweeter.AccessSecret}
+	set := 0
+	for _, v := range creds {
+		if v != "" {
+			set++
+		}
+	}
+	if set != 0 && set != len(creds) {
+		bad("tweeter", "consumer_key, consumer_secret, access_token and access_secret must all be set, or none (dry run)")
+	}
+	return errors.Join(errs...)
+}
+
+// TweeterDryRun reports whether no Twitter credentials are configured.
+func (c *Config) TweeterDryRun() bool { return c.Tweeter.ConsumerKey == "" }

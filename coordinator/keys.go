@@ -1,0 +1,67 @@
+package coordinator
+
+// Every Redis key and pub/sub channel the control node touches is spelled
+// here and nowhere else. The layout is shared with existing pipelines and
+// dashboards (SPEC §2): names, types and list directions are a wire format.
+// Keys of our own start with "archivebot:" (SPEC §2.6a).
+
+const (
+	// KeyPending (list) holds idents queued with !a. The bot LPUSHes;
+	// pipelines RPOPLPUSH from the right, so the right end is the head.
+	KeyPending = "pending"
+	// KeyPendingAO (list) holds !ao jobs.
+	KeyPendingAO = "pending-ao"
+	// KeyPendingLarge (list) holds !a --large jobs.
+	KeyPendingLarge = "pending-large"
+	// KeyWorking (list) holds idents a pipeline has taken.
+	KeyWorking = "working"
+	// KeyPipelines (set) holds pipeline:<md5hex> keys.
+	KeyPipelines = "pipelines"
+	// KeyJobsCompleted, KeyJobsAborted, KeyJobsFailed (strings) are INCR counters.
+	KeyJobsCompleted = "jobs_completed"
+	KeyJobsAborted   = "jobs_aborted"
+	KeyJobsFailed    = "jobs_failed"
+	// KeyFinishNotifications (list) gets one JSON document per finished
+	// job, RPUSHed by pipelines.
+	KeyFinishNotifications = "finish_notifications"
+	// KeyFinishProcessing (list, ours) holds notices being delivered.
+	KeyFinishProcessing = "archivebot:finish_notifications:processing"
+	// KeyReaperReported (set, ours) holds idents whose death was announced.
+	KeyReaperReported = "archivebot:reaper:reported"
+	// KeyTweetsQueue and KeyTweetsDone (sorted sets): member = tweet text,
+	// score = UNIX time queued / posted.
+	KeyTweetsQueue = "tweets:queue"
+	KeyTweetsDone  = "tweets:done"
+	// KeyTweetsAttempt (hash, ours) records texts whose post was attempted
+	// but not yet recorded, so a crash does not post twice.
+	KeyTweetsAttempt = "archivebot:tweets:attempt"
+
+	// ChannelUpdates gets a job ident on every log entry, finish and abort.
+	ChannelUpdates = "updates"
+	// ChannelPipelineUpdates gets a pipeline key on every report and exit.
+	ChannelPipelineUpdates = "archivebot:pipeline_updates"
+
+	// PendingNamedPrefix prefixes --pipeline NAME queues.
+	PendingNamedPrefix = "pending:"
+	// PipelinePrefix prefixes pipeline records.
+	PipelinePrefix = "pipeline:"
+)
+
+// KeyJob is the job record (hash) of ident.
+func KeyJob(ident string) string { return ident }
+
+// KeyIgnores is the job's ignore-pattern set.
+func KeyIgnores(ident string) string { return ident + "_ignores" }
+
+// KeyLog is the job's log (sorted set scored by log_score).
+func KeyLog(ident string) string { return ident + "_log" }
+
+// KeyPendingNamed is the queue (list) for --pipeline name.
+func KeyPendingNamed(name string) string { return PendingNamedPrefix + name }
+
+// ChannelJob is the channel a job's settings age is published on.
+func ChannelJob(ident string) string { return "archivebot:job:" + ident }
+
+// FixedQueues are the queues that always exist by name, in the order a
+// pipeline checks them after its named queues (SPEC §2.2).
+var FixedQueues = []string{KeyPendingLarge, KeyPending, KeyPendingAO}

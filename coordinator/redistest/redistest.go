@@ -1,0 +1,166 @@
+// Package redistest gives tests the Redis backends they must pass on:
+// miniredis always (fast), and a real redis-server when the environment
+// variable ARCHIVEBOT_TEST_REDIS holds its URL (CI always sets it).
+//
+// `go test ./...` runs packages in parallel against the one real server, so
+// each test process claims its own database index (1–15) through an INCR on
+// DB 0, and every test flushes that database first. Pub/sub ignores the
+// database index: tests that count messages must use idents of their own.
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// EnvURL names the environment variable holding the real server's URL.
+const EnvURL = "ARCHIVEBOT_TEST_REDIS"
+
+// Backend is one Redis a test runs against.
+type Backend struct {
+	Name   string // "miniredis" or "redis"
+	Client *redis.Client
+	// Mini is the miniredis instance; nil on a real server.
+	Mini *miniredis.Miniredis
+	// URL connects a second client to the same database.
+	URL string
+}
+
+// Real reports whether this backend is a real redis-server.
+func (b *Backend) Real() bool { return b.Mini == nil }
+
+// FastForward advances TTLs by d: miniredis's clock, or a real sleep.
+func (b *Backend) FastForward(d time.Duration) {
+	if b.Mini != nil {
+		b.Mini.FastForward(d)
+		return
+	}
+	time.Sleep(d)
+}
+
+// Mini starts a fresh miniredis backend, closed at the end of the test.
+func Mini(t testing.TB) *Backend {
+	t.Helper()
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	return &Backend{Name: "miniredis", Client: c, Mini: m, URL: "redis://" + m.Addr() + "/0"}
+}
+
+var (
+	dbOnce sync.Once
+	dbNum  int
+	dbErr  error
+)
+
+// RealRedis returns the real server backend with a flushed database of this
+// test process, or nil when EnvURL is not set.
+func RealRedis(t testing.TB) *Backend {
+	t.Helper()
+	raw := os.Getenv(EnvURL)
+	if raw == "" {
+		return nil
+	}
+	opt, err := redis.ParseURL(raw)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", EnvURL, raw, err)
+	}
+	dbOnce.Do(func() {
+		c := redis.NewClient(opt)
+		defer c.Close()
+		var n int64
+		n, dbErr = c.Incr(context.Background(), "archivebot:test:dbcounter").Result()
+		dbNum = 1 + int(n%15)
+	})
+	if dbErr != nil {
+		t.Fatalf("real redis at %s: %v", raw, dbErr)
+	}
+	o := *opt
+	o.DB = dbNum
+	c := redis.NewClient(&o)
+	if err := c.FlushDB(context.Background()).Err(); err != nil {
+		t.Fatalf("flush real redis db %d: %v", dbNum, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	url := fmt.Sprintf("redis://%s/%d", o.Addr, dbNum)
+	if o.Password != "" {
+		url = fmt.Sprintf("redis://:%s@%s/%d", o.Password, o.Addr, dbNum)
+	}
+	return &Backend{Name: "redis", Client: c, URL: url}
+}
+
+// Each runs fn as a subtest on miniredis and, when configured, on the real
+// server.
+func Each(t *testing.T, fn func(t *testing.T, b *Backend)) {
+	t.Helper()
+	t.Run("miniredis", func(t *testing.T) { fn(t, Mini(t)) })
+	t.Run("redis", func(t *testing.T) {
+		b := RealRedis(t)
+		if b == nil {
+			t.Skipf("%s not set: no real redis-server", EnvURL)
+		}
+		fn(t, b)
+	})
+}
+
+// Dump returns the whole database as the reference transcripts record it:
+// key → {type, value, ttl}, where ttl is "set" for keys with an expiry and
+// -1 otherwise. Volatile fields are left in; callers drop them.
+func Dump(ctx context.Context, c *redis.Client) (map[string]Entry, error) {
+	keys, err := c.Keys(ctx, "*").Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Entry, len(keys))
+	for _, k := range keys {
+		typ, err := c.Type(ctx, k).Result()
+		if err != nil {
+			return nil, err
+		}
+		e := Entry{Type: typ}
+		switch typ {
+		case "string":
+			e.Value, err = c.Get(ctx, k).Result()
+		case "hash":
+			e.Value, err = c.HGetAll(ctx, k).Result()
+		case "list":
+			e.Value, err = c.LRange(ctx, k, 0, -1).Result()
+		case "set":
+			var m []string
+			m, err = c.SMembers(ctx, k).Result()
+			slices.Sort(m)
+			e.Value = m
+		case "zset":
+			e.Value, err = c.ZRangeWithScores(ctx, k, 0, -1).Result()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("dump %s: %w", k, err)
+		}
+		ttl, err := c.PTTL(ctx, k).Result()
+		if err != nil {
+			return nil, err
+		}
+		if ttl >= 0 {
+			e.TTL = "set"
+		} else {
+			e.TTL = -1
+		}
+		out[k] = e
+	}
+	return out, nil
+}
+
+// Entry is one key of a Dump.
+type Entry struct {
+	Type  string `json:"type"`
+	Value any    `json:"value"`
+	TTL   any    `json:"ttl"`
+}

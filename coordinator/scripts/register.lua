@@ -1,0 +1,39 @@
+-- register: create a job record and queue it in one atomic step.
+--
+-- KEYS[1] job hash (the ident)   KEYS[2] ignore set   KEYS[3] queue
+-- KEYS[4] the queue the pending limit counts ("pending")
+-- ARGV[1] pending limit (0 = no limit)
+-- ARGV[2] n, the number of field/value pairs that follow
+-- ARGV[3 .. 2+2n] field, value, ...   (queued_at included)
+-- ARGV[3+2n ..] ignore patterns
+-- Returns 1 when created, -1 when the job record already exists, -2 when
+-- the pending limit is reached. Nothing is written unless 1 is returned.
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return -1
+end
+local limit = tonumber(ARGV[1])
+if limit > 0 and redis.call('LLEN', KEYS[4]) >= limit then
+  return -2
+end
+local n = tonumber(ARGV[2])
+local fields = {}
+for i = 3, 2 + 2 * n do
+  fields[#fields + 1] = ARGV[i]
+end
+redis.call('HSET', KEYS[1], unpack(fields))
+local first = 3 + 2 * n
+if first <= #ARGV then
+  local patterns = {}
+  for i = first, #ARGV do
+    patterns[#patterns + 1] = ARGV[i]
+    if #patterns == 500 then
+      redis.call('SADD', KEYS[2], unpack(patterns))
+      patterns = {}
+    end
+  end
+  if #patterns > 0 then
+    redis.call('SADD', KEYS[2], unpack(patterns))
+  end
+end
+redis.call('LPUSH', KEYS[3], KEYS[1])
+return 1

@@ -1,0 +1,386 @@
+// Package coordinator is the only code that reads or writes Redis keys. It
+// holds the job store used by the bot's commands, the Lua scripts that make
+// every multi-key change atomic, and the background services (reaper,
+// notifiers, analyzer) that run inside the control node.
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrUnavailable is wrapped by errors caused by Redis being unreachable, so
+// that front ends can answer "backend unavailable" instead of failing.
+var ErrUnavailable = errors.New("backend unavailable")
+
+// Store is the job store: typed operations over the shared Redis layout.
+type Store struct {
+	rdb redis.UniversalClient
+	// Now is the clock; tests replace it.
+	Now func() time.Time
+}
+
+// NewStore returns a store over rdb.
+func NewStore(rdb redis.UniversalClient) *Store {
+	return &Store{rdb: rdb, Now: time.Now}
+}
+
+// Client returns the underlying Redis client (for services in this package
+// and for tests).
+func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+// wrap classifies err: Redis server replies stay as they are, anything else
+// (refused connections, timeouts, closed pools) wraps ErrUnavailable.
+func wrap(op string, err error) error {
+	if err == nil || errors.Is(err, redis.Nil) {
+		return err
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) && !isConnReply(rerr.Error()) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+}
+
+// isConnReply reports server replies that mean "not usable right now".
+func isConnReply(msg string) bool {
+	for _, p := range []string{"LOADING", "MASTERDOWN", "NOAUTH", "WRONGPASS"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsUnavailable reports whether err means Redis could not be reached.
+func IsUnavailable(err error) bool {
+	if errors.Is(err, ErrUnavailable) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
+}
+
+// Ping checks that Redis answers.
+func (s *Store) Ping(ctx context.Context) error {
+	return wrap("ping", s.rdb.Ping(ctx).Err())
+}
+
+// NewJob is everything the bot decided about a job before creating it.
+type NewJob struct {
+	Ident      string
+	URL        string
+	URLFile    bool   // a "<" job: URL is a list of URLs
+	FetchDepth string // "inf" or "shallow"
+	Slug       string
+	StartedBy  string
+	StartedIn  string
+	UserAgent  string
+	Note       string
+	DelayMin   int
+	DelayMax   int
+	// Concurrency is the number of workers.
+	Concurrency    int
+	SettingsAge    int
+	NoOffsiteLinks bool
+	Patterns       []string
+	Queue          string
+	// PendingLimit, when positive, refuses the job if KeyPending already
+	// holds that many entries (checked in the same atomic step).
+	PendingLimit int
+}
+
+// Register outcomes.
+var (
+	ErrJobExists   = errors.New("job already exists")
+	ErrPendingFull = errors.New("pending queue is full")
+)
+
+// Register creates the job record, its ignore set and its queue entry in one
+// atomic step (one EVALSHA round trip). It returns ErrJobExists or
+// ErrPendingFull without writing anything.
+func (s *Store) Register(ctx context.Context, j NewJob) error {
+	fields := []string{
+		"url", j.URL,
+		"fetch_depth", j.FetchDepth,
+		"log_key", KeyLog(j.Ident),
+		"ignore_patterns_set_key", KeyIgnores(j.Ident),
+		"user_agent", j.UserAgent,
+		"slug", j.Slug,
+		"started_by", j.StartedBy,
+		"started_in", j.StartedIn,
+		"delay_min", strconv.Itoa(j.DelayMin),
+		"delay_max", strconv.Itoa(j.DelayMax),
+		"concurrency", strconv.Itoa(j.Concurrency),
+		"settings_age", strconv.Itoa(j.SettingsAge),
+		"suppress_ignore_reports", "true",
+		"queued_at", strconv.FormatInt(s.Now().Unix(), 10),
+	}
+	if j.URLFile {
+		fields = append(fields, "url_file", j.URL)
+	}
+	if j.Note != "" {
+		fields = append(fields, "note", j.Note)
+	}
+	if j.NoOffsiteLinks {
+		fields = append(fields, "no_offsite_links", "true")
+	}
+	argv := make([]any, 0, 2+len(fields)+len(j.Patterns))
+	argv = append(argv, j.PendingLimit, len(fields)/2)
+	for _, f := range fields {
+		argv = append(argv, f)
+	}
+	for _, p := range j.Patterns {
+		argv = append(argv, p)
+	}
+	keys := []string{KeyJob(j.Ident), KeyIgnores(j.Ident), j.Queue, KeyPending}
+	n, err := registerScript.Run(ctx, s.rdb, keys, argv...).Int()
+	if err != nil {
+		return wrap("register job "+j.Ident, err)
+	}
+	switch n {
+	case -1:
+		return ErrJobExists
+	case -2:
+		return ErrPendingFull
+	}
+	return nil
+}
+
+// Exists reports whether the job record exists (EXISTS, not KEYS).
+func (s *Store) Exists(ctx context.Context, ident string) (bool, error) {
+	n, err := s.rdb.Exists(ctx, KeyJob(ident)).Result()
+	return n == 1, wrap("exists "+ident, err)
+}
+
+// PendingLen is the length of KeyPending, the queue the pending limit counts.
+func (s *Store) PendingLen(ctx context.Context) (int64, error) {
+	n, err := s.rdb.LLen(ctx, KeyPending).Result()
+	return n, wrap("llen pending", err)
+}
+
+// Job is a job record as stored in Redis.
+type Job struct {
+	Ident  string
+	Fields map[string]string
+}
+
+// Get returns a field of the record ("" when absent).
+func (j *Job) Get(field string) string { return j.Fields[field] }
+
+// Int returns a numeric field, 0 when absent or not a number.
+func (j *Job) Int(field string) int64 {
+	v, _ := strconv.ParseFloat(j.Fields[field], 64)
+	return int64(v)
+}
+
+// Flag reports whether a boolean field is "true".
+func (j *Job) Flag(field string) bool { return j.Fields[field] == "true" }
+
+// URL is the job's URL.
+func (j *Job) URL() string { return j.Fields["url"] }
+
+// JobState is where a job is in its life.
+type JobState int
+
+// Job states, in the order a job passes through them.
+const (
+	StateQueued JobState = iota
+	StateRunning
+	StateFinished
+	StateAborted
+	StateFailed
+)
+
+// State derives the job's state from its fields.
+func (j *Job) State() JobState {
+	switch {
+	case j.Flag("failed"):
+		return StateFailed
+	case j.Get("finished_at") != "" && j.Flag("aborted"):
+		return StateAborted
+	case j.Get("finished_at") != "":
+		return StateFinished
+	case j.Get("started_at") != "" || j.Get("pipeline_id") != "":
+		return StateRunning
+	}
+	return StateQueued
+}
+
+// Finished reports whether the job will not run any more.
+func (j *Job) Finished() bool { return j.State() >= StateFinished }
+
+// GetJob reads a job record; it returns nil, nil when there is none.
+func (s *Store) GetJob(ctx context.Context, ident string) (*Job, error) {
+	m, err := s.rdb.HGetAll(ctx, KeyJob(ident)).Result()
+	if err != nil {
+		return nil, wrap("get job "+ident, err)
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	return &Job{Ident: ident, Fields: m}, nil
+}
+
+// Pipeline is a pipeline record (SPEC §2.3).
+type Pipeline struct {
+	Key    string
+	Fields map[string]string
+}
+
+// Nickname is the pipeline's nickname.
+func (p *Pipeline) Nickname() string { return p.Fields["nickname"] }
+
+// GetPipeline reads the pipeline record at key; nil, nil when there is none.
+func (s *Store) GetPipeline(ctx context.Context, key string) (*Pipeline, error) {
+	if !strings.HasPrefix(key, PipelinePrefix) {
+		return nil, nil
+	}
+	m, err := s.rdb.HGetAll(ctx, key).Result()
+	if err != nil {
+		return nil, wrap("get pipeline "+key, err)
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	return &Pipeline{Key: key, Fields: m}, nil
+}
+
+// NamedQueues lists the pending:NAME queues that exist, sorted. It uses
+// SCAN, so it never blocks Redis the way KEYS does.
+func (s *Store) NamedQueues(ctx context.Context) ([]string, error) {
+	var out []string
+	iter := s.rdb.Scan(ctx, 0, PendingNamedPrefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		out = append(out, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		return nil, wrap("scan named queues", err)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Summary is what !status without arguments reports.
+type Summary struct {
+	Completed, Aborted, Failed int64
+	Working                    int64
+	Pending, PendingAO, Large  int64
+	Named                      int64
+}
+
+// Summary counts jobs by state and queue, every queue included.
+func (s *Store) Summary(ctx context.Context) (Summary, error) {
+	named, err := s.NamedQueues(ctx)
+	if err != nil {
+		return Summary{}, err
+	}
+	var sum Summary
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Get(ctx, KeyJobsCompleted)
+		p.Get(ctx, KeyJobsAborted)
+		p.Get(ctx, KeyJobsFailed)
+		p.LLen(ctx, KeyWorking)
+		p.LLen(ctx, KeyPending)
+		p.LLen(ctx, KeyPendingAO)
+		p.LLen(ctx, KeyPendingLarge)
+		for _, q := range named {
+			p.LLen(ctx, q)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return sum, wrap("status summary", err)
+	}
+	counter := func(c redis.Cmder) int64 {
+		n, _ := c.(*redis.StringCmd).Int64()
+		return n
+	}
+	sum.Completed = counter(cmds[0])
+	sum.Aborted = counter(cmds[1])
+	sum.Failed = counter(cmds[2])
+	sum.Working = cmds[3].(*redis.IntCmd).Val()
+	sum.Pending = cmds[4].(*redis.IntCmd).Val()
+	sum.PendingAO = cmds[5].(*redis.IntCmd).Val()
+	sum.Large = cmds[6].(*redis.IntCmd).Val()
+	for _, c := range cmds[7:] {
+		sum.Named += c.(*redis.IntCmd).Val()
+	}
+	return sum, nil
+}
+
+// Queue is one pending queue as !pending shows it.
+type Queue struct {
+	Name string
+	Len  int64
+	// Jobs holds up to the requested number of jobs, next to run first.
+	Jobs []QueuedJob
+}
+
+// QueuedJob is a queued ident and its URL.
+type QueuedJob struct{ Ident, URL string }
+
+// Queues lists every non-empty pending queue in the order a pipeline checks
+// them (named queues, pending-large, pending, pending-ao), each with at most
+// limit jobs, next to run first. Two round trips after the SCAN.
+func (s *Store) Queues(ctx context.Context, limit int) ([]Queue, error) {
+	named, err := s.NamedQueues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := append(named, FixedQueues...)
+	lens := make([]*redis.IntCmd, len(names))
+	heads := make([]*redis.StringSliceCmd, len(names))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, q := range names {
+			lens[i] = p.LLen(ctx, q)
+			// The right end is the head: the last `limit` entries.
+			heads[i] = p.LRange(ctx, q, int64(-limit), -1)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("list queues", err)
+	}
+	var out []Queue
+	var idents []string
+	for i, q := range names {
+		if lens[i].Val() == 0 {
+			continue
+		}
+		ids := heads[i].Val()
+		jobs := make([]QueuedJob, 0, len(ids))
+		for k := len(ids) - 1; k >= 0; k-- {
+			jobs = append(jobs, QueuedJob{Ident: ids[k]})
+			idents = append(idents, ids[k])
+		}
+		out = append(out, Queue{Name: q, Len: lens[i].Val(), Jobs: jobs})
+	}
+	if len(idents) == 0 {
+		return out, nil
+	}
+	urls := make(map[string]*redis.StringCmd, len(idents))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, id := range idents {
+			urls[id] = p.HGet(ctx, KeyJob(id), "url")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, wrap("queued job urls", err)
+	}
+	for qi := range out {
+		for ji := range out[qi].Jobs {
+			out[qi].Jobs[ji].URL = urls[out[qi].Jobs[ji].Ident].Val()
+		}
+	}
+	return out, nil
+}
