@@ -1,0 +1,280 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// AnalyzerConfig configures the log analyzer and trimmer (SPEC §5.4).
+type AnalyzerConfig struct {
+	// SweepInterval between two passes over `working`, which catch jobs
+	// whose `updates` messages were lost; default 60 s.
+	SweepInterval time.Duration
+	// TrimAfter: consumed log entries are trimmed once more than this
+	// many are present; default 1000.
+	TrimAfter int
+	// RespectBroadcast trims only up to min(analyzed,
+	// last_broadcasted_log_entry), for a running dashboard firehose.
+	RespectBroadcast bool
+	// Batch is the most entries one atomic step reads; default 5000.
+	Batch int
+	// Debounce is how long the analyzer lets `updates` messages pile up
+	// before it reads the logs they announce; default 1 s. Pipelines
+	// publish on every log entry: this turns hundreds of messages into one
+	// script per job.
+	Debounce time.Duration
+}
+
+func (c AnalyzerConfig) withDefaults() AnalyzerConfig {
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = 60 * time.Second
+	}
+	if c.TrimAfter <= 0 {
+		c.TrimAfter = 1000
+	}
+	if c.Batch <= 0 {
+		c.Batch = 5000
+	}
+	if c.Debounce < 0 {
+		c.Debounce = 0
+	} else if c.Debounce == 0 {
+		c.Debounce = time.Second
+	}
+	return c
+}
+
+// LogCounts are the response counters the analyzer keeps on a job.
+type LogCounts struct {
+	R1xx, R2xx, R3xx, R4xx, R5xx, Runk int64
+	// Errors counts download entries with is_error.
+	Errors int64
+}
+
+// Add adds o to c.
+func (c *LogCounts) Add(o LogCounts) {
+	c.R1xx += o.R1xx
+	c.R2xx += o.R2xx
+	c.R3xx += o.R3xx
+	c.R4xx += o.R4xx
+	c.R5xx += o.R5xx
+	c.Runk += o.Runk
+	c.Errors += o.Errors
+}
+
+// AnalyzeResult is what one Analyze call did to a job.
+type AnalyzeResult struct {
+	// Entries read and Invalid ones (not JSON objects) among them.
+	Entries, Invalid int64
+	// Counts added to the job.
+	Counts LogCounts
+	// Bookmark is last_analyzed_log_entry afterwards.
+	Bookmark int64
+	// Trimmed entries were removed, up to score TrimmedTo.
+	Trimmed, TrimmedTo int64
+	// Missing is true when the job record does not exist.
+	Missing bool
+}
+
+// Analyzer counts response codes in job logs and trims what it consumed.
+// Each batch is one Lua script: reading, counting and moving the bookmark
+// are one atomic step, so a crash can neither lose nor double entries.
+type Analyzer struct {
+	store *Store
+	cfg   AnalyzerConfig
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	pending map[string]struct{}
+	wake    chan struct{}
+
+	// analyzed, when set (tests), is called after each job analysis the
+	// worker or the sweep did.
+	analyzed func(ident string, res AnalyzeResult, err error)
+}
+
+// NewAnalyzer returns an analyzer; zero config values take defaults.
+func NewAnalyzer(store *Store, cfg AnalyzerConfig, log *slog.Logger) *Analyzer {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Analyzer{
+		store: store, cfg: cfg.withDefaults(), log: log.With("service", "analyzer"),
+		pending: map[string]struct{}{}, wake: make(chan struct{}, 1),
+	}
+}
+
+// Analyze reads every log entry of ident past its bookmark, batch by
+// batch, adds the counts to the job and trims consumed entries.
+func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, error) {
+	var total AnalyzeResult
+	respect := "0"
+	if a.cfg.RespectBroadcast {
+		respect = "1"
+	}
+	for {
+		res, err := analyzeScript.Run(ctx, a.store.rdb, []string{KeyJob(ident), KeyLog(ident)},
+			a.cfg.Batch, a.cfg.TrimAfter, respect).Int64Slice()
+		if err != nil {
+			return total, wrap("analyze log of "+ident, err)
+		}
+		if len(res) == 1 && res[0] == -1 {
+			total.Missing = true
+			return total, nil
+		}
+		if len(res) != 13 {
+			return total, fmt.Errorf("analyze log of %s: unexpected reply %v", ident, res)
+		}
+		total.Entries += res[0]
+		total.Invalid += res[1]
+		total.Counts.Add(LogCounts{R1xx: res[2], R2xx: res[3], R3xx: res[4], R4xx: res[5], R5xx: res[6], Runk: res[7], Errors: res[8]})
+		total.Bookmark = res[9]
+		if res[10] > 0 {
+			total.Trimmed += res[10]
+			total.TrimmedTo = res[11]
+		}
+		if res[12] == 0 {
+			break
+		}
+	}
+	if total.Invalid > 0 {
+		a.log.Warn("skipped log entries that are not JSON objects", "ident", ident, "invalid", total.Invalid)
+	}
+	if total.Trimmed > 0 {
+		a.log.Debug("trimmed log", "ident", ident, "entries", total.Trimmed, "upto", total.TrimmedTo)
+	}
+	return total, nil
+}
+
+// Notify asks for ident's log to be analyzed soon. It never blocks: the
+// `updates` listener calls it on every message.
+func (a *Analyzer) Notify(_ context.Context, ident string) {
+	if ident == "" {
+		return
+	}
+	a.mu.Lock()
+	a.pending[ident] = struct{}{}
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// work analyzes notified jobs until ctx ends.
+func (a *Analyzer) work(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.wake:
+		}
+		if a.cfg.Debounce > 0 {
+			t := time.NewTimer(a.cfg.Debounce)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		a.mu.Lock()
+		batch := a.pending
+		a.pending = map[string]struct{}{}
+		a.mu.Unlock()
+		for ident := range batch {
+			if ctx.Err() != nil {
+				return
+			}
+			a.analyzeLogged(ctx, ident)
+		}
+	}
+}
+
+func (a *Analyzer) analyzeLogged(ctx context.Context, ident string) error {
+	res, err := a.Analyze(ctx, ident)
+	if err != nil && ctx.Err() == nil {
+		a.log.Error("analyze failed", "ident", ident, "err", err)
+	}
+	if a.analyzed != nil {
+		a.analyzed(ident, res, err)
+	}
+	return err
+}
+
+// runOnce is the sweep: analyze every job in `working`, so that counts
+// stay right when pub/sub messages were lost.
+func (a *Analyzer) runOnce(ctx context.Context) error {
+	idents, err := a.store.rdb.LRange(ctx, KeyWorking, 0, -1).Result()
+	if err != nil {
+		return wrap("sweep working", err)
+	}
+	var firstErr error
+	for _, ident := range idents {
+		if err := a.analyzeLogged(ctx, ident); err != nil && firstErr == nil {
+			firstErr = err
+			if IsUnavailable(err) {
+				return err
+			}
+		}
+	}
+	return firstErr
+}
+
+// Progress is what !status IDENT reports for a running job, from the
+// pipeline's counters and the analyzer's.
+type Progress struct {
+	BytesDownloaded int64
+	ItemsDownloaded int64
+	ItemsQueued     int64
+	Counts          LogCounts
+	Concurrency     int64
+	DelayMin        float64
+	DelayMax        float64
+}
+
+// JobProgress reads the progress counters of j.
+func JobProgress(j *Job) Progress {
+	f := func(k string) float64 { v, _ := strconv.ParseFloat(j.Get(k), 64); return v }
+	return Progress{
+		BytesDownloaded: j.Int("bytes_downloaded"),
+		ItemsDownloaded: j.Int("items_downloaded"),
+		ItemsQueued:     j.Int("items_queued"),
+		Counts: LogCounts{
+			R1xx: j.Int("r1xx"), R2xx: j.Int("r2xx"), R3xx: j.Int("r3xx"),
+			R4xx: j.Int("r4xx"), R5xx: j.Int("r5xx"), Runk: j.Int("runk"),
+			Errors: j.Int("error_count"),
+		},
+		Concurrency: j.Int("concurrency"),
+		DelayMin:    f("delay_min"),
+		DelayMax:    f("delay_max"),
+	}
+}
+
+// String is upstream's in-progress status text: "Downloaded 12.35 MB, 3
+// errors, 120 queued. 3 workers, delay: 250.0, 375.0 ms." (queued = items
+// queued minus items downloaded; MB = 10^6 bytes).
+func (p Progress) String() string {
+	mb := float64(p.BytesDownloaded) / 1e6
+	return fmt.Sprintf("Downloaded %s MB, %d errors, %d queued. %d workers, delay: %s, %s ms.",
+		rubyFloat(mb, 2), p.Counts.Errors, p.ItemsQueued-p.ItemsDownloaded,
+		p.Concurrency, rubyFloat(p.DelayMin, -1), rubyFloat(p.DelayMax, -1))
+}
+
+// rubyFloat writes f the way Ruby's Float#to_s does after round(digits):
+// shortest form, always with a decimal point ("250.0", "1.5", "12.35").
+func rubyFloat(f float64, digits int) string {
+	if digits >= 0 {
+		s := strconv.FormatFloat(f, 'f', digits, 64)
+		f, _ = strconv.ParseFloat(s, 64)
+	}
+	s := strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.Contains(s, ".") {
+		s += ".0"
+	}
+	return s
+}

@@ -1,0 +1,67 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// FailJob outcomes.
+var (
+	// ErrFailNoJob: there is no record for the ident.
+	ErrFailNoJob = errors.New("no such job")
+	// ErrFailFinished: the job already finished, was aborted or failed;
+	// FailJob returns the record with it so the caller can say how.
+	ErrFailFinished = errors.New("job already finished")
+)
+
+// failExpiry is how long a failed job's keys live, as for aborted jobs.
+const failExpiry = 5 // seconds
+
+// FailJob gives up on a job (reaper auto-fail, or an operator's !fail) in
+// one atomic step: it sets `failed` and `failed_reason`, INCRs
+// jobs_failed, removes the ident from every queue (pending, pending-ao,
+// pending-large, every pending:NAME) and from working, and expires the
+// hash, log and ignore set in 5 seconds. It returns the record after the
+// change, for the caller to report.
+//
+// Named queues are listed with SCAN just before the atomic step: a job is
+// queued exactly once, so a queue created in between cannot hold it.
+// ErrFailNoJob and ErrFailFinished leave Redis unchanged; with
+// ErrFailFinished the job as it is is returned too.
+func (s *Store) FailJob(ctx context.Context, ident, reason string) (*Job, error) {
+	named, err := s.NamedQueues(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("fail job %s: %w", ident, err)
+	}
+	keys := []string{KeyJob(ident), KeyLog(ident), KeyIgnores(ident), KeyJobsFailed, KeyWorking}
+	keys = append(keys, FixedQueues...)
+	keys = append(keys, named...)
+	res, err := failScript.Run(ctx, s.rdb, keys, reason, failExpiry).Slice()
+	if err != nil {
+		return nil, wrap("fail job "+ident, err)
+	}
+	if len(res) == 0 {
+		return nil, fmt.Errorf("fail job %s: empty reply", ident)
+	}
+	code, _ := res[0].(int64)
+	if code == 0 {
+		return nil, ErrFailNoJob
+	}
+	job := &Job{Ident: ident, Fields: scriptFields(res[1:])}
+	if code == 2 {
+		return job, ErrFailFinished
+	}
+	return job, nil
+}
+
+// scriptFields turns a flat field/value reply (HGETALL inside a script) into a map.
+func scriptFields(flat []any) map[string]string {
+	m := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		k, _ := flat[i].(string)
+		v, _ := flat[i+1].(string)
+		m[k] = v
+	}
+	return m
+}

@@ -1,0 +1,166 @@
+package coordinator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/coordinator/ident"
+	"github.com/redis/go-redis/v9"
+)
+
+// FinishConfig configures the finish notifier (SPEC §5.2).
+type FinishConfig struct {
+	// Interval between two cycles; default 30 s.
+	Interval time.Duration
+	// Batch is the most notices one cycle delivers; default 1000.
+	Batch int
+}
+
+func (c FinishConfig) withDefaults() FinishConfig {
+	if c.Interval <= 0 {
+		c.Interval = 30 * time.Second
+	}
+	if c.Batch <= 0 {
+		c.Batch = 1000
+	}
+	return c
+}
+
+// FinishNotice is the document a pipeline RPUSHes on finish_notifications
+// when a job ends (SPEC §2.4). Only the fields the report needs are
+// decoded; the rest are kept as they came.
+type FinishNotice struct {
+	Aborted    flexBool        `json:"aborted"`
+	FetchDepth json.RawMessage `json:"fetch_depth,omitempty"`
+	PipelineID json.RawMessage `json:"pipeline_id,omitempty"`
+	QueuedAt   json.RawMessage `json:"queued_at,omitempty"`
+	StartedBy  string          `json:"started_by"`
+	StartedIn  string          `json:"started_in"`
+	URL        string          `json:"url"`
+	URLFile    json.RawMessage `json:"url_file,omitempty"`
+}
+
+// flexBool decodes true, false, null, "true" and "false".
+type flexBool bool
+
+func (b *flexBool) UnmarshalJSON(p []byte) error {
+	switch string(bytes.TrimSpace(p)) {
+	case "true", `"true"`:
+		*b = true
+	case "false", `"false"`, "null", `""`:
+		*b = false
+	default:
+		return fmt.Errorf("aborted: not a boolean: %s", p)
+	}
+	return nil
+}
+
+// ParseFinishNotice decodes a finish notification; it needs a url.
+func ParseFinishNotice(doc string) (FinishNotice, error) {
+	var n FinishNotice
+	if err := json.Unmarshal([]byte(doc), &n); err != nil {
+		return n, err
+	}
+	if n.URL == "" {
+		return n, errors.New("no url")
+	}
+	return n, nil
+}
+
+// Line is the channel line for the notice, with the job's ident computed
+// from its (already normalized) url:
+// "NICK: Your job for URL has finished. (IDENT)" or "… was aborted. (IDENT)".
+func (n FinishNotice) Line() string {
+	how := "has finished"
+	if n.Aborted {
+		how = "was aborted"
+	}
+	text := fmt.Sprintf("Your job for %s %s. (%s)", n.URL, how, ident.Of(n.URL))
+	if n.StartedBy != "" {
+		text = n.StartedBy + ": " + text
+	}
+	return cleanLine(text)
+}
+
+// FinishNotifier turns finish_notifications into channel lines, at least
+// once and, in normal operation, exactly once: each document is moved into
+// KeyFinishProcessing (LMOVE) before its line is sent, and removed from
+// there only once Announce reports the line written to the IRC socket.
+// Whatever is left in the processing list (a crash, IRC down) is delivered
+// first on the next cycle, in order.
+type FinishNotifier struct {
+	store *Store
+	ann   Announcer
+	cfg   FinishConfig
+	log   *slog.Logger
+}
+
+// NewFinishNotifier returns a finish notifier; zero config values take
+// their defaults.
+func NewFinishNotifier(store *Store, ann Announcer, cfg FinishConfig, log *slog.Logger) *FinishNotifier {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &FinishNotifier{store: store, ann: ann, cfg: cfg.withDefaults(), log: log.With("service", "finish-notifier")}
+}
+
+// runOnce delivers what the processing list holds, then up to Batch new
+// notices. The first Announce error ends the cycle: the notice stays in the
+// processing list and is the first delivered next time.
+func (f *FinishNotifier) runOnce(ctx context.Context) error {
+	rdb := f.store.rdb
+	sent := 0
+	left, err := rdb.LRange(ctx, KeyFinishProcessing, 0, int64(f.cfg.Batch)-1).Result()
+	if err != nil {
+		return wrap("read "+KeyFinishProcessing, err)
+	}
+	if len(left) > 0 {
+		f.log.Info("delivering notices left from an earlier run", "count", len(left))
+	}
+	for _, doc := range left {
+		if err := f.deliver(ctx, doc); err != nil {
+			return err
+		}
+		sent++
+	}
+	for ; sent < f.cfg.Batch; sent++ {
+		doc, err := rdb.LMove(ctx, KeyFinishNotifications, KeyFinishProcessing, "LEFT", "RIGHT").Result()
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
+		if err != nil {
+			return wrap("take finish notification", err)
+		}
+		if err := f.deliver(ctx, doc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deliver posts doc's line and acknowledges it. A document that cannot be
+// read is logged and acknowledged: retrying would never succeed.
+func (f *FinishNotifier) deliver(ctx context.Context, doc string) error {
+	n, err := ParseFinishNotice(doc)
+	if err != nil {
+		f.log.Error("dropping malformed finish notification", "doc", doc, "err", err)
+	} else {
+		line := n.Line()
+		if err := announceIn(ctx, f.ann, f.log, n.StartedIn, line); err != nil {
+			return fmt.Errorf("announce finish of %s: %w", n.URL, err)
+		}
+		f.log.Info("finish reported", "ident", ident.Of(n.URL), "channel", n.StartedIn, "line", line)
+	}
+	// The line is out: acknowledging must not be cut short by shutdown.
+	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := f.store.rdb.LRem(ackCtx, KeyFinishProcessing, 1, doc).Err(); err != nil {
+		return wrap("acknowledge finish notification", err)
+	}
+	return nil
+}

@@ -1,0 +1,425 @@
+// Package pipelinesim simulates an ArchiveBot pipeline: the Python + wpull
+// crawler that takes jobs from Redis, reports progress into it and marks
+// jobs done (SPEC §2.7). Tests in any package drive it step by step
+// (Report, Take, Heartbeat, Log, Abort, Done, Exit, or simply stop calling
+// it to "crash"); Pipeline.Run runs it on its own, and the package-level
+// Run is the `archivebot simulate-pipeline` subcommand.
+//
+// Every step is one Lua script with the semantics of upstream's pipeline
+// (its log, abort and mark-done scripts), so that the control node is
+// tested against what real pipelines do. The simulator spells the Redis
+// keys itself instead of importing package coordinator: it stands for a
+// program we do not control, and a key the control node misspells must
+// make the tests fail rather than agree with itself.
+package pipelinesim
+
+import (
+	"context"
+	"crypto/md5"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The wire format (SPEC §2), as a pipeline spells it.
+const (
+	keyWorking             = "working"
+	keyPending             = "pending"
+	keyPendingAO           = "pending-ao"
+	keyPendingLarge        = "pending-large"
+	keyPipelines           = "pipelines"
+	keyJobsCompleted       = "jobs_completed"
+	keyJobsAborted         = "jobs_aborted"
+	keyFinishNotifications = "finish_notifications"
+	channelUpdates         = "updates"
+	channelPipelineUpdates = "archivebot:pipeline_updates"
+	pendingNamedPrefix     = "pending:"
+	pipelinePrefix         = "pipeline:"
+
+	// CompletedExpiry is how long a completed job's keys live (48 h).
+	CompletedExpiry = 172800 * time.Second
+)
+
+func md5hex(s string) string {
+	sum := md5.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func keyLog(ident string) string     { return ident + "_log" }
+func keyIgnores(ident string) string { return ident + "_ignores" }
+func channelJob(ident string) string { return "archivebot:job:" + ident }
+func keyPipeline(id string) string   { return pipelinePrefix + id }
+func jobLogKey(j map[string]string, ident string) string {
+	if k := j["log_key"]; k != "" {
+		return k
+	}
+	return keyLog(ident)
+}
+
+var (
+	//go:embed scripts/report.lua
+	reportSrc    string
+	reportScript = redis.NewScript(reportSrc)
+	//go:embed scripts/take.lua
+	takeSrc    string
+	takeScript = redis.NewScript(takeSrc)
+	//go:embed scripts/log.lua
+	logSrc    string
+	logScript = redis.NewScript(logSrc)
+	//go:embed scripts/abort.lua
+	abortSrc    string
+	abortScript = redis.NewScript(abortSrc)
+	//go:embed scripts/done.lua
+	doneSrc    string
+	doneScript = redis.NewScript(doneSrc)
+	//go:embed scripts/exit.lua
+	exitSrc    string
+	exitScript = redis.NewScript(exitSrc)
+)
+
+// Config describes one simulated pipeline.
+type Config struct {
+	// Nickname is the pipeline's name; pending:NAME queues whose NAME is a
+	// substring of it are its own. Default "simpipe".
+	Nickname string
+	// ID is the md5 hex part of the pipeline key; default md5(Nickname).
+	ID string
+	// Version is reported as `version`; default "20250101.01".
+	Version string
+	// Hostname is reported as `hostname` and `fqdn`; default "sim.invalid".
+	Hostname string
+	// AOOnly pipelines take only !ao jobs (pending-ao, and pending-large
+	// when Large).
+	AOOnly bool
+	// Large pipelines also take pending-large.
+	Large bool
+	// Now is the clock for ts, started_at and finished_at; default time.Now.
+	Now func() time.Time
+}
+
+// Pipeline is one simulated pipeline.
+type Pipeline struct {
+	rdb redis.UniversalClient
+	cfg Config
+	key string
+
+	crashMu sync.Mutex
+	crashed bool
+	crash   context.CancelFunc // cancels a running Run
+}
+
+// New returns a pipeline over rdb. It does nothing until asked.
+func New(rdb redis.UniversalClient, cfg Config) *Pipeline {
+	if cfg.Nickname == "" {
+		cfg.Nickname = "simpipe"
+	}
+	if cfg.ID == "" {
+		cfg.ID = md5hex(cfg.Nickname)
+	}
+	if cfg.Version == "" {
+		cfg.Version = "20250101.01"
+	}
+	if cfg.Hostname == "" {
+		cfg.Hostname = "sim.invalid"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Pipeline{rdb: rdb, cfg: cfg, key: keyPipeline(cfg.ID)}
+}
+
+// Key is the pipeline's record key, pipeline:<md5hex>; jobs it takes get
+// it as pipeline_id.
+func (p *Pipeline) Key() string { return p.key }
+
+// Nickname is the pipeline's nickname.
+func (p *Pipeline) Nickname() string { return p.cfg.Nickname }
+
+func (p *Pipeline) unixFloat() string {
+	t := p.cfg.Now()
+	return strconv.FormatFloat(float64(t.UnixNano())/1e9, 'f', 3, 64)
+}
+
+// Report writes the pipeline record, adds it to `pipelines` and publishes
+// its key (step 1). Status is "Running" or "Stopping".
+func (p *Pipeline) Report(ctx context.Context, status string) error {
+	if status == "" {
+		status = "Running"
+	}
+	fields := []any{
+		"id", p.key,
+		"nickname", p.cfg.Nickname,
+		"version", p.cfg.Version,
+		"hostname", p.cfg.Hostname,
+		"fqdn", p.cfg.Hostname,
+		"pid", strconv.Itoa(os.Getpid()),
+		"python", "3.9.2 (simulated, " + runtime.Version() + ")",
+		"ts", strconv.FormatInt(p.cfg.Now().Unix(), 10),
+		"status", status,
+		"mem_usage", "0.25",
+		"mem_available", "4000000000",
+		"disk_usage", "0.5",
+		"disk_available", "100000000000",
+		"load_average_1m", "0.5",
+		"load_average_5m", "0.4",
+		"load_average_15m", "0.3",
+	}
+	args := append([]any{channelPipelineUpdates}, fields...)
+	return reportScript.Run(ctx, p.rdb, []string{p.key, keyPipelines}, args...).Err()
+}
+
+// Exit deletes the pipeline record and publishes its key (step 7).
+func (p *Pipeline) Exit(ctx context.Context) error {
+	return exitScript.Run(ctx, p.rdb, []string{p.key, keyPipelines}, channelPipelineUpdates).Err()
+}
+
+// Queues lists, in order, the queues the pipeline checks: its pending:NAME
+// queues (NAME a substring of its nickname, sorted), pending-large if it is
+// large, pending, pending-ao; AO-only pipelines check pending-large (if
+// large) and pending-ao only.
+func (p *Pipeline) Queues(ctx context.Context) ([]string, error) {
+	var out []string
+	if !p.cfg.AOOnly {
+		var named []string
+		iter := p.rdb.Scan(ctx, 0, pendingNamedPrefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			q := iter.Val()
+			if strings.Contains(p.cfg.Nickname, strings.TrimPrefix(q, pendingNamedPrefix)) {
+				named = append(named, q)
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return nil, err
+		}
+		sort.Strings(named)
+		out = append(out, named...)
+	}
+	if p.cfg.Large {
+		out = append(out, keyPendingLarge)
+	}
+	if !p.cfg.AOOnly {
+		out = append(out, keyPending)
+	}
+	return append(out, keyPendingAO), nil
+}
+
+// Job is a job the pipeline took.
+type Job struct {
+	Ident string
+	// Queue it came from.
+	Queue string
+	// Fields is the record as read when the job was taken.
+	Fields map[string]string
+
+	p       *Pipeline
+	logKey  string
+	aborted bool
+	age     int64
+}
+
+// Take reserves the next job with RPOPLPUSH into working, in queue order,
+// sets started_at and pipeline_id and reads the record (step 2). It
+// returns nil, nil when every queue is empty.
+func (p *Pipeline) Take(ctx context.Context) (*Job, error) {
+	queues, err := p.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys := append([]string{keyWorking}, queues...)
+	res, err := takeScript.Run(ctx, p.rdb, keys, p.unixFloat(), p.key).Slice()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(res) < 2 {
+		return nil, fmt.Errorf("take: unexpected reply %v", res)
+	}
+	j := &Job{p: p, Fields: map[string]string{}}
+	j.Queue, _ = res[0].(string)
+	j.Ident, _ = res[1].(string)
+	for i := 2; i+1 < len(res); i += 2 {
+		k, _ := res[i].(string)
+		v, _ := res[i+1].(string)
+		j.Fields[k] = v
+	}
+	j.logKey = jobLogKey(j.Fields, j.Ident)
+	j.age, _ = strconv.ParseInt(j.Fields["settings_age"], 10, 64)
+	return j, nil
+}
+
+// Heartbeat increments the job's heartbeat (step 3).
+func (j *Job) Heartbeat(ctx context.Context) error {
+	return j.p.rdb.HIncrBy(ctx, j.Ident, "heartbeat", 1).Err()
+}
+
+// Log ships one raw log entry (step 4) and returns its score. The entry is
+// stored as given: tests use it for entries that are not JSON.
+func (j *Job) Log(ctx context.Context, entry string) (int64, error) {
+	return logScript.Run(ctx, j.p.rdb, []string{j.Ident, j.logKey}, entry, channelUpdates).Int64()
+}
+
+// DownloadEntry is a wpull download log entry.
+type DownloadEntry struct {
+	Type         string  `json:"type"`
+	URL          string  `json:"url"`
+	ResponseCode int     `json:"response_code"`
+	WgetCode     string  `json:"wget_code"`
+	IsError      bool    `json:"is_error"`
+	IsWarning    bool    `json:"is_warning"`
+	TS           float64 `json:"ts"`
+}
+
+// IgnoreEntry is the log entry for a URL skipped by an ignore pattern.
+type IgnoreEntry struct {
+	Type    string  `json:"type"`
+	URL     string  `json:"url"`
+	Pattern string  `json:"pattern"`
+	Source  string  `json:"source"`
+	TS      float64 `json:"ts"`
+}
+
+// LogDownload ships a download entry for url with the response code
+// (0 = network error); is_error is set for 0 and 5xx, is_warning for 4xx.
+func (j *Job) LogDownload(ctx context.Context, url string, code int) (int64, error) {
+	e := DownloadEntry{Type: "download", URL: url, ResponseCode: code, WgetCode: "OK",
+		IsError: code == 0 || code >= 500, IsWarning: code >= 400 && code < 500,
+		TS: float64(j.p.cfg.Now().UnixNano()) / 1e9}
+	if code == 0 {
+		e.WgetCode = "NETWORK_ERROR"
+	}
+	b, _ := json.Marshal(e)
+	return j.Log(ctx, string(b))
+}
+
+// LogIgnore ships an ignore entry.
+func (j *Job) LogIgnore(ctx context.Context, url, pattern, source string) (int64, error) {
+	b, _ := json.Marshal(IgnoreEntry{Type: "ignore", URL: url, Pattern: pattern, Source: source,
+		TS: float64(j.p.cfg.Now().UnixNano()) / 1e9})
+	return j.Log(ctx, string(b))
+}
+
+// AddCounters adds to the job's byte and item counters.
+func (j *Job) AddCounters(ctx context.Context, bytes, itemsDownloaded, itemsQueued int64) error {
+	_, err := j.p.rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		pl.HIncrBy(ctx, j.Ident, "bytes_downloaded", bytes)
+		pl.HIncrBy(ctx, j.Ident, "items_downloaded", itemsDownloaded)
+		pl.HIncrBy(ctx, j.Ident, "items_queued", itemsQueued)
+		return nil
+	})
+	return err
+}
+
+// Settings are what a crawler re-reads when the settings age grows.
+type Settings struct {
+	DelayMin, DelayMax, Concurrency string
+	Age                             int64
+	AbortRequested                  bool
+	SuppressIgnoreReports           bool
+	IgnorePatterns                  []string
+}
+
+// Settings reads the job's settings as upstream's pipeline does.
+func (j *Job) Settings(ctx context.Context) (Settings, error) {
+	v, err := j.p.rdb.HMGet(ctx, j.Ident, "delay_min", "delay_max", "concurrency", "settings_age",
+		"abort_requested", "suppress_ignore_reports", "ignore_patterns_set_key").Result()
+	if err != nil {
+		return Settings{}, err
+	}
+	str := func(i int) string { s, _ := v[i].(string); return s }
+	s := Settings{DelayMin: str(0), DelayMax: str(1), Concurrency: str(2),
+		AbortRequested: str(4) != "", SuppressIgnoreReports: str(5) != ""}
+	s.Age, _ = strconv.ParseInt(str(3), 10, 64)
+	if k := str(6); k != "" {
+		if s.IgnorePatterns, err = j.p.rdb.SMembers(ctx, k).Result(); err != nil {
+			return s, err
+		}
+		sort.Strings(s.IgnorePatterns)
+	}
+	return s, nil
+}
+
+// SettingsChanged handles a settings age published on archivebot:job:IDENT:
+// when it is newer than the one the job knows, the settings are re-read,
+// and an abort_requested job is aborted and marked done. It reports whether
+// the job ended.
+func (j *Job) SettingsChanged(ctx context.Context, age int64) (ended bool, err error) {
+	if age <= j.age {
+		return false, nil
+	}
+	s, err := j.Settings(ctx)
+	if err != nil {
+		return false, err
+	}
+	j.age = max(age, s.Age)
+	if !s.AbortRequested {
+		return false, nil
+	}
+	if err := j.Abort(ctx); err != nil {
+		return false, err
+	}
+	return true, j.Done(ctx)
+}
+
+// Abort records that the crawl stopped on request (step 5).
+func (j *Job) Abort(ctx context.Context) error {
+	if err := abortScript.Run(ctx, j.p.rdb, []string{j.Ident}, channelUpdates).Err(); err != nil {
+		return err
+	}
+	j.aborted = true
+	return nil
+}
+
+// FinishNotice is the document a pipeline RPUSHes on finish_notifications.
+type FinishNotice struct {
+	Aborted    bool    `json:"aborted"`
+	FetchDepth string  `json:"fetch_depth"`
+	PipelineID string  `json:"pipeline_id"`
+	QueuedAt   any     `json:"queued_at"`
+	StartedBy  string  `json:"started_by"`
+	StartedIn  string  `json:"started_in"`
+	URL        string  `json:"url"`
+	URLFile    *string `json:"url_file"`
+}
+
+// Notice is the finish notification Done will push.
+func (j *Job) Notice() FinishNotice {
+	n := FinishNotice{Aborted: j.aborted, FetchDepth: j.Fields["fetch_depth"], PipelineID: j.p.key,
+		StartedBy: j.Fields["started_by"], StartedIn: j.Fields["started_in"], URL: j.Fields["url"]}
+	n.QueuedAt = j.Fields["queued_at"]
+	if q, err := strconv.ParseInt(j.Fields["queued_at"], 10, 64); err == nil {
+		n.QueuedAt = q
+	}
+	if f, ok := j.Fields["url_file"]; ok {
+		n.URLFile = &f
+	}
+	return n
+}
+
+// Done marks the job done (step 6): finished_at, out of working, counter,
+// expiry (5 s when aborted, 48 h otherwise), finish notification, publish.
+func (j *Job) Done(ctx context.Context) error {
+	b, err := json.Marshal(j.Notice())
+	if err != nil {
+		return err
+	}
+	keys := []string{j.Ident, j.logKey, keyIgnores(j.Ident), keyWorking, keyJobsAborted,
+		keyJobsCompleted, keyFinishNotifications}
+	return doneScript.Run(ctx, j.p.rdb, keys, int64(CompletedExpiry/time.Second), channelUpdates,
+		j.p.unixFloat(), string(b)).Err()
+}
+
+// Aborted reports whether Abort was called.
+func (j *Job) Aborted() bool { return j.aborted }

@@ -1,0 +1,360 @@
+package pipelinesim
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RunOptions shape an autonomous run (Pipeline.Run).
+type RunOptions struct {
+	// ReportInterval between two reports; default 1 s.
+	ReportInterval time.Duration
+	// HeartbeatInterval between two heartbeats of the running job; default 1 s.
+	HeartbeatInterval time.Duration
+	// PollInterval between two looks at the queues while idle; default 1 s.
+	PollInterval time.Duration
+	// EntryInterval between two log entries; default 100 ms.
+	EntryInterval time.Duration
+	// Entries is the number of download log entries per job; default 20.
+	Entries int
+	// Codes are the response codes entries cycle through; default
+	// 200, 200, 200, 301, 404, 500.
+	Codes []int
+	// InvalidEvery: every Nth entry is not JSON (0: never).
+	InvalidEvery int
+	// IgnoreEvery: every Nth entry is an ignore entry (0: never).
+	IgnoreEvery int
+	// MaxJobs: exit cleanly after this many jobs (0: run until ctx ends).
+	MaxJobs int
+	// CrashAfter: crash after this many log entries in total, in the middle
+	// of a job (0: never).
+	CrashAfter int
+	// OnEvent, when set, is told about every step (tests wait on it).
+	OnEvent func(Event)
+}
+
+func (o RunOptions) withDefaults() RunOptions {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.ReportInterval, time.Second)
+	def(&o.HeartbeatInterval, time.Second)
+	def(&o.PollInterval, time.Second)
+	def(&o.EntryInterval, 100*time.Millisecond)
+	if o.Entries <= 0 {
+		o.Entries = 20
+	}
+	if len(o.Codes) == 0 {
+		o.Codes = []int{200, 200, 200, 301, 404, 500}
+	}
+	return o
+}
+
+// Event kinds.
+const (
+	EventReport  = "report"
+	EventTake    = "take"
+	EventLog     = "log"
+	EventAbort   = "abort"
+	EventDone    = "done"
+	EventExit    = "exit"
+	EventCrash   = "crash"
+	EventError   = "error"
+	EventSetting = "settings"
+)
+
+// Event is one step of an autonomous run.
+type Event struct {
+	Kind  string
+	Ident string
+	// Score of a log entry; settings age of a settings event.
+	N   int64
+	Err error
+}
+
+func (e Event) String() string {
+	s := e.Kind
+	if e.Ident != "" {
+		s += " " + e.Ident
+	}
+	if e.N != 0 {
+		s += " " + strconv.FormatInt(e.N, 10)
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// ErrCrashed is returned by Run when the pipeline crashed (CrashAfter or
+// Crash): it stopped without unregistering, its job left in working.
+var ErrCrashed = errors.New("pipeline crashed")
+
+// Crash makes a running Run stop at once without unregistering and without
+// finishing its job, as a killed pipeline would.
+func (p *Pipeline) Crash() {
+	p.crashMu.Lock()
+	defer p.crashMu.Unlock()
+	p.crashed = true
+	if p.crash != nil {
+		p.crash()
+	}
+}
+
+// Run reports every ReportInterval and works jobs one at a time until ctx
+// ends or MaxJobs are done, then exits cleanly (Exit); a job in progress
+// when ctx ends is left in working. Each job: heartbeat every
+// HeartbeatInterval, Entries log entries, settings changes honoured (an
+// abort_requested job is aborted), then Done.
+func (p *Pipeline) Run(ctx context.Context, o RunOptions) error {
+	o = o.withDefaults()
+	emit := func(e Event) {
+		if o.OnEvent != nil {
+			o.OnEvent(e)
+		}
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p.crashMu.Lock()
+	p.crash = cancel
+	crashed := p.crashed
+	p.crashMu.Unlock()
+	if crashed {
+		return ErrCrashed
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(o.ReportInterval)
+		defer t.Stop()
+		for {
+			err := p.Report(runCtx, "Running")
+			if runCtx.Err() != nil {
+				return
+			}
+			emit(Event{Kind: EventReport, Err: err})
+			select {
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	err := p.work(runCtx, o, emit)
+	cancel()
+	wg.Wait()
+	p.crashMu.Lock()
+	crashed = p.crashed
+	p.crashMu.Unlock()
+	if crashed {
+		emit(Event{Kind: EventCrash})
+		return ErrCrashed
+	}
+	// Unregister even though ctx ended: that is what a clean exit is.
+	exitCtx, cancelExit := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancelExit()
+	if xerr := p.Exit(exitCtx); xerr != nil {
+		return errors.Join(err, fmt.Errorf("exit: %w", xerr))
+	}
+	emit(Event{Kind: EventExit})
+	return err
+}
+
+func (p *Pipeline) work(ctx context.Context, o RunOptions, emit func(Event)) error {
+	jobs, entries := 0, 0
+	for ctx.Err() == nil && (o.MaxJobs == 0 || jobs < o.MaxJobs) {
+		j, err := p.Take(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			emit(Event{Kind: EventError, Err: err})
+		}
+		if j == nil {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(o.PollInterval):
+			}
+			continue
+		}
+		emit(Event{Kind: EventTake, Ident: j.Ident})
+		jobs++
+		if err := p.crawl(ctx, j, o, emit, &entries); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("job %s: %w", j.Ident, err)
+		}
+	}
+	return nil
+}
+
+// crawl runs one job to its end (done or aborted), or until ctx ends.
+func (p *Pipeline) crawl(ctx context.Context, j *Job, o RunOptions, emit func(Event), entries *int) error {
+	ps := p.rdb.Subscribe(ctx, channelJob(j.Ident))
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		return fmt.Errorf("subscribe to settings: %w", err)
+	}
+	ages := ps.Channel()
+	hb := time.NewTicker(o.HeartbeatInterval)
+	defer hb.Stop()
+	next := time.NewTimer(0)
+	defer next.Stop()
+	for i := 0; ; {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-hb.C:
+			if err := j.Heartbeat(ctx); err != nil && ctx.Err() == nil {
+				emit(Event{Kind: EventError, Ident: j.Ident, Err: err})
+			}
+		case m := <-ages:
+			age, err := strconv.ParseInt(m.Payload, 10, 64)
+			if err != nil {
+				continue
+			}
+			emit(Event{Kind: EventSetting, Ident: j.Ident, N: age})
+			ended, err := j.SettingsChanged(ctx, age)
+			if err != nil {
+				return err
+			}
+			if ended {
+				emit(Event{Kind: EventAbort, Ident: j.Ident})
+				emit(Event{Kind: EventDone, Ident: j.Ident})
+				return nil
+			}
+		case <-next.C:
+			if i == o.Entries {
+				if err := j.Done(ctx); err != nil {
+					return err
+				}
+				emit(Event{Kind: EventDone, Ident: j.Ident})
+				return nil
+			}
+			i++
+			*entries++
+			url := fmt.Sprintf("%spage/%d", strings.TrimSuffix(j.Fields["url"], "/")+"/", i)
+			var n int64
+			var err error
+			switch {
+			case o.InvalidEvery > 0 && i%o.InvalidEvery == 0:
+				n, err = j.Log(ctx, "not json {"+url)
+			case o.IgnoreEvery > 0 && i%o.IgnoreEvery == 0:
+				n, err = j.LogIgnore(ctx, url, "/page/", "global")
+			default:
+				n, err = j.LogDownload(ctx, url, o.Codes[(i-1)%len(o.Codes)])
+				if err == nil {
+					err = j.AddCounters(ctx, 1000, 1, 2)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			emit(Event{Kind: EventLog, Ident: j.Ident, N: n})
+			if o.CrashAfter > 0 && *entries >= o.CrashAfter {
+				p.Crash()
+				return nil
+			}
+			next.Reset(o.EntryInterval)
+		}
+	}
+}
+
+// Options are the flags of `archivebot simulate-pipeline`.
+type Options struct {
+	RedisURL string
+	Nickname string
+	ID       string
+	Version  string
+	AOOnly   bool
+	Large    bool
+	Codes    string // comma-separated response codes
+	RunOptions
+}
+
+// RegisterFlags defines the subcommand's flags on fs, writing into o.
+func (o *Options) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.RedisURL, "redis", envOr("REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL of the control node (default $REDIS_URL)")
+	fs.StringVar(&o.Nickname, "nickname", "simpipe", "pipeline nickname (pending:NAME queues whose NAME is a substring of it are taken)")
+	fs.StringVar(&o.ID, "id", "", "md5 hex id of the pipeline key (default: md5 of nickname, host and pid)")
+	fs.StringVar(&o.Version, "version", "20250101.01", "version to report")
+	fs.BoolVar(&o.AOOnly, "ao-only", false, "take only !ao jobs (pending-ao, and pending-large with -large)")
+	fs.BoolVar(&o.Large, "large", false, "also take pending-large jobs")
+	fs.StringVar(&o.Codes, "codes", "200,200,200,301,404,500", "response codes the log entries cycle through (0 = network error)")
+	fs.IntVar(&o.Entries, "entries", 20, "download log entries per job")
+	fs.DurationVar(&o.EntryInterval, "entry-interval", 100*time.Millisecond, "time between two log entries")
+	fs.DurationVar(&o.ReportInterval, "report-interval", time.Second, "time between two pipeline reports")
+	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", time.Second, "time between two job heartbeats")
+	fs.DurationVar(&o.PollInterval, "poll-interval", time.Second, "time between two queue checks while idle")
+	fs.IntVar(&o.InvalidEvery, "invalid-every", 0, "make every Nth log entry invalid JSON (0: never)")
+	fs.IntVar(&o.IgnoreEvery, "ignore-every", 0, "make every Nth log entry an ignore entry (0: never)")
+	fs.IntVar(&o.MaxJobs, "max-jobs", 0, "exit cleanly after this many jobs (0: until interrupted)")
+	fs.IntVar(&o.CrashAfter, "crash-after", 0, "crash (stop without unregistering or finishing the job) after this many log entries (0: never)")
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// Run is `archivebot simulate-pipeline`: it connects to o.RedisURL and runs
+// one simulated pipeline until ctx ends (then exits cleanly), MaxJobs are
+// done or it crashes, printing each step on out.
+func Run(ctx context.Context, o Options, out io.Writer) error {
+	ropt, err := redis.ParseURL(o.RedisURL)
+	if err != nil {
+		return fmt.Errorf("-redis %q: %w", o.RedisURL, err)
+	}
+	if o.Codes != "" {
+		o.RunOptions.Codes = nil
+		for _, f := range strings.Split(o.Codes, ",") {
+			c, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return fmt.Errorf("-codes: %q is not a number", f)
+			}
+			o.RunOptions.Codes = append(o.RunOptions.Codes, c)
+		}
+	}
+	rdb := redis.NewClient(ropt)
+	defer rdb.Close()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis %s: %w", o.RedisURL, err)
+	}
+	cfg := Config{Nickname: o.Nickname, ID: o.ID, Version: o.Version, AOOnly: o.AOOnly, Large: o.Large}
+	if cfg.ID == "" {
+		host, _ := os.Hostname()
+		cfg.ID = md5hex(fmt.Sprintf("%s\x00%s\x00%d", o.Nickname, host, os.Getpid()))
+	}
+	p := New(rdb, cfg)
+	fmt.Fprintf(out, "pipeline %q (%s) on %s\n", p.Nickname(), p.Key(), o.RedisURL)
+	ro := o.RunOptions
+	ro.OnEvent = func(e Event) {
+		if e.Kind == EventReport && e.Err == nil {
+			return
+		}
+		fmt.Fprintf(out, "%s %s\n", time.Now().Format("15:04:05.000"), e)
+	}
+	err = p.Run(ctx, ro)
+	if errors.Is(err, ErrCrashed) {
+		fmt.Fprintln(out, "crashed: the pipeline record and the job in working are left behind")
+		return nil
+	}
+	return err
+}
