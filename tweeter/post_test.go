@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
@@ -253,19 +254,7 @@ func TestPost(t *testing.T) {
 }
 
 // cmpEmpty equates nil and empty slices and maps.
-var cmpEmpty = cmp.FilterValues(func(a, b any) bool {
-	return isEmpty(a) && isEmpty(b)
-}, cmp.Ignore())
-
-func isEmpty(v any) bool {
-	switch v := v.(type) {
-	case []string:
-		return len(v) == 0
-	case map[string]string:
-		return len(v) == 0
-	}
-	return false
-}
+var cmpEmpty = cmpopts.EquateEmpty()
 
 // Several texts, some failing: each ends in tweets:done or the failed
 // record exactly once, oldest first.
