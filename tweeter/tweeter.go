@@ -356,9 +356,6 @@ func (t *Tweeter) post(ctx context.Context, text string) (Outcome, error) {
 			}
 			return Posted, t.resolve(ctx, t.store.TweetPosted, text)
 		}
-		if ctx.Err() != nil {
-			return t.interrupted(text, err)
-		}
 		var rl *RateLimitError
 		var pe *PermanentError
 		switch {
@@ -380,6 +377,9 @@ func (t *Tweeter) post(ctx context.Context, text string) (Outcome, error) {
 		case errors.As(err, &pe):
 			log.Error("twitter refused the post", "err", err)
 			return t.giveUp(ctx, log, text, try)
+		}
+		if ctx.Err() != nil {
+			return t.interrupted(text, err)
 		}
 		if try >= t.cfg.MaxTries {
 			log.Error("post failed too often", "tries", try, "err", err)
