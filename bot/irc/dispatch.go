@@ -1,0 +1,102 @@
+package irc
+
+import (
+	"context"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+)
+
+// dispatcher runs commands off the IRC read loop: one worker per user, so
+// one user's commands run in the order they were typed, and at most
+// `slots` commands at once, so a slow command (a hung Redis call) holds up
+// only its own user and one slot — never the connection.
+type dispatcher struct {
+	log      *slog.Logger
+	sem      chan struct{}
+	maxQueue int
+
+	mu      sync.Mutex
+	queues  map[string][]func() // present while the key's worker runs
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+func newDispatcher(slots, maxQueue int, log *slog.Logger) *dispatcher {
+	return &dispatcher{log: log, sem: make(chan struct{}, slots), maxQueue: maxQueue, queues: map[string][]func(){}}
+}
+
+// submit queues job behind key's earlier jobs. It never blocks; it reports
+// false when the dispatcher is stopped or key's queue is full.
+func (d *dispatcher) submit(key string, job func()) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped {
+		return false
+	}
+	q, running := d.queues[key]
+	if len(q) >= d.maxQueue {
+		return false
+	}
+	d.queues[key] = append(q, job)
+	if !running {
+		d.wg.Add(1)
+		go d.worker(key)
+	}
+	return true
+}
+
+func (d *dispatcher) worker(key string) {
+	defer d.wg.Done()
+	for {
+		d.mu.Lock()
+		q := d.queues[key]
+		if len(q) == 0 {
+			delete(d.queues, key)
+			d.mu.Unlock()
+			return
+		}
+		job := q[0]
+		q[0] = nil
+		d.queues[key] = q[1:]
+		d.mu.Unlock()
+
+		d.sem <- struct{}{}
+		d.run(key, job)
+		<-d.sem
+	}
+}
+
+func (d *dispatcher) run(key string, job func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.log.Error("command panicked", "user", key, "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	job()
+}
+
+// stop takes no more jobs and drops the queued ones; running jobs finish.
+func (d *dispatcher) stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopped = true
+	for k := range d.queues {
+		d.queues[k] = nil
+	}
+}
+
+// wait waits for running jobs to finish, or for ctx.
+func (d *dispatcher) wait(ctx context.Context) bool {
+	done := make(chan struct{})
+	go func() {
+		d.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,410 @@
+package irc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ergochat/irc-go/ircmsg"
+
+	"github.com/archiveteam/archivebot-go/bot"
+	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/coordinator"
+)
+
+const (
+	refuseOp      = "only channel operators may"
+	refuseVoice   = "only channel operators or voiced users may"
+	refusePrivate = "use it in a channel"
+)
+
+// channelWithRoles starts ngircd and the bot in #test with an op (first
+// to join, so ngircd makes them +o), a voiced user and a plain user.
+func channelWithRoles(t *testing.T, cfgTune func(*harness)) (n *ngircd, h *harness, op, voice, plain *user) {
+	t.Helper()
+	n = startNgircd(t, ngircdOpts{})
+	op = dialUser(t, n.addr(), "opal")
+	op.join("#test")
+	voice = dialUser(t, n.addr(), "vera")
+	voice.join("#test")
+	plain = dialUser(t, n.addr(), "paul")
+	plain.join("#test")
+
+	op.send("MODE #test +v vera")
+	voice.expect("+v", isMode("#test", "+v", "vera"))
+	op.mark()
+	h = startBot(t, testIRCConfig(n.url(), "#test"), nil)
+	op.waitBotIn("ArchiveBot", "#test")
+	voice.mark()
+	plain.mark()
+	return n, h, op, voice, plain
+}
+
+func isMode(channel, modes string, args ...string) func(ircmsg.Message) bool {
+	return func(m ircmsg.Message) bool {
+		if m.Command != "MODE" || len(m.Params) < 2 || !strings.EqualFold(m.Params[0], channel) || m.Params[1] != modes {
+			return false
+		}
+		return strings.Join(m.Params[2:], " ") == strings.Join(args, " ")
+	}
+}
+
+func TestRolesRunCommands(t *testing.T) {
+	t.Parallel()
+	_, h, op, voice, plain := channelWithRoles(t, nil)
+	ctx := context.Background()
+	ask := func(u *user, channel, text string) string {
+		t.Helper()
+		return strings.Join(u.ask("ArchiveBot", channel, text), "\n")
+	}
+
+	if r := ask(op, "#test", "!a https://example.com/by-op"); !strings.HasPrefix(r, "Queued https://example.com/by-op") {
+		t.Errorf("op !a: got %q", r)
+	}
+	if r := ask(voice, "#test", "!a https://example.com/by-voice"); !strings.HasPrefix(r, "Queued https://example.com/by-voice") {
+		t.Errorf("voice !a: got %q", r)
+	}
+	if r := ask(plain, "#test", "!a https://example.com/by-plain"); !strings.Contains(r, refuseVoice) {
+		t.Errorf("plain !a: got %q", r)
+	}
+	if r := ask(plain, "#test", "!ao https://example.com/by-plain"); !strings.HasPrefix(r, "Queued https://example.com/by-plain for archival without recursion") {
+		t.Errorf("plain !ao: got %q", r)
+	}
+	for _, u := range []*user{op, voice, plain} {
+		if r := ask(u, "#test", "!status"); !strings.Contains(r, "2 pending, 1 pending-ao") {
+			t.Errorf("%s !status: got %q", u.nick, r)
+		}
+	}
+	// !pending answers in private, even when asked in the channel.
+	plain.mark()
+	before := plain.next
+	pending := plain.ask("ArchiveBot", "#test", "!pending")
+	if len(pending) == 0 || !strings.Contains(pending[0], "3 pending jobs") {
+		t.Errorf("!pending: got %q", pending)
+	}
+	for _, u := range []string{"by-op", "by-voice", "by-plain"} {
+		if !strings.Contains(strings.Join(pending, "\n"), u) {
+			t.Errorf("!pending does not list %s: %q", u, pending)
+		}
+	}
+	after := plain.next
+	plain.next = before
+	plain.expect("!pending answer in private", func(m ircmsg.Message) bool {
+		return isFrom(m, "ArchiveBot", "paul") && strings.Contains(m.Params[1], "3 pending jobs")
+	})
+	plain.next = after
+
+	// The jobs carry who queued them and where.
+	ids, err := h.rdb.LRange(ctx, "pending", 0, -1).Result()
+	if err != nil || len(ids) != 2 {
+		t.Fatalf("pending = %v, %v", ids, err)
+	}
+	byVoice, _ := h.rdb.HGetAll(ctx, ids[0]).Result() // LPUSH: newest first
+	if byVoice["started_by"] != "vera" || byVoice["started_in"] != "#test" {
+		t.Errorf("job of vera: started_by=%q started_in=%q", byVoice["started_by"], byVoice["started_in"])
+	}
+
+	// In private: read-only commands answer there, state-changing ones
+	// are refused with a reason.
+	if r := ask(plain, "", "!status"); !strings.HasPrefix(r, "Job status:") {
+		t.Errorf("private !status: got %q", r)
+	}
+	if r := ask(op, "", "!a https://example.com/private"); !strings.Contains(r, refusePrivate) {
+		t.Errorf("private !a: got %q", r)
+	}
+	// Ordinary chat, even starting with "!", gets no answer.
+	if r := ask(plain, "#test", "!wow that was fast"); r != "" {
+		t.Errorf("chat got an answer: %q", r)
+	}
+}
+
+// TestAuthorizationMatrix runs every command of the bot's table as op,
+// voiced and plain user, in the channel and in private, and checks the
+// outcome against the table's Perm and Mutates.
+func TestAuthorizationMatrix(t *testing.T) {
+	t.Parallel()
+	_, h, op, voice, plain := channelWithRoles(t, nil)
+	ranks := []struct {
+		u    *user
+		rank bot.Rank
+	}{{op, bot.RankOp}, {voice, bot.RankVoice}, {plain, bot.RankNone}}
+	cmds := h.bot.Commands()
+	if len(cmds) == 0 {
+		t.Fatal("empty command table")
+	}
+	checked := 0
+	for _, cmd := range cmds {
+		for _, r := range ranks {
+			for _, private := range []bool{false, true} {
+				text := invocation(cmd, fmt.Sprintf("%s-%v", r.u.nick, private))
+				channel := "#test"
+				if private {
+					channel = ""
+				}
+				got := strings.Join(r.u.ask("ArchiveBot", channel, text), "\n")
+				want := "allowed"
+				switch {
+				case private && cmd.Mutates:
+					want = refusePrivate
+				case !private && r.rank < cmd.Perm && cmd.Perm == bot.Op:
+					want = refuseOp
+				case !private && r.rank < cmd.Perm:
+					want = refuseVoice
+				}
+				if outcome := classify(got); outcome != want {
+					t.Errorf("%s as %s (private=%v): want %s, got %s: %q", text, r.u.nick, private, want, outcome, got)
+				}
+				checked++
+			}
+		}
+	}
+	t.Logf("checked %d command × rank × place combinations", checked)
+}
+
+// invocation builds a syntactically plausible call of cmd: permission is
+// judged before arguments, but a well-formed call shows the allowed case
+// reaching its handler.
+func invocation(cmd *bot.Command, tag string) string {
+	args := []string{}
+	for i := 0; i < cmd.MinArgs; i++ {
+		switch {
+		case i == 0 && cmd.Ident:
+			args = append(args, "abcdef0123456789")
+		case i == 0:
+			args = append(args, "https://example.org/matrix/"+tag+strings.NewReplacer("!", "", " ", "", "<", "list").Replace(cmd.Name))
+		default:
+			args = append(args, "1")
+		}
+	}
+	return strings.TrimSpace(cmd.Name + " " + strings.Join(args, " "))
+}
+
+func classify(reply string) string {
+	for _, r := range []string{refuseVoice, refuseOp, refusePrivate} {
+		if strings.Contains(reply, r) {
+			return r
+		}
+	}
+	return "allowed"
+}
+
+// TestRankChanges: devoice, nick change, part and rejoin, halfop and
+// several modes in one line are all reflected before the next command.
+func TestRankChanges(t *testing.T) {
+	t.Parallel()
+	_, _, op, voice, plain := channelWithRoles(t, nil)
+	ask := func(u *user, text string) string {
+		t.Helper()
+		return strings.Join(u.ask("ArchiveBot", "#test", text), "\n")
+	}
+	if r := ask(voice, "!a https://example.com/1"); classify(r) != "allowed" {
+		t.Fatalf("voiced !a: %q", r)
+	}
+	op.send("MODE #test -v vera")
+	voice.expect("-v", isMode("#test", "-v", "vera"))
+	if r := ask(voice, "!a https://example.com/2"); classify(r) != refuseVoice {
+		t.Errorf("devoiced !a: want refusal, got %q", r)
+	}
+
+	// Several modes in one line, with a non-prefix mode taking a
+	// parameter in between.
+	op.send("MODE #test +vlv vera 50 paul")
+	voice.expect("+vlv", isMode("#test", "+vlv", "vera", "50", "paul"))
+	if r := ask(voice, "!a https://example.com/3"); classify(r) != "allowed" {
+		t.Errorf("revoiced !a: %q", r)
+	}
+	if r := ask(plain, "!a https://example.com/4"); classify(r) != "allowed" {
+		t.Errorf("voiced paul !a: %q", r)
+	}
+
+	// A nick change keeps the rank.
+	voice.send("NICK vera2")
+	voice.expect("own NICK", func(m ircmsg.Message) bool { return m.Command == "NICK" && m.Nick() == "vera" })
+	voice.nick = "vera2"
+	if r := ask(voice, "!a https://example.com/5"); classify(r) != "allowed" {
+		t.Errorf("renamed voiced !a: %q", r)
+	}
+	op.send("NICK opal2")
+	op.expect("own NICK", func(m ircmsg.Message) bool { return m.Command == "NICK" && m.Nick() == "opal" })
+	op.nick = "opal2"
+	if r := ask(op, "!a < https://example.com/list.txt"); classify(r) != "allowed" {
+		t.Errorf("renamed op !a <: %q", r)
+	}
+	// The old nick does not keep it: someone else taking it is plain.
+	other := dialUser(t, op.conn.RemoteAddr().String(), "opal")
+	other.join("#test")
+	if r := ask(other, "!a https://example.com/6"); classify(r) != refuseVoice {
+		t.Errorf("new user with the op's old nick: %q", r)
+	}
+
+	// Part and rejoin: the voice is gone.
+	plain.send("PART #test")
+	plain.expect("own PART", func(m ircmsg.Message) bool { return m.Command == "PART" && m.Nick() == "paul" })
+	plain.join("#test")
+	if r := ask(plain, "!a https://example.com/7"); classify(r) != refuseVoice {
+		t.Errorf("paul after rejoin: %q", r)
+	}
+
+	// Halfop (%) counts as voice; -o leaves a user who was +ov voiced
+	// (the bot asks NAMES again when multi-prefix is not available).
+	op.send("MODE #test +h paul")
+	plain.expect("+h", isMode("#test", "+h", "paul"))
+	if r := ask(plain, "!a https://example.com/8"); classify(r) != "allowed" {
+		t.Errorf("halfop !a: %q", r)
+	}
+	if r := ask(plain, "!a < https://example.com/8.txt"); classify(r) != refuseOp {
+		t.Errorf("halfop !a <: want op refusal, got %q", r)
+	}
+	op.send("MODE #test +o vera2")
+	voice.expect("+o", isMode("#test", "+o", "vera2"))
+	if r := ask(voice, "!a < https://example.com/9.txt"); classify(r) != "allowed" {
+		t.Errorf("op'd vera2 !a <: %q", r)
+	}
+	op.send("MODE #test -o vera2")
+	voice.expect("-o", isMode("#test", "-o", "vera2"))
+	if r := ask(voice, "!a < https://example.com/10.txt"); classify(r) != refuseOp {
+		t.Errorf("de-op'd vera2 !a <: %q", r)
+	}
+	if r := ask(voice, "!a https://example.com/10"); classify(r) != "allowed" {
+		t.Errorf("de-op'd but voiced vera2 !a: %q", r)
+	}
+}
+
+// TestKickAndNick: the bot rejoins after a KICK; it takes an alternate
+// nick when its own is in use and reclaims it when it is free.
+func TestKickAndNick(t *testing.T) {
+	t.Parallel()
+	n := startNgircd(t, ngircdOpts{})
+	squatter := dialUser(t, n.addr(), "ArchiveBot")
+	op := dialUser(t, n.addr(), "opal")
+	op.join("#test")
+	h := startBot(t, testIRCConfig(n.url(), "#test"), func(c *Client) { c.reclaimEvery = time.Hour })
+	m := op.expect("bot JOIN under an alternate nick", func(m ircmsg.Message) bool {
+		return m.Command == "JOIN" && strings.HasPrefix(m.Nick(), "ArchiveBot_")
+	})
+	alt := m.Nick()
+	op.say("#test", "!status")
+	if r := op.reply(alt, "#test"); !strings.HasPrefix(r, "Job status:") {
+		t.Errorf("!status to %s: %q", alt, r)
+	}
+	// The squatter joins and leaves: the bot sees the QUIT and takes its
+	// nick back at once (the periodic attempt is an hour away).
+	squatter.join("#test")
+	squatter.send("QUIT :bye")
+	op.expect("bot reclaiming its nick", func(m ircmsg.Message) bool {
+		return m.Command == "NICK" && m.Nick() == alt && len(m.Params) > 0 && m.Params[0] == "ArchiveBot"
+	})
+	if r := strings.Join(op.ask("ArchiveBot", "#test", "!status"), ""); !strings.HasPrefix(r, "Job status:") {
+		t.Errorf("!status after reclaiming the nick: %q", r)
+	}
+	if h.client.Nick() != "ArchiveBot" {
+		t.Errorf("Nick() = %q", h.client.Nick())
+	}
+
+	op.send("KICK #test ArchiveBot :out")
+	op.expect("KICK", func(m ircmsg.Message) bool { return m.Command == "KICK" })
+	op.waitBotIn("ArchiveBot", "#test")
+	op.say("#test", "!status")
+	if r := op.reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
+		t.Errorf("!status after rejoin: %q", r)
+	}
+}
+
+// TestRestartServer restarts ngircd under the bot: it reconnects, rejoins
+// and answers again; while it is down Announce fails at once.
+func TestRestartServer(t *testing.T) {
+	t.Parallel()
+	n := startNgircd(t, ngircdOpts{})
+	// Production backoff, so the measured time is what operators get.
+	h := startBot(t, testIRCConfig(n.url(), "#test", "#other"), func(c *Client) {
+		d := New(config.IRC{}, nil, nil)
+		c.backoffMin, c.backoffMax = d.backoffMin, d.backoffMax
+	})
+	h.waitState(true)
+	u := dialUser(t, n.addr(), "rita")
+	u.join("#test")
+	u.say("#test", "!status")
+	if r := u.reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
+		t.Fatalf("!status: %q", r)
+	}
+
+	stopped := time.Now()
+	n.stop()
+	h.waitState(false)
+	lost := time.Since(stopped)
+	start := time.Now()
+	err := h.client.Announce(context.Background(), "#test", "not now")
+	if err == nil || time.Since(start) > 100*time.Millisecond {
+		t.Errorf("Announce while disconnected: %v after %v; want an error at once", err, time.Since(start))
+	}
+
+	n.start()
+	restarted := time.Now()
+	h.waitState(true)
+	reconnected := time.Since(restarted)
+	u2 := dialUser(t, n.addr(), "rita")
+	u2.join("#test")
+	u2.waitBotPresent("ArchiveBot", "#test")
+	u2.say("#test", "!status")
+	if r := u2.reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
+		t.Fatalf("!status after restart: %q", r)
+	}
+	answering := time.Since(restarted)
+	if err := h.client.Announce(context.Background(), "#other", "back again"); err != nil {
+		t.Errorf("Announce after reconnect: %v", err)
+	}
+	t.Logf("ngircd restart: disconnect noticed after %v; reconnected %v after ngircd was back; rejoined and answering %v after", lost.Round(time.Millisecond), reconnected.Round(time.Millisecond), answering.Round(time.Millisecond))
+}
+
+// TestAnnounce: lines are posted, a channel the bot is not in is joined,
+// one it cannot join is reported as such.
+func TestAnnounce(t *testing.T) {
+	t.Parallel()
+	n := startNgircd(t, ngircdOpts{})
+	op := dialUser(t, n.addr(), "opal")
+	op.join("#test")
+	op.join("#locked")
+	op.send("MODE #locked +k sesame")
+	op.expect("+k", isMode("#locked", "+k", "sesame"))
+	op.join("#elsewhere")
+	op.join("#keyed")
+	op.send("MODE #keyed +k opensesame")
+	op.expect("+k", isMode("#keyed", "+k", "opensesame"))
+	h := startBot(t, testIRCConfig(n.url(), "#test", "#keyed opensesame"), nil)
+	op.waitBotIn("ArchiveBot", "#test")
+	op.waitBotPresent("ArchiveBot", "#keyed")
+	ctx := context.Background()
+
+	if err := h.client.Announce(ctx, "#test", "hello\r\nPRIVMSG #test :x\x00y"); err != nil {
+		t.Fatalf("Announce: %v", err)
+	}
+	m := op.expect("announcement", func(m ircmsg.Message) bool { return isFrom(m, "ArchiveBot", "#test") })
+	if want := "hello\uFFFD\uFFFDPRIVMSG #test :x\uFFFDy"; m.Params[1] != want {
+		t.Errorf("announcement = %q, want %q", m.Params[1], want)
+	}
+	if err := h.client.Announce(ctx, "#elsewhere", "over here"); err != nil {
+		t.Fatalf("Announce to a channel not joined: %v", err)
+	}
+	op.waitBotIn("ArchiveBot", "#elsewhere")
+	op.expect("announcement elsewhere", func(m ircmsg.Message) bool { return isFrom(m, "ArchiveBot", "#elsewhere") })
+
+	err := h.client.Announce(ctx, "#locked", "let me in")
+	if !errors.Is(err, coordinator.ErrCannotDeliver) {
+		t.Errorf("Announce to a +k channel: %v, want ErrCannotDeliver", err)
+	}
+	for _, bad := range []string{"nochan", "#a b", "#x\r\nQUIT", ""} {
+		if err := h.client.Announce(ctx, bad, "x"); !errors.Is(err, coordinator.ErrCannotDeliver) {
+			t.Errorf("Announce(%q): %v, want ErrCannotDeliver", bad, err)
+		}
+	}
+	if got := h.client.Channels(); strings.Join(got, ",") != "#test,#keyed" {
+		t.Errorf("Channels() = %v", got)
+	}
+	op.say("#test", "!status")
+	if r := op.reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
+		t.Errorf("still answering: %q", r)
+	}
+}

@@ -1,0 +1,129 @@
+package irc
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ergochat/irc-go/ircmsg"
+
+	"github.com/archiveteam/archivebot-go/bot"
+)
+
+// maxLineLen is the IRC line limit, CRLF included. ngircd disconnects a
+// client that sends more; other servers truncate what they relay.
+const maxLineLen = 512
+
+// When the server relays our PRIVMSG it prepends ":nick!user@host ". We
+// only know our host after the fact and cloaks can be long, so assume a
+// generous user and host; the nick's share comes from NICKLEN.
+const (
+	reserveUser = 12 // "~" + a 10-character user name, and some
+	reserveHost = 64 // the longest DNS label-limited host names, cloaks
+	minNickLen  = 30
+)
+
+// maxReplyLines bounds the lines one reply may take, so one answer cannot
+// occupy the outbox for long; longer answers are shortened with a notice.
+const maxReplyLines = 10
+
+// relayPrefixLen is the length of ":nick!user@host " as the server will
+// relay it, for a nick of at most nickLen bytes.
+func relayPrefixLen(nickLen int) int {
+	if nickLen < minNickLen {
+		nickLen = minNickLen
+	}
+	return 1 + nickLen + 1 + reserveUser + 1 + reserveHost + 1
+}
+
+// textBudget is how many bytes of message text fit in one "PRIVMSG target
+// :TEXT" line once the server has added its prefix.
+func textBudget(command, target string, nickLen int) int {
+	return maxLineLen - 2 - relayPrefixLen(nickLen) - len(command) - 1 - len(target) - 2
+}
+
+// cleanText makes text from anywhere safe for one IRC line: CR, LF, NUL
+// and other control characters become a visible stand-in (bot.SafeText),
+// invalid UTF-8 becomes U+FFFD.
+func cleanText(s string) string {
+	return bot.SafeText(strings.ToValidUTF8(s, "\uFFFD"))
+}
+
+// splitText cuts text into pieces of at most max bytes on UTF-8
+// boundaries, preferring to cut after a space near the end of a piece. The
+// pieces concatenate to text exactly.
+func splitText(text string, max int) []string {
+	if max < utf8.UTFMax {
+		max = utf8.UTFMax
+	}
+	var out []string
+	for len(text) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		if cut == 0 {
+			// Not UTF-8 at all (cleanText prevents this): cut anywhere.
+			cut = max
+		}
+		if sp := strings.LastIndexByte(text[:cut], ' '); sp >= 0 && sp+1 >= cut*3/4 {
+			cut = sp + 1
+		}
+		out = append(out, text[:cut])
+		text = text[cut:]
+	}
+	if text != "" {
+		out = append(out, text)
+	}
+	return out
+}
+
+// messageLines renders text for target as complete IRC lines (with CRLF),
+// each prefixed with prefix (e.g. "nick: "), none longer than the server
+// will relay. More than maxReplyLines are shortened, saying so.
+func messageLines(command, target, prefix, text string, nickLen int) ([][]byte, error) {
+	text = cleanText(text)
+	prefix = cleanText(prefix)
+	if text == "" {
+		return nil, nil
+	}
+	budget := textBudget(command, target, nickLen) - len(prefix)
+	if budget < 16 {
+		return nil, fmt.Errorf("target %q too long for a message", target)
+	}
+	pieces := splitText(text, budget)
+	if len(pieces) > maxReplyLines {
+		rest := 0
+		for _, p := range pieces[maxReplyLines-1:] {
+			rest += len(p)
+		}
+		pieces = append(pieces[:maxReplyLines-1:maxReplyLines-1],
+			fmt.Sprintf("… (answer shortened: %d more bytes not shown)", rest))
+	}
+	lines := make([][]byte, 0, len(pieces))
+	for _, p := range pieces {
+		line, err := buildLine(command, target, prefix+p)
+		if err != nil {
+			return nil, err
+		}
+		lines = append(lines, line)
+	}
+	return lines, nil
+}
+
+// buildLine serializes one IRC command, refusing anything that would not
+// be exactly one line of at most maxLineLen bytes.
+func buildLine(command string, params ...string) ([]byte, error) {
+	m := ircmsg.MakeMessage(nil, "", command, params...)
+	line, err := m.LineBytesStrict(true, maxLineLen)
+	if err != nil {
+		return nil, fmt.Errorf("build %s line: %w", command, err)
+	}
+	return line, nil
+}
+
+// validTarget reports whether s can be a message target on the wire: not
+// empty, no space, comma, BEL, CR, LF or NUL, not starting with ':'.
+func validTarget(s string) bool {
+	return s != "" && s[0] != ':' && !strings.ContainsAny(s, " ,\x07\r\n\x00") && utf8.ValidString(s)
+}
