@@ -12,3 +12,17 @@ var (
 	registerSrc    string
 	registerScript = redis.NewScript(registerSrc)
 )
+
+var (
+	//go:embed scripts/settings.lua
+	settingsSrc    string
+	settingsScript = redis.NewScript(settingsSrc)
+
+	//go:embed scripts/abort.lua
+	abortSrc    string
+	abortScript = redis.NewScript(abortSrc)
+
+	//go:embed scripts/expire.lua
+	expireSrc    string
+	expireScript = redis.NewScript(expireSrc)
+)

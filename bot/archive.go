@@ -1,0 +1,230 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/ident"
+)
+
+// Job defaults (SPEC §2.1).
+const (
+	defaultDelayMin    = 250
+	defaultDelayMax    = 375
+	defaultConcurrency = 3
+	// baseSettingsAge counts the changes upstream made while creating a
+	// job: delay, concurrency, the global ignore set, report suppression.
+	baseSettingsAge = 4
+)
+
+// archiveKind says which of the four archive commands is running.
+type archiveKind struct {
+	shallow bool // !ao: fetch_depth shallow, pending-ao
+	list    bool // "<": the URL is a list of URLs
+}
+
+// !archive URL [options]          (!a)
+// !archive < URL [options]        (!a <)
+// !archiveonly URL [options]      (!ao)
+// !archiveonly < URL [options]    (!ao <)
+func runArchive(kind archiveKind) func(context.Context, *Bot, *Call) error {
+	return func(ctx context.Context, b *Bot, c *Call) error {
+		return b.archive(ctx, c, kind)
+	}
+}
+
+func (b *Bot) archive(ctx context.Context, c *Call, kind archiveKind) error {
+	words, err := splitWords(c.Rest)
+	if err != nil {
+		c.Reply("Sorry, I can't parse that.  The error: %s.", err)
+		return nil
+	}
+	if len(words) == 0 {
+		c.Usage()
+		return nil
+	}
+	u, err := ident.Parse(words[0])
+	if err != nil || u.Host == "" {
+		c.Reply("Sorry, I don't understand the URL you provided.")
+		return nil
+	}
+	if !slices.Contains(b.opts.Schemes, u.Scheme) {
+		c.Reply("Sorry, I can only handle %s.", strings.Join(b.opts.Schemes, ", "))
+		return nil
+	}
+	opts, err := parseArchiveOptions(words[1:])
+	if err != nil {
+		c.Reply("Sorry, I can't parse that.  The error: %s.", err)
+		return nil
+	}
+	if opts.YoutubeDL {
+		c.Reply("Sorry, --youtube-dl is broken at the moment.")
+		return nil
+	}
+	if opts.Large && (opts.Pipeline != "" || kind.shallow) {
+		c.Reply("--large has no effect when combined with --pipeline or !ao.")
+		return nil
+	}
+	url := u.String()
+	id := ident.Of(url)
+
+	var userAgent string
+	if opts.UserAgentAlias != "" {
+		ua, ok := b.opts.Catalog.UserAgent(opts.UserAgentAlias)
+		if !ok {
+			// Our order says "already exists" wins over a bad alias;
+			// this extra lookup happens only on the refusal path.
+			exists, err := b.store.Exists(ctx, id)
+			if err != nil {
+				return err
+			}
+			if exists {
+				return b.replyExists(ctx, c, id, url)
+			}
+			c.Reply("Sorry, I don't know what the user agent \"%s\" is.", opts.UserAgentAlias)
+			return nil
+		}
+		userAgent = ua
+	}
+
+	job := coordinator.NewJob{
+		Ident:       id,
+		URL:         url,
+		URLFile:     kind.list,
+		FetchDepth:  "inf",
+		StartedBy:   c.Req.Nick,
+		StartedIn:   c.Req.Channel,
+		UserAgent:   userAgent,
+		Note:        opts.Explain,
+		DelayMin:    defaultDelayMin,
+		DelayMax:    defaultDelayMax,
+		Concurrency: defaultConcurrency,
+		SettingsAge: baseSettingsAge,
+		Queue:       coordinator.KeyPending,
+	}
+	if kind.shallow {
+		job.FetchDepth = "shallow"
+		job.Queue = coordinator.KeyPendingAO
+	}
+	switch {
+	case opts.Pipeline != "":
+		job.Queue = coordinator.KeyPendingNamed(opts.Pipeline)
+	case opts.Large:
+		job.Queue = coordinator.KeyPendingLarge
+	}
+	if u.Scheme == "ftp" {
+		job.Concurrency = 1
+	}
+	job.Slug = u.Host + "-" + job.FetchDepth
+	if kind.list {
+		job.Slug = "urls-" + u.Host + "-" + path.Base("/"+u.Path) + "-" + job.FetchDepth
+	}
+	global, _ := b.opts.Catalog.Set("global")
+	job.Patterns = append(job.Patterns, global...)
+	var known, unknown []string
+	var setPatterns int
+	for _, name := range opts.IgnoreSets {
+		if p, ok := b.opts.Catalog.Set(name); ok {
+			known = append(known, name)
+			setPatterns += len(p)
+			job.Patterns = append(job.Patterns, p...)
+		} else {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(known) > 0 {
+		job.SettingsAge++
+	}
+	if opts.has("delay") {
+		job.DelayMin, job.DelayMax = opts.Delay, opts.Delay
+		job.SettingsAge++
+	}
+	if opts.has("concurrency") {
+		job.Concurrency = opts.Concurrency
+		job.SettingsAge++
+	}
+	job.NoOffsiteLinks = opts.NoOffsiteLinks
+	// The pending limit binds plain !a from non-operators (upstream counted
+	// only the "pending" list). The console user counts as an operator.
+	if !kind.shallow && !kind.list && c.Req.Rank < Op {
+		job.PendingLimit = b.opts.PendingLimit
+	}
+
+	switch err := b.store.Register(ctx, job); {
+	case errors.Is(err, coordinator.ErrJobExists):
+		return b.replyExists(ctx, c, id, url)
+	case errors.Is(err, coordinator.ErrPendingFull):
+		c.Reply("Sorry, %d jobs are already waiting in the pending queue; only channel operators may queue more until it drains. (!ao still works.)", b.opts.PendingLimit)
+		return nil
+	case err != nil:
+		return err
+	}
+
+	what := url
+	if kind.list {
+		what = "URLs in " + url
+	}
+	if kind.shallow {
+		c.Reply("Queued %s for archival without recursion.", what)
+	} else {
+		c.Reply("Queued %s.", what)
+	}
+	if userAgent != "" {
+		c.Reply("Using user-agent %s.", userAgent)
+	}
+	c.Reply("Use !status %s for updates, !abort %s to abort.", id, id)
+	if opts.Explain != "" {
+		c.Reply("Added note \"%s\" to job %s.", opts.Explain, id)
+	}
+	if opts.has("delay") {
+		c.Reply("Inter-request delay for job %s set to [%d, %d] ms.", id, job.DelayMin, job.DelayMax)
+	}
+	if opts.has("concurrency") {
+		c.Reply("Job %s set to use %s.", id, workers(job.Concurrency))
+	}
+	switch len(known) {
+	case 0:
+	case 1:
+		c.Reply("Added %d patterns from ignore set %s to job %s.", setPatterns, known[0], id)
+	default:
+		c.Reply("Added %d patterns from ignore sets {%s} to job %s.", setPatterns, strings.Join(known, ", "), id)
+	}
+	if len(unknown) > 0 {
+		c.Reply("The following sets are unknown: %s", strings.Join(unknown, ", "))
+	}
+	var notes []string
+	if opts.Pipeline != "" {
+		notes = append(notes, "pipeline: /"+opts.Pipeline+"/")
+	}
+	if opts.NoOffsiteLinks {
+		notes = append(notes, "offsite links: no")
+	}
+	if len(notes) > 0 {
+		c.Reply("Options: %s", strings.Join(notes, "; "))
+	}
+	return nil
+}
+
+func (b *Bot) replyExists(ctx context.Context, c *Call, id, url string) error {
+	job, err := b.store.GetJob(ctx, id)
+	if err != nil {
+		return err
+	}
+	c.Reply("Job for %s already exists.", url)
+	if job != nil {
+		c.Reply("%s", jobStatus(job))
+	}
+	return nil
+}
+
+func workers(n int) string {
+	if n == 1 {
+		return "1 worker"
+	}
+	return fmt.Sprintf("%d workers", n)
+}

@@ -1,0 +1,226 @@
+// Package bot implements ArchiveBot's commands: one command table, one
+// dispatcher that checks permission, place and arity centrally, and
+// handlers that know nothing about sockets. The IRC front end (bot/irc), the
+// console front end and the tests all drive the same Bot.Handle.
+package bot
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+
+	"github.com/archiveteam/archivebot-go/coordinator"
+)
+
+// Rank is what a user may do in the channel a command came from.
+type Rank int
+
+// Ranks, lowest first. A front end maps IRC prefixes to these: op is "@"
+// or any prefix ranked above it, voice is "+", "%" or any op rank.
+const (
+	RankNone Rank = iota
+	RankVoice
+	RankOp
+)
+
+// Perm is the minimum rank a command needs.
+type Perm = Rank
+
+// Permissions, named as SPEC §3 names them.
+const (
+	Anyone = RankNone
+	Voice  = RankVoice
+	Op     = RankOp
+)
+
+// Request is one line a user typed.
+type Request struct {
+	Nick string
+	// Channel is where the line was said; "" for a private message.
+	Channel string
+	// Rank is the user's rank in Channel (ignored in private).
+	Rank Rank
+	Text string
+}
+
+// Private reports whether the request came in a private message.
+func (r Request) Private() bool { return r.Channel == "" }
+
+// Replier delivers a command's answers. Front ends implement it: in a
+// channel Reply prefixes "nick: ", in private it sends a private message,
+// on the console it prints. Text may contain anything; front ends make it
+// safe for their medium.
+type Replier interface {
+	Reply(text string)
+	// Private answers the user privately (!pending).
+	Private(text string)
+}
+
+// Command is one row of the command table.
+type Command struct {
+	Name    string
+	Aliases []string
+	Perm    Perm
+	// Mutates marks commands that change jobs: refused in private
+	// messages, where there is no channel to judge rank or report to.
+	Mutates bool
+	// Usage is the syntax shown for malformed calls.
+	Usage string
+	// Help is a one-line description.
+	Help string
+	// MinArgs and MaxArgs bound the whitespace-separated arguments;
+	// MaxArgs < 0 means no upper bound.
+	MinArgs, MaxArgs int
+	// Ident requires the first argument to be a job ident.
+	Ident bool
+	Run   func(ctx context.Context, b *Bot, c *Call) error
+}
+
+// Call is one invocation of a command.
+type Call struct {
+	Req  Request
+	Cmd  *Command
+	Args []string
+	// Rest is the argument text after the command name (and "<"),
+	// untrimmed inside, with surrounding whitespace removed.
+	Rest string
+	Out  Replier
+}
+
+// Reply answers where the command came from.
+func (c *Call) Reply(format string, a ...any) {
+	if len(a) == 0 {
+		c.Out.Reply(format)
+		return
+	}
+	c.Out.Reply(fmt.Sprintf(format, a...))
+}
+
+// Usage answers with the command's syntax.
+func (c *Call) Usage() {
+	c.Reply("Usage: %s", c.Cmd.Usage)
+}
+
+var identRE = regexp.MustCompile(`^[0-9a-z]+$`)
+
+// IsIdent reports whether s looks like a job ident.
+func IsIdent(s string) bool { return len(s) <= 32 && identRE.MatchString(s) }
+
+// Options configures a Bot.
+type Options struct {
+	// Schemes are the URL schemes !a accepts.
+	Schemes []string
+	// PendingLimit: at or above this many entries in "pending", only ops
+	// may !a. 0 disables the limit.
+	PendingLimit int
+	// Catalog holds ignore sets and user agents.
+	Catalog *Catalog
+	Logger  *slog.Logger
+	// PendingShown is how many jobs per queue !pending lists.
+	PendingShown int
+}
+
+// Bot runs commands against the job store.
+type Bot struct {
+	store *coordinator.Store
+	opts  Options
+	log   *slog.Logger
+	table []*Command
+	index map[string]*Command
+}
+
+// New returns a Bot over store.
+func New(store *coordinator.Store, opts Options) *Bot {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Catalog == nil {
+		opts.Catalog = DefaultCatalog()
+	}
+	if len(opts.Schemes) == 0 {
+		opts.Schemes = []string{"http", "https", "ftp"}
+	}
+	if opts.PendingShown == 0 {
+		opts.PendingShown = 10
+	}
+	b := &Bot{store: store, opts: opts, log: opts.Logger, index: map[string]*Command{}}
+	b.table = commandTable()
+	for _, c := range b.table {
+		for _, n := range append([]string{c.Name}, c.Aliases...) {
+			if _, dup := b.index[n]; dup {
+				panic("bot: duplicate command name " + n)
+			}
+			b.index[n] = c
+		}
+	}
+	return b
+}
+
+// Store returns the job store the bot uses.
+func (b *Bot) Store() *coordinator.Store { return b.store }
+
+// Commands returns the command table.
+func (b *Bot) Commands() []*Command { return b.table }
+
+// lookup finds the command text names, and the remaining argument text.
+func (b *Bot) lookup(text string) (*Command, string) {
+	text = strings.TrimRight(text, " \t\r\n")
+	if !strings.HasPrefix(text, "!") {
+		return nil, ""
+	}
+	name, rest, _ := strings.Cut(text, " ")
+	rest = strings.TrimLeft(rest, " \t")
+	// "!a < URL" is its own command (op only): try "NAME <" first.
+	if first, after, _ := strings.Cut(rest, " "); first == "<" {
+		if c, ok := b.index[name+" <"]; ok {
+			return c, strings.TrimLeft(after, " \t")
+		}
+	}
+	return b.index[name], rest
+}
+
+// IsCommand reports whether text invokes a command of the table. Ordinary
+// chat that merely starts with "!" is not a command.
+func (b *Bot) IsCommand(text string) bool {
+	c, _ := b.lookup(text)
+	return c != nil
+}
+
+// Handle runs one request. It never returns an error: every outcome,
+// including refusals and backend failures, is answered through out.
+func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
+	cmd, rest := b.lookup(req.Text)
+	if cmd == nil {
+		return
+	}
+	call := &Call{Req: req, Cmd: cmd, Rest: rest, Args: strings.Fields(rest), Out: out}
+	switch {
+	case req.Private() && cmd.Mutates:
+		call.Reply("Sorry, %s changes jobs: use it in a channel, where I can check your rank and report back.", cmd.Name)
+		return
+	case !req.Private() && req.Rank < cmd.Perm:
+		if cmd.Perm == Op {
+			call.Reply("Sorry, only channel operators may use that command.")
+		} else {
+			call.Reply("Sorry, only channel operators or voiced users may use that command.")
+		}
+		return
+	case len(call.Args) < cmd.MinArgs || (cmd.MaxArgs >= 0 && len(call.Args) > cmd.MaxArgs):
+		call.Usage()
+		return
+	case cmd.Ident && !IsIdent(call.Args[0]):
+		call.Usage()
+		return
+	}
+	if err := cmd.Run(ctx, b, call); err != nil {
+		if coordinator.IsUnavailable(err) {
+			b.log.Warn("command failed: backend unavailable", "command", cmd.Name, "nick", req.Nick, "err", err)
+			call.Reply("Sorry, the backend is unavailable right now (Redis cannot be reached). Please try again in a minute.")
+			return
+		}
+		b.log.Error("command failed", "command", cmd.Name, "nick", req.Nick, "text", req.Text, "err", err)
+		call.Reply("Sorry, something went wrong running that command; the operators can find the details in the log.")
+	}
+}

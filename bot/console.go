@@ -1,0 +1,111 @@
+package bot
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+)
+
+// ConsoleChannel is the started_in value of jobs queued from the console.
+const ConsoleChannel = "console"
+
+// Console is the console front end: commands typed on stdin, replies on
+// stdout, without the "nick: " prefix. The console user counts as a
+// channel operator. It also implements coordinator.Announcer, printing
+// reports.
+type Console struct {
+	Bot  *Bot
+	User string
+	In   io.Reader
+	Out  io.Writer
+
+	mu sync.Mutex
+}
+
+// Run reads commands until EOF or until ctx ends. It returns nil at EOF.
+func (c *Console) Run(ctx context.Context) error {
+	lines := make(chan string)
+	errc := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(c.In)
+		sc.Buffer(make([]byte, 64*1024), 64*1024)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+		errc <- sc.Err()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errc:
+			return err
+		case line := <-lines:
+			line = strings.TrimSpace(line)
+			if line == "" {
+				continue
+			}
+			if !c.Bot.IsCommand(line) {
+				c.println("(not a command; try !status, or !help for the list)")
+				continue
+			}
+			req := Request{Nick: c.User, Channel: ConsoleChannel, Rank: RankOp, Text: line}
+			c.Bot.Handle(ctx, req, consoleReplier{c})
+		}
+	}
+}
+
+func (c *Console) println(text string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fmt.Fprintln(c.Out, SafeText(text))
+}
+
+type consoleReplier struct{ c *Console }
+
+func (r consoleReplier) Reply(text string)   { r.c.println(text) }
+func (r consoleReplier) Private(text string) { r.c.println(text) }
+
+// Announce prints a report. Reports for IRC channels (jobs queued by other
+// tools) are printed with the channel name.
+func (c *Console) Announce(ctx context.Context, channel, text string) error {
+	if channel != ConsoleChannel {
+		text = "[" + channel + "] " + text
+	}
+	c.println(text)
+	return nil
+}
+
+// Channels lists the console's one channel.
+func (c *Console) Channels() []string { return []string{ConsoleChannel} }
+
+// SafeText replaces CR, LF, NUL and other C0 control characters that could
+// split or corrupt an IRC line with a visible stand-in. IRC formatting
+// codes (bold \x02, color \x03, italics \x1d, underline \x1f, reset \x0f)
+// are kept.
+func SafeText(s string) string {
+	if !strings.ContainsFunc(s, unsafeRune) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if unsafeRune(r) {
+			return '\uFFFD'
+		}
+		return r
+	}, s)
+}
+
+func unsafeRune(r rune) bool {
+	switch r {
+	case 0x02, 0x03, 0x0f, 0x16, 0x1d, 0x1f:
+		return false
+	}
+	return r < 0x20 || r == 0x7f
+}

@@ -1,0 +1,260 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/archiveteam/archivebot-go/coordinator"
+)
+
+// change applies a settings change and answers the common failures. It
+// reports whether the change was made.
+func (b *Bot) change(ctx context.Context, c *Call, id string, ch coordinator.Change) (bool, error) {
+	_, err := b.store.ChangeSettings(ctx, id, ch)
+	switch {
+	case errors.Is(err, coordinator.ErrNoJob):
+		c.Reply("Sorry, I don't know anything about %s.", id)
+		return false, nil
+	case errors.Is(err, coordinator.ErrJobFinished):
+		c.Reply("Job %s has already finished; its settings can no longer change.", id)
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
+}
+
+// !ignore IDENT PATTERN    (!ig)
+func runIgnore(ctx context.Context, b *Bot, c *Call) error {
+	id, pattern := c.Args[0], restAfterFirst(c.Rest)
+	if err := ValidatePattern(pattern); err != nil {
+		c.Reply("Sorry, invalid pattern %s: %s", pattern, err)
+		return nil
+	}
+	if ok, err := b.change(ctx, c, id, coordinator.Change{Bump: 1, AddPatterns: []string{pattern}}); !ok {
+		return err
+	}
+	c.Reply("Added ignore pattern %s to job %s.", pattern, id)
+	return nil
+}
+
+// !unignore IDENT PATTERN  (!unig, !ug)
+func runUnignore(ctx context.Context, b *Bot, c *Call) error {
+	id, pattern := c.Args[0], restAfterFirst(c.Rest)
+	if ok, err := b.change(ctx, c, id, coordinator.Change{Bump: 1, DelPatterns: []string{pattern}}); !ok {
+		return err
+	}
+	c.Reply("Removed ignore pattern %s from job %s.", pattern, id)
+	return nil
+}
+
+// !ignoreset IDENT NAME[,NAME…]  (!igset)
+func runIgnoreSet(ctx context.Context, b *Bot, c *Call) error {
+	id := c.Args[0]
+	var known, unknown, patterns []string
+	for _, name := range strings.Split(restAfterFirst(c.Rest), ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if p, ok := b.opts.Catalog.Set(name); ok {
+			known = append(known, name)
+			patterns = append(patterns, p...)
+		} else {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(known)+len(unknown) == 0 {
+		c.Usage()
+		return nil
+	}
+	if len(known) > 0 {
+		if ok, err := b.change(ctx, c, id, coordinator.Change{Bump: 1, AddPatterns: patterns}); !ok {
+			return err
+		}
+		if len(known) == 1 {
+			c.Reply("Added %d patterns from ignore set %s to job %s.", len(patterns), known[0], id)
+		} else {
+			c.Reply("Added %d patterns from ignore sets {%s} to job %s.", len(patterns), strings.Join(known, ", "), id)
+		}
+	}
+	if len(unknown) > 0 {
+		c.Reply("The following sets are unknown: %s", strings.Join(unknown, ", "))
+	}
+	return nil
+}
+
+// !ignorereports IDENT on|off  (!igrep)
+func runIgnoreReports(ctx context.Context, b *Bot, c *Call) error {
+	switch c.Args[1] {
+	case "on":
+		return b.setIgnoreReports(ctx, c, c.Args[0], true)
+	case "off":
+		return b.setIgnoreReports(ctx, c, c.Args[0], false)
+	}
+	c.Usage()
+	return nil
+}
+
+// !igon IDENT, !igoff IDENT
+func runIgnoreReportsSwitch(show bool) func(context.Context, *Bot, *Call) error {
+	return func(ctx context.Context, b *Bot, c *Call) error {
+		return b.setIgnoreReports(ctx, c, c.Args[0], show)
+	}
+}
+
+func (b *Bot) setIgnoreReports(ctx context.Context, c *Call, id string, show bool) error {
+	ch := coordinator.Change{Bump: 1, Set: map[string]string{"suppress_ignore_reports": "true"}}
+	if show {
+		ch = coordinator.Change{Bump: 1, Del: []string{"suppress_ignore_reports"}}
+	}
+	if ok, err := b.change(ctx, c, id, ch); !ok {
+		return err
+	}
+	if show {
+		c.Reply("Showing ignore pattern reports for job %s.", id)
+	} else {
+		c.Reply("Suppressing ignore pattern reports for job %s.", id)
+	}
+	return nil
+}
+
+// parseSmallInt parses a non-negative integer of at most 7 digits.
+func parseSmallInt(s string) (int, bool) {
+	if len(s) == 0 || len(s) > 7 || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	return n, err == nil
+}
+
+// !delay IDENT MIN MAX  (!d)
+func runDelay(ctx context.Context, b *Bot, c *Call) error {
+	id := c.Args[0]
+	lo, ok1 := parseSmallInt(c.Args[1])
+	hi, ok2 := parseSmallInt(c.Args[2])
+	if !ok1 || !ok2 {
+		c.Usage()
+		return nil
+	}
+	if lo > hi {
+		c.Reply("Sorry, min delay must be less than or equal to max delay.")
+		return nil
+	}
+	ch := coordinator.Change{Bump: 1, Set: map[string]string{
+		"delay_min": strconv.Itoa(lo), "delay_max": strconv.Itoa(hi),
+	}}
+	if ok, err := b.change(ctx, c, id, ch); !ok {
+		return err
+	}
+	c.Reply("Inter-request delay for job %s set to [%d, %d] ms.", id, lo, hi)
+	return nil
+}
+
+// !concurrency IDENT N  (!con, !concurrent)
+func runConcurrency(ctx context.Context, b *Bot, c *Call) error {
+	id := c.Args[0]
+	n, ok := parseSmallInt(c.Args[1])
+	if !ok || n > 99 {
+		c.Usage()
+		return nil
+	}
+	if n < 1 {
+		c.Reply("Sorry, concurrency level must be at least 1.")
+		return nil
+	}
+	ch := coordinator.Change{Bump: 1, Set: map[string]string{"concurrency": strconv.Itoa(n)}}
+	if ok, err := b.change(ctx, c, id, ch); !ok {
+		return err
+	}
+	c.Reply("Job %s set to use %s.", id, workers(n))
+	return nil
+}
+
+// !yahoo IDENT
+func runYahoo(ctx context.Context, b *Bot, c *Call) error {
+	id := c.Args[0]
+	// Upstream set delay and concurrency silently (one age each) and then
+	// published one change: settings_age rises by 3.
+	ch := coordinator.Change{Bump: 3, Set: map[string]string{
+		"delay_min": "0", "delay_max": "0", "concurrency": "4",
+	}}
+	if ok, err := b.change(ctx, c, id, ch); !ok {
+		return err
+	}
+	c.Reply("Job %s set to Yahoo! mode.", id)
+	return nil
+}
+
+// !explain IDENT NOTE  (!ex, !reason)
+func runExplain(ctx context.Context, b *Bot, c *Call) error {
+	id, note := c.Args[0], restAfterFirst(c.Rest)
+	if err := checkNote(note); err != nil {
+		c.Reply("Sorry, %s.", err)
+		return nil
+	}
+	ch := coordinator.Change{AllowFinished: true, Set: map[string]string{"note": note}}
+	if ok, err := b.change(ctx, c, id, ch); !ok {
+		return err
+	}
+	c.Reply("Added note \"%s\" to job %s.", note, id)
+	return nil
+}
+
+// !abort IDENT
+func runAbort(ctx context.Context, b *Bot, c *Call) error {
+	id := c.Args[0]
+	job, err := b.store.GetJob(ctx, id)
+	if err != nil {
+		return err
+	}
+	if job == nil {
+		c.Reply("Sorry, I don't know anything about %s.", id)
+		return nil
+	}
+	res, err := b.store.Abort(ctx, id)
+	switch {
+	case errors.Is(err, coordinator.ErrNoJob):
+		c.Reply("Sorry, I don't know anything about %s.", id)
+		return nil
+	case errors.Is(err, coordinator.ErrJobFinished):
+		c.Reply("Job %s has already finished; there is nothing to abort.", id)
+		return nil
+	case err != nil:
+		return err
+	}
+	if res == coordinator.AbortedQueued {
+		c.Reply("Job %s for %s was aborted before it started.", id, job.URL())
+		return nil
+	}
+	c.Reply("Initiated abort for %s.", job.URL())
+	return nil
+}
+
+// !expire IDENT
+func runExpire(ctx context.Context, b *Bot, c *Call) error {
+	id := c.Args[0]
+	switch err := b.store.Expire(ctx, id); {
+	case errors.Is(err, coordinator.ErrNoJob):
+		c.Reply("Sorry, I don't know anything about %s.", id)
+	case errors.Is(err, coordinator.ErrNoExpiry):
+		c.Reply("Job %s does not yet have an expiry timer.", id)
+	case err != nil:
+		return err
+	default:
+		c.Reply("Job %s expired; its URL can be archived again.", id)
+	}
+	return nil
+}
+
+// restAfterFirst returns the text after the first word, trimmed.
+func restAfterFirst(s string) string {
+	s = strings.TrimSpace(s)
+	i := strings.IndexAny(s, " \t")
+	if i < 0 {
+		return ""
+	}
+	return strings.TrimSpace(s[i:])
+}

@@ -1,0 +1,159 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/ident"
+)
+
+// !status
+// !status IDENT
+// !status URL
+func runStatus(ctx context.Context, b *Bot, c *Call) error {
+	if len(c.Args) == 0 {
+		s, err := b.store.Summary(ctx)
+		if err != nil {
+			return err
+		}
+		// Upstream did not count pending-large at all; it is counted with
+		// the other queues and named when it holds anything.
+		other := fmt.Sprintf("%d pending in other queues", s.Named+s.Large)
+		if s.Large > 0 {
+			other += fmt.Sprintf(" (%d in pending-large)", s.Large)
+		}
+		c.Reply("Job status: %d completed, %d aborted, %d failed, %d in progress, %d pending, %d pending-ao, %s",
+			s.Completed, s.Aborted, s.Failed, s.Working, s.Pending, s.PendingAO, other)
+		return nil
+	}
+	arg := c.Args[0]
+	if IsIdent(arg) {
+		job, err := b.store.GetJob(ctx, arg)
+		if err != nil {
+			return err
+		}
+		if job == nil {
+			c.Reply("Sorry, I don't know anything about %s.", arg)
+			return nil
+		}
+		c.Reply("%s", jobStatus(job))
+		return nil
+	}
+	u, err := ident.Parse(arg)
+	if err != nil || u.Host == "" {
+		c.Reply("Sorry, %s is neither a job ident nor a URL I understand.", arg)
+		return nil
+	}
+	url := u.String()
+	job, err := b.store.GetJob(ctx, ident.Of(url))
+	if err != nil {
+		return err
+	}
+	if job == nil {
+		c.Reply("Sorry, that URL has not been archived recently: no job for %s in the last 48 hours.", url)
+		return nil
+	}
+	c.Reply("%s", jobStatus(job))
+	return nil
+}
+
+// jobStatus is the one-line status of a job.
+func jobStatus(j *coordinator.Job) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Job %s <%s>. Started by %s.", j.Ident, j.URL(), j.Get("started_by"))
+	switch j.State() {
+	case coordinator.StateQueued:
+		b.WriteString(" In queue.")
+		if j.Flag("abort_requested") {
+			b.WriteString(" Abort requested.")
+		}
+	case coordinator.StateRunning:
+		fmt.Fprintf(&b, " In progress: %.1f MiB downloaded, %d items downloaded, %d queued, %d errors",
+			float64(j.Int("bytes_downloaded"))/(1<<20), j.Int("items_downloaded"), j.Int("items_queued"), j.Int("error_count"))
+		if j.Get("r1xx")+j.Get("r2xx")+j.Get("r3xx")+j.Get("r4xx")+j.Get("r5xx")+j.Get("runk") != "" {
+			fmt.Fprintf(&b, " (responses: %d 2xx, %d 3xx, %d 4xx, %d 5xx, %d other)",
+				j.Int("r2xx"), j.Int("r3xx"), j.Int("r4xx"), j.Int("r5xx"), j.Int("r1xx")+j.Int("runk"))
+		}
+		fmt.Fprintf(&b, "; %s, delay %s-%s ms.", workers(int(j.Int("concurrency"))), j.Get("delay_min"), j.Get("delay_max"))
+		if j.Flag("abort_requested") {
+			b.WriteString(" Abort requested.")
+		}
+	case coordinator.StateFinished:
+		b.WriteString(" Completed.")
+	case coordinator.StateAborted:
+		b.WriteString(" Aborted.")
+	case coordinator.StateFailed:
+		b.WriteString(" Failed")
+		if r := j.Get("failed_reason"); r != "" {
+			fmt.Fprintf(&b, " (%s)", r)
+		}
+		b.WriteString(".")
+	}
+	if n := j.Get("note"); n != "" {
+		fmt.Fprintf(&b, " Note: %s", n)
+	}
+	return b.String()
+}
+
+// !pending
+func runPending(ctx context.Context, b *Bot, c *Call) error {
+	queues, err := b.store.Queues(ctx, b.opts.PendingShown)
+	if err != nil {
+		return err
+	}
+	var total int64
+	for _, q := range queues {
+		total += q.Len
+	}
+	if total == 0 {
+		c.Out.Private("No jobs are pending.")
+		return nil
+	}
+	if len(queues) == 1 {
+		c.Out.Private(fmt.Sprintf("%d pending jobs:", total))
+	} else {
+		c.Out.Private(fmt.Sprintf("%d pending jobs in %d queues, next to run first:", total, len(queues)))
+	}
+	for _, q := range queues {
+		if len(queues) > 1 {
+			c.Out.Private(fmt.Sprintf("%s (%d):", q.Name, q.Len))
+		}
+		for i, j := range q.Jobs {
+			c.Out.Private(fmt.Sprintf("%d. %s (%s)", i+1, j.URL, j.Ident))
+		}
+		if more := q.Len - int64(len(q.Jobs)); more > 0 {
+			c.Out.Private(fmt.Sprintf("... and %d more in %s.", more, q.Name))
+		}
+	}
+	return nil
+}
+
+// !whereis IDENT
+func runWhereis(ctx context.Context, b *Bot, c *Call) error {
+	id := c.Args[0]
+	job, err := b.store.GetJob(ctx, id)
+	if err != nil {
+		return err
+	}
+	if job == nil {
+		c.Reply("Sorry, I don't know anything about %s.", id)
+		return nil
+	}
+	key := job.Get("pipeline_id")
+	if key == "" {
+		c.Reply("Job %s is not on a pipeline.", id)
+		return nil
+	}
+	p, err := b.store.GetPipeline(ctx, key)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		c.Reply("Job %s was taken by %s, which is no longer reporting.", id, key)
+		return nil
+	}
+	c.Reply("Job %s is on pipeline \"%s\" (%s).", id, p.Nickname(), key)
+	return nil
+}

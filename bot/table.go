@@ -1,0 +1,174 @@
+package bot
+
+import (
+	"context"
+	"strings"
+)
+
+// commandTable is the one table of bang commands: names, aliases, who may
+// run them, where, and their syntax. The dispatcher (Bot.Handle) enforces
+// permission, place and arity from it; handlers never re-check.
+func commandTable() []*Command {
+	return []*Command{
+		{
+			Name: "!archive", Aliases: []string{"!a"}, Perm: Voice, Mutates: true,
+			Usage: "!archive URL [--ignore-sets=A,B] [--no-offsite-links] [--user-agent-alias=NAME] [--pipeline=NAME] [--explain=TEXT] [--delay=MS] [--concurrency=N] [--large]",
+			Help:  "archive a site recursively", MinArgs: 1, MaxArgs: -1,
+			Run: runArchive(archiveKind{}),
+		},
+		{
+			Name: "!archive <", Aliases: []string{"!a <"}, Perm: Op, Mutates: true,
+			Usage: "!archive < URL-OF-URL-LIST [options]",
+			Help:  "archive every URL listed in a text file, recursively", MinArgs: 1, MaxArgs: -1,
+			Run: runArchive(archiveKind{list: true}),
+		},
+		{
+			Name: "!archiveonly", Aliases: []string{"!ao"}, Perm: Anyone, Mutates: true,
+			Usage: "!archiveonly URL [options]",
+			Help:  "archive one page and its requisites, without recursion", MinArgs: 1, MaxArgs: -1,
+			Run: runArchive(archiveKind{shallow: true}),
+		},
+		{
+			Name: "!archiveonly <", Aliases: []string{"!ao <"}, Perm: Anyone, Mutates: true,
+			Usage: "!archiveonly < URL-OF-URL-LIST [options]",
+			Help:  "archive every URL listed in a text file, without recursion", MinArgs: 1, MaxArgs: -1,
+			Run: runArchive(archiveKind{shallow: true, list: true}),
+		},
+		{
+			Name: "!abort", Perm: Voice, Mutates: true,
+			Usage: "!abort IDENT",
+			Help:  "abort a job (at once if it has not started yet)", MinArgs: 1, MaxArgs: 1, Ident: true,
+			Run: runAbort,
+		},
+		{
+			Name: "!ignore", Aliases: []string{"!ig"}, Perm: Voice, Mutates: true,
+			Usage: "!ignore IDENT PATTERN",
+			Help:  "add an ignore pattern (a Python regular expression) to a job", MinArgs: 2, MaxArgs: -1, Ident: true,
+			Run: runIgnore,
+		},
+		{
+			Name: "!unignore", Aliases: []string{"!unig", "!ug"}, Perm: Voice, Mutates: true,
+			Usage: "!unignore IDENT PATTERN",
+			Help:  "remove an ignore pattern from a job", MinArgs: 2, MaxArgs: -1, Ident: true,
+			Run: runUnignore,
+		},
+		{
+			Name: "!ignoreset", Aliases: []string{"!igset"}, Perm: Voice, Mutates: true,
+			Usage: "!ignoreset IDENT NAME[,NAME...]",
+			Help:  "add the patterns of named ignore sets to a job", MinArgs: 2, MaxArgs: -1, Ident: true,
+			Run: runIgnoreSet,
+		},
+		{
+			Name: "!ignorereports", Aliases: []string{"!igrep"}, Perm: Voice, Mutates: true,
+			Usage: "!ignorereports IDENT on|off",
+			Help:  "show or suppress ignore pattern reports", MinArgs: 2, MaxArgs: 2, Ident: true,
+			Run: runIgnoreReports,
+		},
+		{
+			Name: "!igon", Perm: Voice, Mutates: true,
+			Usage: "!igon IDENT",
+			Help:  "show ignore pattern reports", MinArgs: 1, MaxArgs: 1, Ident: true,
+			Run: runIgnoreReportsSwitch(true),
+		},
+		{
+			Name: "!igoff", Perm: Voice, Mutates: true,
+			Usage: "!igoff IDENT",
+			Help:  "suppress ignore pattern reports", MinArgs: 1, MaxArgs: 1, Ident: true,
+			Run: runIgnoreReportsSwitch(false),
+		},
+		{
+			Name: "!delay", Aliases: []string{"!d"}, Perm: Voice, Mutates: true,
+			Usage: "!delay IDENT MIN MAX (milliseconds, at most 7 digits, MIN <= MAX)",
+			Help:  "set the delay between requests", MinArgs: 3, MaxArgs: 3, Ident: true,
+			Run: runDelay,
+		},
+		{
+			Name: "!concurrency", Aliases: []string{"!con", "!concurrent"}, Perm: Voice, Mutates: true,
+			Usage: "!concurrency IDENT N (1-99)",
+			Help:  "set the number of workers", MinArgs: 2, MaxArgs: 2, Ident: true,
+			Run: runConcurrency,
+		},
+		{
+			Name: "!yahoo", Perm: Voice, Mutates: true,
+			Usage: "!yahoo IDENT",
+			Help:  "no delay, 4 workers", MinArgs: 1, MaxArgs: 1, Ident: true,
+			Run: runYahoo,
+		},
+		{
+			Name: "!explain", Aliases: []string{"!ex", "!reason"}, Perm: Voice, Mutates: true,
+			Usage: "!explain IDENT NOTE",
+			Help:  "attach a note to a job", MinArgs: 2, MaxArgs: -1, Ident: true,
+			Run: runExplain,
+		},
+		{
+			Name: "!expire", Perm: Op, Mutates: true,
+			Usage: "!expire IDENT",
+			Help:  "end a finished job's record now so its URL can be archived again", MinArgs: 1, MaxArgs: 1, Ident: true,
+			Run: runExpire,
+		},
+		{
+			Name: "!status", Perm: Anyone,
+			Usage: "!status [IDENT|URL]",
+			Help:  "summary counts, or the status of one job", MinArgs: 0, MaxArgs: 1,
+			Run: runStatus,
+		},
+		{
+			Name: "!pending", Perm: Anyone,
+			Usage: "!pending",
+			Help:  "list queued jobs, next to run first (answered in private)", MinArgs: 0, MaxArgs: 0,
+			Run: runPending,
+		},
+		{
+			Name: "!whereis", Aliases: []string{"!w"}, Perm: Anyone,
+			Usage: "!whereis IDENT",
+			Help:  "which pipeline runs a job", MinArgs: 1, MaxArgs: 1, Ident: true,
+			Run: runWhereis,
+		},
+		{
+			Name: "!help", Perm: Anyone,
+			Usage: "!help [COMMAND]",
+			Help:  "list the commands, or explain one", MinArgs: 0, MaxArgs: 1,
+			Run: runHelp,
+		},
+	}
+}
+
+// !help [COMMAND]
+func runHelp(ctx context.Context, b *Bot, c *Call) error {
+	if len(c.Args) == 1 {
+		name := c.Args[0]
+		if !strings.HasPrefix(name, "!") {
+			name = "!" + name
+		}
+		cmd, ok := b.index[name]
+		if !ok {
+			c.Reply("Sorry, there is no command %s. Try !help.", name)
+			return nil
+		}
+		c.Reply("%s — %s (%s). Aliases: %s", cmd.Usage, cmd.Help, permName(cmd.Perm), aliasList(cmd))
+		return nil
+	}
+	names := make([]string, 0, len(b.table))
+	for _, cmd := range b.table {
+		names = append(names, cmd.Name)
+	}
+	c.Reply("Commands: %s. Use !help COMMAND for one of them.", strings.Join(names, ", "))
+	return nil
+}
+
+func permName(p Perm) string {
+	switch p {
+	case Op:
+		return "channel operators"
+	case Voice:
+		return "voiced users and operators"
+	}
+	return "anyone"
+}
+
+func aliasList(c *Command) string {
+	if len(c.Aliases) == 0 {
+		return "none"
+	}
+	return strings.Join(c.Aliases, ", ")
+}

@@ -1,0 +1,55 @@
+-- abort: abort a job in one atomic step.
+--
+-- A job still in a queue is taken out of it and finished as aborted at
+-- once, doing what a pipeline's abort + mark-done would (SPEC §2.7 steps
+-- 5–6). A running job gets abort_requested and a settings change, and its
+-- pipeline finishes it (upstream behaviour).
+--
+-- KEYS[1] job hash  KEYS[2] log  KEYS[3] ignore set  KEYS[4] job channel
+-- KEYS[5] jobs_aborted  KEYS[6] finish_notifications  KEYS[7] updates
+-- KEYS[8..] every queue the job may wait in
+-- ARGV[1] now (UNIX seconds with fraction)   ARGV[2] expiry seconds (5)
+-- Returns 0 when the job does not exist, -1 when it has already finished,
+-- 1 when the abort was requested from a running job, 2 when a queued job
+-- was aborted.
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+local st = redis.call('HMGET', KEYS[1], 'finished_at', 'failed')
+if st[1] or st[2] == 'true' then
+  return -1
+end
+local queued = false
+for k = 8, #KEYS do
+  if redis.call('LREM', KEYS[k], 1, KEYS[1]) > 0 then
+    queued = true
+    break
+  end
+end
+local age = redis.call('HINCRBY', KEYS[1], 'settings_age', 1)
+redis.call('HSET', KEYS[1], 'abort_requested', 'true')
+if not queued then
+  redis.call('PUBLISH', KEYS[4], age)
+  return 1
+end
+redis.call('HSET', KEYS[1], 'aborted', 'true', 'finished_at', ARGV[1])
+redis.call('INCR', KEYS[5])
+local ttl = tonumber(ARGV[2])
+redis.call('EXPIRE', KEYS[1], ttl)
+redis.call('EXPIRE', KEYS[2], ttl)
+redis.call('EXPIRE', KEYS[3], ttl)
+local j = redis.call('HMGET', KEYS[1], 'fetch_depth', 'queued_at', 'started_by', 'started_in', 'url', 'url_file')
+local function str(v)
+  if v then return cjson.encode(v) end
+  return 'null'
+end
+local queued_at = 'null'
+if j[2] and tonumber(j[2]) then queued_at = j[2] end
+-- Keys in the order the pipeline writes them (sorted).
+local doc = '{"aborted":true,"fetch_depth":' .. str(j[1]) ..
+  ',"pipeline_id":null,"queued_at":' .. queued_at ..
+  ',"started_by":' .. str(j[3]) .. ',"started_in":' .. str(j[4]) ..
+  ',"url":' .. str(j[5]) .. ',"url_file":' .. str(j[6]) .. '}'
+redis.call('RPUSH', KEYS[6], doc)
+redis.call('PUBLISH', KEYS[7], KEYS[1])
+return 2

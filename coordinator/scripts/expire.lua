@@ -1,0 +1,15 @@
+-- expire: end a finished job's record now so its URL can be queued again,
+-- but only when the record already has an expiry timer (a finished job).
+--
+-- KEYS[1] job hash  KEYS[2] log  KEYS[3] ignore set
+-- Returns 0 when the job does not exist, -1 when it has no expiry timer,
+-- 1 when the keys were removed.
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl == -2 then
+  return 0
+end
+if ttl < 0 then
+  return -1
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+return 1

@@ -1,0 +1,132 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+)
+
+// Errors of job-control operations.
+var (
+	ErrNoJob       = errors.New("no such job")
+	ErrJobFinished = errors.New("job has already finished")
+	ErrNoExpiry    = errors.New("job has no expiry timer")
+)
+
+// Change is one atomic settings change of a job (SPEC §2.6).
+type Change struct {
+	// Bump is how much settings_age rises; 0 changes nothing a crawler
+	// re-reads (a note) and publishes nothing.
+	Bump int
+	// AllowFinished permits the change on a finished job (notes).
+	AllowFinished bool
+	Set           map[string]string
+	Del           []string
+	AddPatterns   []string
+	DelPatterns   []string
+}
+
+// ChangeSettings applies c to the job in one atomic step: the writes, the
+// settings_age increment and the PUBLISH of the new age on
+// archivebot:job:IDENT. It returns the new age, ErrNoJob or ErrJobFinished.
+func (s *Store) ChangeSettings(ctx context.Context, ident string, c Change) (int64, error) {
+	finished := "1"
+	if c.AllowFinished {
+		finished = "0"
+	}
+	argv := []any{c.Bump, finished, 2 * len(c.Set)}
+	for _, k := range slices.Sorted(maps.Keys(c.Set)) {
+		argv = append(argv, k, c.Set[k])
+	}
+	argv = append(argv, len(c.Del))
+	for _, f := range c.Del {
+		argv = append(argv, f)
+	}
+	argv = append(argv, len(c.AddPatterns))
+	for _, p := range c.AddPatterns {
+		argv = append(argv, p)
+	}
+	argv = append(argv, len(c.DelPatterns))
+	for _, p := range c.DelPatterns {
+		argv = append(argv, p)
+	}
+	keys := []string{KeyJob(ident), KeyIgnores(ident), ChannelJob(ident)}
+	res, err := settingsScript.Run(ctx, s.rdb, keys, argv...).Int64Slice()
+	if err != nil {
+		return 0, wrap("change settings of "+ident, err)
+	}
+	switch res[0] {
+	case 0:
+		return 0, ErrNoJob
+	case -1:
+		return 0, ErrJobFinished
+	}
+	return res[1], nil
+}
+
+// AbortResult says what an abort did.
+type AbortResult int
+
+// Abort outcomes.
+const (
+	// AbortRequested: the job is running; its pipeline will stop it.
+	AbortRequested AbortResult = iota + 1
+	// AbortedQueued: the job was still queued and is now finished as
+	// aborted, with its finish notification written.
+	AbortedQueued
+)
+
+// abortExpiry is how long an aborted job's keys live (as a pipeline does).
+const abortExpiry = 5
+
+// Abort aborts a job (SPEC §3). The named pending:* queues are listed with
+// SCAN just before the atomic step: a job is queued exactly once, so a
+// queue created in between cannot hold it.
+func (s *Store) Abort(ctx context.Context, ident string) (AbortResult, error) {
+	named, err := s.NamedQueues(ctx)
+	if err != nil {
+		return 0, err
+	}
+	keys := []string{
+		KeyJob(ident), KeyLog(ident), KeyIgnores(ident), ChannelJob(ident),
+		KeyJobsAborted, KeyFinishNotifications, ChannelUpdates,
+	}
+	keys = append(keys, FixedQueues...)
+	keys = append(keys, named...)
+	now := float64(s.Now().UnixMicro()) / 1e6
+	n, err := abortScript.Run(ctx, s.rdb, keys, strconv.FormatFloat(now, 'f', 6, 64), abortExpiry).Int()
+	if err != nil {
+		return 0, wrap("abort "+ident, err)
+	}
+	switch n {
+	case 0:
+		return 0, ErrNoJob
+	case -1:
+		return 0, ErrJobFinished
+	case 1:
+		return AbortRequested, nil
+	case 2:
+		return AbortedQueued, nil
+	}
+	return 0, fmt.Errorf("abort %s: unexpected script result %d", ident, n)
+}
+
+// Expire removes a finished job's keys now, so its URL can be archived
+// again before the 48 hours are up. Only records that already have an
+// expiry timer (finished jobs) qualify: ErrNoExpiry otherwise.
+func (s *Store) Expire(ctx context.Context, ident string) error {
+	n, err := expireScript.Run(ctx, s.rdb, []string{KeyJob(ident), KeyLog(ident), KeyIgnores(ident)}).Int()
+	if err != nil {
+		return wrap("expire "+ident, err)
+	}
+	switch n {
+	case 0:
+		return ErrNoJob
+	case -1:
+		return ErrNoExpiry
+	}
+	return nil
+}
