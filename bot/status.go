@@ -111,9 +111,12 @@ func runPending(ctx context.Context, b *Bot, c *Call) error {
 		c.Out.Private("No jobs are pending.")
 		return nil
 	}
-	if len(queues) == 1 {
+	switch {
+	case total == 1:
+		c.Out.Private("1 pending job:")
+	case len(queues) == 1:
 		c.Out.Private(fmt.Sprintf("%d pending jobs:", total))
-	} else {
+	default:
 		c.Out.Private(fmt.Sprintf("%d pending jobs in %d queues, next to run first:", total, len(queues)))
 	}
 	for _, q := range queues {
