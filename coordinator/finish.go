@@ -98,6 +98,10 @@ type FinishNotifier struct {
 	ann   Announcer
 	cfg   FinishConfig
 	log   *slog.Logger
+	// onNotice, when set, is called with the ident of every notice read;
+	// Services points it at the analyzer so a job's last log entries are
+	// counted even when their `updates` messages were lost.
+	onNotice func(ctx context.Context, ident string)
 }
 
 // NewFinishNotifier returns a finish notifier; zero config values take
@@ -150,6 +154,9 @@ func (f *FinishNotifier) deliver(ctx context.Context, doc string) error {
 	if err != nil {
 		f.log.Error("dropping malformed finish notification", "doc", doc, "err", err)
 	} else {
+		if f.onNotice != nil {
+			f.onNotice(ctx, ident.Of(n.URL))
+		}
 		line := n.Line()
 		if err := announceIn(ctx, f.ann, f.log, n.StartedIn, line); err != nil {
 			return fmt.Errorf("announce finish of %s: %w", n.URL, err)

@@ -56,6 +56,7 @@ func NewServices(store *Store, ann Announcer, cfg ServicesConfig, log *slog.Logg
 		log:       log,
 	}
 	s.Updates.OnUpdate(s.Analyzer.Notify)
+	s.Finish.onNotice = s.Analyzer.Notify
 	// Messages published while the subscription was down are lost: catch
 	// up on every working job each time it is (re)established.
 	s.Updates.OnSubscribe(func(ctx context.Context) {

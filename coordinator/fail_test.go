@@ -1,0 +1,160 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/archiveteam/archivebot-go/coordinator/ident"
+	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+)
+
+// svcDump is the database minus fields that change with the clock.
+func svcDump(t *testing.T, b *redistest.Backend) map[string]redistest.Entry {
+	t.Helper()
+	d, err := redistest.Dump(context.Background(), b.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, e := range d {
+		if h, ok := e.Value.(map[string]string); ok {
+			for _, f := range []string{"queued_at", "started_at", "finished_at", "ts"} {
+				if _, ok := h[f]; ok {
+					h[f] = "*"
+				}
+			}
+			d[k] = e
+		}
+	}
+	return d
+}
+
+// svcJobFields is the record svcQueue writes, with extra fields.
+func svcJobFields(id, url, nick string, extra map[string]string) map[string]string {
+	m := map[string]string{
+		"url": url, "fetch_depth": "inf", "log_key": id + "_log", "ignore_patterns_set_key": id + "_ignores",
+		"user_agent": "", "slug": "slug-inf", "started_by": nick, "started_in": "#ab",
+		"delay_min": "250", "delay_max": "375", "concurrency": "3", "settings_age": "4",
+		"suppress_ignore_reports": "true", "queued_at": "*",
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
+}
+
+func TestFailJob(t *testing.T) {
+	const url = "http://fail.example.com/"
+	tests := []struct {
+		name string
+		// setup queues the job (or not) and returns its ident.
+		setup   func(t *testing.T, s *Store, b *redistest.Backend) string
+		wantErr error
+		// state is the expected database afterwards, given the ident.
+		state func(id string) map[string]redistest.Entry
+	}{
+		{
+			name: "queued in a named queue",
+			setup: func(t *testing.T, s *Store, b *redistest.Backend) string {
+				svcQueue(t, s, "http://other.example.com/", "bob", "#ab", KeyPendingNamed("fast"))
+				return svcQueue(t, s, url, "alice", "#ab", KeyPendingNamed("fast"))
+			},
+			state: func(id string) map[string]redistest.Entry {
+				other := ident.Of("http://other.example.com/")
+				return map[string]redistest.Entry{
+					id:                 {Type: "hash", Value: svcJobFields(id, url, "alice", map[string]string{"failed": "true", "failed_reason": "failed by op"}), TTL: "set"},
+					id + "_ignores":    {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
+					"pending:fast":     {Type: "list", Value: []string{other}, TTL: -1},
+					"jobs_failed":      {Type: "string", Value: "1", TTL: -1},
+					other:              {Type: "hash", Value: svcJobFields(other, "http://other.example.com/", "bob", nil), TTL: -1},
+					other + "_ignores": {Type: "set", Value: []string{"global-pattern"}, TTL: -1},
+				}
+			},
+		},
+		{
+			name: "running on a pipeline, with a log",
+			setup: func(t *testing.T, s *Store, b *redistest.Backend) string {
+				id := svcQueue(t, s, url, "alice", "#ab", KeyPending)
+				j, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p1"}).Take(context.Background())
+				if err != nil || j == nil {
+					t.Fatalf("take: %v %v", j, err)
+				}
+				if _, err := j.LogDownload(context.Background(), url, 200); err != nil {
+					t.Fatal(err)
+				}
+				return id
+			},
+			state: func(id string) map[string]redistest.Entry {
+				return map[string]redistest.Entry{
+					id: {Type: "hash", Value: svcJobFields(id, url, "alice", map[string]string{
+						"failed": "true", "failed_reason": "failed by op", "started_at": "*",
+						"pipeline_id": "pipeline:ec6ef230f1828039ee794566b9c58adc", "log_score": "1"}), TTL: "set"},
+					id + "_ignores": {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
+					id + "_log":     {Type: "zset", Value: "*", TTL: "set"},
+					"jobs_failed":   {Type: "string", Value: "1", TTL: -1},
+				}
+			},
+		},
+		{
+			name:    "no such job",
+			setup:   func(t *testing.T, s *Store, b *redistest.Backend) string { return "nosuchjob" },
+			wantErr: ErrFailNoJob,
+			state:   func(id string) map[string]redistest.Entry { return map[string]redistest.Entry{} },
+		},
+		{
+			name: "already finished",
+			setup: func(t *testing.T, s *Store, b *redistest.Backend) string {
+				id := svcQueue(t, s, url, "alice", "#ab", KeyPendingAO)
+				j, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p1"}).Take(context.Background())
+				if err != nil || j == nil {
+					t.Fatalf("take: %v %v", j, err)
+				}
+				if err := j.Done(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				b.Client.Del(context.Background(), "finish_notifications")
+				return id
+			},
+			wantErr: ErrFailFinished,
+			state: func(id string) map[string]redistest.Entry {
+				f := svcJobFields(id, url, "alice", map[string]string{"started_at": "*", "finished_at": "*",
+					"pipeline_id": "pipeline:ec6ef230f1828039ee794566b9c58adc", "fetch_depth": "shallow", "slug": "slug-shallow"})
+				return map[string]redistest.Entry{
+					id:               {Type: "hash", Value: f, TTL: "set"},
+					id + "_ignores":  {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
+					"jobs_completed": {Type: "string", Value: "1", TTL: -1},
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+				ctx := context.Background()
+				s := NewStore(b.Client)
+				id := tc.setup(t, s, b)
+				job, err := s.FailJob(ctx, id, "failed by op")
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("FailJob error %v, want %v", err, tc.wantErr)
+				}
+				if err == nil && (job == nil || !job.Flag("failed") || job.URL() != url || job.State() != StateFailed) {
+					t.Errorf("returned job %+v, want the failed record", job)
+				}
+				if errors.Is(err, ErrFailFinished) && (job == nil || job.State() != StateFinished) {
+					t.Errorf("returned job %+v, want the finished record", job)
+				}
+				got := svcDump(t, b)
+				if e, ok := got[id+"_log"]; ok {
+					e.Value = "*"
+					got[id+"_log"] = e
+				}
+				if diff := cmp.Diff(tc.state(id), got); diff != "" {
+					t.Errorf("state (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
+}

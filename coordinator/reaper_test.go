@@ -1,0 +1,246 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+)
+
+// TestReaperTimers checks the death-timer fields exactly as upstream kept
+// them, one cycle per seeded job state.
+func TestReaperTimers(t *testing.T) {
+	tests := []struct {
+		name string
+		seed map[string]string // job hash; the job is in working
+		want map[string]string // job hash after one cycle
+	}{
+		{
+			name: "no heartbeat yet: skipped",
+			seed: map[string]string{"url": "u"},
+			want: map[string]string{"url": "u"},
+		},
+		{
+			name: "first heartbeat: acknowledged, nothing else",
+			seed: map[string]string{"heartbeat": "5"},
+			want: map[string]string{"heartbeat": "5", "last_acknowledged_heartbeat": "5"},
+		},
+		{
+			name: "heartbeat advanced: timer reset",
+			seed: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "5", "death_timer": "40"},
+			want: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "death_timer": "0"},
+		},
+		{
+			name: "no progress: timer climbs",
+			seed: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9"},
+			want: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "death_timer": "1"},
+		},
+		{
+			name: "no progress again",
+			seed: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "death_timer": "41"},
+			want: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "death_timer": "42"},
+		},
+		{
+			name: "finished job still in working: left alone",
+			seed: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "finished_at": "1.5"},
+			want: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "finished_at": "1.5"},
+		},
+		{
+			name: "failed job still in working: left alone",
+			seed: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "failed": "true"},
+			want: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "failed": "true"},
+		},
+	}
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		for i, tc := range tests {
+			id := fmt.Sprintf("timerjob%d", i)
+			b.Client.HSet(ctx, id, tc.seed)
+			b.Client.LPush(ctx, KeyWorking, id)
+		}
+		// A ghost in working (record expired) must not stop the cycle.
+		b.Client.LPush(ctx, KeyWorking, "ghostjob")
+		ann := newSvcAnnouncer("#ab")
+		r := NewReaper(NewStore(b.Client), ann, ReaperConfig{Threshold: 100}, svcLog(t))
+		if err := r.runOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i, tc := range tests {
+			got, err := b.Client.HGetAll(ctx, fmt.Sprintf("timerjob%d", i)).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+			}
+		}
+		if n, _ := b.Client.Exists(ctx, "ghostjob").Result(); n != 0 {
+			t.Error("the reaper created a record for an ident without one")
+		}
+		if l := ann.take(); len(l) != 0 {
+			t.Errorf("announced %v", l)
+		}
+	})
+}
+
+// reaperScenario queues a job, lets a simulated pipeline take it and
+// heartbeat, then "crash" (stop heartbeating).
+func reaperScenario(t *testing.T, b *redistest.Backend) (*Store, string, *pipelinesim.Job) {
+	t.Helper()
+	ctx := context.Background()
+	s := NewStore(b.Client)
+	id := svcQueue(t, s, "http://dies.example.net/", "alice", "#ab", KeyPending)
+	p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "crashy"})
+	if err := p.Report(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	j, err := p.Take(ctx)
+	if err != nil || j == nil || j.Ident != id {
+		t.Fatalf("take: %v %v", j, err)
+	}
+	return s, id, j
+}
+
+func deathTimer(t *testing.T, b *redistest.Backend, id string) string {
+	t.Helper()
+	v, _ := b.Client.HGet(context.Background(), id, "death_timer").Result()
+	return v
+}
+
+// TestReaperCrashedJob: while the pipeline heartbeats the timer stays at
+// zero; once it crashed the timer climbs one per cycle, the death is
+// announced exactly once at the threshold, and not again afterwards.
+func TestReaperCrashedJob(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s, id, j := reaperScenario(t, b)
+		ann := newSvcAnnouncer("#ab", "#other")
+		r := NewReaper(s, ann, ReaperConfig{Interval: 2 * time.Second, Threshold: 3}, svcLog(t))
+		var timers []string
+		for range 3 { // alive
+			if err := j.Heartbeat(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.runOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			timers = append(timers, deathTimer(t, b, id))
+		}
+		for range 5 { // crashed
+			if err := r.runOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			timers = append(timers, deathTimer(t, b, id))
+		}
+		// The first cycle only acknowledges the first heartbeat.
+		if diff := cmp.Diff([]string{"", "0", "0", "1", "2", "3", "4", "5"}, timers); diff != "" {
+			t.Errorf("death_timer per cycle (-want +got):\n%s", diff)
+		}
+		want := []svcLine{{"#ab", fmt.Sprintf(`alice: Job %s <http://dies.example.net/> has had no heartbeat for 6s on pipeline "crashy"; it may be dead (an op can !fail %s).`, id, id)}}
+		if diff := cmp.Diff(want, ann.take()); diff != "" {
+			t.Errorf("announcements (-want +got):\n%s", diff)
+		}
+		job, _ := s.GetJob(ctx, id)
+		if job.State() != StateRunning {
+			t.Errorf("without auto_fail the job is %v, want still running", job.State())
+		}
+
+		// It comes back to life, then dies again: announced again.
+		if err := j.Heartbeat(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for range 4 {
+			if err := r.runOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := ann.take(); len(got) != 1 || !strings.Contains(got[0].Text, "no heartbeat") {
+			t.Errorf("second death: %v, want one announcement", got)
+		}
+	})
+}
+
+// TestReaperAutoFail: a dead job is announced, failed atomically (out of
+// working, jobs_failed, 5 s expiry) and reported once, with IRC down for
+// a while in between.
+func TestReaperAutoFail(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s, id, j := reaperScenario(t, b)
+		if err := j.Heartbeat(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ann := newSvcAnnouncer("#ab")
+		r := NewReaper(s, ann, ReaperConfig{Interval: time.Minute, Threshold: 2, AutoFail: true}, svcLog(t))
+		for range 2 { // acknowledge, then one silent check
+			if err := r.runOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ann.setDown(errIRCDown)
+		if err := r.runOnce(ctx); err == nil {
+			t.Error("cycle with IRC down succeeded")
+		}
+		job, _ := s.GetJob(ctx, id)
+		if job.State() != StateRunning {
+			t.Fatalf("job failed before its death was announced: %v", job.Fields)
+		}
+		ann.setDown(nil)
+		for range 3 {
+			if err := r.runOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := []svcLine{{"#ab", fmt.Sprintf(`alice: Job %s <http://dies.example.net/> has had no heartbeat for 3m on pipeline "crashy"; it has been marked as failed.`, id)}}
+		if diff := cmp.Diff(want, ann.take()); diff != "" {
+			t.Errorf("announcements (-want +got):\n%s", diff)
+		}
+		job, _ = s.GetJob(ctx, id)
+		if job == nil || job.State() != StateFailed || job.Get("failed_reason") != "no heartbeat for 3m" {
+			t.Fatalf("job after auto-fail: %+v", job)
+		}
+		ttl, _ := b.Client.TTL(ctx, id).Result()
+		working, _ := b.Client.LRange(ctx, KeyWorking, 0, -1).Result()
+		failed, _ := b.Client.Get(ctx, KeyJobsFailed).Result()
+		reported, _ := b.Client.SMembers(ctx, KeyReaperReported).Result()
+		got := fmt.Sprintf("%v %v %s %v", ttl > 0 && ttl <= 5*time.Second, working, failed, reported)
+		if want := "true [] 1 []"; got != want {
+			t.Errorf("ttl≤5s, working, jobs_failed, reported = %s, want %s", got, want)
+		}
+	})
+}
+
+// TestReaperRoundTrips: one cycle is one round trip whatever the number
+// of working jobs.
+func TestReaperRoundTrips(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		// Load the script first so EVALSHA does not fall back to EVAL.
+		if err := reapScript.Load(ctx, b.Client).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, n := range []int{10, 300} {
+			seedWorking(t, b.Client, n)
+			c, rt := countingClient(t, b.Client)
+			if err := c.Ping(ctx).Err(); err != nil { // dial outside the count
+				t.Fatal(err)
+			}
+			rt.Store(0)
+			r := NewReaper(NewStore(c), newSvcAnnouncer("#ab"), ReaperConfig{}, svcLog(t))
+			if err := r.runOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, rt.Load())
+		}
+		if diff := cmp.Diff([]int64{1, 1}, got); diff != "" {
+			t.Errorf("round trips at 10 and 300 jobs (-want +got):\n%s", diff)
+		}
+	})
+}
