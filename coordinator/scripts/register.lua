@@ -8,6 +8,20 @@
 -- ARGV[3+2n ..] ignore patterns
 -- Returns 1 when created, -1 when the job record already exists, -2 when
 -- the pending limit is reached. Nothing is written unless 1 is returned.
+--
+-- A Redis script is not rolled back when a command fails half-way, so
+-- every key's type is checked before the first write: a wrong-typed key
+-- is an error with nothing written, never a record without its queue entry.
+local function expect(key, want)
+  local t = redis.call('TYPE', key)['ok']
+  if t ~= 'none' and t ~= want then
+    return redis.error_reply('WRONGTYPE ' .. key .. ' is a ' .. t .. ', not a ' .. want)
+  end
+end
+local bad = expect(KEYS[2], 'set') or expect(KEYS[3], 'list') or expect(KEYS[4], 'list')
+if bad then
+  return bad
+end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return -1
 end

@@ -1,0 +1,89 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"time"
+)
+
+func write(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "c.toml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The example file documents every key with its default: loading it must
+// give exactly the defaults.
+func TestExampleIsDefaults(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	got, err := Load("../config.example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	got.File = ""
+	want.IRC.Channels = []string{"#archivebot"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("example differs from defaults (-want +got):\n%s", d)
+	}
+}
+
+func TestLoadErrorsNameFileAndKey(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	cases := []struct{ text, want string }{
+		{"[irc]\nnick = \"x\"\nbogus = 1\n", "unknown key irc.bogus"},
+		{"[reaper]\ninterval = \"soon\"\n", "soon"},
+		{"[irc]\nserver = \"http://x\"\nchannels=[\"#a\"]\n", "irc.server"},
+		{"[irc]\nserver = \"irc://x\"\n", "irc.channels"},
+		{"[irc]\nchannels = [\"nohash\"]\n", "irc.channels"},
+		{"[irc]\nsasl = \"nocolon\"\n", "irc.sasl"},
+		{"[tweeter]\nconsumer_key = \"k\"\n", "tweeter"},
+		{"[tweeter]\napi = \"v3\"\n", "tweeter.api"},
+		{"[redis]\nlisten = \"nope\"\n", "redis.listen"},
+		{"[jobs]\nschemes = [\"HTTP\"]\n", "jobs.schemes"},
+	}
+	for _, c := range cases {
+		p := write(t, c.text)
+		_, err := Load(p)
+		if err == nil {
+			t.Errorf("%q: no error", c.text)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), p) {
+			t.Errorf("%q: error %q should name %q and the file", c.text, err, c.want)
+		}
+	}
+}
+
+func TestRedisURLFromEnvironment(t *testing.T) {
+	t.Setenv("REDIS_URL", "redis://10.0.0.5:6379/2")
+	c, err := Load(write(t, "[redis]\nurl = \"redis://other:1/0\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Redis.URL != "redis://10.0.0.5:6379/2" || c.Embedded() {
+		t.Fatalf("url = %q", c.Redis.URL)
+	}
+}
+
+func TestDurationsAndModes(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	c, err := Load(write(t, "[irc]\nserver = \"ircs://irc.example:6697\"\nchannels = [\"#a\", \"#b key\"]\n[reaper]\ninterval = \"500ms\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Reaper.Interval.Duration != 500*time.Millisecond || c.Console() || !c.Embedded() {
+		t.Fatalf("got %+v", c)
+	}
+	d := Default()
+	if !d.Console() || d.Redis.Listen != "127.0.0.1:6379" || d.Reaper.Threshold != 3600 {
+		t.Fatalf("defaults %+v", d)
+	}
+}
