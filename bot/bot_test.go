@@ -1,0 +1,411 @@
+package bot
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+)
+
+func newTestBot(t *testing.T, be *redistest.Backend) *Bot {
+	t.Helper()
+	return New(coordinator.NewStore(be.Client), Options{Catalog: referenceCatalog(t)})
+}
+
+func say(b *Bot, rank Rank, channel, text string) []string {
+	rec := &recorder{nick: "carol"}
+	b.Handle(context.Background(), Request{Nick: "carol", Channel: channel, Rank: rank, Text: text}, rec)
+	return rec.replies
+}
+
+func keyCount(t *testing.T, be *redistest.Backend) int64 {
+	t.Helper()
+	n, err := be.Client.DBSize(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Every malformed !a variant gets a reply with the reason and writes nothing.
+func TestBadArchiveInput(t *testing.T) {
+	cases := []struct{ text, want string }{
+		{"!a", "Usage: !archive URL"},
+		{"!a   ", "Usage: !archive URL"},
+		{"!a <", "Usage: !archive < URL"},
+		{"!a mailto:someone@example.com", "don't understand the URL"},
+		{"!a http:///path", "don't understand the URL"},
+		{"!a example.com", "don't understand the URL"},
+		{"!a //example.com/", "don't understand the URL"},
+		{"!a gopher://example.com/", "I can only handle http, https, ftp"},
+		{"!a http://example.info/ --frobnicate", "unknown argument '--frobnicate'"},
+		{"!a http://example.info/ --delay", "'--delay' needs a value"},
+		{"!a http://example.info/ --delay=fast", "whole number"},
+		{"!a http://example.info/ --delay=12345678", "at most 7 digits"},
+		{"!a http://example.info/ --delay=-5", "must not be negative"},
+		{"!a http://example.info/ --concurrency=0", "between 1 and 99"},
+		{"!a http://example.info/ --concurrency=100", "between 1 and 99"},
+		{"!a http://example.info/ --delay=5 --delay=6", "more than once"},
+		{"!a http://example.info/ --ignore-sets=blogs --igset=forums", "more than once"},
+		{"!a http://example.info/ --large=yes", "takes no value"},
+		{"!a http://example.info/ stray", "unexpected argument 'stray'"},
+		{"!a http://example.info/ --explain=\"unterminated", "unmatched double quote"},
+		{"!a http://example.info/ --explain=''", "note is empty"},
+		{"!a http://example.info/ --explain=" + strings.Repeat("x", MaxNoteLen+1), "limit is 400"},
+		{"!a http://example.info/ --pipeline=a*b", "pipeline name"},
+		{"!a http://example.info/ --youtube-dl", "--youtube-dl is broken"},
+		{"!a http://example.info/ --large --pipeline=fast", "--large has no effect"},
+		{"!ao http://example.info/ --large", "--large has no effect"},
+		{"!a http://example.info/ --user-agent-alias=netscape", `user agent "netscape"`},
+		{"!a http://example.info/ --ignore-sets=", "needs set names"},
+	}
+	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+		b := newTestBot(t, be)
+		for _, c := range cases {
+			got := say(b, RankOp, "#archivebot", c.text)
+			if len(got) != 1 || !strings.Contains(got[0], c.want) {
+				t.Errorf("%q: replies %q, want one containing %q", c.text, got, c.want)
+			}
+			if n := keyCount(t, be); n != 0 {
+				t.Fatalf("%q wrote %d keys", c.text, n)
+			}
+		}
+	})
+}
+
+// Malformed job-control commands get a usage line (or the reason) and
+// change nothing; ordinary chat starting with "!" stays ignored.
+func TestBadControlInput(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+		b := newTestBot(t, be)
+		say(b, RankOp, "#a", "!a http://example.com/")
+		ctx := context.Background()
+		before, err := redistest.Dump(ctx, be.Client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := refIdent
+		cases := []struct{ text, want string }{
+			{"!ig " + id, "Usage: !ignore IDENT PATTERN"},
+			{"!ig", "Usage: !ignore"},
+			{"!ig NOT-AN-IDENT x", "Usage: !ignore"},
+			{"!ig " + id + " (unbalanced", "invalid pattern"},
+			{"!ig " + id + " a{2,1}", "invalid pattern"},
+			{"!con " + id + " 100", "Usage: !concurrency"},
+			{"!con " + id + " x", "Usage: !concurrency"},
+			{"!con " + id + " 0", "concurrency level must be at least 1"},
+			{"!d " + id + " 5", "Usage: !delay"},
+			{"!d " + id + " 5 12345678", "Usage: !delay"},
+			{"!d " + id + " -1 5", "Usage: !delay"},
+			{"!d " + id + " 800 100", "min delay must be less than or equal to max delay"},
+			{"!igrep " + id + " maybe", "Usage: !ignorereports"},
+			{"!igset " + id + " ,", "Usage: !ignoreset"},
+			{"!explain " + id + " " + strings.Repeat("n", MaxNoteLen+1), "limit is 400"},
+			{"!status a b", "Usage: !status"},
+			{"!whereis", "Usage: !whereis"},
+			{"!pending now", "Usage: !pending"},
+			{"!abort nosuchjob", "don't know anything about nosuchjob"},
+			{"!d nosuchjob 1 2", "don't know anything about nosuchjob"},
+			{"!expire " + id, "does not yet have an expiry timer"},
+		}
+		for _, c := range cases {
+			got := say(b, RankOp, "#a", c.text)
+			if len(got) != 1 || !strings.Contains(got[0], c.want) {
+				t.Errorf("%q: replies %q, want one containing %q", c.text, got, c.want)
+			}
+		}
+		for _, chat := range []string{"!!!", "!yay we did it", "!A http://x/", "hello !a http://x/", "!"} {
+			if got := say(b, RankOp, "#a", chat); len(got) != 0 {
+				t.Errorf("chat %q got replies %q", chat, got)
+			}
+		}
+		after, err := redistest.Dump(ctx, be.Client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(before) != len(after) || before[id].Value.(map[string]string)["settings_age"] != after[id].Value.(map[string]string)["settings_age"] {
+			t.Fatalf("bad commands changed state:\nbefore %v\nafter  %v", before, after)
+		}
+	})
+}
+
+// Permissions and places come from the table: state-changing commands are
+// refused in private with a reason; read-only ones answer.
+func TestPrivateAndPermissions(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+		b := newTestBot(t, be)
+		for _, cmd := range b.Commands() {
+			text := cmd.Name + " " + refIdent + " x y"
+			got := say(b, RankNone, "", text)
+			if cmd.Mutates {
+				if len(got) != 1 || !strings.Contains(got[0], "use it in a channel") {
+					t.Errorf("private %q: %q", text, got)
+				}
+			} else if len(got) == 1 && strings.Contains(got[0], "use it in a channel") {
+				t.Errorf("read-only %q refused in private", text)
+			}
+			switch cmd.Perm {
+			case Op:
+				if got := say(b, RankVoice, "#a", text); len(got) != 1 || !strings.Contains(got[0], "only channel operators may") {
+					t.Errorf("voice %q: %q", text, got)
+				}
+			case Voice:
+				if got := say(b, RankNone, "#a", text); len(got) != 1 || !strings.Contains(got[0], "only channel operators or voiced users may") {
+					t.Errorf("plain %q: %q", text, got)
+				}
+			}
+		}
+		if n := keyCount(t, be); n != 0 {
+			t.Fatalf("refused commands wrote %d keys", n)
+		}
+	})
+}
+
+func TestStatusURLAndLimits(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+		b := New(coordinator.NewStore(be.Client), Options{Catalog: referenceCatalog(t), PendingLimit: 2})
+		if got := say(b, RankNone, "#a", "!status http://nothing.example/"); len(got) != 1 || !strings.Contains(got[0], "URL has not been archived recently") {
+			t.Fatalf("status of unknown URL: %q", got)
+		}
+		say(b, RankVoice, "#a", "!a http://one.example/")
+		say(b, RankVoice, "#a", "!a http://two.example/")
+		got := say(b, RankNone, "#a", "!status HTTP://ONE.example:80")
+		if len(got) != 1 || !strings.Contains(got[0], "<http://one.example/>") || !strings.Contains(got[0], "In queue") {
+			t.Fatalf("status by URL: %q", got)
+		}
+		// The queue is full for voiced users, but "already exists" wins.
+		if got := say(b, RankVoice, "#a", "!a http://one.example/"); !strings.Contains(got[0], "already exists") {
+			t.Fatalf("existing job with full queue: %q", got)
+		}
+		if got := say(b, RankVoice, "#a", "!a http://three.example/"); len(got) != 1 || !strings.Contains(got[0], "only channel operators may") {
+			t.Fatalf("pending limit: %q", got)
+		}
+		if got := say(b, RankOp, "#a", "!a http://three.example/"); !strings.HasPrefix(got[0], "carol: Queued") {
+			t.Fatalf("op over the limit: %q", got)
+		}
+		// !ao is not limited.
+		if got := say(b, RankNone, "#a", "!ao http://four.example/"); !strings.HasPrefix(got[0], "carol: Queued") {
+			t.Fatalf("!ao over the limit: %q", got)
+		}
+	})
+}
+
+func TestPendingLongQueue(t *testing.T) {
+	be := redistest.Mini(t)
+	b := newTestBot(t, be)
+	for i := 0; i < 25; i++ {
+		say(b, RankOp, "#a", "!a http://site"+strings.Repeat("x", i)+".example/")
+	}
+	got := say(b, RankNone, "#a", "!pending")
+	if len(got) != 12 || got[0] != "[privmsg carol] 25 pending jobs:" ||
+		!strings.HasPrefix(got[1], "[privmsg carol] 1. http://site.example/ (") ||
+		got[11] != "[privmsg carol] ... and 15 more in pending." {
+		t.Fatalf("pending: %q", got)
+	}
+}
+
+// Abort of a queued job finishes it at once; aborting it again says it has
+// already finished; a running job only gets abort_requested and a
+// published settings change.
+func TestAbort(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+		ctx := context.Background()
+		b := newTestBot(t, be)
+		say(b, RankOp, "#a", "!a http://example.com/ --pipeline=fast")
+		got := say(b, RankVoice, "#a", "!abort "+refIdent)
+		if len(got) != 1 || !strings.Contains(got[0], "aborted") || !strings.Contains(got[0], refIdent) {
+			t.Fatalf("abort queued: %q", got)
+		}
+		if n, _ := be.Client.Exists(ctx, "pending:fast").Result(); n != 0 {
+			t.Fatal("aborted job still queued")
+		}
+		if n, _ := be.Client.LLen(ctx, coordinator.KeyFinishNotifications).Result(); n != 1 {
+			t.Fatalf("finish notifications: %d", n)
+		}
+		got = say(b, RankVoice, "#a", "!abort "+refIdent)
+		if len(got) != 1 || !strings.Contains(got[0], "already finished") {
+			t.Fatalf("abort finished: %q", got)
+		}
+		if n, _ := be.Client.LLen(ctx, coordinator.KeyFinishNotifications).Result(); n != 1 {
+			t.Fatal("second abort wrote another notification")
+		}
+		be.FastForward(6 * time.Second)
+		if n, _ := be.Client.Exists(ctx, refIdent).Result(); n != 0 {
+			t.Fatal("aborted job did not expire in 5 s")
+		}
+
+		// A running job: a pipeline took it.
+		say(b, RankOp, "#a", "!a http://example.com/")
+		be.Client.RPopLPush(ctx, coordinator.KeyPending, coordinator.KeyWorking)
+		be.Client.HSet(ctx, refIdent, "started_at", "1.5", "pipeline_id", "pipeline:abc")
+		sub := be.Client.Subscribe(ctx, coordinator.ChannelJob(refIdent))
+		defer sub.Close()
+		if _, err := sub.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got = say(b, RankVoice, "#a", "!abort "+refIdent)
+		if len(got) != 1 || !strings.Contains(got[0], "Initiated abort") {
+			t.Fatalf("abort running: %q", got)
+		}
+		select {
+		case msg := <-sub.Channel():
+			age, _ := be.Client.HGet(ctx, refIdent, "settings_age").Result()
+			if msg.Payload != age || age != "5" {
+				t.Fatalf("published age %q, stored %q", msg.Payload, age)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no settings age published")
+		}
+		if v, _ := be.Client.HGet(ctx, refIdent, "abort_requested").Result(); v != "true" {
+			t.Fatal("abort_requested not set")
+		}
+		if n, _ := be.Client.LLen(ctx, coordinator.KeyWorking).Result(); n != 1 {
+			t.Fatal("running job left working")
+		}
+	})
+}
+
+func TestIgnorePatterns(t *testing.T) {
+	for _, ok := range []string{
+		`^https?://[^/]+/(?!wp-content)`, `(?=.*\?page=)`, `.*?foo`, `\d+`,
+		`(?P<x>a)(?P=x)`, `{primary_url}wp-json/`, `^https?://{primary_netloc}/x`,
+	} {
+		if err := ValidatePattern(ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{`(unbalanced`, `[z-a]`, `a**`, ``, "a\nb", strings.Repeat("a", MaxPatternLen+1)} {
+		if err := ValidatePattern(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// Editing an ignore-set file while the bot runs: the next !igset uses the
+// new patterns; a broken file keeps the previous sets.
+func TestCatalogReload(t *testing.T) {
+	dir := t.TempDir()
+	write := func(text string) {
+		t.Helper()
+		p := filepath.Join(dir, "custom.json")
+		if err := os.WriteFile(p+".tmp", []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(p+".tmp", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"name":"custom","patterns":["old"]}`)
+	cat, err := LoadCatalog(dir, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := redistest.Mini(t)
+	b := New(coordinator.NewStore(be.Client), Options{Catalog: cat})
+	say(b, RankOp, "#a", "!a http://example.com/")
+
+	write(`{"name":"custom","patterns":["new1","new2"]}`)
+	// Make the change visible even on filesystems with coarse mtimes.
+	future := time.Now().Add(time.Minute)
+	os.Chtimes(filepath.Join(dir, "custom.json"), future, future)
+	if !cat.CheckReload() {
+		t.Fatal("changed file not reloaded")
+	}
+	got := say(b, RankOp, "#a", "!igset "+refIdent+" custom")
+	if len(got) != 1 || !strings.Contains(got[0], "Added 2 patterns from ignore set custom") {
+		t.Fatalf("igset after reload: %q", got)
+	}
+	members, _ := be.Client.SMembers(context.Background(), refIdent+"_ignores").Result()
+	if !strings.Contains(strings.Join(members, " "), "new2") || strings.Contains(strings.Join(members, " "), "old") {
+		t.Fatalf("ignore set: %v", members)
+	}
+
+	write(`{"name":"custom","patterns":["(broken"]}`)
+	later := future.Add(time.Minute)
+	os.Chtimes(filepath.Join(dir, "custom.json"), later, later)
+	if cat.CheckReload() {
+		t.Fatal("broken file reloaded")
+	}
+	if p, _ := cat.Set("custom"); len(p) != 2 {
+		t.Fatalf("broken file replaced the sets: %v", p)
+	}
+}
+
+func TestSplitWords(t *testing.T) {
+	cases := map[string][]string{
+		`a b  c`:                        {"a", "b", "c"},
+		`--explain="site closing soon"`: {"--explain=site closing soon"},
+		`'it''s' "a \"q\"" x\ y`:        {"its", `a "q"`, "x y"},
+		`""`:                            {""},
+	}
+	for in, want := range cases {
+		got, err := splitWords(in)
+		if err != nil || strings.Join(got, "|") != strings.Join(want, "|") || len(got) != len(want) {
+			t.Errorf("splitWords(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+func FuzzSplitWords(f *testing.F) {
+	for _, s := range []string{`a "b c" 'd'`, `--x=\"`, `"unterminated`, `\`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		words, err := splitWords(s)
+		if err == nil {
+			for _, w := range words {
+				if strings.ContainsAny(w, " \t") && !strings.ContainsAny(s, `"'\`) {
+					t.Fatalf("word %q has a space but the input has no quoting", w)
+				}
+			}
+		}
+	})
+}
+
+func FuzzArchiveOptions(f *testing.F) {
+	for _, s := range []string{"--delay=5 --concurrency 3", "--ignore-sets=a,b --large", "--explain 'x y'", "--pipeline=a --pipeline=b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		words, err := splitWords(s)
+		if err != nil {
+			return
+		}
+		o, err := parseArchiveOptions(words)
+		if err != nil {
+			return
+		}
+		if o.has("concurrency") && (o.Concurrency < 1 || o.Concurrency > 99) {
+			t.Fatalf("concurrency %d accepted", o.Concurrency)
+		}
+		if o.Pipeline != "" && !pipelineNameRE.MatchString(o.Pipeline) {
+			t.Fatalf("pipeline %q accepted", o.Pipeline)
+		}
+		if strings.ContainsAny(o.Explain, "\r\n\x00") {
+			t.Fatalf("note %q accepted", o.Explain)
+		}
+	})
+}
+
+// The whole dispatch path must survive any input line.
+func FuzzHandle(f *testing.F) {
+	for _, s := range []string{"!a http://example.com/ --delay=5", "!ig abc (?!x)", "!status http://x/", "!a < http://x/l.txt", "!pending"} {
+		f.Add(s)
+	}
+	be := redistest.Mini(f)
+	b := New(coordinator.NewStore(be.Client), Options{})
+	f.Fuzz(func(t *testing.T, s string) {
+		rec := &recorder{nick: "n"}
+		b.Handle(context.Background(), Request{Nick: "n", Channel: "#c", Rank: RankOp, Text: s}, rec)
+		for _, r := range rec.replies {
+			if r == "n: " {
+				t.Fatalf("empty reply to %q", s)
+			}
+		}
+	})
+}
