@@ -409,3 +409,34 @@ func FuzzHandle(f *testing.F) {
 		}
 	})
 }
+
+func TestFail(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+		ctx := context.Background()
+		b := newTestBot(t, be)
+		say(b, RankOp, "#a", "!a http://example.com/ --pipeline=slow")
+		if got := say(b, RankVoice, "#a", "!fail "+refIdent); !strings.Contains(got[0], "only channel operators may") {
+			t.Fatalf("voice !fail: %q", got)
+		}
+		got := say(b, RankOp, "#a", "!fail "+refIdent)
+		if len(got) != 1 || !strings.Contains(got[0], "failed") || !strings.Contains(got[0], refIdent) {
+			t.Fatalf("!fail: %q", got)
+		}
+		m, _ := be.Client.HGetAll(ctx, refIdent).Result()
+		if m["failed"] != "true" || m["failed_reason"] != "failed by carol" {
+			t.Fatalf("record %v", m)
+		}
+		if n, _ := be.Client.Exists(ctx, "pending:slow").Result(); n != 0 {
+			t.Fatal("failed job still queued")
+		}
+		if v, _ := be.Client.Get(ctx, coordinator.KeyJobsFailed).Result(); v != "1" {
+			t.Fatalf("jobs_failed = %q", v)
+		}
+		if got := say(b, RankOp, "#a", "!fail "+refIdent); !strings.Contains(got[0], "already finished") {
+			t.Fatalf("second !fail: %q", got)
+		}
+		if got := say(b, RankNone, "#a", "!status "+refIdent); !strings.Contains(got[0], "Failed (failed by carol)") {
+			t.Fatalf("status of failed job: %q", got)
+		}
+	})
+}

@@ -258,3 +258,21 @@ func restAfterFirst(s string) string {
 	}
 	return strings.TrimSpace(s[i:])
 }
+
+// !fail IDENT
+func runFail(ctx context.Context, b *Bot, c *Call) error {
+	id := c.Args[0]
+	job, err := b.store.FailJob(ctx, id, "failed by "+c.Req.Nick)
+	switch {
+	case errors.Is(err, coordinator.ErrNoJob):
+		c.Reply("Sorry, I don't know anything about %s.", id)
+		return nil
+	case errors.Is(err, coordinator.ErrJobFinished):
+		c.Reply("Job %s has already finished; there is nothing to fail.", id)
+		return nil
+	case err != nil:
+		return err
+	}
+	c.Reply("Job %s for %s failed: removed from its queue, it will not run any more.", id, job.URL())
+	return nil
+}

@@ -107,6 +107,12 @@ func commandTable() []*Command {
 			Run: runExpire,
 		},
 		{
+			Name: "!fail", Perm: Op, Mutates: true,
+			Usage: "!fail IDENT",
+			Help:  "give up on a job: mark it failed and take it out of every queue", MinArgs: 1, MaxArgs: 1, Ident: true,
+			Run: runFail,
+		},
+		{
 			Name: "!status", Perm: Anyone,
 			Usage: "!status [IDENT|URL]",
 			Help:  "summary counts, or the status of one job", MinArgs: 0, MaxArgs: 1,

@@ -2,17 +2,7 @@ package coordinator
 
 import (
 	"context"
-	"errors"
 	"fmt"
-)
-
-// FailJob outcomes.
-var (
-	// ErrFailNoJob: there is no record for the ident.
-	ErrFailNoJob = errors.New("no such job")
-	// ErrFailFinished: the job already finished, was aborted or failed;
-	// FailJob returns the record with it so the caller can say how.
-	ErrFailFinished = errors.New("job already finished")
 )
 
 // failExpiry is how long a failed job's keys live, as for aborted jobs.
@@ -27,8 +17,8 @@ const failExpiry = 5 // seconds
 //
 // Named queues are listed with SCAN just before the atomic step: a job is
 // queued exactly once, so a queue created in between cannot hold it.
-// ErrFailNoJob and ErrFailFinished leave Redis unchanged; with
-// ErrFailFinished the job as it is is returned too.
+// ErrNoJob and ErrJobFinished leave Redis unchanged; with
+// ErrJobFinished the job as it is is returned too.
 func (s *Store) FailJob(ctx context.Context, ident, reason string) (*Job, error) {
 	named, err := s.NamedQueues(ctx)
 	if err != nil {
@@ -46,11 +36,11 @@ func (s *Store) FailJob(ctx context.Context, ident, reason string) (*Job, error)
 	}
 	code, _ := res[0].(int64)
 	if code == 0 {
-		return nil, ErrFailNoJob
+		return nil, ErrNoJob
 	}
 	job := &Job{Ident: ident, Fields: scriptFields(res[1:])}
 	if code == 2 {
-		return job, ErrFailFinished
+		return job, ErrJobFinished
 	}
 	return job, nil
 }
