@@ -133,4 +133,3 @@ func localUser() string {
 	}
 	return "console"
 }
-

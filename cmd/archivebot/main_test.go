@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// session runs the bot's main entry point with a pipe for stdin and a
+// line reader over stdout.
+type session struct {
+	t     *testing.T
+	in    *io.PipeWriter
+	lines chan string
+	done  chan int
+	err   bytes.Buffer
+}
+
+func start(t *testing.T, args ...string) *session {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	s := &session{t: t, in: inW, lines: make(chan string, 100), done: make(chan int, 1)}
+	go func() {
+		code := run(args, inR, outW, &s.err)
+		outW.Close()
+		s.done <- code
+	}()
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			s.lines <- sc.Text()
+		}
+		close(s.lines)
+	}()
+	t.Cleanup(func() { inW.Close() })
+	return s
+}
+
+// expect waits for a stdout line containing want and returns it.
+func (s *session) expect(want string) string {
+	s.t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case l, ok := <-s.lines:
+			if !ok {
+				s.t.Fatalf("stdout closed waiting for %q; stderr:\n%s", want, s.err.String())
+			}
+			if strings.Contains(l, want) {
+				return l
+			}
+		case <-timeout:
+			s.t.Fatalf("no line containing %q; stderr:\n%s", want, s.err.String())
+		}
+	}
+}
+
+func (s *session) send(line string) {
+	s.t.Helper()
+	if _, err := fmt.Fprintln(s.in, line); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// stop closes stdin (EOF ends the console) and returns the exit code.
+func (s *session) stop() int {
+	s.t.Helper()
+	s.in.Close()
+	for range s.lines {
+	}
+	select {
+	case code := <-s.done:
+		return code
+	case <-time.After(10 * time.Second):
+		s.t.Fatal("bot did not exit after stdin EOF")
+		return -1
+	}
+}
+
+func writeConfig(t *testing.T, dir, listen string) string {
+	t.Helper()
+	p := filepath.Join(dir, "archivebot.toml")
+	text := fmt.Sprintf("[redis]\nlisten = %q\ndata_dir = %q\n", listen, filepath.Join(dir, "data"))
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The walking skeleton end to end: console + embedded Redis, a job queued
+// with the documented ident, visible to a Redis client while the bot runs,
+// and still known after a restart.
+func TestConsoleEmbeddedRestart(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "127.0.0.1:0")
+
+	s := start(t, "-config", cfg)
+	urlLine := s.expect("REDIS_URL=")
+	s.send("!a http://example.com/")
+	s.expect("Queued http://example.com/.")
+	s.expect("Use !status 9tfs9o6557kgozy0wlqrzal3o for updates")
+
+	// A pipeline (here: a plain Redis client) reaches the embedded server.
+	opt, err := redis.ParseURL(urlLine[strings.Index(urlLine, "REDIS_URL=")+len("REDIS_URL="):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	q, err := c.LRange(context.Background(), "pending", 0, -1).Result()
+	if err != nil || len(q) != 1 || q[0] != "9tfs9o6557kgozy0wlqrzal3o" {
+		t.Fatalf("pending over TCP = %v, %v", q, err)
+	}
+	if code := s.stop(); code != 0 {
+		t.Fatalf("exit code %d; stderr:\n%s", code, s.err.String())
+	}
+
+	s = start(t, "-config", cfg)
+	s.send("!status 9tfs9o6557kgozy0wlqrzal3o")
+	s.expect("Job 9tfs9o6557kgozy0wlqrzal3o <http://example.com/>.")
+	s.send("!a http://example.com/")
+	s.expect("already exists")
+	if code := s.stop(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
+
+func TestListenAddressTaken(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := run([]string{"-config", writeConfig(t, dir, ln.Addr().String())}, strings.NewReader(""), &out, &errb)
+	if code == 0 {
+		t.Fatal("started on a taken address")
+	}
+	msg := errb.String()
+	if !strings.Contains(msg, "already in use") || !strings.Contains(msg, "redis.url") || !strings.Contains(msg, "redis.listen") {
+		t.Fatalf("message does not explain what to do:\n%s", msg)
+	}
+}
+
+func TestCheckConfig(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	var out, errb bytes.Buffer
+	if code := run([]string{"-check-config", "-config", "../../config.example.toml"}, nil, &out, &errb); code != 0 {
+		t.Fatalf("example config refused: %s", errb.String())
+	}
+	bad := filepath.Join(t.TempDir(), "bad.toml")
+	os.WriteFile(bad, []byte("[reaper]\nthreshhold = 5\n"), 0o644)
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"-check-config", "-config", bad}, nil, &out, &errb); code == 0 || !strings.Contains(errb.String(), "reaper.threshhold") {
+		t.Fatalf("bad config: code %d, %s", code, errb.String())
+	}
+}
+
+func TestIdentSubcommand(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"ident", "HTTP://Example.COM:80", "example.com"}, nil, &out, &errb)
+	if code == 0 {
+		t.Fatal("unparsable URL gave exit code 0")
+	}
+	if out.String() != "http://example.com/\t9tfs9o6557kgozy0wlqrzal3o\n" {
+		t.Fatalf("stdout %q", out.String())
+	}
+	if !strings.HasPrefix(errb.String(), "example.com: ") {
+		t.Fatalf("stderr %q", errb.String())
+	}
+	out.Reset()
+	code = run([]string{"ident"}, strings.NewReader("http://example.com/\nftp://ftp.example.org/pub/\n"), &out, &errb)
+	if code != 0 || out.String() != "http://example.com/\t9tfs9o6557kgozy0wlqrzal3o\nftp://ftp.example.org/pub/\t2sav7kxlo07xuzhq48m0kzzg9\n" {
+		t.Fatalf("stdin mode: %d %q", code, out.String())
+	}
+}
