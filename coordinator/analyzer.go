@@ -68,7 +68,8 @@ func (c *LogCounts) Add(o LogCounts) {
 
 // AnalyzeResult is what one Analyze call did to a job.
 type AnalyzeResult struct {
-	// Entries read and Invalid ones (not JSON objects) among them.
+	// Entries read, and Invalid ones among them (not JSON, or a bare JSON
+	// scalar).
 	Entries, Invalid int64
 	// Counts added to the job.
 	Counts LogCounts
@@ -142,7 +143,7 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 		}
 	}
 	if total.Invalid > 0 {
-		a.log.Warn("skipped log entries that are not JSON objects", "ident", ident, "invalid", total.Invalid)
+		a.log.Warn("skipped log entries that are not JSON", "ident", ident, "invalid", total.Invalid)
 	}
 	if total.Trimmed > 0 {
 		a.log.Debug("trimmed log", "ident", ident, "entries", total.Trimmed, "upto", total.TrimmedTo)

@@ -9,10 +9,10 @@
 --
 -- Entries with score > last_analyzed_log_entry are read in score order. For
 -- each `download` entry the bucket of its response_code (r1xx .. r5xx, else
--- runk) is counted, and error_count when is_error is true; entries that are
--- not JSON objects are skipped and counted as invalid. Each counter gets one
--- HINCRBY per batch. Nothing is written when the job record does not exist
--- (an expired job must not be re-created by HINCRBY).
+-- runk) is counted, and error_count when is_error is true; entries that
+-- are not JSON, or only a JSON scalar, are skipped and counted as invalid.
+-- Each counter gets one HINCRBY per batch. Nothing is written when the job
+-- record does not exist (an expired job must not be re-created by HINCRBY).
 --
 -- Returns {entries read, invalid, r1xx, r2xx, r3xx, r4xx, r5xx, runk,
 -- errors, bookmark, entries trimmed, trimmed up to, more (1 when the batch
