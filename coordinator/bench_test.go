@@ -41,12 +41,16 @@ func (h roundTripHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 	}
 }
 
-// countingClient is a second client on c's database that counts its round
+// countingClient is a second client on b's database that counts its round
 // trips.
-func countingClient(tb testing.TB, c *redis.Client) (*redis.Client, *atomic.Int64) {
+func countingClient(tb testing.TB, b *redistest.Backend) (*redis.Client, *atomic.Int64) {
 	tb.Helper()
 	n := new(atomic.Int64)
-	cc := redis.NewClient(c.Options())
+	opt, err := redis.ParseURL(b.URL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cc := redis.NewClient(opt)
 	cc.AddHook(roundTripHook{n})
 	tb.Cleanup(func() { cc.Close() })
 	return cc, n
@@ -139,7 +143,7 @@ func BenchmarkReaperCycle(b *testing.B) {
 		for _, n := range []int{100, 1000, 10000} {
 			seedWorking(b, be.Client, n)
 			b.Run(fmt.Sprintf("%s/jobs=%d/script", be.Name, n), func(b *testing.B) {
-				c, rt := countingClient(b, be.Client)
+				c, rt := countingClient(b, be)
 				r := NewReaper(NewStore(c), newSvcAnnouncer("#ab"), ReaperConfig{Threshold: threshold}, nil)
 				if err := r.runOnce(ctx); err != nil { // loads the script
 					b.Fatal(err)
@@ -154,7 +158,7 @@ func BenchmarkReaperCycle(b *testing.B) {
 				b.ReportMetric(float64(rt.Load())/float64(b.N), "roundtrips/op")
 			})
 			b.Run(fmt.Sprintf("%s/jobs=%d/per-job", be.Name, n), func(b *testing.B) {
-				c, rt := countingClient(b, be.Client)
+				c, rt := countingClient(b, be)
 				b.ResetTimer()
 				for range b.N {
 					if _, err := perJobReap(ctx, c, threshold); err != nil {
@@ -313,7 +317,7 @@ func BenchmarkAnalyzer(b *testing.B) {
 		seedLog(b, be.Client, id, entries)
 		run := func(name string, analyze func(c *redis.Client) (int, error)) {
 			b.Run(fmt.Sprintf("%s/entries=%d/%s", be.Name, entries, name), func(b *testing.B) {
-				c, rt := countingClient(b, be.Client)
+				c, rt := countingClient(b, be)
 				var elapsed time.Duration
 				rt.Store(0)
 				for range b.N {

@@ -228,7 +228,7 @@ func TestReaperRoundTrips(t *testing.T) {
 		var got []int64
 		for _, n := range []int{10, 300} {
 			seedWorking(t, b.Client, n)
-			c, rt := countingClient(t, b.Client)
+			c, rt := countingClient(t, b)
 			if err := c.Ping(ctx).Err(); err != nil { // dial outside the count
 				t.Fatal(err)
 			}

@@ -147,8 +147,12 @@ func (p *Pipeline) Key() string { return p.key }
 func (p *Pipeline) Nickname() string { return p.cfg.Nickname }
 
 func (p *Pipeline) unixFloat() string {
-	t := p.cfg.Now()
-	return strconv.FormatFloat(float64(t.UnixNano())/1e9, 'f', 3, 64)
+	return strconv.FormatFloat(unixSeconds(p.cfg.Now()), 'f', 3, 64)
+}
+
+// unixSeconds is t as UNIX seconds with a fraction, as Python's time.time().
+func unixSeconds(t time.Time) float64 {
+	return float64(t.Unix()) + float64(t.Nanosecond())/1e9
 }
 
 // Report writes the pipeline record, adds it to `pipelines` and publishes
@@ -296,7 +300,7 @@ type IgnoreEntry struct {
 func (j *Job) LogDownload(ctx context.Context, url string, code int) (int64, error) {
 	e := DownloadEntry{Type: "download", URL: url, ResponseCode: code, WgetCode: "OK",
 		IsError: code == 0 || code >= 500, IsWarning: code >= 400 && code < 500,
-		TS: float64(j.p.cfg.Now().UnixNano()) / 1e9}
+		TS: unixSeconds(j.p.cfg.Now())}
 	if code == 0 {
 		e.WgetCode = "NETWORK_ERROR"
 	}
@@ -307,7 +311,7 @@ func (j *Job) LogDownload(ctx context.Context, url string, code int) (int64, err
 // LogIgnore ships an ignore entry.
 func (j *Job) LogIgnore(ctx context.Context, url, pattern, source string) (int64, error) {
 	b, _ := json.Marshal(IgnoreEntry{Type: "ignore", URL: url, Pattern: pattern, Source: source,
-		TS: float64(j.p.cfg.Now().UnixNano()) / 1e9})
+		TS: unixSeconds(j.p.cfg.Now())})
 	return j.Log(ctx, string(b))
 }
 
