@@ -652,15 +652,20 @@ func (c *Client) accept(req bot.Request) {
 	}
 	key := c.state.Fold(req.Nick)
 	ok, warn := c.throttle.allow(key, time.Now())
+	job := func() { c.handle(req) }
 	if !ok {
-		if warn {
-			c.log.Info("throttling user", "nick", req.Nick)
-			r := &replier{c: c, req: req}
-			r.post(r.replyTarget(), r.prefix(), fmt.Sprintf("Please slow down: at most %d commands a minute. I'll answer again in a moment.", c.cfg.CommandsPerMinute), false)
+		if !warn {
+			return
 		}
-		return
+		c.log.Info("throttling user", "nick", req.Nick)
+		// Queued behind the user's earlier commands, so it follows their
+		// answers instead of overtaking them.
+		job = func() {
+			r := &replier{c: c, req: req}
+			r.Reply(fmt.Sprintf("Please slow down: at most %d commands a minute. I'll answer again in a moment.", c.cfg.CommandsPerMinute))
+		}
 	}
-	if !c.disp.submit(key, func() { c.handle(req) }) {
+	if !c.disp.submit(key, job) {
 		c.log.Warn("dropped a command: too many queued for this user, or shutting down", "nick", req.Nick, "text", req.Text)
 	}
 }
@@ -693,10 +698,10 @@ func (r *replier) prefix() string {
 	return r.req.Nick + ": "
 }
 
-func (r *replier) Reply(text string)   { r.post(r.replyTarget(), r.prefix(), text, true) }
-func (r *replier) Private(text string) { r.post(r.req.Nick, "", text, true) }
+func (r *replier) Reply(text string)   { r.post(r.replyTarget(), r.prefix(), text) }
+func (r *replier) Private(text string) { r.post(r.req.Nick, "", text) }
 
-func (r *replier) post(target, prefix, text string, wait bool) {
+func (r *replier) post(target, prefix, text string) {
 	c := r.c
 	lines, err := messageLines("PRIVMSG", target, prefix, text, c.nickLen())
 	if err != nil {
@@ -705,12 +710,6 @@ func (r *replier) post(target, prefix, text string, wait bool) {
 	}
 	key := "u:" + c.state.Fold(r.req.Nick)
 	expires := time.Now().Add(c.replyMaxAge)
-	if !wait {
-		for _, l := range lines {
-			c.out.enqueue(&item{line: l, key: key, expires: expires}, false)
-		}
-		return
-	}
 	if err := c.out.send(context.Background(), key, 0, expires, false, lines...); err != nil {
 		c.log.Warn("reply not delivered", "nick", r.req.Nick, "target", target, "err", err)
 	}

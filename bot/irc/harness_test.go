@@ -236,6 +236,16 @@ type user struct {
 
 func dialUser(t testing.TB, addr, nick string) *user {
 	t.Helper()
+	u := startUser(t, addr, nick)
+	u.registered()
+	return u
+}
+
+// startUser connects and sends the registration without waiting for it,
+// so several users can register at once (ngircd's flood control pauses
+// each new client for a second).
+func startUser(t testing.TB, addr, nick string) *user {
+	t.Helper()
 	conn, err := net.DialTimeout("tcp", addr, waitFor)
 	if err != nil {
 		t.Fatalf("%s: dial %s: %v", nick, addr, err)
@@ -245,9 +255,14 @@ func dialUser(t testing.TB, addr, nick string) *user {
 	go u.read()
 	u.send("NICK %s", nick)
 	u.send("USER %s 0 * :test user", strings.ToLower(nick))
+	return u
+}
+
+// registered waits for the end of registration.
+func (u *user) registered() {
+	u.t.Helper()
 	u.expect("welcome", func(m ircmsg.Message) bool { return m.Command == "001" })
 	u.expect("end of MOTD", func(m ircmsg.Message) bool { return m.Command == "376" || m.Command == "422" })
-	return u
 }
 
 func (u *user) read() {
@@ -276,9 +291,17 @@ func (u *user) read() {
 }
 
 func (u *user) send(format string, a ...any) {
+	line := format
+	if len(a) > 0 {
+		line = fmt.Sprintf(format, a...)
+	}
+	u.line(line)
+}
+
+// line sends one line as it is.
+func (u *user) line(line string) {
 	u.wmu.Lock()
 	defer u.wmu.Unlock()
-	line := fmt.Sprintf(format, a...)
 	if _, err := io.WriteString(u.conn, line+"\r\n"); err != nil {
 		u.t.Errorf("%s: send %q: %v", u.nick, line, err)
 	}
@@ -325,6 +348,26 @@ func (u *user) expectWithin(d time.Duration, what string, pred func(ircmsg.Messa
 func (u *user) expect(what string, pred func(ircmsg.Message) bool) ircmsg.Message {
 	u.t.Helper()
 	return u.expectWithin(waitFor, what, pred)
+}
+
+// waitClosed waits until the other side closed the connection.
+func (u *user) waitClosed() {
+	u.t.Helper()
+	timer := time.NewTimer(waitFor)
+	defer timer.Stop()
+	for {
+		u.mu.Lock()
+		wake, closed := u.wake, u.closed
+		u.mu.Unlock()
+		if closed {
+			return
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+			u.t.Fatalf("%s: connection still open", u.nick)
+		}
+	}
 }
 
 func (u *user) dump() string {

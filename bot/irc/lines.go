@@ -50,7 +50,8 @@ func cleanText(s string) string {
 }
 
 // splitText cuts text into pieces of at most max bytes on UTF-8
-// boundaries, preferring to cut after a space near the end of a piece. The
+// boundaries, preferring to cut before a space near the end of a piece
+// (servers strip trailing spaces, so the space starts the next piece). The
 // pieces concatenate to text exactly.
 func splitText(text string, max int) []string {
 	if max < utf8.UTFMax {
@@ -66,8 +67,11 @@ func splitText(text string, max int) []string {
 			// Not UTF-8 at all (cleanText prevents this): cut anywhere.
 			cut = max
 		}
-		if sp := strings.LastIndexByte(text[:cut], ' '); sp >= 0 && sp+1 >= cut*3/4 {
-			cut = sp + 1
+		if sp := strings.LastIndexByte(text[:cut], ' '); sp > 0 && sp >= cut*3/4 {
+			cut = sp
+			for cut > max*3/4 && text[cut-1] == ' ' {
+				cut--
+			}
 		}
 		out = append(out, text[:cut])
 		text = text[cut:]

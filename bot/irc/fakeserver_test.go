@@ -1,0 +1,185 @@
+package irc
+
+import (
+	"encoding/base64"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ergochat/irc-go/ircmsg"
+)
+
+// fakeServer accepts connections and hands each to the test as a peer
+// it scripts line by line (ngircd has no SASL).
+type fakeServer struct {
+	t     *testing.T
+	ln    net.Listener
+	conns chan net.Conn
+}
+
+func newFakeServer(t *testing.T) *fakeServer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &fakeServer{t: t, ln: ln, conns: make(chan net.Conn, 10)}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.conns <- c
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return s
+}
+
+func (s *fakeServer) url() string { return "irc://" + s.ln.Addr().String() }
+
+// accept waits for the bot's next connection.
+func (s *fakeServer) accept() *user {
+	s.t.Helper()
+	select {
+	case c := <-s.conns:
+		p := &user{t: s.t, nick: "server", conn: c, wake: make(chan struct{})}
+		s.t.Cleanup(func() { c.Close() })
+		go p.read()
+		return p
+	case <-time.After(waitFor):
+		s.t.Fatal("the bot did not connect")
+		return nil
+	}
+}
+
+func cmdIs(cmd string, params ...string) func(ircmsg.Message) bool {
+	return func(m ircmsg.Message) bool {
+		if m.Command != cmd || len(m.Params) < len(params) {
+			return false
+		}
+		for i, p := range params {
+			if m.Params[i] != p {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// negotiate plays the server side of registration up to AUTHENTICATE.
+func negotiate(p *user, pass string) {
+	p.t.Helper()
+	if pass != "" {
+		p.expect("PASS", cmdIs("PASS", pass))
+	}
+	p.expect("CAP LS", cmdIs("CAP", "LS"))
+	p.send(":fake CAP * LS :multi-prefix sasl")
+	p.expect("CAP REQ multi-prefix", cmdIs("CAP", "REQ", "multi-prefix"))
+	p.expect("CAP REQ sasl", cmdIs("CAP", "REQ", "sasl"))
+	p.send(":fake CAP * ACK :multi-prefix")
+	p.send(":fake CAP * ACK :sasl")
+	p.expect("NICK", cmdIs("NICK", "ArchiveBot"))
+	p.expect("USER", cmdIs("USER"))
+	p.expect("AUTHENTICATE PLAIN", cmdIs("AUTHENTICATE", "PLAIN"))
+	p.send("AUTHENTICATE +")
+}
+
+// TestSASLAndPassword: the bot sends the server password and logs in with
+// SASL PLAIN before registering; ranks come from the server's PREFIX.
+func TestSASLAndPassword(t *testing.T) {
+	t.Parallel()
+	s := newFakeServer(t)
+	cfg := testIRCConfig(s.url(), "#c")
+	cfg.Password = "server-pw"
+	cfg.SASL = "botacct:s3cr:et"
+	h := startBot(t, cfg, nil)
+	p := s.accept()
+	negotiate(p, "server-pw")
+	m := p.expect("SASL PLAIN response", cmdIs("AUTHENTICATE"))
+	raw, err := base64.StdEncoding.DecodeString(m.Params[0])
+	if err != nil || string(raw) != "botacct\x00botacct\x00s3cr:et" {
+		t.Fatalf("SASL PLAIN response %q (%v)", raw, err)
+	}
+	p.send(":fake 900 ArchiveBot ArchiveBot!u@h botacct :You are now logged in as botacct")
+	p.send(":fake 903 ArchiveBot :SASL authentication successful")
+	p.expect("CAP END", cmdIs("CAP", "END"))
+	p.send(":fake 001 ArchiveBot :Welcome")
+	p.line(":fake 005 ArchiveBot PREFIX=(qaohv)~&@%+ CHANTYPES=# :are supported")
+	p.send(":fake 376 ArchiveBot :End of MOTD")
+	h.waitState(true)
+
+	p.expect("JOIN", cmdIs("JOIN", "#c"))
+	p.send(":ArchiveBot!u@h JOIN #c")
+	// multi-prefix was acknowledged: several prefixes per name.
+	p.line(":fake 353 ArchiveBot = #c :~owner &admin %half +voice @+opvoice plain ArchiveBot")
+	p.send(":fake 366 ArchiveBot #c :End of /NAMES list.")
+
+	cases := []struct{ nick, text, want string }{
+		{"owner", "!a < https://example.com/owner.txt", "owner: Queued"},
+		{"admin", "!a < https://example.com/admin.txt", "admin: Queued"},
+		{"half", "!a < https://example.com/half.txt", "half: Sorry, " + refuseOp},
+		{"half", "!a https://example.com/half", "half: Queued"},
+		{"voice", "!a https://example.com/voice", "voice: Queued"},
+		{"plain", "!a https://example.com/plain", "plain: Sorry, " + refuseVoice},
+	}
+	for _, c := range cases {
+		p.send(":%s!u@h PRIVMSG #c :%s", c.nick, c.text)
+		m := p.expect("answer to "+c.nick, func(m ircmsg.Message) bool {
+			return m.Command == "PRIVMSG" && len(m.Params) == 2 && strings.HasPrefix(m.Params[1], c.nick+": ")
+		})
+		if !strings.HasPrefix(m.Params[1], c.want) {
+			t.Errorf("%s %q: got %q, want %q…", c.nick, c.text, m.Params[1], c.want)
+		}
+	}
+	// After -o the op keeps the voice NAMES showed with multi-prefix, and
+	// the bot does not need to ask NAMES again.
+	p.send(":owner!u@h MODE #c -o opvoice")
+	p.send(":opvoice!u@h PRIVMSG #c :!a < https://example.com/ov.txt")
+	m = p.expect("answer to opvoice", func(m ircmsg.Message) bool {
+		return m.Command == "PRIVMSG" && len(m.Params) == 2 && strings.HasPrefix(m.Params[1], "opvoice: ")
+	})
+	if !strings.Contains(m.Params[1], refuseOp) {
+		t.Errorf("de-opped user: %q", m.Params[1])
+	}
+
+	// Clean shutdown: QUIT.
+	h.cancel()
+	p.expect("QUIT", cmdIs("QUIT"))
+	p.conn.Close()
+	select {
+	case err := <-h.done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(waitFor):
+		t.Error("Run did not return after QUIT")
+	}
+	h.cancel = nil
+}
+
+// TestSASLFailure: a refused login is not a registration; the bot tries
+// again later, with backoff, and never pretends to be connected.
+func TestSASLFailure(t *testing.T) {
+	t.Parallel()
+	s := newFakeServer(t)
+	cfg := testIRCConfig(s.url(), "#c")
+	cfg.SASL = "botacct:wrong"
+	h := startBot(t, cfg, nil)
+	for attempt := 0; attempt < 2; attempt++ {
+		p := s.accept()
+		negotiate(p, "")
+		p.expect("SASL PLAIN response", cmdIs("AUTHENTICATE"))
+		p.send(":fake 904 * :SASL authentication failed")
+		p.waitClosed() // the bot gives up on this connection
+	}
+	if h.client.Connected() {
+		t.Error("Connected() after failed logins")
+	}
+	select {
+	case up := <-h.events:
+		t.Errorf("connection state changed to %v", up)
+	default:
+	}
+}

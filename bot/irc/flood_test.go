@@ -1,0 +1,108 @@
+package irc
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ergochat/irc-go/ircmsg"
+)
+
+// TestFlood: five users fire ten commands each at once. Every reply
+// arrives, in order per user, no faster than the configured rate, and
+// ngircd with its default flood control neither pauses nor drops the bot.
+func TestFlood(t *testing.T) {
+	t.Parallel()
+	rateCfg, burst := 4.0, 3
+	if v, err := strconv.ParseFloat(os.Getenv("FLOOD_RATE"), 64); err == nil {
+		rateCfg = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("FLOOD_BURST")); err == nil {
+		burst = v
+	}
+	const users, perUser = 5, 10
+	n := startNgircd(t, ngircdOpts{penalties: true})
+	cfg := testIRCConfig(n.url(), "#flood")
+	cfg.MessagesPerSecond, cfg.Burst = rateCfg, burst
+	cfg.CommandsPerMinute = 20 // the default: not what this test is about
+	t0 := time.Now()
+	defer func() { t.Logf("flood test body took %v", time.Since(t0)) }()
+	watcher := dialUser(t, n.addr(), "watcher")
+	t.Logf("watcher registered after %v", time.Since(t0))
+	watcher.join("#flood")
+	h := startBot(t, cfg, nil)
+	watcher.waitBotIn("ArchiveBot", "#flood")
+	h.waitState(true)
+
+	us := make([]*user, users)
+	for i := range us {
+		us[i] = startUser(t, n.addr(), fmt.Sprintf("flooder%d", i))
+	}
+	for _, u := range us {
+		u.registered()
+		u.send("JOIN #flood")
+	}
+	for _, u := range us {
+		u.expect("end of NAMES", func(m ircmsg.Message) bool { return m.Command == "366" })
+	}
+	watcher.mark()
+	t.Logf("setup took %v", time.Since(t0))
+	start := time.Now()
+	for i, u := range us {
+		var b strings.Builder
+		for k := 0; k < perUser; k++ {
+			fmt.Fprintf(&b, "PRIVMSG #flood :!status f%dn%d\r\n", i, k)
+		}
+		u.sendRaw(b.String()) // all ten in one write
+	}
+
+	// The watcher sees every reply; check order per user and timing.
+	next := make([]int, users)
+	var times []time.Time
+	for got := 0; got < users*perUser; got++ {
+		m := watcher.expectWithin(60*time.Second, fmt.Sprintf("reply %d of %d", got+1, users*perUser), func(m ircmsg.Message) bool {
+			return isFrom(m, "ArchiveBot", "#flood")
+		})
+		times = append(times, time.Now())
+		text := m.Params[1]
+		var ui, k int
+		if _, err := fmt.Sscanf(text, "flooder%d: Sorry, I don't know anything about f%dn%d.", &ui, &ui, &k); err != nil || ui < 0 || ui >= users {
+			t.Fatalf("unexpected line %q", text)
+		}
+		if k != next[ui] {
+			t.Errorf("flooder%d: reply for command %d, want %d (out of order): %q", ui, k, next[ui], text)
+		}
+		next[ui] = k + 1
+	}
+	total := time.Since(start)
+	spread := times[len(times)-1].Sub(times[0])
+	observed := float64(len(times)-1) / spread.Seconds()
+	// After the burst, lines are spaced 1/rate apart.
+	minSpread := time.Duration(float64(len(times)-burst) / rateCfg * float64(time.Second))
+	t.Logf("flood: %d replies to %d users in %v (first to last %v): %.2f lines/s, configured %.2f/s burst %d",
+		len(times), users, total.Round(time.Millisecond), spread.Round(time.Millisecond), observed, rateCfg, burst)
+	if spread < minSpread*9/10 {
+		t.Errorf("replies came faster than the configured rate: %v for %d lines, want ≥ %v", spread, len(times), minSpread)
+	}
+	if spread > minSpread*3/2+2*time.Second {
+		t.Errorf("replies came much slower than the configured rate (throttled by the server?): %v, want about %v", spread, minSpread)
+	}
+	select {
+	case up := <-h.events:
+		t.Errorf("bot connection changed during the flood (connected=%v)", up)
+	default:
+	}
+	if !h.client.Connected() {
+		t.Error("bot was disconnected")
+	}
+	watcher.say("#flood", "!status")
+	if r := watcher.reply("ArchiveBot", "#flood"); !strings.HasPrefix(r, "Job status:") {
+		t.Errorf("after the flood: %q", r)
+	}
+	if log := n.logText(); strings.Contains(log, "Excess") || strings.Contains(log, "buffer") || strings.Contains(log, "too long") {
+		t.Errorf("ngircd complained about the bot:\n%s", log)
+	}
+}

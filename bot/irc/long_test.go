@@ -1,0 +1,131 @@
+package irc
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ergochat/irc-go/ircmsg"
+)
+
+// TestLongRepliesAndPlantedRedis: text other tools wrote into Redis (a
+// job's note and URL, a pipeline's nickname) reaches IRC over ngircd
+// split into lines the server accepts, complete, and without any extra
+// IRC line smuggled in through CR, LF or NUL.
+func TestLongRepliesAndPlantedRedis(t *testing.T) {
+	t.Parallel()
+	n := startNgircd(t, ngircdOpts{})
+	u := dialUser(t, n.addr(), "rita")
+	u.join("#test")
+	h := startBot(t, testIRCConfig(n.url(), "#test"), nil)
+	u.waitBotIn("ArchiveBot", "#test")
+	ctx := context.Background()
+
+	const smuggle = "\r\nPRIVMSG #test :x\r\nQUIT :pwned\x00"
+	var note strings.Builder
+	note.WriteString("START" + smuggle)
+	for i := 0; note.Len() < 2000; i++ {
+		fmt.Fprintf(&note, " señal-%d-日本", i)
+	}
+	note.WriteString(" END")
+	longURL := "https://example.com/" + strings.Repeat("a", 1900) + smuggle
+	rdb := h.rdb
+	rdb.HSet(ctx, "plantedjob1", map[string]any{
+		"url": "https://example.com/" + smuggle, "started_by": "tool\r\nKICK #test rita", "started_in": "#test",
+		"note": note.String(), "pipeline_id": "pipeline:abc", "started_at": "1700000000.5",
+		"delay_min": "250", "delay_max": "375", "concurrency": "3",
+	})
+	rdb.HSet(ctx, "pipeline:abc", map[string]any{"id": "pipeline:abc", "nickname": "evil" + smuggle})
+	rdb.HSet(ctx, "plantedjob2", map[string]any{"url": longURL, "started_by": "tool", "started_in": "#test"})
+	rdb.LPush(ctx, "pending", "plantedjob2")
+
+	// A 2,000-byte answer in the channel: split, every piece addressed.
+	status := u.ask("ArchiveBot", "#test", "!status plantedjob1")
+	whole := strings.Join(status, "")
+	if len(status) < 5 {
+		t.Errorf("a %d-byte answer came in %d lines", len(whole), len(status))
+	}
+	if want := cleanText(note.String()); !strings.HasSuffix(whole, want) {
+		t.Errorf("note not complete in the answer:\n got …%q\nwant …%q", tail(whole, 200), tail(want, 200))
+	}
+	// !pending lists the long URL, privately.
+	pending := strings.Join(u.ask("ArchiveBot", "#test", "!pending"), "")
+	if want := cleanText(longURL); !strings.Contains(pending, want) {
+		t.Errorf("!pending lost part of the URL: %q", tail(pending, 200))
+	}
+	where := strings.Join(u.ask("ArchiveBot", "#test", "!whereis plantedjob1"), "")
+	if want := cleanText(`Job plantedjob1 is on pipeline "evil` + smuggle + `" (pipeline:abc).`); where != want {
+		t.Errorf("!whereis: %q, want %q", where, want)
+	}
+
+	// Every line the bot sent was an answer to rita, nothing else.
+	u.mu.Lock()
+	msgs := append([]ircmsg.Message(nil), u.msgs...)
+	u.mu.Unlock()
+	lines := 0
+	for _, m := range msgs {
+		if m.Nick() != "ArchiveBot" || m.Command == "JOIN" {
+			continue
+		}
+		lines++
+		switch {
+		case m.Command != "PRIVMSG" || len(m.Params) != 2:
+			t.Errorf("bot sent %s %q", m.Command, m.Params)
+		case m.Params[0] == "#test" && !strings.HasPrefix(m.Params[1], "rita: "):
+			t.Errorf("channel line not addressed to rita: %q", m.Params[1])
+		case m.Params[0] != "#test" && m.Params[0] != "rita":
+			t.Errorf("line to %q", m.Params[0])
+		}
+	}
+	t.Logf("%d lines from the bot, longest answer %d bytes in %d lines", lines, len(whole), len(status))
+	if !h.client.Connected() || strings.Contains(n.logText(), "too long") {
+		t.Errorf("the bot was disconnected (connected=%v)", h.client.Connected())
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
+
+// TestUserThrottle: beyond commands_per_minute a user gets one "slow
+// down" and then silence; other users are not affected.
+func TestUserThrottle(t *testing.T) {
+	t.Parallel()
+	n := startNgircd(t, ngircdOpts{})
+	spam := dialUser(t, n.addr(), "spammer")
+	spam.join("#test")
+	calm := dialUser(t, n.addr(), "calm")
+	calm.join("#test")
+	cfg := testIRCConfig(n.url(), "#test")
+	cfg.CommandsPerMinute = 3
+	startBot(t, cfg, nil)
+	spam.waitBotIn("ArchiveBot", "#test")
+
+	var b strings.Builder
+	for i := 0; i < 6; i++ {
+		fmt.Fprintf(&b, "PRIVMSG #test :!status spam%d\r\n", i)
+	}
+	spam.sendRaw(b.String())
+	for i := 0; i < 3; i++ {
+		if r := spam.reply("ArchiveBot", "#test"); !strings.Contains(r, fmt.Sprintf("spam%d", i)) {
+			t.Errorf("answer %d: %q", i, r)
+		}
+	}
+	if r := spam.reply("ArchiveBot", "#test"); !strings.Contains(r, "slow down") {
+		t.Errorf("4th command: %q, want a polite slow down", r)
+	}
+	if r := strings.Join(calm.ask("ArchiveBot", "#test", "!status"), ""); !strings.HasPrefix(r, "Job status:") {
+		t.Errorf("another user: %q", r)
+	}
+	spam.mu.Lock()
+	defer spam.mu.Unlock()
+	for _, m := range spam.msgs[spam.next:] {
+		if isFrom(m, "ArchiveBot", "#test") && strings.HasPrefix(m.Params[1], "spammer: ") {
+			t.Errorf("answered a throttled command: %q", m.Params[1])
+		}
+	}
+}
