@@ -2,12 +2,16 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // AnalyzerConfig configures the log analyzer and trimmer (SPEC §5.4).
@@ -82,8 +86,8 @@ type AnalyzeResult struct {
 }
 
 // Analyzer counts response codes in job logs and trims what it consumed.
-// Each batch is one Lua script: reading, counting and moving the bookmark
-// are one atomic step, so a crash can neither lose nor double entries.
+// Counting a batch and moving the bookmark are one atomic step, so a crash
+// can neither lose nor double-count entries (see Analyze).
 type Analyzer struct {
 	store *Store
 	cfg   AnalyzerConfig
@@ -109,36 +113,80 @@ func NewAnalyzer(store *Store, cfg AnalyzerConfig, log *slog.Logger) *Analyzer {
 	}
 }
 
+// analyzeConflicts bounds how often one Analyze call re-reads a batch
+// because another analyzer moved the bookmark first.
+const analyzeConflicts = 10
+
 // Analyze reads every log entry of ident past its bookmark, batch by
 // batch, adds the counts to the job and trims consumed entries.
+//
+// Each batch is read with plain commands (the bookmark, then ZRANGEBYSCORE
+// past it), decoded and counted here, and committed with analyze_commit,
+// which adds the counts and moves the bookmark only if the bookmark is
+// still the one the batch was read from: atomic, so a crash or a second
+// analyzer can neither lose nor double-count entries. Decoding in Go
+// rather than in Lua keeps the embedded miniredis, whose Lua runs in Go,
+// from being locked for the length of a batch.
 func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, error) {
 	var total AnalyzeResult
 	respect := "0"
 	if a.cfg.RespectBroadcast {
 		respect = "1"
 	}
-	for {
-		res, err := analyzeScript.Run(ctx, a.store.rdb, []string{KeyJob(ident), KeyLog(ident)},
-			a.cfg.Batch, a.cfg.TrimAfter, respect).Int64Slice()
-		if err != nil {
-			return total, wrap("analyze log of "+ident, err)
+	keys := []string{KeyJob(ident), KeyLog(ident)}
+	bookmark, ok, err := a.bookmark(ctx, ident)
+	if err != nil || !ok {
+		total.Missing = !ok
+		return total, err
+	}
+	for conflicts := 0; ; {
+		from := bookmark
+		if from == "" {
+			from = "0"
 		}
-		if len(res) == 1 && res[0] == -1 {
+		zs, err := a.store.rdb.ZRangeByScoreWithScores(ctx, KeyLog(ident), &redis.ZRangeBy{
+			Min: "(" + from, Max: "+inf", Count: int64(a.cfg.Batch)}).Result()
+		if err != nil {
+			return total, wrap("read log of "+ident, err)
+		}
+		b := countEntries(zs)
+		next := bookmark
+		if b.entries > 0 {
+			next = strconv.FormatFloat(b.last, 'f', -1, 64)
+		}
+		argv := []any{bookmark, next, b.counts.R1xx, b.counts.R2xx, b.counts.R3xx, b.counts.R4xx,
+			b.counts.R5xx, b.counts.Runk, b.counts.Errors, a.cfg.TrimAfter, respect}
+		c, err := analyzeCommitScript.Run(ctx, a.store.rdb, keys, argv...).Int64Slice()
+		if err != nil {
+			return total, wrap("count log of "+ident, err)
+		}
+		if len(c) != 3 {
+			return total, fmt.Errorf("count log of %s: unexpected reply %v", ident, c)
+		}
+		switch c[0] {
+		case -1:
 			total.Missing = true
 			return total, nil
+		case 0: // another analyzer got there first: start from its bookmark
+			if conflicts++; conflicts > analyzeConflicts {
+				return total, fmt.Errorf("count log of %s: bookmark keeps moving", ident)
+			}
+			if bookmark, ok, err = a.bookmark(ctx, ident); err != nil || !ok {
+				total.Missing = !ok
+				return total, err
+			}
+			continue
 		}
-		if len(res) != 13 {
-			return total, fmt.Errorf("analyze log of %s: unexpected reply %v", ident, res)
+		bookmark = next
+		total.Entries += b.entries
+		total.Invalid += b.invalid
+		total.Counts.Add(b.counts)
+		total.Bookmark, _ = strconv.ParseInt(next, 10, 64)
+		if c[1] > 0 {
+			total.Trimmed += c[1]
+			total.TrimmedTo = c[2]
 		}
-		total.Entries += res[0]
-		total.Invalid += res[1]
-		total.Counts.Add(LogCounts{R1xx: res[2], R2xx: res[3], R3xx: res[4], R4xx: res[5], R5xx: res[6], Runk: res[7], Errors: res[8]})
-		total.Bookmark = res[9]
-		if res[10] > 0 {
-			total.Trimmed += res[10]
-			total.TrimmedTo = res[11]
-		}
-		if res[12] == 0 {
+		if b.entries < int64(a.cfg.Batch) {
 			break
 		}
 	}
@@ -149,6 +197,98 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 		a.log.Debug("trimmed log", "ident", ident, "entries", total.Trimmed, "upto", total.TrimmedTo)
 	}
 	return total, nil
+}
+
+// bookmark reads last_analyzed_log_entry ("" when none) in one round trip,
+// and whether the job record exists.
+func (a *Analyzer) bookmark(ctx context.Context, ident string) (string, bool, error) {
+	var exists *redis.IntCmd
+	var bm *redis.StringCmd
+	_, err := a.store.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		exists = p.Exists(ctx, KeyJob(ident))
+		bm = p.HGet(ctx, KeyJob(ident), "last_analyzed_log_entry")
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", false, wrap("read bookmark of "+ident, err)
+	}
+	return bm.Val(), exists.Val() == 1, nil
+}
+
+// batchCount is what one batch of log entries adds up to.
+type batchCount struct {
+	entries, invalid int64
+	counts           LogCounts
+	last             float64 // score of the last entry
+}
+
+// logEntryFields are the parts of a log entry the analyzer reads. They are
+// decoded as any: a field of an unexpected type must not make the entry
+// unreadable.
+type logEntryFields struct {
+	Type         any `json:"type"`
+	ResponseCode any `json:"response_code"`
+	IsError      any `json:"is_error"`
+}
+
+// countEntries counts a batch of log entries. Entries
+// that are not JSON, or only a JSON scalar, are invalid; for each download
+// entry the bucket of its response_code (a number, or a numeric string as
+// Ruby's to_i read it) is counted, r1xx … r5xx, else runk, and error_count
+// when is_error is true.
+func countEntries(zs []redis.Z) batchCount {
+	var b batchCount
+	for _, z := range zs {
+		raw, _ := z.Member.(string)
+		b.entries++
+		b.last = z.Score
+		s := strings.TrimLeft(raw, " \t\r\n")
+		if s == "" || (s[0] != '{' && s[0] != '[') {
+			b.invalid++
+			continue
+		}
+		var e logEntryFields
+		if s[0] == '[' {
+			if !json.Valid([]byte(s)) {
+				b.invalid++
+			}
+			continue
+		}
+		if err := json.Unmarshal([]byte(s), &e); err != nil {
+			b.invalid++
+			continue
+		}
+		if e.Type != "download" {
+			continue
+		}
+		code := -1.0
+		switch v := e.ResponseCode.(type) {
+		case float64:
+			code = v
+		case string:
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				code = f
+			}
+		}
+		switch {
+		case code >= 100 && code < 200:
+			b.counts.R1xx++
+		case code >= 200 && code < 300:
+			b.counts.R2xx++
+		case code >= 300 && code < 400:
+			b.counts.R3xx++
+		case code >= 400 && code < 500:
+			b.counts.R4xx++
+		case code >= 500 && code < 600:
+			b.counts.R5xx++
+		default:
+			b.counts.Runk++
+		}
+		if e.IsError == true || e.IsError == "true" {
+			b.counts.Errors++
+		}
+	}
+	return b
 }
 
 // Notify asks for ident's log to be analyzed soon. It never blocks: the

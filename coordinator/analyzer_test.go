@@ -303,8 +303,9 @@ func TestAnalyzerUpdatesAndSweep(t *testing.T) {
 			t.Fatalf("analyzed %d entries from updates, want 60", entries)
 		}
 
-		logRandom(t, ctx, j, rng, 40) // nobody listens: lost messages
-		if err := a.runOnce(ctx); err != nil { // the sweep
+		// Nobody listens: these messages are lost; the sweep finds them.
+		logRandom(t, ctx, j, rng, 40)
+		if err := a.runOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if r := <-analyzed; r.Entries != 40 {
@@ -337,4 +338,36 @@ func TestJobProgress(t *testing.T) {
 			t.Errorf("%v:\n got %q\nwant %q", tc.fields, got, tc.want)
 		}
 	}
+}
+
+// TestAnalyzeCommitCAS: a batch read before another analyzer moved the
+// bookmark is not committed, so it cannot be counted twice.
+func TestAnalyzeCommitCAS(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		seedLog(t, b.Client, "casjob", 10)
+		b.Client.HSet(ctx, "casjob", "last_analyzed_log_entry", "4", "r2xx", "4")
+		before := svcDump(t, b)
+		keys := []string{"casjob", "casjob_log"}
+		for _, stale := range []string{"", "3", "4.0"} {
+			res, err := analyzeCommitScript.Run(ctx, b.Client, keys, stale, "10", 0, 6, 0, 0, 0, 0, 0, 1000, "0").Int64Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]int64{0, 0, 0}, res); diff != "" {
+				t.Errorf("commit from bookmark %q (-want +got):\n%s", stale, diff)
+			}
+		}
+		if diff := cmp.Diff(before, svcDump(t, b)); diff != "" {
+			t.Errorf("stale commits changed Redis (-before +after):\n%s", diff)
+		}
+		res, err := analyzeCommitScript.Run(ctx, b.Client, keys, "4", "10", 0, 6, 0, 0, 0, 0, 0, 1000, "0").Int64Slice()
+		if err != nil || res[0] != 1 {
+			t.Fatalf("commit from the current bookmark: %v %v", res, err)
+		}
+		got, _ := b.Client.HMGet(ctx, "casjob", "last_analyzed_log_entry", "r2xx", "r1xx").Result()
+		if diff := cmp.Diff([]any{"10", "10", "0"}, got); diff != "" {
+			t.Errorf("after the commit (-want +got):\n%s", diff)
+		}
+	})
 }

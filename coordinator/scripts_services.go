@@ -17,7 +17,7 @@ var (
 	reapSrc    string
 	reapScript = redis.NewScript(reapSrc)
 
-	//go:embed scripts/analyze.lua
-	analyzeSrc    string
-	analyzeScript = redis.NewScript(analyzeSrc)
+	//go:embed scripts/analyze_commit.lua
+	analyzeCommitSrc    string
+	analyzeCommitScript = redis.NewScript(analyzeCommitSrc)
 )
