@@ -101,7 +101,7 @@ func TestFailJob(t *testing.T) {
 		{
 			name:    "no such job",
 			setup:   func(t *testing.T, s *Store, b *redistest.Backend) string { return "nosuchjob" },
-			wantErr: ErrFailNoJob,
+			wantErr: ErrNoJob,
 			state:   func(id string) map[string]redistest.Entry { return map[string]redistest.Entry{} },
 		},
 		{
@@ -118,7 +118,7 @@ func TestFailJob(t *testing.T) {
 				b.Client.Del(context.Background(), "finish_notifications")
 				return id
 			},
-			wantErr: ErrFailFinished,
+			wantErr: ErrJobFinished,
 			state: func(id string) map[string]redistest.Entry {
 				f := svcJobFields(id, url, "alice", map[string]string{"started_at": "*", "finished_at": "*",
 					"pipeline_id": "pipeline:ec6ef230f1828039ee794566b9c58adc", "fetch_depth": "shallow", "slug": "slug-shallow"})
@@ -143,7 +143,7 @@ func TestFailJob(t *testing.T) {
 				if err == nil && (job == nil || !job.Flag("failed") || job.URL() != url || job.State() != StateFailed) {
 					t.Errorf("returned job %+v, want the failed record", job)
 				}
-				if errors.Is(err, ErrFailFinished) && (job == nil || job.State() != StateFinished) {
+				if errors.Is(err, ErrJobFinished) && (job == nil || job.State() != StateFinished) {
 					t.Errorf("returned job %+v, want the finished record", job)
 				}
 				got := svcDump(t, b)

@@ -125,7 +125,7 @@ func (r *Reaper) runOnce(ctx context.Context) error {
 		switch {
 		case err == nil:
 			log.Warn("failed dead job", "reason", reason)
-		case errors.Is(err, ErrFailNoJob), errors.Is(err, ErrFailFinished):
+		case errors.Is(err, ErrNoJob), errors.Is(err, ErrJobFinished):
 			// It finished or expired since the cycle: nothing to fail.
 			log.Info("dead job finished before it could be failed", "err", err)
 		default:
