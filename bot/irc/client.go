@@ -61,7 +61,6 @@ type Client struct {
 	keys     map[string]string       // channel keys from the config, by folded name
 	cmdCtx   context.Context         // commands run under it
 	cancel   context.CancelFunc      // cancels cmdCtx
-	onReq    func(bot.Request)       // test hook: every request before the throttle
 	// stateHook, when set, hears every change of Connected (tests).
 	stateHook func(connected bool)
 
@@ -81,6 +80,11 @@ type Client struct {
 }
 
 type chanSpec struct{ name, key string }
+
+// chanKey folds a channel name for the client's own maps. It does not
+// follow the server's CASEMAPPING (which can change on reconnect): the
+// rfc1459 folding is the widest, so a name never maps to two keys.
+func chanKey(name string) string { return foldCase("rfc1459", name) }
 
 // New returns a client for cfg serving b. Nothing happens until Run.
 func New(cfg config.IRC, b *bot.Bot, logger *slog.Logger) *Client {
@@ -121,8 +125,8 @@ func New(cfg config.IRC, b *bot.Bot, logger *slog.Logger) *Client {
 		name, key, _ := strings.Cut(strings.TrimSpace(ch), " ")
 		spec := chanSpec{name: name, key: strings.TrimSpace(key)}
 		c.config = append(c.config, spec)
-		c.wanted[c.state.Fold(name)] = spec
-		c.keys[c.state.Fold(name)] = spec.key
+		c.wanted[chanKey(name)] = spec
+		c.keys[chanKey(name)] = spec.key
 	}
 	return c
 }
@@ -489,7 +493,7 @@ func (c *Client) joinWanted(gen uint64) {
 	// Configured channels first, in configured order.
 	seen := map[string]bool{}
 	for _, s := range c.config {
-		k := c.state.Fold(s.name)
+		k := chanKey(s.name)
 		if _, ok := c.wanted[k]; ok && !seen[k] {
 			specs = append(specs, s)
 			seen[k] = true
@@ -592,7 +596,7 @@ func (c *Client) onEvent(ev event, gen uint64) {
 // scheduleRejoin rejoins channel after a short delay (a kick is often a
 // warning; rejoining in the same instant looks like a bot out of control).
 func (c *Client) scheduleRejoin(channel string, gen uint64) {
-	key := c.state.Fold(channel)
+	key := chanKey(channel)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	spec, ok := c.wanted[key]
@@ -647,9 +651,6 @@ func (c *Client) request(msg ircmsg.Message) (bot.Request, bool) {
 // accept applies the per-user throttle and hands the request to the
 // user's worker.
 func (c *Client) accept(req bot.Request) {
-	if c.onReq != nil {
-		c.onReq(req)
-	}
 	key := c.state.Fold(req.Nick)
 	ok, warn := c.throttle.allow(key, time.Now())
 	job := func() { c.handle(req) }
@@ -760,7 +761,7 @@ func (c *Client) Announce(ctx context.Context, channel, text string) error {
 // join joins channel for an announcement and waits for the outcome. A
 // channel joined this way is kept, and rejoined after reconnects.
 func (c *Client) join(ctx context.Context, channel string, gen uint64) error {
-	key := c.state.Fold(channel)
+	key := chanKey(channel)
 	res := make(chan error, 1)
 	c.mu.Lock()
 	c.joinWait[key] = append(c.joinWait[key], res)
@@ -798,7 +799,7 @@ func (c *Client) join(ctx context.Context, channel string, gen uint64) error {
 }
 
 func (c *Client) wakeJoin(channel string, err error) {
-	key := c.state.Fold(channel)
+	key := chanKey(channel)
 	c.mu.Lock()
 	ws := c.joinWait[key]
 	delete(c.joinWait, key)

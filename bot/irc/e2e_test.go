@@ -119,6 +119,16 @@ func TestRolesRunCommands(t *testing.T) {
 	if r := ask(plain, "#test", "!wow that was fast"); r != "" {
 		t.Errorf("chat got an answer: %q", r)
 	}
+
+	// Shutdown: Run returns after a clean QUIT.
+	h.stop()
+	m := op.expect("QUIT", func(m ircmsg.Message) bool { return m.Command == "QUIT" && m.Nick() == "ArchiveBot" })
+	if len(m.Params) == 0 || !strings.Contains(m.Params[0], "ArchiveBot shutting down") {
+		t.Errorf("QUIT %q", m.Params)
+	}
+	if h.client.Connected() {
+		t.Error("Connected() after Run returned")
+	}
 }
 
 // TestAuthorizationMatrix runs every command of the bot's table as op,
