@@ -336,6 +336,7 @@ func TestRestartServer(t *testing.T) {
 	h.waitState(true)
 	u := dialUser(t, n.addr(), "rita")
 	u.join("#test")
+	u.waitBotPresent("ArchiveBot", "#test")
 	u.say("#test", "!status")
 	if r := u.reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
 		t.Fatalf("!status: %q", r)
