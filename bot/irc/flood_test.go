@@ -14,6 +14,9 @@ import (
 // TestFlood: five users fire ten commands each at once. Every reply
 // arrives, in order per user, no faster than the configured rate, and
 // ngircd with its default flood control neither pauses nor drops the bot.
+// FLOOD_RATE and FLOOD_BURST override the bot's rate to probe the server:
+// ngircd 26 kept up with 6 lines/s of ~70 bytes and paused the bot down
+// to about 3.5 lines/s when it sent 10/s.
 func TestFlood(t *testing.T) {
 	t.Parallel()
 	rateCfg, burst := 4.0, 3
@@ -28,10 +31,7 @@ func TestFlood(t *testing.T) {
 	cfg := testIRCConfig(n.url(), "#flood")
 	cfg.MessagesPerSecond, cfg.Burst = rateCfg, burst
 	cfg.CommandsPerMinute = 20 // the default: not what this test is about
-	t0 := time.Now()
-	defer func() { t.Logf("flood test body took %v", time.Since(t0)) }()
 	watcher := dialUser(t, n.addr(), "watcher")
-	t.Logf("watcher registered after %v", time.Since(t0))
 	watcher.join("#flood")
 	h := startBot(t, cfg, nil)
 	watcher.waitBotIn("ArchiveBot", "#flood")
@@ -49,7 +49,6 @@ func TestFlood(t *testing.T) {
 		u.expect("end of NAMES", func(m ircmsg.Message) bool { return m.Command == "366" })
 	}
 	watcher.mark()
-	t.Logf("setup took %v", time.Since(t0))
 	start := time.Now()
 	for i, u := range us {
 		var b strings.Builder
