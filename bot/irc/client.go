@@ -301,7 +301,7 @@ func (l *link) write(ctx context.Context, line []byte) error {
 	l.sock.mu.Lock()
 	l.sock.expect, l.sock.result = line, res
 	l.sock.mu.Unlock()
-	clear := func() {
+	forget := func() {
 		l.sock.mu.Lock()
 		if l.sock.result == res {
 			l.sock.expect, l.sock.result = nil, nil
@@ -309,7 +309,7 @@ func (l *link) write(ctx context.Context, line []byte) error {
 		l.sock.mu.Unlock()
 	}
 	if err := l.conn.SendRaw(string(line[:len(line)-2])); err != nil {
-		clear()
+		forget()
 		return errConnLost
 	}
 	t := time.NewTimer(l.timeout)
@@ -324,7 +324,7 @@ func (l *link) write(ctx context.Context, line []byte) error {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	clear()
+	forget()
 	select {
 	case err := <-res: // written just in time
 		if err == nil {
