@@ -134,10 +134,11 @@ type every time.Duration
 
 func (e every) Next(t time.Time) time.Time { return t.Add(time.Duration(e)) }
 
-// cronLogger routes robfig/cron's logging to slog.
+// cronLogger routes robfig/cron's errors (recovered panics) to slog; its
+// info messages (every tick of every schedule) are dropped.
 type cronLogger struct{ log *slog.Logger }
 
-func (l cronLogger) Info(msg string, kv ...any) { l.log.Debug("cron: "+msg, kv...) }
+func (l cronLogger) Info(string, ...any) {}
 func (l cronLogger) Error(err error, msg string, kv ...any) {
 	l.log.Error("cron: "+msg, append(kv, "err", err)...)
 }
