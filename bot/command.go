@@ -103,6 +103,21 @@ func (c *Call) Usage() {
 	c.Reply("Usage: %s", c.Cmd.Usage)
 }
 
+// unknownJob answers that there is no record of id.
+func (c *Call) unknownJob(id string) {
+	c.Reply("Sorry, I don't know anything about %s.", id)
+}
+
+// job reads the record of id; when there is none it answers so and
+// returns nil, nil.
+func (b *Bot) job(ctx context.Context, c *Call, id string) (*coordinator.Job, error) {
+	job, err := b.store.GetJob(ctx, id)
+	if err == nil && job == nil {
+		c.unknownJob(id)
+	}
+	return job, err
+}
+
 var identRE = regexp.MustCompile(`^[0-9a-z]+$`)
 
 // IsIdent reports whether s looks like a job ident.

@@ -15,7 +15,7 @@ func (b *Bot) change(ctx context.Context, c *Call, id string, ch coordinator.Cha
 	_, err := b.store.ChangeSettings(ctx, id, ch)
 	switch {
 	case errors.Is(err, coordinator.ErrNoJob):
-		c.Reply("Sorry, I don't know anything about %s.", id)
+		c.unknownJob(id)
 		return false, nil
 	case errors.Is(err, coordinator.ErrJobFinished):
 		c.Reply("Job %s has already finished; its settings can no longer change.", id)
@@ -206,18 +206,14 @@ func runExplain(ctx context.Context, b *Bot, c *Call) error {
 // !abort IDENT
 func runAbort(ctx context.Context, b *Bot, c *Call) error {
 	id := c.Args[0]
-	job, err := b.store.GetJob(ctx, id)
-	if err != nil {
-		return err
-	}
+	job, err := b.job(ctx, c, id)
 	if job == nil {
-		c.Reply("Sorry, I don't know anything about %s.", id)
-		return nil
+		return err
 	}
 	res, err := b.store.Abort(ctx, id)
 	switch {
 	case errors.Is(err, coordinator.ErrNoJob):
-		c.Reply("Sorry, I don't know anything about %s.", id)
+		c.unknownJob(id)
 		return nil
 	case errors.Is(err, coordinator.ErrJobFinished):
 		c.Reply("Job %s has already finished; there is nothing to abort.", id)
@@ -238,7 +234,7 @@ func runExpire(ctx context.Context, b *Bot, c *Call) error {
 	id := c.Args[0]
 	switch err := b.store.Expire(ctx, id); {
 	case errors.Is(err, coordinator.ErrNoJob):
-		c.Reply("Sorry, I don't know anything about %s.", id)
+		c.unknownJob(id)
 	case errors.Is(err, coordinator.ErrNoExpiry):
 		c.Reply("Job %s does not yet have an expiry timer.", id)
 	case err != nil:
@@ -265,7 +261,7 @@ func runFail(ctx context.Context, b *Bot, c *Call) error {
 	job, err := b.store.FailJob(ctx, id, "failed by "+c.Req.Nick)
 	switch {
 	case errors.Is(err, coordinator.ErrNoJob):
-		c.Reply("Sorry, I don't know anything about %s.", id)
+		c.unknownJob(id)
 		return nil
 	case errors.Is(err, coordinator.ErrJobFinished):
 		c.Reply("Job %s has already finished; there is nothing to fail.", id)

@@ -30,13 +30,9 @@ func runStatus(ctx context.Context, b *Bot, c *Call) error {
 	}
 	arg := c.Args[0]
 	if IsIdent(arg) {
-		job, err := b.store.GetJob(ctx, arg)
-		if err != nil {
-			return err
-		}
+		job, err := b.job(ctx, c, arg)
 		if job == nil {
-			c.Reply("Sorry, I don't know anything about %s.", arg)
-			return nil
+			return err
 		}
 		c.Reply("%s", jobStatus(job))
 		return nil
@@ -136,13 +132,9 @@ func runPending(ctx context.Context, b *Bot, c *Call) error {
 // !whereis IDENT
 func runWhereis(ctx context.Context, b *Bot, c *Call) error {
 	id := c.Args[0]
-	job, err := b.store.GetJob(ctx, id)
-	if err != nil {
-		return err
-	}
+	job, err := b.job(ctx, c, id)
 	if job == nil {
-		c.Reply("Sorry, I don't know anything about %s.", id)
-		return nil
+		return err
 	}
 	key := job.Get("pipeline_id")
 	if key == "" {
