@@ -313,9 +313,19 @@ func TestCatalogReload(t *testing.T) {
 	// Make the change visible even on filesystems with coarse mtimes.
 	future := time.Now().Add(time.Minute)
 	os.Chtimes(filepath.Join(dir, "custom.json"), future, future)
-	if !cat.CheckReload() {
-		t.Fatal("changed file not reloaded")
+	// The watcher (as the running bot starts it) picks the change up.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { cat.Watch(ctx, 10*time.Millisecond); close(done) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for p, _ := cat.Set("custom"); len(p) != 2; p, _ = cat.Set("custom") {
+		if time.Now().After(deadline) {
+			t.Fatal("changed file not reloaded by the watcher")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
+	cancel()
+	<-done
 	got := say(b, RankOp, "#a", "!igset "+refIdent+" custom")
 	if len(got) != 1 || !strings.Contains(got[0], "Added 2 patterns from ignore set custom") {
 		t.Fatalf("igset after reload: %q", got)
