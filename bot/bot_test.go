@@ -450,3 +450,34 @@ func TestFail(t *testing.T) {
 		}
 	})
 }
+
+// Redis going away is normal: commands say the backend is unavailable, and
+// work again once it is back, without a restart.
+func TestBackendUnavailable(t *testing.T) {
+	be := redistest.Mini(t)
+	b := newTestBot(t, be)
+	say(b, RankOp, "#a", "!a http://example.com/")
+	be.Mini.Close()
+	for _, cmd := range []string{"!a http://example.org/", "!status", "!status " + refIdent, "!pending", "!abort " + refIdent, "!d " + refIdent + " 1 2"} {
+		got := say(b, RankOp, "#a", cmd)
+		if len(got) != 1 || !strings.Contains(got[0], "backend unavailable") {
+			t.Errorf("%q with Redis down: %q", cmd, got)
+		}
+	}
+	if err := be.Mini.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	// go-redis redials in the background about once a second after a
+	// run of dial errors: the bot recovers by itself shortly after.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := say(b, RankOp, "#a", "!a http://example.org/")
+		if strings.HasPrefix(got[0], "carol: Queued") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still failing after Redis came back: %q", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

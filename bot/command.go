@@ -232,7 +232,7 @@ func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
 	if err := cmd.Run(ctx, b, call); err != nil {
 		if coordinator.IsUnavailable(err) {
 			b.log.Warn("command failed: backend unavailable", "command", cmd.Name, "nick", req.Nick, "err", err)
-			call.Reply("Sorry, the backend is unavailable right now (Redis cannot be reached). Please try again in a minute.")
+			call.Reply("Sorry, backend unavailable: Redis cannot be reached right now. Please try again in a minute.")
 			return
 		}
 		b.log.Error("command failed", "command", cmd.Name, "nick", req.Nick, "text", req.Text, "err", err)
