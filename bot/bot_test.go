@@ -481,3 +481,19 @@ func TestBackendUnavailable(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+func TestStatusOfRunningJob(t *testing.T) {
+	be := redistest.Mini(t)
+	b := newTestBot(t, be)
+	say(b, RankOp, "#a", "!a http://example.com/ --explain=closing")
+	be.Client.HSet(context.Background(), refIdent, "started_at", "1.5", "pipeline_id", "pipeline:x",
+		"bytes_downloaded", "12345678", "items_downloaded", "10", "items_queued", "130",
+		"error_count", "3", "r2xx", "7", "r4xx", "2", "runk", "1")
+	got := say(b, RankNone, "#a", "!status "+refIdent)
+	want := "carol: Job " + refIdent + " <http://example.com/>. Started by carol. In progress. " +
+		"Downloaded 12.35 MB, 3 errors, 120 queued. 3 workers, delay: 250.0, 375.0 ms. " +
+		"Responses: 7 2xx, 0 3xx, 2 4xx, 0 5xx, 1 other. Note: closing"
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("status:\n got %q\nwant %q", got, want)
+	}
+}

@@ -66,13 +66,12 @@ func jobStatus(j *coordinator.Job) string {
 			b.WriteString(" Abort requested.")
 		}
 	case coordinator.StateRunning:
-		fmt.Fprintf(&b, " In progress: %.1f MiB downloaded, %d items downloaded, %d queued, %d errors",
-			float64(j.Int("bytes_downloaded"))/(1<<20), j.Int("items_downloaded"), j.Int("items_queued"), j.Int("error_count"))
-		if j.Get("r1xx")+j.Get("r2xx")+j.Get("r3xx")+j.Get("r4xx")+j.Get("r5xx")+j.Get("runk") != "" {
-			fmt.Fprintf(&b, " (responses: %d 2xx, %d 3xx, %d 4xx, %d 5xx, %d other)",
-				j.Int("r2xx"), j.Int("r3xx"), j.Int("r4xx"), j.Int("r5xx"), j.Int("r1xx")+j.Int("runk"))
+		p := coordinator.JobProgress(j)
+		fmt.Fprintf(&b, " In progress. %s", p)
+		if c := p.Counts; c.R1xx+c.R2xx+c.R3xx+c.R4xx+c.R5xx+c.Runk > 0 {
+			fmt.Fprintf(&b, " Responses: %d 2xx, %d 3xx, %d 4xx, %d 5xx, %d other.",
+				c.R2xx, c.R3xx, c.R4xx, c.R5xx, c.R1xx+c.Runk)
 		}
-		fmt.Fprintf(&b, "; %s, delay %s-%s ms.", workers(int(j.Int("concurrency"))), j.Get("delay_min"), j.Get("delay_max"))
 		if j.Flag("abort_requested") {
 			b.WriteString(" Abort requested.")
 		}
