@@ -208,7 +208,7 @@ func TestE2EPipelineNotices(t *testing.T) {
 			t.Errorf("crashed run returned %v", err)
 		}
 		op.Expect("silent line", fromBot(ch, func(s string) bool { return strings.HasPrefix(s, silentPrefix(late.p)) }))
-		t.Logf("silent: announced %s after the crash (pipeline_silent_after 1.5s, ts in whole seconds)", ms(time.Since(crashed)))
+		t.Logf("silent: announced %s after the crash (pipeline_silent_after 2s, ts in whole seconds)", ms(time.Since(crashed)))
 
 		// Barrier: a third pipeline comes and goes, two comparisons later.
 		third := runSim(t, rdb, pipelinesim.Config{Nickname: "e2e-third"}, fastRun(0, 0, 0))
