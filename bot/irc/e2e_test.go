@@ -11,6 +11,7 @@ import (
 	"github.com/ergochat/irc-go/ircmsg"
 
 	"github.com/archiveteam/archivebot-go/bot"
+	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
 )
@@ -23,23 +24,23 @@ const (
 
 // channelWithRoles starts ngircd and the bot in #test with an op (first
 // to join, so ngircd makes them +o), a voiced user and a plain user.
-func channelWithRoles(t *testing.T, cfgTune func(*harness)) (n *ngircd, h *harness, op, voice, plain *user) {
+func channelWithRoles(t *testing.T, cfgTune func(*harness)) (n *irctest.Ngircd, h *harness, op, voice, plain *irctest.User) {
 	t.Helper()
-	n = startNgircd(t, ngircdOpts{})
-	op = dialUser(t, n.addr(), "opal")
-	op.join("#test")
-	voice = dialUser(t, n.addr(), "vera")
-	voice.join("#test")
-	plain = dialUser(t, n.addr(), "paul")
-	plain.join("#test")
+	n = irctest.StartNgircd(t, irctest.NgircdOptions{})
+	op = irctest.Dial(t, n.Addr(), "opal")
+	op.Join("#test")
+	voice = irctest.Dial(t, n.Addr(), "vera")
+	voice.Join("#test")
+	plain = irctest.Dial(t, n.Addr(), "paul")
+	plain.Join("#test")
 
-	op.send("MODE #test +v vera")
-	voice.expect("+v", isMode("#test", "+v", "vera"))
-	op.mark()
-	h = startBot(t, testIRCConfig(n.url(), "#test"), nil)
-	op.waitBotIn("ArchiveBot", "#test")
-	voice.mark()
-	plain.mark()
+	op.Send("MODE #test +v vera")
+	voice.Expect("+v", isMode("#test", "+v", "vera"))
+	op.Mark()
+	h = startBot(t, testIRCConfig(n.URL(), "#test"), nil)
+	op.WaitBotIn("ArchiveBot", "#test")
+	voice.Mark()
+	plain.Mark()
 	return n, h, op, voice, plain
 }
 
@@ -56,9 +57,9 @@ func TestRolesRunCommands(t *testing.T) {
 	t.Parallel()
 	_, h, op, voice, plain := channelWithRoles(t, nil)
 	ctx := context.Background()
-	ask := func(u *user, channel, text string) string {
+	ask := func(u *irctest.User, channel, text string) string {
 		t.Helper()
-		return strings.Join(u.ask("ArchiveBot", channel, text), "\n")
+		return strings.Join(u.Ask("ArchiveBot", channel, text), "\n")
 	}
 
 	if r := ask(op, "#test", "!a https://example.com/by-op"); !strings.HasPrefix(r, "Queued https://example.com/by-op") {
@@ -73,15 +74,15 @@ func TestRolesRunCommands(t *testing.T) {
 	if r := ask(plain, "#test", "!ao https://example.com/by-plain"); !strings.HasPrefix(r, "Queued https://example.com/by-plain for archival without recursion") {
 		t.Errorf("plain !ao: got %q", r)
 	}
-	for _, u := range []*user{op, voice, plain} {
+	for _, u := range []*irctest.User{op, voice, plain} {
 		if r := ask(u, "#test", "!status"); !strings.Contains(r, "2 pending, 1 pending-ao") {
-			t.Errorf("%s !status: got %q", u.nick, r)
+			t.Errorf("%s !status: got %q", u.Nick, r)
 		}
 	}
 	// !pending answers in private, even when asked in the channel.
-	plain.mark()
-	before := plain.next
-	pending := plain.ask("ArchiveBot", "#test", "!pending")
+	plain.Mark()
+	before := plain.Pos()
+	pending := plain.Ask("ArchiveBot", "#test", "!pending")
 	if len(pending) == 0 || !strings.Contains(pending[0], "3 pending jobs") {
 		t.Errorf("!pending: got %q", pending)
 	}
@@ -90,12 +91,12 @@ func TestRolesRunCommands(t *testing.T) {
 			t.Errorf("!pending does not list %s: %q", u, pending)
 		}
 	}
-	after := plain.next
-	plain.next = before
-	plain.expect("!pending answer in private", func(m ircmsg.Message) bool {
-		return isFrom(m, "ArchiveBot", "paul") && strings.Contains(m.Params[1], "3 pending jobs")
+	after := plain.Pos()
+	plain.SetPos(before)
+	plain.Expect("!pending answer in private", func(m ircmsg.Message) bool {
+		return irctest.IsFrom(m, "ArchiveBot", "paul") && strings.Contains(m.Params[1], "3 pending jobs")
 	})
-	plain.next = after
+	plain.SetPos(after)
 
 	// The jobs carry who queued them and where.
 	ids, err := h.rdb.LRange(ctx, "pending", 0, -1).Result()
@@ -122,7 +123,7 @@ func TestRolesRunCommands(t *testing.T) {
 
 	// Shutdown: Run returns after a clean QUIT.
 	h.stop()
-	m := op.expect("QUIT", func(m ircmsg.Message) bool { return m.Command == "QUIT" && m.Nick() == "ArchiveBot" })
+	m := op.Expect("QUIT", func(m ircmsg.Message) bool { return m.Command == "QUIT" && m.Nick() == "ArchiveBot" })
 	if len(m.Params) == 0 || !strings.Contains(m.Params[0], "ArchiveBot shutting down") {
 		t.Errorf("QUIT %q", m.Params)
 	}
@@ -138,7 +139,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 	t.Parallel()
 	_, h, op, voice, plain := channelWithRoles(t, nil)
 	ranks := []struct {
-		u    *user
+		u    *irctest.User
 		rank bot.Rank
 	}{{op, bot.RankOp}, {voice, bot.RankVoice}, {plain, bot.RankNone}}
 	cmds := h.bot.Commands()
@@ -149,12 +150,12 @@ func TestAuthorizationMatrix(t *testing.T) {
 	for _, cmd := range cmds {
 		for _, r := range ranks {
 			for _, private := range []bool{false, true} {
-				text := invocation(cmd, fmt.Sprintf("%s-%v", r.u.nick, private))
+				text := invocation(cmd, fmt.Sprintf("%s-%v", r.u.Nick, private))
 				channel := "#test"
 				if private {
 					channel = ""
 				}
-				got := strings.Join(r.u.ask("ArchiveBot", channel, text), "\n")
+				got := strings.Join(r.u.Ask("ArchiveBot", channel, text), "\n")
 				want := "allowed"
 				switch {
 				case private && cmd.Mutates:
@@ -165,7 +166,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 					want = refuseVoice
 				}
 				if outcome := classify(got); outcome != want {
-					t.Errorf("%s as %s (private=%v): want %s, got %s: %q", text, r.u.nick, private, want, outcome, got)
+					t.Errorf("%s as %s (private=%v): want %s, got %s: %q", text, r.u.Nick, private, want, outcome, got)
 				}
 				checked++
 			}
@@ -206,23 +207,23 @@ func classify(reply string) string {
 func TestRankChanges(t *testing.T) {
 	t.Parallel()
 	_, _, op, voice, plain := channelWithRoles(t, nil)
-	ask := func(u *user, text string) string {
+	ask := func(u *irctest.User, text string) string {
 		t.Helper()
-		return strings.Join(u.ask("ArchiveBot", "#test", text), "\n")
+		return strings.Join(u.Ask("ArchiveBot", "#test", text), "\n")
 	}
 	if r := ask(voice, "!a https://example.com/1"); classify(r) != "allowed" {
 		t.Fatalf("voiced !a: %q", r)
 	}
-	op.send("MODE #test -v vera")
-	voice.expect("-v", isMode("#test", "-v", "vera"))
+	op.Send("MODE #test -v vera")
+	voice.Expect("-v", isMode("#test", "-v", "vera"))
 	if r := ask(voice, "!a https://example.com/2"); classify(r) != refuseVoice {
 		t.Errorf("devoiced !a: want refusal, got %q", r)
 	}
 
 	// Several modes in one line, with a non-prefix mode taking a
 	// parameter in between.
-	op.send("MODE #test +vlv vera 50 paul")
-	voice.expect("+vlv", isMode("#test", "+vlv", "vera", "50", "paul"))
+	op.Send("MODE #test +vlv vera 50 paul")
+	voice.Expect("+vlv", isMode("#test", "+vlv", "vera", "50", "paul"))
 	if r := ask(voice, "!a https://example.com/3"); classify(r) != "allowed" {
 		t.Errorf("revoiced !a: %q", r)
 	}
@@ -231,50 +232,50 @@ func TestRankChanges(t *testing.T) {
 	}
 
 	// A nick change keeps the rank.
-	voice.send("NICK vera2")
-	voice.expect("own NICK", func(m ircmsg.Message) bool { return m.Command == "NICK" && m.Nick() == "vera" })
-	voice.nick = "vera2"
+	voice.Send("NICK vera2")
+	voice.Expect("own NICK", func(m ircmsg.Message) bool { return m.Command == "NICK" && m.Nick() == "vera" })
+	voice.Nick = "vera2"
 	if r := ask(voice, "!a https://example.com/5"); classify(r) != "allowed" {
 		t.Errorf("renamed voiced !a: %q", r)
 	}
-	op.send("NICK opal2")
-	op.expect("own NICK", func(m ircmsg.Message) bool { return m.Command == "NICK" && m.Nick() == "opal" })
-	op.nick = "opal2"
+	op.Send("NICK opal2")
+	op.Expect("own NICK", func(m ircmsg.Message) bool { return m.Command == "NICK" && m.Nick() == "opal" })
+	op.Nick = "opal2"
 	if r := ask(op, "!a < https://example.com/list.txt"); classify(r) != "allowed" {
 		t.Errorf("renamed op !a <: %q", r)
 	}
 	// The old nick does not keep it: someone else taking it is plain.
-	other := dialUser(t, op.conn.RemoteAddr().String(), "opal")
-	other.join("#test")
+	other := irctest.Dial(t, op.Conn().RemoteAddr().String(), "opal")
+	other.Join("#test")
 	if r := ask(other, "!a https://example.com/6"); classify(r) != refuseVoice {
 		t.Errorf("new user with the op's old nick: %q", r)
 	}
 
 	// Part and rejoin: the voice is gone.
-	plain.send("PART #test")
-	plain.expect("own PART", func(m ircmsg.Message) bool { return m.Command == "PART" && m.Nick() == "paul" })
-	plain.join("#test")
+	plain.Send("PART #test")
+	plain.Expect("own PART", func(m ircmsg.Message) bool { return m.Command == "PART" && m.Nick() == "paul" })
+	plain.Join("#test")
 	if r := ask(plain, "!a https://example.com/7"); classify(r) != refuseVoice {
 		t.Errorf("paul after rejoin: %q", r)
 	}
 
 	// Halfop (%) counts as voice; -o leaves a user who was +ov voiced
 	// (the bot asks NAMES again when multi-prefix is not available).
-	op.send("MODE #test +h paul")
-	plain.expect("+h", isMode("#test", "+h", "paul"))
+	op.Send("MODE #test +h paul")
+	plain.Expect("+h", isMode("#test", "+h", "paul"))
 	if r := ask(plain, "!a https://example.com/8"); classify(r) != "allowed" {
 		t.Errorf("halfop !a: %q", r)
 	}
 	if r := ask(plain, "!a < https://example.com/8.txt"); classify(r) != refuseOp {
 		t.Errorf("halfop !a <: want op refusal, got %q", r)
 	}
-	op.send("MODE #test +o vera2")
-	voice.expect("+o", isMode("#test", "+o", "vera2"))
+	op.Send("MODE #test +o vera2")
+	voice.Expect("+o", isMode("#test", "+o", "vera2"))
 	if r := ask(voice, "!a < https://example.com/9.txt"); classify(r) != "allowed" {
 		t.Errorf("op'd vera2 !a <: %q", r)
 	}
-	op.send("MODE #test -o vera2")
-	voice.expect("-o", isMode("#test", "-o", "vera2"))
+	op.Send("MODE #test -o vera2")
+	voice.Expect("-o", isMode("#test", "-o", "vera2"))
 	if r := ask(voice, "!a < https://example.com/10.txt"); classify(r) != refuseOp {
 		t.Errorf("de-op'd vera2 !a <: %q", r)
 	}
@@ -287,38 +288,38 @@ func TestRankChanges(t *testing.T) {
 // nick when its own is in use and reclaims it when it is free.
 func TestKickAndNick(t *testing.T) {
 	t.Parallel()
-	n := startNgircd(t, ngircdOpts{})
-	squatter := dialUser(t, n.addr(), "ArchiveBot")
-	op := dialUser(t, n.addr(), "opal")
-	op.join("#test")
-	h := startBot(t, testIRCConfig(n.url(), "#test"), func(c *Client) { c.reclaimEvery = time.Hour })
-	m := op.expect("bot JOIN under an alternate nick", func(m ircmsg.Message) bool {
+	n := irctest.StartNgircd(t, irctest.NgircdOptions{})
+	squatter := irctest.Dial(t, n.Addr(), "ArchiveBot")
+	op := irctest.Dial(t, n.Addr(), "opal")
+	op.Join("#test")
+	h := startBot(t, testIRCConfig(n.URL(), "#test"), func(c *Client) { c.reclaimEvery = time.Hour })
+	m := op.Expect("bot JOIN under an alternate nick", func(m ircmsg.Message) bool {
 		return m.Command == "JOIN" && strings.HasPrefix(m.Nick(), "ArchiveBot_")
 	})
 	alt := m.Nick()
-	op.say("#test", "!status")
-	if r := op.reply(alt, "#test"); !strings.HasPrefix(r, "Job status:") {
+	op.Say("#test", "!status")
+	if r := op.Reply(alt, "#test"); !strings.HasPrefix(r, "Job status:") {
 		t.Errorf("!status to %s: %q", alt, r)
 	}
 	// The squatter joins and leaves: the bot sees the QUIT and takes its
 	// nick back at once (the periodic attempt is an hour away).
-	squatter.join("#test")
-	squatter.send("QUIT :bye")
-	op.expect("bot reclaiming its nick", func(m ircmsg.Message) bool {
+	squatter.Join("#test")
+	squatter.Send("QUIT :bye")
+	op.Expect("bot reclaiming its nick", func(m ircmsg.Message) bool {
 		return m.Command == "NICK" && m.Nick() == alt && len(m.Params) > 0 && m.Params[0] == "ArchiveBot"
 	})
-	if r := strings.Join(op.ask("ArchiveBot", "#test", "!status"), ""); !strings.HasPrefix(r, "Job status:") {
+	if r := strings.Join(op.Ask("ArchiveBot", "#test", "!status"), ""); !strings.HasPrefix(r, "Job status:") {
 		t.Errorf("!status after reclaiming the nick: %q", r)
 	}
 	if h.client.Nick() != "ArchiveBot" {
 		t.Errorf("Nick() = %q", h.client.Nick())
 	}
 
-	op.send("KICK #test ArchiveBot :out")
-	op.expect("KICK", func(m ircmsg.Message) bool { return m.Command == "KICK" })
-	op.waitBotIn("ArchiveBot", "#test")
-	op.say("#test", "!status")
-	if r := op.reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
+	op.Send("KICK #test ArchiveBot :out")
+	op.Expect("KICK", func(m ircmsg.Message) bool { return m.Command == "KICK" })
+	op.WaitBotIn("ArchiveBot", "#test")
+	op.Say("#test", "!status")
+	if r := op.Reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
 		t.Errorf("!status after rejoin: %q", r)
 	}
 }
@@ -327,23 +328,23 @@ func TestKickAndNick(t *testing.T) {
 // and answers again; while it is down Announce fails at once.
 func TestRestartServer(t *testing.T) {
 	t.Parallel()
-	n := startNgircd(t, ngircdOpts{})
+	n := irctest.StartNgircd(t, irctest.NgircdOptions{})
 	// Production backoff, so the measured time is what operators get.
-	h := startBot(t, testIRCConfig(n.url(), "#test", "#other"), func(c *Client) {
+	h := startBot(t, testIRCConfig(n.URL(), "#test", "#other"), func(c *Client) {
 		d := New(config.IRC{}, nil, nil)
 		c.backoffMin, c.backoffMax = d.backoffMin, d.backoffMax
 	})
 	h.waitState(true)
-	u := dialUser(t, n.addr(), "rita")
-	u.join("#test")
-	u.waitBotPresent("ArchiveBot", "#test")
-	u.say("#test", "!status")
-	if r := u.reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
+	u := irctest.Dial(t, n.Addr(), "rita")
+	u.Join("#test")
+	u.WaitBotPresent("ArchiveBot", "#test")
+	u.Say("#test", "!status")
+	if r := u.Reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
 		t.Fatalf("!status: %q", r)
 	}
 
 	stopped := time.Now()
-	n.stop()
+	n.Stop()
 	h.waitState(false)
 	lost := time.Since(stopped)
 	start := time.Now()
@@ -352,15 +353,15 @@ func TestRestartServer(t *testing.T) {
 		t.Errorf("Announce while disconnected: %v after %v; want an error at once", err, time.Since(start))
 	}
 
-	n.start()
+	n.Start()
 	restarted := time.Now()
 	h.waitState(true)
 	reconnected := time.Since(restarted)
-	u2 := dialUser(t, n.addr(), "rita")
-	u2.join("#test")
-	u2.waitBotPresent("ArchiveBot", "#test")
-	u2.say("#test", "!status")
-	if r := u2.reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
+	u2 := irctest.Dial(t, n.Addr(), "rita")
+	u2.Join("#test")
+	u2.WaitBotPresent("ArchiveBot", "#test")
+	u2.Say("#test", "!status")
+	if r := u2.Reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
 		t.Fatalf("!status after restart: %q", r)
 	}
 	answering := time.Since(restarted)
@@ -374,33 +375,33 @@ func TestRestartServer(t *testing.T) {
 // one it cannot join is reported as such.
 func TestAnnounce(t *testing.T) {
 	t.Parallel()
-	n := startNgircd(t, ngircdOpts{})
-	op := dialUser(t, n.addr(), "opal")
-	op.join("#test")
-	op.join("#locked")
-	op.send("MODE #locked +k sesame")
-	op.expect("+k", isMode("#locked", "+k", "sesame"))
-	op.join("#elsewhere")
-	op.join("#keyed")
-	op.send("MODE #keyed +k opensesame")
-	op.expect("+k", isMode("#keyed", "+k", "opensesame"))
-	h := startBot(t, testIRCConfig(n.url(), "#test", "#keyed opensesame"), nil)
-	op.waitBotIn("ArchiveBot", "#test")
-	op.waitBotPresent("ArchiveBot", "#keyed")
+	n := irctest.StartNgircd(t, irctest.NgircdOptions{})
+	op := irctest.Dial(t, n.Addr(), "opal")
+	op.Join("#test")
+	op.Join("#locked")
+	op.Send("MODE #locked +k sesame")
+	op.Expect("+k", isMode("#locked", "+k", "sesame"))
+	op.Join("#elsewhere")
+	op.Join("#keyed")
+	op.Send("MODE #keyed +k opensesame")
+	op.Expect("+k", isMode("#keyed", "+k", "opensesame"))
+	h := startBot(t, testIRCConfig(n.URL(), "#test", "#keyed opensesame"), nil)
+	op.WaitBotIn("ArchiveBot", "#test")
+	op.WaitBotPresent("ArchiveBot", "#keyed")
 	ctx := context.Background()
 
 	if err := h.client.Announce(ctx, "#test", "hello\r\nPRIVMSG #test :x\x00y"); err != nil {
 		t.Fatalf("Announce: %v", err)
 	}
-	m := op.expect("announcement", func(m ircmsg.Message) bool { return isFrom(m, "ArchiveBot", "#test") })
+	m := op.Expect("announcement", func(m ircmsg.Message) bool { return irctest.IsFrom(m, "ArchiveBot", "#test") })
 	if want := "hello\uFFFD\uFFFDPRIVMSG #test :x\uFFFDy"; m.Params[1] != want {
 		t.Errorf("announcement = %q, want %q", m.Params[1], want)
 	}
 	if err := h.client.Announce(ctx, "#elsewhere", "over here"); err != nil {
 		t.Fatalf("Announce to a channel not joined: %v", err)
 	}
-	op.waitBotIn("ArchiveBot", "#elsewhere")
-	op.expect("announcement elsewhere", func(m ircmsg.Message) bool { return isFrom(m, "ArchiveBot", "#elsewhere") })
+	op.WaitBotIn("ArchiveBot", "#elsewhere")
+	op.Expect("announcement elsewhere", func(m ircmsg.Message) bool { return irctest.IsFrom(m, "ArchiveBot", "#elsewhere") })
 
 	err := h.client.Announce(ctx, "#locked", "let me in")
 	if !errors.Is(err, coordinator.ErrCannotDeliver) {
@@ -414,8 +415,8 @@ func TestAnnounce(t *testing.T) {
 	if got := h.client.Channels(); strings.Join(got, ",") != "#test,#keyed" {
 		t.Errorf("Channels() = %v", got)
 	}
-	op.say("#test", "!status")
-	if r := op.reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
+	op.Say("#test", "!status")
+	if r := op.Reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
 		t.Errorf("still answering: %q", r)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ergochat/irc-go/ircmsg"
+
+	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 )
 
 // fakeServer accepts connections and hands each to the test as a peer
@@ -40,14 +42,11 @@ func newFakeServer(t *testing.T) *fakeServer {
 func (s *fakeServer) url() string { return "irc://" + s.ln.Addr().String() }
 
 // accept waits for the bot's next connection.
-func (s *fakeServer) accept() *user {
+func (s *fakeServer) accept() *irctest.User {
 	s.t.Helper()
 	select {
 	case c := <-s.conns:
-		p := &user{t: s.t, nick: "server", conn: c, wake: make(chan struct{})}
-		s.t.Cleanup(func() { c.Close() })
-		go p.read()
-		return p
+		return irctest.NewPeer(s.t, c, "server")
 	case <-time.After(waitFor):
 		s.t.Fatal("the bot did not connect")
 		return nil
@@ -69,21 +68,21 @@ func cmdIs(cmd string, params ...string) func(ircmsg.Message) bool {
 }
 
 // negotiate plays the server side of registration up to AUTHENTICATE.
-func negotiate(p *user, pass string) {
-	p.t.Helper()
+func negotiate(t *testing.T, p *irctest.User, pass string) {
+	t.Helper()
 	if pass != "" {
-		p.expect("PASS", cmdIs("PASS", pass))
+		p.Expect("PASS", cmdIs("PASS", pass))
 	}
-	p.expect("CAP LS", cmdIs("CAP", "LS"))
-	p.send(":fake CAP * LS :multi-prefix sasl")
-	p.expect("CAP REQ multi-prefix", cmdIs("CAP", "REQ", "multi-prefix"))
-	p.expect("CAP REQ sasl", cmdIs("CAP", "REQ", "sasl"))
-	p.send(":fake CAP * ACK :multi-prefix")
-	p.send(":fake CAP * ACK :sasl")
-	p.expect("NICK", cmdIs("NICK", "ArchiveBot"))
-	p.expect("USER", cmdIs("USER"))
-	p.expect("AUTHENTICATE PLAIN", cmdIs("AUTHENTICATE", "PLAIN"))
-	p.send("AUTHENTICATE +")
+	p.Expect("CAP LS", cmdIs("CAP", "LS"))
+	p.Send(":fake CAP * LS :multi-prefix sasl")
+	p.Expect("CAP REQ multi-prefix", cmdIs("CAP", "REQ", "multi-prefix"))
+	p.Expect("CAP REQ sasl", cmdIs("CAP", "REQ", "sasl"))
+	p.Send(":fake CAP * ACK :multi-prefix")
+	p.Send(":fake CAP * ACK :sasl")
+	p.Expect("NICK", cmdIs("NICK", "ArchiveBot"))
+	p.Expect("USER", cmdIs("USER"))
+	p.Expect("AUTHENTICATE PLAIN", cmdIs("AUTHENTICATE", "PLAIN"))
+	p.Send("AUTHENTICATE +")
 }
 
 // TestSASLAndPassword: the bot sends the server password and logs in with
@@ -96,25 +95,25 @@ func TestSASLAndPassword(t *testing.T) {
 	cfg.SASL = "botacct:s3cr:et"
 	h := startBot(t, cfg, nil)
 	p := s.accept()
-	negotiate(p, "server-pw")
-	m := p.expect("SASL PLAIN response", cmdIs("AUTHENTICATE"))
+	negotiate(t, p, "server-pw")
+	m := p.Expect("SASL PLAIN response", cmdIs("AUTHENTICATE"))
 	raw, err := base64.StdEncoding.DecodeString(m.Params[0])
 	if err != nil || string(raw) != "botacct\x00botacct\x00s3cr:et" {
 		t.Fatalf("SASL PLAIN response %q (%v)", raw, err)
 	}
-	p.send(":fake 900 ArchiveBot ArchiveBot!u@h botacct :You are now logged in as botacct")
-	p.send(":fake 903 ArchiveBot :SASL authentication successful")
-	p.expect("CAP END", cmdIs("CAP", "END"))
-	p.send(":fake 001 ArchiveBot :Welcome")
-	p.line(":fake 005 ArchiveBot PREFIX=(qaohv)~&@%+ CHANTYPES=# :are supported")
-	p.send(":fake 376 ArchiveBot :End of MOTD")
+	p.Send(":fake 900 ArchiveBot ArchiveBot!u@h botacct :You are now logged in as botacct")
+	p.Send(":fake 903 ArchiveBot :SASL authentication successful")
+	p.Expect("CAP END", cmdIs("CAP", "END"))
+	p.Send(":fake 001 ArchiveBot :Welcome")
+	p.Line(":fake 005 ArchiveBot PREFIX=(qaohv)~&@%+ CHANTYPES=# :are supported")
+	p.Send(":fake 376 ArchiveBot :End of MOTD")
 	h.waitState(true)
 
-	p.expect("JOIN", cmdIs("JOIN", "#c"))
-	p.send(":ArchiveBot!u@h JOIN #c")
+	p.Expect("JOIN", cmdIs("JOIN", "#c"))
+	p.Send(":ArchiveBot!u@h JOIN #c")
 	// multi-prefix was acknowledged: several prefixes per name.
-	p.line(":fake 353 ArchiveBot = #c :~owner &admin %half +voice @+opvoice plain ArchiveBot")
-	p.send(":fake 366 ArchiveBot #c :End of /NAMES list.")
+	p.Line(":fake 353 ArchiveBot = #c :~owner &admin %half +voice @+opvoice plain ArchiveBot")
+	p.Send(":fake 366 ArchiveBot #c :End of /NAMES list.")
 
 	cases := []struct{ nick, text, want string }{
 		{"owner", "!a < https://example.com/owner.txt", "owner: Queued"},
@@ -125,8 +124,8 @@ func TestSASLAndPassword(t *testing.T) {
 		{"plain", "!a https://example.com/plain", "plain: Sorry, " + refuseVoice},
 	}
 	for _, c := range cases {
-		p.send(":%s!u@h PRIVMSG #c :%s", c.nick, c.text)
-		m := p.expect("answer to "+c.nick, func(m ircmsg.Message) bool {
+		p.Send(":%s!u@h PRIVMSG #c :%s", c.nick, c.text)
+		m := p.Expect("answer to "+c.nick, func(m ircmsg.Message) bool {
 			return m.Command == "PRIVMSG" && len(m.Params) == 2 && strings.HasPrefix(m.Params[1], c.nick+": ")
 		})
 		if !strings.HasPrefix(m.Params[1], c.want) {
@@ -135,9 +134,9 @@ func TestSASLAndPassword(t *testing.T) {
 	}
 	// After -o the op keeps the voice NAMES showed with multi-prefix, and
 	// the bot does not need to ask NAMES again.
-	p.send(":owner!u@h MODE #c -o opvoice")
-	p.send(":opvoice!u@h PRIVMSG #c :!a < https://example.com/ov.txt")
-	m = p.expect("answer to opvoice", func(m ircmsg.Message) bool {
+	p.Send(":owner!u@h MODE #c -o opvoice")
+	p.Send(":opvoice!u@h PRIVMSG #c :!a < https://example.com/ov.txt")
+	m = p.Expect("answer to opvoice", func(m ircmsg.Message) bool {
 		return m.Command == "PRIVMSG" && len(m.Params) == 2 && strings.HasPrefix(m.Params[1], "opvoice: ")
 	})
 	if !strings.Contains(m.Params[1], refuseOp) {
@@ -146,8 +145,8 @@ func TestSASLAndPassword(t *testing.T) {
 
 	// Clean shutdown: QUIT.
 	h.cancel()
-	p.expect("QUIT", cmdIs("QUIT"))
-	p.conn.Close()
+	p.Expect("QUIT", cmdIs("QUIT"))
+	p.Close()
 	select {
 	case err := <-h.done:
 		if err != nil {
@@ -169,10 +168,10 @@ func TestSASLFailure(t *testing.T) {
 	h := startBot(t, cfg, nil)
 	for attempt := 0; attempt < 2; attempt++ {
 		p := s.accept()
-		negotiate(p, "")
-		p.expect("SASL PLAIN response", cmdIs("AUTHENTICATE"))
-		p.send(":fake 904 * :SASL authentication failed")
-		p.waitClosed() // the bot gives up on this connection
+		negotiate(t, p, "")
+		p.Expect("SASL PLAIN response", cmdIs("AUTHENTICATE"))
+		p.Send(":fake 904 * :SASL authentication failed")
+		p.WaitClosed() // the bot gives up on this connection
 	}
 	if h.client.Connected() {
 		t.Error("Connected() after failed logins")

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/ergochat/irc-go/ircmsg"
+
+	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 )
 
 // TestFlood: five users fire ten commands each at once. Every reply
@@ -27,43 +29,43 @@ func TestFlood(t *testing.T) {
 		burst = v
 	}
 	const users, perUser = 5, 10
-	n := startNgircd(t, ngircdOpts{penalties: true})
-	cfg := testIRCConfig(n.url(), "#flood")
+	n := irctest.StartNgircd(t, irctest.NgircdOptions{Penalties: true})
+	cfg := testIRCConfig(n.URL(), "#flood")
 	cfg.MessagesPerSecond, cfg.Burst = rateCfg, burst
 	cfg.CommandsPerMinute = 20 // the default: not what this test is about
-	watcher := dialUser(t, n.addr(), "watcher")
-	watcher.join("#flood")
+	watcher := irctest.Dial(t, n.Addr(), "watcher")
+	watcher.Join("#flood")
 	h := startBot(t, cfg, nil)
-	watcher.waitBotIn("ArchiveBot", "#flood")
+	watcher.WaitBotIn("ArchiveBot", "#flood")
 	h.waitState(true)
 
-	us := make([]*user, users)
+	us := make([]*irctest.User, users)
 	for i := range us {
-		us[i] = startUser(t, n.addr(), fmt.Sprintf("flooder%d", i))
+		us[i] = irctest.Connect(t, n.Addr(), fmt.Sprintf("flooder%d", i))
 	}
 	for _, u := range us {
-		u.registered()
-		u.send("JOIN #flood")
+		u.Registered()
+		u.Send("JOIN #flood")
 	}
 	for _, u := range us {
-		u.expect("end of NAMES", func(m ircmsg.Message) bool { return m.Command == "366" })
+		u.Expect("end of NAMES", func(m ircmsg.Message) bool { return m.Command == "366" })
 	}
-	watcher.mark()
+	watcher.Mark()
 	start := time.Now()
 	for i, u := range us {
 		var b strings.Builder
 		for k := 0; k < perUser; k++ {
 			fmt.Fprintf(&b, "PRIVMSG #flood :!status f%dn%d\r\n", i, k)
 		}
-		u.sendRaw(b.String()) // all ten in one write
+		u.SendRaw(b.String()) // all ten in one write
 	}
 
 	// The watcher sees every reply; check order per user and timing.
 	next := make([]int, users)
 	var times []time.Time
 	for got := 0; got < users*perUser; got++ {
-		m := watcher.expectWithin(60*time.Second, fmt.Sprintf("reply %d of %d", got+1, users*perUser), func(m ircmsg.Message) bool {
-			return isFrom(m, "ArchiveBot", "#flood")
+		m := watcher.ExpectWithin(60*time.Second, fmt.Sprintf("reply %d of %d", got+1, users*perUser), func(m ircmsg.Message) bool {
+			return irctest.IsFrom(m, "ArchiveBot", "#flood")
 		})
 		times = append(times, time.Now())
 		text := m.Params[1]
@@ -97,11 +99,11 @@ func TestFlood(t *testing.T) {
 	if !h.client.Connected() {
 		t.Error("bot was disconnected")
 	}
-	watcher.say("#flood", "!status")
-	if r := watcher.reply("ArchiveBot", "#flood"); !strings.HasPrefix(r, "Job status:") {
+	watcher.Say("#flood", "!status")
+	if r := watcher.Reply("ArchiveBot", "#flood"); !strings.HasPrefix(r, "Job status:") {
 		t.Errorf("after the flood: %q", r)
 	}
-	if log := n.logText(); strings.Contains(log, "Excess") || strings.Contains(log, "buffer") || strings.Contains(log, "too long") {
+	if log := n.LogText(); strings.Contains(log, "Excess") || strings.Contains(log, "buffer") || strings.Contains(log, "too long") {
 		t.Errorf("ngircd complained about the bot:\n%s", log)
 	}
 }

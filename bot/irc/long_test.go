@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ergochat/irc-go/ircmsg"
+	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 )
 
 // TestLongRepliesAndPlantedRedis: text other tools wrote into Redis (a
@@ -15,11 +15,11 @@ import (
 // IRC line smuggled in through CR, LF or NUL.
 func TestLongRepliesAndPlantedRedis(t *testing.T) {
 	t.Parallel()
-	n := startNgircd(t, ngircdOpts{})
-	u := dialUser(t, n.addr(), "rita")
-	u.join("#test")
-	h := startBot(t, testIRCConfig(n.url(), "#test"), nil)
-	u.waitBotIn("ArchiveBot", "#test")
+	n := irctest.StartNgircd(t, irctest.NgircdOptions{})
+	u := irctest.Dial(t, n.Addr(), "rita")
+	u.Join("#test")
+	h := startBot(t, testIRCConfig(n.URL(), "#test"), nil)
+	u.WaitBotIn("ArchiveBot", "#test")
 	ctx := context.Background()
 
 	const smuggle = "\r\nPRIVMSG #test :x\r\nQUIT :pwned\x00"
@@ -41,7 +41,7 @@ func TestLongRepliesAndPlantedRedis(t *testing.T) {
 	rdb.LPush(ctx, "pending", "plantedjob2")
 
 	// A 2,000-byte answer in the channel: split, every piece addressed.
-	status := u.ask("ArchiveBot", "#test", "!status plantedjob1")
+	status := u.Ask("ArchiveBot", "#test", "!status plantedjob1")
 	whole := strings.Join(status, "")
 	if len(status) < 5 {
 		t.Errorf("a %d-byte answer came in %d lines", len(whole), len(status))
@@ -50,19 +50,17 @@ func TestLongRepliesAndPlantedRedis(t *testing.T) {
 		t.Errorf("note not complete in the answer:\n got …%q\nwant …%q", tail(whole, 200), tail(want, 200))
 	}
 	// !pending lists the long URL, privately.
-	pending := strings.Join(u.ask("ArchiveBot", "#test", "!pending"), "")
+	pending := strings.Join(u.Ask("ArchiveBot", "#test", "!pending"), "")
 	if want := cleanText(longURL); !strings.Contains(pending, want) {
 		t.Errorf("!pending lost part of the URL: %q", tail(pending, 200))
 	}
-	where := strings.Join(u.ask("ArchiveBot", "#test", "!whereis plantedjob1"), "")
+	where := strings.Join(u.Ask("ArchiveBot", "#test", "!whereis plantedjob1"), "")
 	if want := cleanText(`Job plantedjob1 is on pipeline "evil` + smuggle + `" (pipeline:abc).`); where != want {
 		t.Errorf("!whereis: %q, want %q", where, want)
 	}
 
 	// Every line the bot sent was an answer to rita, nothing else.
-	u.mu.Lock()
-	msgs := append([]ircmsg.Message(nil), u.msgs...)
-	u.mu.Unlock()
+	msgs := u.Messages(0)
 	lines := 0
 	for _, m := range msgs {
 		if m.Nick() != "ArchiveBot" || m.Command == "JOIN" {
@@ -79,7 +77,7 @@ func TestLongRepliesAndPlantedRedis(t *testing.T) {
 		}
 	}
 	t.Logf("%d lines from the bot, longest answer %d bytes in %d lines", lines, len(whole), len(status))
-	if !h.client.Connected() || strings.Contains(n.logText(), "too long") {
+	if !h.client.Connected() || strings.Contains(n.LogText(), "too long") {
 		t.Errorf("the bot was disconnected (connected=%v)", h.client.Connected())
 	}
 }
@@ -95,36 +93,34 @@ func tail(s string, n int) string {
 // down" and then silence; other users are not affected.
 func TestUserThrottle(t *testing.T) {
 	t.Parallel()
-	n := startNgircd(t, ngircdOpts{})
-	spam := dialUser(t, n.addr(), "spammer")
-	spam.join("#test")
-	calm := dialUser(t, n.addr(), "calm")
-	calm.join("#test")
-	cfg := testIRCConfig(n.url(), "#test")
+	n := irctest.StartNgircd(t, irctest.NgircdOptions{})
+	spam := irctest.Dial(t, n.Addr(), "spammer")
+	spam.Join("#test")
+	calm := irctest.Dial(t, n.Addr(), "calm")
+	calm.Join("#test")
+	cfg := testIRCConfig(n.URL(), "#test")
 	cfg.CommandsPerMinute = 3
 	startBot(t, cfg, nil)
-	spam.waitBotIn("ArchiveBot", "#test")
+	spam.WaitBotIn("ArchiveBot", "#test")
 
 	var b strings.Builder
 	for i := 0; i < 6; i++ {
 		fmt.Fprintf(&b, "PRIVMSG #test :!status spam%d\r\n", i)
 	}
-	spam.sendRaw(b.String())
+	spam.SendRaw(b.String())
 	for i := 0; i < 3; i++ {
-		if r := spam.reply("ArchiveBot", "#test"); !strings.Contains(r, fmt.Sprintf("spam%d", i)) {
+		if r := spam.Reply("ArchiveBot", "#test"); !strings.Contains(r, fmt.Sprintf("spam%d", i)) {
 			t.Errorf("answer %d: %q", i, r)
 		}
 	}
-	if r := spam.reply("ArchiveBot", "#test"); !strings.Contains(r, "slow down") {
+	if r := spam.Reply("ArchiveBot", "#test"); !strings.Contains(r, "slow down") {
 		t.Errorf("4th command: %q, want a polite slow down", r)
 	}
-	if r := strings.Join(calm.ask("ArchiveBot", "#test", "!status"), ""); !strings.HasPrefix(r, "Job status:") {
+	if r := strings.Join(calm.Ask("ArchiveBot", "#test", "!status"), ""); !strings.HasPrefix(r, "Job status:") {
 		t.Errorf("another user: %q", r)
 	}
-	spam.mu.Lock()
-	defer spam.mu.Unlock()
-	for _, m := range spam.msgs[spam.next:] {
-		if isFrom(m, "ArchiveBot", "#test") && strings.HasPrefix(m.Params[1], "spammer: ") {
+	for _, m := range spam.Messages(spam.Pos()) {
+		if irctest.IsFrom(m, "ArchiveBot", "#test") && strings.HasPrefix(m.Params[1], "spammer: ") {
 			t.Errorf("answered a throttled command: %q", m.Params[1])
 		}
 	}

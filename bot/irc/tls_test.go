@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 )
 
 // testCA writes a fresh CA and a server certificate for 127.0.0.1 and
@@ -77,11 +79,11 @@ func testCA(t *testing.T, dir string) (caFile, certFile, keyFile string) {
 // through irc.tls_ca; without it the certificate is refused.
 func TestTLS(t *testing.T) {
 	t.Parallel()
-	caFile, certFile, keyFile := testCA(t, readableTempDir(t))
-	n := startNgircd(t, ngircdOpts{certFile: certFile, keyFile: keyFile})
+	caFile, certFile, keyFile := testCA(t, irctest.ReadableTempDir(t))
+	n := irctest.StartNgircd(t, irctest.NgircdOptions{CertFile: certFile, KeyFile: keyFile})
 
 	// Without the CA the handshake fails verification.
-	noCA := New(testIRCConfig(n.tlsURL(), "#test"), nil, nil)
+	noCA := New(testIRCConfig(n.TLSURL(), "#test"), nil, nil)
 	srv, err := noCA.dialer()
 	if err != nil {
 		t.Fatal(err)
@@ -97,22 +99,22 @@ func TestTLS(t *testing.T) {
 	}
 
 	// A bad CA file is a configuration error, reported by Run.
-	bad := testIRCConfig(n.tlsURL(), "#test")
+	bad := testIRCConfig(n.TLSURL(), "#test")
 	bad.TLSCA = filepath.Join(t.TempDir(), "missing.pem")
 	if err := New(bad, nil, nil).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "irc.tls_ca") {
 		t.Errorf("Run with a missing CA file: %v", err)
 	}
 
-	cfg := testIRCConfig(n.tlsURL(), "#test")
+	cfg := testIRCConfig(n.TLSURL(), "#test")
 	cfg.TLSCA = caFile
-	u := dialUser(t, n.addr(), "tina")
-	u.join("#test")
+	u := irctest.Dial(t, n.Addr(), "tina")
+	u.Join("#test")
 	h := startBot(t, cfg, nil)
-	u.waitBotIn("ArchiveBot", "#test")
-	if r := strings.Join(u.ask("ArchiveBot", "#test", "!status"), ""); !strings.HasPrefix(r, "Job status:") {
+	u.WaitBotIn("ArchiveBot", "#test")
+	if r := strings.Join(u.Ask("ArchiveBot", "#test", "!status"), ""); !strings.HasPrefix(r, "Job status:") {
 		t.Errorf("!status over TLS: %q", r)
 	}
-	if !strings.Contains(n.logText(), "initialized TLS") {
+	if !strings.Contains(n.LogText(), "initialized TLS") {
 		t.Error("ngircd did not log a TLS connection")
 	}
 	_ = h
