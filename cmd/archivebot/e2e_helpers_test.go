@@ -260,8 +260,8 @@ func startNode(t testing.TB, cfg string) *node {
 			n.stop()
 		}
 		nodeMu.Unlock()
-		if t.Failed() {
-			t.Logf("node log (tail):\n%s", n.log.tail(60))
+		if t.Failed() || os.Getenv("E2E_LOG") != "" {
+			t.Logf("node log (tail):\n%s", n.log.tail(200))
 		}
 	})
 	return n
@@ -341,8 +341,8 @@ func startChild(t testing.TB, cfg string) *child {
 	}()
 	t.Cleanup(func() {
 		c.kill()
-		if t.Failed() {
-			t.Logf("child %d log (tail):\n%s", c.cmd.Process.Pid, c.log.tail(40))
+		if t.Failed() || os.Getenv("E2E_LOG") != "" {
+			t.Logf("child %d log (tail):\n%s", c.cmd.Process.Pid, c.log.tail(200))
 		}
 	})
 	return c
