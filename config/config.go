@@ -276,6 +276,11 @@ func (c *Config) validate() error {
 	if c.Tweeter.Delay.Duration < 0 {
 		bad("tweeter.delay", "must not be negative")
 	}
+	// Pipelines report ts in whole seconds about once a second: a shorter
+	// limit would call live pipelines silent.
+	if d := c.Notifier.PipelineSilentAfter.Duration; d > 0 && d < 2*time.Second {
+		bad("notifier.pipeline_silent_after", "must be at least 2s (pipelines report about once a second, in whole seconds)")
+	}
 	if c.Reaper.Threshold < 1 {
 		bad("reaper.threshold", "must be at least 1")
 	}

@@ -48,6 +48,7 @@ func TestLoadErrorsNameFileAndKey(t *testing.T) {
 		{"[tweeter]\napi = \"v3\"\n", "tweeter.api"},
 		{"[redis]\nlisten = \"nope\"\n", "redis.listen"},
 		{"[jobs]\nschemes = [\"HTTP\"]\n", "jobs.schemes"},
+		{"[notifier]\npipeline_silent_after = \"1s\"\n", "notifier.pipeline_silent_after"},
 	}
 	for _, c := range cases {
 		p := write(t, c.text)

@@ -358,7 +358,13 @@ func TestE2EPlantedText(t *testing.T) {
 			t.Errorf("!status: %q", status)
 		}
 
-		// The pipeline crashes: its nickname is in the death and silent lines.
+		// The pipeline crashes: its nickname is in the death and silent
+		// lines. The reaper (as upstream's) skips jobs that never sent a
+		// heartbeat, so crash only after the first one.
+		eventually(t, "first heartbeat", func() bool {
+			n, _ := rdb.HGet(ctx, id, "heartbeat").Int()
+			return n > 0
+		})
 		evil.p.Crash()
 		evil.wait(t)
 		expectEach(watcher, "death and silent lines",

@@ -211,6 +211,12 @@ func (p *Pipeline) crawl(ctx context.Context, j *Job, o RunOptions, emit func(Ev
 		return fmt.Errorf("subscribe to settings: %w", err)
 	}
 	ages := ps.Channel()
+	// The first heartbeat goes out as the crawl starts, so a crash at any
+	// later point leaves a job the reaper watches (it skips jobs that never
+	// sent one).
+	if err := j.Heartbeat(ctx); err != nil && ctx.Err() == nil {
+		emit(Event{Kind: EventError, Ident: j.Ident, Err: err})
+	}
 	hb := time.NewTicker(o.HeartbeatInterval)
 	defer hb.Stop()
 	next := time.NewTimer(0)
