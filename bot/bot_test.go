@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 )
@@ -495,5 +497,48 @@ func TestStatusOfRunningJob(t *testing.T) {
 		"Responses: 7 2xx, 0 3xx, 2 4xx, 0 5xx, 1 other. Note: closing"
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("status:\n got %q\nwant %q", got, want)
+	}
+}
+
+// cmdRecorder records the names of the commands a client sends.
+type cmdRecorder struct{ names []string }
+
+func (h *cmdRecorder) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *cmdRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.names = append(h.names, cmd.Name())
+		return next(ctx, cmd)
+	}
+}
+func (h *cmdRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.names = append(h.names, c.Name())
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// SPEC §3: upstream tested job existence with KEYS, which blocks Redis on
+// a big keyspace. No command path may send KEYS.
+func TestNoKeysCommand(t *testing.T) {
+	be := redistest.Mini(t)
+	b := newTestBot(t, be)
+	h := &cmdRecorder{}
+	be.Client.AddHook(h)
+	for _, cmd := range []string{
+		"!a http://example.com/", "!a http://example.com/", "!a http://example.com/ --user-agent-alias=nope",
+		"!status", "!status " + refIdent, "!status http://example.com/", "!pending", "!whereis " + refIdent,
+		"!ig " + refIdent + " x", "!abort " + refIdent, "!fail " + refIdent, "!expire " + refIdent,
+	} {
+		say(b, RankOp, "#a", cmd)
+	}
+	if len(h.names) == 0 {
+		t.Fatal("no commands recorded")
+	}
+	for _, n := range h.names {
+		if n == "keys" {
+			t.Fatalf("KEYS was sent; commands: %v", h.names)
+		}
 	}
 }
