@@ -35,6 +35,9 @@ const (
 	// KeyTweetsAttempt (hash, ours) records texts whose post was attempted
 	// but not yet recorded, so a crash does not post twice.
 	KeyTweetsAttempt = "archivebot:tweets:attempt"
+	// KeyTweetsFailed (sorted set, ours): member = tweet text the tweeter
+	// gave up on, score = UNIX time it gave up. Pruned with tweets:done.
+	KeyTweetsFailed = "archivebot:tweets:failed"
 
 	// ChannelUpdates gets a job ident on every log entry, finish and abort.
 	ChannelUpdates = "updates"

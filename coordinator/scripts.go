@@ -26,3 +26,37 @@ var (
 	expireSrc    string
 	expireScript = redis.NewScript(expireSrc)
 )
+
+// Scripts of the background services and of FailJob.
+var (
+	//go:embed scripts/fail.lua
+	failSrc    string
+	failScript = redis.NewScript(failSrc)
+
+	//go:embed scripts/reap.lua
+	reapSrc    string
+	reapScript = redis.NewScript(reapSrc)
+
+	//go:embed scripts/analyze_commit.lua
+	analyzeCommitSrc    string
+	analyzeCommitScript = redis.NewScript(analyzeCommitSrc)
+)
+
+// Scripts of the tweet feed (tweets.go).
+var (
+	//go:embed scripts/tweet_queue.lua
+	tweetQueueSrc    string
+	tweetQueueScript = redis.NewScript(tweetQueueSrc)
+
+	//go:embed scripts/tweet_claim.lua
+	tweetClaimSrc    string
+	tweetClaimScript = redis.NewScript(tweetClaimSrc)
+
+	//go:embed scripts/tweet_resolve.lua
+	tweetResolveSrc    string
+	tweetResolveScript = redis.NewScript(tweetResolveSrc)
+
+	//go:embed scripts/tweet_prune.lua
+	tweetPruneSrc    string
+	tweetPruneScript = redis.NewScript(tweetPruneSrc)
+)
