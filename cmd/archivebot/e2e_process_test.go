@@ -209,9 +209,10 @@ func TestE2EFinishNoticesSurviveKill(t *testing.T) {
 		t.Logf("SIGKILL the moment a line is seen: %d kills, %d notices, %d delivered twice (line written, killed before the acknowledgement), none lost",
 			rounds, rounds*perRound, dups)
 		for _, key := range []string{keyNotices, keyProcessing} {
-			if n, err := rdb.LLen(ctx, key).Result(); err != nil || n != 0 {
-				t.Errorf("LLEN %s = %d, %v; want 0", key, n, err)
-			}
+			eventually(t, key+" to be empty", func() bool {
+				n, err := rdb.LLen(ctx, key).Result()
+				return err == nil && n == 0
+			})
 		}
 		if code, took := bot.term(); code != 0 {
 			t.Errorf("exit code %d after SIGTERM (%s)", code, ms(took))
