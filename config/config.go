@@ -260,17 +260,20 @@ func (c *Config) validate() error {
 	if c.Jobs.PendingLimit < 0 {
 		bad("jobs.pending_limit", "must not be negative")
 	}
-	for key, d := range map[string]time.Duration{
-		"reaper.interval":                c.Reaper.Interval.Duration,
-		"notifier.finish_interval":       c.Notifier.FinishInterval.Duration,
-		"notifier.pipeline_interval":     c.Notifier.PipelineInterval.Duration,
-		"notifier.pipeline_silent_after": c.Notifier.PipelineSilentAfter.Duration,
-		"analyzer.sweep_interval":        c.Analyzer.SweepInterval.Duration,
-		"tweeter.interval":               c.Tweeter.Interval.Duration,
-		"redis.save_interval":            c.Redis.SaveInterval.Duration,
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"redis.save_interval", c.Redis.SaveInterval.Duration},
+		{"reaper.interval", c.Reaper.Interval.Duration},
+		{"notifier.finish_interval", c.Notifier.FinishInterval.Duration},
+		{"notifier.pipeline_interval", c.Notifier.PipelineInterval.Duration},
+		{"notifier.pipeline_silent_after", c.Notifier.PipelineSilentAfter.Duration},
+		{"analyzer.sweep_interval", c.Analyzer.SweepInterval.Duration},
+		{"tweeter.interval", c.Tweeter.Interval.Duration},
 	} {
-		if d < 0 {
-			bad(key, "must be positive")
+		if d.v < 0 {
+			bad(d.key, "must be positive")
 		}
 	}
 	if c.Tweeter.Delay.Duration < 0 {
