@@ -20,6 +20,9 @@ const (
 	// baseSettingsAge counts the changes upstream made while creating a
 	// job: delay, concurrency, the global ignore set, report suppression.
 	baseSettingsAge = 4
+	// MaxURLLen bounds a job URL (browsers and crawlers give up around 8k;
+	// IRC lines cannot carry more than about 450 bytes anyway).
+	MaxURLLen = 4096
 )
 
 // archiveKind says which of the four archive commands is running.
@@ -46,6 +49,10 @@ func (b *Bot) archive(ctx context.Context, c *Call, kind archiveKind) error {
 	}
 	if len(words) == 0 {
 		c.Usage()
+		return nil
+	}
+	if len(words[0]) > MaxURLLen {
+		c.Reply("Sorry, that URL is %d bytes long; the limit is %d.", len(words[0]), MaxURLLen)
 		return nil
 	}
 	u, err := ident.Parse(words[0])

@@ -65,6 +65,7 @@ func TestBadArchiveInput(t *testing.T) {
 		{"!ao http://example.info/ --large", "--large has no effect"},
 		{"!a http://example.info/ --user-agent-alias=netscape", `user agent "netscape"`},
 		{"!a http://example.info/ --ignore-sets=", "needs set names"},
+		{"!a http://example.info/" + strings.Repeat("a", MaxURLLen), "the limit is 4096"},
 	}
 	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
 		b := newTestBot(t, be)
