@@ -84,7 +84,7 @@ func (n FinishNotice) Line() string {
 	if n.StartedBy != "" {
 		text = n.StartedBy + ": " + text
 	}
-	return cleanLine(text)
+	return text
 }
 
 // FinishNotifier turns finish_notifications into channel lines, at least

@@ -185,7 +185,7 @@ func (n *PipelineNotifier) queue(text string) {
 		n.log.Warn("pipeline notice backlog full, dropping the oldest", "line", n.outbox[0].text)
 		n.outbox = n.outbox[1:]
 	}
-	n.outbox = append(n.outbox, pipelineNotice{text: cleanLine(text)})
+	n.outbox = append(n.outbox, pipelineNotice{text: text})
 }
 
 // flush posts the queued lines in every channel, in order. A line stays

@@ -143,7 +143,8 @@ func (l cronLogger) Error(err error, msg string, kv ...any) {
 	l.log.Error("cron: "+msg, append(kv, "err", err)...)
 }
 
-// announceIn posts text in channel, or in every channel the bot serves
+// announceIn posts text (made safe for one IRC line: the one place the
+// services clean text from Redis) in channel, or in every channel the bot serves
 // when the job has none (it was queued from the console). Lines nobody can
 // receive (ErrCannotDeliver) are logged and count as delivered; any other
 // error means the line must be kept for a later attempt.
