@@ -206,11 +206,7 @@ func runExplain(ctx context.Context, b *Bot, c *Call) error {
 // !abort IDENT
 func runAbort(ctx context.Context, b *Bot, c *Call) error {
 	id := c.Args[0]
-	job, err := b.job(ctx, c, id)
-	if job == nil {
-		return err
-	}
-	res, err := b.store.Abort(ctx, id)
+	res, url, err := b.store.Abort(ctx, id)
 	switch {
 	case errors.Is(err, coordinator.ErrNoJob):
 		c.unknownJob(id)
@@ -222,10 +218,10 @@ func runAbort(ctx context.Context, b *Bot, c *Call) error {
 		return err
 	}
 	if res == coordinator.AbortedQueued {
-		c.Reply("Job %s for %s was aborted before it started.", id, job.URL())
+		c.Reply("Job %s for %s was aborted before it started.", id, url)
 		return nil
 	}
-	c.Reply("Initiated abort for %s.", job.URL())
+	c.Reply("Initiated abort for %s.", url)
 	return nil
 }
 

@@ -82,13 +82,14 @@ const (
 // abortExpiry is how long an aborted job's keys live (as a pipeline does).
 const abortExpiry = 5
 
-// Abort aborts a job (SPEC §3). The named pending:* queues are listed with
-// SCAN just before the atomic step: a job is queued exactly once, so a
-// queue created in between cannot hold it.
-func (s *Store) Abort(ctx context.Context, ident string) (AbortResult, error) {
+// Abort aborts a job (SPEC §3) and returns what it did and the job's URL.
+// The named pending:* queues are listed with SCAN just before the atomic
+// step: a job is queued exactly once, so a queue created in between cannot
+// hold it.
+func (s *Store) Abort(ctx context.Context, ident string) (AbortResult, string, error) {
 	named, err := s.NamedQueues(ctx)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	keys := []string{
 		KeyJob(ident), KeyLog(ident), KeyIgnores(ident), ChannelJob(ident),
@@ -97,21 +98,23 @@ func (s *Store) Abort(ctx context.Context, ident string) (AbortResult, error) {
 	keys = append(keys, FixedQueues...)
 	keys = append(keys, named...)
 	now := float64(s.Now().UnixMicro()) / 1e6
-	n, err := abortScript.Run(ctx, s.rdb, keys, strconv.FormatFloat(now, 'f', 6, 64), abortExpiry).Int()
+	res, err := abortScript.Run(ctx, s.rdb, keys, strconv.FormatFloat(now, 'f', 6, 64), abortExpiry).Slice()
 	if err != nil {
-		return 0, wrap("abort "+ident, err)
+		return 0, "", wrap("abort "+ident, err)
 	}
-	switch n {
+	code, _ := res[0].(int64)
+	url, _ := res[1].(string)
+	switch code {
 	case 0:
-		return 0, ErrNoJob
+		return 0, "", ErrNoJob
 	case -1:
-		return 0, ErrJobFinished
+		return 0, url, ErrJobFinished
 	case 1:
-		return AbortRequested, nil
+		return AbortRequested, url, nil
 	case 2:
-		return AbortedQueued, nil
+		return AbortedQueued, url, nil
 	}
-	return 0, fmt.Errorf("abort %s: unexpected script result %d", ident, n)
+	return 0, url, fmt.Errorf("abort %s: unexpected script result %d", ident, code)
 }
 
 // Expire removes a finished job's keys now, so its URL can be archived

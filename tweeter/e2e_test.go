@@ -104,7 +104,7 @@ func TestEndToEnd(t *testing.T) {
 		startedURL, startedID := register("https://tweeter-e2e-started-" + b.Name + ".example/")
 
 		// Aborted while queued: finished at once, updates published.
-		if res, err := store.Abort(ctx, abortedID); err != nil || res != coordinator.AbortedQueued {
+		if res, _, err := store.Abort(ctx, abortedID); err != nil || res != coordinator.AbortedQueued {
 			t.Fatalf("Abort = %v, %v; want the queued job aborted", res, err)
 		}
 

@@ -9,15 +9,16 @@
 -- KEYS[5] jobs_aborted  KEYS[6] finish_notifications  KEYS[7] updates
 -- KEYS[8..] every queue the job may wait in
 -- ARGV[1] now (UNIX seconds with fraction)   ARGV[2] expiry seconds (5)
--- Returns 0 when the job does not exist, -1 when it has already finished,
--- 1 when the abort was requested from a running job, 2 when a queued job
--- was aborted.
+-- Returns {code, url}: code 0 when the job does not exist, -1 when it has
+-- already finished, 1 when the abort was requested from a running job, 2
+-- when a queued job was aborted; url is the job's URL (for the reply).
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return 0
+  return {0, ''}
 end
+local url = redis.call('HGET', KEYS[1], 'url') or ''
 local st = redis.call('HMGET', KEYS[1], 'finished_at', 'failed')
 if st[1] or st[2] == 'true' then
-  return -1
+  return {-1, url}
 end
 local queued = false
 for k = 8, #KEYS do
@@ -30,7 +31,7 @@ local age = redis.call('HINCRBY', KEYS[1], 'settings_age', 1)
 redis.call('HSET', KEYS[1], 'abort_requested', 'true')
 if not queued then
   redis.call('PUBLISH', KEYS[4], age)
-  return 1
+  return {1, url}
 end
 redis.call('HSET', KEYS[1], 'aborted', 'true', 'finished_at', ARGV[1])
 redis.call('INCR', KEYS[5])
@@ -52,4 +53,4 @@ local doc = '{"aborted":true,"fetch_depth":' .. str(j[1]) ..
   ',"url":' .. str(j[5]) .. ',"url_file":' .. str(j[6]) .. '}'
 redis.call('RPUSH', KEYS[6], doc)
 redis.call('PUBLISH', KEYS[7], KEYS[1])
-return 2
+return {2, url}
