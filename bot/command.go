@@ -173,9 +173,6 @@ func New(store *coordinator.Store, opts Options) *Bot {
 	return b
 }
 
-// Store returns the job store the bot uses.
-func (b *Bot) Store() *coordinator.Store { return b.store }
-
 // Commands returns the command table.
 func (b *Bot) Commands() []*Command { return b.table }
 

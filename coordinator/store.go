@@ -161,12 +161,6 @@ func (s *Store) Exists(ctx context.Context, ident string) (bool, error) {
 	return n == 1, wrap("exists "+ident, err)
 }
 
-// PendingLen is the length of KeyPending, the queue the pending limit counts.
-func (s *Store) PendingLen(ctx context.Context) (int64, error) {
-	n, err := s.rdb.LLen(ctx, KeyPending).Result()
-	return n, wrap("llen pending", err)
-}
-
 // Job is a job record as stored in Redis.
 type Job struct {
 	Ident  string
