@@ -543,3 +543,16 @@ func TestNoKeysCommand(t *testing.T) {
 		}
 	}
 }
+
+// Console reports (finish lines of console jobs) print on stdout, made
+// safe; reports for IRC channels name the channel.
+func TestConsoleAnnounce(t *testing.T) {
+	var out strings.Builder
+	c := &Console{Out: &out}
+	c.Announce(context.Background(), ConsoleChannel, "me: Your job for http://x/ has finished. (abc)")
+	c.Announce(context.Background(), "#irc", "bob: done\r\nINJECT")
+	want := "me: Your job for http://x/ has finished. (abc)\n[#irc] bob: done\uFFFD\uFFFDINJECT\n"
+	if out.String() != want {
+		t.Fatalf("console printed %q, want %q", out.String(), want)
+	}
+}
