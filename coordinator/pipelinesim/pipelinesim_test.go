@@ -284,6 +284,15 @@ func TestRunAbortAndCrash(t *testing.T) {
 			t.Errorf("took %s second", e.Ident)
 		}
 		waitEvent(t, events, EventLog)
+		// Reports run on their own ticker: crash only once one has landed,
+		// so there is a record for the crash to leave behind.
+		deadline := time.Now().Add(5 * time.Second)
+		for ok, _ := c.SIsMember(ctx, "pipelines", p.Key()).Result(); !ok; ok, _ = c.SIsMember(ctx, "pipelines", p.Key()).Result() {
+			if time.Now().After(deadline) {
+				t.Fatal("the pipeline never reported")
+			}
+			time.Sleep(time.Millisecond)
+		}
 		p.Crash()
 		wg.Wait()
 		if !errors.Is(runErr, ErrCrashed) {
