@@ -64,6 +64,10 @@ func (b *Bot) archive(ctx context.Context, c *Call, kind archiveKind) error {
 		c.Reply("Sorry, I can only handle %s.", strings.Join(b.opts.Schemes, ", "))
 		return nil
 	}
+	if err := ident.CheckHost(u); err != nil {
+		c.Reply("Sorry, I won't archive that URL: %s.", strings.TrimPrefix(err.Error(), ident.ErrUnsafeHost.Error()+": "))
+		return nil
+	}
 	opts, err := parseArchiveOptions(words[1:])
 	if err != nil {
 		c.Reply("Sorry, I can't parse that.  The error: %s.", err)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"unicode"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
 )
@@ -178,19 +179,30 @@ func (b *Bot) Commands() []*Command { return b.table }
 
 // lookup finds the command text names, and the remaining argument text.
 func (b *Bot) lookup(text string) (*Command, string) {
-	text = strings.TrimRight(text, " \t\r\n")
+	text = strings.TrimRightFunc(text, unicode.IsSpace)
 	if !strings.HasPrefix(text, "!") {
 		return nil, ""
 	}
-	name, rest, _ := strings.Cut(text, " ")
-	rest = strings.TrimLeft(rest, " \t")
+	// Any white space separates words, as in the argument splitting: a
+	// TAB after the command name is a separator, not part of the name.
+	name, rest := cutSpace(text)
 	// "!a < URL" is its own command (op only): try "NAME <" first.
-	if first, after, _ := strings.Cut(rest, " "); first == "<" {
+	if first, after := cutSpace(rest); first == "<" {
 		if c, ok := b.index[name+" <"]; ok {
-			return c, strings.TrimLeft(after, " \t")
+			return c, after
 		}
 	}
 	return b.index[name], rest
+}
+
+// cutSpace splits s at its first run of white space: the first word, and
+// the rest with leading white space removed.
+func cutSpace(s string) (first, rest string) {
+	i := strings.IndexFunc(s, unicode.IsSpace)
+	if i < 0 {
+		return s, ""
+	}
+	return s[:i], strings.TrimLeftFunc(s[i:], unicode.IsSpace)
 }
 
 // IsCommand reports whether text invokes a command of the table. Ordinary

@@ -3,6 +3,7 @@ package bot
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/dlclark/regexp2"
@@ -17,6 +18,8 @@ import (
 var (
 	pyNamedGroup = regexp.MustCompile(`\(\?P<`)
 	pyBackref    = regexp.MustCompile(`\(\?P=(\w+)\)`)
+	pyGroupName  = regexp.MustCompile(`^\(\?P<(\w+)>`)
+	braceQuantRE = regexp.MustCompile(`^\{(\d*)(,(\d*))?\}`)
 )
 
 // MaxPatternLen bounds an ignore pattern, so one command cannot flood the
@@ -45,6 +48,131 @@ func ValidatePattern(p string) error {
 	if strings.ContainsAny(p, "\r\n\x00") {
 		return fmt.Errorf("pattern contains a line break or NUL")
 	}
-	_, err := regexp2.Compile(translatePython(p), regexp2.None)
+	if _, err := regexp2.Compile(translatePython(p), regexp2.None); err != nil {
+		return err
+	}
+	_, err := scanPattern(p)
 	return err
+}
+
+// NestedQuantifier reports whether a valid pattern repeats a group that
+// itself holds a variable-length repetition, as in (x+x+)+y or (a*)*: the
+// shape that makes a backtracking engine such as Python's re take
+// exponential time on a near-miss, which can hang a pipeline. Such
+// patterns are legal, so they are accepted with a warning.
+func NestedQuantifier(p string) bool {
+	nested, _ := scanPattern(p)
+	return nested
+}
+
+// scanPattern walks a Python pattern once: it finds what regexp2 accepts
+// but Python's re refuses (a group name defined twice), and nested
+// quantifiers. It skips escapes, character classes and comments.
+func scanPattern(p string) (nested bool, err error) {
+	type frame struct{ variable bool } // holds a variable-length repetition
+	stack := []frame{{}}
+	names := map[string]int{}
+	groups := 0
+	// quantifier reads a quantifier at p[i:]: its length, whether it varies
+	// in length ("?" included) and whether it repeats more than once.
+	quantifier := func(i int) (n int, variable, repeats bool) {
+		if i >= len(p) {
+			return 0, false, false
+		}
+		switch p[i] {
+		case '*', '+':
+			n, variable, repeats = 1, true, true
+		case '?':
+			n, variable = 1, true
+		case '{':
+			m := braceQuantRE.FindStringSubmatch(p[i:])
+			if m == nil {
+				return 0, false, false // a literal brace, as Python reads it
+			}
+			n = len(m[0])
+			lo, _ := strconv.Atoi(m[1])
+			switch {
+			case m[2] == "":
+				variable, repeats = false, lo > 1
+			case m[3] == "":
+				variable, repeats = true, true
+			default:
+				hi, _ := strconv.Atoi(m[3])
+				variable, repeats = hi > lo, hi > 1
+			}
+		default:
+			return 0, false, false
+		}
+		// A lazy or possessive modifier belongs to the quantifier.
+		if i+n < len(p) && (p[i+n] == '?' || p[i+n] == '+') {
+			n++
+		}
+		return n, variable, repeats
+	}
+	afterAtom := func(i int) int {
+		n, variable, _ := quantifier(i)
+		if variable {
+			stack[len(stack)-1].variable = true
+		}
+		return i + n
+	}
+	for i := 0; i < len(p); {
+		switch c := p[i]; c {
+		case '\\':
+			i = afterAtom(min(i+2, len(p)))
+		case '[':
+			j := i + 1
+			if j < len(p) && p[j] == '^' {
+				j++
+			}
+			if j < len(p) && p[j] == ']' {
+				j++
+			}
+			for j < len(p) && p[j] != ']' {
+				if p[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			i = afterAtom(min(j+1, len(p)))
+		case '(':
+			if strings.HasPrefix(p[i:], "(?#") {
+				end := strings.IndexByte(p[i:], ')')
+				if end < 0 {
+					return nested, nil
+				}
+				i += end + 1
+				continue
+			}
+			if !strings.HasPrefix(p[i:], "(?") || strings.HasPrefix(p[i:], "(?P<") {
+				groups++
+			}
+			if m := pyGroupName.FindStringSubmatch(p[i:]); m != nil {
+				if first, dup := names[m[1]]; dup {
+					return nested, fmt.Errorf("redefinition of group name %q as group %d; was group %d", m[1], groups, first)
+				}
+				names[m[1]] = groups
+			}
+			stack = append(stack, frame{})
+			i++
+		case ')':
+			if len(stack) == 1 {
+				i++
+				continue
+			}
+			inner := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			n, variable, repeats := quantifier(i + 1)
+			if inner.variable && repeats {
+				nested = true
+			}
+			if inner.variable || variable {
+				stack[len(stack)-1].variable = true
+			}
+			i += 1 + n
+		default:
+			i = afterAtom(i + 1)
+		}
+	}
+	return nested, nil
 }

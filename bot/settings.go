@@ -37,6 +37,9 @@ func runIgnore(ctx context.Context, b *Bot, c *Call) error {
 		return err
 	}
 	c.Reply("Added ignore pattern %s to job %s.", pattern, id)
+	if NestedQuantifier(pattern) {
+		c.Reply("Warning: %s repeats a group that itself repeats (nested quantifiers); on some URLs Python's re can backtrack for minutes and stall the pipeline. Consider a simpler pattern.", pattern)
+	}
 	return nil
 }
 
@@ -69,6 +72,18 @@ func runIgnoreSet(ctx context.Context, b *Bot, c *Call) error {
 	if len(known)+len(unknown) == 0 {
 		c.Usage()
 		return nil
+	}
+	if len(known) == 0 {
+		// As upstream, an unknown job is the first complaint; with known
+		// sets the change itself reports it.
+		exists, err := b.store.Exists(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			c.unknownJob(id)
+			return nil
+		}
 	}
 	if len(known) > 0 {
 		if ok, err := b.change(ctx, c, id, coordinator.Change{Bump: 1, AddPatterns: patterns}); !ok {
@@ -243,12 +258,8 @@ func runExpire(ctx context.Context, b *Bot, c *Call) error {
 
 // restAfterFirst returns the text after the first word, trimmed.
 func restAfterFirst(s string) string {
-	s = strings.TrimSpace(s)
-	i := strings.IndexAny(s, " \t")
-	if i < 0 {
-		return ""
-	}
-	return strings.TrimSpace(s[i:])
+	_, rest := cutSpace(strings.TrimSpace(s))
+	return rest
 }
 
 // !fail IDENT
