@@ -166,6 +166,7 @@ func (b *Bot) archive(ctx context.Context, c *Call, kind archiveKind) error {
 		job.PendingLimit = b.opts.PendingLimit
 	}
 
+	c.Effect = "the job for " + url + " was queued"
 	switch err := b.store.Register(ctx, job); {
 	case errors.Is(err, coordinator.ErrJobExists):
 		return b.replyExists(ctx, c, id, url)
@@ -222,11 +223,13 @@ func (b *Bot) archive(ctx context.Context, c *Call, kind archiveKind) error {
 }
 
 func (b *Bot) replyExists(ctx context.Context, c *Call, id, url string) error {
+	c.Reply("Job for %s already exists.", url)
 	job, err := b.store.GetJob(ctx, id)
 	if err != nil {
-		return err
+		// What matters was said; the status line is extra.
+		b.log.Warn("status of existing job", "ident", id, "err", err)
+		return nil
 	}
-	c.Reply("Job for %s already exists.", url)
 	if job != nil {
 		c.Reply("%s", jobStatus(job))
 	}

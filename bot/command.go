@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"sync"
+	"time"
 	"unicode"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
@@ -88,6 +90,10 @@ type Call struct {
 	// untrimmed inside, with surrounding whitespace removed.
 	Rest string
 	Out  Replier
+	// Effect says what the command does, for a reply when its outcome is
+	// unknown ("the job for URL was queued"); handlers set it before their
+	// write. Empty means "your COMMAND took effect".
+	Effect string
 }
 
 // Reply answers where the command came from.
@@ -136,6 +142,12 @@ type Options struct {
 	Logger  *slog.Logger
 	// PendingShown is how many jobs per queue !pending lists.
 	PendingShown int
+	// OutcomeWait is how long the bot keeps finding out what happened to
+	// a command Redis did not answer (DefaultOutcomeWait when 0).
+	OutcomeWait time.Duration
+	// OutcomePoll is the first pause before checking Redis again after
+	// an unknown outcome; later pauses double, up to 5 s. Default 250 ms.
+	OutcomePoll time.Duration
 }
 
 // Bot runs commands against the job store.
@@ -145,6 +157,13 @@ type Bot struct {
 	log   *slog.Logger
 	table []*Command
 	index map[string]*Command
+
+	// Follow-ups of commands whose outcome is unknown (outcome.go).
+	mu     sync.Mutex
+	closed bool
+	life   context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // New returns a Bot over store.
@@ -161,7 +180,14 @@ func New(store *coordinator.Store, opts Options) *Bot {
 	if opts.PendingShown == 0 {
 		opts.PendingShown = 10
 	}
+	if opts.OutcomeWait <= 0 {
+		opts.OutcomeWait = DefaultOutcomeWait
+	}
+	if opts.OutcomePoll <= 0 {
+		opts.OutcomePoll = 250 * time.Millisecond
+	}
 	b := &Bot{store: store, opts: opts, log: opts.Logger, index: map[string]*Command{}}
+	b.life, b.cancel = context.WithCancel(context.Background())
 	b.table = commandTable()
 	for _, c := range b.table {
 		for _, n := range append([]string{c.Name}, c.Aliases...) {
@@ -238,7 +264,15 @@ func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
 		call.Usage()
 		return
 	}
+	var id string
+	if cmd.Mutates {
+		ctx, id = b.withCommandID(ctx)
+	}
 	if err := cmd.Run(ctx, b, call); err != nil {
+		if coordinator.IsOutcomeUnknown(err) {
+			b.outcomeUnknown(call, id, err)
+			return
+		}
 		if coordinator.IsUnavailable(err) {
 			b.log.Warn("command failed: backend unavailable", "command", cmd.Name, "nick", req.Nick, "err", err)
 			call.Reply("Sorry, backend unavailable: Redis cannot be reached right now. Please try again in a minute.")

@@ -38,6 +38,7 @@ type Config struct {
 	IRC      IRC      `toml:"irc"`
 	Redis    Redis    `toml:"redis"`
 	Jobs     Jobs     `toml:"jobs"`
+	Bot      Bot      `toml:"bot"`
 	Reaper   Reaper   `toml:"reaper"`
 	Notifier Notifier `toml:"notifier"`
 	Analyzer Analyzer `toml:"analyzer"`
@@ -76,6 +77,14 @@ type Jobs struct {
 	PendingLimit  int      `toml:"pending_limit"`
 	IgnoreSetsDir string   `toml:"ignore_sets_dir"`
 	UserAgentsDir string   `toml:"user_agents_dir"`
+}
+
+// Bot configures command handling.
+type Bot struct {
+	// OutcomeWait is how long the bot keeps finding out what happened to a
+	// command Redis took but did not answer, before telling the user the
+	// outcome is still unknown.
+	OutcomeWait Duration `toml:"outcome_wait"`
 }
 
 // Reaper configures the death timer (SPEC §5.1).
@@ -158,6 +167,7 @@ func (c *Config) setDefaults() {
 	if c.Jobs.PendingLimit == 0 {
 		c.Jobs.PendingLimit = 5
 	}
+	def(&c.Bot.OutcomeWait, 3*time.Minute)
 	def(&c.Reaper.Interval, 2*time.Second)
 	if c.Reaper.Threshold == 0 {
 		c.Reaper.Threshold = 3600
@@ -265,6 +275,7 @@ func (c *Config) validate() error {
 		v   time.Duration
 	}{
 		{"redis.save_interval", c.Redis.SaveInterval.Duration},
+		{"bot.outcome_wait", c.Bot.OutcomeWait.Duration},
 		{"reaper.interval", c.Reaper.Interval.Duration},
 		{"notifier.finish_interval", c.Notifier.FinishInterval.Duration},
 		{"notifier.pipeline_interval", c.Notifier.PipelineInterval.Duration},

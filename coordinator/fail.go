@@ -27,9 +27,9 @@ func (s *Store) FailJob(ctx context.Context, ident, reason string) (*Job, error)
 	keys := []string{KeyJob(ident), KeyLog(ident), KeyIgnores(ident), KeyJobsFailed, KeyWorking}
 	keys = append(keys, FixedQueues...)
 	keys = append(keys, named...)
-	res, err := failScript.Run(ctx, s.rdb, keys, reason, failExpiry).Slice()
+	res, err := s.runWrite(ctx, "fail job "+ident, failScript, failSrc, keys, reason, failExpiry).Slice()
 	if err != nil {
-		return nil, wrap("fail job "+ident, err)
+		return nil, err
 	}
 	if len(res) == 0 {
 		return nil, fmt.Errorf("fail job %s: empty reply", ident)

@@ -62,6 +62,11 @@ func KeyLog(ident string) string { return ident + "_log" }
 // KeyPendingNamed is the queue (list) for --pipeline name.
 func KeyPendingNamed(name string) string { return PendingNamedPrefix + name }
 
+// KeyCommand (string, ours) is the outcome record of one user command:
+// the reply of its script, written in the same script as the change, kept
+// a few minutes (see coordinator/outcome.go).
+func KeyCommand(id string) string { return "archivebot:cmd:" + id }
+
 // ChannelJob is the channel a job's settings age is published on.
 func ChannelJob(ident string) string { return "archivebot:job:" + ident }
 

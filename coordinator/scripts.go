@@ -7,30 +7,40 @@ import (
 )
 
 // Lua scripts. Each file documents its KEYS, ARGV and return values.
+// The scripts of user commands start with scripts/cmdrecord.lua (their
+// outcome record, see outcome.go) and take its two ARGV last.
 var (
+	//go:embed scripts/cmdrecord.lua
+	cmdRecordSrc string
+
 	//go:embed scripts/register.lua
-	registerSrc    string
+	registerBody   string
+	registerSrc    = cmdRecordSrc + registerBody
 	registerScript = redis.NewScript(registerSrc)
 )
 
 var (
 	//go:embed scripts/settings.lua
-	settingsSrc    string
+	settingsBody   string
+	settingsSrc    = cmdRecordSrc + settingsBody
 	settingsScript = redis.NewScript(settingsSrc)
 
 	//go:embed scripts/abort.lua
-	abortSrc    string
+	abortBody   string
+	abortSrc    = cmdRecordSrc + abortBody
 	abortScript = redis.NewScript(abortSrc)
 
 	//go:embed scripts/expire.lua
-	expireSrc    string
+	expireBody   string
+	expireSrc    = cmdRecordSrc + expireBody
 	expireScript = redis.NewScript(expireSrc)
 )
 
 // Scripts of the background services and of FailJob.
 var (
 	//go:embed scripts/fail.lua
-	failSrc    string
+	failBody   string
+	failSrc    = cmdRecordSrc + failBody
 	failScript = redis.NewScript(failSrc)
 
 	//go:embed scripts/reap.lua

@@ -54,9 +54,9 @@ func (s *Store) ChangeSettings(ctx context.Context, ident string, c Change) (int
 		argv = append(argv, p)
 	}
 	keys := []string{KeyJob(ident), KeyIgnores(ident), ChannelJob(ident)}
-	res, err := settingsScript.Run(ctx, s.rdb, keys, argv...).Int64Slice()
+	res, err := s.runWrite(ctx, "change settings of "+ident, settingsScript, settingsSrc, keys, argv...).Int64Slice()
 	if err != nil {
-		return 0, wrap("change settings of "+ident, err)
+		return 0, err
 	}
 	switch res[0] {
 	case 0:
@@ -98,9 +98,9 @@ func (s *Store) Abort(ctx context.Context, ident string) (AbortResult, string, e
 	keys = append(keys, FixedQueues...)
 	keys = append(keys, named...)
 	now := float64(s.Now().UnixMicro()) / 1e6
-	res, err := abortScript.Run(ctx, s.rdb, keys, strconv.FormatFloat(now, 'f', 6, 64), abortExpiry).Slice()
+	res, err := s.runWrite(ctx, "abort "+ident, abortScript, abortSrc, keys, strconv.FormatFloat(now, 'f', 6, 64), abortExpiry).Slice()
 	if err != nil {
-		return 0, "", wrap("abort "+ident, err)
+		return 0, "", err
 	}
 	code, _ := res[0].(int64)
 	url, _ := res[1].(string)
@@ -121,9 +121,9 @@ func (s *Store) Abort(ctx context.Context, ident string) (AbortResult, string, e
 // again before the 48 hours are up. Only records that already have an
 // expiry timer (finished jobs) qualify: ErrNoExpiry otherwise.
 func (s *Store) Expire(ctx context.Context, ident string) error {
-	n, err := expireScript.Run(ctx, s.rdb, []string{KeyJob(ident), KeyLog(ident), KeyIgnores(ident)}).Int()
+	n, err := s.runWrite(ctx, "expire "+ident, expireScript, expireSrc, []string{KeyJob(ident), KeyLog(ident), KeyIgnores(ident)}).Int()
 	if err != nil {
-		return wrap("expire "+ident, err)
+		return err
 	}
 	switch n {
 	case 0:

@@ -142,9 +142,9 @@ func (s *Store) Register(ctx context.Context, j NewJob) error {
 		argv = append(argv, p)
 	}
 	keys := []string{KeyJob(j.Ident), KeyIgnores(j.Ident), j.Queue, KeyPending}
-	n, err := registerScript.Run(ctx, s.rdb, keys, argv...).Int()
+	n, err := s.runWrite(ctx, "register job "+j.Ident, registerScript, registerSrc, keys, argv...).Int()
 	if err != nil {
-		return wrap("register job "+j.Ident, err)
+		return err
 	}
 	switch n {
 	case -1:

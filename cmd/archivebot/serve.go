@@ -64,7 +64,11 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 		PendingLimit: cfg.Jobs.PendingLimit,
 		Catalog:      catalog,
 		Logger:       logger.With("service", "bot"),
+		OutcomeWait:  cfg.Bot.OutcomeWait.Duration,
 	})
+	// Runs after the front end has stopped: no command is left to follow
+	// up (deferred calls run in reverse order, before Redis closes).
+	defer b.Close()
 
 	var fe frontEnd
 	if cfg.Console() {

@@ -9,6 +9,8 @@
 -- KEYS[5] jobs_aborted  KEYS[6] finish_notifications  KEYS[7] updates
 -- KEYS[8..] every queue the job may wait in
 -- ARGV[1] now (UNIX seconds with fraction)   ARGV[2] expiry seconds (5)
+-- ARGV[#ARGV - 1], ARGV[#ARGV] the command record (cmdrecord.lua, prepended):
+-- a change made under a recorded command returns its recorded reply.
 -- Returns {code, url}: code 0 when the job does not exist, -1 when it has
 -- already finished, 1 when the abort was requested from a running job, 2
 -- when a queued job was aborted; url is the job's URL (for the reply).
@@ -31,7 +33,7 @@ local age = redis.call('HINCRBY', KEYS[1], 'settings_age', 1)
 redis.call('HSET', KEYS[1], 'abort_requested', 'true')
 if not queued then
   redis.call('PUBLISH', KEYS[4], age)
-  return {1, url}
+  return done({1, url})
 end
 redis.call('HSET', KEYS[1], 'aborted', 'true', 'finished_at', ARGV[1])
 redis.call('INCR', KEYS[5])
@@ -53,4 +55,4 @@ local doc = '{"aborted":true,"fetch_depth":' .. str(j[1]) ..
   ',"url":' .. str(j[5]) .. ',"url_file":' .. str(j[6]) .. '}'
 redis.call('RPUSH', KEYS[6], doc)
 redis.call('PUBLISH', KEYS[7], KEYS[1])
-return {2, url}
+return done({2, url})

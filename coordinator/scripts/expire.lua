@@ -2,6 +2,8 @@
 -- but only when the record already has an expiry timer (a finished job).
 --
 -- KEYS[1] job hash  KEYS[2] log  KEYS[3] ignore set
+-- ARGV[#ARGV - 1], ARGV[#ARGV] the command record (cmdrecord.lua, prepended):
+-- a change made under a recorded command returns its recorded reply.
 -- Returns 0 when the job does not exist, -1 when it has no expiry timer,
 -- 1 when the keys were removed.
 local ttl = redis.call('PTTL', KEYS[1])
@@ -12,4 +14,4 @@ if ttl < 0 then
   return -1
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-return 1
+return done(1)

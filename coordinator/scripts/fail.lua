@@ -6,6 +6,8 @@
 --            pending-large and each pending:NAME that exists)
 -- ARGV[1] the reason (failed_reason)
 -- ARGV[2] expiry in seconds of the hash, log and ignore set (5)
+-- ARGV[#ARGV - 1], ARGV[#ARGV] the command record (cmdrecord.lua, prepended):
+-- a change made under a recorded command returns its recorded reply.
 -- Returns {code, field, value, ...}: code 0 when there is no job record
 -- (nothing written), 2 when the job is already finished, aborted or failed
 -- (nothing written; the fields are the record as it is), 1 when the job
@@ -30,4 +32,4 @@ redis.call('EXPIRE', KEYS[2], ttl)
 redis.call('EXPIRE', KEYS[3], ttl)
 local out = redis.call('HGETALL', KEYS[1])
 table.insert(out, 1, 1)
-return out
+return done(out)

@@ -5,7 +5,9 @@
 -- ARGV[1] pending limit (0 = no limit)
 -- ARGV[2] n, the number of field/value pairs that follow
 -- ARGV[3 .. 2+2n] field, value, ...   (queued_at included)
--- ARGV[3+2n ..] ignore patterns
+-- ARGV[3+2n .. #ARGV-2] ignore patterns
+-- ARGV[#ARGV - 1], ARGV[#ARGV] the command record (cmdrecord.lua, prepended):
+-- a change made under a recorded command returns its recorded reply.
 -- Returns 1 when created, -1 when the job record already exists, -2 when
 -- the pending limit is reached. Nothing is written unless 1 is returned.
 --
@@ -36,9 +38,10 @@ for i = 3, 2 + 2 * n do
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 local first = 3 + 2 * n
-if first <= #ARGV then
+local last = #ARGV - 2 -- the command record takes the last two
+if first <= last then
   local patterns = {}
-  for i = first, #ARGV do
+  for i = first, last do
     patterns[#patterns + 1] = ARGV[i]
     if #patterns == 500 then
       redis.call('SADD', KEYS[2], unpack(patterns))
@@ -50,4 +53,4 @@ if first <= #ARGV then
   end
 end
 redis.call('LPUSH', KEYS[3], KEYS[1])
-return 1
+return done(1)

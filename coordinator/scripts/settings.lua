@@ -9,6 +9,8 @@
 -- then m, then m fields to HDEL
 -- then a, then a patterns to SADD
 -- then r, then r patterns to SREM
+-- ARGV[#ARGV - 1], ARGV[#ARGV] the command record (cmdrecord.lua, prepended):
+-- a change made under a recorded command returns its recorded reply.
 -- Returns {1, age} on success, {0, 0} when the job does not exist,
 -- {-1, 0} when it has finished (and ARGV[2] is 1).
 if redis.call('EXISTS', KEYS[1]) == 0 then
@@ -41,4 +43,4 @@ if bump > 0 then
   age = redis.call('HINCRBY', KEYS[1], 'settings_age', bump)
   redis.call('PUBLISH', KEYS[3], age)
 end
-return {1, age}
+return done({1, age})

@@ -1,0 +1,168 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+)
+
+// Issue 9, finding 4: every write of a user command records its outcome in
+// the same script as the change. Run again under the same command id (as
+// the bot does when a reply was lost), it returns the recorded result and
+// changes nothing; refusals write no record.
+func TestOutcomeRecord(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := coordinator.NewStore(b.Client)
+		under := func(id string) context.Context { return coordinator.WithCommand(ctx, id, time.Minute) }
+		record := func(id string) string {
+			t.Helper()
+			v, err := b.Client.Get(ctx, coordinator.KeyCommand(id)).Result()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				t.Fatal(err)
+			}
+			return v
+		}
+
+		// Register: a resend under the same id is "created", once.
+		for i := 0; i < 2; i++ {
+			if err := s.Register(under("reg1"), newJob("job1")); err != nil {
+				t.Fatalf("register, send %d: %v", i+1, err)
+			}
+		}
+		if n, _ := b.Client.LLen(ctx, coordinator.KeyPending).Result(); n != 1 {
+			t.Fatalf("pending holds %d entries, want 1", n)
+		}
+		if record("reg1") != "1" {
+			t.Fatalf("register record %q", record("reg1"))
+		}
+		if ttl, _ := b.Client.TTL(ctx, coordinator.KeyCommand("reg1")).Result(); ttl <= 0 || ttl > time.Minute {
+			t.Fatalf("record TTL %v, want at most a minute", ttl)
+		}
+		// Another command for the same URL learns it exists, and records
+		// nothing (it changed nothing).
+		if err := s.Register(under("reg2"), newJob("job1")); !errors.Is(err, coordinator.ErrJobExists) {
+			t.Fatalf("second command: %v", err)
+		}
+		if record("reg2") != "" {
+			t.Fatalf("refusal wrote a record %q", record("reg2"))
+		}
+		// Without a command id nothing is recorded (services, tests).
+		if err := s.Register(ctx, newJob("job2")); err != nil {
+			t.Fatal(err)
+		}
+
+		// Settings: one bump however often the command is sent.
+		ch := coordinator.Change{Bump: 1, AddPatterns: []string{"p"}}
+		for i := 0; i < 3; i++ {
+			age, err := s.ChangeSettings(under("set1"), "job1", ch)
+			if err != nil || age != 5 {
+				t.Fatalf("settings, send %d: age %d, %v", i+1, age, err)
+			}
+		}
+		if age, _ := b.Client.HGet(ctx, "job1", "settings_age").Result(); age != "5" {
+			t.Fatalf("settings_age %s, want 5", age)
+		}
+		if _, err := s.ChangeSettings(under("set2"), "nosuchjob", ch); !errors.Is(err, coordinator.ErrNoJob) {
+			t.Fatalf("settings of a missing job: %v", err)
+		}
+		if record("set2") != "" {
+			t.Fatal("refused settings change wrote a record")
+		}
+
+		// Abort of a queued job: finished once, one notification.
+		for i := 0; i < 2; i++ {
+			res, url, err := s.Abort(under("abort1"), "job1")
+			if err != nil || res != coordinator.AbortedQueued || url != "http://example.com/" {
+				t.Fatalf("abort, send %d: %v %q %v", i+1, res, url, err)
+			}
+		}
+		if n, _ := b.Client.LLen(ctx, coordinator.KeyFinishNotifications).Result(); n != 1 {
+			t.Fatalf("%d finish notifications, want 1", n)
+		}
+		if v, _ := b.Client.Get(ctx, coordinator.KeyJobsAborted).Result(); v != "1" {
+			t.Fatalf("jobs_aborted %s", v)
+		}
+		// A different command sees the job finished.
+		if _, _, err := s.Abort(under("abort2"), "job1"); !errors.Is(err, coordinator.ErrJobFinished) {
+			t.Fatalf("second abort: %v", err)
+		}
+
+		// Fail: counted once, the record after the change both times.
+		for i := 0; i < 2; i++ {
+			job, err := s.FailJob(under("fail1"), "job2", "failed by carol")
+			if err != nil || job.Get("failed_reason") != "failed by carol" {
+				t.Fatalf("fail, send %d: %v %v", i+1, job, err)
+			}
+		}
+		if v, _ := b.Client.Get(ctx, coordinator.KeyJobsFailed).Result(); v != "1" {
+			t.Fatalf("jobs_failed %s", v)
+		}
+
+		// Expire: the second send does not say "no such job".
+		for i := 0; i < 2; i++ {
+			if err := s.Expire(under("exp1"), "job2"); err != nil {
+				t.Fatalf("expire, send %d: %v", i+1, err)
+			}
+		}
+	})
+}
+
+// A write that could not be sent (connection refused) is "unavailable":
+// nothing happened. A write sent to a server that never answers has an
+// unknown outcome.
+func TestWriteFailureClassified(t *testing.T) {
+	ctx := context.Background()
+	b := redistest.Mini(t)
+	addr := b.Mini.Addr()
+	b.Mini.Close()
+	refused := coordinator.NewStore(redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1}))
+	err := refused.Register(ctx, newJob("job1"))
+	if !coordinator.IsUnavailable(err) || coordinator.IsOutcomeUnknown(err) {
+		t.Fatalf("refused connection: %v (unavailable %v, unknown %v)", err,
+			coordinator.IsUnavailable(err), coordinator.IsOutcomeUnknown(err))
+	}
+
+	// A server that reads everything and never answers.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				buf := make([]byte, 4096)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						c.Close()
+						return
+					}
+				}
+			}()
+		}
+	}()
+	rdb := redis.NewClient(&redis.Options{Addr: l.Addr().String(), ReadTimeout: 100 * time.Millisecond, Protocol: 2})
+	defer rdb.Close()
+	silent := coordinator.NewStore(rdb)
+	for name, run := range map[string]func() error{
+		"register": func() error { return silent.Register(ctx, newJob("job1")) },
+		"settings": func() error { _, err := silent.ChangeSettings(ctx, "job1", coordinator.Change{Bump: 1}); return err },
+		"expire":   func() error { return silent.Expire(ctx, "job1") },
+	} {
+		if err := run(); !coordinator.IsOutcomeUnknown(err) || !coordinator.IsUnavailable(err) {
+			t.Errorf("%s with a silent server: %v, want an unknown outcome", name, err)
+		}
+	}
+}

@@ -1,0 +1,24 @@
+-- cmdrecord: prepended to the scripts of user commands (register, settings,
+-- abort, fail, expire), so that a command whose reply was lost can be sent
+-- again and is applied at most once, and its outcome can be known.
+--
+-- ARGV[#ARGV - 1] lifetime of the record in seconds
+-- ARGV[#ARGV]     key of this command's outcome record, archivebot:cmd:ID,
+--                 or '' when the caller keeps no record (services)
+-- The record is written only by done(), in the same script as the change,
+-- so it exists exactly when the change was made. A script that finds its
+-- record returns the recorded reply and writes nothing. Refusals write no
+-- record: they change nothing, and running them again answers anew.
+local cmd_key, cmd_ttl = ARGV[#ARGV], tonumber(ARGV[#ARGV - 1])
+if cmd_key ~= '' then
+  local rec = redis.call('GET', cmd_key)
+  if rec then
+    return cjson.decode(rec)
+  end
+end
+local function done(reply)
+  if cmd_key ~= '' then
+    redis.call('SET', cmd_key, cjson.encode(reply), 'EX', cmd_ttl)
+  end
+  return reply
+end
