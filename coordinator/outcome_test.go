@@ -3,7 +3,9 @@ package coordinator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -163,6 +165,37 @@ func TestWriteFailureClassified(t *testing.T) {
 	} {
 		if err := run(); !coordinator.IsOutcomeUnknown(err) || !coordinator.IsUnavailable(err) {
 			t.Errorf("%s with a silent server: %v, want an unknown outcome", name, err)
+		}
+	}
+}
+
+// BenchmarkCommandRecord measures what the outcome record costs a command:
+// a settings change with and without a command id.
+func BenchmarkCommandRecord(b *testing.B) {
+	backends := []*redistest.Backend{redistest.Mini(b)}
+	if r := redistest.RealRedis(b); r != nil {
+		backends = append(backends, r)
+	}
+	for _, be := range backends {
+		for _, withID := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/record=%v", be.Name, withID), func(b *testing.B) {
+				ctx := context.Background()
+				s := coordinator.NewStore(be.Client)
+				if err := s.Register(ctx, newJob("benchjob")); err != nil && !errors.Is(err, coordinator.ErrJobExists) {
+					b.Fatal(err)
+				}
+				ch := coordinator.Change{Bump: 1, Set: map[string]string{"delay_min": "1"}}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					cctx := ctx
+					if withID {
+						cctx = coordinator.WithCommand(ctx, strconv.Itoa(i), time.Minute)
+					}
+					if _, err := s.ChangeSettings(cctx, "benchjob", ch); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }
