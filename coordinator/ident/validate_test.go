@@ -20,6 +20,7 @@ func TestCheckHost(t *testing.T) {
 		"http://xn--.com/", "http://XN--.example.com/",
 		"http://example.com:99999/", "http://example.com:65536/", "http://example.com:0099999/",
 		"http://ex%0D%0Aample.com/", "http://ex%00ample.com/", "http://ex%7Fample.com/", "http://ex%09ample.com/",
+		"http://ex\x01ample.com/", "http://ex\x7fample.com/", "http://h:99999999999999999999999/",
 	}
 	for _, raw := range refused {
 		u, err := Parse(raw)
