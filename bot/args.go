@@ -21,7 +21,7 @@ func splitWords(s string) ([]string, error) {
 	for i := 0; i < len(s); i++ {
 		ch := s[i]
 		switch {
-		case ch == ' ' || ch == '\t':
+		case ch == ' ' || ch == '\t' || ch == '\v' || ch == '\f' || ch == '\r':
 			if inWord {
 				words = append(words, cur.String())
 				cur.Reset()

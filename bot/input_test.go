@@ -106,6 +106,9 @@ func TestInputGapTabSeparator(t *testing.T) {
 		if got := say(b, RankOp, "#a", "!ig\t"+refIdent+"\tfoo"); len(got) != 1 || !strings.Contains(got[0], "Added ignore pattern foo") {
 			t.Errorf("!ig with tabs: %q", got)
 		}
+		if got := say(b, RankOp, "#a", "!a\thttp://example.net/\v--delay=5"); len(got) < 3 || !strings.Contains(got[0], "Queued http://example.net/") || !strings.Contains(got[2], "set to [5, 5] ms") {
+			t.Errorf("!a with a vertical tab before an option: %q", got)
+		}
 		if got := say(b, RankOp, "#a", "!a\t<\thttp://example.org/list.txt"); len(got) == 0 || !strings.Contains(got[0], "Queued URLs in http://example.org/list.txt") {
 			t.Errorf("!a<TAB><<TAB>URL: %q", got)
 		}
