@@ -37,6 +37,18 @@ var (
 	reapSrc    string
 	reapScript = redis.NewScript(reapSrc)
 
+	//go:embed scripts/reap_reported.lua
+	reapReportedSrc    string
+	reapReportedScript = redis.NewScript(reapReportedSrc)
+
+	//go:embed scripts/finish_take.lua
+	finishTakeSrc    string
+	finishTakeScript = redis.NewScript(finishTakeSrc)
+
+	//go:embed scripts/finish_ack.lua
+	finishAckSrc    string
+	finishAckScript = redis.NewScript(finishAckSrc)
+
 	//go:embed scripts/analyze_commit.lua
 	analyzeCommitSrc    string
 	analyzeCommitScript = redis.NewScript(analyzeCommitSrc)

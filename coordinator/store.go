@@ -33,10 +33,6 @@ func NewStore(rdb redis.UniversalClient) *Store {
 	return &Store{rdb: rdb, Now: time.Now}
 }
 
-// Client returns the underlying Redis client (for services in this package
-// and for tests).
-func (s *Store) Client() redis.UniversalClient { return s.rdb }
-
 // wrap classifies err: Redis server replies stay as they are, anything else
 // (refused connections, timeouts, closed pools) wraps ErrUnavailable.
 func wrap(op string, err error) error {
