@@ -2,8 +2,8 @@ package coordinator
 
 // Every Redis key and pub/sub channel the control node touches is spelled
 // here and nowhere else. The layout is shared with existing pipelines and
-// dashboards (SPEC §2): names, types and list directions are a wire format.
-// Keys of our own start with "archivebot:" (SPEC §2.6a).
+// dashboards (doc/protocol.md): names, types and list directions are a
+// wire format. Keys of our own start with "archivebot:".
 
 const (
 	// KeyPending (list) holds idents queued with !a. The bot LPUSHes;
@@ -66,5 +66,5 @@ func KeyPendingNamed(name string) string { return PendingNamedPrefix + name }
 func ChannelJob(ident string) string { return "archivebot:job:" + ident }
 
 // FixedQueues are the queues that always exist by name, in the order a
-// pipeline checks them after its named queues (SPEC §2.2).
+// pipeline checks them after its named queues (doc/protocol.md, Queues).
 var FixedQueues = []string{KeyPendingLarge, KeyPending, KeyPendingAO}

@@ -16,7 +16,7 @@ var (
 	ErrNoExpiry    = errors.New("job has no expiry timer")
 )
 
-// Change is one atomic settings change of a job (SPEC §2.6).
+// Change is one atomic settings change of a job (doc/protocol.md, Job settings).
 type Change struct {
 	// Bump is how much settings_age rises; 0 changes nothing a crawler
 	// re-reads (a note) and publishes nothing.
@@ -82,7 +82,7 @@ const (
 // abortExpiry is how long an aborted job's keys live (as a pipeline does).
 const abortExpiry = 5
 
-// Abort aborts a job (SPEC §3) and returns what it did and the job's URL.
+// Abort aborts a job (abort.lua) and returns what it did and the job's URL.
 // The named pending:* queues are listed with SCAN just before the atomic
 // step: a job is queued exactly once, so a queue created in between cannot
 // hold it.

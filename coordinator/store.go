@@ -220,7 +220,7 @@ func (s *Store) GetJob(ctx context.Context, ident string) (*Job, error) {
 	return &Job{Ident: ident, Fields: m}, nil
 }
 
-// Pipeline is a pipeline record (SPEC §2.3).
+// Pipeline is a pipeline record (doc/protocol.md, Pipelines).
 type Pipeline struct {
 	Key    string
 	Fields map[string]string
