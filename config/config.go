@@ -40,6 +40,10 @@ const (
 	// before the logs they announce are read.
 	DefaultAnalyzerDebounce = time.Second
 
+	// DefaultQueueIndexRebuild is how often the index of named queues is
+	// rebuilt with a SCAN, to find queues other programs created.
+	DefaultQueueIndexRebuild = 10 * time.Minute
+
 	// DefaultUpdatesMinBackoff and DefaultUpdatesMaxBackoff bound the wait
 	// between attempts to resubscribe to `updates`.
 	DefaultUpdatesMinBackoff = 100 * time.Millisecond

@@ -15,8 +15,9 @@ const failExpiry = 5 // seconds
 // hash, log and ignore set in 5 seconds. It returns the record after the
 // change, for the caller to report.
 //
-// Named queues are listed with SCAN just before the atomic step: a job is
-// queued exactly once, so a queue created in between cannot hold it.
+// Named queues are read from the queue index just before the atomic step:
+// a job is queued exactly once, so a queue created in between cannot hold
+// it.
 // ErrNoJob and ErrJobFinished leave Redis unchanged; with
 // ErrJobFinished the job as it is is returned too.
 func (s *Store) FailJob(ctx context.Context, ident, reason string) (*Job, error) {
@@ -26,7 +27,7 @@ func (s *Store) FailJob(ctx context.Context, ident, reason string) (*Job, error)
 	}
 	keys := []string{KeyJob(ident), KeyLog(ident), KeyIgnores(ident), KeyJobsFailed, KeyWorking}
 	keys = append(keys, FixedQueues...)
-	keys = append(keys, named...)
+	keys = append(keys, namedQueueKeys(named)...)
 	res, err := failScript.Run(ctx, s.rdb, keys, reason, failExpiry).Slice()
 	if err != nil {
 		return nil, wrap("fail job "+ident, err)

@@ -26,6 +26,9 @@ const (
 	KeyFinishNotifications = "finish_notifications"
 	// KeyFinishProcessing (list, ours) holds notices being delivered.
 	KeyFinishProcessing = "archivebot:finish_notifications:processing"
+	// KeyQueues (set, ours) indexes the pending:NAME queues, so that
+	// reading them never scans the keyspace (see doc/protocol.md, Queues).
+	KeyQueues = "archivebot:queues"
 	// KeyReaperReported (set, ours) holds idents whose death was announced.
 	KeyReaperReported = "archivebot:reaper:reported"
 	// KeyTweetsQueue and KeyTweetsDone (sorted sets): member = tweet text,

@@ -81,10 +81,6 @@ func (n *PipelineNotifier) runOnce(ctx context.Context) error {
 	}
 	now := n.Now()
 	for k, p := range cur {
-		// Pipelines write these: no colour codes in our lines.
-		p.ID = text.Clean(p.ID, text.Untrusted)
-		p.Nickname = text.Clean(p.Nickname, text.Untrusted)
-		p.Version = text.Clean(p.Version, text.Untrusted)
 		if p.TS.After(now.Add(maxClockSkew)) {
 			p.BadTS, p.TS = strconv.FormatFloat(float64(p.TS.UnixMilli())/1e3, 'f', -1, 64), time.Time{}
 		}

@@ -22,6 +22,10 @@ var (
 	abortSrc    string
 	abortScript = redis.NewScript(abortSrc)
 
+	//go:embed scripts/queue_index.lua
+	queueIndexSrc    string
+	queueIndexScript = redis.NewScript(queueIndexSrc)
+
 	//go:embed scripts/expire.lua
 	expireSrc    string
 	expireScript = redis.NewScript(expireSrc)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
@@ -16,6 +17,9 @@ type ServicesConfig struct {
 	Finish    FinishConfig
 	Pipelines PipelineNotifierConfig
 	Analyzer  AnalyzerConfig
+	// QueueIndexRebuild is how often the index of named queues is rebuilt
+	// with a SCAN (at start, then this often).
+	QueueIndexRebuild time.Duration
 }
 
 // Services runs the coordinator's background services inside the bot:
@@ -33,10 +37,12 @@ type Services struct {
 	Analyzer  *Analyzer
 	Updates   *Updates
 
-	log    *slog.Logger
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	store             *Store
+	queueIndexRebuild time.Duration
+	log               *slog.Logger
+	cancel            context.CancelFunc
+	wg                sync.WaitGroup
+	once              sync.Once
 }
 
 // NewServices builds the services over store; ann receives their lines.
@@ -50,8 +56,11 @@ func NewServices(store *Store, ann Announcer, cfg ServicesConfig, log *slog.Logg
 		Pipelines: NewPipelineNotifier(store, ann, cfg.Pipelines, log),
 		Analyzer:  NewAnalyzer(store, cfg.Analyzer, log),
 		Updates:   NewUpdates(store, log),
+		store:     store,
 		log:       log,
 	}
+	s.queueIndexRebuild = cfg.QueueIndexRebuild
+	orDefault(&s.queueIndexRebuild, config.DefaultQueueIndexRebuild)
 	s.Updates.OnUpdate(s.Analyzer.Notify)
 	s.Finish.onNotice = s.Analyzer.Notify
 	// Messages published while the subscription was down are lost: catch
@@ -80,6 +89,10 @@ func (s *Services) Start(ctx context.Context) {
 	s.every(ctx, "finish-notifier", s.Finish.cfg.Interval, true, s.Finish.runOnce)
 	s.every(ctx, "pipeline-notifier", s.Pipelines.cfg.Interval, false, s.Pipelines.runOnce)
 	s.every(ctx, "analyzer-sweep", s.Analyzer.cfg.SweepInterval, false, s.Analyzer.runOnce)
+	s.every(ctx, "queue-index", s.queueIndexRebuild, true, func(ctx context.Context) error {
+		_, err := s.store.RebuildQueueIndex(ctx)
+		return err
+	})
 	run.Go(&s.wg, s.log, "updates listener", func() { s.Updates.Run(ctx) })
 	run.Go(&s.wg, s.log, "analyzer", func() { s.Analyzer.work(ctx) })
 }

@@ -83,9 +83,9 @@ const (
 const abortExpiry = 5
 
 // Abort aborts a job (abort.lua) and returns what it did and the job's URL.
-// The named pending:* queues are listed with SCAN just before the atomic
-// step: a job is queued exactly once, so a queue created in between cannot
-// hold it.
+// The named pending:* queues are read from the queue index just before
+// the atomic step: a job is queued exactly once, so a queue created in
+// between cannot hold it.
 func (s *Store) Abort(ctx context.Context, ident string) (AbortResult, string, error) {
 	named, err := s.NamedQueues(ctx)
 	if err != nil {
@@ -96,7 +96,7 @@ func (s *Store) Abort(ctx context.Context, ident string) (AbortResult, string, e
 		KeyJobsAborted, KeyFinishNotifications, ChannelUpdates,
 	}
 	keys = append(keys, FixedQueues...)
-	keys = append(keys, named...)
+	keys = append(keys, namedQueueKeys(named)...)
 	now := float64(s.Now().UnixMicro()) / 1e6
 	res, err := abortScript.Run(ctx, s.rdb, keys, strconv.FormatFloat(now, 'f', 6, 64), abortExpiry).Slice()
 	if err != nil {

@@ -52,6 +52,7 @@ func startServices(ctx context.Context, cfg *config.Config, store *coordinator.S
 			Batch:            config.DefaultAnalyzerBatch,
 			Debounce:         config.DefaultAnalyzerDebounce,
 		},
+		QueueIndexRebuild: config.DefaultQueueIndexRebuild,
 	}, logger)
 	tw, err := tweeter.New(store, tweeter.Config{
 		Interval: cfg.Tweeter.Interval.Duration,
