@@ -6,6 +6,7 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -227,6 +228,11 @@ func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
 		return
 	}
 	if err := cmd.Run(ctx, b, call); err != nil {
+		var naj *coordinator.NotAJobError
+		if errors.As(err, &naj) {
+			call.Reply("Sorry, %s is not a job.", naj.Key)
+			return
+		}
 		if coordinator.IsUnavailable(err) {
 			b.log.Warn("command failed: backend unavailable", "command", cmd.Name, "nick", req.Nick, "err", err)
 			call.Reply("Sorry, backend unavailable: Redis cannot be reached right now. Please try again in a minute.")

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -90,6 +91,8 @@ type Analyzer struct {
 	mu      sync.Mutex
 	pending map[string]struct{}
 	wake    chan struct{}
+
+	badKeys onceLog // non-job keys already logged
 
 	// analyzed, when set (tests), is called after each job analysis the
 	// worker or the sweep did.
@@ -302,6 +305,14 @@ func (a *Analyzer) work(ctx context.Context) {
 
 func (a *Analyzer) analyzeLogged(ctx context.Context, ident string) error {
 	res, err := a.Analyze(ctx, ident)
+	var naj *NotAJobError
+	if errors.As(err, &naj) {
+		// Another program's key: skip it, say so once.
+		if a.badKeys.first(naj.Key) {
+			a.log.Warn("skipping a key that is not a job", "ident", ident)
+		}
+		err = nil
+	}
 	if err != nil && ctx.Err() == nil {
 		a.log.Error("analyze failed", "ident", ident, "err", err)
 	}

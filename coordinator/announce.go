@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/internal/text"
@@ -68,6 +69,31 @@ func shortDuration(d time.Duration) string {
 		s = s[:len(s)-2]
 	}
 	return s
+}
+
+// onceLog remembers the keys a service complained about, so that a bad key
+// is logged once, not every cycle. It forgets everything when it holds too
+// many, so memory stays bounded whatever other programs write.
+type onceLog struct {
+	mu   sync.Mutex
+	seen map[string]struct{}
+}
+
+// onceLogMax bounds the keys an onceLog remembers.
+const onceLogMax = 10000
+
+// first reports whether key is complained about for the first time.
+func (o *onceLog) first(key string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.seen[key]; ok {
+		return false
+	}
+	if o.seen == nil || len(o.seen) >= onceLogMax {
+		o.seen = map[string]struct{}{}
+	}
+	o.seen[key] = struct{}{}
+	return true
 }
 
 // orDefault sets *v to def when it is zero or negative: a service built

@@ -27,7 +27,7 @@ func (s *Store) FailJob(ctx context.Context, ident, reason string) (*Job, error)
 	}
 	keys := []string{KeyJob(ident), KeyLog(ident), KeyIgnores(ident), KeyJobsFailed, KeyWorking}
 	keys = append(keys, FixedQueues...)
-	keys = append(keys, namedQueueKeys(named)...)
+	keys = append(keys, named...)
 	res, err := failScript.Run(ctx, s.rdb, keys, reason, failExpiry).Slice()
 	if err != nil {
 		return nil, wrap("fail job "+ident, err)
@@ -36,8 +36,11 @@ func (s *Store) FailJob(ctx context.Context, ident, reason string) (*Job, error)
 		return nil, fmt.Errorf("fail job %s: empty reply", ident)
 	}
 	code, _ := res[0].(int64)
-	if code == 0 {
+	switch code {
+	case 0:
 		return nil, ErrNoJob
+	case -3:
+		return nil, &NotAJobError{Key: KeyJob(ident)}
 	}
 	job := &Job{Ident: ident, Fields: scriptFields(res[1:])}
 	if code == 2 {

@@ -51,7 +51,9 @@ type PipelineNotifier struct {
 	known  map[string]PipelineInfo // nil until the first snapshot
 	silent map[string]bool         // announced as silent
 	badTS  map[string]bool         // announced as reporting a ts that is not a time
-	outbox []pipelineNotice        // lines not yet delivered everywhere
+	// badKeys are members of `pipelines` already logged as not records.
+	badKeys onceLog
+	outbox  []pipelineNotice // lines not yet delivered everywhere
 }
 
 type pipelineNotice struct {
@@ -75,9 +77,14 @@ func NewPipelineNotifier(store *Store, ann Announcer, cfg PipelineNotifierConfig
 // runOnce compares the pipeline records with the previous snapshot, queues
 // a line per change and delivers what it can.
 func (n *PipelineNotifier) runOnce(ctx context.Context) error {
-	cur, err := n.store.PipelineSnapshot(ctx)
+	cur, bad, err := n.store.PipelineSnapshot(ctx)
 	if err != nil {
 		return err
+	}
+	for _, k := range bad {
+		if n.badKeys.first(k) {
+			n.log.Warn("skipping a member of pipelines that is not a pipeline record", "key", k)
+		}
 	}
 	now := n.Now()
 	for k, p := range cur {

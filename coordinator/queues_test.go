@@ -40,7 +40,7 @@ func TestQueueIndex(t *testing.T) {
 		b.Client.LPush(ctx, "pending:other", "x")
 		b.Client.Set(ctx, "pending:str", "x", 0)
 		named := func(s *Store) []NamedQueue {
-			q, err := s.NamedQueues(ctx)
+			q, err := s.NamedQueueLens(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -63,6 +63,8 @@ func (s *Store) ChangeSettings(ctx context.Context, ident string, c Change) (int
 		return 0, ErrNoJob
 	case -1:
 		return 0, ErrJobFinished
+	case -2:
+		return 0, &NotAJobError{Key: KeyJob(ident)}
 	}
 	return res[1], nil
 }
@@ -96,7 +98,7 @@ func (s *Store) Abort(ctx context.Context, ident string) (AbortResult, string, e
 		KeyJobsAborted, KeyFinishNotifications, ChannelUpdates,
 	}
 	keys = append(keys, FixedQueues...)
-	keys = append(keys, namedQueueKeys(named)...)
+	keys = append(keys, named...)
 	now := float64(s.Now().UnixMicro()) / 1e6
 	res, err := abortScript.Run(ctx, s.rdb, keys, strconv.FormatFloat(now, 'f', 6, 64), abortExpiry).Slice()
 	if err != nil {
@@ -113,6 +115,8 @@ func (s *Store) Abort(ctx context.Context, ident string) (AbortResult, string, e
 		return AbortRequested, url, nil
 	case 2:
 		return AbortedQueued, url, nil
+	case -3:
+		return 0, "", &NotAJobError{Key: KeyJob(ident)}
 	}
 	return 0, url, fmt.Errorf("abort %s: unexpected script result %d", ident, code)
 }
@@ -130,6 +134,8 @@ func (s *Store) Expire(ctx context.Context, ident string) error {
 		return ErrNoJob
 	case -1:
 		return ErrNoExpiry
+	case -2:
+		return &NotAJobError{Key: KeyJob(ident)}
 	}
 	return nil
 }

@@ -59,6 +59,20 @@ func isConnReply(msg string) bool {
 	return false
 }
 
+// NotAJobError says that the key where a job record was expected holds
+// something else (a queue, a counter, another program's key): the key is
+// skipped and left as it is, and a command answers "not a job".
+type NotAJobError struct{ Key string }
+
+func (e *NotAJobError) Error() string { return e.Key + " is not a job" }
+
+// isWrongType reports Redis's WRONGTYPE reply: a key of another type than
+// the command expects.
+func isWrongType(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE")
+}
+
 // IsUnavailable reports whether err means Redis could not be reached.
 func IsUnavailable(err error) bool {
 	if errors.Is(err, ErrUnavailable) {
@@ -211,9 +225,13 @@ func (j *Job) State() JobState {
 // Finished reports whether the job will not run any more.
 func (j *Job) Finished() bool { return j.State() >= StateFinished }
 
-// GetJob reads a job record; it returns nil, nil when there is none.
+// GetJob reads a job record; it returns nil, nil when there is none, and
+// a *NotAJobError when the key holds something else.
 func (s *Store) GetJob(ctx context.Context, ident string) (*Job, error) {
 	m, err := s.rdb.HGetAll(ctx, KeyJob(ident)).Result()
+	if isWrongType(err) {
+		return nil, &NotAJobError{Key: KeyJob(ident)}
+	}
 	if err != nil {
 		return nil, wrap("get job "+ident, err)
 	}
@@ -254,10 +272,18 @@ type NamedQueue struct {
 }
 
 // NamedQueues lists the non-empty pending:NAME queues, sorted, from the
-// queue index (one round trip, pruning it of emptied queues; see
-// doc/protocol.md, Queues). The first call of a store rebuilds the index
-// with SCAN, so that queues created by other programs are found.
-func (s *Store) NamedQueues(ctx context.Context) ([]NamedQueue, error) {
+// queue index (see NamedQueueLens).
+func (s *Store) NamedQueues(ctx context.Context) ([]string, error) {
+	qs, err := s.NamedQueueLens(ctx)
+	return namedQueueKeys(qs), err
+}
+
+// NamedQueueLens lists the non-empty pending:NAME queues with their
+// lengths, sorted, from the queue index (one round trip, pruning it of
+// emptied queues and keys that are not lists; see doc/protocol.md,
+// Queues). The first call of a store rebuilds the index with SCAN, so that
+// queues created by other programs are found.
+func (s *Store) NamedQueueLens(ctx context.Context) ([]NamedQueue, error) {
 	s.indexMu.Lock()
 	built := s.indexBuilt
 	s.indexMu.Unlock()
@@ -322,7 +348,7 @@ type Summary struct {
 // Summary counts jobs by state and queue, every queue included, in two
 // round trips whatever the size of the keyspace.
 func (s *Store) Summary(ctx context.Context) (Summary, error) {
-	named, err := s.NamedQueues(ctx)
+	named, err := s.NamedQueueLens(ctx)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -376,7 +402,7 @@ func (s *Store) Queues(ctx context.Context, limit int) ([]Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := append(namedQueueKeys(named), FixedQueues...)
+	names := append(named, FixedQueues...)
 	lens := make([]*redis.IntCmd, len(names))
 	heads := make([]*redis.StringSliceCmd, len(names))
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -414,7 +440,8 @@ func (s *Store) Queues(ctx context.Context, limit int) ([]Queue, error) {
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	// A queued ident whose key is not a job shows without a URL.
+	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
 		return nil, wrap("queued job urls", err)
 	}
 	for qi := range out {

@@ -108,15 +108,16 @@ type PipelineInfo struct {
 
 // PipelineSnapshot reads every pipeline listed in `pipelines` in two round
 // trips (SMEMBERS, then one pipelined HMGET per record). Members whose
-// record is gone are left out.
-func (s *Store) PipelineSnapshot(ctx context.Context) (map[string]PipelineInfo, error) {
+// record is gone are left out; members whose key is not a hash are left
+// out and returned in bad, for the caller to log.
+func (s *Store) PipelineSnapshot(ctx context.Context) (pipelines map[string]PipelineInfo, bad []string, err error) {
 	keys, err := s.rdb.SMembers(ctx, KeyPipelines).Result()
 	if err != nil {
-		return nil, wrap("list pipelines", err)
+		return nil, nil, wrap("list pipelines", err)
 	}
 	out := make(map[string]PipelineInfo, len(keys))
 	if len(keys) == 0 {
-		return out, nil
+		return out, nil, nil
 	}
 	cmds := make([]*redis.SliceCmd, len(keys))
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -125,10 +126,14 @@ func (s *Store) PipelineSnapshot(ctx context.Context) (map[string]PipelineInfo, 
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, wrap("read pipelines", err)
+	if err != nil && !isWrongType(err) {
+		return nil, nil, wrap("read pipelines", err)
 	}
 	for i, k := range keys {
+		if isWrongType(cmds[i].Err()) {
+			bad = append(bad, k)
+			continue
+		}
 		v := cmds[i].Val()
 		str := func(j int) string {
 			if j < len(v) {
@@ -147,7 +152,7 @@ func (s *Store) PipelineSnapshot(ctx context.Context) (map[string]PipelineInfo, 
 		info.TS, info.BadTS = parseTS(str(3))
 		out[k] = info
 	}
-	return out, nil
+	return out, bad, nil
 }
 
 // parseTS reads a pipeline's ts (UNIX seconds, maybe with a fraction).
@@ -179,7 +184,8 @@ type LogEntry struct {
 }
 
 // LogBookmark reads the job's last_analyzed_log_entry ("" when none) in
-// one round trip, and whether the job record exists.
+// one round trip, and whether the job record exists; a *NotAJobError when
+// the key holds something else.
 func (s *Store) LogBookmark(ctx context.Context, ident string) (string, bool, error) {
 	var exists *redis.IntCmd
 	var bm *redis.StringCmd
@@ -188,6 +194,9 @@ func (s *Store) LogBookmark(ctx context.Context, ident string) (string, bool, er
 		bm = p.HGet(ctx, KeyJob(ident), "last_analyzed_log_entry")
 		return nil
 	})
+	if isWrongType(bm.Err()) {
+		return "", false, &NotAJobError{Key: KeyJob(ident)}
+	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return "", false, wrap("read bookmark of "+ident, err)
 	}

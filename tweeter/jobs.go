@@ -78,6 +78,14 @@ func (t *Tweeter) CheckJob(ctx context.Context, ident string) error {
 		return nil
 	}
 	job, err := t.store.GetJob(ctx, ident)
+	var naj *coordinator.NotAJobError
+	if errors.As(err, &naj) {
+		// Another program's key listed in working: skip it, say so once
+		// (it is remembered for SeenTTL).
+		t.log.Warn("skipping a key that is not a job", "ident", ident)
+		t.remember(ident)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("tweeter: %w", err)
 	}

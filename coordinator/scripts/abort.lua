@@ -11,9 +11,14 @@
 -- ARGV[1] now (UNIX seconds with fraction)   ARGV[2] expiry seconds (5)
 -- Returns {code, url}: code 0 when the job does not exist, -1 when it has
 -- already finished, 1 when the abort was requested from a running job, 2
--- when a queued job was aborted; url is the job's URL (for the reply).
-if redis.call('EXISTS', KEYS[1]) == 0 then
+-- when a queued job was aborted, -3 when the key is not a job (not a hash;
+-- nothing written); url is the job's URL (for the reply).
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then
   return {0, ''}
+end
+if t ~= 'hash' then
+  return {-3, ''}
 end
 local url = redis.call('HGET', KEYS[1], 'url') or ''
 local st = redis.call('HMGET', KEYS[1], 'finished_at', 'failed')

@@ -10,9 +10,14 @@
 -- then a, then a patterns to SADD
 -- then r, then r patterns to SREM
 -- Returns {1, age} on success, {0, 0} when the job does not exist,
--- {-1, 0} when it has finished (and ARGV[2] is 1).
-if redis.call('EXISTS', KEYS[1]) == 0 then
+-- {-1, 0} when it has finished (and ARGV[2] is 1), {-2, 0} when the key is
+-- not a job (not a hash; nothing written).
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then
   return {0, 0}
+end
+if t ~= 'hash' then
+  return {-2, 0}
 end
 if ARGV[2] == '1' then
   local st = redis.call('HMGET', KEYS[1], 'finished_at', 'failed')
