@@ -1,8 +1,8 @@
 -- abort: abort a job in one atomic step.
 --
 -- A job still in a queue is taken out of it and finished as aborted at
--- once, doing what a pipeline's abort + mark-done would (SPEC §2.7 steps
--- 5–6). A running job gets abort_requested and a settings change, and its
+-- once, doing what a pipeline's abort + mark-done would (doc/protocol.md,
+-- What a pipeline does, steps 5–6). A running job gets abort_requested and a settings change, and its
 -- pipeline finishes it (upstream behaviour).
 --
 -- KEYS[1] job hash  KEYS[2] log  KEYS[3] ignore set  KEYS[4] job channel
