@@ -86,7 +86,7 @@ func startServices(ctx context.Context, cfg *config.Config, store *coordinator.S
 }
 
 // runSimulator is `archivebot simulate-pipeline`: a pipeline that does
-// exactly what the upstream pipeline does in Redis (SPEC §2.7), for demos
+// exactly what the upstream pipeline does in Redis (doc/protocol.md), for demos
 // and tests.
 func runSimulator(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("archivebot simulate-pipeline", flag.ContinueOnError)
