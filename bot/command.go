@@ -6,6 +6,7 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -271,6 +272,11 @@ func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
 	if err := cmd.Run(ctx, b, call); err != nil {
 		if coordinator.IsOutcomeUnknown(err) {
 			b.outcomeUnknown(call, id, err)
+			return
+		}
+		var naj *coordinator.NotAJobError
+		if errors.As(err, &naj) {
+			call.Reply("Sorry, %s is not a job.", naj.Key)
 			return
 		}
 		if coordinator.IsUnavailable(err) {

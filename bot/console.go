@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"sync"
+
+	"github.com/archiveteam/archivebot-go/internal/text"
 )
 
 // ConsoleChannel is the started_in value of jobs queued from the console.
@@ -62,10 +64,10 @@ func (c *Console) Run(ctx context.Context) error {
 	}
 }
 
-func (c *Console) println(text string) {
+func (c *Console) println(line string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	fmt.Fprintln(c.Out, SafeText(text))
+	fmt.Fprintln(c.Out, text.Clean(line, text.Bot))
 }
 
 type consoleReplier struct{ c *Console }
@@ -85,27 +87,3 @@ func (c *Console) Announce(ctx context.Context, channel, text string) error {
 
 // Channels lists the console's one channel.
 func (c *Console) Channels() []string { return []string{ConsoleChannel} }
-
-// SafeText replaces CR, LF, NUL and other C0 control characters that could
-// split or corrupt an IRC line with a visible stand-in. IRC formatting
-// codes (bold \x02, color \x03, italics \x1d, underline \x1f, reset \x0f)
-// are kept.
-func SafeText(s string) string {
-	if !strings.ContainsFunc(s, unsafeRune) {
-		return s
-	}
-	return strings.Map(func(r rune) rune {
-		if unsafeRune(r) {
-			return '\uFFFD'
-		}
-		return r
-	}, s)
-}
-
-func unsafeRune(r rune) bool {
-	switch r {
-	case 0x02, 0x03, 0x0f, 0x16, 0x1d, 0x1f:
-		return false
-	}
-	return r < 0x20 || r == 0x7f
-}

@@ -17,6 +17,56 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
+// Defaults of the services. This is the one place they are spelled:
+// setDefaults fills the configuration file's keys from them, cmd/archivebot
+// passes every value to the services explicitly, and a service given a
+// zero value (tests, tools) takes the same constant.
+const (
+	// DefaultOutcomeWait is how long the bot keeps finding out what
+	// happened to a write Redis took but did not answer.
+	DefaultOutcomeWait = 3 * time.Minute
+
+	DefaultReaperInterval  = 2 * time.Second
+	DefaultReaperThreshold = 3600 // checks: 2 hours at 2 s
+
+	DefaultFinishInterval = 30 * time.Second
+	// DefaultFinishBatch is the most finish notices one cycle delivers.
+	DefaultFinishBatch = 1000
+
+	DefaultPipelineInterval    = 30 * time.Second
+	DefaultPipelineSilentAfter = 5 * time.Minute
+
+	DefaultAnalyzerSweepInterval = 60 * time.Second
+	DefaultAnalyzerTrimAfter     = 1000
+	// DefaultAnalyzerBatch is the most log entries one atomic step reads.
+	DefaultAnalyzerBatch = 5000
+	// DefaultAnalyzerDebounce is how long `updates` messages pile up
+	// before the logs they announce are read.
+	DefaultAnalyzerDebounce = time.Second
+
+	// DefaultQueueIndexRebuild is how often the index of named queues is
+	// rebuilt with a SCAN, to find queues other programs created.
+	DefaultQueueIndexRebuild = 10 * time.Minute
+
+	// DefaultUpdatesMinBackoff and DefaultUpdatesMaxBackoff bound the wait
+	// between attempts to resubscribe to `updates`.
+	DefaultUpdatesMinBackoff = 100 * time.Millisecond
+	DefaultUpdatesMaxBackoff = 10 * time.Second
+
+	DefaultTweeterInterval       = 2 * time.Minute
+	DefaultTweeterDelay          = 2 * time.Minute
+	DefaultTweeterAPI            = "v2"
+	DefaultTweeterMaxTries       = 5
+	DefaultTweeterRetryBackoff   = 5 * time.Second
+	DefaultTweeterMaxBackoff     = 2 * time.Minute
+	DefaultTweeterRateLimitPause = 15 * time.Minute
+	DefaultTweeterSweepInterval  = time.Minute
+	DefaultTweeterPruneInterval  = 24 * time.Hour
+	DefaultTweeterRetention      = 30 * 24 * time.Hour
+	DefaultTweeterSeenTTL        = 24 * time.Hour
+	DefaultTweeterSeenMax        = 10000
+)
+
 // Duration is a Go duration string in TOML ("2s", "30s", "2m").
 type Duration struct{ time.Duration }
 
@@ -87,14 +137,14 @@ type Bot struct {
 	OutcomeWait Duration `toml:"outcome_wait"`
 }
 
-// Reaper configures the death timer (SPEC §5.1).
+// Reaper configures the death timer (see doc/protocol.md, Death timer).
 type Reaper struct {
 	Interval  Duration `toml:"interval"`
 	Threshold int      `toml:"threshold"`
 	AutoFail  bool     `toml:"auto_fail"`
 }
 
-// Notifier configures the finish and pipeline notifiers (SPEC §5.2, §5.3).
+// Notifier configures the finish and pipeline notifiers (see doc/protocol.md, Finish notices and Pipelines).
 type Notifier struct {
 	FinishInterval   Duration `toml:"finish_interval"`
 	PipelineInterval Duration `toml:"pipeline_interval"`
@@ -103,7 +153,7 @@ type Notifier struct {
 	PipelineSilentAfter Duration `toml:"pipeline_silent_after"`
 }
 
-// Analyzer configures the log analyzer and trimmer (SPEC §5.4).
+// Analyzer configures the log analyzer and trimmer (see doc/protocol.md, Job logs).
 type Analyzer struct {
 	SweepInterval Duration `toml:"sweep_interval"`
 	TrimAfter     int      `toml:"trim_after"`
@@ -112,7 +162,7 @@ type Analyzer struct {
 	RespectBroadcast bool `toml:"respect_broadcast"`
 }
 
-// Tweeter configures the "Archiving URL" feed (SPEC §5.5).
+// Tweeter configures the "Archiving URL" feed (see doc/protocol.md, Tweets).
 type Tweeter struct {
 	Interval       Duration `toml:"interval"`
 	Delay          Duration `toml:"delay"`
@@ -167,22 +217,22 @@ func (c *Config) setDefaults() {
 	if c.Jobs.PendingLimit == 0 {
 		c.Jobs.PendingLimit = 5
 	}
-	def(&c.Bot.OutcomeWait, 3*time.Minute)
-	def(&c.Reaper.Interval, 2*time.Second)
+	def(&c.Bot.OutcomeWait, DefaultOutcomeWait)
+	def(&c.Reaper.Interval, DefaultReaperInterval)
 	if c.Reaper.Threshold == 0 {
-		c.Reaper.Threshold = 3600
+		c.Reaper.Threshold = DefaultReaperThreshold
 	}
-	def(&c.Notifier.FinishInterval, 30*time.Second)
-	def(&c.Notifier.PipelineInterval, 30*time.Second)
-	def(&c.Notifier.PipelineSilentAfter, 5*time.Minute)
-	def(&c.Analyzer.SweepInterval, 60*time.Second)
+	def(&c.Notifier.FinishInterval, DefaultFinishInterval)
+	def(&c.Notifier.PipelineInterval, DefaultPipelineInterval)
+	def(&c.Notifier.PipelineSilentAfter, DefaultPipelineSilentAfter)
+	def(&c.Analyzer.SweepInterval, DefaultAnalyzerSweepInterval)
 	if c.Analyzer.TrimAfter == 0 {
-		c.Analyzer.TrimAfter = 1000
+		c.Analyzer.TrimAfter = DefaultAnalyzerTrimAfter
 	}
-	def(&c.Tweeter.Interval, 120*time.Second)
-	def(&c.Tweeter.Delay, 120*time.Second)
+	def(&c.Tweeter.Interval, DefaultTweeterInterval)
+	def(&c.Tweeter.Delay, DefaultTweeterDelay)
 	if c.Tweeter.API == "" {
-		c.Tweeter.API = "v2"
+		c.Tweeter.API = DefaultTweeterAPI
 	}
 }
 

@@ -11,44 +11,39 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/archiveteam/archivebot-go/config"
 )
 
-// AnalyzerConfig configures the log analyzer and trimmer (SPEC §5.4).
+// AnalyzerConfig configures the log analyzer and trimmer (see
+// doc/protocol.md, Job logs). Zero values take the defaults of package
+// config.
 type AnalyzerConfig struct {
 	// SweepInterval between two passes over `working`, which catch jobs
-	// whose `updates` messages were lost; default 60 s.
+	// whose `updates` messages were lost.
 	SweepInterval time.Duration
 	// TrimAfter: consumed log entries are trimmed once more than this
-	// many are present; default 1000.
+	// many are present.
 	TrimAfter int
 	// RespectBroadcast trims only up to min(analyzed,
 	// last_broadcasted_log_entry), for a running dashboard firehose.
 	RespectBroadcast bool
-	// Batch is the most entries one atomic step reads; default 5000.
+	// Batch is the most entries one atomic step reads.
 	Batch int
 	// Debounce is how long the analyzer lets `updates` messages pile up
-	// before it reads the logs they announce; default 1 s. Pipelines
-	// publish on every log entry: this turns hundreds of messages into one
-	// script per job.
+	// before it reads the logs they announce (negative: not at all).
+	// Pipelines publish on every log entry: this turns hundreds of
+	// messages into one script per job.
 	Debounce time.Duration
 }
 
-func (c AnalyzerConfig) withDefaults() AnalyzerConfig {
-	if c.SweepInterval <= 0 {
-		c.SweepInterval = 60 * time.Second
+func (c AnalyzerConfig) orDefaults() AnalyzerConfig {
+	orDefault(&c.SweepInterval, config.DefaultAnalyzerSweepInterval)
+	orDefault(&c.TrimAfter, config.DefaultAnalyzerTrimAfter)
+	orDefault(&c.Batch, config.DefaultAnalyzerBatch)
+	if c.Debounce == 0 {
+		c.Debounce = config.DefaultAnalyzerDebounce
 	}
-	if c.TrimAfter <= 0 {
-		c.TrimAfter = 1000
-	}
-	if c.Batch <= 0 {
-		c.Batch = 5000
-	}
-	if c.Debounce < 0 {
-		c.Debounce = 0
-	} else if c.Debounce == 0 {
-		c.Debounce = time.Second
-	}
+	c.Debounce = max(c.Debounce, 0)
 	return c
 }
 
@@ -97,6 +92,8 @@ type Analyzer struct {
 	pending map[string]struct{}
 	wake    chan struct{}
 
+	badKeys onceLog // non-job keys already logged
+
 	// analyzed, when set (tests), is called after each job analysis the
 	// worker or the sweep did.
 	analyzed func(ident string, res AnalyzeResult, err error)
@@ -108,7 +105,7 @@ func NewAnalyzer(store *Store, cfg AnalyzerConfig, log *slog.Logger) *Analyzer {
 		log = slog.Default()
 	}
 	return &Analyzer{
-		store: store, cfg: cfg.withDefaults(), log: log.With("service", "analyzer"),
+		store: store, cfg: cfg.orDefaults(), log: log.With("service", "analyzer"),
 		pending: map[string]struct{}{}, wake: make(chan struct{}, 1),
 	}
 }
@@ -120,58 +117,44 @@ const analyzeConflicts = 10
 // Analyze reads every log entry of ident past its bookmark, batch by
 // batch, adds the counts to the job and trims consumed entries.
 //
-// Each batch is read with plain commands (the bookmark, then ZRANGEBYSCORE
-// past it), decoded and counted here, and committed with analyze_commit,
-// which adds the counts and moves the bookmark only if the bookmark is
-// still the one the batch was read from: atomic, so a crash or a second
-// analyzer can neither lose nor double-count entries. Decoding in Go
+// Each batch is read with plain reads (the bookmark, then the entries past
+// it), decoded and counted here, and committed with CommitLogCounts, which
+// adds the counts and moves the bookmark only if the bookmark is still the
+// one the batch was read from: atomic, so a crash or a second analyzer can
+// neither lose nor double-count entries. Decoding in Go
 // rather than in Lua keeps the embedded miniredis, whose Lua runs in Go,
 // from being locked for the length of a batch.
 func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, error) {
 	var total AnalyzeResult
-	respect := "0"
-	if a.cfg.RespectBroadcast {
-		respect = "1"
-	}
-	keys := []string{KeyJob(ident), KeyLog(ident)}
-	bookmark, ok, err := a.bookmark(ctx, ident)
+	bookmark, ok, err := a.store.LogBookmark(ctx, ident)
 	if err != nil || !ok {
 		total.Missing = !ok
 		return total, err
 	}
 	for conflicts := 0; ; {
-		from := bookmark
-		if from == "" {
-			from = "0"
-		}
-		zs, err := a.store.rdb.ZRangeByScoreWithScores(ctx, KeyLog(ident), &redis.ZRangeBy{
-			Min: "(" + from, Max: "+inf", Count: int64(a.cfg.Batch)}).Result()
+		entries, err := a.store.ReadLog(ctx, ident, bookmark, a.cfg.Batch)
 		if err != nil {
-			return total, wrap("read log of "+ident, err)
+			return total, err
 		}
-		b := countEntries(zs)
+		b := countEntries(entries)
 		next := bookmark
 		if b.entries > 0 {
 			next = strconv.FormatFloat(b.last, 'f', -1, 64)
 		}
-		argv := []any{bookmark, next, b.counts.R1xx, b.counts.R2xx, b.counts.R3xx, b.counts.R4xx,
-			b.counts.R5xx, b.counts.Runk, b.counts.Errors, a.cfg.TrimAfter, respect}
-		c, err := analyzeCommitScript.Run(ctx, a.store.rdb, keys, argv...).Int64Slice()
+		res, trimmed, trimmedTo, err := a.store.CommitLogCounts(ctx, ident, bookmark, next, b.counts,
+			a.cfg.TrimAfter, a.cfg.RespectBroadcast)
 		if err != nil {
-			return total, wrap("count log of "+ident, err)
+			return total, err
 		}
-		if len(c) != 3 {
-			return total, fmt.Errorf("count log of %s: unexpected reply %v", ident, c)
-		}
-		switch c[0] {
-		case -1:
+		switch res {
+		case LogJobGone:
 			total.Missing = true
 			return total, nil
-		case 0: // another analyzer got there first: start from its bookmark
+		case LogBookmarkMoved: // another analyzer got there first: start from its bookmark
 			if conflicts++; conflicts > analyzeConflicts {
 				return total, fmt.Errorf("count log of %s: bookmark keeps moving", ident)
 			}
-			if bookmark, ok, err = a.bookmark(ctx, ident); err != nil || !ok {
+			if bookmark, ok, err = a.store.LogBookmark(ctx, ident); err != nil || !ok {
 				total.Missing = !ok
 				return total, err
 			}
@@ -182,9 +165,9 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 		total.Invalid += b.invalid
 		total.Counts.Add(b.counts)
 		total.Bookmark, _ = strconv.ParseInt(next, 10, 64)
-		if c[1] > 0 {
-			total.Trimmed += c[1]
-			total.TrimmedTo = c[2]
+		if trimmed > 0 {
+			total.Trimmed += trimmed
+			total.TrimmedTo = trimmedTo
 		}
 		if b.entries < int64(a.cfg.Batch) {
 			break
@@ -197,22 +180,6 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 		a.log.Debug("trimmed log", "ident", ident, "entries", total.Trimmed, "upto", total.TrimmedTo)
 	}
 	return total, nil
-}
-
-// bookmark reads last_analyzed_log_entry ("" when none) in one round trip,
-// and whether the job record exists.
-func (a *Analyzer) bookmark(ctx context.Context, ident string) (string, bool, error) {
-	var exists *redis.IntCmd
-	var bm *redis.StringCmd
-	_, err := a.store.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		exists = p.Exists(ctx, KeyJob(ident))
-		bm = p.HGet(ctx, KeyJob(ident), "last_analyzed_log_entry")
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return "", false, wrap("read bookmark of "+ident, err)
-	}
-	return bm.Val(), exists.Val() == 1, nil
 }
 
 // batchCount is what one batch of log entries adds up to.
@@ -236,10 +203,10 @@ type logEntryFields struct {
 // entry the bucket of its response_code (a number, or a numeric string as
 // Ruby's to_i read it) is counted, r1xx … r5xx, else runk, and error_count
 // when is_error is true.
-func countEntries(zs []redis.Z) batchCount {
+func countEntries(zs []LogEntry) batchCount {
 	var b batchCount
 	for _, z := range zs {
-		raw, _ := z.Member.(string)
+		raw := z.Doc
 		b.entries++
 		b.last = z.Score
 		s := strings.TrimLeft(raw, " \t\r\n")
@@ -338,6 +305,14 @@ func (a *Analyzer) work(ctx context.Context) {
 
 func (a *Analyzer) analyzeLogged(ctx context.Context, ident string) error {
 	res, err := a.Analyze(ctx, ident)
+	var naj *NotAJobError
+	if errors.As(err, &naj) {
+		// Another program's key: skip it, say so once.
+		if a.badKeys.first(naj.Key) {
+			a.log.Warn("skipping a key that is not a job", "ident", ident)
+		}
+		err = nil
+	}
 	if err != nil && ctx.Err() == nil {
 		a.log.Error("analyze failed", "ident", ident, "err", err)
 	}
@@ -350,9 +325,9 @@ func (a *Analyzer) analyzeLogged(ctx context.Context, ident string) error {
 // runOnce is the sweep: analyze every job in `working`, so that counts
 // stay right when pub/sub messages were lost.
 func (a *Analyzer) runOnce(ctx context.Context) error {
-	idents, err := a.store.rdb.LRange(ctx, KeyWorking, 0, -1).Result()
+	idents, err := a.store.WorkingJobs(ctx)
 	if err != nil {
-		return wrap("sweep working", err)
+		return fmt.Errorf("sweep: %w", err)
 	}
 	var firstErr error
 	for _, ident := range idents {

@@ -272,7 +272,7 @@ func TestAnalyzerUpdatesAndSweep(t *testing.T) {
 				analyzed <- res
 			}
 		}
-		u := NewUpdates(b.Client, svcLog(t))
+		u := NewUpdates(NewStore(b.Client), svcLog(t))
 		u.OnUpdate(a.Notify)
 		subscribed := make(chan struct{}, 10)
 		u.OnSubscribe(func(context.Context) { subscribed <- struct{}{} })

@@ -1,8 +1,15 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/internal/text"
 )
 
 // Announcer delivers report lines to IRC channels, or to the console. The
@@ -23,3 +30,78 @@ type Announcer interface {
 // ErrCannotDeliver is returned by Announce for a channel that cannot be
 // joined: the caller logs the line and acknowledges it.
 var ErrCannotDeliver = errors.New("channel cannot be joined")
+
+// Helpers the services share.
+
+// announceIn posts line in channel, or in every channel the bot serves
+// when the job has none (it was queued from the console). The line is
+// cleaned as untrusted text here, the one place the services clean text
+// from Redis. Lines nobody can receive (ErrCannotDeliver) are logged and
+// count as delivered; any other error means the line must be kept for a
+// later attempt.
+func announceIn(ctx context.Context, ann Announcer, log *slog.Logger, channel, line string) error {
+	line = text.Clean(line, text.Untrusted)
+	targets := []string{channel}
+	if channel == "" {
+		if chs := ann.Channels(); len(chs) > 0 {
+			targets = chs
+		}
+	}
+	for _, ch := range targets {
+		err := ann.Announce(ctx, ch, line)
+		if errors.Is(err, ErrCannotDeliver) {
+			log.Warn("cannot deliver line, dropping it", "channel", ch, "line", line, "err", err)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shortDuration writes d to the second, without a trailing "0s" when it is
+// a whole number of minutes ("2h0m", "5m", "42s").
+func shortDuration(d time.Duration) string {
+	d = d.Round(time.Second)
+	s := d.String()
+	if d >= time.Minute && strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+// onceLog remembers the keys a service complained about, so that a bad key
+// is logged once, not every cycle. It forgets everything when it holds too
+// many, so memory stays bounded whatever other programs write.
+type onceLog struct {
+	mu   sync.Mutex
+	seen map[string]struct{}
+}
+
+// onceLogMax bounds the keys an onceLog remembers.
+const onceLogMax = 10000
+
+// first reports whether key is complained about for the first time.
+func (o *onceLog) first(key string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.seen[key]; ok {
+		return false
+	}
+	if o.seen == nil || len(o.seen) >= onceLogMax {
+		o.seen = map[string]struct{}{}
+	}
+	o.seen[key] = struct{}{}
+	return true
+}
+
+// orDefault sets *v to def when it is zero or negative: a service built
+// without a value (tests, tools) takes the default of package config, the
+// one place defaults are spelled.
+func orDefault[T cmp.Ordered](v *T, def T) {
+	var zero T
+	if *v <= zero {
+		*v = def
+	}
+}

@@ -15,8 +15,9 @@ const failExpiry = 5 // seconds
 // hash, log and ignore set in 5 seconds. It returns the record after the
 // change, for the caller to report.
 //
-// Named queues are listed with SCAN just before the atomic step: a job is
-// queued exactly once, so a queue created in between cannot hold it.
+// Named queues are read from the queue index just before the atomic step:
+// a job is queued exactly once, so a queue created in between cannot hold
+// it.
 // ErrNoJob and ErrJobFinished leave Redis unchanged; with
 // ErrJobFinished the job as it is is returned too.
 func (s *Store) FailJob(ctx context.Context, ident, reason string) (*Job, error) {
@@ -35,8 +36,11 @@ func (s *Store) FailJob(ctx context.Context, ident, reason string) (*Job, error)
 		return nil, fmt.Errorf("fail job %s: empty reply", ident)
 	}
 	code, _ := res[0].(int64)
-	if code == 0 {
+	switch code {
+	case 0:
 		return nil, ErrNoJob
+	case -3:
+		return nil, &NotAJobError{Key: KeyJob(ident)}
 	}
 	job := &Job{Ident: ident, Fields: scriptFields(res[1:])}
 	if code == 2 {

@@ -68,6 +68,7 @@ func TestFailJob(t *testing.T) {
 					id:                 {Type: "hash", Value: svcJobFields(id, url, "alice", map[string]string{"failed": "true", "failed_reason": "failed by op"}), TTL: "set"},
 					id + "_ignores":    {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
 					"pending:fast":     {Type: "list", Value: []string{other}, TTL: -1},
+					KeyQueues:          {Type: "set", Value: []string{"pending:fast"}, TTL: -1},
 					"jobs_failed":      {Type: "string", Value: "1", TTL: -1},
 					other:              {Type: "hash", Value: svcJobFields(other, "http://other.example.com/", "bob", nil), TTL: -1},
 					other + "_ignores": {Type: "set", Value: []string{"global-pattern"}, TTL: -1},

@@ -9,30 +9,27 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator/ident"
-	"github.com/redis/go-redis/v9"
 )
 
-// FinishConfig configures the finish notifier (SPEC §5.2).
+// FinishConfig configures the finish notifier (see doc/protocol.md,
+// Finish notices). Zero values take the defaults of package config.
 type FinishConfig struct {
-	// Interval between two cycles; default 30 s.
+	// Interval between two cycles.
 	Interval time.Duration
-	// Batch is the most notices one cycle delivers; default 1000.
+	// Batch is the most notices one cycle delivers.
 	Batch int
 }
 
-func (c FinishConfig) withDefaults() FinishConfig {
-	if c.Interval <= 0 {
-		c.Interval = 30 * time.Second
-	}
-	if c.Batch <= 0 {
-		c.Batch = 1000
-	}
+func (c FinishConfig) orDefaults() FinishConfig {
+	orDefault(&c.Interval, config.DefaultFinishInterval)
+	orDefault(&c.Batch, config.DefaultFinishBatch)
 	return c
 }
 
 // FinishNotice is the document a pipeline RPUSHes on finish_notifications
-// when a job ends (SPEC §2.4). Only the fields the report needs are
+// when a job ends (see doc/protocol.md, Finish notices). Only the fields the report needs are
 // decoded; the rest are kept as they came.
 type FinishNotice struct {
 	Aborted    flexBool        `json:"aborted"`
@@ -89,8 +86,9 @@ func (n FinishNotice) Line() string {
 
 // FinishNotifier turns finish_notifications into channel lines, at least
 // once and, in normal operation, exactly once: each document is moved into
-// KeyFinishProcessing (LMOVE) before its line is sent, and removed from
-// there only once Announce reports the line written to the IRC socket.
+// delivery (Store.TakeFinishNotice) before its line is sent, and
+// acknowledged (Store.AckFinishNotice) only once Announce reports the line
+// written to the IRC socket.
 // Whatever is left in the processing list (a crash, IRC down) is delivered
 // first on the next cycle, in order.
 type FinishNotifier struct {
@@ -110,18 +108,17 @@ func NewFinishNotifier(store *Store, ann Announcer, cfg FinishConfig, log *slog.
 	if log == nil {
 		log = slog.Default()
 	}
-	return &FinishNotifier{store: store, ann: ann, cfg: cfg.withDefaults(), log: log.With("service", "finish-notifier")}
+	return &FinishNotifier{store: store, ann: ann, cfg: cfg.orDefaults(), log: log.With("service", "finish-notifier")}
 }
 
 // runOnce delivers what the processing list holds, then up to Batch new
 // notices. The first Announce error ends the cycle: the notice stays in the
 // processing list and is the first delivered next time.
 func (f *FinishNotifier) runOnce(ctx context.Context) error {
-	rdb := f.store.rdb
 	sent := 0
-	left, err := rdb.LRange(ctx, KeyFinishProcessing, 0, int64(f.cfg.Batch)-1).Result()
+	left, err := f.store.FinishNoticesInDelivery(ctx, f.cfg.Batch)
 	if err != nil {
-		return wrap("read "+KeyFinishProcessing, err)
+		return err
 	}
 	if len(left) > 0 {
 		f.log.Info("delivering notices left from an earlier run", "count", len(left))
@@ -133,12 +130,9 @@ func (f *FinishNotifier) runOnce(ctx context.Context) error {
 		sent++
 	}
 	for ; sent < f.cfg.Batch; sent++ {
-		doc, err := rdb.LMove(ctx, KeyFinishNotifications, KeyFinishProcessing, "LEFT", "RIGHT").Result()
-		if errors.Is(err, redis.Nil) {
-			return nil
-		}
-		if err != nil {
-			return wrap("take finish notification", err)
+		doc, ok, err := f.store.TakeFinishNotice(ctx)
+		if err != nil || !ok {
+			return err
 		}
 		if err := f.deliver(ctx, doc); err != nil {
 			return err
@@ -166,8 +160,5 @@ func (f *FinishNotifier) deliver(ctx context.Context, doc string) error {
 	// The line is out: acknowledging must not be cut short by shutdown.
 	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := f.store.rdb.LRem(ackCtx, KeyFinishProcessing, 1, doc).Err(); err != nil {
-		return wrap("acknowledge finish notification", err)
-	}
-	return nil
+	return f.store.AckFinishNotice(ackCtx, doc)
 }

@@ -2,8 +2,8 @@ package coordinator
 
 // Every Redis key and pub/sub channel the control node touches is spelled
 // here and nowhere else. The layout is shared with existing pipelines and
-// dashboards (SPEC §2): names, types and list directions are a wire format.
-// Keys of our own start with "archivebot:" (SPEC §2.6a).
+// dashboards (doc/protocol.md): names, types and list directions are a
+// wire format. Keys of our own start with "archivebot:".
 
 const (
 	// KeyPending (list) holds idents queued with !a. The bot LPUSHes;
@@ -26,6 +26,9 @@ const (
 	KeyFinishNotifications = "finish_notifications"
 	// KeyFinishProcessing (list, ours) holds notices being delivered.
 	KeyFinishProcessing = "archivebot:finish_notifications:processing"
+	// KeyQueues (set, ours) indexes the pending:NAME queues, so that
+	// reading them never scans the keyspace (see doc/protocol.md, Queues).
+	KeyQueues = "archivebot:queues"
 	// KeyReaperReported (set, ours) holds idents whose death was announced.
 	KeyReaperReported = "archivebot:reaper:reported"
 	// KeyTweetsQueue and KeyTweetsDone (sorted sets): member = tweet text,
@@ -71,5 +74,5 @@ func KeyCommand(id string) string { return "archivebot:cmd:" + id }
 func ChannelJob(ident string) string { return "archivebot:job:" + ident }
 
 // FixedQueues are the queues that always exist by name, in the order a
-// pipeline checks them after its named queues (SPEC §2.2).
+// pipeline checks them after its named queues (doc/protocol.md, Queues).
 var FixedQueues = []string{KeyPendingLarge, KeyPending, KeyPendingAO}

@@ -8,27 +8,30 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/internal/text"
 )
 
-// PipelineNotifierConfig configures the pipeline notifier (SPEC §5.3).
+// PipelineNotifierConfig configures the pipeline notifier (see
+// doc/protocol.md, Pipelines). Zero values take the defaults of package
+// config.
 type PipelineNotifierConfig struct {
-	// Interval between two comparisons; default 30 s.
+	// Interval between two comparisons.
 	Interval time.Duration
 	// SilentAfter is how old a pipeline's `ts` may get before it is
-	// announced (once) as silent; default 5 minutes.
+	// announced (once) as silent.
 	SilentAfter time.Duration
 }
 
-func (c PipelineNotifierConfig) withDefaults() PipelineNotifierConfig {
-	if c.Interval <= 0 {
-		c.Interval = 30 * time.Second
-	}
-	if c.SilentAfter <= 0 {
-		c.SilentAfter = 5 * time.Minute
-	}
+func (c PipelineNotifierConfig) orDefaults() PipelineNotifierConfig {
+	orDefault(&c.Interval, config.DefaultPipelineInterval)
+	orDefault(&c.SilentAfter, config.DefaultPipelineSilentAfter)
 	return c
 }
+
+// maxClockSkew is how far ahead of the bot's clock a pipeline's ts may be
+// and still count as a time.
+const maxClockSkew = 24 * time.Hour
 
 // pipelineNoticeBacklog bounds the lines kept while IRC is down.
 const pipelineNoticeBacklog = 200
@@ -47,14 +50,10 @@ type PipelineNotifier struct {
 
 	known  map[string]PipelineInfo // nil until the first snapshot
 	silent map[string]bool         // announced as silent
-	outbox []pipelineNotice        // lines not yet delivered everywhere
-}
-
-// PipelineInfo is what the notifier compares of a pipeline record.
-type PipelineInfo struct {
-	Key, ID, Nickname, Version string
-	// TS is the pipeline's last report (its `ts`); zero when unknown.
-	TS time.Time
+	badTS  map[string]bool         // announced as reporting a ts that is not a time
+	// badKeys are members of `pipelines` already logged as not records.
+	badKeys onceLog
+	outbox  []pipelineNotice // lines not yet delivered everywhere
 }
 
 type pipelineNotice struct {
@@ -69,74 +68,51 @@ func NewPipelineNotifier(store *Store, ann Announcer, cfg PipelineNotifierConfig
 		log = slog.Default()
 	}
 	return &PipelineNotifier{
-		store: store, ann: ann, cfg: cfg.withDefaults(),
+		store: store, ann: ann, cfg: cfg.orDefaults(),
 		log: log.With("service", "pipeline-notifier"), Now: time.Now,
-		silent: map[string]bool{},
+		silent: map[string]bool{}, badTS: map[string]bool{},
 	}
-}
-
-// PipelineSnapshot reads every pipeline listed in `pipelines` in two round trips
-// (SMEMBERS, then one pipelined HMGET per record). Members whose record is
-// gone are left out.
-func (s *Store) PipelineSnapshot(ctx context.Context) (map[string]PipelineInfo, error) {
-	keys, err := s.rdb.SMembers(ctx, KeyPipelines).Result()
-	if err != nil {
-		return nil, wrap("list pipelines", err)
-	}
-	out := make(map[string]PipelineInfo, len(keys))
-	if len(keys) == 0 {
-		return out, nil
-	}
-	cmds := make([]*redis.SliceCmd, len(keys))
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			cmds[i] = p.HMGet(ctx, k, "id", "nickname", "version", "ts")
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, wrap("read pipelines", err)
-	}
-	for i, k := range keys {
-		v := cmds[i].Val()
-		str := func(j int) string {
-			if j < len(v) {
-				s, _ := v[j].(string)
-				return s
-			}
-			return ""
-		}
-		if str(0) == "" && str(1) == "" && str(2) == "" && str(3) == "" {
-			continue // listed, but the record is gone
-		}
-		info := PipelineInfo{Key: k, ID: str(0), Nickname: str(1), Version: str(2)}
-		if info.ID == "" {
-			info.ID = k
-		}
-		if ts, err := strconv.ParseFloat(str(3), 64); err == nil && ts > 0 {
-			info.TS = time.Unix(0, int64(ts*float64(time.Second)))
-		}
-		out[k] = info
-	}
-	return out, nil
 }
 
 // runOnce compares the pipeline records with the previous snapshot, queues
 // a line per change and delivers what it can.
 func (n *PipelineNotifier) runOnce(ctx context.Context) error {
-	cur, err := n.store.PipelineSnapshot(ctx)
+	cur, bad, err := n.store.PipelineSnapshot(ctx)
 	if err != nil {
 		return err
 	}
+	for _, k := range bad {
+		if n.badKeys.first(k) {
+			n.log.Warn("skipping a member of pipelines that is not a pipeline record", "key", k)
+		}
+	}
 	now := n.Now()
+	for k, p := range cur {
+		if p.TS.After(now.Add(maxClockSkew)) {
+			p.BadTS, p.TS = strconv.FormatFloat(float64(p.TS.UnixMilli())/1e3, 'f', -1, 64), time.Time{}
+		}
+		cur[k] = p
+	}
 	first := n.known == nil
 	if !first {
 		n.diff(cur)
 	}
 	// Silence, after the connect/disconnect lines so that a new pipeline is
-	// announced before it can be called silent.
+	// announced before it can be called silent. A ts that is not a time is
+	// said once, not turned into an absurd silence.
 	for _, k := range sortedKeys(cur) {
 		p := cur[k]
+		switch {
+		case p.BadTS == "":
+			delete(n.badTS, k)
+		case !n.badTS[k]:
+			n.badTS[k] = true
+			n.log.Warn("pipeline ts is not a time", "pipeline", k, "ts", p.BadTS)
+			if !first {
+				n.queue(fmt.Sprintf("Pipeline %q (%s) reports ts=%s, which is not a time; I cannot tell whether it is silent.",
+					p.Nickname, p.ID, text.Clean(p.BadTS, text.Untrusted)))
+			}
+		}
 		quiet := !p.TS.IsZero() && now.Sub(p.TS) > n.cfg.SilentAfter
 		switch {
 		case !quiet:
@@ -152,6 +128,11 @@ func (n *PipelineNotifier) runOnce(ctx context.Context) error {
 	for k := range n.silent {
 		if _, ok := cur[k]; !ok {
 			delete(n.silent, k)
+		}
+	}
+	for k := range n.badTS {
+		if _, ok := cur[k]; !ok {
+			delete(n.badTS, k)
 		}
 	}
 	n.known = cur

@@ -30,6 +30,10 @@ var (
 	abortSrc    = cmdRecordSrc + abortBody
 	abortScript = redis.NewScript(abortSrc)
 
+	//go:embed scripts/queue_index.lua
+	queueIndexSrc    string
+	queueIndexScript = redis.NewScript(queueIndexSrc)
+
 	//go:embed scripts/expire.lua
 	expireBody   string
 	expireSrc    = cmdRecordSrc + expireBody
@@ -46,6 +50,18 @@ var (
 	//go:embed scripts/reap.lua
 	reapSrc    string
 	reapScript = redis.NewScript(reapSrc)
+
+	//go:embed scripts/reap_reported.lua
+	reapReportedSrc    string
+	reapReportedScript = redis.NewScript(reapReportedSrc)
+
+	//go:embed scripts/finish_take.lua
+	finishTakeSrc    string
+	finishTakeScript = redis.NewScript(finishTakeSrc)
+
+	//go:embed scripts/finish_ack.lua
+	finishAckSrc    string
+	finishAckScript = redis.NewScript(finishAckSrc)
 
 	//go:embed scripts/analyze_commit.lua
 	analyzeCommitSrc    string

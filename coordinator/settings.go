@@ -16,7 +16,7 @@ var (
 	ErrNoExpiry    = errors.New("job has no expiry timer")
 )
 
-// Change is one atomic settings change of a job (SPEC §2.6).
+// Change is one atomic settings change of a job (doc/protocol.md, Job settings).
 type Change struct {
 	// Bump is how much settings_age rises; 0 changes nothing a crawler
 	// re-reads (a note) and publishes nothing.
@@ -63,6 +63,8 @@ func (s *Store) ChangeSettings(ctx context.Context, ident string, c Change) (int
 		return 0, ErrNoJob
 	case -1:
 		return 0, ErrJobFinished
+	case -2:
+		return 0, &NotAJobError{Key: KeyJob(ident)}
 	}
 	return res[1], nil
 }
@@ -82,10 +84,10 @@ const (
 // abortExpiry is how long an aborted job's keys live (as a pipeline does).
 const abortExpiry = 5
 
-// Abort aborts a job (SPEC §3) and returns what it did and the job's URL.
-// The named pending:* queues are listed with SCAN just before the atomic
-// step: a job is queued exactly once, so a queue created in between cannot
-// hold it.
+// Abort aborts a job (abort.lua) and returns what it did and the job's URL.
+// The named pending:* queues are read from the queue index just before
+// the atomic step: a job is queued exactly once, so a queue created in
+// between cannot hold it.
 func (s *Store) Abort(ctx context.Context, ident string) (AbortResult, string, error) {
 	named, err := s.NamedQueues(ctx)
 	if err != nil {
@@ -113,6 +115,8 @@ func (s *Store) Abort(ctx context.Context, ident string) (AbortResult, string, e
 		return AbortRequested, url, nil
 	case 2:
 		return AbortedQueued, url, nil
+	case -3:
+		return 0, "", &NotAJobError{Key: KeyJob(ident)}
 	}
 	return 0, url, fmt.Errorf("abort %s: unexpected script result %d", ident, code)
 }
@@ -130,6 +134,8 @@ func (s *Store) Expire(ctx context.Context, ident string) error {
 		return ErrNoJob
 	case -1:
 		return ErrNoExpiry
+	case -2:
+		return &NotAJobError{Key: KeyJob(ident)}
 	}
 	return nil
 }

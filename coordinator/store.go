@@ -9,9 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,16 +26,15 @@ type Store struct {
 	rdb redis.UniversalClient
 	// Now is the clock; tests replace it.
 	Now func() time.Time
+
+	indexMu    sync.Mutex
+	indexBuilt bool // the queue index was rebuilt by this store
 }
 
 // NewStore returns a store over rdb.
 func NewStore(rdb redis.UniversalClient) *Store {
 	return &Store{rdb: rdb, Now: time.Now}
 }
-
-// Client returns the underlying Redis client (for services in this package
-// and for tests).
-func (s *Store) Client() redis.UniversalClient { return s.rdb }
 
 // wrap classifies err: Redis server replies stay as they are, anything else
 // (refused connections, timeouts, closed pools) wraps ErrUnavailable.
@@ -58,6 +57,20 @@ func isConnReply(msg string) bool {
 		}
 	}
 	return false
+}
+
+// NotAJobError says that the key where a job record was expected holds
+// something else (a queue, a counter, another program's key): the key is
+// skipped and left as it is, and a command answers "not a job".
+type NotAJobError struct{ Key string }
+
+func (e *NotAJobError) Error() string { return e.Key + " is not a job" }
+
+// isWrongType reports Redis's WRONGTYPE reply: a key of another type than
+// the command expects.
+func isWrongType(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE")
 }
 
 // IsUnavailable reports whether err means Redis could not be reached.
@@ -141,7 +154,7 @@ func (s *Store) Register(ctx context.Context, j NewJob) error {
 	for _, p := range j.Patterns {
 		argv = append(argv, p)
 	}
-	keys := []string{KeyJob(j.Ident), KeyIgnores(j.Ident), j.Queue, KeyPending}
+	keys := []string{KeyJob(j.Ident), KeyIgnores(j.Ident), j.Queue, KeyPending, KeyQueues}
 	n, err := s.runWrite(ctx, "register job "+j.Ident, registerScript, registerSrc, keys, argv...).Int()
 	if err != nil {
 		return err
@@ -212,9 +225,13 @@ func (j *Job) State() JobState {
 // Finished reports whether the job will not run any more.
 func (j *Job) Finished() bool { return j.State() >= StateFinished }
 
-// GetJob reads a job record; it returns nil, nil when there is none.
+// GetJob reads a job record; it returns nil, nil when there is none, and
+// a *NotAJobError when the key holds something else.
 func (s *Store) GetJob(ctx context.Context, ident string) (*Job, error) {
 	m, err := s.rdb.HGetAll(ctx, KeyJob(ident)).Result()
+	if isWrongType(err) {
+		return nil, &NotAJobError{Key: KeyJob(ident)}
+	}
 	if err != nil {
 		return nil, wrap("get job "+ident, err)
 	}
@@ -224,7 +241,7 @@ func (s *Store) GetJob(ctx context.Context, ident string) (*Job, error) {
 	return &Job{Ident: ident, Fields: m}, nil
 }
 
-// Pipeline is a pipeline record (SPEC §2.3).
+// Pipeline is a pipeline record (doc/protocol.md, Pipelines).
 type Pipeline struct {
 	Key    string
 	Fields map[string]string
@@ -248,19 +265,76 @@ func (s *Store) GetPipeline(ctx context.Context, key string) (*Pipeline, error) 
 	return &Pipeline{Key: key, Fields: m}, nil
 }
 
-// NamedQueues lists the pending:NAME queues that exist, sorted. It uses
-// SCAN, so it never blocks Redis the way KEYS does.
+// NamedQueue is a non-empty pending:NAME queue and its length.
+type NamedQueue struct {
+	Name string
+	Len  int64
+}
+
+// NamedQueues lists the non-empty pending:NAME queues, sorted, from the
+// queue index (see NamedQueueLens).
 func (s *Store) NamedQueues(ctx context.Context) ([]string, error) {
-	var out []string
+	qs, err := s.NamedQueueLens(ctx)
+	return namedQueueKeys(qs), err
+}
+
+// NamedQueueLens lists the non-empty pending:NAME queues with their
+// lengths, sorted, from the queue index (one round trip, pruning it of
+// emptied queues and keys that are not lists; see doc/protocol.md,
+// Queues). The first call of a store rebuilds the index with SCAN, so that
+// queues created by other programs are found.
+func (s *Store) NamedQueueLens(ctx context.Context) ([]NamedQueue, error) {
+	s.indexMu.Lock()
+	built := s.indexBuilt
+	s.indexMu.Unlock()
+	if !built {
+		return s.RebuildQueueIndex(ctx)
+	}
+	return s.readQueueIndex(ctx, nil)
+}
+
+// RebuildQueueIndex adds every pending:NAME list found by SCAN to the
+// queue index and returns the non-empty named queues. Services call it now
+// and then to find queues that did not come through our scripts.
+func (s *Store) RebuildQueueIndex(ctx context.Context) ([]NamedQueue, error) {
+	var found []any
 	iter := s.rdb.Scan(ctx, 0, PendingNamedPrefix+"*", 1000).Iterator()
 	for iter.Next(ctx) {
-		out = append(out, iter.Val())
+		found = append(found, iter.Val())
 	}
 	if err := iter.Err(); err != nil {
 		return nil, wrap("scan named queues", err)
 	}
-	sort.Strings(out)
+	out, err := s.readQueueIndex(ctx, found)
+	if err == nil {
+		s.indexMu.Lock()
+		s.indexBuilt = true
+		s.indexMu.Unlock()
+	}
+	return out, err
+}
+
+func (s *Store) readQueueIndex(ctx context.Context, add []any) ([]NamedQueue, error) {
+	res, err := queueIndexScript.Run(ctx, s.rdb, []string{KeyQueues}, add...).Slice()
+	if err != nil {
+		return nil, wrap("read queue index", err)
+	}
+	out := make([]NamedQueue, 0, len(res)/2)
+	for i := 0; i+1 < len(res); i += 2 {
+		name, _ := res[i].(string)
+		n, _ := res[i+1].(int64)
+		out = append(out, NamedQueue{Name: name, Len: n})
+	}
 	return out, nil
+}
+
+// namedQueueKeys is the keys of qs.
+func namedQueueKeys(qs []NamedQueue) []string {
+	keys := make([]string, len(qs))
+	for i, q := range qs {
+		keys[i] = q.Name
+	}
+	return keys
 }
 
 // Summary is what !status without arguments reports.
@@ -271,9 +345,10 @@ type Summary struct {
 	Named                      int64
 }
 
-// Summary counts jobs by state and queue, every queue included.
+// Summary counts jobs by state and queue, every queue included, in two
+// round trips whatever the size of the keyspace.
 func (s *Store) Summary(ctx context.Context) (Summary, error) {
-	named, err := s.NamedQueues(ctx)
+	named, err := s.NamedQueueLens(ctx)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -286,9 +361,6 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 		p.LLen(ctx, KeyPending)
 		p.LLen(ctx, KeyPendingAO)
 		p.LLen(ctx, KeyPendingLarge)
-		for _, q := range named {
-			p.LLen(ctx, q)
-		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -305,8 +377,8 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 	sum.Pending = cmds[4].(*redis.IntCmd).Val()
 	sum.PendingAO = cmds[5].(*redis.IntCmd).Val()
 	sum.Large = cmds[6].(*redis.IntCmd).Val()
-	for _, c := range cmds[7:] {
-		sum.Named += c.(*redis.IntCmd).Val()
+	for _, q := range named {
+		sum.Named += q.Len
 	}
 	return sum, nil
 }
@@ -324,7 +396,7 @@ type QueuedJob struct{ Ident, URL string }
 
 // Queues lists every non-empty pending queue in the order a pipeline checks
 // them (named queues, pending-large, pending, pending-ao), each with at most
-// limit jobs, next to run first. Two round trips after the SCAN.
+// limit jobs, next to run first. Three round trips.
 func (s *Store) Queues(ctx context.Context, limit int) ([]Queue, error) {
 	named, err := s.NamedQueues(ctx)
 	if err != nil {
@@ -368,7 +440,8 @@ func (s *Store) Queues(ctx context.Context, limit int) ([]Queue, error) {
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	// A queued ident whose key is not a job shows without a URL.
+	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
 		return nil, wrap("queued job urls", err)
 	}
 	for qi := range out {

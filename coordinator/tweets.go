@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Store operations of the tweeter (SPEC §5.5). The tweeter package owns the
+// Store operations of the tweeter (see doc/protocol.md, Tweets). The tweeter package owns the
 // service; these are the only places that touch tweets:queue, tweets:done
 // and the tweeter's own keys.
 
@@ -148,11 +148,4 @@ func (s *Store) PruneTweets(ctx context.Context, maxAge time.Duration) (PrunedTw
 		return PrunedTweets{}, fmt.Errorf("prune tweets: unexpected script result %v", res)
 	}
 	return PrunedTweets{Done: res[0], Failed: res[1], Attempts: res[2]}, nil
-}
-
-// TweetCandidates lists the idents in working, for the tweeter's sweep that
-// catches jobs whose updates messages were lost.
-func (s *Store) TweetCandidates(ctx context.Context) ([]string, error) {
-	ids, err := s.rdb.LRange(ctx, KeyWorking, 0, -1).Result()
-	return ids, wrap("list working", err)
 }

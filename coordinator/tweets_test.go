@@ -269,12 +269,12 @@ func TestTweetPrune(t *testing.T) {
 	})
 }
 
-func TestTweetCandidates(t *testing.T) {
+func TestWorkingJobs(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		s := coordinator.NewStore(b.Client)
 		b.Client.LPush(ctx, coordinator.KeyWorking, "a", "b")
-		got, err := s.TweetCandidates(ctx)
+		got, err := s.WorkingJobs(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
 // Updates listens on the `updates` channel (a job ident on every log
@@ -15,25 +16,25 @@ import (
 // reconnects with backoff and subscribes again; messages published in
 // between are lost, which is why the analyzer also sweeps `working`.
 type Updates struct {
-	rdb redis.UniversalClient
-	log *slog.Logger
+	store *Store
+	log   *slog.Logger
 
 	mu       sync.Mutex
 	onUpdate []func(ctx context.Context, ident string)
 	onSub    []func(ctx context.Context)
 
 	// MinBackoff and MaxBackoff bound the wait between reconnection
-	// attempts; defaults 100 ms and 10 s.
+	// attempts.
 	MinBackoff, MaxBackoff time.Duration
 }
 
-// NewUpdates returns a listener over rdb; Run starts it.
-func NewUpdates(rdb redis.UniversalClient, log *slog.Logger) *Updates {
+// NewUpdates returns a listener over store; Run starts it.
+func NewUpdates(store *Store, log *slog.Logger) *Updates {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Updates{rdb: rdb, log: log.With("service", "updates"),
-		MinBackoff: 100 * time.Millisecond, MaxBackoff: 10 * time.Second}
+	return &Updates{store: store, log: log.With("service", "updates"),
+		MinBackoff: config.DefaultUpdatesMinBackoff, MaxBackoff: config.DefaultUpdatesMaxBackoff}
 }
 
 // OnUpdate registers fn to be called with the ident of every `updates`
@@ -81,39 +82,20 @@ func (u *Updates) Run(ctx context.Context) {
 // session subscribes once and delivers messages until the connection
 // fails. It reports whether the subscription was established.
 func (u *Updates) session(ctx context.Context) (bool, error) {
-	ps := u.rdb.Subscribe(ctx)
-	defer ps.Close()
-	// A blocked read does not watch ctx: closing the PubSub ends it.
-	stop := context.AfterFunc(ctx, func() { ps.Close() })
-	defer stop()
-	if err := ps.Subscribe(ctx, ChannelUpdates); err != nil {
-		return false, err
-	}
-	// Wait for the server's confirmation so callers know we are listening.
-	if _, err := ps.Receive(ctx); err != nil {
-		return false, err
-	}
-	u.log.Debug("subscribed", "channel", ChannelUpdates)
-	u.mu.Lock()
-	subs := append([]func(context.Context){}, u.onSub...)
-	u.mu.Unlock()
-	for _, fn := range subs {
-		guarded(u.log, "updates subscribe callback", func() { fn(ctx) })
-	}
-	for {
-		msg, err := ps.Receive(ctx)
-		if err != nil {
-			return true, err
+	return u.store.ListenUpdates(ctx, func() {
+		u.log.Debug("subscribed", "channel", ChannelUpdates)
+		u.mu.Lock()
+		subs := append([]func(context.Context){}, u.onSub...)
+		u.mu.Unlock()
+		for _, fn := range subs {
+			run.Guard(u.log, "updates subscribe callback", func() { fn(ctx) })
 		}
-		m, ok := msg.(*redis.Message)
-		if !ok {
-			continue // pong, or a subscription confirmation
-		}
+	}, func(ident string) {
 		u.mu.Lock()
 		fns := u.onUpdate
 		u.mu.Unlock()
 		for _, fn := range fns {
-			guarded(u.log, "updates callback", func() { fn(ctx, m.Payload) })
+			run.Guard(u.log, "updates callback", func() { fn(ctx, ident) })
 		}
-	}
+	})
 }

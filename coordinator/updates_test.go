@@ -64,7 +64,7 @@ func TestUpdatesReconnect(t *testing.T) {
 		c := redis.NewClient(opt)
 		defer c.Close()
 
-		u := NewUpdates(c, svcLog(t))
+		u := NewUpdates(NewStore(c), svcLog(t))
 		u.MinBackoff = 5 * time.Millisecond
 		prefix := name + ":"
 		got := make(chan string, 100)

@@ -59,7 +59,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 
 		// The wiring cmd/archivebot does.
-		updates := coordinator.NewUpdates(b.Client, logger)
+		updates := coordinator.NewUpdates(coordinator.NewStore(b.Client), logger)
 		updates.OnUpdate(tw.JobUpdated)
 		updates.OnSubscribe(tw.SweepSoon)
 		subscribed := make(chan struct{}, 1)

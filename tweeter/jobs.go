@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
 // checkBuffer bounds the idents waiting for a check. When it is full,
@@ -56,7 +57,7 @@ func (t *Tweeter) checkJobs(ctx context.Context) {
 			t.seenMu.Lock()
 			delete(t.pending, ident)
 			t.seenMu.Unlock()
-			t.guard("job check", func() {
+			run.Guard(t.log, "job check", func() {
 				if err := t.CheckJob(ctx, ident); err != nil && ctx.Err() == nil {
 					t.log.Error("job check failed", "ident", ident, "err", err)
 				}
@@ -77,6 +78,14 @@ func (t *Tweeter) CheckJob(ctx context.Context, ident string) error {
 		return nil
 	}
 	job, err := t.store.GetJob(ctx, ident)
+	var naj *coordinator.NotAJobError
+	if errors.As(err, &naj) {
+		// Another program's key listed in working: skip it, say so once
+		// (it is remembered for SeenTTL).
+		t.log.Warn("skipping a key that is not a job", "ident", ident)
+		t.remember(ident)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("tweeter: %w", err)
 	}
@@ -112,7 +121,7 @@ func (t *Tweeter) CheckJob(ctx context.Context, ident string) error {
 // updates messages were lost while the subscription was down. Idents
 // already handled cost nothing.
 func (t *Tweeter) Sweep(ctx context.Context) error {
-	ids, err := t.store.TweetCandidates(ctx)
+	ids, err := t.store.WorkingJobs(ctx)
 	if err != nil {
 		return fmt.Errorf("tweeter sweep: %w", err)
 	}

@@ -1,4 +1,5 @@
-// Package tweeter runs the "Archiving URL" feed (SPEC §5.5): it queues a
+// Package tweeter runs the "Archiving URL" feed (see doc/protocol.md,
+// Tweets): it queues a
 // text when a job is first seen running, posts queued texts one at a time
 // through a Poster (API v2 by default, v1.1 with go-twitter, or a dry run
 // that only logs), and prunes the record of posted texts daily.
@@ -16,18 +17,20 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"runtime/debug"
 	"sync"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
-// Config configures a Tweeter. Zero values take the defaults noted.
+// Config configures a Tweeter. Zero values take the defaults of package
+// config (config.DefaultTweeter…).
 type Config struct {
-	// Interval is how often the queue is looked at (default 2m).
+	// Interval is how often the queue is looked at .
 	Interval time.Duration
-	// Delay is the least time between two posts (default 2m; negative: none).
+	// Delay is the least time between two posts (negative: none).
 	Delay time.Duration
 	// API is APIv2 (default) or APIv11.
 	API string
@@ -40,26 +43,24 @@ type Config struct {
 	// Poster replaces the poster chosen from API and Credentials.
 	Poster Poster
 
-	// MaxTries bounds the tries of one text before it is given up
-	// (default 5).
+	// MaxTries bounds the tries of one text before it is given up.
 	MaxTries int
 	// RetryBackoff is the wait after the first failed try; it doubles after
-	// each further one, up to MaxBackoff (defaults 5s and 2m).
+	// each further one, up to MaxBackoff.
 	RetryBackoff, MaxBackoff time.Duration
 	// RateLimitPause is how long to hold off after a rate-limit answer
-	// that did not say when the limit resets (default 15m).
+	// that did not say when the limit resets.
 	RateLimitPause time.Duration
 
 	// SweepInterval is how often the idents in working are checked, to catch
-	// jobs whose updates messages were lost (default 1m; negative: only on
-	// SweepSoon).
+	// jobs whose updates messages were lost (negative: only on SweepSoon).
 	SweepInterval time.Duration
-	// PruneInterval is how often old records are pruned (default 24h), and
-	// Retention how old they may get (default 30 days).
+	// PruneInterval is how often old records are pruned, and Retention how
+	// old they may get.
 	PruneInterval, Retention time.Duration
-	// SeenTTL and SeenMax bound the memory of idents already handled
-	// (defaults 24h and 10000): an ident is looked up again after SeenTTL,
-	// which costs one lookup and cannot queue its text twice.
+	// SeenTTL and SeenMax bound the memory of idents already handled: an
+	// ident is looked up again after SeenTTL, which costs one lookup and
+	// cannot queue its text twice.
 	SeenTTL time.Duration
 	SeenMax int
 
@@ -141,23 +142,23 @@ func New(store *coordinator.Store, cfg Config) (*Tweeter, error) {
 			*d = v
 		}
 	}
-	def(&cfg.Interval, 2*time.Minute)
-	def(&cfg.Delay, 2*time.Minute)
-	def(&cfg.RetryBackoff, 5*time.Second)
-	def(&cfg.MaxBackoff, 2*time.Minute)
-	def(&cfg.RateLimitPause, 15*time.Minute)
-	def(&cfg.SweepInterval, time.Minute)
-	def(&cfg.PruneInterval, 24*time.Hour)
-	def(&cfg.Retention, 30*24*time.Hour)
-	def(&cfg.SeenTTL, 24*time.Hour)
+	def(&cfg.Interval, config.DefaultTweeterInterval)
+	def(&cfg.Delay, config.DefaultTweeterDelay)
+	def(&cfg.RetryBackoff, config.DefaultTweeterRetryBackoff)
+	def(&cfg.MaxBackoff, config.DefaultTweeterMaxBackoff)
+	def(&cfg.RateLimitPause, config.DefaultTweeterRateLimitPause)
+	def(&cfg.SweepInterval, config.DefaultTweeterSweepInterval)
+	def(&cfg.PruneInterval, config.DefaultTweeterPruneInterval)
+	def(&cfg.Retention, config.DefaultTweeterRetention)
+	def(&cfg.SeenTTL, config.DefaultTweeterSeenTTL)
 	if cfg.MaxTries <= 0 {
-		cfg.MaxTries = 5
+		cfg.MaxTries = config.DefaultTweeterMaxTries
 	}
 	if cfg.SeenMax <= 0 {
-		cfg.SeenMax = 10000
+		cfg.SeenMax = config.DefaultTweeterSeenMax
 	}
 	if cfg.API == "" {
-		cfg.API = APIv2
+		cfg.API = config.DefaultTweeterAPI
 	}
 	if cfg.Interval < 0 || cfg.PruneInterval < 0 {
 		return nil, errors.New("tweeter: interval and prune interval must be positive")
@@ -231,11 +232,7 @@ func (t *Tweeter) Start(ctx context.Context) {
 			t.log.Error("sweep failed", "err", err)
 		}
 	})
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		t.checkJobs(ctx)
-	}()
+	run.Go(&t.wg, t.log, "job checks", func() { t.checkJobs(ctx) })
 }
 
 // Stop ends the loops and waits for them. A post in flight is interrupted;
@@ -248,38 +245,11 @@ func (t *Tweeter) Stop() {
 }
 
 // loop runs fn now, then every interval (never when interval is negative)
-// and whenever trigger fires, recovering panics so that one bad run does
-// not take the process down.
+// and whenever trigger fires, on a goroutine of its own (run.Every).
 func (t *Tweeter) loop(ctx context.Context, name string, interval time.Duration, trigger <-chan struct{}, fn func(context.Context)) {
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		var tick <-chan time.Time
-		if interval > 0 {
-			ticker := time.NewTicker(interval)
-			defer ticker.Stop()
-			tick = ticker.C
-		}
-		for {
-			t.guard(name, func() { fn(ctx) })
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick:
-			case <-trigger:
-			}
-		}
-	}()
-}
-
-// guard runs fn, logging a panic with its stack instead of crashing.
-func (t *Tweeter) guard(name string, fn func()) {
-	defer func() {
-		if r := recover(); r != nil {
-			t.log.Error("panic in tweeter", "in", name, "panic", r, "stack", string(debug.Stack()))
-		}
-	}()
-	fn()
+	run.Go(&t.wg, t.log, name, func() {
+		run.Every(ctx, t.log, name, run.Schedule{Interval: interval, Now: true, Trigger: trigger}, fn)
+	})
 }
 
 // drain posts queued texts one after another, Delay apart, until the queue

@@ -7,7 +7,7 @@ import (
 
 	"github.com/ergochat/irc-go/ircmsg"
 
-	"github.com/archiveteam/archivebot-go/bot"
+	"github.com/archiveteam/archivebot-go/internal/text"
 )
 
 // maxLineLen is the IRC line limit, CRLF included. ngircd disconnects a
@@ -43,10 +43,10 @@ func textBudget(command, target string, nickLen int) int {
 }
 
 // cleanText makes text from anywhere safe for one IRC line: CR, LF, NUL
-// and other control characters become a visible stand-in (bot.SafeText),
+// and other control characters become a visible stand-in (text.Clean),
 // invalid UTF-8 becomes U+FFFD.
 func cleanText(s string) string {
-	return bot.SafeText(strings.ToValidUTF8(s, "\uFFFD"))
+	return text.Clean(strings.ToValidUTF8(s, "\uFFFD"), text.Bot)
 }
 
 // splitText cuts text into pieces of at most max bytes on UTF-8

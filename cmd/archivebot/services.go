@@ -37,7 +37,10 @@ func startServices(ctx context.Context, cfg *config.Config, store *coordinator.S
 			Threshold: cfg.Reaper.Threshold,
 			AutoFail:  cfg.Reaper.AutoFail,
 		},
-		Finish: coordinator.FinishConfig{Interval: cfg.Notifier.FinishInterval.Duration},
+		Finish: coordinator.FinishConfig{
+			Interval: cfg.Notifier.FinishInterval.Duration,
+			Batch:    config.DefaultFinishBatch,
+		},
 		Pipelines: coordinator.PipelineNotifierConfig{
 			Interval:    cfg.Notifier.PipelineInterval.Duration,
 			SilentAfter: cfg.Notifier.PipelineSilentAfter.Duration,
@@ -46,7 +49,10 @@ func startServices(ctx context.Context, cfg *config.Config, store *coordinator.S
 			SweepInterval:    cfg.Analyzer.SweepInterval.Duration,
 			TrimAfter:        cfg.Analyzer.TrimAfter,
 			RespectBroadcast: cfg.Analyzer.RespectBroadcast,
+			Batch:            config.DefaultAnalyzerBatch,
+			Debounce:         config.DefaultAnalyzerDebounce,
 		},
+		QueueIndexRebuild: config.DefaultQueueIndexRebuild,
 	}, logger)
 	tw, err := tweeter.New(store, tweeter.Config{
 		Interval: cfg.Tweeter.Interval.Duration,
@@ -58,7 +64,16 @@ func startServices(ctx context.Context, cfg *config.Config, store *coordinator.S
 			AccessToken:    cfg.Tweeter.AccessToken,
 			AccessSecret:   cfg.Tweeter.AccessSecret,
 		},
-		Logger: logger.With("service", "tweeter"),
+		MaxTries:       config.DefaultTweeterMaxTries,
+		RetryBackoff:   config.DefaultTweeterRetryBackoff,
+		MaxBackoff:     config.DefaultTweeterMaxBackoff,
+		RateLimitPause: config.DefaultTweeterRateLimitPause,
+		SweepInterval:  config.DefaultTweeterSweepInterval,
+		PruneInterval:  config.DefaultTweeterPruneInterval,
+		Retention:      config.DefaultTweeterRetention,
+		SeenTTL:        config.DefaultTweeterSeenTTL,
+		SeenMax:        config.DefaultTweeterSeenMax,
+		Logger:         logger.With("service", "tweeter"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tweeter: %w", err)
@@ -71,7 +86,7 @@ func startServices(ctx context.Context, cfg *config.Config, store *coordinator.S
 }
 
 // runSimulator is `archivebot simulate-pipeline`: a pipeline that does
-// exactly what the upstream pipeline does in Redis (SPEC §2.7), for demos
+// exactly what the upstream pipeline does in Redis (doc/protocol.md), for demos
 // and tests.
 func runSimulator(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("archivebot simulate-pipeline", flag.ContinueOnError)

@@ -1,6 +1,6 @@
 // Package pipelinesim simulates an ArchiveBot pipeline: the Python + wpull
 // crawler that takes jobs from Redis, reports progress into it and marks
-// jobs done (SPEC §2.7). Tests in any package drive it step by step
+// jobs done (doc/protocol.md, What a pipeline does). Tests in any package drive it step by step
 // (Report, Take, Heartbeat, Log, Abort, Done, Exit, or simply stop calling
 // it to "crash"); Pipeline.Run runs it on its own, and the package-level
 // Run is the `archivebot simulate-pipeline` subcommand.
@@ -32,7 +32,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The wire format (SPEC §2), as a pipeline spells it.
+// The wire format (doc/protocol.md), as a pipeline spells it.
 const (
 	keyWorking             = "working"
 	keyPending             = "pending"

@@ -40,7 +40,7 @@ func queue(t *testing.T, c *redis.Client, id, queue string) {
 }
 
 // TestTakeOrder: the queues a pipeline checks and the order it takes jobs
-// in (SPEC §2.2).
+// in (doc/protocol.md, Queues).
 func TestTakeOrder(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -134,7 +134,7 @@ func dump(t *testing.T, c *redis.Client) map[string]entry {
 }
 
 // TestJobLifecycle: the Redis state after each step of a completed and of
-// an aborted job is what SPEC §2.7 says a pipeline leaves.
+// an aborted job is what doc/protocol.md says a pipeline leaves.
 func TestJobLifecycle(t *testing.T) {
 	for _, aborted := range []bool{false, true} {
 		t.Run(fmt.Sprintf("aborted=%v", aborted), func(t *testing.T) {

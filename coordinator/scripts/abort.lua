@@ -1,8 +1,8 @@
 -- abort: abort a job in one atomic step.
 --
 -- A job still in a queue is taken out of it and finished as aborted at
--- once, doing what a pipeline's abort + mark-done would (SPEC §2.7 steps
--- 5–6). A running job gets abort_requested and a settings change, and its
+-- once, doing what a pipeline's abort + mark-done would (doc/protocol.md,
+-- What a pipeline does, steps 5–6). A running job gets abort_requested and a settings change, and its
 -- pipeline finishes it (upstream behaviour).
 --
 -- KEYS[1] job hash  KEYS[2] log  KEYS[3] ignore set  KEYS[4] job channel
@@ -13,9 +13,14 @@
 -- a change made under a recorded command returns its recorded reply.
 -- Returns {code, url}: code 0 when the job does not exist, -1 when it has
 -- already finished, 1 when the abort was requested from a running job, 2
--- when a queued job was aborted; url is the job's URL (for the reply).
-if redis.call('EXISTS', KEYS[1]) == 0 then
+-- when a queued job was aborted, -3 when the key is not a job (not a hash;
+-- nothing written); url is the job's URL (for the reply).
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then
   return {0, ''}
+end
+if t ~= 'hash' then
+  return {-3, ''}
 end
 local url = redis.call('HGET', KEYS[1], 'url') or ''
 local st = redis.call('HMGET', KEYS[1], 'finished_at', 'failed')

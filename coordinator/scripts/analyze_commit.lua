@@ -1,6 +1,6 @@
 -- analyze_commit: add one batch's counts and move the bookmark, in one
 -- atomic step that only happens if nobody moved the bookmark since the
--- batch was read (compare and set), then trim consumed entries (SPEC §5.4).
+-- batch was read (compare and set), then trim consumed entries (doc/protocol.md, Job logs).
 -- A crash before this step loses nothing; after it, nothing is counted
 -- twice.
 --

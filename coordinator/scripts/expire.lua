@@ -5,7 +5,12 @@
 -- ARGV[#ARGV - 1], ARGV[#ARGV] the command record (cmdrecord.lua, prepended):
 -- a change made under a recorded command returns its recorded reply.
 -- Returns 0 when the job does not exist, -1 when it has no expiry timer,
--- 1 when the keys were removed.
+-- 1 when the keys were removed, -2 when the key is not a job (not a hash;
+-- nothing written).
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t ~= 'none' and t ~= 'hash' then
+  return -2
+end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl == -2 then
   return 0

@@ -11,9 +11,14 @@
 -- Returns {code, field, value, ...}: code 0 when there is no job record
 -- (nothing written), 2 when the job is already finished, aborted or failed
 -- (nothing written; the fields are the record as it is), 1 when the job
--- was failed (the fields are the record after the change).
-if redis.call('EXISTS', KEYS[1]) == 0 then
+-- was failed (the fields are the record after the change), -3 when the
+-- key is not a job (not a hash; nothing written).
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then
   return {0}
+end
+if t ~= 'hash' then
+  return {-3}
 end
 local state = redis.call('HMGET', KEYS[1], 'finished_at', 'failed')
 if state[1] or state[2] == 'true' then

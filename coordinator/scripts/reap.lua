@@ -1,4 +1,4 @@
--- reap: one death-timer cycle over every job in `working` (SPEC §5.1), in
+-- reap: one death-timer cycle over every job in `working` (doc/protocol.md, Death timer), in
 -- one round trip whatever the number of jobs.
 --
 -- KEYS[1] working   KEYS[2] archivebot:reaper:reported (idents whose death

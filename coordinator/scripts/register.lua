@@ -2,6 +2,8 @@
 --
 -- KEYS[1] job hash (the ident)   KEYS[2] ignore set   KEYS[3] queue
 -- KEYS[4] the queue the pending limit counts ("pending")
+-- KEYS[5] archivebot:queues, the index of named queues (KEYS[3] is added
+--         when it is a pending:NAME queue)
 -- ARGV[1] pending limit (0 = no limit)
 -- ARGV[2] n, the number of field/value pairs that follow
 -- ARGV[3 .. 2+2n] field, value, ...   (queued_at included)
@@ -21,6 +23,7 @@ local function expect(key, want)
   end
 end
 local bad = expect(KEYS[2], 'set') or expect(KEYS[3], 'list') or expect(KEYS[4], 'list')
+  or expect(KEYS[5], 'set')
 if bad then
   return bad
 end
@@ -53,4 +56,7 @@ if first <= last then
   end
 end
 redis.call('LPUSH', KEYS[3], KEYS[1])
+if string.sub(KEYS[3], 1, 8) == 'pending:' then
+  redis.call('SADD', KEYS[5], KEYS[3])
+end
 return done(1)

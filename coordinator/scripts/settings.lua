@@ -12,9 +12,14 @@
 -- ARGV[#ARGV - 1], ARGV[#ARGV] the command record (cmdrecord.lua, prepended):
 -- a change made under a recorded command returns its recorded reply.
 -- Returns {1, age} on success, {0, 0} when the job does not exist,
--- {-1, 0} when it has finished (and ARGV[2] is 1).
-if redis.call('EXISTS', KEYS[1]) == 0 then
+-- {-1, 0} when it has finished (and ARGV[2] is 1), {-2, 0} when the key is
+-- not a job (not a hash; nothing written).
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then
   return {0, 0}
+end
+if t ~= 'hash' then
+  return {-2, 0}
 end
 if ARGV[2] == '1' then
   local st = redis.call('HMGET', KEYS[1], 'finished_at', 'failed')

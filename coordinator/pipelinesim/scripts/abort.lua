@@ -1,4 +1,4 @@
--- abort: the crawl stopped on request (SPEC §2.7 step 5).
+-- abort: the crawl stopped on request (doc/protocol.md, What a pipeline does, step 5).
 -- KEYS[1] job hash (ident)   ARGV[1] channel (updates)
 redis.call('HSET', KEYS[1], 'aborted', 'true')
 redis.call('PUBLISH', ARGV[1], KEYS[1])

@@ -1,4 +1,4 @@
--- done: mark a job done (SPEC §2.7 step 6), as upstream's mark-done script.
+-- done: mark a job done (doc/protocol.md, What a pipeline does, step 6), as upstream's mark-done script.
 -- KEYS[1] job hash (ident)   KEYS[2] its log   KEYS[3] its ignore set
 -- KEYS[4] working   KEYS[5] jobs_aborted   KEYS[6] jobs_completed
 -- KEYS[7] finish_notifications

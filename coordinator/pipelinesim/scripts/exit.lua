@@ -1,4 +1,4 @@
--- exit: a pipeline shuts down cleanly (SPEC §2.7 step 7).
+-- exit: a pipeline shuts down cleanly (doc/protocol.md, What a pipeline does, step 7).
 -- KEYS[1] pipeline:ID   KEYS[2] pipelines   ARGV[1] channel (archivebot:pipeline_updates)
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], KEYS[1])

@@ -1,4 +1,4 @@
--- log: ship one log entry (SPEC §2.7 step 4).
+-- log: ship one log entry (doc/protocol.md, What a pipeline does, step 4).
 -- KEYS[1] job hash (ident)   KEYS[2] its log
 -- ARGV[1] the entry (JSON)   ARGV[2] channel (updates)
 -- Returns the entry's score.

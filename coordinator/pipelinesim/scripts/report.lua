@@ -1,4 +1,4 @@
--- report: a pipeline reports itself (SPEC §2.7 step 1).
+-- report: a pipeline reports itself (doc/protocol.md, What a pipeline does, step 1).
 -- KEYS[1] pipeline:ID   KEYS[2] pipelines
 -- ARGV[1] channel (archivebot:pipeline_updates)   ARGV[2 ..] field, value, ...
 local fields = {}

@@ -1,4 +1,4 @@
--- take: reserve the next job (SPEC §2.7 step 2).
+-- take: reserve the next job (doc/protocol.md, What a pipeline does, step 2).
 -- KEYS[1] working   KEYS[2 ..] queues, in the order the pipeline checks them
 -- ARGV[1] started_at (float seconds)   ARGV[2] pipeline:ID
 -- Returns {queue, ident, field, value, ...} (the record after the change),

@@ -1,0 +1,175 @@
+package coordinator
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+)
+
+// One key of the wrong type, planted by some other program, must never stop
+// a service or a reply: it is skipped, logged once, and the rest goes on.
+
+// logCounter is a slog handler that keeps every record's text, so a test
+// can count how often a key was complained about.
+type logCounter struct {
+	mu    sync.Mutex
+	lines []string
+	t     testing.TB
+}
+
+func (l *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logCounter) WithGroup(string) slog.Handler            { return l }
+func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Level.String() + " " + r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		b.WriteString(" " + a.Key + "=" + a.Value.String())
+		return true
+	})
+	l.mu.Lock()
+	l.lines = append(l.lines, b.String())
+	l.mu.Unlock()
+	l.t.Log(b.String())
+	return nil
+}
+
+// mentions counts the WARN and ERROR records that mention s.
+func (l *logCounter) mentions(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if (strings.HasPrefix(line, "WARN") || strings.HasPrefix(line, "ERROR")) && strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
+
+func newLogCounter(t testing.TB) (*logCounter, *slog.Logger) {
+	l := &logCounter{t: t}
+	return l, slog.New(l)
+}
+
+// A list-typed member of `pipelines` must not stop pipeline notices.
+func TestBadKey_PipelineListMember(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		b.Client.RPush(ctx, "pipeline:bad", "x")
+		b.Client.SAdd(ctx, KeyPipelines, "pipeline:bad")
+		ann := newSvcAnnouncer("#ab")
+		logs, log := newLogCounter(t)
+		n := NewPipelineNotifier(NewStore(b.Client), ann, PipelineNotifierConfig{SilentAfter: time.Hour}, log)
+		if err := n.runOnce(ctx); err != nil {
+			t.Fatalf("first cycle: %v", err)
+		}
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "good"})
+		if err := p.Report(ctx, "running"); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 3; i++ {
+			if err := n.runOnce(ctx); err != nil {
+				t.Fatalf("cycle %d: %v", i+2, err)
+			}
+		}
+		got := ann.take()
+		if len(got) != 1 || !strings.Contains(got[0].Text, `"good"`) || !strings.Contains(got[0].Text, "connected") {
+			t.Errorf("lines %q, want one announcing pipeline good", got)
+		}
+		if c := logs.mentions("pipeline:bad"); c != 1 {
+			t.Errorf("pipeline:bad logged %d times, want once", c)
+		}
+	})
+}
+
+// A string pending:str must not break !pending, !status, !abort or !fail.
+func TestBadKey_StringNamedQueue(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		b.Client.Set(ctx, "pending:str", "x", 0)
+		s := NewStore(b.Client)
+		for _, id := range []string{"goodjob1", "goodjob2"} {
+			if err := s.Register(ctx, NewJob{Ident: id, URL: "http://" + id + ".example/", FetchDepth: "inf",
+				Queue: KeyPendingNamed("good"), DelayMin: 250, DelayMax: 375, Concurrency: 3}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		qs, err := s.Queues(ctx, 10)
+		if err != nil {
+			t.Fatalf("Queues: %v", err)
+		}
+		if len(qs) != 1 || qs[0].Name != "pending:good" || qs[0].Len != 2 {
+			t.Errorf("Queues = %+v, want only pending:good with 2 jobs", qs)
+		}
+		sum, err := s.Summary(ctx)
+		if err != nil {
+			t.Fatalf("Summary: %v", err)
+		}
+		if sum.Named != 2 {
+			t.Errorf("Summary.Named = %d, want 2", sum.Named)
+		}
+		if res, _, err := s.Abort(ctx, "goodjob1"); err != nil || res != AbortedQueued {
+			t.Errorf("Abort = %v, %v; want AbortedQueued", res, err)
+		}
+		if _, err := s.FailJob(ctx, "goodjob2", "test"); err != nil {
+			t.Errorf("FailJob: %v", err)
+		}
+		if n, _ := b.Client.LLen(ctx, "pending:good").Result(); n != 0 {
+			t.Errorf("pending:good holds %d jobs after abort and fail", n)
+		}
+		if v, _ := b.Client.Get(ctx, "pending:str").Result(); v != "x" {
+			t.Errorf("pending:str was changed: %q", v)
+		}
+	})
+}
+
+// A string key listed in `working` must not stop the analyzer's sweep or
+// the reaper, and is complained about once, not every cycle.
+func TestBadKey_StringJobInWorking(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := NewStore(b.Client)
+		if err := s.Register(ctx, NewJob{Ident: "goodjob", URL: "http://good.example/", FetchDepth: "inf",
+			Queue: KeyPending, DelayMin: 250, DelayMax: 375, Concurrency: 3}); err != nil {
+			t.Fatal(err)
+		}
+		j, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}).Take(ctx)
+		if err != nil || j == nil {
+			t.Fatalf("take: %v %v", j, err)
+		}
+		if _, err := j.Log(ctx, `{"type":"download","response_code":200}`); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Heartbeat(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.Client.Set(ctx, "strjob", "x", 0)
+		b.Client.LPush(ctx, KeyWorking, "strjob")
+
+		logs, log := newLogCounter(t)
+		a := NewAnalyzer(s, AnalyzerConfig{TrimAfter: 1 << 30}, log)
+		r := NewReaper(s, newSvcAnnouncer("#ab"), ReaperConfig{Threshold: 100}, log)
+		for i := 0; i < 3; i++ {
+			if err := a.runOnce(ctx); err != nil {
+				t.Errorf("analyzer sweep %d: %v", i+1, err)
+			}
+			if err := r.runOnce(ctx); err != nil {
+				t.Errorf("reaper cycle %d: %v", i+1, err)
+			}
+		}
+		got, err := s.GetJob(ctx, "goodjob")
+		if err != nil || got == nil || got.Get("r2xx") != "1" {
+			t.Errorf("good job not analyzed: %v %v", got, err)
+		}
+		if c := logs.mentions("strjob"); c != 1 {
+			t.Errorf("strjob logged %d times, want once", c)
+		}
+	})
+}

@@ -1,0 +1,102 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+)
+
+// TestQueueIndex: register adds named queues to archivebot:queues; a
+// store's first read rebuilds the index with SCAN (queues other programs
+// created are found); later reads use the index alone, pruning queues
+// pipelines emptied and keys that are not lists.
+func TestQueueIndex(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := NewStore(b.Client)
+		for i, q := range []string{"a", "b", "b"} {
+			id := fmt.Sprintf("queuedjob%d", i)
+			if err := s.Register(ctx, NewJob{Ident: id, URL: "http://" + id + ".example/", FetchDepth: "inf",
+				Queue: KeyPendingNamed(q)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		members := func() []string {
+			m, err := b.Client.SMembers(ctx, KeyQueues).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slices.Sorted(slices.Values(m))
+		}
+		if d := cmp.Diff([]string{"pending:a", "pending:b"}, members()); d != "" {
+			t.Errorf("index after register (-want +got):\n%s", d)
+		}
+		b.Client.LPush(ctx, "pending:other", "x")
+		b.Client.Set(ctx, "pending:str", "x", 0)
+		named := func(s *Store) []NamedQueue {
+			q, err := s.NamedQueueLens(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return q
+		}
+		fresh := NewStore(b.Client)
+		want := []NamedQueue{{"pending:a", 1}, {"pending:b", 2}, {"pending:other", 1}}
+		if d := cmp.Diff(want, named(fresh)); d != "" {
+			t.Errorf("first read of a new store (-want +got):\n%s", d)
+		}
+		// A queue another program creates now is found at the next rebuild.
+		b.Client.LPush(ctx, "pending:late", "y")
+		if d := cmp.Diff(want, named(fresh)); d != "" {
+			t.Errorf("read from the index (-want +got):\n%s", d)
+		}
+		// A pipeline empties pending:a.
+		b.Client.RPop(ctx, "pending:a")
+		want = []NamedQueue{{"pending:b", 2}, {"pending:late", 1}, {"pending:other", 1}}
+		got, err := fresh.RebuildQueueIndex(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("after rebuild (-want +got):\n%s", d)
+		}
+		if d := cmp.Diff([]string{"pending:b", "pending:late", "pending:other"}, members()); d != "" {
+			t.Errorf("index after pruning (-want +got):\n%s", d)
+		}
+	})
+}
+
+// TestStatusRoundTrips: !status costs the same round trips whatever the
+// size of the keyspace (it used to SCAN every key for pending:*).
+func TestStatusRoundTrips(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		_, err := b.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := range 5000 {
+				p.Set(ctx, fmt.Sprintf("unrelated%05d", i), "x", 0)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, n := countingClient(t, b)
+		s := NewStore(c)
+		if _, err := s.Summary(ctx); err != nil {
+			t.Fatal(err)
+		}
+		n.Store(0)
+		if _, err := s.Summary(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := n.Load(); got != 2 {
+			t.Errorf("!status took %d round trips, want 2", got)
+		}
+	})
+}

@@ -1,0 +1,22 @@
+-- finish_take: move the oldest finish notice into our processing list, so
+-- it is not lost if the bot dies before its line is sent (the notifier's
+-- LMOVE, as a script so that every write of a service is one script).
+--
+-- KEYS[1] finish_notifications   KEYS[2] archivebot:finish_notifications:processing
+-- Returns the notice moved, or false (nil) when there is none.
+local function expect(key, want)
+  local t = redis.call('TYPE', key)['ok']
+  if t ~= 'none' and t ~= want then
+    return redis.error_reply('WRONGTYPE ' .. key .. ' is a ' .. t .. ', not a ' .. want)
+  end
+end
+local bad = expect(KEYS[1], 'list') or expect(KEYS[2], 'list')
+if bad then
+  return bad
+end
+local doc = redis.call('LPOP', KEYS[1])
+if not doc then
+  return false
+end
+redis.call('RPUSH', KEYS[2], doc)
+return doc

@@ -1,0 +1,72 @@
+// Package run holds the two primitives every long-lived goroutine of the
+// control node is built from: Guard, the one panic guard, and Every, the
+// one scheduling primitive (a ticker around a run-once function, as river's
+// maintenance services do).
+package run
+
+import (
+	"context"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// Guard runs fn, logging the panic and its stack instead of crashing the
+// process when fn panics.
+func Guard(log *slog.Logger, what string, fn func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("panic", "in", what, "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
+	fn()
+}
+
+// Go runs fn on a goroutine of its own under Guard, counted in wg.
+func Go(wg *sync.WaitGroup, log *slog.Logger, what string, fn func()) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		Guard(log, what, fn)
+	}()
+}
+
+// Schedule says when Every calls its function.
+type Schedule struct {
+	// Interval between two calls; zero or negative: no periodic calls.
+	Interval time.Duration
+	// Now calls the function once at the start, before the first tick.
+	Now bool
+	// Trigger, when it receives, calls the function at once (a sweep
+	// asked for out of turn).
+	Trigger <-chan struct{}
+}
+
+// Every calls fn as s says until ctx ends, on the calling goroutine. Calls
+// never overlap: a tick that comes while fn runs is dropped (time.Ticker
+// drops ticks a slow receiver misses), so a slow cycle is never run twice
+// at once. A panicking call is logged and the schedule goes on.
+func Every(ctx context.Context, log *slog.Logger, name string, s Schedule, fn func(context.Context)) {
+	var tick <-chan time.Time
+	if s.Interval > 0 {
+		t := time.NewTicker(s.Interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	if s.Now && ctx.Err() == nil {
+		Guard(log, name, func() { fn(ctx) })
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+		case <-s.Trigger:
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		Guard(log, name, func() { fn(ctx) })
+	}
+}

@@ -1,0 +1,83 @@
+// Package text makes text safe to send as one IRC line (or print as one
+// console line). It is the only sanitizer: the IRC outbox, the console and
+// the coordinator's reports all use Clean.
+package text
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/ergochat/irc-go/ircfmt"
+)
+
+// Source says who wrote a text, which decides how much of it is kept.
+type Source int
+
+const (
+	// Bot is text the bot composed (replies, which may quote what a user
+	// typed): CR, LF, NUL, the other C0 control characters and DEL
+	// become U+FFFD, a visible stand-in; IRC formatting codes are kept.
+	Bot Source = iota
+	// Untrusted is text another program wrote into Redis (a pipeline's
+	// finish notice, its nickname, a job's URL): IRC colour and formatting
+	// codes are removed (red on red would hide text), CR and LF become
+	// spaces, NUL is dropped, and the remaining control characters become
+	// U+FFFD as for Bot.
+	Untrusted
+)
+
+// hexColour is the \x04 hex colour code with its optional RRGGBB[,RRGGBB]
+// parameters, which ircfmt does not know.
+var hexColour = regexp.MustCompile(`\x04(?:[0-9A-Fa-f]{6}(?:,[0-9A-Fa-f]{6})?)?`)
+
+// formatCodes are the IRC formatting control characters: bold, colour, hex
+// colour, reset, monospace, reverse, italics, strikethrough, underline.
+const formatCodes = "\x02\x03\x04\x0f\x11\x16\x1d\x1e\x1f"
+
+// Clean makes s safe for one line: nothing in the result can end the line,
+// split it or smuggle a command into it. Valid UTF-8 stays as it is apart
+// from the characters named on Source.
+func Clean(s string, from Source) string {
+	if from == Untrusted {
+		if strings.ContainsAny(s, formatCodes) {
+			s = ircfmt.Strip(hexColour.ReplaceAllString(s, ""))
+			// ircfmt leaves codes it does not parse (a bare \x04).
+			s = strings.Map(func(r rune) rune {
+				if strings.ContainsRune(formatCodes, r) {
+					return -1
+				}
+				return r
+			}, s)
+		}
+		if strings.ContainsAny(s, "\r\n\x00") {
+			s = strings.Map(func(r rune) rune {
+				switch r {
+				case '\r', '\n':
+					return ' '
+				case 0:
+					return -1
+				}
+				return r
+			}, s)
+		}
+	}
+	if !strings.ContainsFunc(s, unsafeRune) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if unsafeRune(r) {
+			return '\uFFFD'
+		}
+		return r
+	}, s)
+}
+
+// unsafeRune reports the control characters Clean replaces: every C0
+// character but the formatting codes, and DEL.
+func unsafeRune(r rune) bool {
+	switch r {
+	case 0x02, 0x03, 0x0f, 0x16, 0x1d, 0x1f:
+		return false
+	}
+	return r < 0x20 || r == 0x7f
+}
