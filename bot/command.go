@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/internal/metrics"
 )
 
 // Rank is what a user may do in the channel a command came from.
@@ -208,11 +209,15 @@ func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
 		return
 	}
 	call := &Call{Req: req, Cmd: cmd, Rest: rest, Args: strings.Fields(rest), Out: out}
+	outcome := metrics.OutcomeOK
+	defer func() { metrics.CommandHandled(cmd.Name, outcome) }()
 	switch {
 	case req.Private() && cmd.Mutates:
+		outcome = metrics.OutcomePrivate
 		call.Reply("Sorry, %s changes jobs: use it in a channel, where I can check your rank and report back.", cmd.Name)
 		return
 	case !req.Private() && req.Rank < cmd.Perm:
+		outcome = metrics.OutcomeDenied
 		if cmd.Perm == Op {
 			call.Reply("Sorry, only channel operators may use that command.")
 		} else {
@@ -220,14 +225,18 @@ func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
 		}
 		return
 	case len(call.Args) < cmd.MinArgs || (cmd.MaxArgs >= 0 && len(call.Args) > cmd.MaxArgs):
+		outcome = metrics.OutcomeUsage
 		call.Usage()
 		return
 	case cmd.Ident && !IsIdent(call.Args[0]):
+		outcome = metrics.OutcomeUsage
 		call.Usage()
 		return
 	}
 	if err := cmd.Run(ctx, b, call); err != nil {
+		outcome = metrics.OutcomeError
 		if coordinator.IsUnavailable(err) {
+			outcome = metrics.OutcomeUnavailable
 			b.log.Warn("command failed: backend unavailable", "command", cmd.Name, "nick", req.Nick, "err", err)
 			call.Reply("Sorry, backend unavailable: Redis cannot be reached right now. Please try again in a minute.")
 			return

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -179,6 +180,7 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 		}
 		bookmark = next
 		total.Entries += b.entries
+		metrics.LogEntriesAnalyzed(int(b.entries))
 		total.Invalid += b.invalid
 		total.Counts.Add(b.counts)
 		total.Bookmark, _ = strconv.ParseInt(next, 10, 64)

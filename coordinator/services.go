@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/robfig/cron/v3"
 )
 
@@ -83,8 +84,13 @@ func (s *Services) Start(ctx context.Context) {
 	s.cron = cron.New(cron.WithLogger(clog))
 	add := func(name string, interval time.Duration, runOnce func(context.Context) error, now bool) {
 		var failing bool // log a failing service once, not every cycle
+		metrics.RegisterService(name, interval)
 		job := cron.NewChain(cron.Recover(clog), cron.SkipIfStillRunning(clog)).Then(cron.FuncJob(func() {
+			start := time.Now()
 			err := runOnce(ctx)
+			if ctx.Err() == nil {
+				metrics.ServiceCycle(name, start, err)
+			}
 			switch {
 			case err != nil && ctx.Err() == nil && !failing:
 				failing = true

@@ -34,6 +34,13 @@ type frontEnd interface {
 // services (a finish report being sent completes or stays in Redis), close
 // the Redis client, then stop the embedded server (final snapshot).
 func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin io.Reader, stdout io.Writer) error {
+	webLn, err := listenWeb(cfg)
+	if err != nil {
+		return err
+	}
+	if webLn != nil {
+		defer webLn.Close()
+	}
 	rdb, srv, err := openRedis(cfg, logger, stdout)
 	if err != nil {
 		return err
@@ -83,6 +90,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	if err != nil {
 		return err
 	}
+	startWeb(runCtx, &wg, webLn, store, catalog, fe, logger, stdout)
 
 	feErr := fe.Run(runCtx)
 	logger.Info("front end stopped; shutting down")
