@@ -16,10 +16,11 @@ import (
 	"github.com/archiveteam/archivebot-go/web"
 )
 
-// listenWeb opens the web server's socket (before anything else starts, so
-// a taken port stops the process at once with a message naming the key).
-// It returns nil when http.listen is "".
-func listenWeb(cfg *config.Config) (net.Listener, error) {
+// listenWeb opens the web server's socket before the front end and the
+// services start, so that a taken port stops the process at once with a
+// message naming the key, and prints the address to open. It returns nil
+// when http.listen is "".
+func listenWeb(cfg *config.Config, stdout io.Writer) (net.Listener, error) {
 	if cfg.HTTP.Listen == "" {
 		return nil, nil
 	}
@@ -30,13 +31,14 @@ func listenWeb(cfg *config.Config) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("http.listen: %w", err)
 	}
+	fmt.Fprintf(stdout, "Web API on http://%s/ (/status, /jobs/IDENT, /metrics, /readyz)\n", ln.Addr())
 	return ln, nil
 }
 
 // startWeb serves the HTTP API on ln until ctx ends (wg waits for the
 // graceful shutdown).
 func startWeb(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, store *coordinator.Store,
-	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger, stdout io.Writer) {
+	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger) {
 	if ln == nil {
 		return
 	}
@@ -57,7 +59,6 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, store *c
 		opt.IRCConnected = c.Connected
 	}
 	srv := web.New(opt)
-	fmt.Fprintf(stdout, "Web API on http://%s/ (/status, /jobs/IDENT, /metrics, /readyz)\n", ln.Addr())
 	logger.Info("web server listening", "service", "web", "addr", ln.Addr().String())
 	goSafe(wg, logger, "web", func() {
 		if err := srv.Serve(ctx, ln); err != nil {
