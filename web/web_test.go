@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"crypto/sha1"
 	"encoding/hex"
 	"encoding/xml"
@@ -50,7 +51,7 @@ func testStatus(t *testing.T, f *fixture, h http.Handler) {
 		want := map[string]any{
 			"pending": 2.0, "pending-ao": 1.0, "pending-others": 2.0,
 			"pending-others-details": map[string]any{"pending:foo": 1.0, "pending-large": 1.0},
-			"working": 2.0, "completed": 1.0, "aborted": 1.0, "failed": 1.0,
+			"working":                2.0, "completed": 1.0, "aborted": 1.0, "failed": 1.0,
 		}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Fatalf("Accept %q: /status (-want +got):\n%s", accept, d)
@@ -491,5 +492,23 @@ func testBadInput(t *testing.T, f *fixture, h http.Handler) {
 	h.ServeHTTP(rec, req)
 	if rec.Code != 200 {
 		t.Errorf("HEAD /status: %d", rec.Code)
+	}
+}
+
+func TestWithJobData(t *testing.T) {
+	jd := []byte(`{"ident":"x"}`)
+	for in, want := range map[string]string{
+		`{}`:                       `{"job_data":{"ident":"x"}}`,
+		`{ }`:                      `{"job_data":{"ident":"x"}}`,
+		`{"a":1}`:                  `{"a":1,"job_data":{"ident":"x"}}`,
+		`{"a":{"b":[1,2]} }`:       `{"a":{"b":[1,2]},"job_data":{"ident":"x"}}`,
+		`{"job_data":1,"x":"y"}`:   `{"job_data":{"ident":"x"},"x":"y"}`,
+		`{"url":"http://a/\"}\""}`: `{"url":"http://a/\"}\"","job_data":{"ident":"x"}}`,
+	} {
+		var buf bytes.Buffer
+		appendWithJobData(&buf, []byte(in), jd)
+		if got := buf.String(); got != want {
+			t.Errorf("%s: %s, want %s", in, got, want)
+		}
 	}
 }
