@@ -41,9 +41,9 @@ const (
 // Options configures the server.
 type Options struct {
 	Store *coordinator.Store
-	// IgnoreSet returns the patterns of a named ignore set and the names
-	// of all sets (the bot's catalog); used by /ignores/IDENT?compact=true.
-	// Nil: every pattern counts as a manual ignore.
+	// IgnoreSets returns every named ignore set with its patterns (the
+	// bot's catalog); used by /ignores/IDENT?compact=true. Nil: every
+	// pattern counts as a manual ignore.
 	IgnoreSets func() map[string][]string
 	// IRCConnected reports whether the IRC client is registered; nil means
 	// console mode (always ready as far as IRC goes).
