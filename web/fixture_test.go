@@ -21,7 +21,7 @@ var t0 = time.Unix(1732900000, 0)
 
 func fixedNow() time.Time { return t0 }
 
-// globalSet stands for the bot's "global" ignore set in these tests.
+// testSets stand for the bot's ignore set catalog in these tests.
 var testSets = map[string][]string{
 	"global": {`^https?://[^/]+/cgi-bin/`, `/\.git/`},
 	"blogs":  {`\?replytocom=`, `/feed/?$`},
