@@ -9,6 +9,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -187,7 +188,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // writeJSON sends v as JSON with CORS open to every origin (upstream sent
 // Access-Control-Allow-Origin: * on its JSON endpoints).
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	if err != nil {
 		jsonError(w, http.StatusInternalServerError, "encoding the response failed")
 		return
@@ -197,7 +198,19 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Access-Control-Allow-Origin", "*")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	w.Write(b)
+}
+
+// marshal encodes v as JSON followed by a newline, leaving &, < and >
+// as they are (as Ruby's to_json did): URLs stay readable.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // errorBody is every error response: {"error": "..."}.

@@ -151,7 +151,9 @@ func (s *Server) handleRecent(w http.ResponseWriter, r *http.Request) {
 	jds := make([][]byte, len(logs))
 	size := 3
 	for i, jl := range logs {
-		jds[i], _ = json.Marshal(jobData(jl.Job.Ident, jl.Job.Fields))
+		if b, err := marshal(jobData(jl.Job.Ident, jl.Job.Fields)); err == nil {
+			jds[i] = bytes.TrimSuffix(b, []byte("\n"))
+		}
 		for _, e := range jl.Entries {
 			size += len(e) + len(jds[i]) + 14
 		}
@@ -196,8 +198,8 @@ func appendWithJobData(buf *bytes.Buffer, entry, jd []byte) {
 		var m map[string]json.RawMessage
 		if json.Unmarshal(entry, &m) == nil {
 			m["job_data"] = jd
-			if b, err := json.Marshal(m); err == nil {
-				buf.Write(b)
+			if b, err := marshal(m); err == nil {
+				buf.Write(bytes.TrimSuffix(b, []byte("\n")))
 				return
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha1"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/xml"
 	"net/http"
 	"net/http/httptest"
@@ -264,8 +265,14 @@ func testFeed(t *testing.T, f *fixture, h http.Handler) {
 	// JSON: newest first, sha1 of "SCORE-TEXT" with SCORE as Ruby writes it.
 	r := get(t, h, "/feed", "application/json")
 	expect(t, r, 200, ctJSON)
+	raw := body(t, r)
+	if !strings.Contains(raw, "?a=1&b=<2>") {
+		t.Errorf("JSON escapes URLs (Ruby's to_json does not): %s", raw)
+	}
 	var got [][]string
-	decode(t, r, &got)
+	if err := json.Unmarshal([]byte(raw), &got); err != nil {
+		t.Fatal(err)
+	}
 	want := [][]string{
 		{"2024-11-29T17:06:41+00:00", f.tweet2, sha1hex("1732900001.5-" + f.tweet2)},
 		{"2024-11-29T17:06:40+00:00", f.tweet1, sha1hex("1732900000.0-" + f.tweet1)},
