@@ -16,6 +16,7 @@ import (
 	"unicode"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/internal/metrics"
 )
 
 // Rank is what a user may do in the channel a command came from.
@@ -247,11 +248,15 @@ func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
 		return
 	}
 	call := &Call{Req: req, Cmd: cmd, Rest: rest, Args: strings.Fields(rest), Out: out}
+	outcome := metrics.OutcomeOK
+	defer func() { metrics.CommandHandled(cmd.Name, outcome) }()
 	switch {
 	case req.Private() && cmd.Mutates:
+		outcome = metrics.OutcomePrivate
 		call.Reply("Sorry, %s changes jobs: use it in a channel, where I can check your rank and report back.", cmd.Name)
 		return
 	case !req.Private() && req.Rank < cmd.Perm:
+		outcome = metrics.OutcomeDenied
 		if cmd.Perm == Op {
 			call.Reply("Sorry, only channel operators may use that command.")
 		} else {
@@ -259,9 +264,11 @@ func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
 		}
 		return
 	case len(call.Args) < cmd.MinArgs || (cmd.MaxArgs >= 0 && len(call.Args) > cmd.MaxArgs):
+		outcome = metrics.OutcomeUsage
 		call.Usage()
 		return
 	case cmd.Ident && !IsIdent(call.Args[0]):
+		outcome = metrics.OutcomeUsage
 		call.Usage()
 		return
 	}
@@ -270,16 +277,20 @@ func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
 		ctx, id = b.withCommandID(ctx)
 	}
 	if err := cmd.Run(ctx, b, call); err != nil {
+		outcome = metrics.OutcomeError
 		if coordinator.IsOutcomeUnknown(err) {
+			outcome = metrics.OutcomeUnknown
 			b.outcomeUnknown(call, id, err)
 			return
 		}
 		var naj *coordinator.NotAJobError
 		if errors.As(err, &naj) {
+			outcome = metrics.OutcomeOK // answered: the key is not a job
 			call.Reply("Sorry, %s is not a job.", naj.Key)
 			return
 		}
 		if coordinator.IsUnavailable(err) {
+			outcome = metrics.OutcomeUnavailable
 			b.log.Warn("command failed: backend unavailable", "command", cmd.Name, "nick", req.Nick, "err", err)
 			call.Reply("Sorry, backend unavailable: Redis cannot be reached right now. Please try again in a minute.")
 			return

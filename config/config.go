@@ -93,6 +93,7 @@ type Config struct {
 	Notifier Notifier `toml:"notifier"`
 	Analyzer Analyzer `toml:"analyzer"`
 	Tweeter  Tweeter  `toml:"tweeter"`
+	HTTP     HTTP     `toml:"http"`
 
 	// File is the path the configuration was loaded from ("" for defaults).
 	File string `toml:"-"`
@@ -173,6 +174,13 @@ type Tweeter struct {
 	AccessSecret   string   `toml:"access_secret"`
 }
 
+// HTTP configures the web server (the JSON API, /metrics, /readyz).
+type HTTP struct {
+	// Listen is the address to serve on; default 127.0.0.1:4567
+	// (upstream's port). Written as "" it switches the server off.
+	Listen string `toml:"listen"`
+}
+
 // Console reports whether the console front end is selected.
 func (c *Config) Console() bool { return c.IRC.Server == "" }
 
@@ -234,12 +242,16 @@ func (c *Config) setDefaults() {
 	if c.Tweeter.API == "" {
 		c.Tweeter.API = DefaultTweeterAPI
 	}
+	if c.HTTP.Listen == "" {
+		c.HTTP.Listen = "127.0.0.1:4567"
+	}
 }
 
 // Load reads path (if non-empty), applies REDIS_URL from the environment,
 // fills defaults and validates.
 func Load(path string) (*Config, error) {
 	c := &Config{File: path}
+	httpOff := false
 	if path != "" {
 		md, err := toml.DecodeFile(path, c)
 		if err != nil {
@@ -252,11 +264,16 @@ func Load(path string) (*Config, error) {
 			}
 			return nil, fmt.Errorf("%s: unknown key %s", path, strings.Join(keys, ", "))
 		}
+		// An explicit listen = "" switches the web server off.
+		httpOff = md.IsDefined("http", "listen") && c.HTTP.Listen == ""
 	}
 	if env := os.Getenv("REDIS_URL"); env != "" {
 		c.Redis.URL = env
 	}
 	c.setDefaults()
+	if httpOff {
+		c.HTTP.Listen = ""
+	}
 	if err := c.validate(); err != nil {
 		name := path
 		if name == "" {
@@ -311,6 +328,11 @@ func (c *Config) validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Redis.Listen); err != nil {
 		bad("redis.listen", "%v", err)
+	}
+	if c.HTTP.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
+			bad("http.listen", "%v (write listen = \"\" to switch the web server off)", err)
+		}
 	}
 	for _, s := range c.Jobs.Schemes {
 		if s == "" || strings.ToLower(s) != s {

@@ -88,3 +88,26 @@ func TestDurationsAndModes(t *testing.T) {
 		t.Fatalf("defaults %+v", d)
 	}
 }
+
+func TestHTTPListen(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	if d := Default(); d.HTTP.Listen != "127.0.0.1:4567" {
+		t.Fatalf("default http.listen = %q", d.HTTP.Listen)
+	}
+	c, err := Load(write(t, "[irc]\nnick = \"x\"\n"))
+	if err != nil || c.HTTP.Listen != "127.0.0.1:4567" {
+		t.Fatalf("left out: %q, %v", c.HTTP.Listen, err)
+	}
+	c, err = Load(write(t, "[http]\nlisten = \"\"\n"))
+	if err != nil || c.HTTP.Listen != "" {
+		t.Fatalf(`listen = "": %q, %v (want off)`, c.HTTP.Listen, err)
+	}
+	c, err = Load(write(t, "[http]\nlisten = \"0.0.0.0:8080\"\n"))
+	if err != nil || c.HTTP.Listen != "0.0.0.0:8080" {
+		t.Fatalf("explicit: %q, %v", c.HTTP.Listen, err)
+	}
+	p := write(t, "[http]\nlisten = \"nope\"\n")
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "http.listen") {
+		t.Fatalf("bad listen: %v", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/internal/metrics"
 )
 
 // AnalyzerConfig configures the log analyzer and trimmer (see
@@ -162,6 +163,7 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 		}
 		bookmark = next
 		total.Entries += b.entries
+		metrics.LogEntriesAnalyzed(int(b.entries))
 		total.Invalid += b.invalid
 		total.Counts.Add(b.counts)
 		total.Bookmark, _ = strconv.ParseInt(next, 10, 64)

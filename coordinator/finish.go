@@ -151,6 +151,9 @@ func (f *FinishNotifier) deliver(ctx context.Context, doc string) error {
 		if f.onNotice != nil {
 			f.onNotice(ctx, ident.Of(n.URL))
 		}
+		if err := f.store.IndexFinished(ctx, ident.Of(n.URL)); err != nil {
+			f.log.Warn("could not add the job to the index of finished jobs (/finished)", "ident", ident.Of(n.URL), "err", err)
+		}
 		line := n.Line()
 		if err := announceIn(ctx, f.ann, f.log, n.StartedIn, line); err != nil {
 			return fmt.Errorf("announce finish of %s: %w", n.URL, err)

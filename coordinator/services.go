@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
@@ -102,9 +103,14 @@ func (s *Services) Start(ctx context.Context) {
 // and again when it recovers.
 func (s *Services) every(ctx context.Context, name string, interval time.Duration, now bool, runOnce func(context.Context) error) {
 	var failing bool
+	metrics.RegisterService(name, interval)
 	run.Go(&s.wg, s.log, name, func() {
 		run.Every(ctx, s.log, name, run.Schedule{Interval: interval, Now: now}, func(ctx context.Context) {
+			start := time.Now()
 			err := runOnce(ctx)
+			if ctx.Err() == nil {
+				metrics.ServiceCycle(name, start, err)
+			}
 			switch {
 			case err != nil && ctx.Err() == nil && !failing:
 				failing = true

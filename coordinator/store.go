@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -44,8 +45,10 @@ func wrap(op string, err error) error {
 	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) && !isConnReply(rerr.Error()) {
+		metrics.RedisError(false)
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	metrics.RedisError(true)
 	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 }
 

@@ -307,7 +307,7 @@ func (t *Tweeter) RunOnce(ctx context.Context) (Outcome, error) {
 			}
 			continue
 		}
-		return t.post(ctx, c.Text)
+		return countTweet(t.post(ctx, c.Text))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"golang.org/x/time/rate"
 )
 
@@ -157,6 +158,7 @@ func (o *outbox) enqueue(it *item, control bool) {
 		}
 		o.queues[it.key] = append(o.queues[it.key], it)
 	}
+	metrics.OutboxQueued(1)
 	o.notify()
 }
 
@@ -301,6 +303,7 @@ func (o *outbox) run(ctx context.Context) {
 		err := link.write(ctx, it.line)
 		if err == nil {
 			o.sent.Add(1)
+			metrics.OutboxSent()
 		}
 		it.finish(err)
 		o.mu.Lock()

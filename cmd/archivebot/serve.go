@@ -32,7 +32,8 @@ type frontEnd interface {
 //
 // Shutdown order: stop taking commands (the front end returns), stop the
 // services (a finish report being sent completes or stays in Redis), close
-// the Redis client, then stop the embedded server (final snapshot).
+// the Redis client, then stop the embedded server (final snapshot). The
+// web server stops with the services (requests in flight get 5 s).
 func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 	rdb, srv, err := openRedis(cfg, logger, stdout)
 	if err != nil {
@@ -48,6 +49,13 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 		}
 	}()
 	defer rdb.Close()
+	webLn, err := listenWeb(cfg, stdout)
+	if err != nil {
+		return err
+	}
+	if webLn != nil {
+		defer webLn.Close()
+	}
 
 	store := coordinator.NewStore(rdb)
 	if err := store.Ping(ctx); err != nil {
@@ -87,6 +95,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	if err != nil {
 		return err
 	}
+	startWeb(runCtx, &wg, webLn, store, catalog, fe, logger)
 
 	feErr := fe.Run(runCtx)
 	logger.Info("front end stopped; shutting down")

@@ -1,0 +1,184 @@
+// Package metrics holds the control node's Prometheus metrics and the
+// record of each background service's last successful cycle (which the
+// web server's /readyz reads). Call sites elsewhere add one line each
+// (CommandHandled, RedisError, ServiceCycle, …); nothing here imports the
+// rest of the project.
+//
+// Label values come only from fixed sets: command names from the command
+// table, the outcomes and service names below, never from user input.
+package metrics
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Registry is the registry /metrics serves: these metrics, the Go runtime
+// and process collectors, and whatever the web server registers at start
+// (the Redis-backed gauges).
+var Registry = prometheus.NewRegistry()
+
+// Command outcomes (the "outcome" label of archivebot_commands_total).
+const (
+	OutcomeOK          = "ok"          // the handler ran (its reply may still be a refusal such as "unknown job")
+	OutcomeDenied      = "denied"      // rank too low
+	OutcomePrivate     = "private"     // a job-changing command in a private message
+	OutcomeUsage       = "usage"       // wrong arity or malformed ident
+	OutcomeUnavailable = "unavailable" // Redis unreachable: nothing was sent
+	OutcomeUnknown     = "unknown"     // sent, but Redis did not answer: the user is told later
+	OutcomeError       = "error"       // any other failure
+)
+
+var (
+	commands = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "archivebot_commands_total",
+		Help: "Bang commands handled, by command (table name) and outcome.",
+	}, []string{"command", "outcome"})
+
+	outboxQueued = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "archivebot_outbox_lines_queued_total",
+		Help: "IRC lines put into the outbox.",
+	})
+	outboxSent = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "archivebot_outbox_lines_sent_total",
+		Help: "IRC lines written to the server socket.",
+	})
+	redisErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "archivebot_redis_errors_total",
+		Help: `Failed Redis operations: kind="unavailable" (unreachable, timeouts) or "reply" (error replies).`,
+	}, []string{"kind"})
+	cycleSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "archivebot_service_cycle_seconds",
+		Help:    "Duration of one cycle of a background service (reaper, finish-notifier, pipeline-notifier, analyzer-sweep, tweeter).",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"service"})
+	cycleFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "archivebot_service_cycle_failures_total",
+		Help: "Background service cycles that returned an error.",
+	}, []string{"service"})
+	logEntries = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "archivebot_log_entries_analyzed_total",
+		Help: "Job log entries counted by the log analyzer.",
+	})
+	tweets = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "archivebot_tweets_total",
+		Help: `Tweets by result: "posted" or "failed" (given up after retries).`,
+	}, []string{"result"})
+)
+
+func init() {
+	Registry.MustRegister(commands, outboxQueued, outboxSent, redisErrors, cycleSeconds,
+		cycleFailures, logEntries, tweets,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Series that exist from the start, so a scrape before the first event
+	// already shows them at zero.
+	redisErrors.WithLabelValues("unavailable")
+	redisErrors.WithLabelValues("reply")
+	tweets.WithLabelValues("posted")
+	tweets.WithLabelValues("failed")
+}
+
+// CommandHandled counts one command. name must come from the command table.
+func CommandHandled(name, outcome string) { commands.WithLabelValues(name, outcome).Inc() }
+
+// OutboxQueued counts lines put into the IRC outbox.
+func OutboxQueued(n int) { outboxQueued.Add(float64(n)) }
+
+// OutboxSent counts one line written to the IRC socket.
+func OutboxSent() { outboxSent.Inc() }
+
+// RedisError counts a failed Redis operation; unavailable tells an
+// unreachable server from an error reply.
+func RedisError(unavailable bool) {
+	if unavailable {
+		redisErrors.WithLabelValues("unavailable").Inc()
+	} else {
+		redisErrors.WithLabelValues("reply").Inc()
+	}
+}
+
+// LogEntriesAnalyzed counts log entries the analyzer consumed.
+func LogEntriesAnalyzed(n int) { logEntries.Add(float64(n)) }
+
+// TweetPosted and TweetFailed count the feed's outcomes.
+func TweetPosted() { tweets.WithLabelValues("posted").Inc() }
+
+// TweetFailed counts a tweet the tweeter gave up on.
+func TweetFailed() { tweets.WithLabelValues("failed").Inc() }
+
+// Service is what /readyz knows about one background service.
+type Service struct {
+	Name     string
+	Interval time.Duration
+	// Since is when the service was registered (its first cycle may not
+	// have run yet).
+	Since time.Time
+	// LastSuccess is the end of its last successful cycle (zero: none yet).
+	LastSuccess time.Time
+	// LastError is the error of its last cycle, "" when it succeeded.
+	LastError string
+}
+
+var (
+	svcMu    sync.Mutex
+	services = map[string]*Service{}
+)
+
+// RegisterService declares a service and its interval, once at start, so
+// that readiness can tell a service that never ran from one that is not
+// expected. Registering again resets its record.
+func RegisterService(name string, interval time.Duration) {
+	svcMu.Lock()
+	defer svcMu.Unlock()
+	services[name] = &Service{Name: name, Interval: interval, Since: time.Now()}
+	cycleSeconds.WithLabelValues(name)
+	cycleFailures.WithLabelValues(name)
+}
+
+// UnregisterService forgets a service (at shutdown, and in tests).
+func UnregisterService(name string) {
+	svcMu.Lock()
+	delete(services, name)
+	svcMu.Unlock()
+}
+
+// ServiceCycle records one cycle of service name that started at start and
+// ended now with err. Call it as
+//
+//	defer metrics.ServiceCycle(name, time.Now(), &err)
+//
+// or directly after the cycle.
+func ServiceCycle(name string, start time.Time, err error) {
+	end := time.Now()
+	cycleSeconds.WithLabelValues(name).Observe(end.Sub(start).Seconds())
+	if err != nil {
+		cycleFailures.WithLabelValues(name).Inc()
+	}
+	svcMu.Lock()
+	defer svcMu.Unlock()
+	s := services[name]
+	if s == nil {
+		return // not registered: measured, but not part of readiness
+	}
+	if err != nil {
+		s.LastError = err.Error()
+		return
+	}
+	s.LastSuccess, s.LastError = end, ""
+}
+
+// Services returns a copy of every registered service's record, by name.
+func Services() []Service {
+	svcMu.Lock()
+	defer svcMu.Unlock()
+	out := make([]Service, 0, len(services))
+	for _, s := range services {
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -1,0 +1,55 @@
+package web
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+)
+
+// FuzzRequest sends arbitrary paths, query strings and Accept headers at
+// the server over upstream-like state: every answer must be a well-formed
+// response below 500 (a panic is recovered into a 500, so it fails too),
+// with a Content-Type, and JSON errors must be JSON.
+func FuzzRequest(f *testing.F) {
+	for _, s := range []struct{ path, query, accept string }{
+		{"status", "", ""}, {"pending", "", "text/plain"}, {"logs/recent", "count=3", "*/*"},
+		{"logs/recent", "count=-1", "application/json"}, {"finished", "", "text/html"},
+		{"ignores/abc,def", "compact=true", ""}, {"feed", "", "application/rss+xml;q=0.5, application/json"},
+		{"feed/archivebot.atom", "", "*"}, {"jobs/abc", "", ""}, {"jobs", "state=running&started_by=x", ""},
+		{"metrics", "", ""}, {"readyz", "", ""}, {"../../etc/passwd", "", ""}, {"jobs/%2e%2e", "", ""},
+		{"ignores/" + strings.Repeat("a,", 100), "", ""}, {"", "", ";q=x,,/"},
+	} {
+		f.Add(s.path, s.query, s.accept)
+	}
+	b := redistest.Mini(f)
+	fx := newFixture(f, b)
+	h := fx.srv.Handler()
+	f.Fuzz(func(t *testing.T, path, query, accept string) {
+		u := &url.URL{Path: "/" + path, RawQuery: query}
+		req := &http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}, Host: "example.com",
+			RequestURI: u.RequestURI(), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+		req = req.WithContext(t.Context())
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("GET %q Accept %q: %d %s", u.RequestURI(), accept, rec.Code, rec.Body.String())
+		}
+		if rec.Code >= 300 && rec.Code < 400 {
+			return // ServeMux redirects unclean paths
+		}
+		if rec.Header().Get("Content-Type") == "" {
+			t.Fatalf("GET %q: no Content-Type", u.RequestURI())
+		}
+		if strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") && !utf8.Valid(rec.Body.Bytes()) {
+			t.Fatalf("GET %q: invalid UTF-8 in JSON", u.RequestURI())
+		}
+	})
+}

@@ -1,0 +1,79 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/internal/metrics"
+)
+
+// handleHealthz is GET /healthz: the process is alive and serving. No
+// Redis round trip.
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+}
+
+// check is one line of /readyz.
+type check struct {
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// serviceCheck is a background service's line of /readyz.
+type serviceCheck struct {
+	OK          bool       `json:"ok"`
+	Interval    string     `json:"interval"`
+	LastSuccess *time.Time `json:"last_success"`
+	LastError   string     `json:"last_error,omitempty"`
+}
+
+type readyBody struct {
+	Ready    bool                    `json:"ready"`
+	Redis    check                   `json:"redis"`
+	IRC      check                   `json:"irc"`
+	Services map[string]serviceCheck `json:"services"`
+}
+
+// handleReadyz is GET /readyz: 200 when Redis answers, IRC is connected
+// (or the console is the front end) and every background service had a
+// successful cycle within three of its intervals (a service that has not
+// run yet counts from its start); 503 otherwise. The body says which check
+// failed. Redis: one PING (2-second timeout).
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	b := readyBody{Ready: true, Services: map[string]serviceCheck{}}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		b.Redis = check{Detail: err.Error()}
+	} else {
+		b.Redis = check{OK: true}
+	}
+	switch {
+	case s.opt.IRCConnected == nil:
+		b.IRC = check{OK: true, Detail: "console mode"}
+	case s.opt.IRCConnected():
+		b.IRC = check{OK: true, Detail: "connected"}
+	default:
+		b.IRC = check{Detail: "not connected"}
+	}
+	now := s.now()
+	for _, svc := range metrics.Services() {
+		c := serviceCheck{Interval: svc.Interval.String(), LastError: svc.LastError}
+		since := svc.Since
+		if !svc.LastSuccess.IsZero() {
+			t := svc.LastSuccess.UTC()
+			c.LastSuccess = &t
+			since = svc.LastSuccess
+		}
+		c.OK = svc.Interval <= 0 || now.Sub(since) <= 3*svc.Interval
+		b.Services[svc.Name] = c
+		b.Ready = b.Ready && c.OK
+	}
+	b.Ready = b.Ready && b.Redis.OK && b.IRC.OK
+	status := http.StatusOK
+	if !b.Ready {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, b)
+}

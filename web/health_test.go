@@ -1,0 +1,73 @@
+package web
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/internal/metrics"
+)
+
+func readyz(t *testing.T, s *Server) (int, readyBody) {
+	t.Helper()
+	r := get(t, s.Handler(), "/readyz", "")
+	var b readyBody
+	decode(t, r, &b)
+	return r.StatusCode, b
+}
+
+// /readyz follows Redis going away and coming back, the IRC connection
+// and the services' last successful cycles; /healthz stays 200.
+func TestReadyz(t *testing.T) {
+	b := redistest.Mini(t)
+	var connected atomic.Bool
+	connected.Store(true)
+	var offset atomic.Int64 // how far the server's clock is ahead
+	s := New(Options{Store: coordinator.NewStore(b.Client), IRCConnected: connected.Load,
+		Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }})
+	metrics.RegisterService("test-service", time.Minute)
+	t.Cleanup(func() { metrics.UnregisterService("test-service") })
+
+	if code, body := readyz(t, s); code != 200 || !body.Ready || !body.Redis.OK || !body.IRC.OK || !body.Services["test-service"].OK {
+		t.Fatalf("fresh: %d %+v", code, body)
+	}
+
+	b.Mini.Close()
+	code, body := readyz(t, s)
+	if code != 503 || body.Ready || body.Redis.OK || body.Redis.Detail == "" {
+		t.Fatalf("redis stopped: %d %+v", code, body)
+	}
+	if r := get(t, s.Handler(), "/healthz", ""); r.StatusCode != 200 {
+		t.Fatalf("/healthz with redis down: %d", r.StatusCode)
+	}
+	// The other endpoints say the backend is unavailable.
+	r := get(t, s.Handler(), "/status", "")
+	expect(t, r, 503, ctJSON)
+
+	if err := b.Mini.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := readyz(t, s); code != 200 || !body.Ready {
+		t.Fatalf("redis back: %d %+v", code, body)
+	}
+
+	connected.Store(false)
+	if code, body := readyz(t, s); code != 503 || body.IRC.OK || body.IRC.Detail != "not connected" {
+		t.Fatalf("irc down: %d %+v", code, body)
+	}
+	connected.Store(true)
+
+	// No successful cycle for more than three intervals: not ready.
+	offset.Store(int64(3*time.Minute + time.Second))
+	if code, body := readyz(t, s); code != 503 || body.Services["test-service"].OK {
+		t.Fatalf("stale service: %d %+v", code, body)
+	}
+	metrics.ServiceCycle("test-service", time.Now(), nil) // a cycle succeeds
+	offset.Store(int64(2 * time.Minute))
+	code, body = readyz(t, s)
+	if code != 200 || body.Services["test-service"].LastSuccess == nil {
+		t.Fatalf("after a successful cycle: %d %+v", code, body)
+	}
+}

@@ -1,0 +1,269 @@
+// Package web is the control node's HTTP API: upstream's JSON and text
+// endpoints (/status, /pending, /pipelines, /logs/recent, /finished,
+// /ignores, /feed) with upstream's shapes, and what upstream lacks
+// (/jobs, /jobs/IDENT, /metrics, /healthz, /readyz). doc/web.md describes
+// every endpoint.
+//
+// Like bot/, it is a front end: it reads and writes only through
+// coordinator.Store methods, and never reaches into bot/ or the services.
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/internal/metrics"
+)
+
+// Limits of what one request may carry. A longer path or query string is
+// answered 414; headers beyond MaxHeaderBytes are refused by net/http
+// (431).
+const (
+	MaxPathBytes   = 1024
+	MaxQueryBytes  = 1024
+	MaxHeaderBytes = 16 << 10
+	// requestTimeout bounds the Redis work of one request.
+	requestTimeout = 10 * time.Second
+)
+
+// Options configures the server.
+type Options struct {
+	Store *coordinator.Store
+	// IgnoreSets returns every named ignore set with its patterns (the
+	// bot's catalog); used by /ignores/IDENT?compact=true. Nil: every
+	// pattern counts as a manual ignore.
+	IgnoreSets func() map[string][]string
+	// IRCConnected reports whether the IRC client is registered; nil means
+	// console mode (always ready as far as IRC goes).
+	IRCConnected func() bool
+	Logger       *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Server is the HTTP API.
+type Server struct {
+	opt     Options
+	store   *coordinator.Store
+	log     *slog.Logger
+	handler http.Handler
+	now     func() time.Time
+}
+
+// New builds the server; Serve runs it.
+func New(opt Options) *Server {
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	s := &Server{opt: opt, store: opt.Store, log: opt.Logger.With("service", "web"), now: opt.Now}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&gaugeCollector{s: s})
+	metricsHandler := promhttp.HandlerFor(prometheus.Gatherers{metrics.Registry, reg},
+		promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", s.handleStatus)
+	mux.HandleFunc("GET /pending", s.handlePending)
+	mux.HandleFunc("GET /pipelines", s.handlePipelines)
+	mux.HandleFunc("GET /logs/recent", s.handleRecent)
+	mux.HandleFunc("GET /finished", s.handleFinished)
+	mux.HandleFunc("GET /ignores/{idents}", s.handleIgnores)
+	mux.HandleFunc("GET /feed", s.feedHandler(typeAtom, typeRSS, typeJSON))
+	mux.HandleFunc("GET /feed/archivebot.rss", s.feedHandler(typeRSS))
+	mux.HandleFunc("GET /feed/archivebot.atom", s.feedHandler(typeAtom))
+	mux.HandleFunc("GET /jobs", s.handleJobs)
+	mux.HandleFunc("GET /jobs/{ident}", s.handleJob)
+	mux.Handle("GET /metrics", metricsHandler)
+	mux.HandleFunc("GET /healthz", s.handleHealthz)
+	mux.HandleFunc("GET /readyz", s.handleReadyz)
+	mux.HandleFunc("GET /{$}", s.handleIndex)
+	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
+		jsonError(w, http.StatusNotFound, "no such endpoint; see / for the list")
+	})
+	s.handler = s.guard(mux)
+	return s
+}
+
+// Handler is the server's whole handler (tests and benchmarks call it
+// directly).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// guard checks what every request must satisfy before routing (method,
+// path and query length), and turns a panicking handler into a 500 logged
+// with its stack instead of a dropped connection.
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("handler panicked", "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+				jsonError(w, http.StatusInternalServerError, "internal error")
+			}
+		}()
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+		case http.MethodOptions:
+			w.Header().Set("Allow", "GET, HEAD, OPTIONS")
+			w.Header().Set("Access-Control-Allow-Origin", "*")
+			w.Header().Set("Access-Control-Allow-Methods", "GET, HEAD")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		default:
+			w.Header().Set("Allow", "GET, HEAD, OPTIONS")
+			jsonError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: this API is read-only (GET)")
+			return
+		}
+		if len(r.URL.EscapedPath()) > MaxPathBytes {
+			jsonError(w, http.StatusRequestURITooLong, fmt.Sprintf("path longer than %d bytes", MaxPathBytes))
+			return
+		}
+		if len(r.URL.RawQuery) > MaxQueryBytes {
+			jsonError(w, http.StatusRequestURITooLong, fmt.Sprintf("query string longer than %d bytes", MaxQueryBytes))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// ErrAddrInUse is wrapped by Listen's error when the address is taken.
+var ErrAddrInUse = errors.New("address already in use")
+
+// Listen opens the listening socket; a taken port wraps ErrAddrInUse.
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("%s: %w", addr, ErrAddrInUse)
+	}
+	return ln, err
+}
+
+// Serve answers requests on ln until ctx ends, then shuts down gracefully:
+// no new connections, requests in flight get up to 5 seconds to finish.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	<-done
+	return err
+}
+
+// writeJSON sends v as JSON with CORS open to every origin (upstream sent
+// Access-Control-Allow-Origin: * on its JSON endpoints).
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := marshal(v)
+	if err != nil {
+		jsonError(w, http.StatusInternalServerError, "encoding the response failed")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// marshal encodes v as JSON followed by a newline, leaving &, < and >
+// as they are (as Ruby's to_json did): URLs stay readable.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// errorBody is every error response: {"error": "..."}.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func jsonError(w http.ResponseWriter, status int, msg string) {
+	b, _ := json.Marshal(errorBody{msg})
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+func writeText(w http.ResponseWriter, status int, text string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write([]byte(text))
+}
+
+// accepts negotiates; when nothing offered is acceptable it answers 406
+// and returns "".
+func accepts(w http.ResponseWriter, r *http.Request, offers ...string) string {
+	t := negotiate(r.Header.Get("Accept"), offers...)
+	if t == "" {
+		jsonError(w, http.StatusNotAcceptable, fmt.Sprintf("none of the types this endpoint serves is acceptable: %v", offers))
+	}
+	return t
+}
+
+// storeError answers a failed store call: 503 when Redis is unreachable
+// (or the request ran out of time), 500 otherwise; both logged.
+func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
+	if coordinator.IsUnavailable(err) || errors.Is(err, context.DeadlineExceeded) {
+		s.log.Warn("request failed: backend unavailable", "path", r.URL.Path, "err", err)
+		jsonError(w, http.StatusServiceUnavailable, "backend unavailable: Redis cannot be reached right now")
+		return
+	}
+	s.log.Error("request failed", "path", r.URL.Path, "err", err)
+	jsonError(w, http.StatusInternalServerError, "reading the job store failed; the details are in the log")
+}
+
+// index lists the endpoints, so that a bare GET / is not a dead end.
+func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"endpoints": []string{"/status", "/pending", "/pipelines", "/logs/recent?count=N", "/finished",
+			"/ignores/IDENT[,IDENT…][?compact=true]", "/feed", "/feed/archivebot.rss", "/feed/archivebot.atom",
+			"/jobs[?state=queued|running&pipeline=P&started_by=NICK]", "/jobs/IDENT", "/metrics", "/healthz", "/readyz"},
+	})
+}
