@@ -13,7 +13,10 @@
 //   - Persistence. The data set is written to DataDir/redis.json periodically
 //     and on Close (temp file, fsync, rename, fsync of the directory) and
 //     restored by Start, with TTLs stored as absolute expiry times so that
-//     time spent down counts.
+//     time spent down counts. Between snapshots every write is appended to
+//     a log (aof.go), fsynced every second and on Sync, and replayed by
+//     Start: with SyncHook on its client, the control node acknowledges
+//     only what is on disk.
 //   - A password (Redis AUTH) for pipelines that connect over the network.
 //   - A clear error when the listen address is taken, which usually means a
 //     Redis already runs there.
@@ -257,7 +260,8 @@ func (s *Server) URL() string {
 }
 
 // Miniredis returns the underlying miniredis instance, for tests (e.g.
-// FastForward). Changes made through it are persisted like any other.
+// FastForward). Changes made through its direct API bypass the log: they
+// are persisted by the next snapshot.
 func (s *Server) Miniredis() *miniredis.Miniredis { return s.m }
 
 // Save writes a snapshot of the whole data set now, atomically: the previous
