@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -434,4 +436,9 @@ func TestAbsoluteExpiry(t *testing.T) {
 			t.Errorf("%s -> %q (%v), want %q", tc.in, g, ok, tc.want)
 		}
 	}
+}
+
+func scriptSHA(body string) string {
+	sum := sha1.Sum([]byte(body))
+	return hex.EncodeToString(sum[:])
 }
