@@ -26,7 +26,8 @@ import (
 // "Queued" answer, kills the process with SIGKILL at a random moment 0 to
 // 1500 ms after it, restarts it on the same data directory and checks over
 // TCP that every job ever acknowledged is still there: its hash and its
-// place in the pending queue.
+// place in the pending queue. Each round also adds an ignore pattern to
+// the job ("!ig", answered before the kill), which must be there too.
 //
 // E2E_DURABLE_ROUNDS sets the number of rounds (default 3).
 func TestE2EAcknowledgedJobsSurviveKill(t *testing.T) {
@@ -64,6 +65,11 @@ func TestE2EAcknowledgedJobsSurviveKill(t *testing.T) {
 				t.Errorf("after kill %d: job %s (acknowledged in round %d, killed %s after the answer) is lost: hash exists=%d, in pending=%v",
 					r, id, i, ms(delays[i]), n, containsString(pending, id))
 			}
+			if ok, err := rdb.SIsMember(ctx, id+"_ignores", ignorePattern(i)).Result(); err != nil || !ok {
+				lost++
+				t.Errorf("after kill %d: ignore pattern %s of job %s (acknowledged in round %d, killed %s after the answer) is lost (%v)",
+					r, ignorePattern(i), id, i, ms(delays[i]), err)
+			}
 		}
 		if lost > 0 {
 			rdb.Close()
@@ -83,6 +89,11 @@ func TestE2EAcknowledgedJobsSurviveKill(t *testing.T) {
 			t.Fatal(err)
 		}
 		bot.log.waitFor(t, from, "Queued "+url)
+		from = bot.log.len()
+		if _, err := fmt.Fprintf(stdin, "!ig %s %s\n", id, ignorePattern(r)); err != nil {
+			t.Fatal(err)
+		}
+		bot.log.waitFor(t, from, "ignore pattern "+ignorePattern(r))
 		acked = append(acked, id)
 		// The kill comes at a random moment after the answer, to land
 		// before, during or after the log is synced to disk.
@@ -92,8 +103,10 @@ func TestE2EAcknowledgedJobsSurviveKill(t *testing.T) {
 		bot.kill()
 		rdb.Close()
 	}
-	t.Logf("%d kills at random moments 0-1500 ms after the \"Queued\" answer: all %d acknowledged jobs survived", rounds, len(acked))
+	t.Logf("%d kills at random moments 0-1500 ms after the answers: all %d acknowledged jobs and ignore patterns survived", rounds, len(acked))
 }
+
+func ignorePattern(round int) string { return fmt.Sprintf("durable-%d", round) }
 
 func containsString(list []string, s string) bool {
 	for _, x := range list {
