@@ -525,10 +525,13 @@ func (s *Server) hook(p *server.Peer, cmd string, args ...string) bool {
 	}
 	switch cmd {
 	case "MULTI":
-		if !st.multi {
+		if st.multi {
+			return false // refused: MULTI calls can not be nested
+		}
+		if raw, _, _ := s.run(p, cmd, args); raw == "+OK" {
 			st.multi, st.queue = true, nil
 		}
-		return false
+		return true
 	case "DISCARD":
 		st.multi, st.queue = false, nil
 		return false

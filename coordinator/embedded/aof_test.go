@@ -214,6 +214,13 @@ func TestReplayScriptsAndTransactions(t *testing.T) {
 			t.Fatal(cmd, err)
 		}
 	}
+	// A refused MULTI opens no transaction: what follows runs at once.
+	if err := conn.Do(ctx, "MULTI", "extra").Err(); err == nil {
+		t.Fatal("MULTI extra accepted")
+	}
+	if err := conn.Do(ctx, "SET", "after-bad-multi", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
 	// A failed WATCH: the key changes between WATCH and EXEC.
 	err := c.Watch(ctx, func(tx *redis.Tx) error {
 		if err := c.Set(ctx, "watched", "changed", 0).Err(); err != nil {
@@ -244,8 +251,8 @@ func TestReplayScriptsAndTransactions(t *testing.T) {
 	if v := c2.ZScore(ctx, "z", "m").Val(); v != 5 {
 		t.Errorf("z m = %v after replay, want 5", v)
 	}
-	if v := c2.MGet(ctx, "tx1", "tx2", "watched").Val(); fmt.Sprint(v) != "[a 1 changed]" {
-		t.Errorf("tx1, tx2, watched = %v after replay", v)
+	if v := c2.MGet(ctx, "tx1", "tx2", "watched", "after-bad-multi").Val(); fmt.Sprint(v) != "[a 1 changed 1]" {
+		t.Errorf("tx1, tx2, watched, after-bad-multi = %v after replay", v)
 	}
 	if n := c2.Exists(ctx, "discarded", "watchfail").Val(); n != 0 {
 		t.Errorf("%d keys of a discarded or failed transaction after replay", n)
