@@ -654,7 +654,7 @@ func (s *Server) exec(p *server.Peer, st *connState, args []string) bool {
 // ok is false when the reply could not be read.
 func (s *Server) run(p *server.Peer, cmd string, args []string) (raw, errMsg string, ok bool) {
 	var buf bytes.Buffer
-	w := bufio.NewWriter(&buf)
+	w := bufio.NewWriterSize(&buf, 256) // replies to writes are short
 	in := server.NewPeer(w)
 	in.Ctx, in.Resp3, in.ClientName = p.Ctx, p.Resp3, p.ClientName
 	s.internal.Store(in, struct{}{})
