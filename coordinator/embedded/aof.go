@@ -398,10 +398,11 @@ func (s *Server) Sync(ctx context.Context) error {
 // written to disk).
 var ErrNotDurable = errors.New("embedded redis: the change was made but could not be saved to disk")
 
-// SyncHook returns a go-redis hook that calls Sync after every command and
-// pipeline of the client it is added to, before the caller sees the reply:
-// whatever that client's caller acknowledges is durable. A Sync that fails
-// turns the reply into an error wrapping ErrNotDurable.
+// SyncHook returns a go-redis hook that calls Sync after every write
+// command and every pipeline with a write of the client it is added to,
+// before the caller sees the reply: whatever that client's caller
+// acknowledges is durable. Reads do not wait for the disk. A Sync that
+// fails turns the reply into an error wrapping ErrNotDurable.
 func (s *Server) SyncHook() redis.Hook { return syncHook{s} }
 
 type syncHook struct{ s *Server }
@@ -411,6 +412,9 @@ func (h syncHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h syncHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
+		if !mayWrite(cmd) {
+			return err
+		}
 		if serr := h.s.Sync(ctx); serr != nil && err == nil {
 			err = fmt.Errorf("%w: %w", ErrNotDurable, serr)
 			cmd.SetErr(err)
@@ -422,6 +426,9 @@ func (h syncHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h syncHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
+		if !slices.ContainsFunc(cmds, mayWrite) {
+			return err
+		}
 		if serr := h.s.Sync(ctx); serr != nil && err == nil {
 			err = fmt.Errorf("%w: %w", ErrNotDurable, serr)
 			for _, c := range cmds {
@@ -434,10 +441,16 @@ func (h syncHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	}
 }
 
+// mayWrite says whether a client's command is one the log records.
+func mayWrite(cmd redis.Cmder) bool {
+	name := strings.ToUpper(cmd.Name())
+	return commandClasses[name] != notLogged || name == "EXEC"
+}
+
 // syncLoop writes and fsyncs the log every aofSyncInterval.
 func (s *Server) syncLoop() {
 	defer s.wg.Done()
-	t := time.NewTicker(aofSyncInterval)
+	t := time.NewTicker(s.syncEvery)
 	defer t.Stop()
 	for {
 		select {

@@ -73,7 +73,8 @@ func TestAcknowledgedWriteSurvivesCrash(t *testing.T) {
 	dir := t.TempDir()
 	ids := []string{"job0", "job1", "job2"}
 	for i, id := range ids {
-		s := start(t, Options{DataDir: dir})
+		// No background fsync: only the hook can have saved the job.
+		s := start(t, Options{DataDir: dir, syncInterval: time.Hour})
 		c := client(t, s, "", 0)
 		c.AddHook(s.SyncHook())
 		for _, prev := range ids[:i] {
@@ -91,7 +92,7 @@ func TestAcknowledgedWriteSurvivesCrash(t *testing.T) {
 
 // Every type of the snapshot round-trips through the log alone.
 func TestLogRoundTripAllTypes(t *testing.T) {
-	s := start(t, Options{DataDir: t.TempDir()})
+	s := start(t, Options{DataDir: t.TempDir(), syncInterval: time.Hour})
 	c0, c3 := client(t, s, "", 0), client(t, s, "", 3)
 	c0.AddHook(s.SyncHook())
 	c3.AddHook(s.SyncHook())
@@ -448,4 +449,47 @@ func TestAbsoluteExpiry(t *testing.T) {
 func scriptSHA(body string) string {
 	sum := sha1.Sum([]byte(body))
 	return hex.EncodeToString(sum[:])
+}
+
+// The hook syncs after a write of its client, not after a read: a read
+// does not wait for the disk, even when other clients' writes are pending.
+func TestSyncHookWaitsForWritesOnly(t *testing.T) {
+	s := start(t, Options{DataDir: t.TempDir(), syncInterval: time.Hour})
+	pipeline := client(t, s, "", 0)
+	node := client(t, s, "", 0)
+	node.AddHook(s.SyncHook())
+	if err := pipeline.Set(ctx, "p", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Get(ctx, "p").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !s.aof.pending() {
+		t.Error("a read waited for the disk")
+	}
+	if err := node.Set(ctx, "n", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if s.aof.pending() {
+		t.Error("a write returned before it was on disk")
+	}
+	if _, err := node.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Incr(ctx, "tx")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pipeline.Set(ctx, "p2", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Get(ctx, "p2")
+		p.Incr(ctx, "n")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if s.aof.pending() {
+		t.Error("a pipeline with a write returned before it was on disk")
+	}
 }

@@ -30,6 +30,7 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -101,6 +102,8 @@ type Options struct {
 	SaveInterval time.Duration
 	// Logger receives the server's log. Nil means slog.Default().
 	Logger *slog.Logger
+
+	syncInterval time.Duration // tests: the log's background fsync interval
 }
 
 // Server is a running embedded Redis server. Keys with a TTL expire in real
@@ -108,14 +111,15 @@ type Options struct {
 // or late; the tick slows down with very large data sets). Its methods are
 // safe for concurrent use.
 type Server struct {
-	m        *miniredis.Miniredis
-	srv      *server.Server // m's network server, set once by Start
-	log      *slog.Logger
-	addr     string // actual listen address, host:port
-	password string
-	path     string // snapshot file, "" = no persistence
-	dataDir  string
-	interval time.Duration
+	m         *miniredis.Miniredis
+	srv       *server.Server // m's network server, set once by Start
+	log       *slog.Logger
+	addr      string // actual listen address, host:port
+	password  string
+	path      string // snapshot file, "" = no persistence
+	dataDir   string
+	interval  time.Duration
+	syncEvery time.Duration // background fsync of the log
 
 	// The write-ahead log (aof.go); nil without a DataDir.
 	aof            *aofLog
@@ -156,11 +160,12 @@ func Start(opts Options) (*Server, error) {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{
-		m:        miniredis.NewMiniRedis(),
-		log:      opts.Logger,
-		password: opts.Password,
-		interval: opts.SaveInterval,
-		stop:     make(chan struct{}),
+		m:         miniredis.NewMiniRedis(),
+		log:       opts.Logger,
+		password:  opts.Password,
+		interval:  opts.SaveInterval,
+		syncEvery: cmp.Or(opts.syncInterval, aofSyncInterval),
+		stop:      make(chan struct{}),
 	}
 
 	// Restore before listening, so that no client ever sees an empty
