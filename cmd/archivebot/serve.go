@@ -130,7 +130,12 @@ func openRedis(cfg *config.Config, logger *slog.Logger, stdout io.Writer) (*redi
 	}
 	fmt.Fprintf(stdout, "Embedded Redis listening; pipelines connect with REDIS_URL=%s\n", srv.URL())
 	logger.Info("embedded redis started", "addr", srv.Addr(), "data_dir", cfg.Redis.DataDir)
-	return redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: cfg.Redis.Password}), srv, nil
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: cfg.Redis.Password})
+	// Every write of ours is durable before its caller goes on, so what
+	// the bot acknowledges survives a crash (pipelines' writes are synced
+	// every second).
+	rdb.AddHook(srv.SyncHook())
+	return rdb, srv, nil
 }
 
 // goSafe runs fn in a goroutine that recovers panics, logs the stack and

@@ -13,7 +13,10 @@
 //   - Persistence. The data set is written to DataDir/redis.json periodically
 //     and on Close (temp file, fsync, rename, fsync of the directory) and
 //     restored by Start, with TTLs stored as absolute expiry times so that
-//     time spent down counts.
+//     time spent down counts. Between snapshots every write is appended to
+//     a log (aof.go), fsynced every second and on Sync, and replayed by
+//     Start: with SyncHook on its client, the control node acknowledges
+//     only what is on disk.
 //   - A password (Redis AUTH) for pipelines that connect over the network.
 //   - A clear error when the listen address is taken, which usually means a
 //     Redis already runs there.
@@ -27,6 +30,7 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,8 +40,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -96,6 +102,8 @@ type Options struct {
 	SaveInterval time.Duration
 	// Logger receives the server's log. Nil means slog.Default().
 	Logger *slog.Logger
+
+	syncInterval time.Duration // tests: the log's background fsync interval
 }
 
 // Server is a running embedded Redis server. Keys with a TTL expire in real
@@ -103,13 +111,28 @@ type Options struct {
 // or late; the tick slows down with very large data sets). Its methods are
 // safe for concurrent use.
 type Server struct {
-	m        *miniredis.Miniredis
-	srv      *server.Server // m's network server, set once by Start
-	log      *slog.Logger
-	addr     string // actual listen address, host:port
-	password string
-	path     string // snapshot file, "" = no persistence
-	interval time.Duration
+	m         *miniredis.Miniredis
+	srv       *server.Server // m's network server, set once by Start
+	log       *slog.Logger
+	addr      string // actual listen address, host:port
+	password  string
+	path      string // snapshot file, "" = no persistence
+	dataDir   string
+	interval  time.Duration
+	syncEvery time.Duration // background fsync of the log
+
+	// The write-ahead log (aof.go); nil without a DataDir.
+	aof            *aofLog
+	orderMu        sync.Mutex // held while a logged write runs and is appended, and while a snapshot is captured
+	connMu         sync.Mutex
+	conns          map[*server.Peer]*connState // client connections seen by the hook
+	internal       sync.Map                    // *server.Peer of our own: not logged
+	scriptMu       sync.Mutex
+	scripts        map[string]string // SHA1 -> body of scripts seen
+	loading        atomic.Bool       // replaying the log: clients get LOADING
+	replayMs       atomic.Int64      // time of the record being replayed, 0 outside a replay
+	warnedBlocking atomic.Bool
+	warnedSync     atomic.Bool
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -137,17 +160,20 @@ func Start(opts Options) (*Server, error) {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{
-		m:        miniredis.NewMiniRedis(),
-		log:      opts.Logger,
-		password: opts.Password,
-		interval: opts.SaveInterval,
-		stop:     make(chan struct{}),
+		m:         miniredis.NewMiniRedis(),
+		log:       opts.Logger,
+		password:  opts.Password,
+		interval:  opts.SaveInterval,
+		syncEvery: cmp.Or(opts.syncInterval, aofSyncInterval),
+		stop:      make(chan struct{}),
 	}
 
 	// Restore before listening, so that no client ever sees an empty
 	// data set that is about to be replaced.
 	restoredAt := time.Now()
+	var snapGen int64
 	if opts.DataDir != "" {
+		s.dataDir = opts.DataDir
 		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("embedded redis: data directory: %w", err)
 		}
@@ -158,6 +184,7 @@ func Start(opts Options) (*Server, error) {
 			return nil, err
 		}
 		if snap != nil {
+			snapGen = snap.AOFGen
 			restoredAt = time.Now()
 			st, err := restoreSnapshot(s.m, snap, restoredAt)
 			if err != nil {
@@ -174,6 +201,11 @@ func Start(opts Options) (*Server, error) {
 	if opts.Password != "" {
 		s.m.RequireAuth(opts.Password)
 	}
+	if s.path != "" {
+		// Clients that connect before the log is replayed are told to
+		// wait (see below).
+		s.m.SetError(msgLoading)
+	}
 	if err := s.m.StartAddr(opts.Addr); err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return nil, fmt.Errorf("%w: %s is taken, probably by a Redis server that is already running; "+
@@ -185,6 +217,12 @@ func Start(opts Options) (*Server, error) {
 	s.srv = s.m.Server()
 	a := s.srv.Addr()
 	s.addr = net.JoinHostPort(a.IP.String(), strconv.Itoa(a.Port))
+	if s.path != "" {
+		if err := s.openLog(snapGen); err != nil {
+			s.m.Close()
+			return nil, err
+		}
+	}
 
 	if !a.IP.IsLoopback() && opts.Password == "" {
 		s.log.Warn("embedded redis: listening on a non-loopback address without a password; "+
@@ -194,8 +232,9 @@ func Start(opts Options) (*Server, error) {
 	s.wg.Add(1)
 	go s.expiryLoop(restoredAt)
 	if s.path != "" {
-		s.wg.Add(1)
+		s.wg.Add(2)
 		go s.saveLoop()
+		go s.syncLoop()
 	}
 	s.log.Info("embedded redis: listening", "addr", s.addr,
 		"password", opts.Password != "", "snapshot", s.path)
@@ -226,7 +265,8 @@ func (s *Server) URL() string {
 }
 
 // Miniredis returns the underlying miniredis instance, for tests (e.g.
-// FastForward). Changes made through it are persisted like any other.
+// FastForward). Changes made through its direct API bypass the log: they
+// are persisted by the next snapshot.
 func (s *Server) Miniredis() *miniredis.Miniredis { return s.m }
 
 // Save writes a snapshot of the whole data set now, atomically: the previous
@@ -261,6 +301,9 @@ func (s *Server) Close() error {
 		s.closed = true
 		if s.path != "" {
 			s.closeErr = s.saveLocked(false)
+			if err := s.aof.close(); err != nil && s.closeErr == nil {
+				s.closeErr = fmt.Errorf("embedded redis: log: %w", err)
+			}
 		}
 		s.log.Info("embedded redis: stopped", "addr", s.addr)
 	})
@@ -271,10 +314,32 @@ func (s *Server) Close() error {
 // says whether the server still serves clients (see capture).
 func (s *Server) saveLocked(live bool) error {
 	start := time.Now()
+	// The snapshot holds every write of the log segments before gen.
+	// While live, the next segment is started and the data captured with
+	// no logged write running in between; after Close nothing runs.
+	var gen int64
+	if s.aof != nil {
+		if live {
+			s.orderMu.Lock()
+			g, err := s.aof.rotate()
+			if err != nil {
+				s.orderMu.Unlock()
+				return fmt.Errorf("embedded redis: start a log segment: %w", err)
+			}
+			gen = g
+		} else {
+			s.aof.flush()
+			gen = s.aof.gen + 1
+		}
+	}
 	snap, skipped, err := s.capture(live)
+	if live && s.aof != nil {
+		s.orderMu.Unlock()
+	}
 	if err != nil {
 		return fmt.Errorf("embedded redis: snapshot: %w", err)
 	}
+	snap.AOFGen = gen
 	if len(skipped) > 0 {
 		level := slog.LevelDebug
 		if !s.warnedSkips {
@@ -288,6 +353,9 @@ func (s *Server) saveLocked(live bool) error {
 	n, err := writeSnapshotFile(s.path, snap)
 	if err != nil {
 		return fmt.Errorf("embedded redis: write snapshot %s: %w", s.path, err)
+	}
+	if s.aof != nil {
+		s.removeSegmentsBefore(gen)
 	}
 	s.log.Debug("embedded redis: saved snapshot", "file", s.path, "keys", snap.keyCount(),
 		"bytes", n, "capture", captured, "total", time.Since(start))
@@ -359,4 +427,46 @@ func firstN(s []string, n int) []string {
 		return s[:n]
 	}
 	return s
+}
+
+// openLog replays the log segments the snapshot (whose aof_gen is snapGen)
+// does not hold, opens a new segment and installs the hook that logs
+// writes. Clients get LOADING until it returns. If it replayed anything it
+// writes a snapshot, which also drops a damaged end of a segment.
+func (s *Server) openLog(snapGen int64) error {
+	s.conns = map[*server.Peer]*connState{}
+	s.scripts = map[string]string{}
+	s.loading.Store(true)
+	s.srv.SetPreHook(s.hook)
+	gens, err := segments(s.dataDir)
+	if err != nil {
+		return fmt.Errorf("embedded redis: data directory: %w", err)
+	}
+	s.removeSegmentsBefore(snapGen)
+	gens = slices.DeleteFunc(gens, func(g int64) bool { return g < snapGen })
+	st, err := s.replay(gens)
+	if err != nil {
+		return err
+	}
+	next := max(snapGen, 1)
+	if len(gens) > 0 {
+		next = gens[len(gens)-1] + 1
+	}
+	f, err := openSegment(s.dataDir, next)
+	if err != nil {
+		return fmt.Errorf("embedded redis: log: %w", err)
+	}
+	s.aof = &aofLog{dir: s.dataDir, f: f, gen: next}
+	if st.records > 0 || st.tornBytes > 0 {
+		s.log.Info("embedded redis: replayed the log", "segments", st.segments, "records", st.records,
+			"ignored_bytes", st.tornBytes)
+		s.saveMu.Lock()
+		err := s.saveLocked(true)
+		s.saveMu.Unlock()
+		if err != nil {
+			s.log.Error("embedded redis: snapshot after replaying the log failed; the log is kept", "err", err)
+		}
+	}
+	s.loading.Store(false)
+	return nil
 }

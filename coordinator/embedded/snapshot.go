@@ -30,6 +30,7 @@ import (
 //	{
 //	  "version": 1,
 //	  "saved_at_ms": 1767225600000,           // unix milliseconds
+//	  "aof_gen": 7,                           // first log segment not included
 //	  "dbs": [
 //	    {"db": 0, "keys": [
 //	      {"key": "s", "type": "string", "string": "v", "expire_at_ms": 1767225700000},
@@ -55,9 +56,13 @@ const snapshotVersion = 1
 const numDBs = 16
 
 type snapshotFile struct {
-	Version   int          `json:"version"`
-	SavedAtMs int64        `json:"saved_at_ms"`
-	DBs       []snapshotDB `json:"dbs"`
+	Version   int   `json:"version"`
+	SavedAtMs int64 `json:"saved_at_ms"`
+	// AOFGen is the first log segment whose writes the snapshot does not
+	// hold (see aof.go); absent in snapshots written before the log
+	// existed, which replay every segment.
+	AOFGen int64        `json:"aof_gen,omitempty"`
+	DBs    []snapshotDB `json:"dbs"`
 }
 
 type snapshotDB struct {
@@ -206,6 +211,7 @@ func (s *Server) captureTx(guess [numDBs][]keyType) (snap *snapshotFile, skipped
 	if err != nil {
 		return nil, nil, false, err
 	}
+	defer c.close()
 	c.send("MULTI")
 	c.send("TIME")
 	for i := range numDBs {
@@ -326,6 +332,7 @@ func (s *Server) captureLua() (*snapshotFile, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	defer c.close()
 	reply, err := c.do("EVAL", dumpScript, "0")
 	if err != nil {
 		return nil, nil, fmt.Errorf("dump script: %w", err)
@@ -514,6 +521,7 @@ func (s *Server) captureDirect() (*snapshotFile, []string) {
 // in-process, without a socket: it dispatches them the way a network
 // connection does, so they take the same locks.
 type localConn struct {
+	s    *Server
 	srv  *server.Server
 	peer *server.Peer
 	w    *bufio.Writer
@@ -531,16 +539,21 @@ func (w *sinkWriter) Write(p []byte) (int, error) {
 }
 
 func (s *Server) localConn() (*localConn, error) {
-	c := &localConn{srv: s.srv}
+	c := &localConn{s: s, srv: s.srv}
 	c.w = bufio.NewWriterSize(&c.sink, 64<<10)
 	c.peer = server.NewPeer(c.w)
+	s.internal.Store(c.peer, struct{}{}) // not logged (see Server.hook)
 	if s.password != "" {
 		if _, err := c.do("AUTH", s.password); err != nil {
+			c.close()
 			return nil, fmt.Errorf("AUTH: %w", err)
 		}
 	}
 	return c, nil
 }
+
+// close forgets the connection.
+func (c *localConn) close() { c.s.internal.Delete(c.peer) }
 
 // send runs a command and discards its reply (e.g. QUEUED).
 func (c *localConn) send(args ...string) {
