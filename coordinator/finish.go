@@ -117,6 +117,9 @@ func NewFinishNotifier(store *Store, ann Announcer, cfg FinishConfig, log *slog.
 // notices. The first Announce error ends the cycle: the notice stays in the
 // processing list and is the first delivered next time.
 func (f *FinishNotifier) runOnce(ctx context.Context) error {
+	if fa, ok := f.ann.(FinishAnnouncer); ok {
+		return f.runBatch(ctx, fa)
+	}
 	rdb := f.store.rdb
 	sent := 0
 	left, err := rdb.LRange(ctx, KeyFinishProcessing, 0, int64(f.cfg.Batch)-1).Result()
