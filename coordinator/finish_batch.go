@@ -99,3 +99,7 @@ func (f *FinishNotifier) ack(ctx context.Context, doc string) error {
 	}
 	return nil
 }
+
+// RunOnce runs one cycle now, as the service's timer would: for tests of
+// front ends, which drive the notifier without its schedule.
+func (f *FinishNotifier) RunOnce(ctx context.Context) error { return f.runOnce(ctx) }
