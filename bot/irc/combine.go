@@ -20,7 +20,7 @@ import (
 //     "erin: 20 commands done, 2 refused: Added ignore pattern {a, b, …}
 //     to job X. | Sorry, …", split over as many lines as it needs;
 //   - finish reports for one nick become "NICK: N of your jobs finished:
-//     URL (IDENT), …" lines (see doc/protocol.md for the line formats).
+//     URL (IDENT), …" lines, each within the IRC line limit.
 
 // Thresholds for combining; tests shorten or lengthen them.
 const (
