@@ -152,7 +152,8 @@ func (c *Client) sendReplyBatch(key, nick string, batch []replyItem) {
 					expires = it.expires
 				}
 			}
-			lines, err = messageLinesMax("PRIVMSG", g.target, g.prefix, combineReplies(g.items), c.nickLen(), 0)
+			// As many lines as the answers could have taken alone.
+			lines, err = messageLinesMax("PRIVMSG", g.target, g.prefix, combineReplies(g.items), c.nickLen(), maxReplyLines*len(g.items))
 		}
 		if err != nil {
 			c.log.Error("cannot send reply", "target", g.target, "err", err)
