@@ -277,14 +277,29 @@ func TestIssue9CommandsRunOnArrival(t *testing.T) {
 		}
 		u.SendRaw(b.String())
 	}
+	// Every command is answered: a user's answers, put back together
+	// (long combined answers are split over lines, maybe inside a URL),
+	// name each of their URLs.
 	var last time.Time
-	for i := range users {
+	texts := make([]strings.Builder, users)
+	answered := make([][]bool, users)
+	for i := range answered {
+		answered[i] = make([]bool, perUser)
+	}
+	for missing := users * perUser; missing > 0; {
+		m := watcher.ExpectWithin(10*time.Minute, fmt.Sprintf("answers (%d missing)", missing), func(m ircmsg.Message) bool {
+			return irctest.IsFrom(m, "ArchiveBot", "#flood")
+		})
+		var i int
+		if _, err := fmt.Sscanf(m.Params[1], "user%02d: ", &i); err != nil || i < 0 || i >= users {
+			t.Fatalf("unexpected line %q", m.Params[1])
+		}
+		texts[i].WriteString(strings.TrimPrefix(m.Params[1], fmt.Sprintf("user%02d: ", i)))
 		for k := range perUser {
-			url := fmt.Sprintf("https://example.com/u%02d/n%02d", i, k)
-			watcher.SetPos(0)
-			watcher.ExpectWithin(10*time.Minute, "answer for "+url, func(m ircmsg.Message) bool {
-				return irctest.IsFrom(m, "ArchiveBot", "#flood") && strings.HasPrefix(m.Params[1], fmt.Sprintf("user%02d: ", i)) && strings.Contains(m.Params[1], url+" ")
-			})
+			if !answered[i][k] && strings.Contains(texts[i].String(), fmt.Sprintf("https://example.com/u%02d/n%02d ", i, k)) {
+				answered[i][k] = true
+				missing--
+			}
 		}
 	}
 	last = time.Now()

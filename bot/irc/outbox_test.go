@@ -282,11 +282,18 @@ func TestOutboxConnectionLoss(t *testing.T) {
 		t.Errorf("bound line without a connection: %v", err)
 	}
 
-	// Unbound lines wait for a connection; expired ones are dropped.
+	// Unbound lines wait for a connection; expired ones are dropped
+	// while there is none (within a second).
 	waiting := &item{line: line}
 	expired := &item{line: line, expires: time.Now().Add(-time.Second)}
 	o.enqueue(waiting, false)
 	o.enqueue(expired, false)
+	if err := <-expired.done; !errors.Is(err, errExpired) {
+		t.Errorf("expired line: %v", err)
+	}
+	// Connected, a line past its expiry still goes out: it only waited
+	// behind others.
+	late := &item{line: line, expires: time.Now().Add(-time.Second)}
 	block := make(chan struct{})
 	f := &fakeLink{block: block}
 	o.setLink(f, 2)
@@ -303,8 +310,9 @@ func TestOutboxConnectionLoss(t *testing.T) {
 	if err := <-waiting.done; err != nil {
 		t.Errorf("waiting line: %v", err)
 	}
-	if err := <-expired.done; !errors.Is(err, errExpired) {
-		t.Errorf("expired line: %v", err)
+	o.enqueue(late, false)
+	if err := <-late.done; err != nil {
+		t.Errorf("a line past its expiry while connected: %v", err)
 	}
 }
 
