@@ -95,7 +95,7 @@ func TestFlood(t *testing.T) {
 	observed := float64(len(times)-1) / spread.Seconds()
 	// After the burst, lines are spaced 1/rate apart.
 	minSpread := time.Duration(float64(len(times)-burst) / rateCfg * float64(time.Second))
-	t.Logf("flood: %d replies to %d users in %v (first to last %v): %.2f lines/s, configured %.2f/s burst %d",
+	t.Logf("flood: %d reply lines to %d users in %v (first to last %v): %.2f lines/s, configured %.2f/s burst %d",
 		len(times), users, total.Round(time.Millisecond), spread.Round(time.Millisecond), observed, rateCfg, burst)
 	if spread < minSpread*9/10 {
 		t.Errorf("replies came faster than the configured rate: %v for %d lines, want ≥ %v", spread, len(times), minSpread)
