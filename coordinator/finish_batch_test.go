@@ -33,11 +33,11 @@ func TestFinishNotifierBatch(t *testing.T) {
 		ctx := context.Background()
 		s := NewStore(b.Client)
 		docs := []string{
+			`{"no":"url"}`, // acknowledged before the next is taken
 			svcNotice("http://a.example.com/", "alice", "#ab", false),
 			svcNotice("http://b.example.com/", "alice", "#ab", true),
 			svcNotice("http://c.example.com/", "bob", "#victim", false),
 			svcNotice("http://d.example.com/", "bob", "#ab", false),
-			`{"no":"url"}`,
 		}
 		for _, d := range docs {
 			b.Client.RPush(ctx, KeyFinishNotifications, d)
@@ -66,7 +66,7 @@ func TestFinishNotifierBatch(t *testing.T) {
 		if err := <-errc; err == nil {
 			t.Error("a failed line did not fail the cycle")
 		}
-		if l := svcLists(t, b); len(l[0]) != 0 || len(l[1]) != 1 || l[1][0] != docs[3] {
+		if l := svcLists(t, b); len(l[0]) != 0 || len(l[1]) != 1 || l[1][0] != docs[4] {
 			t.Fatalf("after: queue %v, processing %v; want only the failed one left", l[0], l[1])
 		}
 		// Next cycle: the failed one is handed over again.
