@@ -13,7 +13,9 @@ type Announcer interface {
 	// was written to the IRC socket (or printed, on the console). Any
 	// error means the line was not delivered and the caller should keep
 	// it for a later attempt — except ErrCannotDeliver, which means it
-	// never will be (the channel cannot be joined).
+	// never will be. A channel the bot does not serve is never joined: the
+	// front end posts the line in its report channel, saying where it was
+	// meant to go.
 	Announce(ctx context.Context, channel, text string) error
 	// Channels lists the channels the bot serves (pipeline notices go to
 	// all of them).
@@ -21,7 +23,8 @@ type Announcer interface {
 }
 
 // ErrCannotDeliver is returned by Announce for a channel that cannot be
-// joined: the caller logs the line and acknowledges it.
+// joined, or that the bot does not serve when no report channel takes its
+// lines: the caller logs the line and acknowledges it.
 var ErrCannotDeliver = errors.New("channel cannot be joined")
 
 // FinishReport is one finish notice as a front end that combines reports
