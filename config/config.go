@@ -109,8 +109,13 @@ type IRC struct {
 	MessagesPerSecond float64  `toml:"messages_per_second"`
 	Burst             int      `toml:"burst"`
 	TLSCA             string   `toml:"tls_ca"`
-	// CommandsPerMinute is the per-nick command throttle.
+	// CommandsPerMinute is the per-nick command throttle for users
+	// without a rank; voiced users and operators get ten times as many.
 	CommandsPerMinute int `toml:"commands_per_minute"`
+	// ReportChannel is where reports meant for a channel that is not in
+	// Channels go (saying where they were meant to go). Left out: the
+	// first of Channels; "": off, such reports are only logged.
+	ReportChannel string `toml:"report_channel"`
 }
 
 // Redis configures the Redis connection or the embedded server.
@@ -191,7 +196,34 @@ func (c *Config) Embedded() bool { return c.Redis.URL == "" }
 func Default() *Config {
 	c := &Config{}
 	c.setDefaults()
+	c.IRC.ReportChannel = c.IRC.defaultReportChannel()
 	return c
+}
+
+// defaultReportChannel is the first configured channel's name, "" when
+// there is none.
+func (i IRC) defaultReportChannel() string {
+	if len(i.Channels) == 0 {
+		return ""
+	}
+	name, _, _ := strings.Cut(strings.TrimSpace(i.Channels[0]), " ")
+	return name
+}
+
+// foldChannel folds a channel name the widest way IRC servers do
+// (rfc1459: ASCII letters and []\~ against {}|^), for comparing names
+// before the server's CASEMAPPING is known.
+func foldChannel(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		switch {
+		case c >= 'A' && c <= 'Z':
+			b[i] = c + 'a' - 'A'
+		case c == '[' || c == ']' || c == '\\' || c == '~':
+			b[i] = c + '{' - '['
+		}
+	}
+	return string(b)
 }
 
 func (c *Config) setDefaults() {
@@ -252,11 +284,13 @@ func (c *Config) setDefaults() {
 func Load(path string) (*Config, error) {
 	c := &Config{File: path}
 	httpOff := false
+	reportSet := false
 	if path != "" {
 		md, err := toml.DecodeFile(path, c)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+		reportSet = md.IsDefined("irc", "report_channel")
 		if und := md.Undecoded(); len(und) > 0 {
 			keys := make([]string, len(und))
 			for i, k := range und {
@@ -273,6 +307,9 @@ func Load(path string) (*Config, error) {
 	c.setDefaults()
 	if httpOff {
 		c.HTTP.Listen = ""
+	}
+	if !reportSet {
+		c.IRC.ReportChannel = c.IRC.defaultReportChannel()
 	}
 	if err := c.validate(); err != nil {
 		name := path
@@ -307,6 +344,16 @@ func (c *Config) validate() error {
 		name, _, _ := strings.Cut(ch, " ")
 		if name == "" || !strings.ContainsRune("#&+!", rune(name[0])) || strings.ContainsAny(name, ",\x07\r\n\x00") {
 			bad("irc.channels", "%q is not a channel name (channels start with #; a key may follow after a space)", ch)
+		}
+	}
+	if rc := c.IRC.ReportChannel; rc != "" {
+		found := false
+		for _, ch := range c.IRC.Channels {
+			name, _, _ := strings.Cut(strings.TrimSpace(ch), " ")
+			found = found || foldChannel(name) == foldChannel(rc)
+		}
+		if !found {
+			bad("irc.report_channel", "%q is not one of irc.channels (leave it out for the first channel, \"\" for none)", rc)
 		}
 	}
 	if strings.ContainsAny(c.IRC.Nick, " \r\n\x00!@#,*?") || c.IRC.Nick == "" {

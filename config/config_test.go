@@ -30,6 +30,7 @@ func TestExampleIsDefaults(t *testing.T) {
 	want := Default()
 	got.File = ""
 	want.IRC.Channels = []string{"#archivebot"}
+	want.IRC.ReportChannel = "#archivebot"
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("example differs from defaults (-want +got):\n%s", d)
 	}
@@ -49,6 +50,7 @@ func TestLoadErrorsNameFileAndKey(t *testing.T) {
 		{"[redis]\nlisten = \"nope\"\n", "redis.listen"},
 		{"[jobs]\nschemes = [\"HTTP\"]\n", "jobs.schemes"},
 		{"[notifier]\npipeline_silent_after = \"1s\"\n", "notifier.pipeline_silent_after"},
+		{"[irc]\nchannels = [\"#a\"]\nreport_channel = \"#victim\"\n", "irc.report_channel"},
 	}
 	for _, c := range cases {
 		p := write(t, c.text)
@@ -109,5 +111,26 @@ func TestHTTPListen(t *testing.T) {
 	p := write(t, "[http]\nlisten = \"nope\"\n")
 	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "http.listen") {
 		t.Fatalf("bad listen: %v", err)
+	}
+}
+
+// irc.report_channel: left out, the first channel; "" is off; otherwise one
+// of the channels, compared without case.
+func TestReportChannel(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	for _, c := range []struct{ text, want string }{
+		{"[irc]\nchannels = [\"#a key\", \"#b\"]\n", "#a"},
+		{"[irc]\nchannels = [\"#a\", \"#b\"]\nreport_channel = \"\"\n", ""},
+		{"[irc]\nchannels = [\"#a\", \"#Ops[1]\"]\nreport_channel = \"#ops{1}\"\n", "#ops{1}"},
+		{"", ""},
+	} {
+		cfg, err := Load(write(t, c.text))
+		if err != nil {
+			t.Errorf("%q: %v", c.text, err)
+			continue
+		}
+		if cfg.IRC.ReportChannel != c.want {
+			t.Errorf("%q: report_channel = %q, want %q", c.text, cfg.IRC.ReportChannel, c.want)
+		}
 	}
 }

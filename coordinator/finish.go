@@ -115,6 +115,9 @@ func NewFinishNotifier(store *Store, ann Announcer, cfg FinishConfig, log *slog.
 // notices. The first Announce error ends the cycle: the notice stays in the
 // processing list and is the first delivered next time.
 func (f *FinishNotifier) runOnce(ctx context.Context) error {
+	if fa, ok := f.ann.(FinishAnnouncer); ok {
+		return f.runBatch(ctx, fa)
+	}
 	sent := 0
 	left, err := f.store.FinishNoticesInDelivery(ctx, f.cfg.Batch)
 	if err != nil {
@@ -141,6 +144,19 @@ func (f *FinishNotifier) runOnce(ctx context.Context) error {
 	return nil
 }
 
+// observe does what the node does once it sees a job has ended, before
+// its report goes out: the analyzer reads the job's last log entries and
+// the job joins the index of finished jobs (/finished). Both delivery paths
+// (one line at a time, and combined by the front end) call it.
+func (f *FinishNotifier) observe(ctx context.Context, id string) {
+	if f.onNotice != nil {
+		f.onNotice(ctx, id)
+	}
+	if err := f.store.IndexFinished(ctx, id); err != nil {
+		f.log.Warn("could not add the job to the index of finished jobs (/finished)", "ident", id, "err", err)
+	}
+}
+
 // deliver posts doc's line and acknowledges it. A document that cannot be
 // read is logged and acknowledged: retrying would never succeed.
 func (f *FinishNotifier) deliver(ctx context.Context, doc string) error {
@@ -148,12 +164,7 @@ func (f *FinishNotifier) deliver(ctx context.Context, doc string) error {
 	if err != nil {
 		f.log.Error("dropping malformed finish notification", "doc", doc, "err", err)
 	} else {
-		if f.onNotice != nil {
-			f.onNotice(ctx, ident.Of(n.URL))
-		}
-		if err := f.store.IndexFinished(ctx, ident.Of(n.URL)); err != nil {
-			f.log.Warn("could not add the job to the index of finished jobs (/finished)", "ident", ident.Of(n.URL), "err", err)
-		}
+		f.observe(ctx, ident.Of(n.URL))
 		line := n.Line()
 		if err := announceIn(ctx, f.ann, f.log, n.StartedIn, line); err != nil {
 			return fmt.Errorf("announce finish of %s: %w", n.URL, err)

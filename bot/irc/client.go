@@ -44,6 +44,9 @@ type Client struct {
 	bot    *bot.Bot
 	log    *slog.Logger
 	config []chanSpec // configured channels, in order
+	// report is the configured channel that takes reports meant for
+	// other channels; "" when irc.report_channel is off.
+	report string
 
 	state    *tracker
 	out      *outbox
@@ -64,6 +67,12 @@ type Client struct {
 	// stateHook, when set, hears every change of Connected (tests).
 	stateHook func(connected bool)
 
+	qmu      sync.Mutex
+	replies  map[string]*replyQueue  // answers waiting, by folded nick
+	qwake    chan struct{}           // closed and replaced when a reply queue empties
+	finishes map[string]*finishQueue // finish reports waiting, by folded channel
+	cmdSeq   atomic.Uint64           // numbers commands, for combining answers
+
 	// Tunables; tests shorten them.
 	backoffMin, backoffMax time.Duration
 	stableAfter            time.Duration // a connection this old resets the backoff
@@ -76,6 +85,8 @@ type Client struct {
 	replyMaxAge            time.Duration // a reply not sent by then is dropped
 	joinTimeout            time.Duration // Announce waiting for a JOIN
 	drainTimeout           time.Duration // at shutdown, for commands and outbox
+	combineReplies         int           // see defaultCombineReplies
+	combineFinish          int           // see defaultCombineFinish
 	quitTimeout            time.Duration // at shutdown, for the server to close
 }
 
@@ -99,11 +110,14 @@ func New(cfg config.IRC, b *bot.Bot, logger *slog.Logger) *Client {
 		state:    newTracker(cfg.Nick),
 		out:      newOutbox(cfg.MessagesPerSecond, cfg.Burst),
 		throttle: newThrottle(cfg.CommandsPerMinute),
-		disp:     newDispatcher(8, 64, logger),
+		disp:     newDispatcher(8, 256, logger),
 		wanted:   map[string]chanSpec{},
 		joinWait: map[string][]chan error{},
 		rejoins:  map[string]*time.Timer{},
 		keys:     map[string]string{},
+		replies:  map[string]*replyQueue{},
+		qwake:    make(chan struct{}),
+		finishes: map[string]*finishQueue{},
 
 		backoffMin:      2 * time.Second,
 		backoffMax:      5 * time.Minute,
@@ -119,6 +133,8 @@ func New(cfg config.IRC, b *bot.Bot, logger *slog.Logger) *Client {
 		joinTimeout:     20 * time.Second,
 		drainTimeout:    3 * time.Second,
 		quitTimeout:     3 * time.Second,
+		combineReplies:  defaultCombineReplies,
+		combineFinish:   defaultCombineFinish,
 	}
 	c.cmdCtx, c.cancel = context.WithCancel(context.Background())
 	for _, ch := range cfg.Channels {
@@ -127,8 +143,43 @@ func New(cfg config.IRC, b *bot.Bot, logger *slog.Logger) *Client {
 		c.config = append(c.config, spec)
 		c.wanted[chanKey(name)] = spec
 		c.keys[chanKey(name)] = spec.key
+		if cfg.ReportChannel != "" && chanKey(cfg.ReportChannel) == chanKey(name) {
+			c.report = name
+		}
 	}
 	return c
+}
+
+// configured returns the configured channel that name is, compared under
+// the server's CASEMAPPING.
+func (c *Client) configured(name string) (chanSpec, bool) {
+	if name == "" {
+		return chanSpec{}, false
+	}
+	f := c.state.Fold(name)
+	for _, s := range c.config {
+		if c.state.Fold(s.name) == f {
+			return s, true
+		}
+	}
+	return chanSpec{}, false
+}
+
+// route says where a report meant for channel goes: the channel itself
+// when it is one of ours; otherwise the report channel, with via naming
+// the channel it was meant for (shortened: pipelines write it). Without a
+// report channel it cannot be delivered.
+func (c *Client) route(channel string) (dest, via string, err error) {
+	if s, ok := c.configured(channel); ok {
+		return s.name, "", nil
+	}
+	if channel != "" {
+		via = cutText(cleanText(channel), 64)
+	}
+	if c.report == "" {
+		return "", "", fmt.Errorf("%w: %q is not one of the configured channels and irc.report_channel is off", coordinator.ErrCannotDeliver, via)
+	}
+	return c.report, via, nil
 }
 
 // Channels lists the configured channels (without keys).
@@ -473,6 +524,9 @@ func (c *Client) shutdown(conn *ircevent.Connection, down chan struct{}) {
 	if !c.disp.wait(drain) {
 		c.cancel() // commands still running: make them give up
 	}
+	if !c.waitReplies(drain) {
+		c.log.Warn("shutdown: answers still queued were not sent")
+	}
 	if !c.out.flush(drain) {
 		c.log.Warn("shutdown: lines still queued were not sent", "lines", c.out.pending())
 	}
@@ -572,6 +626,13 @@ func (c *Client) onMessage(msg ircmsg.Message) {
 func (c *Client) onEvent(ev event, gen uint64) {
 	switch ev.kind {
 	case evSelfJoin:
+		if _, ok := c.configured(ev.channel); !ok {
+			// Put there by the server or a services bot: its operators
+			// are not ours.
+			c.log.Warn("in a channel that is not configured; leaving it", "channel", ev.channel)
+			c.control(gen, "PART", ev.channel, "not one of my channels")
+			return
+		}
 		c.log.Info("joined channel", "channel", ev.channel)
 		c.wakeJoin(ev.channel, nil)
 	case evSelfPart:
@@ -618,8 +679,9 @@ func (c *Client) scheduleRejoin(channel string, gen uint64) {
 }
 
 // request turns a PRIVMSG into a bot request, if it is one of our
-// commands: in a channel, with the sender's rank there; or sent to us
-// privately, with Channel "".
+// commands: in a configured channel, with the sender's rank there; or
+// sent to us privately, with Channel "". Lines in any other channel are
+// not commands: that channel's operators are not ours.
 func (c *Client) request(msg ircmsg.Message) (bot.Request, bool) {
 	if len(msg.Params) < 2 {
 		return bot.Request{}, false
@@ -638,6 +700,9 @@ func (c *Client) request(msg ircmsg.Message) (bot.Request, bool) {
 	req := bot.Request{Nick: nick, Text: text}
 	switch {
 	case c.state.IsChannel(target):
+		if _, ok := c.configured(target); !ok {
+			return bot.Request{}, false
+		}
 		req.Channel = target
 		req.Rank = c.state.Rank(target, nick)
 	case c.state.Fold(target) == c.state.Fold(c.state.Me()):
@@ -649,40 +714,47 @@ func (c *Client) request(msg ircmsg.Message) (bot.Request, bool) {
 }
 
 // accept applies the per-user throttle and hands the request to the
-// user's worker.
+// user's worker. Every command is run or answered with the reason it was
+// not.
 func (c *Client) accept(req bot.Request) {
 	key := c.state.Fold(req.Nick)
-	ok, warn := c.throttle.allow(key, time.Now())
-	job := func() { c.handle(req) }
-	if !ok {
-		if !warn {
-			return
-		}
-		c.log.Info("throttling user", "nick", req.Nick)
+	r := c.newReplier(req)
+	privileged := !req.Private() && req.Rank >= bot.RankVoice
+	if !c.throttle.allow(key, privileged, time.Now()) {
+		c.log.Info("throttling user", "nick", req.Nick, "text", req.Text)
+		text := fmt.Sprintf("Sorry, slow down: at most %d commands a minute (%d for voiced users and operators); this one was not run: %s",
+			c.throttle.limitFor(false), c.throttle.limitFor(true), cutText(req.Text, 100))
 		// Queued behind the user's earlier commands, so it follows their
 		// answers instead of overtaking them.
-		job = func() {
-			r := &replier{c: c, req: req}
-			r.Reply(fmt.Sprintf("Please slow down: at most %d commands a minute. I'll answer again in a moment.", c.cfg.CommandsPerMinute))
+		if !c.disp.submit(key, func() { r.Reply(text) }) {
+			r.Reply(text)
 		}
+		return
 	}
-	if !c.disp.submit(key, job) {
-		c.log.Warn("dropped a command: too many queued for this user, or shutting down", "nick", req.Nick, "text", req.Text)
+	if !c.disp.submit(key, func() { c.handle(req, r) }) {
+		c.log.Warn("refused a command: too many queued for this user, or shutting down", "nick", req.Nick, "text", req.Text)
+		r.Reply("Sorry, too many of your commands are waiting to run; this one was not run: " + cutText(req.Text, 100))
 	}
 }
 
-func (c *Client) handle(req bot.Request) {
+func (c *Client) handle(req bot.Request, r *replier) {
 	ctx, cancel := context.WithTimeout(c.cmdCtx, c.commandTimeout)
 	defer cancel()
-	c.bot.Handle(ctx, req, &replier{c: c, req: req})
+	c.bot.Handle(ctx, req, r)
 }
 
-// replier answers one request through the outbox. Reply and Private wait
-// until their lines were written (or failed), which keeps one user's
-// answers in order and holds that user's worker while the outbox is busy.
+// replier answers one request. Reply and Private queue the answer for the
+// user's reply sender (combine.go) and return at once, so a command takes
+// effect when it arrives, whatever the reply backlog; one user's answers
+// still go out in order.
 type replier struct {
 	c   *Client
 	req bot.Request
+	cmd uint64
+}
+
+func (c *Client) newReplier(req bot.Request) *replier {
+	return &replier{c: c, req: req, cmd: c.cmdSeq.Add(1)}
 }
 
 func (r *replier) replyTarget() string {
@@ -704,16 +776,10 @@ func (r *replier) Private(text string) { r.post(r.req.Nick, "", text) }
 
 func (r *replier) post(target, prefix, text string) {
 	c := r.c
-	lines, err := messageLines("PRIVMSG", target, prefix, text, c.nickLen())
-	if err != nil {
-		c.log.Error("cannot send reply", "target", target, "err", err)
-		return
-	}
-	key := "u:" + c.state.Fold(r.req.Nick)
-	expires := time.Now().Add(c.replyMaxAge)
-	if err := c.out.send(context.Background(), key, 0, expires, false, lines...); err != nil {
-		c.log.Warn("reply not delivered", "nick", r.req.Nick, "target", target, "err", err)
-	}
+	c.queueReply(c.state.Fold(r.req.Nick), r.req.Nick, replyItem{
+		cmd: r.cmd, target: target, prefix: prefix, text: text,
+		expires: time.Now().Add(c.replyMaxAge),
+	})
 }
 
 // nickLen is the longest nick the server may prefix our lines with.
@@ -733,33 +799,48 @@ func (c *Client) nickLen() int {
 // Announce posts text in channel and returns nil once every line of it
 // was written to the socket (coordinator.Announcer). Without a connection
 // it fails at once so the caller keeps the notice for later. A channel
-// the bot is not in is joined first; if the server refuses the JOIN, the
-// error wraps coordinator.ErrCannotDeliver.
+// that is not configured is never joined: the text goes to the report
+// channel as "[for CHANNEL] text", or, without one, the error wraps
+// coordinator.ErrCannotDeliver, as it does when the server refuses to let
+// the bot into a configured channel.
 func (c *Client) Announce(ctx context.Context, channel, text string) error {
-	gen, up := c.out.connected()
-	if !up || !c.connected.Load() {
+	if _, up := c.out.connected(); !up || !c.connected.Load() {
 		return errNotConnected
 	}
-	if !validTarget(channel) || !c.state.IsChannel(channel) {
-		return fmt.Errorf("%w: %q is not a channel name", coordinator.ErrCannotDeliver, channel)
+	dest, via, err := c.route(channel)
+	if err != nil {
+		return err
 	}
-	if !c.state.Joined(channel) {
-		if err := c.join(ctx, channel, gen); err != nil {
-			return err
-		}
+	if via != "" {
+		text = "[for " + via + "] " + text
 	}
-	lines, err := messageLines("PRIVMSG", channel, "", text, c.nickLen())
+	lines, err := messageLines("PRIVMSG", dest, "", text, c.nickLen())
 	if err != nil {
 		return fmt.Errorf("%w: %v", coordinator.ErrCannotDeliver, err)
 	}
 	if len(lines) == 0 {
 		return nil
 	}
+	return c.postChannel(ctx, dest, lines)
+}
+
+// postChannel sends lines to channel, one of ours, joining it first when
+// the bot is not in it, and returns once all were written.
+func (c *Client) postChannel(ctx context.Context, channel string, lines [][]byte) error {
+	gen, up := c.out.connected()
+	if !up || !c.connected.Load() {
+		return errNotConnected
+	}
+	if !c.state.Joined(channel) {
+		if err := c.join(ctx, channel, gen); err != nil {
+			return err
+		}
+	}
 	return c.out.send(ctx, "a:"+c.state.Fold(channel), gen, time.Time{}, false, lines...)
 }
 
-// join joins channel for an announcement and waits for the outcome. A
-// channel joined this way is kept, and rejoined after reconnects.
+// join joins channel, a configured one, for an announcement and waits for
+// the outcome.
 func (c *Client) join(ctx context.Context, channel string, gen uint64) error {
 	key := chanKey(channel)
 	res := make(chan error, 1)
@@ -790,11 +871,6 @@ func (c *Client) join(ctx context.Context, channel string, gen uint64) error {
 		c.mu.Unlock()
 		return err
 	}
-	c.mu.Lock()
-	if _, ok := c.wanted[key]; !ok {
-		c.wanted[key] = spec
-	}
-	c.mu.Unlock()
 	return nil
 }
 

@@ -371,8 +371,10 @@ func TestRestartServer(t *testing.T) {
 	t.Logf("ngircd restart: disconnect noticed after %v; reconnected %v after ngircd was back; rejoined and answering %v after", lost.Round(time.Millisecond), reconnected.Round(time.Millisecond), answering.Round(time.Millisecond))
 }
 
-// TestAnnounce: lines are posted, a channel the bot is not in is joined,
-// one it cannot join is reported as such.
+// TestAnnounce: lines are posted; a channel that is not configured is
+// never joined, its lines go to the report channel saying where they were
+// meant to go (or, with none, cannot be delivered); a configured channel
+// the bot cannot join is reported as such.
 func TestAnnounce(t *testing.T) {
 	t.Parallel()
 	n := irctest.StartNgircd(t, irctest.NgircdOptions{})
@@ -385,7 +387,7 @@ func TestAnnounce(t *testing.T) {
 	op.Join("#keyed")
 	op.Send("MODE #keyed +k opensesame")
 	op.Expect("+k", isMode("#keyed", "+k", "opensesame"))
-	h := startBot(t, testIRCConfig(n.URL(), "#test", "#keyed opensesame"), nil)
+	h := startBot(t, testIRCConfig(n.URL(), "#test", "#keyed opensesame", "#locked"), nil)
 	op.WaitBotIn("ArchiveBot", "#test")
 	op.WaitBotPresent("ArchiveBot", "#keyed")
 	ctx := context.Background()
@@ -397,26 +399,36 @@ func TestAnnounce(t *testing.T) {
 	if want := "hello\uFFFD\uFFFDPRIVMSG #test :x\uFFFDy"; m.Params[1] != want {
 		t.Errorf("announcement = %q, want %q", m.Params[1], want)
 	}
-	if err := h.client.Announce(ctx, "#elsewhere", "over here"); err != nil {
-		t.Fatalf("Announce to a channel not joined: %v", err)
+	for _, c := range []struct{ channel, want string }{
+		{"#elsewhere", "[for #elsewhere] over here"},
+		{"#x\r\nQUIT", "[for #x\uFFFD\uFFFDQUIT] over here"},
+		{"nochan", "[for nochan] over here"},
+	} {
+		if err := h.client.Announce(ctx, c.channel, "over here"); err != nil {
+			t.Fatalf("Announce to %q: %v", c.channel, err)
+		}
+		m := op.Expect("report for "+c.channel, func(m ircmsg.Message) bool { return irctest.IsFrom(m, "ArchiveBot", "#test") })
+		if m.Params[1] != c.want {
+			t.Errorf("report for %q: %q, want %q", c.channel, m.Params[1], c.want)
+		}
 	}
-	op.WaitBotIn("ArchiveBot", "#elsewhere")
-	op.Expect("announcement elsewhere", func(m ircmsg.Message) bool { return irctest.IsFrom(m, "ArchiveBot", "#elsewhere") })
-
 	err := h.client.Announce(ctx, "#locked", "let me in")
 	if !errors.Is(err, coordinator.ErrCannotDeliver) {
 		t.Errorf("Announce to a +k channel: %v, want ErrCannotDeliver", err)
 	}
-	for _, bad := range []string{"nochan", "#a b", "#x\r\nQUIT", ""} {
-		if err := h.client.Announce(ctx, bad, "x"); !errors.Is(err, coordinator.ErrCannotDeliver) {
-			t.Errorf("Announce(%q): %v, want ErrCannotDeliver", bad, err)
-		}
-	}
-	if got := h.client.Channels(); strings.Join(got, ",") != "#test,#keyed" {
+	if got := h.client.Channels(); strings.Join(got, ",") != "#test,#keyed,#locked" {
 		t.Errorf("Channels() = %v", got)
 	}
 	op.Say("#test", "!status")
 	if r := op.Reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
 		t.Errorf("still answering: %q", r)
+	}
+	if botJoined(op, "#elsewhere") {
+		t.Error("the bot joined #elsewhere")
+	}
+	// With irc.report_channel off such lines cannot be delivered.
+	h.client.report = ""
+	if err := h.client.Announce(ctx, "#elsewhere", "x"); !errors.Is(err, coordinator.ErrCannotDeliver) {
+		t.Errorf("Announce to #elsewhere without a report channel: %v, want ErrCannotDeliver", err)
 	}
 }

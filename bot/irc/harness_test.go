@@ -38,7 +38,12 @@ type harness struct {
 }
 
 func testIRCConfig(server string, channels ...string) config.IRC {
+	report := ""
+	if len(channels) > 0 {
+		report, _, _ = strings.Cut(channels[0], " ")
+	}
 	return config.IRC{
+		ReportChannel:     report,
 		Server:            server,
 		Nick:              "ArchiveBot",
 		Channels:          channels,

@@ -86,6 +86,12 @@ func splitText(text string, max int) []string {
 // each prefixed with prefix (e.g. "nick: "), none longer than the server
 // will relay. More than maxReplyLines are shortened, saying so.
 func messageLines(command, target, prefix, text string, nickLen int) ([][]byte, error) {
+	return messageLinesMax(command, target, prefix, text, nickLen, maxReplyLines)
+}
+
+// messageLinesMax is messageLines with at most maxLines lines; 0: no
+// limit (combined answers, whose every part must arrive).
+func messageLinesMax(command, target, prefix, text string, nickLen, maxLines int) ([][]byte, error) {
 	text = cleanText(text)
 	prefix = cleanText(prefix)
 	if text == "" {
@@ -96,12 +102,12 @@ func messageLines(command, target, prefix, text string, nickLen int) ([][]byte, 
 		return nil, fmt.Errorf("target %q too long for a message", target)
 	}
 	pieces := splitText(text, budget)
-	if len(pieces) > maxReplyLines {
+	if maxLines > 0 && len(pieces) > maxLines {
 		rest := 0
-		for _, p := range pieces[maxReplyLines-1:] {
+		for _, p := range pieces[maxLines-1:] {
 			rest += len(p)
 		}
-		pieces = append(pieces[:maxReplyLines-1:maxReplyLines-1],
+		pieces = append(pieces[:maxLines-1:maxLines-1],
 			fmt.Sprintf("… (answer shortened: %d more bytes not shown)", rest))
 	}
 	lines := make([][]byte, 0, len(pieces))
@@ -130,4 +136,17 @@ func buildLine(command string, params ...string) ([]byte, error) {
 // empty, no space, comma, BEL, CR, LF or NUL, not starting with ':'.
 func validTarget(s string) bool {
 	return s != "" && s[0] != ':' && !strings.ContainsAny(s, " ,\x07\r\n\x00") && utf8.ValidString(s)
+}
+
+// cutText shortens s to at most max bytes on a UTF-8 boundary, marking
+// the cut with "…".
+func cutText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

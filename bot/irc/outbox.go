@@ -218,9 +218,10 @@ func (o *outbox) ready() bool {
 }
 
 // pick takes the next live item and marks it sending, skipping (and
-// failing) cancelled, expired and stale ones; mu held. nil when none.
+// failing) cancelled and stale ones; mu held. nil when none. A line past
+// its expiry is still sent: it waited behind other lines, not for a
+// connection (expire drops those).
 func (o *outbox) pick() *item {
-	now := o.now()
 	for {
 		var it *item
 		switch {
@@ -246,10 +247,6 @@ func (o *outbox) pick() *item {
 		case it.gen != 0 && it.gen != o.gen:
 			if it.state.CompareAndSwap(itemQueued, itemDone) {
 				it.done <- errConnLost
-			}
-		case !it.expires.IsZero() && now.After(it.expires):
-			if it.state.CompareAndSwap(itemQueued, itemDone) {
-				it.done <- errExpired
 			}
 		case it.state.CompareAndSwap(itemQueued, itemSending):
 			o.inflight = true
@@ -313,12 +310,16 @@ func (o *outbox) run(ctx context.Context) {
 	}
 }
 
-// expire fails queued lines whose time is up; they would otherwise wait
-// for a connection that is not coming back soon.
+// expire fails queued lines whose time is up while there is no
+// connection; they would otherwise wait for a connection that is not
+// coming back soon. While connected, a long backlog only delays lines.
 func (o *outbox) expire() {
 	now := o.now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.link != nil {
+		return
+	}
 	o.failWhere(func(it *item) bool { return !it.expires.IsZero() && now.After(it.expires) }, errExpired)
 }
 

@@ -139,6 +139,9 @@ func TestOutboxPlantedText(t *testing.T) {
 			sent += len(ls)
 		}
 	}
+	if !c.waitReplies(context.Background()) {
+		t.Fatal("answers not sent")
+	}
 	lines := f.wire()
 	if len(lines) != sent {
 		t.Fatalf("texts that make %d lines became %d lines on the wire:\n%q", sent, len(lines), lines)
@@ -279,11 +282,18 @@ func TestOutboxConnectionLoss(t *testing.T) {
 		t.Errorf("bound line without a connection: %v", err)
 	}
 
-	// Unbound lines wait for a connection; expired ones are dropped.
+	// Unbound lines wait for a connection; expired ones are dropped
+	// while there is none (within a second).
 	waiting := &item{line: line}
 	expired := &item{line: line, expires: time.Now().Add(-time.Second)}
 	o.enqueue(waiting, false)
 	o.enqueue(expired, false)
+	if err := <-expired.done; !errors.Is(err, errExpired) {
+		t.Errorf("expired line: %v", err)
+	}
+	// Connected, a line past its expiry still goes out: it only waited
+	// behind others.
+	late := &item{line: line, expires: time.Now().Add(-time.Second)}
 	block := make(chan struct{})
 	f := &fakeLink{block: block}
 	o.setLink(f, 2)
@@ -300,8 +310,9 @@ func TestOutboxConnectionLoss(t *testing.T) {
 	if err := <-waiting.done; err != nil {
 		t.Errorf("waiting line: %v", err)
 	}
-	if err := <-expired.done; !errors.Is(err, errExpired) {
-		t.Errorf("expired line: %v", err)
+	o.enqueue(late, false)
+	if err := <-late.done; err != nil {
+		t.Errorf("a line past its expiry while connected: %v", err)
 	}
 }
 
@@ -359,34 +370,43 @@ func TestThrottle(t *testing.T) {
 	th := newThrottle(3)
 	t0 := time.Unix(1000, 0)
 	type step struct {
-		at       time.Duration
-		ok, warn bool
+		at         time.Duration
+		privileged bool
+		ok         bool
 	}
 	steps := []step{
-		{0, true, false}, {time.Second, true, false}, {2 * time.Second, true, false},
-		{3 * time.Second, false, true},  // refused politely once
-		{4 * time.Second, false, false}, // then silently
+		{0, false, true}, {time.Second, false, true}, {2 * time.Second, false, true},
+		{3 * time.Second, false, false}, // refused (the client says so)
+		{4 * time.Second, false, false},
+		{5 * time.Second, true, true}, // voiced: ten times the limit
 		{59 * time.Second, false, false},
-		{60 * time.Second, true, false}, // the first one left the window
-		{61 * time.Second, true, false},
-		{62 * time.Second, true, false},
-		{63 * time.Second, false, true}, // warned again after a clear window
+		{60 * time.Second, false, false}, // the first one left the window, 3 remain
+		{61 * time.Second, false, true},  // the second left too
+		{62 * time.Second, false, true},
+		{63 * time.Second, false, false},
 	}
 	for _, s := range steps {
-		ok, warn := th.allow("nick", t0.Add(s.at))
-		if ok != s.ok || warn != s.warn {
-			t.Errorf("at %v: ok=%v warn=%v, want %v %v", s.at, ok, warn, s.ok, s.warn)
+		if ok := th.allow("nick", s.privileged, t0.Add(s.at)); ok != s.ok {
+			t.Errorf("at %v (privileged %v): ok=%v, want %v", s.at, s.privileged, ok, s.ok)
 		}
+	}
+	for i := 0; i < 27; i++ {
+		if !th.allow("nick", true, t0.Add(64*time.Second)) {
+			t.Fatalf("voiced command %d refused: ten times the limit must fit", i)
+		}
+	}
+	if th.allow("nick", true, t0.Add(64*time.Second)) {
+		t.Error("voiced users have no limit at all")
 	}
 	// A nick change keeps the window.
 	th.rename("nick", "newnick")
-	if ok, _ := th.allow("newnick", t0.Add(64*time.Second)); ok {
+	if th.allow("newnick", false, t0.Add(64*time.Second)) {
 		t.Error("renaming reset the throttle")
 	}
-	if ok, _ := th.allow("other", t0.Add(64*time.Second)); !ok {
+	if !th.allow("other", false, t0.Add(64*time.Second)) {
 		t.Error("another user is throttled")
 	}
-	if ok, _ := newThrottle(0).allow("x", t0); !ok {
+	if !newThrottle(0).allow("x", false, t0) {
 		t.Error("limit 0 should not throttle")
 	}
 }

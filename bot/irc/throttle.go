@@ -5,13 +5,17 @@ import (
 	"time"
 )
 
+// privilegedFactor is how many more commands voiced users and operators
+// may run than users without a rank: a clean-up of a crawl (an !a, then
+// forty !ig in twenty seconds) must never hit the limit.
+const privilegedFactor = 10
+
 // throttle limits how many commands each user may run per window (a
-// sliding window over the times of accepted commands). The first refused
-// command gets a polite "slow down"; further ones are ignored silently
-// until the window has room again, so a flooding user cannot make the bot
-// flood on their behalf.
+// sliding window over the times of accepted commands). It only decides;
+// the client answers every refused command, so nothing is dropped
+// without a word.
 type throttle struct {
-	limit  int
+	limit  int // per window, for users without a rank
 	window time.Duration
 
 	mu        sync.Mutex
@@ -20,19 +24,26 @@ type throttle struct {
 }
 
 type userWindow struct {
-	times  []time.Time // accepted commands inside the window, oldest first
-	warned bool
+	times []time.Time // accepted commands inside the window, oldest first
 }
 
 func newThrottle(perMinute int) *throttle {
 	return &throttle{limit: perMinute, window: time.Minute, users: map[string]*userWindow{}}
 }
 
-// allow decides on one command by user key at now. ok: run it. warn: it
-// is refused and the user should be told once.
-func (t *throttle) allow(key string, now time.Time) (ok, warn bool) {
+// limitFor is the limit for a user with (privileged) or without a rank.
+func (t *throttle) limitFor(privileged bool) int {
+	if privileged {
+		return t.limit * privilegedFactor
+	}
+	return t.limit
+}
+
+// allow decides on one command by user key at now; privileged is true
+// for a voiced user or an operator in the channel the command came from.
+func (t *throttle) allow(key string, privileged bool, now time.Time) bool {
 	if t.limit <= 0 {
-		return true, false
+		return true
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -45,16 +56,11 @@ func (t *throttle) allow(key string, now time.Time) (ok, warn bool) {
 		t.users[key] = u
 	}
 	u.prune(now, t.window)
-	if len(u.times) < t.limit {
+	if len(u.times) < t.limitFor(privileged) {
 		u.times = append(u.times, now)
-		u.warned = false
-		return true, false
+		return true
 	}
-	if u.warned {
-		return false, false
-	}
-	u.warned = true
-	return false, true
+	return false
 }
 
 // rename carries a user's window over a nick change, so changing nick does

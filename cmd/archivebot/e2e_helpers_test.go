@@ -473,9 +473,17 @@ func finishLine(nick, url string, aborted bool) string {
 	return fmt.Sprintf("%s: Your job for %s %s. (%s)", nick, url, how, ident.Of(url))
 }
 
-// isFinishOf matches any finish line for the job with this ident.
+// isFinishOf matches any finish line for the job with this ident: its
+// own line, or a combined one ("vera: 6 of your jobs finished: URL
+// (IDENT), …") when notices backed up.
 func isFinishOf(id string) func(string) bool {
-	return func(s string) bool { return strings.Contains(s, "Your job for ") && strings.HasSuffix(s, "("+id+")") }
+	return func(s string) bool {
+		if strings.Contains(s, "Your job for ") {
+			return strings.HasSuffix(s, "("+id+")")
+		}
+		return strings.Contains(s, "jobs finished: ") &&
+			(strings.Contains(s, " ("+id+")") || strings.Contains(s, " ("+id+", aborted)"))
+	}
 }
 
 // pushNotice RPUSHes a finish notification as a pipeline does (SPEC §2.4).

@@ -57,7 +57,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *debug {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	logger := newLogger(stderr, level)
 	if *check {
 		if err := checkConfig(cfg, logger); err != nil {
 			fmt.Fprintf(stderr, "archivebot: %v\n", err)
