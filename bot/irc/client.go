@@ -326,16 +326,24 @@ type watchConn struct {
 }
 
 func (w *watchConn) Write(b []byte) (int, error) {
-	n, err := w.Conn.Write(b)
+	// Claim the outbox's line before writing it, not after: once claimed,
+	// the outbox waits for this write's result instead of counting the line
+	// as lost because the connection went down meanwhile (a line that did
+	// reach the socket would otherwise be sent again after a reconnect).
 	w.mu.Lock()
+	var res chan error
 	if w.expect != nil && bytes.Equal(b, w.expect) {
-		if err == nil && n < len(b) {
-			err = io.ErrShortWrite
-		}
-		w.result <- err
+		res = w.result
 		w.expect, w.result = nil, nil
 	}
 	w.mu.Unlock()
+	n, err := w.Conn.Write(b)
+	if res != nil {
+		if err == nil && n < len(b) {
+			err = io.ErrShortWrite
+		}
+		res <- err
+	}
 	return n, err
 }
 
@@ -352,15 +360,24 @@ func (l *link) write(ctx context.Context, line []byte) error {
 	l.sock.mu.Lock()
 	l.sock.expect, l.sock.result = line, res
 	l.sock.mu.Unlock()
-	forget := func() {
+	// forget withdraws the line unless a Write has already claimed it;
+	// claimed reports that it had, so its result is coming on res.
+	forget := func() (claimed bool) {
 		l.sock.mu.Lock()
+		defer l.sock.mu.Unlock()
 		if l.sock.result == res {
 			l.sock.expect, l.sock.result = nil, nil
+			return false
 		}
-		l.sock.mu.Unlock()
+		return true
 	}
 	if err := l.conn.SendRaw(string(line[:len(line)-2])); err != nil {
-		forget()
+		if forget() {
+			// Written after all, or failed in the write itself.
+			if err := <-res; err == nil {
+				return nil
+			}
+		}
 		return errConnLost
 	}
 	t := time.NewTimer(l.timeout)
@@ -375,13 +392,18 @@ func (l *link) write(ctx context.Context, line []byte) error {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	forget()
-	select {
-	case err := <-res: // written just in time
-		if err == nil {
-			return nil
+	if forget() {
+		// The socket write is under way: its outcome, not the connection
+		// state seen meanwhile, says whether the line went out.
+		w := time.NewTimer(l.timeout)
+		defer w.Stop()
+		select {
+		case err := <-res:
+			if err == nil {
+				return nil
+			}
+		case <-w.C:
 		}
-	default:
 	}
 	return errConnLost
 }
