@@ -69,6 +69,14 @@ func ParseFinishNotice(doc string) (FinishNotice, error) {
 	return n, nil
 }
 
+// pipelineID is the notice's pipeline_id, "" when it is null or not a
+// string.
+func (n FinishNotice) pipelineID() string {
+	var id string
+	_ = json.Unmarshal(n.PipelineID, &id)
+	return id
+}
+
 // Line is the channel line for the notice, with the job's ident computed
 // from its (already normalized) url:
 // "NICK: Your job for URL has finished. (IDENT)" or "… was aborted. (IDENT)".
@@ -153,6 +161,9 @@ func (f *FinishNotifier) deliver(ctx context.Context, doc string) error {
 		}
 		if err := f.store.IndexFinished(ctx, ident.Of(n.URL)); err != nil {
 			f.log.Warn("could not add the job to the index of finished jobs (/finished)", "ident", ident.Of(n.URL), "err", err)
+		}
+		if err := f.store.RecordJobEnd(ctx, ident.Of(n.URL), bool(n.Aborted), n.pipelineID()); err != nil {
+			f.log.Warn("could not record the end of the job in its history", "ident", ident.Of(n.URL), "err", err)
 		}
 		line := n.Line()
 		if err := announceIn(ctx, f.ann, f.log, n.StartedIn, line); err != nil {

@@ -79,7 +79,13 @@ func (r *Reaper) runOnce(ctx context.Context) error {
 			continue
 		}
 		reason := "no heartbeat for " + shortDuration(r.Silent(d))
-		_, err := r.store.FailJob(ctx, d.Ident, reason)
+		switch {
+		case d.PipelineNick != "":
+			reason += fmt.Sprintf(" on pipeline %q (%s)", d.PipelineNick, d.PipelineID)
+		case d.PipelineID != "":
+			reason += " on " + d.PipelineID
+		}
+		_, err := r.store.FailJobBy(ctx, d.Ident, reason, "reaper")
 		switch {
 		case err == nil:
 			log.Warn("failed dead job", "reason", reason)
