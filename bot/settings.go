@@ -21,6 +21,9 @@ func (b *Bot) change(ctx context.Context, c *Call, id string, ch coordinator.Cha
 	case errors.Is(err, coordinator.ErrJobFinished):
 		c.Reply("Job %s has already finished; its settings can no longer change.", id)
 		return false, nil
+	case errors.Is(err, coordinator.ErrJobStarted):
+		c.Reply("Sorry, job %s has already started: its pipeline read that setting when it took the job and never reads it again.", id)
+		return false, nil
 	case err != nil:
 		return false, err
 	}
