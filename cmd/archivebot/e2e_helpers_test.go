@@ -215,6 +215,7 @@ auto_fail = true
 
 [notifier]
 finish_interval = "200ms"
+start_interval = "200ms"
 pipeline_interval = "300ms"
 pipeline_silent_after = "2s"
 
