@@ -114,6 +114,9 @@ func TestJobHistory(t *testing.T) {
 		if diff := cmp.Diff(want, historyOf(t, s, id)); diff != "" {
 			t.Errorf("history (-want +got):\n%s", diff)
 		}
+		if d, err := s.JobDetail(ctx, id); err != nil || d == nil || len(d.History) != len(want) {
+			t.Errorf("JobDetail history: %+v %v", d, err)
+		}
 		es, _ := s.History(ctx, id, HistoryMax)
 		if es[4].Detail["pipeline"] != "hist-pipe" || es[1].Detail["set"] == nil {
 			t.Errorf("details: started %v, settings %v", es[4].Detail, es[1].Detail)
