@@ -87,8 +87,15 @@ func failureStatus(f *coordinator.Failure) string {
 	if f.Reason != "" {
 		fmt.Fprintf(&b, ": %s", f.Reason)
 	}
-	if f.FailedBy == "reaper" {
-		b.WriteString(" (failed by the death timer, with its pipeline)")
+	switch p, nick := f.Job["pipeline_id"], f.Extra["pipeline"]; {
+	case f.FailedBy == "reaper" && nick != "":
+		fmt.Fprintf(&b, " (reaped by the death timer with its pipeline %q, %s)", nick, p)
+	case f.FailedBy == "reaper" && p != "":
+		fmt.Fprintf(&b, " (reaped by the death timer with its pipeline %s)", p)
+	case f.FailedBy == "reaper":
+		b.WriteString(" (reaped by the death timer)")
+	case nick != "":
+		fmt.Fprintf(&b, " (it was on pipeline %q)", nick)
 	}
 	if f.FailedAt > 0 {
 		at := time.Unix(int64(f.FailedAt), 0).UTC()

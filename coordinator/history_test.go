@@ -500,14 +500,22 @@ func TestFailureRecordFromReaper(t *testing.T) {
 	s := NewStore(b.Client)
 	id := svcQueue(t, s, "http://reaped.example.com/", "alice", "#ab", KeyPending)
 	b.Client.SAdd(ctx, KeyIgnores(id), "/x/")
-	if _, err := s.FailJobBy(ctx, id, `no heartbeat for 2h0m on pipeline "p"`, "reaper"); err != nil {
+	p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "reaped-pipe"})
+	if err := p.Report(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Take(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FailJobBy(ctx, id, "no heartbeat for 2h0m", "reaper"); err != nil {
 		t.Fatal(err)
 	}
 	f, err := s.GetFailure(ctx, id)
 	if err != nil || f == nil {
 		t.Fatalf("failure record: %v %v", f, err)
 	}
-	if f.FailedBy != "reaper" || f.Queue != KeyPending || f.Job["started_by"] != "alice" || f.Extra["origin_queue"] != KeyPending {
+	if f.FailedBy != "reaper" || f.Queue != KeyWorking || f.Job["started_by"] != "alice" || f.Extra["origin_queue"] != KeyPending ||
+		f.Extra["pipeline"] != "reaped-pipe" || f.Job["pipeline_id"] != p.Key() {
 		t.Errorf("failure record %+v", f)
 	}
 	var ign []string

@@ -79,12 +79,6 @@ func (r *Reaper) runOnce(ctx context.Context) error {
 			continue
 		}
 		reason := "no heartbeat for " + shortDuration(r.Silent(d))
-		switch {
-		case d.PipelineNick != "":
-			reason += fmt.Sprintf(" on pipeline %q (%s)", d.PipelineNick, d.PipelineID)
-		case d.PipelineID != "":
-			reason += " on " + d.PipelineID
-		}
 		_, err := r.store.FailJobBy(ctx, d.Ident, reason, "reaper")
 		switch {
 		case err == nil:

@@ -476,7 +476,9 @@ func finishLine(nick, url string, aborted bool) string {
 
 // isFinishOf matches any finish line for the job with this ident.
 func isFinishOf(id string) func(string) bool {
-	return func(s string) bool { return strings.Contains(s, "Your job for ") && strings.HasSuffix(s, "("+id+")") }
+	return func(s string) bool {
+		return strings.Contains(s, "Your job for ") && !strings.Contains(s, " has started on ") && strings.HasSuffix(s, "("+id+")")
+	}
 }
 
 // pushNotice RPUSHes a finish notification as a pipeline does (SPEC §2.4).

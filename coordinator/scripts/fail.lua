@@ -16,8 +16,9 @@
 --
 -- The failure record holds url, reason, failed_by, failed_at, queue (where
 -- the job was: a queue key or "working"), origin_queue (where register
--- queued it), job (the record as JSON) and ignores (its patterns as a JSON
--- array), so `archivebot requeue` can queue it again as it was.
+-- queued it), job (the record as JSON), ignores (its patterns as a JSON
+-- array) and, for a job on a pipeline, pipeline (its nickname, read from
+-- the pipeline record named by pipeline_id, as reap.lua does), so `archivebot requeue` can queue it again as it was.
 -- ARGV[#ARGV - 1], ARGV[#ARGV] the command record (cmdrecord.lua, prepended):
 -- a change made under a recorded command returns its recorded reply.
 -- Returns {code, field, value, ...}: code 0 when there is no job record
@@ -74,6 +75,12 @@ redis.call('DEL', KEYS[6])
 redis.call('HSET', KEYS[6], 'url', job['url'] or '', 'reason', ARGV[1], 'failed_by', ARGV[4],
   'failed_at', ARGV[5], 'queue', where, 'origin_queue', origin, 'job', cjson.encode(job),
   'ignores', ign_json)
+if job['pipeline_id'] then
+  local ok, nick = pcall(redis.call, 'HGET', job['pipeline_id'], 'nickname')
+  if ok and nick then
+    redis.call('HSET', KEYS[6], 'pipeline', nick)
+  end
+end
 local keep = tonumber(ARGV[6])
 redis.call('EXPIRE', KEYS[6], keep)
 redis.call('ZADD', KEYS[8], ARGV[5], KEYS[1])
