@@ -20,7 +20,6 @@ import (
 // every step with who did it, in the channel the last five; the list gets
 // the aborted job's TTL.
 func TestE2EHistory(t *testing.T) {
-	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client

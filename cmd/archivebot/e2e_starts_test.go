@@ -29,7 +29,6 @@ func startLineOf(id, pipeline string) func(string) bool {
 func isStartLine(s string) bool { return strings.Contains(s, "has started on ") }
 
 func TestE2EStartNotices(t *testing.T) {
-	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client
