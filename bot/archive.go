@@ -165,11 +165,28 @@ func (b *Bot) archive(ctx context.Context, c *Call, kind archiveKind) error {
 	if !kind.shallow && !kind.list && c.Req.Rank < Op {
 		job.PendingLimit = b.opts.PendingLimit
 	}
+	// The per-user limit binds every archive command of a non-operator.
+	if c.Req.Rank < Op {
+		job.PerUserLimit = b.opts.PerUserPendingLimit
+	}
+	job.NickKey = c.Req.NickKey
+	switch {
+	case opts.has("notify-start"):
+		job.NotifyStart = true
+	case opts.has("no-notify-start"):
+	default:
+		job.NotifyStart = b.opts.StartNotices && !kind.shallow
+	}
 
 	c.Effect = "the job for " + url + " was queued"
+	var limited *coordinator.UserLimitError
 	switch err := b.store.Register(ctx, job); {
 	case errors.Is(err, coordinator.ErrJobExists):
 		return b.replyExists(ctx, c, id, url)
+	case errors.As(err, &limited):
+		c.Reply("Sorry, you already have %d jobs queued; the limit is %d per person. Wait until some of them have started (or ask a channel operator).",
+			limited.Queued, b.opts.PerUserPendingLimit)
+		return nil
 	case errors.Is(err, coordinator.ErrPendingFull):
 		c.Reply("Sorry, %d jobs are already waiting in the pending queue; only channel operators may queue more until it drains. (!ao still works.)", b.opts.PendingLimit)
 		return nil

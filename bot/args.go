@@ -90,6 +90,8 @@ var archiveOptions = []optSpec{
 	{"concurrency", []string{"concurrent"}, optInt},
 	{"large", nil, optFlag},
 	{"youtube-dl", nil, optFlag},
+	{"notify-start", []string{"notifystart"}, optFlag},
+	{"no-notify-start", []string{"nonotifystart"}, optFlag},
 }
 
 var optIndex = func() map[string]*optSpec {
@@ -200,6 +202,10 @@ func parseArchiveOptions(words []string) (*archiveOpts, error) {
 			o.Large = true
 		case "youtube-dl":
 			o.YoutubeDL = true
+		case "notify-start", "no-notify-start":
+			if o.set["notify-start"] && o.set["no-notify-start"] {
+				return nil, fmt.Errorf("options '--notify-start' and '--no-notify-start' contradict each other")
+			}
 		}
 	}
 	return o, nil

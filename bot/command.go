@@ -43,6 +43,9 @@ const (
 // Request is one line a user typed.
 type Request struct {
 	Nick string
+	// NickKey is Nick folded with the IRC server's CASEMAPPING (the front
+	// end knows it); "" means strings.ToLower(Nick).
+	NickKey string
 	// Channel is where the line was said; "" for a private message.
 	Channel string
 	// Rank is the user's rank in Channel (ignored in private).
@@ -144,6 +147,13 @@ type Options struct {
 	Logger  *slog.Logger
 	// PendingShown is how many jobs per queue !pending lists.
 	PendingShown int
+	// PerUserPendingLimit is how many queued jobs one nick may have;
+	// operators are exempt. 0 means no limit.
+	PerUserPendingLimit int
+	// StartNotices is notifier.start_notices: whether !a jobs get a start
+	// notice unless they say --no-notify-start (!ao jobs get one only with
+	// --notify-start).
+	StartNotices bool
 	// OutcomeWait is how long the bot keeps finding out what happened to
 	// a command Redis did not answer (DefaultOutcomeWait when 0).
 	OutcomeWait time.Duration

@@ -12,6 +12,7 @@ import (
 // change applies a settings change and answers the common failures. It
 // reports whether the change was made.
 func (b *Bot) change(ctx context.Context, c *Call, id string, ch coordinator.Change) (bool, error) {
+	ch.By = c.Req.Nick
 	_, err := b.store.ChangeSettings(ctx, id, ch)
 	switch {
 	case errors.Is(err, coordinator.ErrNoJob):
@@ -19,6 +20,9 @@ func (b *Bot) change(ctx context.Context, c *Call, id string, ch coordinator.Cha
 		return false, nil
 	case errors.Is(err, coordinator.ErrJobFinished):
 		c.Reply("Job %s has already finished; its settings can no longer change.", id)
+		return false, nil
+	case errors.Is(err, coordinator.ErrJobStarted):
+		c.Reply("Sorry, job %s has already started: its pipeline read that setting when it took the job and never reads it again.", id)
 		return false, nil
 	case err != nil:
 		return false, err
@@ -221,7 +225,7 @@ func runExplain(ctx context.Context, b *Bot, c *Call) error {
 // !abort IDENT
 func runAbort(ctx context.Context, b *Bot, c *Call) error {
 	id := c.Args[0]
-	res, url, err := b.store.Abort(ctx, id)
+	res, url, err := b.store.AbortBy(ctx, id, c.Req.Nick)
 	switch {
 	case errors.Is(err, coordinator.ErrNoJob):
 		c.unknownJob(id)
@@ -243,7 +247,7 @@ func runAbort(ctx context.Context, b *Bot, c *Call) error {
 // !expire IDENT
 func runExpire(ctx context.Context, b *Bot, c *Call) error {
 	id := c.Args[0]
-	switch err := b.store.Expire(ctx, id); {
+	switch err := b.store.ExpireBy(ctx, id, c.Req.Nick); {
 	case errors.Is(err, coordinator.ErrNoJob):
 		c.unknownJob(id)
 	case errors.Is(err, coordinator.ErrNoExpiry):
@@ -265,7 +269,7 @@ func restAfterFirst(s string) string {
 // !fail IDENT
 func runFail(ctx context.Context, b *Bot, c *Call) error {
 	id := c.Args[0]
-	job, err := b.store.FailJob(ctx, id, "failed by "+c.Req.Nick)
+	job, err := b.store.FailJobBy(ctx, id, "failed by "+c.Req.Nick, c.Req.Nick)
 	switch {
 	case errors.Is(err, coordinator.ErrNoJob):
 		c.unknownJob(id)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/ident"
@@ -30,9 +31,12 @@ func runStatus(ctx context.Context, b *Bot, c *Call) error {
 	}
 	arg := c.Args[0]
 	if IsIdent(arg) {
-		job, err := b.job(ctx, c, arg)
-		if job == nil {
+		job, err := b.store.GetJob(ctx, arg)
+		if err != nil {
 			return err
+		}
+		if job == nil {
+			return b.replyFailure(ctx, c, arg, func() { c.unknownJob(arg) })
 		}
 		c.Reply("%s", jobStatus(job))
 		return nil
@@ -48,11 +52,60 @@ func runStatus(ctx context.Context, b *Bot, c *Call) error {
 		return err
 	}
 	if job == nil {
-		c.Reply("Sorry, that URL has not been archived recently: no job for %s in the last 48 hours.", url)
-		return nil
+		return b.replyFailure(ctx, c, ident.Of(url), func() {
+			c.Reply("Sorry, that URL has not been archived recently: no job for %s in the last 48 hours.", url)
+		})
 	}
 	c.Reply("%s", jobStatus(job))
 	return nil
+}
+
+// replyFailure answers with the failure record of id (kept 7 days after
+// the job record is gone), or calls none when there is none.
+func (b *Bot) replyFailure(ctx context.Context, c *Call, id string, none func()) error {
+	f, err := b.store.GetFailure(ctx, id)
+	if err != nil {
+		return err
+	}
+	if f == nil {
+		none()
+		return nil
+	}
+	c.Reply("%s", failureStatus(f))
+	return nil
+}
+
+// failureStatus is the one-line status of a failed job from its failure
+// record: why, who or what failed it, when, and where it was.
+func failureStatus(f *coordinator.Failure) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Job %s <%s>.", f.Ident, f.URL)
+	if by := f.Job["started_by"]; by != "" {
+		fmt.Fprintf(&b, " Started by %s.", by)
+	}
+	fmt.Fprintf(&b, " Failed")
+	if f.Reason != "" {
+		fmt.Fprintf(&b, ": %s", f.Reason)
+	}
+	switch p, nick := f.Job["pipeline_id"], f.Extra["pipeline"]; {
+	case f.FailedBy == "reaper" && nick != "":
+		fmt.Fprintf(&b, " (reaped by the death timer with its pipeline %q, %s)", nick, p)
+	case f.FailedBy == "reaper" && p != "":
+		fmt.Fprintf(&b, " (reaped by the death timer with its pipeline %s)", p)
+	case f.FailedBy == "reaper":
+		b.WriteString(" (reaped by the death timer)")
+	case nick != "":
+		fmt.Fprintf(&b, " (it was on pipeline %q)", nick)
+	}
+	if f.FailedAt > 0 {
+		at := time.Unix(int64(f.FailedAt), 0).UTC()
+		fmt.Fprintf(&b, ", at %s", at.Format(time.DateTime+"Z"))
+	}
+	if f.Queue != "" {
+		fmt.Fprintf(&b, ", while in %s", f.Queue)
+	}
+	b.WriteString(".")
+	return b.String()
 }
 
 // jobStatus is the one-line status of a job.

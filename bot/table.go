@@ -12,7 +12,7 @@ func commandTable() []*Command {
 	return []*Command{
 		{
 			Name: "!archive", Aliases: []string{"!a"}, Perm: Voice, Mutates: true,
-			Usage: "!archive URL [--ignore-sets=A,B] [--no-offsite-links] [--user-agent-alias=NAME] [--pipeline=NAME] [--explain=TEXT] [--delay=MS] [--concurrency=N] [--large]",
+			Usage: "!archive URL [--ignore-sets=A,B] [--no-offsite-links] [--user-agent-alias=NAME] [--pipeline=NAME] [--explain=TEXT] [--delay=MS] [--concurrency=N] [--large] [--notify-start|--no-notify-start]",
 			Help:  "archive a site recursively", MinArgs: 1, MaxArgs: -1,
 			Run: runArchive(archiveKind{}),
 		},
@@ -129,6 +129,36 @@ func commandTable() []*Command {
 			Usage: "!whereis IDENT",
 			Help:  "which pipeline runs a job", MinArgs: 1, MaxArgs: 1, Ident: true,
 			Run: runWhereis,
+		},
+		{
+			Name: "!history", Perm: Anyone,
+			Usage: "!history IDENT",
+			Help:  "what happened to a job and who did it (the last 5 steps in a channel, 30 in private)", MinArgs: 1, MaxArgs: 1, Ident: true,
+			Run: runHistory,
+		},
+		{
+			Name: "!ignoresets", Aliases: []string{"!igsets"}, Perm: Anyone,
+			Usage: "!ignoresets",
+			Help:  "list the ignore sets !ignoreset and --ignore-sets know", MinArgs: 0, MaxArgs: 0,
+			Run: runIgnoreSets,
+		},
+		{
+			Name: "!jobs", Perm: Anyone,
+			Usage: "!jobs PIPELINE (its nickname or id)",
+			Help:  "list the jobs a pipeline is working on", MinArgs: 1, MaxArgs: 1,
+			Run: runJobs,
+		},
+		{
+			Name: "!useragent", Aliases: []string{"!ua"}, Perm: Voice, Mutates: true,
+			Usage: "!useragent IDENT ALIAS",
+			Help:  "change the user agent of a job that has not started yet", MinArgs: 2, MaxArgs: 2, Ident: true,
+			Run: runUserAgent,
+		},
+		{
+			Name: "!move", Perm: Op, Mutates: true,
+			Usage: "!move IDENT front|back|QUEUE (QUEUE: pending, pending-ao, pending-large or pending:NAME)",
+			Help:  "move a queued job to the front (next to run) or back of its queue, or to another queue of the same kind", MinArgs: 2, MaxArgs: 2, Ident: true,
+			Run: runMove,
 		},
 		{
 			Name: "!help", Perm: Anyone,

@@ -33,6 +33,10 @@ const (
 	// DefaultFinishBatch is the most finish notices one cycle delivers.
 	DefaultFinishBatch = 1000
 
+	// DefaultStartInterval is how often `working` is checked for jobs a
+	// pipeline has taken (start notices).
+	DefaultStartInterval = 5 * time.Second
+
 	DefaultPipelineInterval    = 30 * time.Second
 	DefaultPipelineSilentAfter = 5 * time.Minute
 
@@ -129,10 +133,13 @@ type Redis struct {
 
 // Jobs configures job registration.
 type Jobs struct {
-	Schemes       []string `toml:"schemes"`
-	PendingLimit  int      `toml:"pending_limit"`
-	IgnoreSetsDir string   `toml:"ignore_sets_dir"`
-	UserAgentsDir string   `toml:"user_agents_dir"`
+	Schemes      []string `toml:"schemes"`
+	PendingLimit int      `toml:"pending_limit"`
+	// PerUserPendingLimit is how many queued jobs one nick may have (ops
+	// exempt); 0 means no limit.
+	PerUserPendingLimit int    `toml:"per_user_pending_limit"`
+	IgnoreSetsDir       string `toml:"ignore_sets_dir"`
+	UserAgentsDir       string `toml:"user_agents_dir"`
 }
 
 // Bot configures command handling.
@@ -157,6 +164,13 @@ type Notifier struct {
 	// PipelineSilentAfter is how old a pipeline's ts may get before it is
 	// announced as silent.
 	PipelineSilentAfter Duration `toml:"pipeline_silent_after"`
+	// StartNotices announces in its channel when a pipeline takes a job
+	// (jobs can opt in or out with --notify-start / --no-notify-start;
+	// !ao jobs are announced only when they opt in). Default true.
+	StartNotices bool `toml:"start_notices"`
+	// StartInterval is how often `working` is checked for new jobs (an
+	// `updates` message of a job not seen yet checks at once).
+	StartInterval Duration `toml:"start_interval"`
 }
 
 // Analyzer configures the log analyzer and trimmer (see doc/protocol.md, Job logs).
@@ -195,6 +209,7 @@ func (c *Config) Embedded() bool { return c.Redis.URL == "" }
 // Default returns the configuration used when no file is given.
 func Default() *Config {
 	c := &Config{}
+	c.Notifier.StartNotices = true
 	c.setDefaults()
 	c.IRC.ReportChannel = c.IRC.defaultReportChannel()
 	return c
@@ -264,6 +279,7 @@ func (c *Config) setDefaults() {
 	}
 	def(&c.Notifier.FinishInterval, DefaultFinishInterval)
 	def(&c.Notifier.PipelineInterval, DefaultPipelineInterval)
+	def(&c.Notifier.StartInterval, DefaultStartInterval)
 	def(&c.Notifier.PipelineSilentAfter, DefaultPipelineSilentAfter)
 	def(&c.Analyzer.SweepInterval, DefaultAnalyzerSweepInterval)
 	if c.Analyzer.TrimAfter == 0 {
@@ -300,6 +316,12 @@ func Load(path string) (*Config, error) {
 		}
 		// An explicit listen = "" switches the web server off.
 		httpOff = md.IsDefined("http", "listen") && c.HTTP.Listen == ""
+		// A boolean that defaults to true: only an explicit false is off.
+		if !md.IsDefined("notifier", "start_notices") {
+			c.Notifier.StartNotices = true
+		}
+	} else {
+		c.Notifier.StartNotices = true
 	}
 	if env := os.Getenv("REDIS_URL"); env != "" {
 		c.Redis.URL = env
@@ -389,6 +411,9 @@ func (c *Config) validate() error {
 	if c.Jobs.PendingLimit < 0 {
 		bad("jobs.pending_limit", "must not be negative")
 	}
+	if c.Jobs.PerUserPendingLimit < 0 {
+		bad("jobs.per_user_pending_limit", "must not be negative (0 means no limit)")
+	}
 	for _, d := range []struct {
 		key string
 		v   time.Duration
@@ -397,6 +422,7 @@ func (c *Config) validate() error {
 		{"bot.outcome_wait", c.Bot.OutcomeWait.Duration},
 		{"reaper.interval", c.Reaper.Interval.Duration},
 		{"notifier.finish_interval", c.Notifier.FinishInterval.Duration},
+		{"notifier.start_interval", c.Notifier.StartInterval.Duration},
 		{"notifier.pipeline_interval", c.Notifier.PipelineInterval.Duration},
 		{"notifier.pipeline_silent_after", c.Notifier.PipelineSilentAfter.Duration},
 		{"analyzer.sweep_interval", c.Analyzer.SweepInterval.Duration},

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"strconv"
 )
 
 // failExpiry is how long a failed job's keys live, as for aborted jobs.
@@ -18,17 +19,33 @@ const failExpiry = 5 // seconds
 // Named queues are read from the queue index just before the atomic step:
 // a job is queued exactly once, so a queue created in between cannot hold
 // it.
+//
+// The same step writes the failure record archivebot:failed:IDENT (kept 7
+// days, see doc/web.md, Failure records), indexes it among finished jobs,
+// appends "failed" to the job's history and gives the history and origin
+// records the failure record's TTL. by is who failed it: an operator's
+// nick, or "reaper".
 // ErrNoJob and ErrJobFinished leave Redis unchanged; with
 // ErrJobFinished the job as it is is returned too.
 func (s *Store) FailJob(ctx context.Context, ident, reason string) (*Job, error) {
+	return s.FailJobBy(ctx, ident, reason, "node")
+}
+
+// FailJobBy is FailJob recording by (an operator's nick, or "reaper") as
+// who failed the job.
+func (s *Store) FailJobBy(ctx context.Context, ident, reason, by string) (*Job, error) {
 	named, err := s.NamedQueues(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("fail job %s: %w", ident, err)
 	}
-	keys := []string{KeyJob(ident), KeyLog(ident), KeyIgnores(ident), KeyJobsFailed, KeyWorking}
+	keys := []string{KeyJob(ident), KeyLog(ident), KeyIgnores(ident), KeyJobsFailed,
+		KeyHistory(ident), KeyFailed(ident), KeyOrigin(ident), KeyFinishedIndex, KeyWorking}
 	keys = append(keys, FixedQueues...)
 	keys = append(keys, named...)
-	res, err := s.runWrite(ctx, "fail job "+ident, failScript, failSrc, keys, reason, failExpiry).Slice()
+	at := s.nowFloat()
+	entry := s.entry(ident, EventFailed, by, map[string]any{"reason": reason})
+	res, err := s.runWrite(ctx, "fail job "+ident, failScript, failSrc, keys, reason, failExpiry,
+		entry, by, strconv.FormatFloat(at, 'f', -1, 64), secs(FailureTTL)).Slice()
 	if err != nil {
 		return nil, err
 	}

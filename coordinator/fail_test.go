@@ -2,7 +2,9 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -20,8 +22,21 @@ func svcDump(t *testing.T, b *redistest.Backend) map[string]redistest.Entry {
 		t.Fatal(err)
 	}
 	for k, e := range d {
+		// A history shows as its events, "event by WHO".
+		if strings.HasPrefix(k, "archivebot:history:") {
+			var evs []string
+			for _, raw := range e.Value.([]string) {
+				var he HistoryEntry
+				if err := json.Unmarshal([]byte(raw), &he); err != nil {
+					t.Fatalf("history entry %q: %v", raw, err)
+				}
+				evs = append(evs, he.Event+" by "+he.By)
+			}
+			e.Value = evs
+			d[k] = e
+		}
 		if h, ok := e.Value.(map[string]string); ok {
-			for _, f := range []string{"queued_at", "started_at", "finished_at", "ts"} {
+			for _, f := range []string{"queued_at", "started_at", "finished_at", "ts", "failed_at", "job"} {
 				if _, ok := h[f]; ok {
 					h[f] = "*"
 				}
@@ -65,13 +80,22 @@ func TestFailJob(t *testing.T) {
 			state: func(id string) map[string]redistest.Entry {
 				other := ident.Of("http://other.example.com/")
 				return map[string]redistest.Entry{
-					id:                 {Type: "hash", Value: svcJobFields(id, url, "alice", map[string]string{"failed": "true", "failed_reason": "failed by op"}), TTL: "set"},
-					id + "_ignores":    {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
-					"pending:fast":     {Type: "list", Value: []string{other}, TTL: -1},
-					KeyQueues:          {Type: "set", Value: []string{"pending:fast"}, TTL: -1},
-					"jobs_failed":      {Type: "string", Value: "1", TTL: -1},
-					other:              {Type: "hash", Value: svcJobFields(other, "http://other.example.com/", "bob", nil), TTL: -1},
-					other + "_ignores": {Type: "set", Value: []string{"global-pattern"}, TTL: -1},
+					id:                   {Type: "hash", Value: svcJobFields(id, url, "alice", map[string]string{"failed": "true", "failed_reason": "failed by op"}), TTL: "set"},
+					id + "_ignores":      {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
+					"pending:fast":       {Type: "list", Value: []string{other}, TTL: -1},
+					KeyQueues:            {Type: "set", Value: []string{"pending:fast"}, TTL: -1},
+					"jobs_failed":        {Type: "string", Value: "1", TTL: -1},
+					other:                {Type: "hash", Value: svcJobFields(other, "http://other.example.com/", "bob", nil), TTL: -1},
+					other + "_ignores":   {Type: "set", Value: []string{"global-pattern"}, TTL: -1},
+					KeyHistory(id):       {Type: "list", Value: []string{"queued by alice", "failed by node"}, TTL: "set"},
+					KeyHistory(other):    {Type: "list", Value: []string{"queued by bob"}, TTL: -1},
+					KeyOrigin(id):        {Type: "hash", Value: map[string]string{"queue": "pending:fast", "notify_start": "0"}, TTL: "set"},
+					KeyOrigin(other):     {Type: "hash", Value: map[string]string{"queue": "pending:fast", "notify_start": "0"}, TTL: -1},
+					KeyQueuedBy("alice"): {Type: "set", Value: []string{id}, TTL: "set"},
+					KeyQueuedBy("bob"):   {Type: "set", Value: []string{other}, TTL: "set"},
+					KeyFailed(id): {Type: "hash", Value: map[string]string{"url": url, "reason": "failed by op", "failed_by": "node",
+						"failed_at": "*", "queue": "pending:fast", "origin_queue": "pending:fast", "job": "*", "ignores": `["global-pattern"]`}, TTL: "set"},
+					KeyFinishedIndex: {Type: "zset", Value: "*", TTL: -1},
 				}
 			},
 		},
@@ -93,9 +117,15 @@ func TestFailJob(t *testing.T) {
 					id: {Type: "hash", Value: svcJobFields(id, url, "alice", map[string]string{
 						"failed": "true", "failed_reason": "failed by op", "started_at": "*",
 						"pipeline_id": "pipeline:ec6ef230f1828039ee794566b9c58adc", "log_score": "1"}), TTL: "set"},
-					id + "_ignores": {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
-					id + "_log":     {Type: "zset", Value: "*", TTL: "set"},
-					"jobs_failed":   {Type: "string", Value: "1", TTL: -1},
+					id + "_ignores":      {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
+					id + "_log":          {Type: "zset", Value: "*", TTL: "set"},
+					"jobs_failed":        {Type: "string", Value: "1", TTL: -1},
+					KeyHistory(id):       {Type: "list", Value: []string{"queued by alice", "failed by node"}, TTL: "set"},
+					KeyOrigin(id):        {Type: "hash", Value: map[string]string{"queue": "pending", "notify_start": "0"}, TTL: "set"},
+					KeyQueuedBy("alice"): {Type: "set", Value: []string{id}, TTL: "set"},
+					KeyFailed(id): {Type: "hash", Value: map[string]string{"url": url, "reason": "failed by op", "failed_by": "node",
+						"failed_at": "*", "queue": "working", "origin_queue": "pending", "job": "*", "ignores": `["global-pattern"]`}, TTL: "set"},
+					KeyFinishedIndex: {Type: "zset", Value: "*", TTL: -1},
 				}
 			},
 		},
@@ -124,9 +154,12 @@ func TestFailJob(t *testing.T) {
 				f := svcJobFields(id, url, "alice", map[string]string{"started_at": "*", "finished_at": "*",
 					"pipeline_id": "pipeline:ec6ef230f1828039ee794566b9c58adc", "fetch_depth": "shallow", "slug": "slug-shallow"})
 				return map[string]redistest.Entry{
-					id:               {Type: "hash", Value: f, TTL: "set"},
-					id + "_ignores":  {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
-					"jobs_completed": {Type: "string", Value: "1", TTL: -1},
+					id:                   {Type: "hash", Value: f, TTL: "set"},
+					id + "_ignores":      {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
+					"jobs_completed":     {Type: "string", Value: "1", TTL: -1},
+					KeyHistory(id):       {Type: "list", Value: []string{"queued by alice"}, TTL: -1},
+					KeyOrigin(id):        {Type: "hash", Value: map[string]string{"queue": "pending-ao", "notify_start": "0"}, TTL: -1},
+					KeyQueuedBy("alice"): {Type: "set", Value: []string{id}, TTL: "set"},
 				}
 			},
 		},
@@ -148,9 +181,11 @@ func TestFailJob(t *testing.T) {
 					t.Errorf("returned job %+v, want the finished record", job)
 				}
 				got := svcDump(t, b)
-				if e, ok := got[id+"_log"]; ok {
-					e.Value = "*"
-					got[id+"_log"] = e
+				for _, k := range []string{id + "_log", KeyFinishedIndex} {
+					if e, ok := got[k]; ok {
+						e.Value = "*"
+						got[k] = e
+					}
 				}
 				if diff := cmp.Diff(tc.state(id), got); diff != "" {
 					t.Errorf("state (-want +got):\n%s", diff)

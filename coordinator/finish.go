@@ -69,6 +69,14 @@ func ParseFinishNotice(doc string) (FinishNotice, error) {
 	return n, nil
 }
 
+// pipelineID is the notice's pipeline_id, "" when it is null or not a
+// string.
+func (n FinishNotice) pipelineID() string {
+	var id string
+	_ = json.Unmarshal(n.PipelineID, &id)
+	return id
+}
+
 // Line is the channel line for the notice, with the job's ident computed
 // from its (already normalized) url:
 // "NICK: Your job for URL has finished. (IDENT)" or "… was aborted. (IDENT)".
@@ -145,15 +153,20 @@ func (f *FinishNotifier) runOnce(ctx context.Context) error {
 }
 
 // observe does what the node does once it sees a job has ended, before
-// its report goes out: the analyzer reads the job's last log entries and
-// the job joins the index of finished jobs (/finished). Both delivery paths
+// its report goes out: the analyzer reads the job's last log entries, the
+// job joins the index of finished jobs (/finished) and its history gets
+// its last entry. Both delivery paths
 // (one line at a time, and combined by the front end) call it.
-func (f *FinishNotifier) observe(ctx context.Context, id string) {
+func (f *FinishNotifier) observe(ctx context.Context, n FinishNotice) {
+	id := ident.Of(n.URL)
 	if f.onNotice != nil {
 		f.onNotice(ctx, id)
 	}
 	if err := f.store.IndexFinished(ctx, id); err != nil {
 		f.log.Warn("could not add the job to the index of finished jobs (/finished)", "ident", id, "err", err)
+	}
+	if err := f.store.RecordJobEnd(ctx, id, bool(n.Aborted), n.pipelineID()); err != nil {
+		f.log.Warn("could not record the end of the job in its history", "ident", id, "err", err)
 	}
 }
 
@@ -164,7 +177,7 @@ func (f *FinishNotifier) deliver(ctx context.Context, doc string) error {
 	if err != nil {
 		f.log.Error("dropping malformed finish notification", "doc", doc, "err", err)
 	} else {
-		f.observe(ctx, ident.Of(n.URL))
+		f.observe(ctx, n)
 		line := n.Line()
 		if err := announceIn(ctx, f.ann, f.log, n.StartedIn, line); err != nil {
 			return fmt.Errorf("announce finish of %s: %w", n.URL, err)

@@ -36,7 +36,7 @@ func (f *FinishNotifier) runBatch(ctx context.Context, fa FinishAnnouncer) error
 			return
 		}
 		id := ident.Of(n.URL)
-		f.observe(ctx, id)
+		f.observe(ctx, n)
 		r := FinishReport{Channel: n.StartedIn, Nick: n.StartedBy, URL: n.URL, Ident: id, Aborted: bool(n.Aborted), Line: text.Clean(n.Line(), text.Untrusted)}
 		out++
 		fa.AnnounceFinish(ctx, r, func(err error) { results <- result{doc, n, err} })

@@ -76,3 +76,35 @@ func ChannelJob(ident string) string { return "archivebot:job:" + ident }
 // FixedQueues are the queues that always exist by name, in the order a
 // pipeline checks them after its named queues (doc/protocol.md, Queues).
 var FixedQueues = []string{KeyPendingLarge, KeyPending, KeyPendingAO}
+
+// Keys of our own for job history, start notices, failure and origin
+// records (doc/protocol.md, Job history and Start notices).
+const (
+	// ChannelJobEvents (pub/sub, ours) gets every history entry appended
+	// to any job's history, as the same JSON document.
+	ChannelJobEvents = "archivebot:job_events"
+	// KeyStarted (set, ours) holds the idents in `working` whose start was
+	// observed (history entry written, notice queued). Idents that left
+	// `working` are removed by the next start scan.
+	KeyStarted = "archivebot:started"
+	// KeyStartNotifications (list, ours) gets one JSON document per start
+	// notice to deliver; KeyStartProcessing holds the ones being delivered.
+	KeyStartNotifications = "archivebot:start_notifications"
+	KeyStartProcessing    = "archivebot:start_notifications:processing"
+	// QueuedByPrefix prefixes the per-nick sets of queued idents used by
+	// the per-user pending limit: archivebot:queued_by:FOLDEDNICK.
+	QueuedByPrefix = "archivebot:queued_by:"
+)
+
+// KeyHistory is the job's history (list, ours): one JSON entry per event,
+// oldest first, at most HistoryMax entries.
+func KeyHistory(ident string) string { return "archivebot:history:" + ident }
+
+// KeyOrigin is what register knew about a job that its hash cannot hold
+// (hash, ours): `queue` (the exact queue key it was pushed to) and
+// `notify_start` ("1" or "0").
+func KeyOrigin(ident string) string { return "archivebot:origin:" + ident }
+
+// KeyQueuedBy is the set of idents a nick queued (folded with the IRC
+// server's CASEMAPPING), for the per-user pending limit.
+func KeyQueuedBy(foldedNick string) string { return QueuedByPrefix + foldedNick }

@@ -79,7 +79,7 @@ func (r *Reaper) runOnce(ctx context.Context) error {
 			continue
 		}
 		reason := "no heartbeat for " + shortDuration(r.Silent(d))
-		_, err := r.store.FailJob(ctx, d.Ident, reason)
+		_, err := r.store.FailJobBy(ctx, d.Ident, reason, "reaper")
 		switch {
 		case err == nil:
 			log.Warn("failed dead job", "reason", reason)

@@ -13,21 +13,25 @@ var (
 	//go:embed scripts/cmdrecord.lua
 	cmdRecordSrc string
 
+	// history.lua follows cmdrecord.lua in the scripts that change jobs.
+	//go:embed scripts/history.lua
+	historySrc string
+
 	//go:embed scripts/register.lua
 	registerBody   string
-	registerSrc    = cmdRecordSrc + registerBody
+	registerSrc    = cmdRecordSrc + historySrc + registerBody
 	registerScript = redis.NewScript(registerSrc)
 )
 
 var (
 	//go:embed scripts/settings.lua
 	settingsBody   string
-	settingsSrc    = cmdRecordSrc + settingsBody
+	settingsSrc    = cmdRecordSrc + historySrc + settingsBody
 	settingsScript = redis.NewScript(settingsSrc)
 
 	//go:embed scripts/abort.lua
 	abortBody   string
-	abortSrc    = cmdRecordSrc + abortBody
+	abortSrc    = cmdRecordSrc + historySrc + abortBody
 	abortScript = redis.NewScript(abortSrc)
 
 	//go:embed scripts/queue_index.lua
@@ -36,7 +40,7 @@ var (
 
 	//go:embed scripts/expire.lua
 	expireBody   string
-	expireSrc    = cmdRecordSrc + expireBody
+	expireSrc    = cmdRecordSrc + historySrc + expireBody
 	expireScript = redis.NewScript(expireSrc)
 )
 
@@ -44,7 +48,7 @@ var (
 var (
 	//go:embed scripts/fail.lua
 	failBody   string
-	failSrc    = cmdRecordSrc + failBody
+	failSrc    = cmdRecordSrc + historySrc + failBody
 	failScript = redis.NewScript(failSrc)
 
 	//go:embed scripts/reap.lua

@@ -16,6 +16,7 @@ import (
 type ServicesConfig struct {
 	Reaper    ReaperConfig
 	Finish    FinishConfig
+	Start     StartConfig
 	Pipelines PipelineNotifierConfig
 	Analyzer  AnalyzerConfig
 	// QueueIndexRebuild is how often the index of named queues is rebuilt
@@ -34,6 +35,7 @@ type ServicesConfig struct {
 type Services struct {
 	Reaper    *Reaper
 	Finish    *FinishNotifier
+	Starts    *StartNotifier
 	Pipelines *PipelineNotifier
 	Analyzer  *Analyzer
 	Updates   *Updates
@@ -54,6 +56,7 @@ func NewServices(store *Store, ann Announcer, cfg ServicesConfig, log *slog.Logg
 	s := &Services{
 		Reaper:    NewReaper(store, ann, cfg.Reaper, log),
 		Finish:    NewFinishNotifier(store, ann, cfg.Finish, log),
+		Starts:    NewStartNotifier(store, ann, cfg.Start, log),
 		Pipelines: NewPipelineNotifier(store, ann, cfg.Pipelines, log),
 		Analyzer:  NewAnalyzer(store, cfg.Analyzer, log),
 		Updates:   NewUpdates(store, log),
@@ -63,6 +66,7 @@ func NewServices(store *Store, ann Announcer, cfg ServicesConfig, log *slog.Logg
 	s.queueIndexRebuild = cfg.QueueIndexRebuild
 	orDefault(&s.queueIndexRebuild, config.DefaultQueueIndexRebuild)
 	s.Updates.OnUpdate(s.Analyzer.Notify)
+	s.Updates.OnUpdate(s.Starts.Notify)
 	s.Finish.onNotice = s.Analyzer.Notify
 	// Messages published while the subscription was down are lost: catch
 	// up on every working job each time it is (re)established.
@@ -88,6 +92,7 @@ func (s *Services) Start(ctx context.Context) {
 	}
 	s.every(ctx, "reaper", s.Reaper.cfg.Interval, false, s.Reaper.runOnce)
 	s.every(ctx, "finish-notifier", s.Finish.cfg.Interval, true, s.Finish.runOnce)
+	s.everyOr(ctx, "start-notifier", s.Starts.cfg.Interval, s.Starts.trigger, s.Starts.runOnce)
 	s.every(ctx, "pipeline-notifier", s.Pipelines.cfg.Interval, false, s.Pipelines.runOnce)
 	s.every(ctx, "analyzer-sweep", s.Analyzer.cfg.SweepInterval, false, s.Analyzer.runOnce)
 	s.every(ctx, "queue-index", s.queueIndexRebuild, true, func(ctx context.Context) error {
@@ -102,10 +107,21 @@ func (s *Services) Start(ctx context.Context) {
 // goroutine of its own. A failing service is logged once, not every cycle,
 // and again when it recovers.
 func (s *Services) every(ctx context.Context, name string, interval time.Duration, now bool, runOnce func(context.Context) error) {
+	s.schedule(ctx, name, run.Schedule{Interval: interval, Now: now}, runOnce)
+}
+
+// everyOr runs runOnce at once, every interval, and whenever trigger
+// fires.
+func (s *Services) everyOr(ctx context.Context, name string, interval time.Duration, trigger <-chan struct{}, runOnce func(context.Context) error) {
+	s.schedule(ctx, name, run.Schedule{Interval: interval, Now: true, Trigger: trigger}, runOnce)
+}
+
+func (s *Services) schedule(ctx context.Context, name string, sched run.Schedule, runOnce func(context.Context) error) {
+	interval := sched.Interval
 	var failing bool
 	metrics.RegisterService(name, interval)
 	run.Go(&s.wg, s.log, name, func() {
-		run.Every(ctx, s.log, name, run.Schedule{Interval: interval, Now: now}, func(ctx context.Context) {
+		run.Every(ctx, s.log, name, sched, func(ctx context.Context) {
 			start := time.Now()
 			err := runOnce(ctx)
 			if ctx.Err() == nil {

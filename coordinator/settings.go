@@ -14,6 +14,8 @@ var (
 	ErrNoJob       = errors.New("no such job")
 	ErrJobFinished = errors.New("job has already finished")
 	ErrNoExpiry    = errors.New("job has no expiry timer")
+	// ErrJobStarted refuses a change that only a queued job can take.
+	ErrJobStarted = errors.New("job has already started")
 )
 
 // Change is one atomic settings change of a job (doc/protocol.md, Job settings).
@@ -27,6 +29,40 @@ type Change struct {
 	Del           []string
 	AddPatterns   []string
 	DelPatterns   []string
+	// QueuedOnly refuses the change (ErrJobStarted) once a pipeline has
+	// taken the job: settings it reads only when it takes the job.
+	QueuedOnly bool
+	// By is who makes the change (a nick), for the job's history.
+	By string
+	// Event is the history event; "" derives it from the change
+	// (ignore_added, ignore_removed or settings).
+	Event string
+}
+
+// historyEvent is the history event and detail of the change.
+func (c Change) historyEvent() (string, map[string]any) {
+	detail := map[string]any{}
+	if len(c.Set) > 0 {
+		detail["set"] = c.Set
+	}
+	if len(c.Del) > 0 {
+		detail["del"] = c.Del
+	}
+	if len(c.AddPatterns) > 0 {
+		detail["patterns"] = c.AddPatterns
+	}
+	if len(c.DelPatterns) > 0 {
+		detail["patterns"] = c.DelPatterns
+	}
+	switch {
+	case c.Event != "":
+		return c.Event, detail
+	case len(c.AddPatterns) > 0:
+		return EventIgnoreAdded, detail
+	case len(c.DelPatterns) > 0:
+		return EventIgnoreRemoved, detail
+	}
+	return EventSettings, detail
 }
 
 // ChangeSettings applies c to the job in one atomic step: the writes, the
@@ -34,10 +70,14 @@ type Change struct {
 // archivebot:job:IDENT. It returns the new age, ErrNoJob or ErrJobFinished.
 func (s *Store) ChangeSettings(ctx context.Context, ident string, c Change) (int64, error) {
 	finished := "1"
-	if c.AllowFinished {
+	switch {
+	case c.QueuedOnly:
+		finished = "2"
+	case c.AllowFinished:
 		finished = "0"
 	}
-	argv := []any{c.Bump, finished, 2 * len(c.Set)}
+	event, detail := c.historyEvent()
+	argv := []any{c.Bump, finished, s.entry(ident, event, c.By, detail), 2 * len(c.Set)}
 	for _, k := range slices.Sorted(maps.Keys(c.Set)) {
 		argv = append(argv, k, c.Set[k])
 	}
@@ -53,7 +93,7 @@ func (s *Store) ChangeSettings(ctx context.Context, ident string, c Change) (int
 	for _, p := range c.DelPatterns {
 		argv = append(argv, p)
 	}
-	keys := []string{KeyJob(ident), KeyIgnores(ident), ChannelJob(ident)}
+	keys := []string{KeyJob(ident), KeyIgnores(ident), ChannelJob(ident), KeyHistory(ident)}
 	res, err := s.runWrite(ctx, "change settings of "+ident, settingsScript, settingsSrc, keys, argv...).Int64Slice()
 	if err != nil {
 		return 0, err
@@ -65,6 +105,8 @@ func (s *Store) ChangeSettings(ctx context.Context, ident string, c Change) (int
 		return 0, ErrJobFinished
 	case -2:
 		return 0, &NotAJobError{Key: KeyJob(ident)}
+	case -3:
+		return 0, ErrJobStarted
 	}
 	return res[1], nil
 }
@@ -89,18 +131,26 @@ const abortExpiry = 5
 // the atomic step: a job is queued exactly once, so a queue created in
 // between cannot hold it.
 func (s *Store) Abort(ctx context.Context, ident string) (AbortResult, string, error) {
+	return s.AbortBy(ctx, ident, "node")
+}
+
+// AbortBy is Abort recording by (a nick) in the job's history.
+func (s *Store) AbortBy(ctx context.Context, ident, by string) (AbortResult, string, error) {
 	named, err := s.NamedQueues(ctx)
 	if err != nil {
 		return 0, "", err
 	}
 	keys := []string{
 		KeyJob(ident), KeyLog(ident), KeyIgnores(ident), ChannelJob(ident),
-		KeyJobsAborted, KeyFinishNotifications, ChannelUpdates,
+		KeyJobsAborted, KeyFinishNotifications, ChannelUpdates, KeyHistory(ident), KeyOrigin(ident),
 	}
 	keys = append(keys, FixedQueues...)
 	keys = append(keys, named...)
 	now := float64(s.Now().UnixMicro()) / 1e6
-	res, err := s.runWrite(ctx, "abort "+ident, abortScript, abortSrc, keys, strconv.FormatFloat(now, 'f', 6, 64), abortExpiry).Slice()
+	res, err := s.runWrite(ctx, "abort "+ident, abortScript, abortSrc, keys, strconv.FormatFloat(now, 'f', 6, 64), abortExpiry,
+		s.entry(ident, EventAborted, by, map[string]any{"queued": true}),
+		s.entry(ident, EventAborted, by, map[string]any{"requested": true}),
+		secs(HistoryEndedTTL)).Slice()
 	if err != nil {
 		return 0, "", err
 	}
@@ -125,7 +175,15 @@ func (s *Store) Abort(ctx context.Context, ident string) (AbortResult, string, e
 // again before the 48 hours are up. Only records that already have an
 // expiry timer (finished jobs) qualify: ErrNoExpiry otherwise.
 func (s *Store) Expire(ctx context.Context, ident string) error {
-	n, err := s.runWrite(ctx, "expire "+ident, expireScript, expireSrc, []string{KeyJob(ident), KeyLog(ident), KeyIgnores(ident)}).Int()
+	return s.ExpireBy(ctx, ident, "node")
+}
+
+// ExpireBy is Expire recording by (a nick) in the job's history, which is
+// kept: it has its own TTL since the job ended.
+func (s *Store) ExpireBy(ctx context.Context, ident, by string) error {
+	keys := []string{KeyJob(ident), KeyLog(ident), KeyIgnores(ident), KeyHistory(ident), KeyOrigin(ident)}
+	n, err := s.runWrite(ctx, "expire "+ident, expireScript, expireSrc, keys,
+		s.entry(ident, EventExpired, by, nil), secs(HistoryFinishedTTL)).Int()
 	if err != nil {
 		return err
 	}

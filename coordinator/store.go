@@ -112,7 +112,27 @@ type NewJob struct {
 	// PendingLimit, when positive, refuses the job if KeyPending already
 	// holds that many entries (checked in the same atomic step).
 	PendingLimit int
+	// PerUserLimit, when positive, refuses the job if the nick already
+	// has that many jobs queued (checked in the same atomic step).
+	PerUserLimit int
+	// NickKey is StartedBy folded with the IRC server's CASEMAPPING, the
+	// key of the nick's queued jobs; "" means strings.ToLower(StartedBy).
+	NickKey string
+	// NotifyStart asks for a start notice when a pipeline takes the job.
+	NotifyStart bool
 }
+
+// UserLimitError refuses a job whose nick already has Queued jobs queued,
+// at or above the per-user pending limit.
+type UserLimitError struct{ Queued int64 }
+
+func (e *UserLimitError) Error() string {
+	return fmt.Sprintf("per-user pending limit: %d jobs already queued", e.Queued)
+}
+
+// queuedByTTL bounds how long a nick's set of queued jobs lives after its
+// last job was queued.
+const queuedByTTL = 30 * 24 * time.Hour
 
 // Register outcomes.
 var (
@@ -149,24 +169,40 @@ func (s *Store) Register(ctx context.Context, j NewJob) error {
 	if j.NoOffsiteLinks {
 		fields = append(fields, "no_offsite_links", "true")
 	}
-	argv := make([]any, 0, 2+len(fields)+len(j.Patterns))
-	argv = append(argv, j.PendingLimit, len(fields)/2)
+	nickKey := j.NickKey
+	if nickKey == "" {
+		nickKey = strings.ToLower(j.StartedBy)
+	}
+	notify := "0"
+	if j.NotifyStart {
+		notify = "1"
+	}
+	detail := map[string]any{"url": j.URL, "queue": j.Queue, "channel": j.StartedIn}
+	argv := make([]any, 0, 6+len(fields)+len(j.Patterns))
+	argv = append(argv, j.PendingLimit, j.PerUserLimit, s.entry(j.Ident, EventQueued, j.StartedBy, detail),
+		notify, secs(queuedByTTL), len(fields)/2)
 	for _, f := range fields {
 		argv = append(argv, f)
 	}
 	for _, p := range j.Patterns {
 		argv = append(argv, p)
 	}
-	keys := []string{KeyJob(j.Ident), KeyIgnores(j.Ident), j.Queue, KeyPending, KeyQueues}
-	n, err := s.runWrite(ctx, "register job "+j.Ident, registerScript, registerSrc, keys, argv...).Int()
+	keys := []string{KeyJob(j.Ident), KeyIgnores(j.Ident), j.Queue, KeyPending, KeyQueues,
+		KeyHistory(j.Ident), KeyOrigin(j.Ident), KeyQueuedBy(nickKey)}
+	res, err := s.runWrite(ctx, "register job "+j.Ident, registerScript, registerSrc, keys, argv...).Int64Slice()
 	if err != nil {
 		return err
 	}
-	switch n {
+	if len(res) != 2 {
+		return fmt.Errorf("register job %s: unexpected reply %v", j.Ident, res)
+	}
+	switch res[0] {
 	case -1:
 		return ErrJobExists
 	case -2:
 		return ErrPendingFull
+	case -4:
+		return &UserLimitError{Queued: res[1]}
 	}
 	return nil
 }

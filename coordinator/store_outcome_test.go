@@ -42,7 +42,7 @@ func TestOutcomeRecord(t *testing.T) {
 		if n, _ := b.Client.LLen(ctx, coordinator.KeyPending).Result(); n != 1 {
 			t.Fatalf("pending holds %d entries, want 1", n)
 		}
-		if record("reg1") != "1" {
+		if record("reg1") != "[1,0]" {
 			t.Fatalf("register record %q", record("reg1"))
 		}
 		if ttl, _ := b.Client.TTL(ctx, coordinator.KeyCommand("reg1")).Result(); ttl <= 0 || ttl > time.Minute {

@@ -473,6 +473,9 @@ type JobDetail struct {
 	Job     *Job
 	Failure *Failure
 	Ignores []string
+	// History is the job's history, oldest first (doc/protocol.md, Job
+	// history); it outlives the record of an aborted or failed job.
+	History []HistoryEntry
 	// TTL is the time left before the record expires (and the URL can be
 	// archived again); negative when it has no expiry.
 	TTL time.Duration
@@ -488,14 +491,14 @@ type JobDetail struct {
 // JobDetail reads one job. It returns nil, nil when there is neither a job
 // record nor a failure record.
 // Round trips: one pipeline (HGETALL, SMEMBERS, PTTL, HGETALL of the
-// failure record, LPOS + LLEN in working and the three fixed queues);
+// failure record, LRANGE of the history, LPOS + LLEN in working and the three fixed queues);
 // for a queued job found in none of them, the SCAN for pending:* and one
 // more pipeline over the named queues.
 func (s *Store) JobDetail(ctx context.Context, ident string) (*JobDetail, error) {
 	queues := append([]string{KeyWorking}, FixedQueues...)
 	var (
 		job, fail *redis.MapStringStringCmd
-		ign       *redis.StringSliceCmd
+		ign, hist *redis.StringSliceCmd
 		ttl       *redis.DurationCmd
 		pos, lens []*redis.IntCmd
 	)
@@ -504,13 +507,14 @@ func (s *Store) JobDetail(ctx context.Context, ident string) (*JobDetail, error)
 		ign = p.SMembers(ctx, KeyIgnores(ident))
 		ttl = p.PTTL(ctx, KeyJob(ident))
 		fail = p.HGetAll(ctx, KeyFailed(ident))
+		hist = p.LRange(ctx, KeyHistory(ident), 0, -1)
 		pos, lens = lposAll(ctx, p, queues, ident)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
 		return nil, wrap("read job "+ident, err)
 	}
-	d := &JobDetail{Ident: ident, Failure: parseFailure(ident, fail.Val()), TTL: ttl.Val()}
+	d := &JobDetail{Ident: ident, Failure: parseFailure(ident, fail.Val()), TTL: ttl.Val(), History: parseHistory(hist.Val())}
 	if m := job.Val(); len(m) > 0 {
 		d.Job = &Job{Ident: ident, Fields: m}
 	}

@@ -52,6 +52,9 @@ type JobView struct {
 	// ExpiresIn is the number of seconds before the job record expires
 	// and the URL can be archived again; null while it has no expiry.
 	ExpiresIn *int64 `json:"expires_in"`
+	// History is every recorded change of the job, oldest first
+	// (doc/protocol.md, Job history).
+	History []coordinator.HistoryEntry `json:"history"`
 }
 
 // PipelineRef names a pipeline.
@@ -155,6 +158,10 @@ func jobView(d *coordinator.JobDetail) JobView {
 	}
 	if v.IgnorePatterns == nil {
 		v.IgnorePatterns = []string{}
+	}
+	v.History = d.History
+	if v.History == nil {
+		v.History = []coordinator.HistoryEntry{}
 	}
 	for _, b := range []string{"r1xx", "r2xx", "r3xx", "r4xx", "r5xx", "runk"} {
 		v.Progress.Responses[b] = f.num(b)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 )
@@ -368,6 +369,9 @@ func testJob(t *testing.T, f *fixture, h http.Handler) {
 			Responses: map[string]int64{"r1xx": 0, "r2xx": 2, "r3xx": 1, "r4xx": 1, "r5xx": 1, "runk": 0}},
 		IgnorePatterns: []string{`/\.git/`, `^http://run1\.example\.com/private/`, `^https?://[^/]+/cgi-bin/`},
 		QueuedAt:       ptr(int64(1732900000)), StartedAt: ptr(int64(1732900000)),
+		// The job's history: its registration, written by the same script.
+		History: []coordinator.HistoryEntry{{TS: 1732900000, Ident: f.run1, Event: "queued", By: "alice",
+			Detail: map[string]any{"channel": "#archivebot", "queue": "pending", "url": "http://run1.example.com/"}}},
 	}
 	if d := cmp.Diff(want, v); d != "" {
 		t.Errorf("running job (-want +got):\n%s", d)

@@ -719,7 +719,7 @@ func (c *Client) request(msg ircmsg.Message) (bot.Request, bool) {
 	if strings.HasPrefix(text, "\x01") || !c.bot.IsCommand(text) {
 		return bot.Request{}, false
 	}
-	req := bot.Request{Nick: nick, Text: text}
+	req := bot.Request{Nick: nick, NickKey: c.state.Fold(nick), Text: text}
 	switch {
 	case c.state.IsChannel(target):
 		if _, ok := c.configured(target); !ok {

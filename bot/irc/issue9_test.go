@@ -336,7 +336,12 @@ func TestIssue9FinishNoticesCombined(t *testing.T) {
 	n := irctest.StartNgircd(t, irctest.NgircdOptions{})
 	watcher := irctest.Dial(t, n.Addr(), "watcher")
 	watcher.Join("#test")
-	h := startBot(t, testIRCConfig(n.URL(), "#test"), nil)
+	// A rate the notifier outpaces however loaded the machine is, so the
+	// channel backs up (at the tests' usual 200 lines/s it may not, and
+	// nothing needs combining).
+	cfg := testIRCConfig(n.URL(), "#test")
+	cfg.MessagesPerSecond, cfg.Burst = 40, 5
+	h := startBot(t, cfg, nil)
 	watcher.WaitBotIn("ArchiveBot", "#test")
 	h.waitState(true)
 	ctx := context.Background()

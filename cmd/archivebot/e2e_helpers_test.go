@@ -215,6 +215,7 @@ auto_fail = true
 
 [notifier]
 finish_interval = "200ms"
+start_interval = "200ms"
 pipeline_interval = "300ms"
 pipeline_silent_after = "2s"
 
@@ -479,6 +480,9 @@ func finishLine(nick, url string, aborted bool) string {
 func isFinishOf(id string) func(string) bool {
 	return func(s string) bool {
 		if strings.Contains(s, "Your job for ") {
+			if strings.Contains(s, " has started on ") {
+				return false
+			}
 			return strings.HasSuffix(s, "("+id+")")
 		}
 		return strings.Contains(s, "jobs finished: ") &&

@@ -68,11 +68,13 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 		return fmt.Errorf("ignore sets / user agents: %w", err)
 	}
 	b := bot.New(store, bot.Options{
-		Schemes:      cfg.Jobs.Schemes,
-		PendingLimit: cfg.Jobs.PendingLimit,
-		Catalog:      catalog,
-		Logger:       logger.With("service", "bot"),
-		OutcomeWait:  cfg.Bot.OutcomeWait.Duration,
+		Schemes:             cfg.Jobs.Schemes,
+		PendingLimit:        cfg.Jobs.PendingLimit,
+		PerUserPendingLimit: cfg.Jobs.PerUserPendingLimit,
+		StartNotices:        cfg.Notifier.StartNotices,
+		Catalog:             catalog,
+		Logger:              logger.With("service", "bot"),
+		OutcomeWait:         cfg.Bot.OutcomeWait.Duration,
 	})
 	// Runs after the front end has stopped: no command is left to follow
 	// up (deferred calls run in reverse order, before Redis closes).

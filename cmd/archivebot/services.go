@@ -41,6 +41,11 @@ func startServices(ctx context.Context, cfg *config.Config, store *coordinator.S
 			Interval: cfg.Notifier.FinishInterval.Duration,
 			Batch:    config.DefaultFinishBatch,
 		},
+		Start: coordinator.StartConfig{
+			Interval: cfg.Notifier.StartInterval.Duration,
+			Notify:   cfg.Notifier.StartNotices,
+			Batch:    config.DefaultFinishBatch,
+		},
 		Pipelines: coordinator.PipelineNotifierConfig{
 			Interval:    cfg.Notifier.PipelineInterval.Duration,
 			SilentAfter: cfg.Notifier.PipelineSilentAfter.Duration,

@@ -2,6 +2,10 @@
 -- but only when the record already has an expiry timer (a finished job).
 --
 -- KEYS[1] job hash  KEYS[2] log  KEYS[3] ignore set
+-- KEYS[4] archivebot:history:IDENT  KEYS[5] archivebot:origin:IDENT
+-- ARGV[1] the "expired" history entry (history.lua, prepended)
+-- ARGV[2] TTL in seconds given to the history when it has none yet (the
+--         origin record goes with the job)
 -- ARGV[#ARGV - 1], ARGV[#ARGV] the command record (cmdrecord.lua, prepended):
 -- a change made under a recorded command returns its recorded reply.
 -- Returns 0 when the job does not exist, -1 when it has no expiry timer,
@@ -11,6 +15,10 @@ local t = redis.call('TYPE', KEYS[1])['ok']
 if t ~= 'none' and t ~= 'hash' then
   return -2
 end
+local bad = history_bad(KEYS[4])
+if bad then
+  return bad
+end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl == -2 then
   return 0
@@ -18,5 +26,9 @@ end
 if ttl < 0 then
   return -1
 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5])
+history(KEYS[4], ARGV[1])
+if redis.call('TTL', KEYS[4]) == -1 then
+  redis.call('EXPIRE', KEYS[4], ARGV[2])
+end
 return done(1)

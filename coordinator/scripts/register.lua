@@ -4,14 +4,24 @@
 -- KEYS[4] the queue the pending limit counts ("pending")
 -- KEYS[5] archivebot:queues, the index of named queues (KEYS[3] is added
 --         when it is a pending:NAME queue)
+-- KEYS[6] archivebot:history:IDENT   KEYS[7] archivebot:origin:IDENT
+-- KEYS[8] archivebot:queued_by:NICK (the queuing nick's queued idents)
 -- ARGV[1] pending limit (0 = no limit)
--- ARGV[2] n, the number of field/value pairs that follow
--- ARGV[3 .. 2+2n] field, value, ...   (queued_at included)
--- ARGV[3+2n .. #ARGV-2] ignore patterns
+-- ARGV[2] per-user pending limit (0 = no limit): refused when KEYS[8]
+--         already holds that many jobs still queued
+-- ARGV[3] the "queued" history entry (history.lua, prepended)
+-- ARGV[4] notify_start for the origin record ("1" or "0")
+-- ARGV[5] TTL in seconds of KEYS[8], renewed on every job
+-- ARGV[6] n, the number of field/value pairs that follow
+-- ARGV[7 .. 6+2n] field, value, ...   (queued_at included)
+-- ARGV[7+2n .. #ARGV-2] ignore patterns
 -- ARGV[#ARGV - 1], ARGV[#ARGV] the command record (cmdrecord.lua, prepended):
 -- a change made under a recorded command returns its recorded reply.
--- Returns 1 when created, -1 when the job record already exists, -2 when
--- the pending limit is reached. Nothing is written unless 1 is returned.
+-- Returns {1, 0} when created, {-1, 0} when the job record already exists,
+-- {-2, 0} when the pending limit is reached, {-4, count} when the nick
+-- already has count >= the per-user limit jobs queued. Nothing is written
+-- unless 1 is returned, except that idents of KEYS[8] that are no longer
+-- queued are forgotten while counting.
 --
 -- A Redis script is not rolled back when a command fails half-way, so
 -- every key's type is checked before the first write: a wrong-typed key
@@ -23,24 +33,41 @@ local function expect(key, want)
   end
 end
 local bad = expect(KEYS[2], 'set') or expect(KEYS[3], 'list') or expect(KEYS[4], 'list')
-  or expect(KEYS[5], 'set')
+  or expect(KEYS[5], 'set') or history_bad(KEYS[6]) or expect(KEYS[7], 'hash')
+  or expect(KEYS[8], 'set')
 if bad then
   return bad
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  return -1
+  return {-1, 0}
 end
 local limit = tonumber(ARGV[1])
 if limit > 0 and redis.call('LLEN', KEYS[4]) >= limit then
-  return -2
+  return {-2, 0}
 end
-local n = tonumber(ARGV[2])
+local user_limit = tonumber(ARGV[2])
+if user_limit > 0 then
+  -- A job counts while its record exists and no pipeline took it.
+  local count = 0
+  for _, id in ipairs(redis.call('SMEMBERS', KEYS[8])) do
+    local ok, f = pcall(redis.call, 'HMGET', id, 'url', 'started_at', 'pipeline_id', 'finished_at', 'failed')
+    if ok and f[1] and not f[2] and not f[3] and not f[4] and f[5] ~= 'true' then
+      count = count + 1
+    else
+      redis.call('SREM', KEYS[8], id)
+    end
+  end
+  if count >= user_limit then
+    return {-4, count}
+  end
+end
+local n = tonumber(ARGV[6])
 local fields = {}
-for i = 3, 2 + 2 * n do
+for i = 7, 6 + 2 * n do
   fields[#fields + 1] = ARGV[i]
 end
 redis.call('HSET', KEYS[1], unpack(fields))
-local first = 3 + 2 * n
+local first = 7 + 2 * n
 local last = #ARGV - 2 -- the command record takes the last two
 if first <= last then
   local patterns = {}
@@ -59,4 +86,13 @@ redis.call('LPUSH', KEYS[3], KEYS[1])
 if string.sub(KEYS[3], 1, 8) == 'pending:' then
   redis.call('SADD', KEYS[5], KEYS[3])
 end
-return done(1)
+-- Our own records of the job: where it was queued, whether its start is
+-- announced, and its history, which lives as long as the job (a TTL left
+-- from an earlier job of the same URL is removed).
+redis.call('DEL', KEYS[7])
+redis.call('HSET', KEYS[7], 'queue', KEYS[3], 'notify_start', ARGV[4])
+redis.call('SADD', KEYS[8], KEYS[1])
+redis.call('EXPIRE', KEYS[8], ARGV[5])
+redis.call('PERSIST', KEYS[6])
+history(KEYS[6], ARGV[3])
+return done({1, 0})

@@ -3,17 +3,21 @@
 -- (SPEC §2.6).
 --
 -- KEYS[1] job hash   KEYS[2] ignore set   KEYS[3] job settings channel
+-- KEYS[4] archivebot:history:IDENT
 -- ARGV[1] how much settings_age rises (0: no bump, no publish)
--- ARGV[2] 1 to refuse finished jobs, 0 to allow them
--- ARGV[3] n, then n values: field/value pairs to HSET
+-- ARGV[2] 1 to refuse finished jobs, 0 to allow them, 2 to refuse every
+--         job a pipeline has taken (only queued jobs change)
+-- ARGV[3] the history entry of the change (history.lua, prepended)
+-- ARGV[4] n, then n values: field/value pairs to HSET
 -- then m, then m fields to HDEL
 -- then a, then a patterns to SADD
 -- then r, then r patterns to SREM
 -- ARGV[#ARGV - 1], ARGV[#ARGV] the command record (cmdrecord.lua, prepended):
 -- a change made under a recorded command returns its recorded reply.
 -- Returns {1, age} on success, {0, 0} when the job does not exist,
--- {-1, 0} when it has finished (and ARGV[2] is 1), {-2, 0} when the key is
--- not a job (not a hash; nothing written).
+-- {-1, 0} when it has finished (and ARGV[2] is 1 or 2), {-2, 0} when the
+-- key is not a job (not a hash; nothing written), {-3, 0} when a pipeline
+-- has taken it (and ARGV[2] is 2).
 local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'none' then
   return {0, 0}
@@ -21,13 +25,20 @@ end
 if t ~= 'hash' then
   return {-2, 0}
 end
-if ARGV[2] == '1' then
-  local st = redis.call('HMGET', KEYS[1], 'finished_at', 'failed')
+local bad = history_bad(KEYS[4])
+if bad then
+  return bad
+end
+if ARGV[2] == '1' or ARGV[2] == '2' then
+  local st = redis.call('HMGET', KEYS[1], 'finished_at', 'failed', 'started_at', 'pipeline_id')
   if st[1] or st[2] == 'true' then
     return {-1, 0}
   end
+  if ARGV[2] == '2' and (st[3] or st[4]) then
+    return {-3, 0}
+  end
 end
-local i = 3
+local i = 4
 local function take()
   local n = tonumber(ARGV[i])
   local out = {}
@@ -48,4 +59,5 @@ if bump > 0 then
   age = redis.call('HINCRBY', KEYS[1], 'settings_age', bump)
   redis.call('PUBLISH', KEYS[3], age)
 end
+history(KEYS[4], ARGV[3])
 return done({1, age})

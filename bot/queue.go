@@ -1,0 +1,214 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/coordinator"
+)
+
+// !history IDENT
+func runHistory(ctx context.Context, b *Bot, c *Call) error {
+	id := c.Args[0]
+	n := historyInChannel
+	if c.Req.Private() {
+		n = historyInPrivate
+	}
+	entries, err := b.store.History(ctx, id, n)
+	if err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		c.Reply("Sorry, I have no history of %s (it is kept 48 hours after a job finishes, 7 days after it fails or is aborted).", id)
+		return nil
+	}
+	if c.Req.Private() {
+		c.Reply("History of %s, oldest first (%d entries):", id, len(entries))
+	} else {
+		c.Reply("History of %s, the last %d steps (ask in private for up to %d):", id, len(entries), historyInPrivate)
+	}
+	for _, e := range entries {
+		c.Reply("%s", historyLine(e))
+	}
+	return nil
+}
+
+// How many history entries !history shows.
+const (
+	historyInChannel = 5
+	historyInPrivate = 30
+)
+
+// historyLine is one entry as !history shows it: when, what, by whom, and
+// the details.
+func historyLine(e coordinator.HistoryEntry) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s by %s", e.Time().UTC().Format(time.DateTime+"Z"), e.Event, e.By)
+	switch e.Event {
+	case coordinator.EventQueued:
+		fmt.Fprintf(&b, " in %v (%v)", e.Detail["channel"], e.Detail["queue"])
+	case coordinator.EventSettings, coordinator.EventUserAgent:
+		if set, ok := e.Detail["set"].(map[string]any); ok {
+			var parts []string
+			for _, k := range slices.Sorted(maps.Keys(set)) {
+				parts = append(parts, fmt.Sprintf("%s=%v", k, set[k]))
+			}
+			b.WriteString(": " + strings.Join(parts, ", "))
+		}
+		if del, ok := e.Detail["del"].([]any); ok && len(del) > 0 {
+			fmt.Fprintf(&b, "; cleared %v", del)
+		}
+	case coordinator.EventIgnoreAdded, coordinator.EventIgnoreRemoved:
+		if ps, ok := e.Detail["patterns"].([]any); ok {
+			if len(ps) == 1 {
+				fmt.Fprintf(&b, ": %v", ps[0])
+			} else {
+				fmt.Fprintf(&b, ": %d patterns", len(ps))
+			}
+		}
+	case coordinator.EventStarted:
+		if p, ok := e.Detail["pipeline"].(string); ok && p != "" {
+			fmt.Fprintf(&b, " (pipeline %q)", p)
+		}
+	case coordinator.EventAborted:
+		if e.Detail["queued"] == true {
+			b.WriteString(" (still queued)")
+		}
+		if e.Detail["requested"] == true {
+			b.WriteString(" (requested)")
+		}
+	case coordinator.EventFailed:
+		fmt.Fprintf(&b, ": %v", e.Detail["reason"])
+	case coordinator.EventMoved:
+		fmt.Fprintf(&b, ": %v -> %v", e.Detail["from"], e.Detail["to"])
+	}
+	return b.String()
+}
+
+// !ignoresets    (!igsets)
+func runIgnoreSets(ctx context.Context, b *Bot, c *Call) error {
+	names := b.opts.Catalog.SetNames()
+	if len(names) == 0 {
+		c.Reply("No ignore sets are known.")
+		return nil
+	}
+	c.Reply("Known ignore sets: %s. Add them with !ignoreset IDENT NAME[,NAME...] or --ignore-sets=NAME,...", strings.Join(names, ", "))
+	return nil
+}
+
+// !jobs PIPELINE
+func runJobs(ctx context.Context, b *Bot, c *Call) error {
+	want := c.Args[0]
+	pipes, err := b.store.Pipelines(ctx)
+	if err != nil {
+		return err
+	}
+	// A pipeline is named by its id (pipeline:HEX, or just HEX) or its
+	// nickname; an id wins over a nickname.
+	var match []*coordinator.Pipeline
+	for _, p := range pipes {
+		if p.Key == want || p.Key == coordinator.PipelinePrefix+want {
+			match = []*coordinator.Pipeline{p}
+			break
+		}
+		if p.Nickname() == want {
+			match = append(match, p)
+		}
+	}
+	switch len(match) {
+	case 0:
+		c.Reply("Sorry, no pipeline is called %s. (Its nickname or its id, as !whereis shows them.)", want)
+		return nil
+	case 1:
+	default:
+		ids := make([]string, len(match))
+		for i, p := range match {
+			ids[i] = p.Key
+		}
+		c.Reply("%d pipelines are called %s: %s. Ask for one by its id.", len(match), want, strings.Join(ids, ", "))
+		return nil
+	}
+	p := match[0]
+	running, err := b.store.RunningJobs(ctx)
+	if err != nil {
+		return err
+	}
+	var jobs []string
+	for _, j := range running {
+		if j.PipelineID == p.Key {
+			jobs = append(jobs, fmt.Sprintf("%s (%s)", j.URL, j.Ident))
+		}
+	}
+	if len(jobs) == 0 {
+		c.Reply("Pipeline \"%s\" (%s) is working on no job.", p.Nickname(), p.Key)
+		return nil
+	}
+	c.Reply("Pipeline \"%s\" (%s) is working on %d %s: %s", p.Nickname(), p.Key, len(jobs), plural(len(jobs), "job", "jobs"), strings.Join(jobs, ", "))
+	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// !useragent IDENT ALIAS    (!ua)
+func runUserAgent(ctx context.Context, b *Bot, c *Call) error {
+	id, alias := c.Args[0], c.Args[1]
+	ua, ok := b.opts.Catalog.UserAgent(alias)
+	if !ok {
+		c.Reply("Sorry, I don't know what the user agent \"%s\" is.", alias)
+		return nil
+	}
+	ch := coordinator.Change{QueuedOnly: true, Event: coordinator.EventUserAgent,
+		Set: map[string]string{"user_agent": ua}}
+	if ok, err := b.change(ctx, c, id, ch); !ok {
+		return err
+	}
+	c.Reply("Job %s will use user-agent %s.", id, ua)
+	return nil
+}
+
+// !move IDENT front|back|QUEUE
+func runMove(ctx context.Context, b *Bot, c *Call) error {
+	id, where := c.Args[0], c.Args[1]
+	if where != coordinator.MoveFront && where != coordinator.MoveBack && !coordinator.IsQueueKey(where) {
+		c.Usage()
+		return nil
+	}
+	if strings.HasPrefix(where, coordinator.PendingNamedPrefix) && !pipelineNameRE.MatchString(strings.TrimPrefix(where, coordinator.PendingNamedPrefix)) {
+		c.Reply("Sorry, pipeline name '%s' may only contain letters, digits, '.', '_' and '-'.", strings.TrimPrefix(where, coordinator.PendingNamedPrefix))
+		return nil
+	}
+	from, err := b.store.Move(ctx, id, where, c.Req.Nick)
+	switch {
+	case errors.Is(err, coordinator.ErrNoJob):
+		c.unknownJob(id)
+	case errors.Is(err, coordinator.ErrJobFinished):
+		c.Reply("Job %s has already finished; there is nothing to move.", id)
+	case errors.Is(err, coordinator.ErrJobStarted):
+		c.Reply("Sorry, job %s has already started on a pipeline; only queued jobs can be moved.", id)
+	case errors.Is(err, coordinator.ErrWrongQueueKind):
+		c.Reply("Sorry, job %s cannot go to %s: recursive jobs stay in pending, pending-large or pending:NAME, !ao jobs in pending-ao or pending:NAME.", id, where)
+	case errors.Is(err, coordinator.ErrSameQueue):
+		c.Reply("Job %s is already in %s.", id, from)
+	case errors.Is(err, coordinator.ErrNotQueued):
+		c.Reply("Sorry, job %s is in no queue.", id)
+	case err != nil:
+		return err
+	case where == coordinator.MoveFront:
+		c.Reply("Moved job %s to the front of %s: it runs next.", id, from)
+	case where == coordinator.MoveBack:
+		c.Reply("Moved job %s to the back of %s: it runs last.", id, from)
+	default:
+		c.Reply("Moved job %s from %s to the back of %s.", id, from, where)
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+-- move: move a queued job within its queue or to another queue of the
+-- same kind, in one atomic step (!move; doc/protocol.md, Queues).
+--
+-- KEYS[1] job hash   KEYS[2] archivebot:history:IDENT
+-- KEYS[3] archivebot:origin:IDENT   KEYS[4] archivebot:queues
+-- KEYS[5] the target queue (ARGV[1] "queue"; otherwise unused)
+-- KEYS[6 ..] every queue the job may wait in
+-- ARGV[1] "front" (next to run: the right end), "back" (last to run: the
+--         left end) or "queue" (to the back of KEYS[5])
+-- ARGV[2] the "moved" history entry without its end: the script appends
+--         the source queue and closes it (history.lua, prepended)
+-- ARGV[#ARGV - 1], ARGV[#ARGV] the command record (cmdrecord.lua, prepended)
+-- Returns {code, queue}: 1 moved (queue = where it was); 0 no such job;
+-- -1 finished; -2 a pipeline has taken it; -3 the key is not a job;
+-- -4 the target queue is of another kind (recursive jobs stay in pending,
+-- pending-large and pending:NAME; !ao jobs in pending-ao and pending:NAME);
+-- -5 the job is already in the target queue; -6 the job is in no queue.
+-- Nothing is written unless 1 is returned.
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then
+  return {0, ''}
+end
+if t ~= 'hash' then
+  return {-3, ''}
+end
+local function expect(key, want)
+  local kt = redis.call('TYPE', key)['ok']
+  if kt ~= 'none' and kt ~= want then
+    return redis.error_reply('WRONGTYPE ' .. key .. ' is a ' .. kt .. ', not a ' .. want)
+  end
+end
+local bad = history_bad(KEYS[2]) or expect(KEYS[3], 'hash') or expect(KEYS[4], 'set')
+  or expect(KEYS[5], 'list')
+if bad then
+  return bad
+end
+local f = redis.call('HMGET', KEYS[1], 'finished_at', 'failed', 'started_at', 'pipeline_id', 'fetch_depth')
+if f[1] or f[2] == 'true' then
+  return {-1, ''}
+end
+if f[3] or f[4] then
+  return {-2, ''}
+end
+local from = nil
+for k = 6, #KEYS do
+  local ok, pos = pcall(redis.call, 'LPOS', KEYS[k], KEYS[1])
+  if ok and pos then
+    from = KEYS[k]
+    break
+  end
+end
+if not from then
+  return {-6, ''}
+end
+local where = ARGV[1]
+local to = from
+if where == 'queue' then
+  to = KEYS[5]
+  if to == from then
+    return {-5, from}
+  end
+  local shallow = f[5] == 'shallow'
+  local named = string.sub(to, 1, 8) == 'pending:'
+  if not named and ((shallow and to ~= 'pending-ao') or (not shallow and to == 'pending-ao')) then
+    return {-4, from}
+  end
+end
+redis.call('LREM', from, 1, KEYS[1])
+if where == 'front' then
+  redis.call('RPUSH', to, KEYS[1])
+else
+  redis.call('LPUSH', to, KEYS[1])
+end
+if string.sub(to, 1, 8) == 'pending:' then
+  redis.call('SADD', KEYS[4], to)
+end
+redis.call('HSET', KEYS[3], 'queue', to)
+history(KEYS[2], ARGV[2] .. cjson.encode(from) .. '}}')
+return done({1, from})

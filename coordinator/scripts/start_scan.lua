@@ -1,0 +1,78 @@
+-- start_scan: notice the jobs pipelines have taken since the last scan, in
+-- one atomic step and one round trip (doc/protocol.md, Start notices).
+-- Nothing is published when a pipeline takes a job: a job counts as
+-- started once it is in `working` and has `started_at` or `pipeline_id`.
+--
+-- KEYS[1] working   KEYS[2] archivebot:started (idents already seen)
+-- KEYS[3] archivebot:start_notifications
+-- ARGV[1] now (UNIX seconds with fraction, a JSON number)
+-- ARGV[2] "1" when start notices are on by default, "0" when off
+-- ARGV[3] history key prefix   ARGV[4] origin key prefix
+--
+-- For each newly started job, in the same step: the ident is added to
+-- KEYS[2], a "started" entry is appended to its history (history.lua,
+-- prepended) and, unless it opted out, a notice document
+-- {"ident","url","started_by","started_in","pipeline_id","pipeline"} is
+-- RPUSHed to KEYS[3]. Whether a job wants a notice comes from its origin
+-- record (`notify_start`); a job without one (queued by another program)
+-- follows ARGV[2], except shallow (!ao) jobs, which get none. Idents of
+-- KEYS[2] no longer in `working` are forgotten.
+-- Job hashes are read by the idents found in `working`, as reap.lua does.
+-- Returns {started, notices}: how many jobs were seen starting, and how
+-- many notices were queued.
+local function expect(key, want)
+  local t = redis.call('TYPE', key)['ok']
+  if t ~= 'none' and t ~= want then
+    return redis.error_reply('WRONGTYPE ' .. key .. ' is a ' .. t .. ', not a ' .. want)
+  end
+end
+local bad = expect(KEYS[1], 'list') or expect(KEYS[2], 'set') or expect(KEYS[3], 'list')
+if bad then
+  return bad
+end
+local function str(v)
+  if v then return cjson.encode(v) end
+  return 'null'
+end
+local idents = redis.call('LRANGE', KEYS[1], 0, -1)
+local in_working = {}
+local started, notices = 0, 0
+for _, ident in ipairs(idents) do
+  in_working[ident] = true
+  if redis.call('SISMEMBER', KEYS[2], ident) == 0 then
+    local ok, f = pcall(redis.call, 'HMGET', ident, 'url', 'started_by', 'started_in',
+      'pipeline_id', 'started_at', 'fetch_depth', 'finished_at', 'failed')
+    local hkey = ARGV[3] .. ident
+    if ok and f[1] and (f[4] or f[5]) and not history_bad(hkey) then
+      redis.call('SADD', KEYS[2], ident)
+      started = started + 1
+      local nick = false
+      if f[4] then
+        local pok, n = pcall(redis.call, 'HGET', f[4], 'nickname')
+        if pok then nick = n end
+      end
+      history(hkey, '{"ts":' .. ARGV[1] .. ',"ident":' .. cjson.encode(ident) ..
+        ',"event":"started","by":' .. cjson.encode(f[4] or 'pipeline') ..
+        ',"detail":{"pipeline":' .. str(nick) .. ',"started_at":' .. str(f[5]) .. '}}')
+      local want
+      local ook, o = pcall(redis.call, 'HGET', ARGV[4] .. ident, 'notify_start')
+      if ook and o then
+        want = o == '1'
+      else
+        want = ARGV[2] == '1' and f[6] ~= 'shallow'
+      end
+      if want and not f[7] and f[8] ~= 'true' then
+        redis.call('RPUSH', KEYS[3], '{"ident":' .. cjson.encode(ident) .. ',"url":' .. str(f[1]) ..
+          ',"started_by":' .. str(f[2]) .. ',"started_in":' .. str(f[3]) ..
+          ',"pipeline_id":' .. str(f[4]) .. ',"pipeline":' .. str(nick) .. '}')
+        notices = notices + 1
+      end
+    end
+  end
+end
+for _, ident in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  if not in_working[ident] then
+    redis.call('SREM', KEYS[2], ident)
+  end
+end
+return {started, notices}

@@ -1,0 +1,180 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/config"
+)
+
+// StartConfig configures start notices (see doc/protocol.md, Start
+// notices). Zero values take the defaults of package config.
+type StartConfig struct {
+	// Interval between two scans of `working`.
+	Interval time.Duration
+	// Notify is notifier.start_notices: whether jobs without their own
+	// choice (--notify-start / --no-notify-start) are announced. Services
+	// built without a config (tests) get false; cmd/archivebot passes the
+	// configured value.
+	Notify bool
+	// Batch is the most notices one cycle delivers.
+	Batch int
+}
+
+func (c StartConfig) orDefaults() StartConfig {
+	orDefault(&c.Interval, config.DefaultStartInterval)
+	orDefault(&c.Batch, config.DefaultFinishBatch)
+	return c
+}
+
+// StartNotice is a start notice document (start_scan.lua writes it).
+type StartNotice struct {
+	Ident      string `json:"ident"`
+	URL        string `json:"url"`
+	StartedBy  string `json:"started_by"`
+	StartedIn  string `json:"started_in"`
+	PipelineID string `json:"pipeline_id"`
+	Pipeline   string `json:"pipeline"`
+}
+
+// Line is "NICK: Your job for URL has started on PIPELINE. (IDENT)"; the
+// pipeline's nickname, or its id when it has none.
+func (n StartNotice) Line() string {
+	on := n.Pipeline
+	if on == "" {
+		on = n.PipelineID
+	}
+	if on == "" {
+		on = "a pipeline"
+	}
+	text := fmt.Sprintf("Your job for %s has started on %s. (%s)", n.URL, on, n.Ident)
+	if n.StartedBy != "" {
+		text = n.StartedBy + ": " + text
+	}
+	return text
+}
+
+// StartNotifier notices the jobs pipelines take (nothing is published
+// when a pipeline takes a job: it scans `working`, on a timer and at once
+// when an `updates` message names a job it has not seen start) and tells
+// their channel once: at least once across crashes, never twice in normal
+// operation. The scan marks a job seen and queues its notice in one atomic
+// step (Store.ScanStarts); the notice moves into a processing list while
+// its line is sent, and is acknowledged only once Announce reports it
+// written to the IRC socket, as the finish notifier does.
+type StartNotifier struct {
+	store *Store
+	ann   Announcer
+	cfg   StartConfig
+	log   *slog.Logger
+
+	trigger chan struct{}
+	mu      sync.Mutex
+	seen    map[string]struct{} // idents seen started by this process
+}
+
+// NewStartNotifier returns a start notifier; zero config values take their
+// defaults.
+func NewStartNotifier(store *Store, ann Announcer, cfg StartConfig, log *slog.Logger) *StartNotifier {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &StartNotifier{store: store, ann: ann, cfg: cfg.orDefaults(), log: log.With("service", "start-notifier"),
+		trigger: make(chan struct{}, 1), seen: map[string]struct{}{}}
+}
+
+// Notify is the `updates` callback: a message about a job not seen
+// starting yet asks for a scan now. It never blocks.
+func (n *StartNotifier) Notify(_ context.Context, ident string) {
+	n.mu.Lock()
+	_, ok := n.seen[ident]
+	n.mu.Unlock()
+	if ok {
+		return
+	}
+	select {
+	case n.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// runOnce scans `working`, then delivers what the processing list holds
+// and the new notices. The first Announce error ends the cycle: the
+// notice stays in the processing list and is the first delivered next
+// time.
+func (n *StartNotifier) runOnce(ctx context.Context) error {
+	started, queued, err := n.store.ScanStarts(ctx, n.cfg.Notify)
+	if err != nil {
+		return err
+	}
+	if started > 0 {
+		n.log.Debug("jobs started", "count", started, "notices", queued)
+	}
+	if err := n.rememberWorking(ctx); err != nil {
+		return err
+	}
+	sent := 0
+	left, err := n.store.StartNoticesInDelivery(ctx, n.cfg.Batch)
+	if err != nil {
+		return err
+	}
+	for _, doc := range left {
+		if err := n.deliver(ctx, doc); err != nil {
+			return err
+		}
+		sent++
+	}
+	for ; sent < n.cfg.Batch; sent++ {
+		doc, ok, err := n.store.TakeStartNotice(ctx)
+		if err != nil || !ok {
+			return err
+		}
+		if err := n.deliver(ctx, doc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rememberWorking keeps the idents in `working` as seen, so that their
+// `updates` messages do not ask for scans.
+func (n *StartNotifier) rememberWorking(ctx context.Context) error {
+	ids, err := n.store.WorkingJobs(ctx)
+	if err != nil {
+		return err
+	}
+	seen := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		seen[id] = struct{}{}
+	}
+	n.mu.Lock()
+	n.seen = seen
+	n.mu.Unlock()
+	return nil
+}
+
+// deliver posts doc's line and acknowledges it. A document that cannot be
+// read is logged and acknowledged: retrying would never succeed.
+func (n *StartNotifier) deliver(ctx context.Context, doc string) error {
+	var sn StartNotice
+	if err := json.Unmarshal([]byte(doc), &sn); err != nil || sn.Ident == "" {
+		n.log.Error("dropping malformed start notice", "doc", doc, "err", err)
+	} else {
+		line := sn.Line()
+		if err := announceIn(ctx, n.ann, n.log, sn.StartedIn, line); err != nil {
+			return fmt.Errorf("announce start of %s: %w", sn.Ident, err)
+		}
+		n.log.Info("start reported", "ident", sn.Ident, "channel", sn.StartedIn, "line", line)
+	}
+	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := n.store.AckStartNotice(ackCtx, doc); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
