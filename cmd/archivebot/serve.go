@@ -210,6 +210,7 @@ func adminStore(ctx context.Context, cfg *config.Config) (store *coordinator.Sto
 	// Fail fast: an operator is waiting, and a write is never resent on
 	// its own (the store's writes say so themselves).
 	opt.DialTimeout = 2 * time.Second
+	opt.DialerRetries = 1
 	opt.MaxRetries = -1
 	rdb := redis.NewClient(opt)
 	store = coordinator.NewStore(rdb)
