@@ -23,13 +23,15 @@ func write(t *testing.T, text string) string {
 // give exactly the defaults.
 func TestExampleIsDefaults(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
+	t.Setenv(EnvRedisListen, "")
+	t.Setenv(EnvDataDir, "")
 	got, err := Load("../config.example.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Default()
 	got.File = ""
-	want.IRC.Channels = []string{"#archivebot"}
+	// irc.channels has no default: the example shows it commented out.
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("example differs from defaults (-want +got):\n%s", d)
 	}
@@ -109,5 +111,23 @@ func TestHTTPListen(t *testing.T) {
 	p := write(t, "[http]\nlisten = \"nope\"\n")
 	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "http.listen") {
 		t.Fatalf("bad listen: %v", err)
+	}
+}
+
+// The environment and the command line set the embedded Redis's address
+// and the data directory; the flag wins over the variable, which wins
+// over the file.
+func TestListenAndDataDirOverrides(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	p := write(t, "[redis]\nlisten = \"127.0.0.1:7000\"\ndata_dir = \"/file\"\n")
+	t.Setenv(EnvRedisListen, "127.0.0.1:7001")
+	t.Setenv(EnvDataDir, "/env")
+	c, err := Load(p)
+	if err != nil || c.Redis.Listen != "127.0.0.1:7001" || c.Redis.DataDir != "/env" {
+		t.Fatalf("env: %v %+v", err, c.Redis)
+	}
+	c, err = LoadWith(p, Overrides{RedisListen: "127.0.0.1:7002", DataDir: "/flag"})
+	if err != nil || c.Redis.Listen != "127.0.0.1:7002" || c.Redis.DataDir != "/flag" {
+		t.Fatalf("flags: %v %+v", err, c.Redis)
 	}
 }
