@@ -5,11 +5,13 @@ import (
 	"log/slog"
 )
 
-// jobWatch logs, at INFO with the ident, each job a pipeline takes: it
-// compares `working` with what it saw last cycle (one LRANGE per cycle).
-// Jobs running when the node starts are counted, not listed. Finished and
-// aborted jobs are logged by the finish notifier, failed ones by the
-// reaper and the admin notices.
+// jobWatch logs, at INFO with the ident, each job a pipeline takes and
+// each running job that was failed (by the reaper, !fail or `archivebot
+// fail`): it compares `working` with what it saw last cycle (one LRANGE
+// per cycle, and one pipeline of HGETs when jobs left it). Jobs running
+// when the node starts are counted, not listed. Finished and aborted jobs
+// are logged by the finish notifier; a queued job that is failed never
+// reaches `working` and is not logged here.
 type jobWatch struct {
 	store *Store
 	log   *slog.Logger
@@ -38,6 +40,22 @@ func (w *jobWatch) runOnce(ctx context.Context) error {
 			}
 		}
 	}
+	var left []string
+	for id := range w.seen {
+		if !now[id] {
+			left = append(left, id)
+		}
+	}
 	w.seen = now
+	if len(left) == 0 {
+		return nil
+	}
+	failed, err := w.store.FailReasons(ctx, left)
+	if err != nil {
+		return err
+	}
+	for id, reason := range failed {
+		w.log.Info("job failed", "ident", id, "reason", reason)
+	}
 	return nil
 }

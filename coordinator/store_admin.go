@@ -231,3 +231,18 @@ func (s *Store) RemovePipeline(ctx context.Context, key string, silentAfter time
 	}
 	return code == 1, nil
 }
+
+// FailReasons returns the failed_reason of each ident whose record has one
+// (one pipeline of HGETs): the jobs among idents that were failed.
+func (s *Store) FailReasons(ctx context.Context, idents []string) (map[string]string, error) {
+	all, err := s.hgetMany(ctx, idents, "failed_reason")
+	if err != nil {
+		return nil, err
+	}
+	for id, r := range all {
+		if r == "" {
+			delete(all, id)
+		}
+	}
+	return all, nil
+}
