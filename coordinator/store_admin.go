@@ -66,7 +66,7 @@ var (
 	ErrJobNotRequeueable = errors.New("the job is queued or not running; only failed or dead jobs can be requeued")
 )
 
-// PipelineAliveError refuses to requeue a running job whose pipeline still
+// PipelineAliveError refuses to requeue a job whose pipeline still
 // reports: the job may still be running there.
 type PipelineAliveError struct {
 	Pipeline string
@@ -95,8 +95,10 @@ type RequeueResult struct {
 // job back in the queue it came from, with its settings, resetting
 // RequeueResetFields (requeue.lua, one atomic step). The queue is the
 // origin record's, else the failure record's, else the one its depth
-// implies. A running job whose pipeline reported within silentAfter is
-// refused with *PipelineAliveError unless force is set. Other refusals:
+// implies. A job whose pipeline (its pipeline_id, running or failed)
+// reported within silentAfter is refused with *PipelineAliveError unless
+// force is set: that pipeline may still be crawling it, and its mark-done
+// would finish the new run. Other refusals:
 // ErrNoJob, ErrJobFinished, ErrJobNotRequeueable, ErrFailureWithoutJob,
 // *NotAJobError.
 func (s *Store) Requeue(ctx context.Context, ident string, force bool, silentAfter time.Duration) (*RequeueResult, error) {

@@ -288,3 +288,36 @@ func TestRemovePipeline(t *testing.T) {
 		}
 	})
 }
+
+// Failing a running job does not stop its pipeline: while that pipeline
+// still reports, its mark-done would finish the requeued record, so the
+// requeue needs force.
+func TestRequeueFailedJobOfLivePipeline(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := NewStore(b.Client)
+		id := svcQueue(t, s, "http://stillrunning.example.com/", "alice", "#ab", KeyPending)
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "live", ID: "e5"})
+		if err := p.Report(ctx, "Running"); err != nil {
+			t.Fatal(err)
+		}
+		job, err := p.Take(ctx)
+		if err != nil || job == nil {
+			t.Fatalf("take: %v", err)
+		}
+		if _, err := s.FailJob(ctx, id, "failed by op"); err != nil {
+			t.Fatal(err)
+		}
+		before := svcDump(t, b)
+		var alive *PipelineAliveError
+		if _, err := s.Requeue(ctx, id, false, time.Minute); !errors.As(err, &alive) || alive.Pipeline != p.Key() {
+			t.Fatalf("requeue while the pipeline reports: %v", err)
+		}
+		if diff := cmp.Diff(before, svcDump(t, b)); diff != "" {
+			t.Fatalf("refused requeue changed Redis:\n%s", diff)
+		}
+		if r, err := s.Requeue(ctx, id, true, time.Minute); err != nil || r.Source != "failed" {
+			t.Fatalf("forced: %+v %v", r, err)
+		}
+	})
+}

@@ -560,7 +560,7 @@ func runExpire(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 
 func runRequeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	a := newAdminCmd("requeue", stdout, stderr)
-	force := a.fs.Bool("force", false, "requeue a running job even though its pipeline still reports (it may still be crawling there)")
+	force := a.fs.Bool("force", false, "requeue even though the job's pipeline still reports (it may still be crawling the job)")
 	pos, code := a.parse(args, 1)
 	if code >= 0 {
 		return code
@@ -579,7 +579,7 @@ func runRequeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	var alive *coordinator.PipelineAliveError
 	switch {
 	case errors.As(err, &alive):
-		a.failf("job %s is running and %v; nothing was done. Use -force to requeue it anyway", id, alive)
+		a.failf("job %s: %v (failing a job does not stop its pipeline, whose mark-done would finish the new run); nothing was done. Use -force to requeue it anyway", id, alive)
 		return 1
 	case errors.Is(err, coordinator.ErrJobFinished):
 		a.failf("job %s has finished; nothing was done (archivebot expire %s, then !a, archives it again)", id, id)

@@ -10,7 +10,7 @@
 -- KEYS[10] the pipeline record the caller expects the job to name ("" none)
 -- KEYS[11] archivebot:queues (index of pending:NAME queues)
 -- ARGV[1] now, UNIX seconds (the new queued_at)
--- ARGV[2] "1" to requeue a running job whose pipeline still reports
+-- ARGV[2] "1" to requeue even though the job's pipeline still reports
 -- ARGV[3] seconds after which a pipeline's `ts` counts as silent
 -- ARGV[4 ..] the fields reset for the new run (removed from the record)
 --
@@ -25,7 +25,10 @@
 --   {0}            no job record and no failure record
 --   {-3}           the job key is not a hash
 --   {-4}           the job has finished (or was aborted)
---   {-5, pipeline, ts}  running and its pipeline still reports (no force)
+--   {-5, pipeline, ts}  the pipeline that ran it (its pipeline_id) still
+--       reports: it may still be crawling it (no force). This holds for a
+--       failed job too: failing does not stop a pipeline, and its mark-done
+--       would finish the new run.
 --   {-6}           the job record exists and is queued, or is not running
 --   {-7}           a failure record without the job's settings (`job`)
 --   {-9, queue, pipeline}  KEYS[6] or KEYS[10] are not what the records
@@ -77,7 +80,6 @@ if jt == 'hash' then
     return {-4}
   elseif redis.call('LPOS', KEYS[7], KEYS[1]) then
     source = 'dead'
-    pipeline = state[3] or ''
   else
     return {-6}
   end
@@ -110,6 +112,10 @@ else
   fields = fromHash()
 end
 
+-- The pipeline that ran it last: while it still reports, it may still be
+-- crawling the job, and its mark-done would finish the new run's record.
+pipeline = fields['pipeline_id'] or ''
+
 local queue = redis.call('HGET', KEYS[5], 'queue')
 if not (queue and pendingQueue(queue)) then
   queue = failure['queue']
@@ -125,7 +131,7 @@ if queue ~= KEYS[6] or pipeline ~= KEYS[10] then
   return {-9, queue, pipeline}
 end
 
-if source == 'dead' and ARGV[2] ~= '1' and pipeline ~= '' then
+if ARGV[2] ~= '1' and pipeline ~= '' then
   local pt = redis.call('TYPE', pipeline)['ok']
   if pt == 'hash' then
     local ts = tonumber(redis.call('HGET', pipeline, 'ts'))
