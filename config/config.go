@@ -8,6 +8,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/redis/go-redis/v9"
 )
 
 // Defaults of the services. This is the one place they are spelled:
@@ -32,6 +34,9 @@ const (
 	DefaultFinishInterval = 30 * time.Second
 	// DefaultFinishBatch is the most finish notices one cycle delivers.
 	DefaultFinishBatch = 1000
+	// DefaultFinishPushGap is the least time between two finish cycles
+	// started by `updates` messages rather than by the interval.
+	DefaultFinishPushGap = 250 * time.Millisecond
 
 	// DefaultStartInterval is how often `working` is checked for jobs a
 	// pipeline has taken (start notices).
@@ -98,6 +103,7 @@ type Config struct {
 	Analyzer Analyzer `toml:"analyzer"`
 	Tweeter  Tweeter  `toml:"tweeter"`
 	HTTP     HTTP     `toml:"http"`
+	Log      Log      `toml:"log"`
 
 	// File is the path the configuration was loaded from ("" for defaults).
 	File string `toml:"-"`
@@ -200,6 +206,28 @@ type HTTP struct {
 	Listen string `toml:"listen"`
 }
 
+// Log configures the process log (standard error).
+type Log struct {
+	// Format is "text" (logfmt-like key=value) or "json".
+	Format string `toml:"format"`
+	// Level is the least level logged: "debug", "info", "warn", "error".
+	Level string `toml:"level"`
+}
+
+// Environment variables the configuration honours (besides REDIS_URL).
+const (
+	EnvRedisURL    = "REDIS_URL"
+	EnvRedisListen = "ARCHIVEBOT_REDIS_LISTEN"
+	EnvDataDir     = "ARCHIVEBOT_DATA_DIR"
+)
+
+// Overrides are values given on the command line; they win over the
+// environment and the file.
+type Overrides struct {
+	RedisListen string
+	DataDir     string
+}
+
 // Console reports whether the console front end is selected.
 func (c *Config) Console() bool { return c.IRC.Server == "" }
 
@@ -293,11 +321,21 @@ func (c *Config) setDefaults() {
 	if c.HTTP.Listen == "" {
 		c.HTTP.Listen = "127.0.0.1:4567"
 	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
 }
 
-// Load reads path (if non-empty), applies REDIS_URL from the environment,
+// Load reads path (if non-empty), applies REDIS_URL,
+// ARCHIVEBOT_REDIS_LISTEN and ARCHIVEBOT_DATA_DIR from the environment,
 // fills defaults and validates.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return LoadWith(path, Overrides{}) }
+
+// LoadWith is Load with command-line values applied last.
+func LoadWith(path string, o Overrides) (*Config, error) {
 	c := &Config{File: path}
 	httpOff := false
 	reportSet := false
@@ -323,8 +361,22 @@ func Load(path string) (*Config, error) {
 	} else {
 		c.Notifier.StartNotices = true
 	}
-	if env := os.Getenv("REDIS_URL"); env != "" {
+	if env := os.Getenv(EnvRedisURL); env != "" {
 		c.Redis.URL = env
+	}
+	for _, v := range []struct {
+		dst      *string
+		env, arg string
+	}{
+		{&c.Redis.Listen, EnvRedisListen, o.RedisListen},
+		{&c.Redis.DataDir, EnvDataDir, o.DataDir},
+	} {
+		if env := os.Getenv(v.env); env != "" {
+			*v.dst = env
+		}
+		if v.arg != "" {
+			*v.dst = v.arg
+		}
 	}
 	c.setDefaults()
 	if httpOff {
@@ -391,17 +443,24 @@ func (c *Config) validate() error {
 		bad("irc.burst", "must be at least 1")
 	}
 	if c.Redis.URL != "" {
-		if _, err := url.Parse(c.Redis.URL); err != nil || !strings.HasPrefix(c.Redis.URL, "redis") {
-			bad("redis.url", "%q is not a redis:// or rediss:// URL", c.Redis.URL)
+		// Parsed exactly as the run will parse it.
+		if _, err := redis.ParseURL(c.Redis.URL); err != nil {
+			bad("redis.url", "%q is not a Redis URL (redis://[:password@]host[:port][/db] or rediss://…; REDIS_URL overrides the file): %v", redactURL(c.Redis.URL), err)
 		}
 	}
-	if _, _, err := net.SplitHostPort(c.Redis.Listen); err != nil {
-		bad("redis.listen", "%v", err)
+	if err := checkListen(c.Redis.Listen); err != nil {
+		bad("redis.listen", "%v (also set by -redis-listen or %s)", err, EnvRedisListen)
 	}
 	if c.HTTP.Listen != "" {
-		if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
+		if err := checkListen(c.HTTP.Listen); err != nil {
 			bad("http.listen", "%v (write listen = \"\" to switch the web server off)", err)
 		}
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		bad("log.format", `must be "text" or "json", got %q`, c.Log.Format)
+	}
+	if _, err := ParseLevel(c.Log.Level); err != nil {
+		bad("log.level", "%v", err)
 	}
 	for _, s := range c.Jobs.Schemes {
 		if s == "" || strings.ToLower(s) != s {
@@ -460,6 +519,42 @@ func (c *Config) validate() error {
 		bad("tweeter", "consumer_key, consumer_secret, access_token and access_secret must all be set, or none (dry run)")
 	}
 	return errors.Join(errs...)
+}
+
+// checkListen resolves a listen address as net.Listen will: host:port, a
+// port in 0–65535, a host that resolves.
+func checkListen(addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return err
+	}
+	if _, err := net.ResolveTCPAddr("tcp", addr); err != nil {
+		return err
+	}
+	return nil
+}
+
+// redactURL hides a password in a URL for messages.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// ParseLevel reads a log level name: debug, info, warn (warning) or error.
+func ParseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info", "":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf(`must be "debug", "info", "warn" or "error", got %q`, s)
 }
 
 // TweeterDryRun reports whether no Twitter credentials are configured.

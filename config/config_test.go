@@ -23,14 +23,15 @@ func write(t *testing.T, text string) string {
 // give exactly the defaults.
 func TestExampleIsDefaults(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
+	t.Setenv(EnvRedisListen, "")
+	t.Setenv(EnvDataDir, "")
 	got, err := Load("../config.example.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Default()
 	got.File = ""
-	want.IRC.Channels = []string{"#archivebot"}
-	want.IRC.ReportChannel = "#archivebot"
+	// irc.channels has no default: the example shows it commented out.
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("example differs from defaults (-want +got):\n%s", d)
 	}
@@ -132,5 +133,23 @@ func TestReportChannel(t *testing.T) {
 		if cfg.IRC.ReportChannel != c.want {
 			t.Errorf("%q: report_channel = %q, want %q", c.text, cfg.IRC.ReportChannel, c.want)
 		}
+	}
+}
+
+// The environment and the command line set the embedded Redis's address
+// and the data directory; the flag wins over the variable, which wins
+// over the file.
+func TestListenAndDataDirOverrides(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	p := write(t, "[redis]\nlisten = \"127.0.0.1:7000\"\ndata_dir = \"/file\"\n")
+	t.Setenv(EnvRedisListen, "127.0.0.1:7001")
+	t.Setenv(EnvDataDir, "/env")
+	c, err := Load(p)
+	if err != nil || c.Redis.Listen != "127.0.0.1:7001" || c.Redis.DataDir != "/env" {
+		t.Fatalf("env: %v %+v", err, c.Redis)
+	}
+	c, err = LoadWith(p, Overrides{RedisListen: "127.0.0.1:7002", DataDir: "/flag"})
+	if err != nil || c.Redis.Listen != "127.0.0.1:7002" || c.Redis.DataDir != "/flag" {
+		t.Fatalf("flags: %v %+v", err, c.Redis)
 	}
 }

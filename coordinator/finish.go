@@ -20,11 +20,15 @@ type FinishConfig struct {
 	Interval time.Duration
 	// Batch is the most notices one cycle delivers.
 	Batch int
+	// PushGap is the least time between two cycles started by `updates`
+	// messages (see Services.pushFinish).
+	PushGap time.Duration
 }
 
 func (c FinishConfig) orDefaults() FinishConfig {
 	orDefault(&c.Interval, config.DefaultFinishInterval)
 	orDefault(&c.Batch, config.DefaultFinishBatch)
+	orDefault(&c.PushGap, config.DefaultFinishPushGap)
 	return c
 }
 
@@ -182,7 +186,11 @@ func (f *FinishNotifier) deliver(ctx context.Context, doc string) error {
 		if err := announceIn(ctx, f.ann, f.log, n.StartedIn, line); err != nil {
 			return fmt.Errorf("announce finish of %s: %w", n.URL, err)
 		}
-		f.log.Info("finish reported", "ident", ident.Of(n.URL), "channel", n.StartedIn, "line", line)
+		msg := "job finished"
+		if n.Aborted {
+			msg = "job aborted"
+		}
+		f.log.Info(msg, "ident", ident.Of(n.URL), "channel", n.StartedIn, "line", line)
 	}
 	// The line is out: acknowledging must not be cut short by shutdown.
 	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

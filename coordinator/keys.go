@@ -51,6 +51,14 @@ const (
 	PendingNamedPrefix = "pending:"
 	// PipelinePrefix prefixes pipeline records.
 	PipelinePrefix = "pipeline:"
+	// KeyAdminNotices (list, ours) holds channel lines the operator's
+	// commands want said: JSON {"channel": "#c", "text": "…"}, RPUSHed by
+	// `archivebot` subcommands, delivered by the running node at least
+	// once, as finish notices are.
+	KeyAdminNotices = "archivebot:admin_notices"
+	// KeyAdminNoticesProcessing (list, ours) holds admin notices being
+	// delivered.
+	KeyAdminNoticesProcessing = "archivebot:admin_notices:processing"
 )
 
 // KeyJob is the job record (hash) of ident.

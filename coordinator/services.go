@@ -39,6 +39,13 @@ type Services struct {
 	Pipelines *PipelineNotifier
 	Analyzer  *Analyzer
 	Updates   *Updates
+	// Admin delivers the lines of the operator's commands.
+	Admin *AdminNotifier
+
+	// finishKick is signalled by every `updates` message; finishTrigger
+	// starts a finish cycle out of turn (see pushFinish).
+	finishKick    chan struct{}
+	finishTrigger chan struct{}
 
 	store             *Store
 	queueIndexRebuild time.Duration
@@ -60,13 +67,26 @@ func NewServices(store *Store, ann Announcer, cfg ServicesConfig, log *slog.Logg
 		Pipelines: NewPipelineNotifier(store, ann, cfg.Pipelines, log),
 		Analyzer:  NewAnalyzer(store, cfg.Analyzer, log),
 		Updates:   NewUpdates(store, log),
+		Admin:     NewAdminNotifier(store, ann, log),
 		store:     store,
 		log:       log,
+
+		finishKick:    make(chan struct{}, 1),
+		finishTrigger: make(chan struct{}),
 	}
 	s.queueIndexRebuild = cfg.QueueIndexRebuild
 	orDefault(&s.queueIndexRebuild, config.DefaultQueueIndexRebuild)
 	s.Updates.OnUpdate(s.Analyzer.Notify)
 	s.Updates.OnUpdate(s.Starts.Notify)
+	// A pipeline publishes the ident on `updates` right after it pushed
+	// its finish notice: look for notices at once rather than at the next
+	// tick (the periodic cycle stays as the safety net for lost messages).
+	s.Updates.OnUpdate(func(context.Context, string) {
+		select {
+		case s.finishKick <- struct{}{}:
+		default:
+		}
+	})
 	s.Finish.onNotice = s.Analyzer.Notify
 	// Messages published while the subscription was down are lost: catch
 	// up on every working job each time it is (re)established.
@@ -91,8 +111,11 @@ func (s *Services) Start(ctx context.Context) {
 			"service", "pipeline-notifier", "err", err)
 	}
 	s.every(ctx, "reaper", s.Reaper.cfg.Interval, false, s.Reaper.runOnce)
-	s.every(ctx, "finish-notifier", s.Finish.cfg.Interval, true, s.Finish.runOnce)
-	s.everyOr(ctx, "start-notifier", s.Starts.cfg.Interval, s.Starts.trigger, s.Starts.runOnce)
+	s.everyOr(ctx, "finish-notifier", s.Finish.cfg.Interval, true, s.finishTrigger, s.Finish.runOnce)
+	run.Go(&s.wg, s.log, "finish-push", func() { s.pushFinish(ctx) })
+	s.everyOr(ctx, "start-notifier", s.Starts.cfg.Interval, true, s.Starts.trigger, s.Starts.runOnce)
+	s.every(ctx, "admin-notices", DefaultAdminNoticeInterval, true, s.Admin.runOnce)
+	s.every(ctx, "jobs-taken", s.Reaper.cfg.Interval, true, newJobWatch(s.store, s.log).runOnce)
 	s.every(ctx, "pipeline-notifier", s.Pipelines.cfg.Interval, false, s.Pipelines.runOnce)
 	s.every(ctx, "analyzer-sweep", s.Analyzer.cfg.SweepInterval, false, s.Analyzer.runOnce)
 	s.every(ctx, "queue-index", s.queueIndexRebuild, true, func(ctx context.Context) error {
@@ -107,21 +130,43 @@ func (s *Services) Start(ctx context.Context) {
 // goroutine of its own. A failing service is logged once, not every cycle,
 // and again when it recovers.
 func (s *Services) every(ctx context.Context, name string, interval time.Duration, now bool, runOnce func(context.Context) error) {
-	s.schedule(ctx, name, run.Schedule{Interval: interval, Now: now}, runOnce)
+	s.everyOr(ctx, name, interval, now, nil, runOnce)
 }
 
-// everyOr runs runOnce at once, every interval, and whenever trigger
-// fires.
-func (s *Services) everyOr(ctx context.Context, name string, interval time.Duration, trigger <-chan struct{}, runOnce func(context.Context) error) {
-	s.schedule(ctx, name, run.Schedule{Interval: interval, Now: true, Trigger: trigger}, runOnce)
+// pushFinish turns `updates` messages into finish cycles, at most one per
+// Finish.cfg.PushGap: a busy crawl publishes on every log entry, and each
+// cycle costs two round trips even when there is nothing to report. A
+// message that comes during the gap is kept (finishKick holds one) and
+// served right after it, so the message of a mark-done is never dropped.
+func (s *Services) pushFinish(ctx context.Context) {
+	gap := time.NewTimer(0)
+	defer gap.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.finishKick:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case s.finishTrigger <- struct{}{}:
+		}
+		gap.Reset(s.Finish.cfg.PushGap)
+		select {
+		case <-ctx.Done():
+			return
+		case <-gap.C:
+		}
+	}
 }
 
-func (s *Services) schedule(ctx context.Context, name string, sched run.Schedule, runOnce func(context.Context) error) {
-	interval := sched.Interval
+// everyOr is every, also running runOnce whenever trigger receives.
+func (s *Services) everyOr(ctx context.Context, name string, interval time.Duration, now bool, trigger <-chan struct{}, runOnce func(context.Context) error) {
 	var failing bool
 	metrics.RegisterService(name, interval)
 	run.Go(&s.wg, s.log, name, func() {
-		run.Every(ctx, s.log, name, sched, func(ctx context.Context) {
+		run.Every(ctx, s.log, name, run.Schedule{Interval: interval, Now: now, Trigger: trigger}, func(ctx context.Context) {
 			start := time.Now()
 			err := runOnce(ctx)
 			if ctx.Err() == nil {

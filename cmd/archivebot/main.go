@@ -1,25 +1,23 @@
 // Command archivebot is the ArchiveBot control node: the IRC (or console)
-// bot and the embedded coordinator services, in one process.
-//
-//	archivebot [-config FILE]              run the bot
-//	archivebot -check-config -config FILE  validate the configuration and exit
-//	archivebot ident URL...                print NORMALIZED<TAB>IDENT per URL
-//	archivebot simulate-pipeline [flags]   run a test pipeline against Redis
+// bot and the embedded coordinator services, in one process, and the
+// operator's commands over the same Redis. `archivebot help` lists them all
+// (cli.go).
 package main
 
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"os/user"
 	"syscall"
 
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/coordinator/embedded"
 	"github.com/archiveteam/archivebot-go/coordinator/ident"
 )
 
@@ -30,35 +28,44 @@ func main() {
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
-		case "ident":
-			return runIdent(args[1:], stdin, stdout, stderr)
-		case "simulate-pipeline":
-			return runSimulator(args[1:], stdout, stderr)
+		case "help", "-h", "-help", "--help":
+			return runHelp(args[1:], stdout, stderr)
+		case "version", "-version", "--version":
+			return runVersion(stdout)
+		}
+		if c := findCommand(args[0]); c != nil {
+			return c.run(args[1:], stdin, stdout, stderr)
 		}
 	}
-	fs := flag.NewFlagSet("archivebot", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "configuration file (TOML); none: console front end and embedded Redis")
-	check := fs.Bool("check-config", false, "load and validate the configuration, then exit")
-	debug := fs.Bool("debug", false, "log debug messages")
+	fs, o := nodeFlags(stderr)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
+	}
+	if o.version {
+		return runVersion(stdout)
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "archivebot: unexpected argument %q (subcommands: ident, simulate-pipeline)\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "archivebot: unknown command %q; \"archivebot help\" lists the commands\n", fs.Arg(0))
 		return 2
 	}
-	cfg, err := config.Load(*configPath)
+	cfg, err := config.LoadWith(o.configPath(), config.Overrides{RedisListen: o.redisListen, DataDir: o.dataDir})
 	if err != nil {
 		fmt.Fprintf(stderr, "archivebot: %v\n", err)
 		return 1
 	}
-	level := slog.LevelInfo
-	if *debug {
-		level = slog.LevelDebug
+	level := cfg.Log.Level
+	if o.debug {
+		level = "debug"
 	}
-	logger := newLogger(stderr, level)
-	if *check {
+	logger, err := newLogger(stderr, cfg.Log.Format, level)
+	if err != nil {
+		fmt.Fprintf(stderr, "archivebot: %v\n", err)
+		return 1
+	}
+	if o.check {
 		if err := checkConfig(cfg, logger); err != nil {
 			fmt.Fprintf(stderr, "archivebot: %v\n", err)
 			return 1
@@ -66,11 +73,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "configuration OK (%s)\n", describe(cfg))
 		return 0
 	}
+	routeRedisLog(logger)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, cfg, logger, stdin, stdout); err != nil {
 		logger.Error("archivebot stopped", "err", err)
 		fmt.Fprintf(stderr, "archivebot: %v\n", err)
+		if errors.Is(err, embedded.ErrAddrInUse) {
+			fmt.Fprintf(stderr, "archivebot: without a configuration file: -redis-listen ADDR or %s=ADDR picks another address; %s=redis://HOST:PORT/0 uses the running Redis\n",
+				config.EnvRedisListen, config.EnvRedisURL)
+		}
 		return 1
 	}
 	return 0
@@ -95,6 +107,11 @@ func describe(cfg *config.Config) string {
 // runIdent prints NORMALIZED<TAB>IDENT for each URL argument, or for each
 // line of stdin when there are none.
 func runIdent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlagSet("ident", stderr)
+	urls, err := parseInterspersed(fs, args)
+	if err != nil {
+		return flagExit(err)
+	}
 	status := 0
 	do := func(raw string) {
 		norm, id, err := ident.FromURL(raw)
@@ -105,8 +122,8 @@ func runIdent(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "%s\t%s\n", norm, id)
 	}
-	if len(args) > 0 {
-		for _, a := range args {
+	if len(urls) > 0 {
+		for _, a := range urls {
 			do(a)
 		}
 		return status

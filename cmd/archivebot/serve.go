@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -131,6 +133,7 @@ func openRedis(cfg *config.Config, logger *slog.Logger, stdout io.Writer) (*redi
 		return nil, nil, err
 	}
 	fmt.Fprintf(stdout, "Embedded Redis listening; pipelines connect with REDIS_URL=%s\n", srv.URL())
+	fmt.Fprintf(stdout, "Data directory: %s\n", absPath(cfg.Redis.DataDir))
 	logger.Info("embedded redis started", "addr", srv.Addr(), "data_dir", cfg.Redis.DataDir)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: cfg.Redis.Password})
 	// Every write of ours is durable before its caller goes on, so what
@@ -138,6 +141,13 @@ func openRedis(cfg *config.Config, logger *slog.Logger, stdout io.Writer) (*redi
 	// every second).
 	rdb.AddHook(srv.SyncHook())
 	return rdb, srv, nil
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
 
 // goSafe runs fn in a goroutine that recovers panics, logs the stack and
@@ -164,15 +174,59 @@ func redactURL(raw string) string {
 	return u.Redacted()
 }
 
-// checkConfig loads everything a real start would, without starting.
+// checkConfig checks what a real start would, without starting: what
+// config.Load validates (the Redis URL as go-redis parses it, listen
+// addresses resolved, the channels rule), plus the files: the ignore sets
+// (every pattern compiled), the user agents and the IRC CA certificate.
 func checkConfig(cfg *config.Config, logger *slog.Logger) error {
-	if _, err := bot.LoadCatalog(cfg.Jobs.IgnoreSetsDir, cfg.Jobs.UserAgentsDir, logger); err != nil {
-		return fmt.Errorf("ignore sets / user agents: %w", err)
+	var errs []error
+	if _, err := bot.LoadCatalog(cfg.Jobs.IgnoreSetsDir, "", logger); err != nil {
+		errs = append(errs, fmt.Errorf("jobs.ignore_sets_dir: %w", err))
+	}
+	if _, err := bot.LoadCatalog("", cfg.Jobs.UserAgentsDir, logger); err != nil {
+		errs = append(errs, fmt.Errorf("jobs.user_agents_dir: %w", err))
 	}
 	if cfg.IRC.TLSCA != "" {
 		if _, err := os.ReadFile(cfg.IRC.TLSCA); err != nil {
-			return fmt.Errorf("irc.tls_ca: %w", err)
+			errs = append(errs, fmt.Errorf("irc.tls_ca: %w", err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// adminStore connects the operator's commands to the Redis of cfg: the
+// configured URL, or the embedded Redis of a running node at redis.listen
+// (never starting one). It fails, with what to do, when Redis does not
+// answer. where names the Redis for messages.
+func adminStore(ctx context.Context, cfg *config.Config) (store *coordinator.Store, closeFn func(), where string, err error) {
+	var opt *redis.Options
+	if cfg.Embedded() {
+		host, port, _ := net.SplitHostPort(cfg.Redis.Listen)
+		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			host = "127.0.0.1"
+		}
+		opt = &redis.Options{Addr: net.JoinHostPort(host, port), Password: cfg.Redis.Password}
+		where = "the embedded Redis of a running node at " + opt.Addr + " (redis.listen)"
+	} else {
+		opt, err = redis.ParseURL(cfg.Redis.URL)
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("redis.url: %w", err)
+		}
+		where = redactURL(cfg.Redis.URL)
+	}
+	// Fail fast: an operator is waiting, and a write is never resent on
+	// its own (the store's writes say so themselves).
+	opt.DialTimeout = 2 * time.Second
+	opt.DialerRetries = 1
+	opt.MaxRetries = -1
+	rdb := redis.NewClient(opt)
+	store = coordinator.NewStore(rdb)
+	pingCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := store.Ping(pingCtx); err != nil {
+		rdb.Close()
+		return nil, nil, where, fmt.Errorf("cannot reach Redis (%s): %w; nothing was done. "+
+			"Start the node, or name the Redis the pipelines use with REDIS_URL or -config", where, err)
+	}
+	return store, func() { rdb.Close() }, where, nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -94,12 +93,11 @@ func startServices(ctx context.Context, cfg *config.Config, store *coordinator.S
 // exactly what the upstream pipeline does in Redis (doc/protocol.md), for demos
 // and tests.
 func runSimulator(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("archivebot simulate-pipeline", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("simulate-pipeline", stderr)
 	var o pipelinesim.Options
 	o.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return flagExit(err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -1,0 +1,794 @@
+package main
+
+// The operator's commands: jobs, job, fail, abort, expire, pipelines,
+// requeue, reap-pipeline. They act on the configured Redis through the
+// store methods and scripts the bot's commands use, so they have the same
+// atomicity and the same refusals. They have no IRC connection: what the
+// channel must hear (a fail, a requeue) is queued in
+// archivebot:admin_notices, which the running node delivers.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os/signal"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/ident"
+)
+
+// adminCmd is what every operator's command shares: -config, -json, the
+// store, the operator's name and the output.
+type adminCmd struct {
+	name        string
+	configPath  string
+	redisListen string
+	json        bool
+	fs          *flag.FlagSet
+	stdout      io.Writer
+	stderr      io.Writer
+
+	cfg   *config.Config
+	store *coordinator.Store
+	close func()
+}
+
+func newAdminCmd(name string, stdout, stderr io.Writer) *adminCmd {
+	a := &adminCmd{name: name, stdout: stdout, stderr: stderr, fs: newFlagSet(name, stderr)}
+	registerConfigFlag(a.fs, &a.configPath)
+	a.fs.StringVar(&a.redisListen, "redis-listen", "", "address of the running node's embedded Redis (redis.listen; env "+config.EnvRedisListen+")")
+	a.fs.BoolVar(&a.json, "json", false, "write JSON instead of a table")
+	return a
+}
+
+// parse parses the flags and checks that there are want arguments. The
+// exit status is -1 when the command should go on.
+func (a *adminCmd) parse(args []string, want int) ([]string, int) {
+	pos, err := parseInterspersed(a.fs, args)
+	if err != nil {
+		return nil, flagExit(err)
+	}
+	if len(pos) != want {
+		if want == 0 {
+			a.failf("takes no arguments, got %q", strings.Join(pos, " "))
+		} else {
+			a.failf("needs exactly %d argument (see archivebot %s -h), got %d", want, a.name, len(pos))
+		}
+		return nil, 2
+	}
+	return pos, -1
+}
+
+func (a *adminCmd) failf(format string, args ...any) {
+	fmt.Fprintf(a.stderr, "archivebot %s: %s\n", a.name, fmt.Sprintf(format, args...))
+}
+
+// connect loads the configuration and reaches Redis; false (after saying
+// why) when it cannot.
+func (a *adminCmd) connect(ctx context.Context) bool {
+	path := a.configPath
+	if path == "" {
+		path = (&nodeOptions{}).configPath()
+	}
+	cfg, err := config.LoadWith(path, config.Overrides{RedisListen: a.redisListen})
+	if err != nil {
+		a.failf("%v", err)
+		return false
+	}
+	a.cfg = cfg
+	// The command says itself why Redis did not answer; go-redis's own
+	// lines about it would only repeat it.
+	quiet, _ := newLogger(a.stderr, "text", "error")
+	routeRedisLog(quiet)
+	store, closeFn, _, err := adminStore(ctx, cfg)
+	if err != nil {
+		a.failf("%v", err)
+		return false
+	}
+	a.store, a.close = store, closeFn
+	return true
+}
+
+func (a *adminCmd) done() {
+	if a.close != nil {
+		a.close()
+	}
+}
+
+// writeJSON writes v as indented JSON.
+func (a *adminCmd) writeJSON(v any) int {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		a.failf("%v", err)
+		return 1
+	}
+	return 0
+}
+
+// operator names who ran the command, for reasons and channel lines.
+func operator() string { return localUser() }
+
+// adminContext ends on SIGINT/SIGTERM.
+func adminContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+}
+
+// identArg checks an ident argument the way the bot does (lowercase
+// base 36); a URL is turned into its ident when allowURL.
+func (a *adminCmd) identArg(arg string, allowURL bool) (string, bool) {
+	if allowURL && strings.Contains(arg, "://") {
+		_, id, err := ident.FromURL(arg)
+		if err != nil {
+			a.failf("%s: %v", arg, err)
+			return "", false
+		}
+		return id, true
+	}
+	if arg == "" || strings.Trim(arg, "0123456789abcdefghijklmnopqrstuvwxyz") != "" {
+		hint := ""
+		if !allowURL && strings.Contains(arg, "://") {
+			hint = " (a URL: archivebot ident URL gives its ident)"
+		}
+		a.failf("%q is not a job ident%s", arg, hint)
+		return "", false
+	}
+	return arg, true
+}
+
+// refusal reports a store error; exit status 1.
+func (a *adminCmd) refusal(id string, err error) int {
+	var notJob *coordinator.NotAJobError
+	switch {
+	case errors.Is(err, coordinator.ErrNoJob):
+		a.failf("no job %s (neither a job record nor a failure record); nothing was done", id)
+	case errors.As(err, &notJob):
+		a.failf("key %s is not a job record (it holds another kind of value); nothing was done", notJob.Key)
+	case coordinator.IsUnavailable(err):
+		a.failf("Redis stopped answering: %v; nothing may have been done", err)
+	case errors.Is(err, coordinator.ErrOutcomeUnknown):
+		a.failf("%v; run \"archivebot job %s\" to see whether it took effect", err, id)
+	default:
+		a.failf("%v", err)
+	}
+	return 1
+}
+
+// ---------------------------------------------------------------------
+// jobs
+
+// jobRow is one line of `archivebot jobs`.
+type jobRow struct {
+	Ident     string `json:"ident"`
+	State     string `json:"state"`
+	Queue     string `json:"queue"`
+	Position  int64  `json:"position,omitempty"`
+	URL       string `json:"url"`
+	StartedBy string `json:"started_by"`
+	StartedIn string `json:"started_in"`
+	QueuedAt  string `json:"queued_at,omitempty"`
+	StartedAt string `json:"started_at,omitempty"`
+	Pipeline  string `json:"pipeline_id,omitempty"`
+	Depth     string `json:"fetch_depth,omitempty"`
+	Note      string `json:"note,omitempty"`
+}
+
+func runJobs(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	a := newAdminCmd("jobs", stdout, stderr)
+	queue := a.fs.String("queue", "", "only jobs of this queue (pending, pending-ao, pending-large, pending:NAME, working)")
+	state := a.fs.String("state", "", "only jobs in this state: queued or running")
+	pipeline := a.fs.String("pipeline", "", "only jobs running on this pipeline (its key, pipeline:…, or the id after it)")
+	user := a.fs.String("user", "", "only jobs queued by this nick")
+	if _, code := a.parse(args, 0); code >= 0 {
+		return code
+	}
+	if *state != "" && *state != "queued" && *state != "running" {
+		a.failf("-state must be queued or running, got %q", *state)
+		return 2
+	}
+	ctx, cancel := adminContext()
+	defer cancel()
+	if !a.connect(ctx) {
+		return 1
+	}
+	defer a.done()
+	jobs, err := a.store.ActiveJobs(ctx)
+	if err != nil {
+		return a.refusal("", err)
+	}
+	pipeKey := pipelineKey(*pipeline)
+	rows := []jobRow{}
+	for _, j := range jobs {
+		r := jobRow{Ident: j.Ident, Queue: j.Queue, Position: j.Position, State: "queued",
+			URL: j.Fields["url"], StartedBy: j.Fields["started_by"], StartedIn: j.Fields["started_in"],
+			QueuedAt: j.Fields["queued_at"], StartedAt: j.Fields["started_at"], Pipeline: j.Fields["pipeline_id"],
+			Depth: j.Fields["fetch_depth"], Note: j.Fields["note"]}
+		if j.Queue == coordinator.KeyWorking {
+			r.State = "running"
+		}
+		switch {
+		case *queue != "" && r.Queue != *queue,
+			*state != "" && r.State != *state,
+			*pipeline != "" && r.Pipeline != pipeKey,
+			*user != "" && !strings.EqualFold(r.StartedBy, *user):
+			continue
+		}
+		rows = append(rows, r)
+	}
+	if a.json {
+		return a.writeJSON(rows)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(stdout, "No jobs.")
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "IDENT\tSTATE\tQUEUE\tPOS\tAGE\tBY\tPIPELINE\tURL")
+	now := time.Now()
+	for _, r := range rows {
+		pos, since := "", r.QueuedAt
+		if r.Position > 0 {
+			pos = strconv.FormatInt(r.Position, 10)
+		}
+		if r.State == "running" {
+			since = r.StartedAt
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Ident, r.State, r.Queue, pos, age(now, since),
+			r.StartedBy, strings.TrimPrefix(r.Pipeline, coordinator.PipelinePrefix), r.URL)
+	}
+	tw.Flush()
+	return 0
+}
+
+// pipelineKey turns a pipeline id or key into the key.
+func pipelineKey(s string) string {
+	if s == "" || strings.HasPrefix(s, coordinator.PipelinePrefix) {
+		return s
+	}
+	return coordinator.PipelinePrefix + s
+}
+
+// age writes how long ago a UNIX time (seconds, maybe with a fraction) was.
+func age(now time.Time, unix string) string {
+	f, err := strconv.ParseFloat(unix, 64)
+	if err != nil || f <= 0 {
+		return "-"
+	}
+	d := now.Sub(time.Unix(int64(f), 0))
+	if d < 0 {
+		d = 0
+	}
+	return d.Round(time.Second).String()
+}
+
+// ---------------------------------------------------------------------
+// job
+
+// jobView is `archivebot job --json`.
+type jobView struct {
+	Ident    string            `json:"ident"`
+	URL      string            `json:"url"`
+	State    string            `json:"state"`
+	Queue    string            `json:"queue,omitempty"`
+	Position int64             `json:"position,omitempty"`
+	QueueLen int64             `json:"queue_length,omitempty"`
+	Working  bool              `json:"working"`
+	Origin   string            `json:"origin_queue,omitempty"`
+	TTL      *float64          `json:"expires_in_seconds,omitempty"`
+	Fields   map[string]string `json:"fields,omitempty"`
+	Ignores  []string          `json:"ignores"`
+	Failure  *failureView      `json:"failure,omitempty"`
+	Pipeline *pipelineView     `json:"pipeline,omitempty"`
+}
+
+type failureView struct {
+	Reason   string            `json:"reason"`
+	FailedBy string            `json:"failed_by"`
+	FailedAt float64           `json:"failed_at"`
+	Queue    string            `json:"queue"`
+	Job      map[string]string `json:"job,omitempty"`
+	Extra    map[string]string `json:"extra,omitempty"`
+}
+
+func stateName(j *coordinator.Job) string {
+	switch j.State() {
+	case coordinator.StateRunning:
+		return "running"
+	case coordinator.StateFinished:
+		return "finished"
+	case coordinator.StateAborted:
+		return "aborted"
+	case coordinator.StateFailed:
+		return "failed"
+	}
+	return "queued"
+}
+
+func runJob(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	a := newAdminCmd("job", stdout, stderr)
+	pos, code := a.parse(args, 1)
+	if code >= 0 {
+		return code
+	}
+	id, ok := a.identArg(pos[0], true)
+	if !ok {
+		return 2
+	}
+	ctx, cancel := adminContext()
+	defer cancel()
+	if !a.connect(ctx) {
+		return 1
+	}
+	defer a.done()
+	d, err := a.store.JobDetail(ctx, id)
+	if err != nil {
+		return a.refusal(id, err)
+	}
+	if d == nil {
+		return a.refusal(id, coordinator.ErrNoJob)
+	}
+	v := jobView{Ident: id, Queue: d.Queue, Position: d.Position, QueueLen: d.QueueLen, Working: d.Working, Ignores: d.Ignores}
+	if v.Ignores == nil {
+		v.Ignores = []string{}
+	}
+	if v.Origin, err = a.store.Origin(ctx, id); err != nil {
+		return a.refusal(id, err)
+	}
+	if d.Job != nil {
+		v.Fields, v.URL, v.State = d.Job.Fields, d.Job.URL(), stateName(d.Job)
+		if d.TTL >= 0 {
+			s := d.TTL.Seconds()
+			v.TTL = &s
+		}
+		if p := d.Job.Get("pipeline_id"); p != "" {
+			pl, err := a.store.GetPipeline(ctx, p)
+			if err != nil {
+				return a.refusal(id, err)
+			}
+			v.Pipeline = &pipelineView{Key: p, Gone: pl == nil}
+			if pl != nil {
+				v.Pipeline.fill(pl, time.Now(), a.cfg.Notifier.PipelineSilentAfter.Duration)
+			}
+		}
+	}
+	if f := d.Failure; f != nil {
+		v.Failure = &failureView{Reason: f.Reason, FailedBy: f.FailedBy, FailedAt: f.FailedAt, Queue: f.Queue, Job: f.Job, Extra: f.Extra}
+		if d.Job == nil {
+			v.State, v.URL = "failed", f.URL
+		}
+	}
+	if a.json {
+		return a.writeJSON(v)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	line := func(k, val string) {
+		if val != "" {
+			fmt.Fprintf(tw, "%s:\t%s\n", k, val)
+		}
+	}
+	line("ident", v.Ident)
+	line("url", v.URL)
+	line("state", v.State)
+	if v.Queue != "" {
+		line("queue", fmt.Sprintf("%s, position %d of %d (1 runs next)", v.Queue, v.Position, v.QueueLen))
+	}
+	if v.Working {
+		line("working", "yes")
+	}
+	line("origin queue", v.Origin)
+	if v.TTL != nil {
+		line("expires in", time.Duration(*v.TTL*float64(time.Second)).Round(time.Second).String())
+	}
+	if p := v.Pipeline; p != nil {
+		desc := p.Key + " (gone: no record)"
+		if !p.Gone {
+			desc = fmt.Sprintf("%s %q, last report %s ago", p.Key, p.Nickname, time.Duration(p.AgeSeconds*float64(time.Second)).Round(time.Second))
+			if p.Silent {
+				desc += " (silent)"
+			}
+		}
+		line("pipeline", desc)
+	}
+	if f := v.Failure; f != nil {
+		line("failed", fmt.Sprintf("%s, by %s, at %s, from %s", f.Reason, f.FailedBy,
+			time.Unix(int64(f.FailedAt), 0).UTC().Format(time.RFC3339), f.Queue))
+	}
+	keys := make([]string, 0, len(v.Fields))
+	for k := range v.Fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(tw, "  %s:\t%s\n", k, v.Fields[k])
+	}
+	fmt.Fprintf(tw, "ignores:\t%d patterns\n", len(v.Ignores))
+	for _, p := range v.Ignores {
+		fmt.Fprintf(tw, "  \t%s\n", p)
+	}
+	tw.Flush()
+	return 0
+}
+
+// ---------------------------------------------------------------------
+// fail, abort, expire
+
+// actionResult is the --json output of fail, abort, expire and requeue.
+type actionResult struct {
+	Ident  string `json:"ident"`
+	URL    string `json:"url,omitempty"`
+	Result string `json:"result"`
+	// Queue is where a requeued job went.
+	Queue   string `json:"queue,omitempty"`
+	Ignores *int64 `json:"ignores,omitempty"`
+	// Notice is the line queued for the channel (delivered by the node).
+	Notice *coordinator.AdminNotice `json:"notice,omitempty"`
+}
+
+func (a *adminCmd) report(r actionResult, text string) int {
+	if a.json {
+		return a.writeJSON(r)
+	}
+	fmt.Fprintln(a.stdout, text)
+	if r.Notice != nil {
+		where := r.Notice.Channel
+		if where == "" {
+			where = "every channel"
+		}
+		fmt.Fprintf(a.stdout, "Queued for %s: %s\n", where, r.Notice.Text)
+	}
+	return 0
+}
+
+// notify queues a line for the channel; a failure is reported (the change
+// itself is made) with exit status 1.
+func (a *adminCmd) notify(ctx context.Context, n coordinator.AdminNotice) (*coordinator.AdminNotice, error) {
+	if err := a.store.PushAdminNotice(ctx, n); err != nil {
+		a.failf("the change was made, but the line for %s could not be queued: %v", n.Channel, err)
+		return nil, err
+	}
+	return &n, nil
+}
+
+func identCommand(name string, args []string, stdout, stderr io.Writer) (*adminCmd, string, int) {
+	a := newAdminCmd(name, stdout, stderr)
+	pos, code := a.parse(args, 1)
+	if code >= 0 {
+		return nil, "", code
+	}
+	id, ok := a.identArg(pos[0], false)
+	if !ok {
+		return nil, "", 2
+	}
+	return a, id, -1
+}
+
+func runFail(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	a, id, code := identCommand("fail", args, stdout, stderr)
+	if code >= 0 {
+		return code
+	}
+	ctx, cancel := adminContext()
+	defer cancel()
+	if !a.connect(ctx) {
+		return 1
+	}
+	defer a.done()
+	who := operator()
+	job, err := a.store.FailJob(ctx, id, "failed by "+who)
+	if errors.Is(err, coordinator.ErrJobFinished) {
+		a.failf("job %s has already finished; there is nothing to fail", id)
+		return 1
+	}
+	if err != nil {
+		return a.refusal(id, err)
+	}
+	r := actionResult{Ident: id, URL: job.URL(), Result: "failed"}
+	n, err := a.notify(ctx, coordinator.AdminNotice{Channel: job.Get("started_in"),
+		Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): removed from its queue, it will not run any more.", id, job.URL(), who)})
+	r.Notice = n
+	if out := a.report(r, fmt.Sprintf("Job %s for %s failed: removed from its queue, it will not run any more.", id, job.URL())); err != nil || out != 0 {
+		return 1
+	}
+	return 0
+}
+
+func runAbort(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	a, id, code := identCommand("abort", args, stdout, stderr)
+	if code >= 0 {
+		return code
+	}
+	ctx, cancel := adminContext()
+	defer cancel()
+	if !a.connect(ctx) {
+		return 1
+	}
+	defer a.done()
+	res, url, err := a.store.Abort(ctx, id)
+	if errors.Is(err, coordinator.ErrJobFinished) {
+		a.failf("job %s has already finished; there is nothing to abort", id)
+		return 1
+	}
+	if err != nil {
+		return a.refusal(id, err)
+	}
+	// The channel hears of it through the finish notice: the pipeline
+	// writes one when it stops, abort.lua one for a job not yet started.
+	if res == coordinator.AbortedQueued {
+		return a.report(actionResult{Ident: id, URL: url, Result: "aborted"},
+			fmt.Sprintf("Job %s for %s was aborted before it started.", id, url))
+	}
+	return a.report(actionResult{Ident: id, URL: url, Result: "abort requested"},
+		fmt.Sprintf("Initiated abort for %s (%s); its pipeline stops it and reports it.", url, id))
+}
+
+func runExpire(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	a, id, code := identCommand("expire", args, stdout, stderr)
+	if code >= 0 {
+		return code
+	}
+	ctx, cancel := adminContext()
+	defer cancel()
+	if !a.connect(ctx) {
+		return 1
+	}
+	defer a.done()
+	err := a.store.Expire(ctx, id)
+	if errors.Is(err, coordinator.ErrNoExpiry) {
+		a.failf("job %s does not yet have an expiry timer (it has not finished)", id)
+		return 1
+	}
+	if err != nil {
+		return a.refusal(id, err)
+	}
+	return a.report(actionResult{Ident: id, Result: "expired"}, fmt.Sprintf("Job %s expired; its URL can be archived again.", id))
+}
+
+// ---------------------------------------------------------------------
+// requeue
+
+func runRequeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	a := newAdminCmd("requeue", stdout, stderr)
+	force := a.fs.Bool("force", false, "requeue even though the job's pipeline still reports (it may still be crawling the job)")
+	pos, code := a.parse(args, 1)
+	if code >= 0 {
+		return code
+	}
+	id, ok := a.identArg(pos[0], false)
+	if !ok {
+		return 2
+	}
+	ctx, cancel := adminContext()
+	defer cancel()
+	if !a.connect(ctx) {
+		return 1
+	}
+	defer a.done()
+	res, err := a.store.Requeue(ctx, id, *force, a.cfg.Notifier.PipelineSilentAfter.Duration)
+	var alive *coordinator.PipelineAliveError
+	switch {
+	case errors.As(err, &alive):
+		a.failf("job %s: %v (failing a job does not stop its pipeline, whose mark-done would finish the new run); nothing was done. Use -force to requeue it anyway", id, alive)
+		return 1
+	case errors.Is(err, coordinator.ErrJobFinished):
+		a.failf("job %s has finished; nothing was done (archivebot expire %s, then !a, archives it again)", id, id)
+		return 1
+	case errors.Is(err, coordinator.ErrJobNotRequeueable), errors.Is(err, coordinator.ErrFailureWithoutJob):
+		a.failf("job %s: %v; nothing was done", id, err)
+		return 1
+	case err != nil:
+		return a.refusal(id, err)
+	}
+	url := res.Job["url"]
+	r := actionResult{Ident: id, URL: url, Result: "requeued", Queue: res.Queue, Ignores: &res.Ignores}
+	text := fmt.Sprintf("Job %s for %s was put back in %s by %s (operator).", id, url, res.Queue, operator())
+	if nick := res.Job["started_by"]; nick != "" {
+		text = nick + ": " + text
+	}
+	n, nerr := a.notify(ctx, coordinator.AdminNotice{Channel: res.Job["started_in"], Text: text})
+	r.Notice = n
+	out := a.report(r, fmt.Sprintf("Job %s for %s requeued in %s (%s job; %d ignore patterns; reset: %s).",
+		id, url, res.Queue, res.Source, res.Ignores, strings.Join(coordinator.RequeueResetFields, " ")))
+	if nerr != nil || out != 0 {
+		return 1
+	}
+	return 0
+}
+
+// ---------------------------------------------------------------------
+// pipelines, reap-pipeline
+
+// pipelineView is one pipeline of `archivebot pipelines --json`.
+type pipelineView struct {
+	Key        string            `json:"key"`
+	Nickname   string            `json:"nickname,omitempty"`
+	Version    string            `json:"version,omitempty"`
+	Hostname   string            `json:"hostname,omitempty"`
+	Status     string            `json:"status,omitempty"`
+	TS         float64           `json:"ts,omitempty"`
+	AgeSeconds float64           `json:"age_seconds,omitempty"`
+	Silent     bool              `json:"silent"`
+	Gone       bool              `json:"gone,omitempty"`
+	Jobs       []string          `json:"jobs,omitempty"`
+	Fields     map[string]string `json:"fields,omitempty"`
+}
+
+func (v *pipelineView) fill(p *coordinator.Pipeline, now time.Time, silentAfter time.Duration) {
+	v.Key, v.Fields = p.Key, p.Fields
+	v.Nickname, v.Version, v.Hostname, v.Status = p.Fields["nickname"], p.Fields["version"], p.Fields["hostname"], p.Fields["status"]
+	v.TS, _ = strconv.ParseFloat(p.Fields["ts"], 64)
+	if v.TS > 0 {
+		v.AgeSeconds = max(0, now.Sub(time.Unix(int64(v.TS), 0)).Seconds())
+	}
+	v.Silent = v.TS == 0 || time.Duration(v.AgeSeconds*float64(time.Second)) > silentAfter
+}
+
+func runPipelines(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	a := newAdminCmd("pipelines", stdout, stderr)
+	if _, code := a.parse(args, 0); code >= 0 {
+		return code
+	}
+	ctx, cancel := adminContext()
+	defer cancel()
+	if !a.connect(ctx) {
+		return 1
+	}
+	defer a.done()
+	pls, err := a.store.Pipelines(ctx)
+	if err != nil {
+		return a.refusal("", err)
+	}
+	jobs, err := a.store.ActiveJobs(ctx)
+	if err != nil {
+		return a.refusal("", err)
+	}
+	byPipe := map[string][]string{}
+	for _, j := range jobs {
+		if p := j.Fields["pipeline_id"]; j.Queue == coordinator.KeyWorking && p != "" {
+			byPipe[p] = append(byPipe[p], j.Ident)
+		}
+	}
+	now := time.Now()
+	views := []pipelineView{}
+	for _, p := range pls {
+		var v pipelineView
+		v.fill(p, now, a.cfg.Notifier.PipelineSilentAfter.Duration)
+		v.Jobs = byPipe[p.Key]
+		delete(byPipe, p.Key)
+		views = append(views, v)
+	}
+	// Jobs naming a pipeline that has no record: a pipeline that is gone.
+	gone := make([]string, 0, len(byPipe))
+	for k := range byPipe {
+		gone = append(gone, k)
+	}
+	slices.Sort(gone)
+	for _, k := range gone {
+		views = append(views, pipelineView{Key: k, Gone: true, Silent: true, Jobs: byPipe[k]})
+	}
+	if a.json {
+		return a.writeJSON(views)
+	}
+	if len(views) == 0 {
+		fmt.Fprintln(stdout, "No pipelines.")
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PIPELINE\tNICKNAME\tVERSION\tHOST\tSTATUS\tLAST REPORT\tJOBS")
+	for _, v := range views {
+		last := "-"
+		switch {
+		case v.Gone:
+			last = "gone (no record)"
+		case v.TS > 0:
+			last = time.Duration(v.AgeSeconds*float64(time.Second)).Round(time.Second).String() + " ago"
+			if v.Silent {
+				last += " (silent)"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", strings.TrimPrefix(v.Key, coordinator.PipelinePrefix),
+			v.Nickname, v.Version, v.Hostname, v.Status, last, strings.Join(v.Jobs, " "))
+	}
+	tw.Flush()
+	return 0
+}
+
+// reapResult is `archivebot reap-pipeline --json`.
+type reapResult struct {
+	Pipeline string         `json:"pipeline"`
+	Failed   []actionResult `json:"failed"`
+	// Removed reports whether the pipeline's record was deleted.
+	Removed bool `json:"removed"`
+}
+
+func runReapPipeline(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	a := newAdminCmd("reap-pipeline", stdout, stderr)
+	force := a.fs.Bool("force", false, "reap it even though it still reports")
+	pos, code := a.parse(args, 1)
+	if code >= 0 {
+		return code
+	}
+	key := pipelineKey(pos[0])
+	hex := strings.TrimPrefix(key, coordinator.PipelinePrefix)
+	if hex == "" || strings.Trim(hex, "0123456789abcdef") != "" {
+		a.failf("%q is not a pipeline id (pipeline:<md5hex> or the hex after it; archivebot pipelines lists them)", pos[0])
+		return 2
+	}
+	ctx, cancel := adminContext()
+	defer cancel()
+	if !a.connect(ctx) {
+		return 1
+	}
+	defer a.done()
+	silent := a.cfg.Notifier.PipelineSilentAfter.Duration
+	p, err := a.store.GetPipeline(ctx, key)
+	if err != nil {
+		return a.refusal("", err)
+	}
+	if p != nil && !*force {
+		var v pipelineView
+		v.fill(p, time.Now(), silent)
+		if !v.Silent {
+			a.failf("pipeline %s (%q) still reports (last %s ago); nothing was done. Use -force to reap it anyway",
+				key, v.Nickname, time.Duration(v.AgeSeconds*float64(time.Second)).Round(time.Second))
+			return 1
+		}
+	}
+	jobs, err := a.store.ActiveJobs(ctx)
+	if err != nil {
+		return a.refusal("", err)
+	}
+	who := operator()
+	res := reapResult{Pipeline: key, Failed: []actionResult{}}
+	status := 0
+	for _, j := range jobs {
+		if j.Queue != coordinator.KeyWorking || j.Fields["pipeline_id"] != key {
+			continue
+		}
+		job, err := a.store.FailJob(ctx, j.Ident, fmt.Sprintf("pipeline %s is gone; failed by %s", hex, who))
+		if errors.Is(err, coordinator.ErrJobFinished) || errors.Is(err, coordinator.ErrNoJob) {
+			continue // it ended meanwhile
+		}
+		if err != nil {
+			a.refusal(j.Ident, err)
+			status = 1
+			continue
+		}
+		r := actionResult{Ident: j.Ident, URL: job.URL(), Result: "failed"}
+		n, err := a.notify(ctx, coordinator.AdminNotice{Channel: job.Get("started_in"),
+			Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): its pipeline %s is gone.", j.Ident, job.URL(), who, hex)})
+		if err != nil {
+			status = 1
+		}
+		r.Notice = n
+		res.Failed = append(res.Failed, r)
+	}
+	removed, err := a.store.RemovePipeline(ctx, key, silent, *force)
+	if err != nil {
+		a.failf("the jobs were failed, but the pipeline record stays: %v", err)
+		status = 1
+	}
+	res.Removed = removed
+	if a.json {
+		if a.writeJSON(res) != 0 {
+			return 1
+		}
+		return status
+	}
+	for _, r := range res.Failed {
+		fmt.Fprintf(stdout, "Failed job %s for %s.\n", r.Ident, r.URL)
+	}
+	fmt.Fprintf(stdout, "Pipeline %s: %d jobs failed; record removed: %v.\n", key, len(res.Failed), removed)
+	return status
+}

@@ -1,0 +1,348 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/ident"
+	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+)
+
+// admin runs `archivebot ARGS...` against backend b (through REDIS_URL).
+func admin(t *testing.T, b *redistest.Backend, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	if b != nil {
+		t.Setenv("REDIS_URL", b.URL)
+	}
+	var out, errb bytes.Buffer
+	code = run(args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// adminJSON runs a command with -json, expects success and decodes stdout.
+func adminJSON(t *testing.T, b *redistest.Backend, v any, args ...string) {
+	t.Helper()
+	code, out, errs := admin(t, b, append(args, "-json")...)
+	if code != 0 {
+		t.Fatalf("archivebot %v: exit %d: %s", args, code, errs)
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("archivebot %v -json: %v in %q", args, err, out)
+	}
+}
+
+// queueJob registers a job as !a would.
+func queueJob(t *testing.T, s *coordinator.Store, rawURL, nick, queue string) string {
+	t.Helper()
+	norm, id, err := ident.FromURL(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	depth := "inf"
+	if queue == coordinator.KeyPendingAO {
+		depth = "shallow"
+	}
+	if err := s.Register(context.Background(), coordinator.NewJob{
+		Ident: id, URL: norm, FetchDepth: depth, Slug: "slug", StartedBy: nick, StartedIn: "#archivebot",
+		DelayMin: 250, DelayMax: 375, Concurrency: 3, SettingsAge: 4, Queue: queue, Patterns: []string{"global"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// adminNotices returns what the admin notice list holds.
+func adminNotices(t *testing.T, b *redistest.Backend) []coordinator.AdminNotice {
+	t.Helper()
+	docs, err := b.Client.LRange(context.Background(), coordinator.KeyAdminNotices, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []coordinator.AdminNotice
+	for _, d := range docs {
+		var n coordinator.AdminNotice
+		if err := json.Unmarshal([]byte(d), &n); err != nil {
+			t.Fatalf("notice %q: %v", d, err)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func TestAdminRefusesWithoutRedis(t *testing.T) {
+	for _, env := range []struct{ name, value string }{
+		{"REDIS_URL", "redis://127.0.0.1:1/0"},
+		{"ARCHIVEBOT_REDIS_LISTEN", "127.0.0.1:1"},
+	} {
+		t.Run(env.name, func(t *testing.T) {
+			t.Setenv("REDIS_URL", "")
+			t.Setenv(env.name, env.value)
+			for _, args := range [][]string{
+				{"jobs"}, {"job", "abc"}, {"fail", "abc"}, {"abort", "abc"}, {"expire", "abc"},
+				{"pipelines"}, {"requeue", "abc"}, {"reap-pipeline", "abc123"},
+			} {
+				code, out, errs := admin(t, nil, args...)
+				if code != 1 || out != "" || !strings.Contains(errs, "cannot reach Redis") ||
+					!strings.Contains(errs, "127.0.0.1:1") || !strings.Contains(errs, "nothing was done") {
+					t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
+				}
+			}
+		})
+	}
+}
+
+func TestAdminBadArguments(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fail"}, "needs exactly 1 argument"},
+		{[]string{"fail", "a", "b"}, "needs exactly 1 argument"},
+		{[]string{"fail", "http://example.com/"}, "archivebot ident URL"},
+		{[]string{"jobs", "x"}, "takes no arguments"},
+		{[]string{"jobs", "-state", "done"}, "-state must be queued or running"},
+		{[]string{"reap-pipeline", "nothex!"}, "is not a pipeline id"},
+		{[]string{"requeue", "abc", "-nosuchflag"}, "flag provided but not defined"},
+	} {
+		code, _, errs := admin(t, nil, c.args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, errs, c.want)
+		}
+	}
+}
+
+func TestAdminJobsAndJob(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := coordinator.NewStore(b.Client)
+		running := queueJob(t, s, "http://running.example.com/", "alice", coordinator.KeyPending)
+		queued := queueJob(t, s, "http://queued.example.com/", "bob", coordinator.KeyPendingAO)
+		named := queueJob(t, s, "http://named.example.com/", "bob", "pending:fast")
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "slowpipe", ID: "aa11"})
+		if err := p.Report(ctx, "Running"); err != nil {
+			t.Fatal(err)
+		}
+		if j, err := p.Take(ctx); err != nil || j.Ident != running {
+			t.Fatalf("take: %v %v", j, err)
+		}
+
+		var rows []jobRow
+		adminJSON(t, b, &rows, "jobs")
+		got := map[string]jobRow{}
+		for _, r := range rows {
+			got[r.Ident] = r
+		}
+		if len(rows) != 3 || got[running].State != "running" || got[running].Pipeline != p.Key() ||
+			got[queued].Queue != "pending-ao" || got[queued].Position != 1 || got[named].Queue != "pending:fast" ||
+			got[queued].URL != "http://queued.example.com/" || got[queued].StartedBy != "bob" {
+			t.Fatalf("jobs: %+v", rows)
+		}
+		adminJSON(t, b, &rows, "jobs", "-state", "queued", "-user", "BOB")
+		if len(rows) != 2 {
+			t.Fatalf("queued by bob: %+v", rows)
+		}
+		adminJSON(t, b, &rows, "jobs", "-pipeline", "aa11")
+		if len(rows) != 1 || rows[0].Ident != running {
+			t.Fatalf("on pipeline aa11: %+v", rows)
+		}
+		code, out, _ := admin(t, b, "jobs")
+		if code != 0 || !strings.Contains(out, "IDENT") || !strings.Contains(out, named) {
+			t.Fatalf("table: %d %q", code, out)
+		}
+
+		var v jobView
+		adminJSON(t, b, &v, "job", running)
+		if v.State != "running" || !v.Working || v.Pipeline == nil || v.Pipeline.Nickname != "slowpipe" ||
+			v.Pipeline.Silent || len(v.Ignores) != 1 || v.Fields["started_by"] != "alice" {
+			t.Fatalf("job: %+v", v)
+		}
+		adminJSON(t, b, &v, "job", "http://QUEUED.example.com")
+		if v.Ident != queued || v.Queue != "pending-ao" || v.Position != 1 || v.QueueLen != 1 {
+			t.Fatalf("job by URL: %+v", v)
+		}
+		code, out, _ = admin(t, b, "job", queued)
+		if code != 0 || !strings.Contains(out, "pending-ao, position 1 of 1") {
+			t.Fatalf("job table: %q", out)
+		}
+		code, _, errs := admin(t, b, "job", "nosuchjob")
+		if code != 1 || !strings.Contains(errs, "no job nosuchjob") {
+			t.Fatalf("unknown job: %d %q", code, errs)
+		}
+	})
+}
+
+func TestAdminFailAbortExpire(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := coordinator.NewStore(b.Client)
+		id := queueJob(t, s, "http://fail.example.com/", "alice", coordinator.KeyPending)
+		var r actionResult
+		adminJSON(t, b, &r, "fail", id)
+		if r.Result != "failed" || r.URL != "http://fail.example.com/" || r.Notice == nil || r.Notice.Channel != "#archivebot" {
+			t.Fatalf("fail: %+v", r)
+		}
+		job, _ := s.GetJob(ctx, id)
+		if job == nil || !job.Flag("failed") || !strings.HasPrefix(job.Get("failed_reason"), "failed by ") {
+			t.Fatalf("job after fail: %+v", job)
+		}
+		if n, _ := b.Client.LLen(ctx, coordinator.KeyPending).Result(); n != 0 {
+			t.Fatal("still queued")
+		}
+		notices := adminNotices(t, b)
+		if len(notices) != 1 || !strings.Contains(notices[0].Text, id) || notices[0].Channel != "#archivebot" {
+			t.Fatalf("notices: %+v", notices)
+		}
+		code, _, errs := admin(t, b, "fail", id)
+		if code != 1 || !strings.Contains(errs, "already finished") {
+			t.Fatalf("second fail: %d %q", code, errs)
+		}
+
+		id2 := queueJob(t, s, "http://abort.example.com/", "alice", coordinator.KeyPending)
+		adminJSON(t, b, &r, "abort", id2)
+		if r.Result != "aborted" {
+			t.Fatalf("abort: %+v", r)
+		}
+		// An aborted job has its expiry timer: expire removes it now.
+		adminJSON(t, b, &r, "expire", id2)
+		if r.Result != "expired" {
+			t.Fatalf("expire: %+v", r)
+		}
+		if ok, _ := s.Exists(ctx, id2); ok {
+			t.Fatal("record left after expire")
+		}
+		id3 := queueJob(t, s, "http://noexpiry.example.com/", "alice", coordinator.KeyPending)
+		code, _, errs = admin(t, b, "expire", id3)
+		if code != 1 || !strings.Contains(errs, "does not yet have an expiry timer") {
+			t.Fatalf("expire of a queued job: %d %q", code, errs)
+		}
+	})
+}
+
+func TestAdminPipelinesAndReap(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := coordinator.NewStore(b.Client)
+		id := queueJob(t, s, "http://reap.example.com/", "carol", coordinator.KeyPending)
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "gonepipe", ID: "bb22", Version: "v9"})
+		if err := p.Report(ctx, "Running"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Take(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var views []pipelineView
+		adminJSON(t, b, &views, "pipelines")
+		if len(views) != 1 || views[0].Key != p.Key() || views[0].Nickname != "gonepipe" || views[0].Version != "v9" ||
+			views[0].Silent || len(views[0].Jobs) != 1 || views[0].Jobs[0] != id {
+			t.Fatalf("pipelines: %+v", views)
+		}
+		// It still reports: refused, nothing done.
+		code, _, errs := admin(t, b, "reap-pipeline", "bb22")
+		if code != 1 || !strings.Contains(errs, "still reports") {
+			t.Fatalf("reap of a live pipeline: %d %q", code, errs)
+		}
+		// Silent for an hour: reaped.
+		old := strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10)
+		if err := b.Client.HSet(ctx, p.Key(), "ts", old).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var res reapResult
+		adminJSON(t, b, &res, "reap-pipeline", p.Key())
+		if !res.Removed || len(res.Failed) != 1 || res.Failed[0].Ident != id || res.Failed[0].Notice == nil {
+			t.Fatalf("reap: %+v", res)
+		}
+		job, _ := s.GetJob(ctx, id)
+		if job == nil || !job.Flag("failed") || !strings.Contains(job.Get("failed_reason"), "bb22 is gone") {
+			t.Fatalf("job after reap: %+v", job)
+		}
+		if n, _ := b.Client.Exists(ctx, p.Key(), coordinator.KeyPipelines, coordinator.KeyWorking).Result(); n != 0 {
+			t.Fatalf("%d of record, pipelines, working left", n)
+		}
+		if len(adminNotices(t, b)) != 1 {
+			t.Fatal("no notice")
+		}
+	})
+}
+
+// A failed job requeued from its failure record and origin record (as
+// doc/web.md and doc/protocol.md describe them) is taken again by a
+// pipeline and runs to the end.
+func TestAdminRequeueRunsAgain(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := coordinator.NewStore(b.Client)
+		norm, id, _ := ident.FromURL("http://again.example.com/")
+		job := map[string]string{
+			"url": norm, "fetch_depth": "inf", "log_key": id + "_log", "ignore_patterns_set_key": id + "_ignores",
+			"user_agent": "", "slug": "again.example.com-inf", "started_by": "dave", "started_in": "#archivebot",
+			"delay_min": "250", "delay_max": "375", "concurrency": "3", "settings_age": "5",
+			"suppress_ignore_reports": "true", "queued_at": "1732800000",
+			"started_at": "1732800001.25", "pipeline_id": "pipeline:cc33", "heartbeat": "7", "death_timer": "3600",
+			"log_score": "99", "failed": "true", "failed_reason": "no heartbeat for 2h0m",
+		}
+		jb, _ := json.Marshal(job)
+		b.Client.HSet(ctx, coordinator.KeyFailed(id), "url", norm, "reason", "no heartbeat for 2h0m", "failed_by", "reaper",
+			"failed_at", "1732807200", "queue", "working", "job", string(jb), "ignores", `["ig1","ig2"]`)
+		b.Client.HSet(ctx, "archivebot:origin:"+id, "queue", "pending:again")
+
+		var r actionResult
+		adminJSON(t, b, &r, "requeue", id)
+		if r.Result != "requeued" || r.Queue != "pending:again" || r.Ignores == nil || *r.Ignores != 2 ||
+			r.Notice == nil || !strings.HasPrefix(r.Notice.Text, "dave: ") {
+			t.Fatalf("requeue: %+v", r)
+		}
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "againpipe"})
+		events := make(chan pipelinesim.Event, 1000)
+		err := p.Run(ctx, pipelinesim.RunOptions{
+			ReportInterval: 10 * time.Millisecond, HeartbeatInterval: 5 * time.Millisecond,
+			PollInterval: 5 * time.Millisecond, EntryInterval: time.Millisecond, Entries: 3, MaxJobs: 1,
+			OnEvent: func(e pipelinesim.Event) {
+				select {
+				case events <- e:
+				default:
+				}
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var took bool
+		for len(events) > 0 {
+			if e := <-events; e.Kind == pipelinesim.EventTake && e.Ident == id {
+				took = true
+			}
+		}
+		if !took {
+			t.Fatal("the pipeline did not take the requeued job")
+		}
+		notices, _ := b.Client.LRange(ctx, "finish_notifications", 0, -1).Result()
+		if len(notices) != 1 || !strings.Contains(notices[0], norm) {
+			t.Fatalf("finish notifications: %q", notices)
+		}
+
+		// A dead job whose pipeline still reports: refused without -force,
+		// requeued with it (the flag after the argument).
+		id2 := queueJob(t, s, "http://dead.example.com/", "erin", coordinator.KeyPending)
+		p2 := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p2"})
+		p2.Report(ctx, "Running")
+		if _, err := p2.Take(ctx); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errs := admin(t, b, "requeue", id2)
+		if code != 1 || !strings.Contains(errs, "still reports") || !strings.Contains(errs, "-force") {
+			t.Fatalf("requeue of a live job: %d %q", code, errs)
+		}
+		code, out, errs := admin(t, b, "requeue", id2, "--force")
+		if code != 0 || !strings.Contains(out, fmt.Sprintf("Job %s for http://dead.example.com/ requeued in pending", id2)) {
+			t.Fatalf("forced requeue: %d %q %q", code, out, errs)
+		}
+	})
+}

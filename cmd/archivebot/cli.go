@@ -1,0 +1,241 @@
+package main
+
+// The command line: the node's flags, the subcommands, help and version.
+// Plain package flag: every command is one flag.FlagSet, and the one thing
+// flag lacks, flags after arguments (`requeue IDENT --force`), is
+// parseInterspersed below; a subcommand library would add a dependency for
+// less than that.
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	"github.com/archiveteam/archivebot-go/config"
+)
+
+// EnvConfig names the configuration file when -config is not given.
+const EnvConfig = "ARCHIVEBOT_CONFIG"
+
+// command is one subcommand.
+type command struct {
+	name, args, summary string
+	run                 func(args []string, stdin io.Reader, stdout, stderr io.Writer) int
+}
+
+// commands lists the subcommands in the order help shows them.
+func commands() []command {
+	return []command{
+		{"ident", "[URL...]", "print NORMALIZED<TAB>IDENT for each URL (or each line of stdin)", runIdent},
+		{"simulate-pipeline", "", "run a test pipeline that does what an upstream pipeline does in Redis", func(a []string, _ io.Reader, o, e io.Writer) int { return runSimulator(a, o, e) }},
+		{"jobs", "", "list queued and running jobs", runJobs},
+		{"job", "IDENT|URL", "show everything known about one job (record, queue, ignores, failure, pipeline)", runJob},
+		{"fail", "IDENT", "give up on a job, as !fail does; the channel is told", runFail},
+		{"abort", "IDENT", "abort a job, as !abort does", runAbort},
+		{"expire", "IDENT", "expire a finished job now so its URL can be archived again, as !expire does", runExpire},
+		{"pipelines", "", "list the pipelines and their jobs", runPipelines},
+		{"requeue", "IDENT", "put a failed or dead job back in the queue it came from, with its settings; the channel is told", runRequeue},
+		{"reap-pipeline", "ID", "fail every job of a pipeline that is gone and forget the pipeline; the channel is told", runReapPipeline},
+		{"help", "[COMMAND]", "this text, or one command's", func(a []string, _ io.Reader, o, e io.Writer) int { return runHelp(a, o, e) }},
+		{"version", "", "print the module version and VCS revision", func(_ []string, _ io.Reader, o, _ io.Writer) int { return runVersion(o) }},
+	}
+}
+
+func findCommand(name string) *command {
+	for _, c := range commands() {
+		if c.name == name {
+			return &c
+		}
+	}
+	return nil
+}
+
+// newFlagSet returns the flag set of subcommand name; -h prints its usage.
+func newFlagSet(name string, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("archivebot "+name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	c := findCommand(name)
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: archivebot %s [flags] %s\n", name, c.args)
+		fmt.Fprintf(out, "\n%s\n", c.summary)
+		if hasFlags(fs) {
+			fmt.Fprintf(out, "\nFlags:\n")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// parseInterspersed parses flags wherever they are among the arguments
+// and returns the arguments; "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		// flag stops at "--" or at the first argument; after "--" all
+		// are arguments.
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// flagExit is the exit status for a flag parsing error: 0 for -h.
+func flagExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}
+
+// nodeOptions are the flags of the node itself.
+type nodeOptions struct {
+	config      string
+	check       bool
+	debug       bool
+	version     bool
+	redisListen string
+	dataDir     string
+}
+
+func (o *nodeOptions) configPath() string {
+	if o.config != "" {
+		return o.config
+	}
+	return os.Getenv(EnvConfig)
+}
+
+func nodeFlags(out io.Writer) (*flag.FlagSet, *nodeOptions) {
+	o := &nodeOptions{}
+	fs := flag.NewFlagSet("archivebot", flag.ContinueOnError)
+	fs.SetOutput(out)
+	registerConfigFlag(fs, &o.config)
+	fs.BoolVar(&o.check, "check-config", false, "check the configuration as a run would (Redis URL, listen addresses, TLS files, ignore sets), then exit")
+	fs.BoolVar(&o.debug, "debug", false, "log debug messages (same as log.level = \"debug\")")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.StringVar(&o.redisListen, "redis-listen", "", "address of the embedded Redis, e.g. 127.0.0.1:6380 (redis.listen; env "+config.EnvRedisListen+")")
+	fs.StringVar(&o.dataDir, "data-dir", "", "directory of the embedded Redis's snapshot (redis.data_dir; env "+config.EnvDataDir+")")
+	fs.Usage = func() { usage(out) }
+	return fs, o
+}
+
+func registerConfigFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "config", "", "configuration file (TOML, see config.example.toml; env "+EnvConfig+"); none: console front end and embedded Redis")
+}
+
+// usage is the whole help: commands, the node's flags, each command's
+// flags, the environment.
+func usage(out io.Writer) {
+	fmt.Fprint(out, `archivebot: the ArchiveBot control node (IRC bot and coordinator over Redis)
+
+Usage:
+  archivebot [flags]                 run the node
+  archivebot COMMAND [flags] [ARGS]  run one command and exit
+
+Commands:
+`)
+	for _, c := range commands() {
+		fmt.Fprintf(out, "  %-28s %s\n", strings.TrimSpace(c.name+" "+c.args), c.summary)
+	}
+	fmt.Fprint(out, "\nFlags of the node:\n")
+	fs, _ := nodeFlags(out)
+	fs.PrintDefaults()
+	for _, c := range commands() {
+		if c.name == "help" || c.name == "version" {
+			continue
+		}
+		var b bytes.Buffer
+		c.run([]string{"-h"}, strings.NewReader(""), &b, &b)
+		_, flags, ok := strings.Cut(b.String(), "\nFlags:\n")
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(out, "\nFlags of %s:\n%s", c.name, flags)
+	}
+	fmt.Fprintf(out, `
+Environment:
+  %-24s Redis the pipelines share, redis://[:PASSWORD@]HOST:PORT/DB (wins over redis.url)
+  %-24s configuration file when -config is not given
+  %-24s address of the embedded Redis (redis.listen; -redis-listen wins)
+  %-24s directory of the embedded Redis's snapshot (redis.data_dir; -data-dir wins)
+
+The commands other than ident, simulate-pipeline, help and version act on
+the Redis of the configuration (REDIS_URL, redis.url, or the embedded Redis
+of a running node at redis.listen) and refuse to act when it does not answer.
+"archivebot COMMAND -h" shows one command.
+`, config.EnvRedisURL, EnvConfig, config.EnvRedisListen, config.EnvDataDir)
+}
+
+// runHelp prints the whole help, or one command's.
+func runHelp(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stdout)
+		return 0
+	}
+	c := findCommand(args[0])
+	if c == nil {
+		fmt.Fprintf(stderr, "archivebot help: unknown command %q\n", args[0])
+		return 2
+	}
+	return c.run([]string{"-h"}, strings.NewReader(""), stdout, stdout)
+}
+
+// runVersion prints the module version and the VCS revision the binary was
+// built from (debug.ReadBuildInfo).
+func runVersion(stdout io.Writer) int {
+	fmt.Fprintln(stdout, versionString())
+	return 0
+}
+
+func versionString() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "archivebot (no build information)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, at, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = " (modified)"
+			}
+		}
+	}
+	out := fmt.Sprintf("archivebot %s %s", bi.Main.Path, v)
+	if rev != "" {
+		out += fmt.Sprintf(", revision %s%s", rev, dirty)
+		if at != "" {
+			out += " of " + at
+		}
+	} else {
+		out += ", revision unknown (built without VCS information)"
+	}
+	return out + ", " + bi.GoVersion
+}

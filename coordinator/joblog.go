@@ -1,0 +1,61 @@
+package coordinator
+
+import (
+	"context"
+	"log/slog"
+)
+
+// jobWatch logs, at INFO with the ident, each job a pipeline takes and
+// each running job that was failed (by the reaper, !fail or `archivebot
+// fail`): it compares `working` with what it saw last cycle (one LRANGE
+// per cycle, and one pipeline of HGETs when jobs left it). Jobs running
+// when the node starts are counted, not listed. Finished and aborted jobs
+// are logged by the finish notifier; a queued job that is failed never
+// reaches `working` and is not logged here.
+type jobWatch struct {
+	store *Store
+	log   *slog.Logger
+	seen  map[string]bool
+}
+
+func newJobWatch(store *Store, log *slog.Logger) *jobWatch {
+	return &jobWatch{store: store, log: log.With("service", "jobs")}
+}
+
+func (w *jobWatch) runOnce(ctx context.Context) error {
+	ids, err := w.store.WorkingJobs(ctx)
+	if err != nil {
+		return err
+	}
+	now := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		now[id] = true
+	}
+	if w.seen == nil {
+		w.log.Info("jobs running at start", "count", len(now))
+	} else {
+		for _, id := range ids {
+			if !w.seen[id] {
+				w.log.Info("job taken by a pipeline", "ident", id)
+			}
+		}
+	}
+	var left []string
+	for id := range w.seen {
+		if !now[id] {
+			left = append(left, id)
+		}
+	}
+	w.seen = now
+	if len(left) == 0 {
+		return nil
+	}
+	failed, err := w.store.FailReasons(ctx, left)
+	if err != nil {
+		return err
+	}
+	for id, reason := range failed {
+		w.log.Info("job failed", "ident", id, "reason", reason)
+	}
+	return nil
+}

@@ -1,0 +1,48 @@
+package coordinator
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+)
+
+func TestJobWatchLogsTakenAndFailed(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := NewStore(b.Client)
+		var buf bytes.Buffer
+		w := newJobWatch(s, slog.New(slog.NewTextHandler(&buf, nil)))
+		if err := w.runOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		id := svcQueue(t, s, "http://watch.example.com/", "alice", "#ab", KeyPending)
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "w"})
+		if _, err := p.Take(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.runOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.FailJob(ctx, id, "failed by op"); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.runOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		log := buf.String()
+		for _, want := range []string{
+			`level=INFO msg="jobs running at start" service=jobs count=0`,
+			`level=INFO msg="job taken by a pipeline" service=jobs ident=` + id,
+			`level=INFO msg="job failed" service=jobs ident=` + id + ` reason="failed by op"`,
+		} {
+			if !strings.Contains(log, want) {
+				t.Errorf("log lacks %s:\n%s", want, log)
+			}
+		}
+	})
+}

@@ -1,0 +1,323 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+)
+
+// writeFailureRecord writes a failure record and an origin record the way
+// doc/web.md (Failure records) and doc/protocol.md describe them, as the
+// reaper and !fail do: the job JSON, the queue it was in, the ignores.
+func writeFailureRecord(t *testing.T, b *redistest.Backend, id string, job map[string]string, queue, origin string, ignores []string) {
+	t.Helper()
+	ctx := context.Background()
+	jb, _ := json.Marshal(job)
+	fields := []any{"url", job["url"], "reason", "no heartbeat for 2h0m", "failed_by", "reaper",
+		"failed_at", "1732900000.5", "queue", queue, "job", string(jb)}
+	if ignores != nil {
+		ib, _ := json.Marshal(ignores)
+		fields = append(fields, "ignores", string(ib))
+	}
+	if err := b.Client.HSet(ctx, KeyFailed(id), fields...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Client.ZAdd(ctx, KeyFinishedIndex, redis.Z{Score: 1732900000.5, Member: id}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if origin != "" {
+		if err := b.Client.HSet(ctx, "archivebot:origin:"+id, "queue", origin).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// failedJobFields is a job record as it was when the reaper failed it: a
+// run's fields on top of what register wrote.
+func failedJobFields(id, url string) map[string]string {
+	return svcJobFields(id, url, "alice", map[string]string{
+		"queued_at": "1732800000", "started_at": "1732800001.5", "pipeline_id": "pipeline:dead",
+		"heartbeat": "40", "last_acknowledged_heartbeat": "40", "death_timer": "3600",
+		"bytes_downloaded": "1000", "items_downloaded": "10", "items_queued": "12", "log_score": "22",
+		"r2xx": "10", "error_count": "1", "last_analyzed_log_entry": "22", "last_trimmed_log_entry": "0",
+		"failed": "true", "failed_reason": "no heartbeat for 2h0m", "note": "keep me", "user_agent": "UA 1",
+	})
+}
+
+func TestRequeueFailedJob(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := NewStore(b.Client)
+		s.Now = func() time.Time { return time.Unix(1732950000, 0) }
+		const id, url = "requeue1", "http://requeue.example.com/"
+		writeFailureRecord(t, b, id, failedJobFields(id, url), KeyWorking, "pending:fast", []string{"p1", "(?i)p2"})
+
+		res, err := s.Requeue(ctx, id, false, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Queue != "pending:fast" || res.Ignores != 2 || res.Source != "failed" {
+			t.Fatalf("result %+v", res)
+		}
+		d := svcDump(t, b)
+		want := svcJobFields(id, url, "alice", map[string]string{"note": "keep me", "user_agent": "UA 1"})
+		if diff := cmp.Diff(want, d[id].Value); diff != "" {
+			t.Errorf("job record (-want +got):\n%s", diff)
+		}
+		if d[id].TTL != -1 {
+			t.Errorf("job record keeps a TTL %v", d[id].TTL)
+		}
+		if got := d[KeyIgnores(id)].Value; !cmp.Equal(got, []string{"(?i)p2", "p1"}) {
+			t.Errorf("ignores %v", got)
+		}
+		if got := d["pending:fast"].Value; !cmp.Equal(got, []string{id}) {
+			t.Errorf("pending:fast %v", got)
+		}
+		if got := d[KeyQueues].Value; !cmp.Equal(got, []string{"pending:fast"}) {
+			t.Errorf("queue index %v", got)
+		}
+		if _, ok := d[KeyFailed(id)]; ok {
+			t.Error("failure record left behind")
+		}
+		if _, ok := d[KeyFinishedIndex]; ok {
+			t.Error("job left in the finished index")
+		}
+		// Requeued once, it is queued: a second requeue is refused.
+		if _, err := s.Requeue(ctx, id, false, time.Minute); !errors.Is(err, ErrJobNotRequeueable) {
+			t.Fatalf("second requeue: %v", err)
+		}
+		// The simulated pipeline that takes pending:fast takes it.
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "fastpipe", ID: "f1"})
+		job, err := p.Take(ctx)
+		if err != nil || job == nil || job.Ident != id {
+			t.Fatalf("take: %v %v", job, err)
+		}
+	})
+}
+
+func TestRequeueQueueFallbacks(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := NewStore(b.Client)
+		// No origin record: the failure record's pending queue.
+		j := failedJobFields("rq2", "http://a.example.com/")
+		writeFailureRecord(t, b, "rq2", j, KeyPendingLarge, "", nil)
+		if r, err := s.Requeue(ctx, "rq2", false, time.Minute); err != nil || r.Queue != KeyPendingLarge || r.Ignores != 0 {
+			t.Fatalf("%+v %v", r, err)
+		}
+		// Neither: the depth decides.
+		j = failedJobFields("rq3", "http://b.example.com/")
+		j["fetch_depth"] = "shallow"
+		writeFailureRecord(t, b, "rq3", j, KeyWorking, "", nil)
+		if r, err := s.Requeue(ctx, "rq3", false, time.Minute); err != nil || r.Queue != KeyPendingAO {
+			t.Fatalf("%+v %v", r, err)
+		}
+	})
+}
+
+// A job failed less than 5 s ago still has its record (failed=true, TTL):
+// it is rebuilt all the same and loses the TTL.
+func TestRequeueJustFailed(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := NewStore(b.Client)
+		id := svcQueue(t, s, "http://justfailed.example.com/", "bob", "#ab", KeyPendingAO)
+		if _, err := s.FailJob(ctx, id, "failed by op"); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Requeue(ctx, id, false, time.Minute)
+		if err != nil || r.Queue != KeyPendingAO || r.Ignores != 1 {
+			t.Fatalf("%+v %v", r, err)
+		}
+		d := svcDump(t, b)
+		if d[id].TTL != -1 || d[KeyIgnores(id)].TTL != -1 {
+			t.Errorf("TTLs left: job %v ignores %v", d[id].TTL, d[KeyIgnores(id)].TTL)
+		}
+		if _, ok := d[id].Value.(map[string]string)["failed"]; ok {
+			t.Error("failed field kept")
+		}
+	})
+}
+
+func TestRequeueDeadJob(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := NewStore(b.Client)
+		id := svcQueue(t, s, "http://dead.example.com/", "carol", "#ab", KeyPending)
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p", ID: "d1"})
+		if err := p.Report(ctx, "Running"); err != nil {
+			t.Fatal(err)
+		}
+		job, err := p.Take(ctx)
+		if err != nil || job == nil {
+			t.Fatalf("take: %v", err)
+		}
+		if _, err := job.LogDownload(ctx, "http://dead.example.com/a", 200); err != nil {
+			t.Fatal(err)
+		}
+		before := svcDump(t, b)
+		_, err = s.Requeue(ctx, id, false, time.Minute)
+		var alive *PipelineAliveError
+		if !errors.As(err, &alive) || alive.Pipeline != p.Key() {
+			t.Fatalf("requeue of a job whose pipeline reports: %v", err)
+		}
+		if diff := cmp.Diff(before, svcDump(t, b)); diff != "" {
+			t.Fatalf("refused requeue changed Redis:\n%s", diff)
+		}
+		// With force it goes back, out of working, its log gone.
+		r, err := s.Requeue(ctx, id, true, time.Minute)
+		if err != nil || r.Source != "dead" || r.Queue != KeyPending {
+			t.Fatalf("%+v %v", r, err)
+		}
+		d := svcDump(t, b)
+		if _, ok := d[KeyWorking]; ok {
+			t.Errorf("still in working: %v", d[KeyWorking].Value)
+		}
+		if _, ok := d[KeyLog(id)]; ok {
+			t.Error("old log kept")
+		}
+		for _, f := range RequeueResetFields {
+			if _, ok := r.Job[f]; ok {
+				t.Errorf("field %s kept", f)
+			}
+		}
+		// A pipeline that has been silent long enough needs no force.
+		job, err = p.Take(ctx)
+		if err != nil || job == nil || job.Ident != id {
+			t.Fatalf("take again: %v %v", job, err)
+		}
+		if err := b.Client.HSet(ctx, p.Key(), "ts", strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Requeue(ctx, id, false, time.Minute); err != nil {
+			t.Fatalf("requeue from a silent pipeline: %v", err)
+		}
+	})
+}
+
+func TestRequeueRefusals(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := NewStore(b.Client)
+		if _, err := s.Requeue(ctx, "nosuchjob", false, time.Minute); !errors.Is(err, ErrNoJob) {
+			t.Errorf("unknown job: %v", err)
+		}
+		id := svcQueue(t, s, "http://queued.example.com/", "dan", "#ab", KeyPending)
+		if _, err := s.Requeue(ctx, id, true, time.Minute); !errors.Is(err, ErrJobNotRequeueable) {
+			t.Errorf("queued job: %v", err)
+		}
+		b.Client.HSet(ctx, "fin", "url", "http://x/", "finished_at", "1")
+		if _, err := s.Requeue(ctx, "fin", true, time.Minute); !errors.Is(err, ErrJobFinished) {
+			t.Errorf("finished job: %v", err)
+		}
+		b.Client.HSet(ctx, KeyFailed("nojob"), "url", "http://y/", "reason", "r")
+		if _, err := s.Requeue(ctx, "nojob", false, time.Minute); !errors.Is(err, ErrFailureWithoutJob) {
+			t.Errorf("failure record without job: %v", err)
+		}
+		b.Client.Set(ctx, "astring", "x", 0)
+		var nj *NotAJobError
+		if _, err := s.Requeue(ctx, "astring", false, time.Minute); !errors.As(err, &nj) {
+			t.Errorf("not a job: %v", err)
+		}
+	})
+}
+
+func TestAdminNotices(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := NewStore(b.Client)
+		for _, n := range []AdminNotice{{Channel: "#a", Text: "one"}, {Channel: "", Text: "two"}} {
+			if err := s.PushAdminNotice(ctx, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.Client.RPush(ctx, KeyAdminNotices, "not json")
+		ann := newSvcAnnouncer("#x", "#y")
+		ann.setDown(errIRCDown) // the first attempt fails: the notice is kept
+		a := NewAdminNotifier(s, ann, svcLog(t))
+		if err := a.runOnce(ctx); err == nil {
+			t.Fatal("announce error not returned")
+		}
+		if n, _ := b.Client.LLen(ctx, KeyAdminNoticesProcessing).Result(); n != 1 {
+			t.Fatalf("processing holds %d", n)
+		}
+		ann.setDown(nil)
+		if err := a.runOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := []svcLine{{"#a", "one"}, {"#x", "two"}, {"#y", "two"}}
+		if diff := cmp.Diff(want, ann.take()); diff != "" {
+			t.Errorf("lines (-want +got):\n%s", diff)
+		}
+		d := svcDump(t, b)
+		if len(d) != 0 {
+			t.Errorf("left in Redis: %v", d)
+		}
+	})
+}
+
+func TestRemovePipeline(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := NewStore(b.Client)
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p", ID: "r1"})
+		if err := p.Report(ctx, "Running"); err != nil {
+			t.Fatal(err)
+		}
+		var alive *PipelineAliveError
+		if _, err := s.RemovePipeline(ctx, p.Key(), time.Minute, false); !errors.As(err, &alive) {
+			t.Fatalf("live pipeline: %v", err)
+		}
+		if ok, err := s.RemovePipeline(ctx, p.Key(), time.Minute, true); !ok || err != nil {
+			t.Fatalf("forced: %v %v", ok, err)
+		}
+		if n, _ := b.Client.Exists(ctx, p.Key(), KeyPipelines).Result(); n != 0 {
+			t.Fatal("record or member left")
+		}
+		if ok, err := s.RemovePipeline(ctx, p.Key(), time.Minute, false); ok || err != nil {
+			t.Fatalf("gone pipeline: %v %v", ok, err)
+		}
+	})
+}
+
+// Failing a running job does not stop its pipeline: while that pipeline
+// still reports, its mark-done would finish the requeued record, so the
+// requeue needs force.
+func TestRequeueFailedJobOfLivePipeline(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := NewStore(b.Client)
+		id := svcQueue(t, s, "http://stillrunning.example.com/", "alice", "#ab", KeyPending)
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "live", ID: "e5"})
+		if err := p.Report(ctx, "Running"); err != nil {
+			t.Fatal(err)
+		}
+		job, err := p.Take(ctx)
+		if err != nil || job == nil {
+			t.Fatalf("take: %v", err)
+		}
+		if _, err := s.FailJob(ctx, id, "failed by op"); err != nil {
+			t.Fatal(err)
+		}
+		before := svcDump(t, b)
+		var alive *PipelineAliveError
+		if _, err := s.Requeue(ctx, id, false, time.Minute); !errors.As(err, &alive) || alive.Pipeline != p.Key() {
+			t.Fatalf("requeue while the pipeline reports: %v", err)
+		}
+		if diff := cmp.Diff(before, svcDump(t, b)); diff != "" {
+			t.Fatalf("refused requeue changed Redis:\n%s", diff)
+		}
+		if r, err := s.Requeue(ctx, id, true, time.Minute); err != nil || r.Source != "failed" {
+			t.Fatalf("forced: %+v %v", r, err)
+		}
+	})
+}
