@@ -346,3 +346,40 @@ func TestAdminRequeueRunsAgain(t *testing.T) {
 		}
 	})
 }
+
+// TestAdminFailThenRequeueFromRecords: the failure and origin records that
+// the fail script and register write themselves (not planted by the test)
+// are enough for requeue to put the job back in its named queue with its
+// settings and ignore patterns, even after the job record has expired.
+func TestAdminFailThenRequeueFromRecords(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := coordinator.NewStore(b.Client)
+		queue := coordinator.PendingNamedPrefix + "again"
+		id := queueJob(t, s, "http://records.example.com/", "erin", queue)
+		b.Client.SAdd(ctx, coordinator.KeyIgnores(id), "^http://records\\.example\\.com/skip/")
+		var r actionResult
+		adminJSON(t, b, &r, "fail", id)
+		if r.Result != "failed" {
+			t.Fatalf("fail: %+v", r)
+		}
+		// The job record expires 5 s after a fail; the records stay.
+		b.Client.Del(ctx, coordinator.KeyJob(id), coordinator.KeyIgnores(id))
+		adminJSON(t, b, &r, "requeue", id)
+		if r.Result != "requeued" || r.Queue != queue || r.Ignores == nil || *r.Ignores != 2 {
+			t.Fatalf("requeue: %+v (ignores %v)", r, r.Ignores)
+		}
+		ids, err := b.Client.LRange(ctx, queue, 0, -1).Result()
+		if err != nil || len(ids) != 1 || ids[0] != id {
+			t.Fatalf("%s holds %v, %v; want [%s]", queue, ids, err, id)
+		}
+		job, err := s.GetJob(ctx, id)
+		if err != nil || job == nil || job.Get("started_by") != "erin" || job.Get("delay_min") != "250" || job.Flag("failed") {
+			t.Fatalf("requeued job: %+v, %v", job, err)
+		}
+		patterns, _ := b.Client.SMembers(ctx, coordinator.KeyIgnores(id)).Result()
+		if len(patterns) != 2 {
+			t.Fatalf("ignore patterns after requeue: %v", patterns)
+		}
+	})
+}
