@@ -12,7 +12,7 @@ import (
 	"github.com/archiveteam/archivebot-go/coordinator/ident"
 )
 
-// Job defaults (SPEC §2.1).
+// Job defaults (doc/protocol.md, Job record).
 const (
 	defaultDelayMin    = 250
 	defaultDelayMax    = 375

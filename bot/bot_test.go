@@ -520,7 +520,7 @@ func (h *cmdRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	}
 }
 
-// SPEC §3: upstream tested job existence with KEYS, which blocks Redis on
+// doc/upstream.md, No KEYS: upstream tested job existence with KEYS, which blocks Redis on
 // a big keyspace. No command path may send KEYS.
 func TestNoKeysCommand(t *testing.T) {
 	be := redistest.Mini(t)

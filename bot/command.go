@@ -33,7 +33,7 @@ const (
 // Perm is the minimum rank a command needs.
 type Perm = Rank
 
-// Permissions, named as SPEC §3 names them.
+// Permissions, named as the command table in the README names them.
 const (
 	Anyone = RankNone
 	Voice  = RankVoice

@@ -25,7 +25,7 @@ type referenceLine struct {
 	State   map[string]redistest.Entry `json:"state"`
 }
 
-// fix is what we do instead of upstream on a line, and why (SPEC §3).
+// fix is what we do instead of upstream on a line, and why (doc/upstream.md).
 type fix struct {
 	// cmd must occur in the line: it guards against a fix aimed at the
 	// wrong line.
@@ -41,11 +41,11 @@ const refIdent = "9tfs9o6557kgozy0wlqrzal3o"
 
 // fixes are keyed by the line's index in public.jsonl (0-based).
 var fixes = map[int]fix{
-	15: {cmd: "!a <", why: "SPEC §3: `!a <` from a voiced non-op was dropped silently; every refusal gets a reply",
+	15: {cmd: "!a <", why: "doc/upstream.md: `!a <` from a voiced non-op was dropped silently; every refusal gets a reply",
 		replies: []string{"carol: Sorry, only channel operators may use that command."}},
-	32: {cmd: "!whereis", why: "SPEC §3: `!whereis` on a job with no pipeline raised; it must say so",
+	32: {cmd: "!whereis", why: "doc/upstream.md: `!whereis` on a job with no pipeline raised; it must say so",
 		replies: []string{"carol: Job " + refIdent + " is not on a pipeline."}},
-	33: {cmd: "!pending", why: "SPEC §3: `!pending` showed only `pending`; show every queue, next to run first",
+	33: {cmd: "!pending", why: "doc/upstream.md: `!pending` showed only `pending`; show every queue, next to run first",
 		replies: []string{
 			"[privmsg bob] 9 pending jobs in 4 queues, next to run first:",
 			"[privmsg bob] pending:superfast (1):",
@@ -62,16 +62,16 @@ var fixes = map[int]fix{
 			"[privmsg bob] 1. http://example.net/page.html (57eicfrj8h8dah55yc2az0f5)",
 			"[privmsg bob] 2. https://example.org/only (2k6q5c2r3i2dxrlld39f8vwrm)",
 		}},
-	34: {cmd: "!expire", why: "SPEC §3: `!expire` from a non-op was dropped silently; every refusal gets a reply",
+	34: {cmd: "!expire", why: "doc/upstream.md: `!expire` from a non-op was dropped silently; every refusal gets a reply",
 		replies: []string{"carol: Sorry, only channel operators may use that command."}},
-	37: {cmd: "!status", why: "SPEC §3: `pending-large` was not counted by `!status`",
+	37: {cmd: "!status", why: "doc/upstream.md: `pending-large` was not counted by `!status`",
 		replies: []string{"bob: Job status: 0 completed, 0 aborted, 0 failed, 0 in progress, 5 pending, 2 pending-ao, 2 pending in other queues (1 in pending-large)"}},
-	41: {cmd: "!igoff", why: "SPEC §3: ignore-report toggles need voice like other settings changes",
+	41: {cmd: "!igoff", why: "doc/upstream.md: ignore-report toggles need voice like other settings changes",
 		replies: []string{"dave: Sorry, only channel operators or voiced users may use that command."},
 		state: func(st map[string]redistest.Entry) {
 			setField(st, refIdent, "settings_age", "4")
 		}},
-	44: {cmd: "!abort", why: "SPEC §3: `!abort` of a queued job finishes it as aborted at once, as a pipeline would",
+	44: {cmd: "!abort", why: "doc/upstream.md: `!abort` of a queued job finishes it as aborted at once, as a pipeline would",
 		replies: []string{"carol: Job " + refIdent + " for http://example.com/ was aborted before it started."},
 		state: func(st map[string]redistest.Entry) {
 			h := st[refIdent]
@@ -193,7 +193,7 @@ func normalizeState(t *testing.T, st map[string]redistest.Entry) map[string]any 
 
 // TestReferenceTranscript replays every line of the upstream transcript
 // through the command layer and compares the replies and the complete
-// Redis state after each line. Lines where SPEC §3 fixes an upstream bug
+// Redis state after each line. Lines where doc/upstream.md lists a fix of an upstream bug
 // assert the fixed behaviour and say which bug.
 func TestReferenceTranscript(t *testing.T) {
 	lines := loadReference(t)

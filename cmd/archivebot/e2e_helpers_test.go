@@ -33,7 +33,7 @@ const (
 	// remaining arguments) instead of the tests: the SIGKILL and SIGTERM
 	// tests re-execute it as the real process.
 	envChild = "ARCHIVEBOT_E2E_CHILD"
-	// Keys as pipelines and our own code spell them (SPEC §2, §2.6a),
+	// Keys as pipelines and our own code spell them (doc/protocol.md),
 	// written out here so that a misspelt key fails the tests.
 	keyNotices    = "finish_notifications"
 	keyProcessing = "archivebot:finish_notifications:processing"
@@ -465,7 +465,7 @@ func identOf(t testing.TB, raw string) (normalized, id string) {
 	return normalized, id
 }
 
-// finishLine is the channel line for a finished job (SPEC §5.2).
+// finishLine is the channel line for a finished job (doc/protocol.md, Counters, finish notices and tweets).
 func finishLine(nick, url string, aborted bool) string {
 	how := "has finished"
 	if aborted {
@@ -490,7 +490,7 @@ func isFinishOf(id string) func(string) bool {
 	}
 }
 
-// pushNotice RPUSHes a finish notification as a pipeline does (SPEC §2.4).
+// pushNotice RPUSHes a finish notification as a pipeline does (doc/protocol.md).
 func pushNotice(t testing.TB, rdb *redis.Client, n pipelinesim.FinishNotice) {
 	t.Helper()
 	b, err := json.Marshal(n)

@@ -123,7 +123,7 @@ func TestConsoleEmbeddedRestart(t *testing.T) {
 	if err != nil || len(q) != 1 || q[0] != "9tfs9o6557kgozy0wlqrzal3o" {
 		t.Fatalf("pending over TCP = %v, %v", q, err)
 	}
-	// Console jobs report back to the console (SPEC: started_in "console").
+	// Console jobs report back to the console (started_in "console").
 	job, err := c.HGetAll(context.Background(), "9tfs9o6557kgozy0wlqrzal3o").Result()
 	if err != nil || job["started_in"] != "console" || job["started_by"] == "" {
 		t.Fatalf("job record %v, %v; want started_in console and a started_by", job, err)

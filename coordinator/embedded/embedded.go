@@ -1,5 +1,5 @@
 // Package embedded runs the Redis server the ArchiveBot control node starts
-// when no Redis URL is configured (SPEC §6).
+// when no Redis URL is configured (doc/architecture.md).
 //
 // The server is miniredis listening on a TCP address (default
 // 127.0.0.1:6379), so pipelines on this or other machines reach it like any

@@ -13,7 +13,7 @@ import (
 )
 
 // The upstream pipeline's own Lua scripts (report, take, log, abort, mark
-// done — SPEC §2.7, run by the simulator exactly as a pipeline runs them)
+// done — doc/protocol.md, What a pipeline does; run by the simulator exactly as a pipeline runs them)
 // work on the embedded server, and a job marked done there expires after
 // its TTL, across a restart too, so its URL can be archived again.
 func TestPipelineScriptsOnEmbedded(t *testing.T) {

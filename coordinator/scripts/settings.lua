@@ -1,6 +1,6 @@
 -- settings: change a job's settings, bump settings_age and publish the new
 -- age, in one atomic step, so a running crawler never reads half a change
--- (SPEC §2.6).
+-- (doc/protocol.md, Job settings).
 --
 -- KEYS[1] job hash   KEYS[2] ignore set   KEYS[3] job settings channel
 -- KEYS[4] archivebot:history:IDENT
