@@ -3,13 +3,13 @@ package bot
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
 // When Redis takes a command but does not answer in time (it is stopped,
@@ -68,10 +68,9 @@ func (b *Bot) outcomeUnknown(call *Call, id string, err error) {
 	if b.closed {
 		return
 	}
-	b.wg.Add(1)
 	// The command's own context ends when Handle returns; the follow-up
-	// lives until Close.
-	go b.followUp(b.life, call, id)
+	// lives until Close (run.Go counts it in b.wg while b.mu is held).
+	run.Go(&b.wg, b.log, "command follow-up", func() { b.followUp(b.life, call, id) })
 }
 
 // bufReplier holds a resend's replies until its outcome is known.
@@ -87,12 +86,6 @@ func (r *bufReplier) Private(text string) {
 // followUp waits for Redis, resends the command under its id and reports
 // what happened, or that the outcome is still unknown after OutcomeWait.
 func (b *Bot) followUp(ctx context.Context, call *Call, id string) {
-	defer b.wg.Done()
-	defer func() {
-		if r := recover(); r != nil {
-			b.log.Error("panic in command follow-up", "panic", r, "stack", string(debug.Stack()))
-		}
-	}()
 	deadline := time.Now().Add(b.opts.OutcomeWait)
 	pause := b.opts.OutcomePoll
 	for {

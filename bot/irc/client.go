@@ -24,7 +24,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +35,7 @@ import (
 	"github.com/archiveteam/archivebot-go/bot"
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
 // Client is the IRC front end. Create it with New and start it with Run.
@@ -214,8 +214,7 @@ func (c *Client) Run(ctx context.Context) error {
 	outDone := make(chan struct{})
 	go func() {
 		defer close(outDone)
-		defer c.recoverPanic("outbox")
-		c.out.run(outCtx)
+		run.Guard(c.log, "outbox", func() { c.out.run(outCtx) })
 	}()
 	defer func() {
 		c.disp.stop()
@@ -690,13 +689,14 @@ func (c *Client) scheduleRejoin(channel string, gen uint64) {
 		t.Stop()
 	}
 	c.rejoins[key] = time.AfterFunc(c.kickRejoinDelay, func() {
-		defer c.recoverPanic("rejoin")
-		c.mu.Lock()
-		delete(c.rejoins, key)
-		c.mu.Unlock()
-		if c.gen.Load() == gen && c.connected.Load() && !c.state.Joined(spec.name) {
-			c.sendJoin(spec, gen)
-		}
+		run.Guard(c.log, "rejoin", func() {
+			c.mu.Lock()
+			delete(c.rejoins, key)
+			c.mu.Unlock()
+			if c.gen.Load() == gen && c.connected.Load() && !c.state.Joined(spec.name) {
+				c.sendJoin(spec, gen)
+			}
+		})
 	})
 }
 
@@ -916,11 +916,5 @@ func (c *Client) failJoinWaiters(err error) {
 		for _, w := range ws {
 			w <- err
 		}
-	}
-}
-
-func (c *Client) recoverPanic(what string) {
-	if r := recover(); r != nil {
-		c.log.Error("panic", "in", what, "panic", r, "stack", string(debug.Stack()))
 	}
 }

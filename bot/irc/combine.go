@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
 // Replies and finish reports wait in queues of their own, not in the
@@ -60,7 +61,7 @@ func (c *Client) queueReply(key, nick string, it replyItem) {
 	if q == nil {
 		q = &replyQueue{nick: nick}
 		c.replies[key] = q
-		go c.sendReplies(key, q)
+		go run.Guard(c.log, "replies", func() { c.sendReplies(key, q) })
 	}
 	q.items = append(q.items, it)
 }
@@ -69,7 +70,6 @@ func (c *Client) queueReply(key, nick string, it replyItem) {
 // a time while few wait, all at once, combined, when answers to
 // combineReplies commands or more have piled up.
 func (c *Client) sendReplies(key string, q *replyQueue) {
-	defer c.recoverPanic("replies")
 	for {
 		c.qmu.Lock()
 		if len(q.items) == 0 {
@@ -290,7 +290,7 @@ func (c *Client) AnnounceFinish(ctx context.Context, r coordinator.FinishReport,
 	if q == nil {
 		q = &finishQueue{channel: dest}
 		c.finishes[key] = q
-		go c.sendFinishes(key, q)
+		go run.Guard(c.log, "finish reports", func() { c.sendFinishes(key, q) })
 	}
 	q.items = append(q.items, &finishItem{r: r, via: via, ctx: ctx, done: done})
 }
@@ -299,7 +299,6 @@ func (c *Client) AnnounceFinish(ctx context.Context, r coordinator.FinishReport,
 // time while few wait, all at once, combined per nick, when more than
 // combineFinish have piled up.
 func (c *Client) sendFinishes(key string, q *finishQueue) {
-	defer c.recoverPanic("finish reports")
 	for {
 		c.qmu.Lock()
 		if len(q.items) == 0 {

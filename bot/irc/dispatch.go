@@ -3,8 +3,9 @@ package irc
 import (
 	"context"
 	"log/slog"
-	"runtime/debug"
 	"sync"
+
+	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
 // dispatcher runs commands off the IRC read loop: one worker per user, so
@@ -68,12 +69,7 @@ func (d *dispatcher) worker(key string) {
 }
 
 func (d *dispatcher) run(key string, job func()) {
-	defer func() {
-		if r := recover(); r != nil {
-			d.log.Error("command panicked", "user", key, "panic", r, "stack", string(debug.Stack()))
-		}
-	}()
-	job()
+	run.Guard(d.log.With("user", key), "command", job)
 }
 
 // stop takes no more jobs and drops the queued ones; running jobs finish.

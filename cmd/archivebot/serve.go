@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/embedded"
+	irun "github.com/archiveteam/archivebot-go/internal/run"
 )
 
 // frontEnd is the IRC client or the console.
@@ -93,7 +93,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	goSafe(&wg, logger, "catalog", func() { catalog.Watch(runCtx, 5*time.Second) })
+	irun.Go(&wg, logger, "catalog", func() { catalog.Watch(runCtx, 5*time.Second) })
 
 	services, err := startServices(runCtx, cfg, store, fe, logger)
 	if err != nil {
@@ -148,21 +148,6 @@ func absPath(p string) string {
 		return a
 	}
 	return p
-}
-
-// goSafe runs fn in a goroutine that recovers panics, logs the stack and
-// keeps the process alive.
-func goSafe(wg *sync.WaitGroup, logger *slog.Logger, name string, fn func()) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer func() {
-			if r := recover(); r != nil {
-				logger.Error("goroutine panicked", "service", name, "panic", r, "stack", string(debug.Stack()))
-			}
-		}()
-		fn()
-	}()
 }
 
 // redactURL hides a password in a Redis URL.

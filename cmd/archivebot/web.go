@@ -13,6 +13,7 @@ import (
 	botirc "github.com/archiveteam/archivebot-go/bot/irc"
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
+	irun "github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/web"
 )
 
@@ -60,7 +61,7 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, store *c
 	}
 	srv := web.New(opt)
 	logger.Info("web server listening", "service", "web", "addr", ln.Addr().String())
-	goSafe(wg, logger, "web", func() {
+	irun.Go(wg, logger, "web", func() {
 		if err := srv.Serve(ctx, ln); err != nil {
 			logger.Error("web server stopped", "service", "web", "err", err)
 		}

@@ -39,7 +39,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -49,6 +48,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/alicebob/miniredis/v2/server"
+	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
 // DefaultAddr is the address the embedded server listens on when
@@ -414,12 +414,7 @@ func (s *Server) saveLoop() {
 // safely runs f, logging instead of crashing if it panics, so that a
 // background loop keeps going.
 func (s *Server) safely(what string, f func()) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.log.Error("embedded redis: panic in "+what, "panic", r, "stack", string(debug.Stack()))
-		}
-	}()
-	f()
+	run.Guard(s.log, "embedded redis: "+what, f)
 }
 
 func firstN(s []string, n int) []string {

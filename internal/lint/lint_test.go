@@ -211,3 +211,50 @@ func TestNoSpecCitations(t *testing.T) {
 		}
 	}
 }
+
+// recoverAllowed may call recover() themselves; everything else that must
+// survive a panic goes through internal/run (Guard, Go), the one panic
+// guard, so every panic is logged the same way with its stack.
+var recoverAllowed = map[string]string{
+	"internal/run/run.go":         "the panic guard itself",
+	"web/server.go":               "a panicking request is answered 500, not only logged",
+	"coordinator/embedded/aof.go": "a damaged log record that panics the decoder ends the replay of its segment",
+}
+
+// TestOnePanicGuard fails on a recover() outside internal/run and the
+// files above (tests excepted).
+func TestOnePanicGuard(t *testing.T) {
+	root := moduleRoot(t)
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == "testdata" || (path != root && strings.HasPrefix(d.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if _, ok := recoverAllowed[rel]; ok {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "recover()") && !strings.HasPrefix(strings.TrimSpace(line), "//") {
+				t.Errorf("%s:%d recovers a panic itself; use internal/run (Guard or Go): %s", rel, i+1, strings.TrimSpace(line))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
