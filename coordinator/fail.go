@@ -28,7 +28,7 @@ func (s *Store) FailJob(ctx context.Context, ident, reason string) (*Job, error)
 	keys := []string{KeyJob(ident), KeyLog(ident), KeyIgnores(ident), KeyJobsFailed, KeyWorking}
 	keys = append(keys, FixedQueues...)
 	keys = append(keys, named...)
-	res, err := s.runWrite(ctx, "fail job "+ident, failScript, failSrc, keys, reason, failExpiry).Slice()
+	res, err := s.runWrite(ctx, "fail job "+ident, failScript.Script, failScript.src, keys, reason, failExpiry).Slice()
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,11 @@ type Store struct {
 	rdb redis.UniversalClient
 	// Now is the clock; tests replace it.
 	Now func() time.Time
+	// WaitReplicas, when positive, makes every user-command write wait
+	// (Redis WAIT, at most WaitTimeout) until that many replicas have it;
+	// see runWrite. Set it before use.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 
 	indexMu    sync.Mutex
 	indexBuilt bool // the queue index was rebuilt by this store
