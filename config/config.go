@@ -405,6 +405,9 @@ func (c *Config) validate() error {
 	if c.HA.Enabled && c.Embedded() {
 		bad("ha.enabled", "the embedded Redis mode is single-node; set redis.url or redis.sentinels to share a Redis between nodes")
 	}
+	if c.HA.Enabled && c.Console() {
+		bad("ha.enabled", "needs irc.server: the leader is the node that holds the IRC connection")
+	}
 	if c.HA.LeaseTTL.Duration < time.Second {
 		bad("ha.lease_ttl", "must be at least 1s")
 	}

@@ -68,8 +68,9 @@ func (l *Lease) set(value string, sent time.Time) {
 	}
 	l.value = value
 	l.deadline = sent.Add(l.ttl - l.ttl/10)
+	since := l.since
 	l.mu.Unlock()
-	metrics.SetLeader(value != "", l.since)
+	metrics.SetLeader(true, since)
 }
 
 func (l *Lease) clear() {

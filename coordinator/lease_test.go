@@ -146,4 +146,81 @@ func TestWriteScriptsFenced(t *testing.T) {
 	}
 }
 
+// Issue 14: the lease manager runs lead while it holds the lease, with the
+// fencing token in its context; it cancels that context as soon as a
+// renewal finds another holder, and releases the lease at shutdown so a
+// standby takes it at once.
+func TestLeaseManager(t *testing.T) {
+	b := redistest.Mini(t)
+	s := coordinator.NewStore(b.Client)
+	ttl := 600 * time.Millisecond
+	type term struct {
+		node string
+		ctx  context.Context
+	}
+	terms := make(chan term, 10)
+	lead := func(node string) func(ctx context.Context) {
+		return func(ctx context.Context) {
+			terms <- term{node, ctx}
+			<-ctx.Done()
+		}
+	}
+	a := coordinator.NewLease(s, "a", ttl, nil)
+	ctxA, stopA := context.WithCancel(context.Background())
+	doneA := make(chan struct{})
+	go func() { defer close(doneA); a.Run(ctxA, lead("a")) }()
+	first := recvTerm(t, terms)
+	if first.node != "a" || !a.Valid() {
+		t.Fatalf("first term: %s, valid=%v", first.node, a.Valid())
+	}
+	bn := coordinator.NewLease(s, "b", ttl, nil)
+	ctxB, stopB := context.WithCancel(context.Background())
+	defer stopB()
+	doneB := make(chan struct{})
+	go func() { defer close(doneB); bn.Run(ctxB, lead("b")) }()
 
+	// Another holder (as after a pause past the TTL): a steps down.
+	if err := b.Client.Set(context.Background(), coordinator.KeyLeader, "999 intruder 0", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	<-first.ctx.Done()
+	if a.Valid() {
+		t.Fatal("a still counts itself leader after losing the lease")
+	}
+	if _, _, err := s.TakeFinishNotice(context.WithoutCancel(first.ctx)); !coordinator.IsFenced(err) {
+		t.Fatalf("a's term context still writes: %v", err)
+	}
+	// The intruder goes away: someone takes over.
+	b.Client.Del(context.Background(), coordinator.KeyLeader)
+	next := recvTerm(t, terms)
+	// Shut the holder down: it releases, the other one takes over.
+	if next.node == "a" {
+		stopA()
+		<-doneA
+	} else {
+		stopB()
+		<-doneB
+	}
+	last := recvTerm(t, terms)
+	if last.node == next.node {
+		t.Fatalf("after %s shut down, %s led again", next.node, last.node)
+	}
+	stopA()
+	stopB()
+	<-doneA
+	<-doneB
+	if _, ok, _ := s.Leader(context.Background()); ok {
+		t.Fatal("the lease is still held after both nodes shut down")
+	}
+}
+
+func recvTerm[T any](t *testing.T, ch chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("no leadership term began")
+		panic("unreachable")
+	}
+}

@@ -34,6 +34,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return runIdent(args[1:], stdin, stdout, stderr)
 		case "simulate-pipeline":
 			return runSimulator(args[1:], stdout, stderr)
+		case "status":
+			return runStatus(args[1:], stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("archivebot", flag.ContinueOnError)

@@ -19,6 +19,7 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/embedded"
+	"github.com/archiveteam/archivebot-go/internal/metrics"
 )
 
 // frontEnd is the IRC client or the console.
@@ -58,6 +59,8 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	}
 
 	store := coordinator.NewStore(rdb)
+	store.WaitReplicas = cfg.Redis.WaitReplicas
+	store.WaitTimeout = cfg.Redis.WaitTimeout.Duration
 	if err := store.Ping(ctx); err != nil {
 		// Not fatal: Redis going away is normal, commands answer
 		// "backend unavailable" until it is back.
@@ -77,6 +80,11 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	// Runs after the front end has stopped: no command is left to follow
 	// up (deferred calls run in reverse order, before Redis closes).
 	defer b.Close()
+
+	if cfg.HA.Enabled {
+		return serveHA(ctx, cfg, logger, store, b, catalog, webLn)
+	}
+	metrics.SetLeader(true, time.Now()) // a single node leads
 
 	var fe frontEnd
 	if cfg.Console() {
@@ -108,8 +116,13 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	return nil
 }
 
-// openRedis connects to the configured Redis or starts the embedded one.
+// openRedis connects to the configured Redis (through Sentinel when
+// redis.sentinels is set) or starts the embedded one.
 func openRedis(cfg *config.Config, logger *slog.Logger, stdout io.Writer) (*redis.Client, *embedded.Server, error) {
+	if len(cfg.Redis.Sentinels) > 0 {
+		logger.Info("using redis through sentinel", "master_name", cfg.Redis.MasterName, "sentinels", cfg.Redis.Sentinels, "db", cfg.Redis.DB)
+		return redis.NewFailoverClient(failoverOptions(cfg)), nil, nil
+	}
 	if !cfg.Embedded() {
 		opt, err := redis.ParseURL(cfg.Redis.URL)
 		if err != nil {
@@ -173,4 +186,17 @@ func checkConfig(cfg *config.Config, logger *slog.Logger) error {
 		}
 	}
 	return nil
+}
+
+// failoverOptions is the go-redis Sentinel client configuration: the
+// sentinels find the master; the master's password and DB are
+// redis.master_password and redis.db.
+func failoverOptions(cfg *config.Config) *redis.FailoverOptions {
+	return &redis.FailoverOptions{
+		MasterName:       cfg.Redis.MasterName,
+		SentinelAddrs:    cfg.Redis.Sentinels,
+		SentinelPassword: cfg.Redis.SentinelPassword,
+		Password:         cfg.Redis.MasterPassword,
+		DB:               cfg.Redis.DB,
+	}
 }
