@@ -49,6 +49,16 @@ func TestLoadErrorsNameFileAndKey(t *testing.T) {
 		{"[redis]\nlisten = \"nope\"\n", "redis.listen"},
 		{"[jobs]\nschemes = [\"HTTP\"]\n", "jobs.schemes"},
 		{"[notifier]\npipeline_silent_after = \"1s\"\n", "notifier.pipeline_silent_after"},
+		// Issue 14: Sentinel and HA keys.
+		{"[redis]\nsentinels = [\"127.0.0.1:26379\"]\n", "redis.master_name"},
+		{"[redis]\nsentinels = [\"nope\"]\nmaster_name = \"m\"\n", "redis.sentinels"},
+		{"[redis]\nurl = \"redis://x:1/0\"\nsentinels = [\"127.0.0.1:26379\"]\nmaster_name = \"m\"\n", "redis.sentinels"},
+		{"[redis]\nurl = \"redis://x:1/0\"\nmaster_password = \"p\"\n", "redis.master_name"},
+		{"[redis]\nwait_replicas = 1\n", "redis.wait_replicas"},
+		{"[redis]\nurl = \"redis://x:1/0\"\nwait_timeout = \"500us\"\n", "redis.wait_timeout"},
+		{"[irc]\nserver = \"irc://x\"\nchannels = [\"#a\"]\n[ha]\nenabled = true\n", "ha.enabled"},
+		{"[redis]\nurl = \"redis://x:1/0\"\n[ha]\nenabled = true\n", "ha.enabled"},
+		{"[redis]\nurl = \"redis://x:1/0\"\n[ha]\nlease_ttl = \"10ms\"\n", "ha.lease_ttl"},
 	}
 	for _, c := range cases {
 		p := write(t, c.text)
@@ -109,5 +119,17 @@ func TestHTTPListen(t *testing.T) {
 	p := write(t, "[http]\nlisten = \"nope\"\n")
 	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "http.listen") {
 		t.Fatalf("bad listen: %v", err)
+	}
+}
+
+// Issue 14: sentinels select Redis without the embedded server.
+func TestSentinelsAreNotEmbedded(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	c, err := Load(write(t, "[irc]\nserver = \"irc://x\"\nchannels = [\"#a\"]\n[redis]\nsentinels = [\"127.0.0.1:26379\", \"127.0.0.1:26380\"]\nmaster_name = \"m\"\ndb = 2\nwait_replicas = 1\n[ha]\nenabled = true\nnode_id = \"n1\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Embedded() || c.Redis.DB != 2 || !c.HA.Enabled || c.HA.NodeID != "n1" || c.HA.LeaseTTL.Duration != DefaultLeaseTTL || c.Redis.WaitTimeout.Duration != DefaultWaitTimeout {
+		t.Fatalf("config = %+v %+v", c.Redis, c.HA)
 	}
 }
