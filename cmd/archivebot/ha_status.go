@@ -7,10 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator"
 )
 
 // runStatus is `archivebot status -config FILE`: who holds the leader
@@ -27,25 +24,19 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "archivebot status: %v\n", err)
 		return 1
 	}
-	var rdb *redis.Client
-	switch {
-	case len(cfg.Redis.Sentinels) > 0:
-		rdb = redis.NewFailoverClient(failoverOptions(cfg))
-	case !cfg.Embedded():
-		opt, err := redis.ParseURL(cfg.Redis.URL)
-		if err != nil {
-			fmt.Fprintf(stderr, "archivebot status: redis.url: %v\n", err)
-			return 1
-		}
-		rdb = redis.NewClient(opt)
-	default:
+	store, closeFn, ok, err := dialStore(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "archivebot status: %v\n", err)
+		return 1
+	}
+	if !ok {
 		fmt.Fprintln(stdout, "embedded Redis: a single node, no leader lease")
 		return 0
 	}
-	defer rdb.Close()
+	defer closeFn()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	h, ok, err := coordinator.NewStore(rdb).Leader(ctx)
+	h, ok, err := store.Leader(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "archivebot status: %v\n", err)
 		return 1

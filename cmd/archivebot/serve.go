@@ -200,3 +200,23 @@ func failoverOptions(cfg *config.Config) *redis.FailoverOptions {
 		DB:               cfg.Redis.DB,
 	}
 }
+
+// dialStore connects to the configured shared Redis (redis.url or
+// redis.sentinels) for a one-shot subcommand; ok is false in the embedded
+// mode, which has nothing to connect to while no node runs.
+func dialStore(cfg *config.Config) (store *coordinator.Store, closeFn func() error, ok bool, err error) {
+	var rdb *redis.Client
+	switch {
+	case len(cfg.Redis.Sentinels) > 0:
+		rdb = redis.NewFailoverClient(failoverOptions(cfg))
+	case !cfg.Embedded():
+		opt, err := redis.ParseURL(cfg.Redis.URL)
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("redis.url: %w", err)
+		}
+		rdb = redis.NewClient(opt)
+	default:
+		return nil, nil, false, nil
+	}
+	return coordinator.NewStore(rdb), rdb.Close, true, nil
+}
