@@ -93,12 +93,20 @@ func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context)) {
 		poll = 100 * time.Millisecond
 	}
 	lastHolder := ""
+	unreachable := false
 	for ctx.Err() == nil {
 		sent := time.Now()
 		h, won, err := l.store.AcquireLease(ctx, l.node, l.ttl)
+		if err == nil && unreachable {
+			unreachable = false
+			l.log.Info("redis answers again; campaigning")
+		}
 		switch {
 		case err != nil:
-			l.log.Warn("cannot reach redis to campaign for the leader lease", "err", err)
+			if !unreachable && ctx.Err() == nil {
+				l.log.Warn("cannot reach redis to campaign for the leader lease; retrying", "err", err)
+			}
+			unreachable = true
 		case won:
 			l.set(h.Value, sent)
 			l.log.Info("took the leader lease: leading", "token", h.Token)

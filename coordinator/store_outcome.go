@@ -101,11 +101,15 @@ func (s *Store) runWrite(ctx context.Context, op string, sc *redis.Script, src s
 	if s.WaitReplicas > 0 {
 		// WAIT counts the replicas that have this connection's writes:
 		// the script and WAIT must share one connection.
-		if c, ok := s.rdb.(interface{ Conn() *redis.Conn }); ok {
-			conn = c.Conn()
-			defer conn.Close()
-			process = conn.Process
+		c, ok := s.rdb.(interface{ Conn() *redis.Conn })
+		if !ok {
+			cmd := redis.NewCmd(ctx)
+			cmd.SetErr(fmt.Errorf("%s: redis.wait_replicas needs a single-master client", op))
+			return cmd
 		}
+		conn = c.Conn()
+		defer conn.Close()
+		process = conn.Process
 	}
 	cmd := redis.NewCmd(ctx, args...)
 	err := process(ctx, noRetryCmd{cmd})

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -129,6 +130,14 @@ func leaderMetric(t testing.TB, c *child) string {
 	return ""
 }
 
+func msList(ds []time.Duration) string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, ms(d))
+	}
+	return strings.Join(out, " ")
+}
+
 func isJoinOf(channel string, nick func(string) bool) func(ircmsg.Message) bool {
 	return func(m ircmsg.Message) bool {
 		return m.Command == "JOIN" && nick(m.Nick()) && len(m.Params) > 0 && strings.EqualFold(m.Params[0], channel)
@@ -186,68 +195,96 @@ func TestE2EHighAvailability(t *testing.T) {
 			return err == nil && v >= 5
 		})
 
-		// Finish notices, delivered at 20 lines/s: kill at the first.
-		var ids []string
-		for i := 0; i < 10; i++ {
-			u, nid := identOf(t, fmt.Sprintf("https://example.com/e2e/ha/notice/%d", i))
-			pushNotice(t, rdb, notice("vera", ch, u))
-			ids = append(ids, nid)
+		// Rounds: finish notices delivered at 20 lines/s, the leader
+		// killed at the first line, the standby takes over, a fresh
+		// standby is started. E2E_HA_KILLS raises the number of rounds.
+		rounds := 1
+		if n, err := strconv.Atoi(os.Getenv("E2E_HA_KILLS")); err == nil && n > 0 {
+			rounds = n
 		}
-		isBatch := func(s string) bool {
-			for _, nid := range ids {
-				if isFinishOf(nid)(s) {
-					return true
-				}
-			}
-			return false
-		}
-		op.Expect("a line of the batch", fromBot(ch, isBatch))
-		before, _ := rdb.HGet(ctx, id, "death_timer").Int()
-		from := b.log.len()
-		a.kill()
-		killed := time.Now()
-		b.log.waitFor(t, from, "took the leader lease")
-		tookLease := time.Since(killed)
-		after, _ := rdb.HGet(ctx, id, "death_timer").Int()
-		op.WaitBotIn(botNick, ch)
-		joined := time.Since(killed)
-		if r := ask(voice, ch, "!status "+id); !strings.Contains(r, id) {
-			t.Errorf("!status after the takeover: %q", r)
-		}
-		answered := time.Since(killed)
-		t.Logf("kill -9 of the leader (lease_ttl 2s): standby took the lease after %s, joined the channel after %s, answered a command after %s",
-			ms(tookLease), ms(joined), ms(answered))
-		if after < before {
-			t.Errorf("death timer went from %d (before the kill) to %d (after the takeover)", before, after)
-		}
-
-		op.Expect("no heartbeat line", fromBot(ch, textHas("has had no heartbeat", id)))
-		count := func(nid string) int { return countLines(botLines(op, ch), isFinishOf(nid)) }
-		eventually(t, "every notice delivered", func() bool {
-			for _, nid := range ids {
-				if count(nid) == 0 {
-					return false
-				}
-			}
-			return true
-		})
+		leader, standby := a, b
+		var took, answered []time.Duration
+		var all []string
 		dups := 0
-		for _, nid := range ids {
-			dups += count(nid) - 1
+		count := func(nid string) int { return countLines(botLines(op, ch), isFinishOf(nid)) }
+		for r := 0; r < rounds; r++ {
+			var ids []string
+			for i := 0; i < 10; i++ {
+				u, nid := identOf(t, fmt.Sprintf("https://example.com/e2e/ha/notice/%d/%d", r, i))
+				pushNotice(t, rdb, notice("vera", ch, u))
+				ids = append(ids, nid)
+			}
+			all = append(all, ids...)
+			isBatch := func(s string) bool {
+				for _, nid := range ids {
+					if isFinishOf(nid)(s) {
+						return true
+					}
+				}
+				return false
+			}
+			op.Expect("a line of the batch", fromBot(ch, isBatch))
+			before, _ := rdb.HGet(ctx, id, "death_timer").Int()
+			from := standby.log.len()
+			leader.kill()
+			killed := time.Now()
+			standby.log.waitFor(t, from, "took the leader lease")
+			took = append(took, time.Since(killed))
+			after, _ := rdb.HGet(ctx, id, "death_timer").Int()
+			op.WaitBotIn(botNick, ch)
+			if r := ask(voice, ch, "!status "+id); !strings.Contains(r, id) {
+				t.Errorf("!status after the takeover: %q", r)
+			}
+			answered = append(answered, time.Since(killed))
+			if r == 0 {
+				// The new leader's first reaper cycles step the timer on
+				// from where the old one left it.
+				var next int
+				eventually(t, "the new leader's reaper to step the death timer", func() bool {
+					v, err := rdb.HGet(ctx, id, "death_timer").Int()
+					next = v
+					return err == nil && v != after
+				})
+				if after < before || next < after {
+					t.Errorf("death timer: %d before the kill, %d at the takeover, %d after the new leader's reaper ran; want it going on", before, after, next)
+				}
+				op.Expect("no heartbeat line", fromBot(ch, textHas("has had no heartbeat", id)))
+			}
+			eventually(t, "every notice of the round delivered", func() bool {
+				for _, nid := range ids {
+					if count(nid) == 0 {
+						return false
+					}
+				}
+				return true
+			})
+			roundDups := 0
+			for _, nid := range ids {
+				roundDups += count(nid) - 1
+			}
+			if roundDups > 1 {
+				t.Errorf("round %d: %d notices delivered twice after one kill; at most one (the line in flight) may be", r, roundDups)
+			}
+			dups += roundDups
+			leader = standby
+			if r+1 < rounds {
+				standby = startChild(t, haNodeConfig(t, irc.URL(), ch, cl, fmt.Sprintf("node-%d", r+2), "2s"))
+				standby.log.waitFor(t, 0, "standby: another node leads")
+			}
 		}
-		if dups > 1 {
-			t.Errorf("%d notices delivered twice after one kill; at most one (the line in flight) may be", dups)
-		}
+		t.Logf("kill -9 of the leader (lease_ttl 2s), %d rounds: standby took the lease after %v; answered a command after %v (kill to reply)",
+			rounds, msList(took), msList(answered))
 		if n := countLines(botLines(op, ch), textHas("has had no heartbeat", id)); n != 1 {
 			t.Errorf("%d no-heartbeat lines, want 1", n)
 		}
-		t.Logf("10 pending notices: all delivered, %d twice (killed between the write and the acknowledgement)", dups)
+		t.Logf("%d pending notices: all delivered, %d twice (killed between the write and the acknowledgement)", len(all), dups)
 		for _, key := range []string{keyNotices, keyProcessing} {
 			eventually(t, key+" to be empty", func() bool {
 				n, err := rdb.LLen(ctx, key).Result()
 				return err == nil && n == 0
 			})
 		}
+		b = leader
 		if code, took := b.term(); code != 0 {
 			t.Errorf("node-b exit code %d after SIGTERM (%s)", code, ms(took))
 		}
@@ -293,8 +330,8 @@ func TestE2EHighAvailability(t *testing.T) {
 		t.Logf("SIGSTOP of the leader (lease_ttl 6s): standby took the lease after %s, joined as %s after %s, answering",
 			ms(took), nickB, ms(joined))
 
-		// Freeze the new leader right after a renewal, so that its lease
-		// outlives the check below.
+		// Freeze the new leader: it renews every 2 s, so its lease has at
+		// least 4 s left, which outlives the check below.
 		b.cmd.Process.Signal(syscall.SIGSTOP)
 		defer b.cmd.Process.Signal(syscall.SIGCONT)
 		pushNotice(t, rdb, notice("vera", ch, "https://example.com/e2e/ha/after-freeze"))

@@ -5,6 +5,7 @@
 //	archivebot -check-config -config FILE  validate the configuration and exit
 //	archivebot ident URL...                print NORMALIZED<TAB>IDENT per URL
 //	archivebot simulate-pipeline [flags]   run a test pipeline against Redis
+//	archivebot status -config FILE         who holds the leader lease (ha)
 package main
 
 import (
