@@ -1,10 +1,4 @@
 package coordinator
 
 // FencedSourcesForTest lists the sources of the fenced scripts.
-func FencedSourcesForTest() []string {
-	var out []string
-	for _, f := range fencedList {
-		out = append(out, f.src)
-	}
-	return out
-}
+func FencedSourcesForTest() []string { return append([]string(nil), fencedList...) }

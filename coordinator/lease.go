@@ -51,6 +51,18 @@ func (l *Lease) Valid() bool {
 	return l.value != "" && time.Now().Before(l.deadline)
 }
 
+// CommandFence is the fencing token for user commands (Store.CommandFence):
+// the lease value while this node holds it by its local deadline, and a
+// value no lease ever holds otherwise, so that their scripts refuse.
+func (l *Lease) CommandFence() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.value != "" && time.Now().Before(l.deadline) {
+		return l.value
+	}
+	return "standby " + l.node
+}
+
 // Since is when the current term began (zero when not leading).
 func (l *Lease) Since() time.Time {
 	l.mu.Lock()

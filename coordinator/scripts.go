@@ -11,32 +11,32 @@ import (
 // The scripts of user commands start with scripts/cmdrecord.lua (their
 // outcome record, see store_outcome.go) and take its two ARGV last.
 //
-// Every script a background service writes with is declared with fenced()
-// (a one-line change): it then starts with scripts/fence.lua and refuses
-// to write for a node that lost the leader lease (see doc/architecture.md,
-// High availability). TestWriteScriptsFenced fails for a script that
-// writes and is neither fenced nor on its short list of user-command
-// scripts (those come through IRC, which only the leader holds, or the
-// admin CLI).
+// Every script that writes is fenced (a one-line change): a service
+// script is declared with fenced(), a user-command script's source is
+// wrapped in fencedSrc(). It then starts with scripts/fence.lua and
+// refuses to write for a node that lost the leader lease (see
+// doc/architecture.md, High availability). TestWriteScriptsFenced fails
+// for a script that writes and is not fenced (only the lease scripts
+// themselves are exempt).
 var (
 	//go:embed scripts/cmdrecord.lua
 	cmdRecordSrc string
 
 	//go:embed scripts/register.lua
 	registerBody   string
-	registerSrc    = cmdRecordSrc + registerBody
+	registerSrc    = fencedSrc(cmdRecordSrc + registerBody)
 	registerScript = redis.NewScript(registerSrc)
 )
 
 var (
 	//go:embed scripts/settings.lua
 	settingsBody   string
-	settingsSrc    = cmdRecordSrc + settingsBody
+	settingsSrc    = fencedSrc(cmdRecordSrc + settingsBody)
 	settingsScript = redis.NewScript(settingsSrc)
 
 	//go:embed scripts/abort.lua
 	abortBody   string
-	abortSrc    = cmdRecordSrc + abortBody
+	abortSrc    = fencedSrc(cmdRecordSrc + abortBody)
 	abortScript = redis.NewScript(abortSrc)
 
 	//go:embed scripts/queue_index.lua
@@ -45,7 +45,7 @@ var (
 
 	//go:embed scripts/expire.lua
 	expireBody   string
-	expireSrc    = cmdRecordSrc + expireBody
+	expireSrc    = fencedSrc(cmdRecordSrc + expireBody)
 	expireScript = redis.NewScript(expireSrc)
 )
 
@@ -111,17 +111,23 @@ type fencedScript struct {
 // knows to append the fence arguments.
 var fencedHashes = map[string]bool{}
 
-// fencedList holds every fenced script, for the test that checks that no
-// writing script was left out.
-var fencedList []*fencedScript
+// fencedList holds the source of every fenced script, for the test that
+// checks that no writing script was left out.
+var fencedList []string
 
 // fenced declares a service write script: src, run behind the fence.
 func fenced(src string) *fencedScript {
+	full := fencedSrc(src)
+	return &fencedScript{Script: redis.NewScript(full), src: full}
+}
+
+// fencedSrc returns src behind the fence prologue, for a script run with
+// runWrite (user commands), which then appends the fence arguments.
+func fencedSrc(src string) string {
 	full := fenceSrc + src
-	f := &fencedScript{Script: redis.NewScript(full), src: full}
-	fencedHashes[f.Hash()] = true
-	fencedList = append(fencedList, f)
-	return f
+	fencedHashes[redis.NewScript(full).Hash()] = true
+	fencedList = append(fencedList, full)
+	return full
 }
 
 // Run runs the script with the fence arguments last (EVALSHA, then EVAL).

@@ -32,6 +32,11 @@ type Store struct {
 	// see runWrite. Set it before use.
 	WaitReplicas int
 	WaitTimeout  time.Duration
+	// CommandFence, when set (ha.enabled), gives the fencing token of the
+	// user-command writes whose context carries none (see WithFence): a
+	// node that lost the lease refuses the commands it still had buffered.
+	// Lease.CommandFence is the one to use.
+	CommandFence func() string
 
 	indexMu    sync.Mutex
 	indexBuilt bool // the queue index was rebuilt by this store

@@ -87,8 +87,12 @@ var ErrNotReplicated = errors.New("not confirmed by the replicas")
 func (s *Store) runWrite(ctx context.Context, op string, sc *redis.Script, src string, keys []string, argv ...any) *redis.Cmd {
 	argv = append(argv, commandArgs(ctx)...)
 	if fencedHashes[sc.Hash()] {
+		tok := fenceToken(ctx)
+		if tok == "" && s.CommandFence != nil {
+			tok = s.CommandFence()
+		}
 		keys = append(keys[:len(keys):len(keys)], KeyLeader)
-		argv = append(argv, fenceToken(ctx))
+		argv = append(argv, tok)
 	}
 	args := make([]any, 0, 3+len(keys)+len(argv))
 	args = append(args, "evalsha", sc.Hash(), len(keys))

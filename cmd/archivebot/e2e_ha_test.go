@@ -317,6 +317,10 @@ func TestE2EHighAvailability(t *testing.T) {
 		from := b.log.len()
 		a.cmd.Process.Signal(syscall.SIGSTOP)
 		stopped := time.Now()
+		// A command only the frozen leader hears (the standby is not in
+		// the channel yet): when it wakes, it must not queue the job.
+		lateURL, lateID := identOf(t, "https://example.com/e2e/ha/sent-to-the-frozen-leader")
+		voice.Say(ch, "!a "+lateURL)
 		b.log.waitFor(t, from, "took the leader lease")
 		took := time.Since(stopped)
 		m := op.Expect("the standby joining under another nick", isJoinOf(ch, func(n string) bool {
@@ -359,6 +363,9 @@ func TestE2EHighAvailability(t *testing.T) {
 					t.Errorf("key %s deleted after the old leader woke", k)
 				}
 			}
+		}
+		if n, _ := rdb.Exists(ctx, lateID).Result(); n != 0 {
+			t.Errorf("the old leader queued %s, a command it heard while frozen", lateURL)
 		}
 		b.cmd.Process.Signal(syscall.SIGCONT)
 		// The old session's socket closed: the new leader takes the nick

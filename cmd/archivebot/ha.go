@@ -60,6 +60,8 @@ func (h *haFrontEnd) Channels() []string            { return nil }
 func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, store *coordinator.Store,
 	b *bot.Bot, catalog *bot.Catalog, webLn net.Listener) error {
 	lease := coordinator.NewLease(store, cfg.HA.NodeID, cfg.HA.LeaseTTL.Duration, logger)
+	// Commands a deposed leader still had buffered are refused too.
+	store.CommandFence = lease.CommandFence
 	fe := &haFrontEnd{lease: lease}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
