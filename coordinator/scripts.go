@@ -8,8 +8,9 @@ import (
 )
 
 // Lua scripts. Each file documents its KEYS, ARGV and return values.
-// The scripts of user commands start with scripts/cmdrecord.lua (their
-// outcome record, see store_outcome.go) and take its two ARGV last.
+// The scripts of user commands include scripts/cmdrecord.lua (their
+// outcome record, see store_outcome.go; it takes the two ARGV before the
+// fence's) after the fence prologue.
 //
 // Every script that writes is fenced (a one-line change): a service
 // script is declared with fenced(), a user-command script's source is
