@@ -74,6 +74,13 @@ const (
 	DefaultTweeterRetention      = 30 * 24 * time.Hour
 	DefaultTweeterSeenTTL        = 24 * time.Hour
 	DefaultTweeterSeenMax        = 10000
+
+	// DefaultWaitTimeout bounds WAIT after a command's write when
+	// redis.wait_replicas is set.
+	DefaultWaitTimeout = time.Second
+	// DefaultLeaseTTL is the leader lease's lifetime; the leader renews it
+	// every third of it.
+	DefaultLeaseTTL = 10 * time.Second
 )
 
 // Duration is a Go duration string in TOML ("2s", "30s", "2m").
@@ -104,6 +111,7 @@ type Config struct {
 	Tweeter  Tweeter  `toml:"tweeter"`
 	HTTP     HTTP     `toml:"http"`
 	Log      Log      `toml:"log"`
+	HA       HA       `toml:"ha"`
 
 	// File is the path the configuration was loaded from ("" for defaults).
 	File string `toml:"-"`
@@ -135,6 +143,35 @@ type Redis struct {
 	DataDir      string   `toml:"data_dir"`
 	Password     string   `toml:"password"`
 	SaveInterval Duration `toml:"save_interval"`
+
+	// Sentinels, when set, finds the master through Redis Sentinel
+	// (host:port of each sentinel) instead of url; the embedded server is
+	// not started. MasterName is the name the sentinels monitor.
+	Sentinels        []string `toml:"sentinels"`
+	MasterName       string   `toml:"master_name"`
+	SentinelPassword string   `toml:"sentinel_password"`
+	// MasterPassword and DB are the master's (and replicas') AUTH password
+	// and database number under Sentinel. Password above stays the
+	// embedded server's; a url carries its own credentials and DB.
+	MasterPassword string `toml:"master_password"`
+	DB             int    `toml:"db"`
+
+	// WaitReplicas, when positive, makes every acknowledged user-command
+	// write wait (Redis WAIT) until that many replicas have it, for up to
+	// WaitTimeout; fewer means the outcome is reported unknown.
+	WaitReplicas int      `toml:"wait_replicas"`
+	WaitTimeout  Duration `toml:"wait_timeout"`
+}
+
+// HA configures the active/standby pair of nodes (see doc/architecture.md,
+// High availability): every node with enabled = true campaigns for the
+// lease archivebot:leader; only its holder connects to IRC and runs the
+// services.
+type HA struct {
+	Enabled  bool     `toml:"enabled"`
+	LeaseTTL Duration `toml:"lease_ttl"`
+	// NodeID names this node in the lease; default hostname-pid.
+	NodeID string `toml:"node_id"`
 }
 
 // Jobs configures job registration.
@@ -232,7 +269,7 @@ type Overrides struct {
 func (c *Config) Console() bool { return c.IRC.Server == "" }
 
 // Embedded reports whether the embedded Redis server is used.
-func (c *Config) Embedded() bool { return c.Redis.URL == "" }
+func (c *Config) Embedded() bool { return c.Redis.URL == "" && len(c.Redis.Sentinels) == 0 }
 
 // Default returns the configuration used when no file is given.
 func Default() *Config {
@@ -294,6 +331,15 @@ func (c *Config) setDefaults() {
 		c.Redis.DataDir = "data"
 	}
 	def(&c.Redis.SaveInterval, 30*time.Second)
+	def(&c.Redis.WaitTimeout, DefaultWaitTimeout)
+	def(&c.HA.LeaseTTL, DefaultLeaseTTL)
+	if c.HA.NodeID == "" {
+		host, _ := os.Hostname()
+		if host == "" {
+			host = "node"
+		}
+		c.HA.NodeID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
 	if len(c.Jobs.Schemes) == 0 {
 		c.Jobs.Schemes = []string{"http", "https", "ftp"}
 	}
@@ -450,6 +496,45 @@ func (c *Config) validate() error {
 	}
 	if err := checkListen(c.Redis.Listen); err != nil {
 		bad("redis.listen", "%v (also set by -redis-listen or %s)", err, EnvRedisListen)
+	}
+	if len(c.Redis.Sentinels) > 0 {
+		if c.Redis.URL != "" {
+			bad("redis.sentinels", "set either redis.url (or REDIS_URL) or redis.sentinels, not both")
+		}
+		if c.Redis.MasterName == "" {
+			bad("redis.master_name", "must be set with redis.sentinels (the name in the sentinels' `sentinel monitor` line)")
+		}
+		for _, a := range c.Redis.Sentinels {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				bad("redis.sentinels", "%q: %v", a, err)
+			}
+		}
+	} else if c.Redis.MasterName != "" || c.Redis.SentinelPassword != "" || c.Redis.MasterPassword != "" || c.Redis.DB != 0 {
+		bad("redis.master_name", "master_name, sentinel_password, master_password and db need redis.sentinels (a url carries its own password and DB)")
+	}
+	if c.Redis.DB < 0 {
+		bad("redis.db", "must not be negative")
+	}
+	if c.Redis.WaitReplicas < 0 {
+		bad("redis.wait_replicas", "must not be negative")
+	}
+	if c.Redis.WaitReplicas > 0 && c.Embedded() {
+		bad("redis.wait_replicas", "the embedded Redis has no replicas; set redis.url or redis.sentinels")
+	}
+	if c.Redis.WaitTimeout.Duration < time.Millisecond {
+		bad("redis.wait_timeout", "must be at least 1ms (WAIT 0 would wait forever)")
+	}
+	if c.HA.Enabled && c.Embedded() {
+		bad("ha.enabled", "the embedded Redis mode is single-node; set redis.url or redis.sentinels to share a Redis between nodes")
+	}
+	if c.HA.Enabled && c.Console() {
+		bad("ha.enabled", "needs irc.server: the leader is the node that holds the IRC connection")
+	}
+	if c.HA.LeaseTTL.Duration < time.Second {
+		bad("ha.lease_ttl", "must be at least 1s")
+	}
+	if strings.ContainsAny(c.HA.NodeID, " \r\n") {
+		bad("ha.node_id", "%q must not contain spaces", c.HA.NodeID)
 	}
 	if c.HTTP.Listen != "" {
 		if err := checkListen(c.HTTP.Listen); err != nil {

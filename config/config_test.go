@@ -52,6 +52,16 @@ func TestLoadErrorsNameFileAndKey(t *testing.T) {
 		{"[jobs]\nschemes = [\"HTTP\"]\n", "jobs.schemes"},
 		{"[notifier]\npipeline_silent_after = \"1s\"\n", "notifier.pipeline_silent_after"},
 		{"[irc]\nchannels = [\"#a\"]\nreport_channel = \"#victim\"\n", "irc.report_channel"},
+		// Issue 14: Sentinel and HA keys.
+		{"[redis]\nsentinels = [\"127.0.0.1:26379\"]\n", "redis.master_name"},
+		{"[redis]\nsentinels = [\"nope\"]\nmaster_name = \"m\"\n", "redis.sentinels"},
+		{"[redis]\nurl = \"redis://x:1/0\"\nsentinels = [\"127.0.0.1:26379\"]\nmaster_name = \"m\"\n", "redis.sentinels"},
+		{"[redis]\nurl = \"redis://x:1/0\"\nmaster_password = \"p\"\n", "redis.master_name"},
+		{"[redis]\nwait_replicas = 1\n", "redis.wait_replicas"},
+		{"[redis]\nurl = \"redis://x:1/0\"\nwait_timeout = \"500us\"\n", "redis.wait_timeout"},
+		{"[irc]\nserver = \"irc://x\"\nchannels = [\"#a\"]\n[ha]\nenabled = true\n", "ha.enabled"},
+		{"[redis]\nurl = \"redis://x:1/0\"\n[ha]\nenabled = true\n", "ha.enabled"},
+		{"[redis]\nurl = \"redis://x:1/0\"\n[ha]\nlease_ttl = \"10ms\"\n", "ha.lease_ttl"},
 	}
 	for _, c := range cases {
 		p := write(t, c.text)
@@ -151,5 +161,17 @@ func TestListenAndDataDirOverrides(t *testing.T) {
 	c, err = LoadWith(p, Overrides{RedisListen: "127.0.0.1:7002", DataDir: "/flag"})
 	if err != nil || c.Redis.Listen != "127.0.0.1:7002" || c.Redis.DataDir != "/flag" {
 		t.Fatalf("flags: %v %+v", err, c.Redis)
+	}
+}
+
+// Issue 14: sentinels select Redis without the embedded server.
+func TestSentinelsAreNotEmbedded(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	c, err := Load(write(t, "[irc]\nserver = \"irc://x\"\nchannels = [\"#a\"]\n[redis]\nsentinels = [\"127.0.0.1:26379\", \"127.0.0.1:26380\"]\nmaster_name = \"m\"\ndb = 2\nwait_replicas = 1\n[ha]\nenabled = true\nnode_id = \"n1\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Embedded() || c.Redis.DB != 2 || !c.HA.Enabled || c.HA.NodeID != "n1" || c.HA.LeaseTTL.Duration != DefaultLeaseTTL || c.Redis.WaitTimeout.Duration != DefaultWaitTimeout {
+		t.Fatalf("config = %+v %+v", c.Redis, c.HA)
 	}
 }

@@ -42,6 +42,12 @@ const (
 	// gave up on, score = UNIX time it gave up. Pruned with tweets:done.
 	KeyTweetsFailed = "archivebot:tweets:failed"
 
+	// KeyLeader (string, ours) is the leader lease: "TOKEN NODE ACQUIRED_MS",
+	// with a PX lifetime (see doc/protocol.md, Leader lease).
+	KeyLeader = "archivebot:leader"
+	// KeyLeaderToken (string counter, ours) issues fencing tokens.
+	KeyLeaderToken = "archivebot:leader:token"
+
 	// ChannelUpdates gets a job ident on every log entry, finish and abort.
 	ChannelUpdates = "updates"
 	// ChannelPipelineUpdates gets a pipeline key on every report and exit.

@@ -1,14 +1,24 @@
 package coordinator
 
 import (
+	"context"
 	_ "embed"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // Lua scripts. Each file documents its KEYS, ARGV and return values.
-// The scripts of user commands start with scripts/cmdrecord.lua (their
-// outcome record, see outcome.go) and take its two ARGV last.
+// The scripts of user commands include scripts/cmdrecord.lua (their
+// outcome record, see store_outcome.go; it takes the two ARGV before the
+// fence's) after the fence prologue.
+//
+// Every script that writes is fenced (a one-line change): a service
+// script is declared with fenced(), a user-command script's source is
+// wrapped in fencedSrc(). It then starts with scripts/fence.lua and
+// refuses to write for a node that lost the leader lease (see
+// doc/architecture.md, High availability). TestWriteScriptsFenced fails
+// for a script that writes and is not fenced (only the lease scripts
+// themselves are exempt).
 var (
 	//go:embed scripts/cmdrecord.lua
 	cmdRecordSrc string
@@ -19,74 +29,130 @@ var (
 
 	//go:embed scripts/register.lua
 	registerBody   string
-	registerSrc    = cmdRecordSrc + historySrc + registerBody
+	registerSrc    = fencedSrc(cmdRecordSrc + historySrc + registerBody)
 	registerScript = redis.NewScript(registerSrc)
 )
 
 var (
 	//go:embed scripts/settings.lua
 	settingsBody   string
-	settingsSrc    = cmdRecordSrc + historySrc + settingsBody
+	settingsSrc    = fencedSrc(cmdRecordSrc + historySrc + settingsBody)
 	settingsScript = redis.NewScript(settingsSrc)
 
 	//go:embed scripts/abort.lua
 	abortBody   string
-	abortSrc    = cmdRecordSrc + historySrc + abortBody
+	abortSrc    = fencedSrc(cmdRecordSrc + historySrc + abortBody)
 	abortScript = redis.NewScript(abortSrc)
 
 	//go:embed scripts/queue_index.lua
 	queueIndexSrc    string
-	queueIndexScript = redis.NewScript(queueIndexSrc)
+	queueIndexScript = fenced(queueIndexSrc)
 
 	//go:embed scripts/expire.lua
 	expireBody   string
-	expireSrc    = cmdRecordSrc + historySrc + expireBody
+	expireSrc    = fencedSrc(cmdRecordSrc + historySrc + expireBody)
 	expireScript = redis.NewScript(expireSrc)
 )
 
 // Scripts of the background services and of FailJob.
 var (
 	//go:embed scripts/fail.lua
-	failBody   string
-	failSrc    = cmdRecordSrc + historySrc + failBody
-	failScript = redis.NewScript(failSrc)
+	failBody string
+	// FailJob is a user command and the reaper's auto-fail: fenced.
+	failScript = fenced(cmdRecordSrc + historySrc + failBody)
 
 	//go:embed scripts/reap.lua
 	reapSrc    string
-	reapScript = redis.NewScript(reapSrc)
+	reapScript = fenced(reapSrc)
 
 	//go:embed scripts/reap_reported.lua
 	reapReportedSrc    string
-	reapReportedScript = redis.NewScript(reapReportedSrc)
+	reapReportedScript = fenced(reapReportedSrc)
 
 	//go:embed scripts/finish_take.lua
 	finishTakeSrc    string
-	finishTakeScript = redis.NewScript(finishTakeSrc)
+	finishTakeScript = fenced(finishTakeSrc)
 
 	//go:embed scripts/finish_ack.lua
 	finishAckSrc    string
-	finishAckScript = redis.NewScript(finishAckSrc)
+	finishAckScript = fenced(finishAckSrc)
 
 	//go:embed scripts/analyze_commit.lua
 	analyzeCommitSrc    string
-	analyzeCommitScript = redis.NewScript(analyzeCommitSrc)
+	analyzeCommitScript = fenced(analyzeCommitSrc)
 )
 
 // Scripts of the tweet feed (tweets.go).
 var (
 	//go:embed scripts/tweet_queue.lua
 	tweetQueueSrc    string
-	tweetQueueScript = redis.NewScript(tweetQueueSrc)
+	tweetQueueScript = fenced(tweetQueueSrc)
 
 	//go:embed scripts/tweet_claim.lua
 	tweetClaimSrc    string
-	tweetClaimScript = redis.NewScript(tweetClaimSrc)
+	tweetClaimScript = fenced(tweetClaimSrc)
 
 	//go:embed scripts/tweet_resolve.lua
 	tweetResolveSrc    string
-	tweetResolveScript = redis.NewScript(tweetResolveSrc)
+	tweetResolveScript = fenced(tweetResolveSrc)
 
 	//go:embed scripts/tweet_prune.lua
 	tweetPruneSrc    string
-	tweetPruneScript = redis.NewScript(tweetPruneSrc)
+	tweetPruneScript = fenced(tweetPruneSrc)
 )
+
+//go:embed scripts/fence.lua
+var fenceSrc string
+
+// fencedScript is a service write script with the fence prologue
+// (scripts/fence.lua). Its Run takes the same arguments as redis.Script's
+// and appends the lease key and the caller's fencing token (WithFence).
+type fencedScript struct {
+	*redis.Script
+	src string // the whole source, prologue included
+}
+
+// fencedHashes holds the SHA1 of every fenced script, so that runWrite
+// knows to append the fence arguments.
+var fencedHashes = map[string]bool{}
+
+// fencedList holds the source of every fenced script, for the test that
+// checks that no writing script was left out.
+var fencedList []string
+
+// fenced declares a service write script: src, run behind the fence.
+func fenced(src string) *fencedScript {
+	full := fencedSrc(src)
+	return &fencedScript{Script: redis.NewScript(full), src: full}
+}
+
+// fencedSrc returns src behind the fence prologue, for a script run with
+// runWrite (user commands), which then appends the fence arguments.
+func fencedSrc(src string) string {
+	full := fenceSrc + src
+	fencedHashes[redis.NewScript(full).Hash()] = true
+	fencedList = append(fencedList, full)
+	return full
+}
+
+// Run runs the script with the fence arguments last (EVALSHA, then EVAL).
+func (f *fencedScript) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	keys = append(keys[:len(keys):len(keys)], KeyLeader)
+	args = append(args[:len(args):len(args)], fenceToken(ctx))
+	return f.Script.Run(ctx, c, keys, args...)
+}
+
+type fenceKey struct{}
+
+// WithFence returns a context under which every fenced script checks that
+// archivebot:leader still holds value (the lease this node took; see
+// Lease). Without it (a single node, the standby's reads) the check is
+// skipped.
+func WithFence(ctx context.Context, value string) context.Context {
+	return context.WithValue(ctx, fenceKey{}, value)
+}
+
+func fenceToken(ctx context.Context) string {
+	v, _ := ctx.Value(fenceKey{}).(string)
+	return v
+}

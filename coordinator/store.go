@@ -27,6 +27,16 @@ type Store struct {
 	rdb redis.UniversalClient
 	// Now is the clock; tests replace it.
 	Now func() time.Time
+	// WaitReplicas, when positive, makes every user-command write wait
+	// (Redis WAIT, at most WaitTimeout) until that many replicas have it;
+	// see runWrite. Set it before use.
+	WaitReplicas int
+	WaitTimeout  time.Duration
+	// CommandFence, when set (ha.enabled), gives the fencing token of the
+	// user-command writes whose context carries none (see WithFence): a
+	// node that lost the lease refuses the commands it still had buffered.
+	// Lease.CommandFence is the one to use.
+	CommandFence func() string
 
 	indexMu    sync.Mutex
 	indexBuilt bool // the queue index was rebuilt by this store

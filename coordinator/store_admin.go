@@ -19,11 +19,11 @@ import (
 var (
 	//go:embed scripts/requeue.lua
 	requeueSrc    string
-	requeueScript = redis.NewScript(requeueSrc)
+	requeueScript = fenced(requeueSrc)
 
 	//go:embed scripts/pipeline_remove.lua
 	pipelineRemoveSrc    string
-	pipelineRemoveScript = redis.NewScript(pipelineRemoveSrc)
+	pipelineRemoveScript = fenced(pipelineRemoveSrc)
 )
 
 // RequeueResetFields are the fields a requeue removes from the job record:

@@ -16,7 +16,7 @@ import (
 var (
 	//go:embed scripts/move.lua
 	moveBody   string
-	moveSrc    = cmdRecordSrc + historySrc + moveBody
+	moveSrc    = fencedSrc(cmdRecordSrc + historySrc + moveBody)
 	moveScript = redis.NewScript(moveSrc)
 )
 

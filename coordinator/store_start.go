@@ -16,11 +16,11 @@ import (
 var (
 	//go:embed scripts/start_scan.lua
 	startScanBody   string
-	startScanScript = redis.NewScript(historySrc + startScanBody)
+	startScanScript = fenced(historySrc + startScanBody)
 
 	//go:embed scripts/job_end.lua
 	jobEndBody   string
-	jobEndScript = redis.NewScript(historySrc + jobEndBody)
+	jobEndScript = fenced(historySrc + jobEndBody)
 )
 
 // ScanStarts notices the jobs pipelines have taken since the last scan

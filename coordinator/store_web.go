@@ -38,11 +38,11 @@ func KeyFailed(ident string) string { return FailedPrefix + ident }
 var (
 	//go:embed scripts/index_finished.lua
 	indexFinishedSrc    string
-	indexFinishedScript = redis.NewScript(indexFinishedSrc)
+	indexFinishedScript = fenced(indexFinishedSrc)
 
 	//go:embed scripts/record_failure.lua
 	recordFailureSrc    string
-	recordFailureScript = redis.NewScript(recordFailureSrc)
+	recordFailureScript = fenced(recordFailureSrc)
 )
 
 // ErrWrongType is returned when a key of ours holds a value of another type.

@@ -28,8 +28,17 @@ type serviceCheck struct {
 	LastError   string     `json:"last_error,omitempty"`
 }
 
+// leaderInfo is /readyz's view of the leader lease (ha.enabled only).
+type leaderInfo struct {
+	Node       string  `json:"node"`
+	Token      int64   `json:"token"`
+	AgeSeconds float64 `json:"age_seconds"`
+}
+
 type readyBody struct {
 	Ready    bool                    `json:"ready"`
+	Role     string                  `json:"role,omitempty"`
+	Leader   *leaderInfo             `json:"leader,omitempty"`
 	Redis    check                   `json:"redis"`
 	IRC      check                   `json:"irc"`
 	Services map[string]serviceCheck `json:"services"`
@@ -58,6 +67,23 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		b.IRC = check{Detail: "not connected"}
 	}
 	now := s.now()
+	if s.opt.Role != nil {
+		b.Role = s.opt.Role()
+		if h, ok, err := s.store.Leader(ctx); err == nil && ok {
+			b.Leader = &leaderInfo{Node: h.Node, Token: h.Token, AgeSeconds: now.Sub(h.Acquired).Seconds()}
+		}
+		if b.Role == "standby" {
+			// No IRC, no services: ready to take over if Redis answers.
+			b.IRC = check{OK: true, Detail: "standby: the leader holds IRC"}
+			b.Ready = b.Redis.OK
+			status := http.StatusOK
+			if !b.Ready {
+				status = http.StatusServiceUnavailable
+			}
+			writeJSON(w, status, b)
+			return
+		}
+	}
 	for _, svc := range metrics.Services() {
 		c := serviceCheck{Interval: svc.Interval.String(), LastError: svc.LastError}
 		since := svc.Since

@@ -49,7 +49,11 @@ type Options struct {
 	// IRCConnected reports whether the IRC client is registered; nil means
 	// console mode (always ready as far as IRC goes).
 	IRCConnected func() bool
-	Logger       *slog.Logger
+	// Role, when set (ha.enabled), is this node's role, "leader" or
+	// "standby"; /readyz shows it with the lease holder, and a standby is
+	// ready when Redis answers (it runs no IRC and no services).
+	Role   func() string
+	Logger *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }

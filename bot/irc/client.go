@@ -73,6 +73,12 @@ type Client struct {
 	finishes map[string]*finishQueue // finish reports waiting, by folded channel
 	cmdSeq   atomic.Uint64           // numbers commands, for combining answers
 
+	// Gate, when set, is asked before every write to the server socket
+	// and before dialing: false means this node may not speak (its leader
+	// lease ran out), and the write is refused and the socket closed, so
+	// nothing at all is sent, not even QUIT or PONG. Set before Run.
+	Gate func() bool
+
 	// Tunables; tests shorten them.
 	backoffMin, backoffMax time.Duration
 	stableAfter            time.Duration // a connection this old resets the backoff
@@ -319,12 +325,17 @@ func (c *Client) dialer() (server, error) {
 // socket.
 type watchConn struct {
 	net.Conn
+	gate   func() bool
 	mu     sync.Mutex
 	expect []byte
 	result chan error
 }
 
 func (w *watchConn) Write(b []byte) (int, error) {
+	if w.gate != nil && !w.gate() {
+		w.Conn.Close()
+		return 0, errGated
+	}
 	// Claim the outbox's line before writing it, not after: once claimed,
 	// the outbox waits for this write's result instead of counting the line
 	// as lost because the connection went down meanwhile (a line that did
@@ -345,6 +356,9 @@ func (w *watchConn) Write(b []byte) (int, error) {
 	}
 	return n, err
 }
+
+// errGated is the error of a write or dial refused by Client.Gate.
+var errGated = errors.New("irc: this node may not send (leader lease not held)")
 
 // link is one registered connection, as the outbox writes to it.
 type link struct {
@@ -442,6 +456,9 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 		KeepAlive:   c.keepAlive,
 		Log:         slog.NewLogLogger(c.log.Handler(), slog.LevelInfo),
 		DialContext: func(dctx context.Context, network, addr string) (net.Conn, error) {
+			if c.Gate != nil && !c.Gate() {
+				return nil, errGated
+			}
 			dctx, cancel := context.WithCancel(dctx)
 			defer cancel()
 			stop := context.AfterFunc(ctx, cancel)
@@ -459,7 +476,7 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 				}
 				nc = tc
 			}
-			w := &watchConn{Conn: nc}
+			w := &watchConn{Conn: nc, gate: c.Gate}
 			sockMu.Lock()
 			sock = w
 			sockMu.Unlock()

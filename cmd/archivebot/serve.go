@@ -20,6 +20,7 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/embedded"
+	"github.com/archiveteam/archivebot-go/internal/metrics"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
 )
 
@@ -60,6 +61,8 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	}
 
 	store := coordinator.NewStore(rdb)
+	store.WaitReplicas = cfg.Redis.WaitReplicas
+	store.WaitTimeout = cfg.Redis.WaitTimeout.Duration
 	if err := store.Ping(ctx); err != nil {
 		// Not fatal: Redis going away is normal, commands answer
 		// "backend unavailable" until it is back.
@@ -81,6 +84,11 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	// Runs after the front end has stopped: no command is left to follow
 	// up (deferred calls run in reverse order, before Redis closes).
 	defer b.Close()
+
+	if cfg.HA.Enabled {
+		return serveHA(ctx, cfg, logger, store, b, catalog, webLn)
+	}
+	metrics.SetLeader(true, time.Now()) // a single node leads
 
 	var fe frontEnd
 	if cfg.Console() {
@@ -112,8 +120,13 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	return nil
 }
 
-// openRedis connects to the configured Redis or starts the embedded one.
+// openRedis connects to the configured Redis (through Sentinel when
+// redis.sentinels is set) or starts the embedded one.
 func openRedis(cfg *config.Config, logger *slog.Logger, stdout io.Writer) (*redis.Client, *embedded.Server, error) {
+	if len(cfg.Redis.Sentinels) > 0 {
+		logger.Info("using redis through sentinel", "master_name", cfg.Redis.MasterName, "sentinels", cfg.Redis.Sentinels, "db", cfg.Redis.DB)
+		return redis.NewFailoverClient(failoverOptions(cfg)), nil, nil
+	}
 	if !cfg.Embedded() {
 		opt, err := redis.ParseURL(cfg.Redis.URL)
 		if err != nil {
@@ -180,31 +193,38 @@ func checkConfig(cfg *config.Config, logger *slog.Logger) error {
 }
 
 // adminStore connects the operator's commands to the Redis of cfg: the
-// configured URL, or the embedded Redis of a running node at redis.listen
-// (never starting one). It fails, with what to do, when Redis does not
-// answer. where names the Redis for messages.
+// master the sentinels name, the configured URL, or the embedded Redis of
+// a running node at redis.listen (never starting one). It fails, with what
+// to do, when Redis does not answer. where names the Redis for messages.
 func adminStore(ctx context.Context, cfg *config.Config) (store *coordinator.Store, closeFn func(), where string, err error) {
-	var opt *redis.Options
-	if cfg.Embedded() {
-		host, port, _ := net.SplitHostPort(cfg.Redis.Listen)
-		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-			host = "127.0.0.1"
-		}
-		opt = &redis.Options{Addr: net.JoinHostPort(host, port), Password: cfg.Redis.Password}
-		where = "the embedded Redis of a running node at " + opt.Addr + " (redis.listen)"
-	} else {
-		opt, err = redis.ParseURL(cfg.Redis.URL)
-		if err != nil {
-			return nil, nil, "", fmt.Errorf("redis.url: %w", err)
-		}
-		where = redactURL(cfg.Redis.URL)
-	}
 	// Fail fast: an operator is waiting, and a write is never resent on
 	// its own (the store's writes say so themselves).
-	opt.DialTimeout = 2 * time.Second
-	opt.DialerRetries = 1
-	opt.MaxRetries = -1
-	rdb := redis.NewClient(opt)
+	const dialTimeout = 2 * time.Second
+	var rdb *redis.Client
+	switch {
+	case len(cfg.Redis.Sentinels) > 0:
+		fo := failoverOptions(cfg)
+		fo.DialTimeout, fo.MaxRetries = dialTimeout, -1
+		rdb = redis.NewFailoverClient(fo)
+		where = "the master " + cfg.Redis.MasterName + " of the sentinels (redis.sentinels)"
+	default:
+		var opt *redis.Options
+		if cfg.Embedded() {
+			host, port, _ := net.SplitHostPort(cfg.Redis.Listen)
+			if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+				host = "127.0.0.1"
+			}
+			opt = &redis.Options{Addr: net.JoinHostPort(host, port), Password: cfg.Redis.Password}
+			where = "the embedded Redis of a running node at " + opt.Addr + " (redis.listen)"
+		} else {
+			if opt, err = redis.ParseURL(cfg.Redis.URL); err != nil {
+				return nil, nil, "", fmt.Errorf("redis.url: %w", err)
+			}
+			where = redactURL(cfg.Redis.URL)
+		}
+		opt.DialTimeout, opt.DialerRetries, opt.MaxRetries = dialTimeout, 1, -1
+		rdb = redis.NewClient(opt)
+	}
 	store = coordinator.NewStore(rdb)
 	pingCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -214,4 +234,17 @@ func adminStore(ctx context.Context, cfg *config.Config) (store *coordinator.Sto
 			"Start the node, or name the Redis the pipelines use with REDIS_URL or -config", where, err)
 	}
 	return store, func() { rdb.Close() }, where, nil
+}
+
+// failoverOptions is the go-redis Sentinel client configuration: the
+// sentinels find the master; the master's password and DB are
+// redis.master_password and redis.db.
+func failoverOptions(cfg *config.Config) *redis.FailoverOptions {
+	return &redis.FailoverOptions{
+		MasterName:       cfg.Redis.MasterName,
+		SentinelAddrs:    cfg.Redis.Sentinels,
+		SentinelPassword: cfg.Redis.SentinelPassword,
+		Password:         cfg.Redis.MasterPassword,
+		DB:               cfg.Redis.DB,
+	}
 }

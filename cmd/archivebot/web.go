@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	"github.com/archiveteam/archivebot-go/bot"
-	botirc "github.com/archiveteam/archivebot-go/bot/irc"
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
@@ -56,8 +55,11 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, store *c
 			return sets
 		},
 	}
-	if c, ok := fe.(*botirc.Client); ok {
+	if c, ok := fe.(interface{ Connected() bool }); ok {
 		opt.IRCConnected = c.Connected
+	}
+	if r, ok := fe.(interface{ Role() string }); ok {
+		opt.Role = r.Role
 	}
 	srv := web.New(opt)
 	logger.Info("web server listening", "service", "web", "addr", ln.Addr().String())

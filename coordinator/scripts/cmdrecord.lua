@@ -13,6 +13,9 @@ local cmd_key, cmd_ttl = ARGV[#ARGV], tonumber(ARGV[#ARGV - 1])
 if cmd_key ~= '' then
   local rec = redis.call('GET', cmd_key)
   if rec then
+    -- Rewritten (same value and TTL) so that a WAIT after this call also
+    -- covers the original write, which may not have reached the replicas.
+    redis.call('SET', cmd_key, rec, 'KEEPTTL')
     return cjson.decode(rec)
   end
 end

@@ -42,7 +42,7 @@ var redisExempt = map[string]string{
 // clientBuilders may name these go-redis objects and nothing else: they
 // build the client the store is given and close it at exit.
 var clientBuilders = map[string][]string{
-	"cmd/archivebot/serve.go": {"NewClient", "ParseURL", "Options", "Client", "Close", "AddHook"},
+	"cmd/archivebot/serve.go": {"NewClient", "ParseURL", "Options", "Client", "Close", "AddHook", "NewFailoverClient", "FailoverOptions"},
 	// -check-config parses redis.url exactly as the run will.
 	"config/config.go": {"ParseURL"},
 	// go-redis's own log lines go through slog.

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/bot"
+	botirc "github.com/archiveteam/archivebot-go/bot/irc"
+	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/coordinator"
+	irun "github.com/archiveteam/archivebot-go/internal/run"
+)
+
+// haFrontEnd is what the web server sees of an HA node: the IRC client
+// of the current term, if this node leads.
+type haFrontEnd struct {
+	lease *coordinator.Lease
+	mu    sync.Mutex
+	cur   *botirc.Client
+}
+
+func (h *haFrontEnd) set(c *botirc.Client) {
+	h.mu.Lock()
+	h.cur = c
+	h.mu.Unlock()
+}
+
+// Connected reports whether this node leads and its IRC client is registered.
+func (h *haFrontEnd) Connected() bool {
+	h.mu.Lock()
+	c := h.cur
+	h.mu.Unlock()
+	return c != nil && c.Connected()
+}
+
+// Role is "leader" or "standby" (for /readyz).
+func (h *haFrontEnd) Role() string {
+	if h.lease.Valid() {
+		return "leader"
+	}
+	return "standby"
+}
+
+// Announce and Run make haFrontEnd a frontEnd for startWeb; services get
+// the term's client, never this.
+func (h *haFrontEnd) Announce(ctx context.Context, channel, text string) error {
+	return errors.New("not the leader")
+}
+func (h *haFrontEnd) Run(ctx context.Context) error { return nil }
+func (h *haFrontEnd) Channels() []string            { return nil }
+
+// serveHA runs an active/standby node (ha.enabled): it campaigns for the
+// leader lease; while it holds it, it connects to IRC (its lines gated by
+// the lease's local deadline) and runs the services under the fencing
+// token; otherwise it only serves the web API. See doc/architecture.md,
+// High availability.
+func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, store *coordinator.Store,
+	b *bot.Bot, catalog *bot.Catalog, webLn net.Listener) error {
+	lease := coordinator.NewLease(store, cfg.HA.NodeID, cfg.HA.LeaseTTL.Duration, logger)
+	// Commands a deposed leader still had buffered are refused too.
+	store.CommandFence = lease.CommandFence
+	fe := &haFrontEnd{lease: lease}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	irun.Go(&wg, logger, "catalog", func() { catalog.Watch(runCtx, 5*time.Second) })
+	startWeb(runCtx, &wg, webLn, store, catalog, fe, logger)
+	logger.Info("high availability: campaigning for the leader lease", "node", cfg.HA.NodeID, "lease_ttl", cfg.HA.LeaseTTL.Duration)
+
+	var fatal error
+	lease.Run(runCtx, func(leadCtx context.Context) {
+		c := botirc.New(cfg.IRC, b, logger.With("service", "irc", "node", cfg.HA.NodeID))
+		c.Gate = lease.Valid
+		services, err := startServices(leadCtx, cfg, store, c, logger)
+		if err != nil {
+			fatal = err
+			cancel()
+			return
+		}
+		fe.set(c)
+		if err := c.Run(leadCtx); err != nil && !errors.Is(err, context.Canceled) {
+			fatal = err
+			cancel()
+		}
+		fe.set(nil)
+		services.Stop()
+	})
+	logger.Info("shutting down")
+	cancel()
+	wg.Wait()
+	return fatal
+}

@@ -1,0 +1,213 @@
+package coordinator
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/internal/metrics"
+)
+
+// Lease campaigns for the leader lease (archivebot:leader) and keeps it:
+// any number of nodes may run against one Redis, exactly one leads. See
+// doc/architecture.md, High availability.
+//
+// The holder renews every TTL/3. Locally it counts the lease as held until
+// a monotonic deadline: the time it sent the last successful acquire or
+// renew plus 9/10 of the TTL, which is before Redis expires the key, so a
+// node never believes it leads while another one does (even after being
+// paused: the monotonic clock runs on). Valid is what the IRC outbox asks
+// before every line; the fencing token (WithFence) is what every service
+// write script checks.
+type Lease struct {
+	store *Store
+	node  string
+	ttl   time.Duration
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	value    string    // the lease value held, "" when not leading
+	deadline time.Time // local, monotonic
+	since    time.Time // when this term began
+}
+
+// NewLease returns a lease campaign for node; Run starts it.
+func NewLease(store *Store, node string, ttl time.Duration, logger *slog.Logger) *Lease {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Lease{store: store, node: node, ttl: ttl, log: logger.With("service", "lease", "node", node)}
+}
+
+// Node is this node's id.
+func (l *Lease) Node() string { return l.node }
+
+// Valid reports whether this node holds the lease now, by its local
+// deadline.
+func (l *Lease) Valid() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.value != "" && time.Now().Before(l.deadline)
+}
+
+// CommandFence is the fencing token for user commands (Store.CommandFence):
+// the lease value while this node holds it by its local deadline, and a
+// value no lease ever holds otherwise, so that their scripts refuse.
+func (l *Lease) CommandFence() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.value != "" && time.Now().Before(l.deadline) {
+		return l.value
+	}
+	return "standby " + l.node
+}
+
+// Since is when the current term began (zero when not leading).
+func (l *Lease) Since() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.value == "" {
+		return time.Time{}
+	}
+	return l.since
+}
+
+func (l *Lease) set(value string, sent time.Time) {
+	l.mu.Lock()
+	if l.value != value {
+		l.since = time.Now()
+	}
+	l.value = value
+	l.deadline = sent.Add(l.ttl - l.ttl/10)
+	since := l.since
+	l.mu.Unlock()
+	metrics.SetLeader(true, since)
+}
+
+func (l *Lease) clear() {
+	l.mu.Lock()
+	l.value = ""
+	l.mu.Unlock()
+	metrics.SetLeader(false, time.Time{})
+}
+
+// Run campaigns until ctx ends. Each time this node takes the lease it
+// calls lead with a context that carries the fencing token (WithFence) and
+// is cancelled the moment the lease is lost (renewal refused, or the local
+// deadline passed without a renewal); Run waits for lead to return before
+// campaigning again. When ctx ends while leading, lead's context is
+// cancelled, lead returns, and the lease is released for a standby to take
+// at once.
+func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context)) {
+	poll := l.ttl / 10
+	if poll < 100*time.Millisecond {
+		poll = 100 * time.Millisecond
+	}
+	lastHolder := ""
+	unreachable := false
+	for ctx.Err() == nil {
+		sent := time.Now()
+		h, won, err := l.store.AcquireLease(ctx, l.node, l.ttl)
+		if err == nil && unreachable {
+			unreachable = false
+			l.log.Info("redis answers again; campaigning")
+		}
+		switch {
+		case err != nil:
+			if !unreachable && ctx.Err() == nil {
+				l.log.Warn("cannot reach redis to campaign for the leader lease; retrying", "err", err)
+			}
+			unreachable = true
+		case won:
+			l.set(h.Value, sent)
+			l.log.Info("took the leader lease: leading", "token", h.Token)
+			l.term(ctx, h.Value, lead)
+			lastHolder = ""
+			continue
+		case h.Node != lastHolder:
+			lastHolder = h.Node
+			l.log.Info("standby: another node leads", "leader", h.Node, "token", h.Token)
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// term runs one leadership term: lead in a goroutine, renewals here.
+func (l *Lease) term(ctx context.Context, value string, lead func(ctx context.Context)) {
+	leadCtx, cancel := context.WithCancel(WithFence(ctx, value))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lead(leadCtx)
+	}()
+	renewEvery := l.ttl / 3
+	retry := l.ttl / 10
+	next := time.NewTimer(renewEvery)
+	defer next.Stop()
+	for {
+		l.mu.Lock()
+		left := time.Until(l.deadline)
+		l.mu.Unlock()
+		expire := time.NewTimer(left)
+		select {
+		case <-ctx.Done():
+			expire.Stop()
+			cancel()
+			<-done
+			l.release(value)
+			return
+		case <-done:
+			// lead returned by itself: give the lease to a standby.
+			expire.Stop()
+			cancel()
+			l.release(value)
+			return
+		case <-expire.C:
+			l.log.Error("leader lease ran out without a renewal: stepping down, sending nothing more")
+			l.stepDown(cancel, done)
+			return
+		case <-next.C:
+			expire.Stop()
+			sent := time.Now()
+			rctx, rcancel := context.WithTimeout(ctx, retry)
+			ok, err := l.store.RenewLease(rctx, value, l.ttl)
+			rcancel()
+			switch {
+			case err != nil:
+				l.log.Warn("cannot renew the leader lease; retrying", "err", err)
+				next.Reset(retry)
+			case !ok:
+				l.log.Error("leader lease lost to another node: stepping down, sending nothing more")
+				l.stepDown(cancel, done)
+				return
+			default:
+				l.set(value, sent)
+				next.Reset(renewEvery)
+			}
+		}
+	}
+}
+
+func (l *Lease) stepDown(cancel context.CancelFunc, done chan struct{}) {
+	l.clear()
+	cancel()
+	<-done
+	l.log.Info("stepped down: standby")
+}
+
+func (l *Lease) release(value string) {
+	l.clear()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if ok, err := l.store.ReleaseLease(ctx, value); err != nil {
+		l.log.Warn("could not release the leader lease; it expires by itself", "err", err)
+	} else if ok {
+		l.log.Info("released the leader lease")
+	}
+}
