@@ -38,6 +38,12 @@ const (
 
 	DefaultAnalyzerSweepInterval = 60 * time.Second
 	DefaultAnalyzerTrimAfter     = 1000
+	// DefaultStreamListen is upstream's WebSocket port, where its
+	// dashboard looks for /stream.
+	DefaultStreamListen = "127.0.0.1:4568"
+	// DefaultStreamMaxLag: entries of one job the trimmer keeps for a
+	// lagging live stream.
+	DefaultStreamMaxLag = 10000
 	// DefaultAnalyzerBatch is the most log entries one atomic step reads.
 	DefaultAnalyzerBatch = 5000
 	// DefaultAnalyzerDebounce is how long `updates` messages pile up
@@ -179,7 +185,21 @@ type HTTP struct {
 	// Listen is the address to serve on; default 127.0.0.1:4567
 	// (upstream's port). Written as "" it switches the server off.
 	Listen string `toml:"listen"`
+	// StreamListen is a second address serving only the upstream-compatible
+	// live stream (/stream), where upstream's dashboard looks for it;
+	// default 127.0.0.1:4568. Written as "" it is off (the stream is still
+	// on the main listener).
+	StreamListen string `toml:"stream_listen"`
+	// StreamMaxLag bounds how far the trimmer waits for the live stream:
+	// when more than this many log entries of one job were analyzed but
+	// not broadcast, it trims anyway and counts them as skipped. Default
+	// 10000; 0 means no waiting for the stream at all.
+	StreamMaxLag int `toml:"stream_max_lag"`
 }
+
+// StreamOn reports whether the node runs the live log stream: whenever it
+// serves HTTP (listen = "" switches the second listener off too).
+func (h HTTP) StreamOn() bool { return h.Listen != "" }
 
 // Console reports whether the console front end is selected.
 func (c *Config) Console() bool { return c.IRC.Server == "" }
@@ -245,13 +265,19 @@ func (c *Config) setDefaults() {
 	if c.HTTP.Listen == "" {
 		c.HTTP.Listen = "127.0.0.1:4567"
 	}
+	if c.HTTP.StreamListen == "" {
+		c.HTTP.StreamListen = DefaultStreamListen
+	}
+	if c.HTTP.StreamMaxLag == 0 {
+		c.HTTP.StreamMaxLag = DefaultStreamMaxLag
+	}
 }
 
 // Load reads path (if non-empty), applies REDIS_URL from the environment,
 // fills defaults and validates.
 func Load(path string) (*Config, error) {
 	c := &Config{File: path}
-	httpOff := false
+	httpOff, streamOff, lagOff := false, false, false
 	if path != "" {
 		md, err := toml.DecodeFile(path, c)
 		if err != nil {
@@ -266,6 +292,8 @@ func Load(path string) (*Config, error) {
 		}
 		// An explicit listen = "" switches the web server off.
 		httpOff = md.IsDefined("http", "listen") && c.HTTP.Listen == ""
+		streamOff = md.IsDefined("http", "stream_listen") && c.HTTP.StreamListen == ""
+		lagOff = md.IsDefined("http", "stream_max_lag") && c.HTTP.StreamMaxLag == 0
 	}
 	if env := os.Getenv("REDIS_URL"); env != "" {
 		c.Redis.URL = env
@@ -273,6 +301,12 @@ func Load(path string) (*Config, error) {
 	c.setDefaults()
 	if httpOff {
 		c.HTTP.Listen = ""
+	}
+	if streamOff {
+		c.HTTP.StreamListen = ""
+	}
+	if lagOff {
+		c.HTTP.StreamMaxLag = 0
 	}
 	if err := c.validate(); err != nil {
 		name := path
@@ -333,6 +367,14 @@ func (c *Config) validate() error {
 		if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
 			bad("http.listen", "%v (write listen = \"\" to switch the web server off)", err)
 		}
+	}
+	if c.HTTP.StreamListen != "" {
+		if _, _, err := net.SplitHostPort(c.HTTP.StreamListen); err != nil {
+			bad("http.stream_listen", "%v (write stream_listen = \"\" to switch it off)", err)
+		}
+	}
+	if c.HTTP.StreamMaxLag < 0 {
+		bad("http.stream_max_lag", "must be 0 (no bound) or more")
 	}
 	for _, s := range c.Jobs.Schemes {
 		if s == "" || strings.ToLower(s) != s {
