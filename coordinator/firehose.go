@@ -87,6 +87,13 @@ type Firehose struct {
 
 	badKeys onceLog
 
+	// ready is closed once the job events subscription is up and `working`
+	// was looked at once (Ready).
+	ready                 chan struct{}
+	readyOnce             sync.Once
+	eventsUp, workingSeen bool
+	readyMu               sync.Mutex
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -113,7 +120,22 @@ func NewFirehose(store *Store, sink StreamSink, cfg FirehoseConfig, log *slog.Lo
 	}
 	return &Firehose{store: store, sink: sink, cfg: cfg, log: log.With("service", "firehose"),
 		pending: map[string]struct{}{}, wake: make(chan struct{}, 1), seen: map[string]*seenEvents{},
-		working: map[string]bool{}, ending: map[string]int{}}
+		working: map[string]bool{}, ending: map[string]int{}, ready: make(chan struct{})}
+}
+
+// Ready is closed once the firehose listens to job events and has taken
+// its first look at `working`: jobs starting after that are reported.
+func (f *Firehose) Ready() <-chan struct{} { return f.ready }
+
+func (f *Firehose) markReady(events, working bool) {
+	f.readyMu.Lock()
+	f.eventsUp = f.eventsUp || events
+	f.workingSeen = f.workingSeen || working
+	both := f.eventsUp && f.workingSeen
+	f.readyMu.Unlock()
+	if both {
+		f.readyOnce.Do(func() { close(f.ready) })
+	}
 }
 
 // Notify asks for ident's new log entries to be streamed soon. It never
@@ -263,6 +285,7 @@ func endFromHash(ident string, job map[string]string, fail *Failure) (JobEvent, 
 func (f *Firehose) watchWorking(ctx context.Context) {
 	ids, err := f.store.WorkingJobs(ctx)
 	if err != nil {
+		f.log.Warn("cannot list working", "err", err)
 		return
 	}
 	now := map[string]bool{}
@@ -271,6 +294,7 @@ func (f *Firehose) watchWorking(ctx context.Context) {
 		if !f.working[id] && f.primed {
 			st, err := f.store.ReadEndState(ctx, id)
 			if err != nil {
+				f.log.Warn("cannot read a started job", "ident", id, "err", err)
 				return
 			}
 			detail := map[string]any{}
@@ -289,9 +313,11 @@ func (f *Firehose) watchWorking(ctx context.Context) {
 		}
 	}
 	f.working, f.primed = now, true
+	f.markReady(false, true)
 	for id, tries := range f.ending {
 		st, err := f.store.ReadEndState(ctx, id)
 		if err != nil {
+			f.log.Warn("cannot read an ended job", "ident", id, "err", err)
 			return
 		}
 		if st.Job != nil && st.Failure == nil && st.Job["failed"] != "true" && st.Job["finished_at"] == "" && tries < 10 {
@@ -315,7 +341,7 @@ func (f *Firehose) watchWorking(ctx context.Context) {
 func (f *Firehose) listenEvents(ctx context.Context) {
 	backoff := time.Second
 	for ctx.Err() == nil {
-		got, err := f.store.ListenJobEvents(ctx, func() {}, func(doc string) {
+		got, err := f.store.ListenJobEvents(ctx, func() { f.markReady(true, false) }, func(doc string) {
 			var ev JobEvent
 			if err := json.Unmarshal([]byte(doc), &ev); err != nil || ev.Ident == "" || ev.Event == "" {
 				f.log.Warn("ignoring a job event that is not one", "doc", truncate(doc, 200))

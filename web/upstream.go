@@ -169,7 +169,17 @@ func (s *Server) handleRecent(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, e := range jl.Entries {
 			entry := bytes.TrimSpace([]byte(e))
-			if len(entry) < 2 || entry[0] != '{' || !json.Valid(entry) {
+			if len(entry) < 2 || entry[0] != '{' {
+				continue
+			}
+			// Only the entry types upstream's dashboard.js renders: it
+			// throws on any other, and the page then drops the rest of
+			// this response.
+			var head entryHead
+			if json.Unmarshal(entry, &head) != nil {
+				continue
+			}
+			if typ, _ := head.Type.(string); !upstreamType(typ) {
 				continue
 			}
 			if !first {

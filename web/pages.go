@@ -1,0 +1,6 @@
+package web
+
+import "net/http"
+
+// addPages registers the dashboard's pages (dashboard.go).
+func (s *Server) addPages(mux *http.ServeMux) {}
