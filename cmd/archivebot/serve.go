@@ -56,6 +56,13 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	if webLn != nil {
 		defer webLn.Close()
 	}
+	streamLn, err := listenStream(cfg, stdout)
+	if err != nil {
+		return err
+	}
+	if streamLn != nil {
+		defer streamLn.Close()
+	}
 
 	store := coordinator.NewStore(rdb)
 	if err := store.Ping(ctx); err != nil {
@@ -95,7 +102,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	if err != nil {
 		return err
 	}
-	startWeb(runCtx, &wg, webLn, store, catalog, fe, logger)
+	startWeb(runCtx, &wg, webLn, streamLn, store, services.services.Updates, catalog, fe, logger)
 
 	feErr := fe.Run(runCtx)
 	logger.Info("front end stopped; shutting down")
