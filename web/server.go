@@ -295,9 +295,13 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
 
 // index lists the endpoints, so that a bare GET / is not a dead end.
 func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
+	if s.page(w, r, "index.html", typeJSON) {
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"endpoints": []string{"/status", "/pending", "/pipelines", "/logs/recent?count=N", "/finished",
 			"/ignores/IDENT[,IDENT…][?compact=true]", "/feed", "/feed/archivebot.rss", "/feed/archivebot.atom",
-			"/jobs[?state=queued|running&pipeline=P&started_by=NICK]", "/jobs/IDENT", "/metrics", "/healthz", "/readyz"},
+			"/jobs[?state=queued|running&pipeline=P&started_by=NICK]", "/jobs/IDENT", "/metrics", "/healthz", "/readyz",
+			"/stream (WebSocket, upstream's frames)", "/stream?v=2 (WebSocket, batches)"},
 	})
 }
