@@ -31,7 +31,7 @@ document.body.prepend(nav("/"),
 		filterBox,
 		el("button", { id: "show-all", onclick: () => setFilter("") }, "All"),
 		el("button", { id: "show-none", onclick: () => setFilter("^$") }, "None"),
-		el("label", {}, errorsBox, " errors only"),
+		el("label", { for: "errors-only" }, errorsBox, " errors only"),
 		countEl,
 		el("span", { class: "help" }, el("kbd", {}, "j"), "/", el("kbd", {}, "k"), " next/previous job, ",
 			el("kbd", {}, "a"), " all, ", el("kbd", {}, "n"), " none, ", el("kbd", {}, "f"), " filter; hover a log to pause it; right-click a URL for !ig")),
@@ -254,6 +254,11 @@ function onFrame(f) {
 		S.everConnected = true;
 		return;
 	}
+	if (f.subscribed) {
+		// What the server applies now (tests and the curious read it here).
+		document.body.dataset.subscribed = JSON.stringify(f.subscribed);
+		return;
+	}
 	if (f.dropped) S.dropped += f.dropped;
 	if (f.events) for (const ev of f.events) onEvent(ev);
 	if (f.entries) {
@@ -328,7 +333,12 @@ function connect() {
 	const ws = new WebSocket(`${proto}//${location.host}/stream?v=2`);
 	S.ws = ws;
 	ws.onmessage = (m) => {
-		try { onFrame(JSON.parse(m.data)); } catch (e) { console.error("bad frame", e); }
+		try {
+			onFrame(JSON.parse(m.data));
+		} catch (e) {
+			console.error("bad frame", e);
+			document.body.dataset.error = String(e && e.stack || e);
+		}
 	};
 	ws.onclose = (ev) => {
 		S.connected = false;
