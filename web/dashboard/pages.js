@@ -35,7 +35,7 @@ async function jobPage(ident) {
 			["URL", el("a", { href: r.url }, r.url)], ["state", r.state],
 			["queue", r.queue ? `${r.queue}, position ${r.position} of ${r.queue_length}` : undefined],
 			["pipeline", r.pipeline ? `${r.pipeline.nickname || ""} (${r.pipeline.id})` : undefined],
-			["failure", r.failure ? `${r.failure.reason} (by ${r.failure.failed_by}, ${when(r.failure.failed_at)})` : undefined],
+			["failure", r.failure ? [r.failure.reason, r.failure.failed_by && `by ${r.failure.failed_by}`, r.failure.failed_at && when(r.failure.failed_at)].filter(Boolean).join(", ") : undefined],
 			["depth", r.depth], ["note", r.note], ["started by", `${r.started_by || ""} in ${r.started_in || ""}`],
 			["queued at", when(r.queued_at)], ["started at", when(r.started_at)], ["finished at", when(r.finished_at)],
 			["downloaded", `${mb(p.bytes_downloaded)} MB, ${commas(num(p.items_downloaded))} items, ${commas(num(p.items_queued) - num(p.items_downloaded))} in queue, ${commas(num(p.error_count))} errors`],
