@@ -224,7 +224,7 @@ func (f *Firehose) Broadcast(ctx context.Context, ident string) error {
 		if err != nil || u.Job == nil {
 			return err
 		}
-			if len(u.Entries) > 0 {
+		if len(u.Entries) > 0 {
 			f.sink.StreamLog(ident, u.Job, u.Entries)
 			last := u.Entries[len(u.Entries)-1].Score
 			moved, err := f.store.MarkBroadcast(ctx, ident, u.Bookmark, last, unixFloat(f.cfg.Now()))

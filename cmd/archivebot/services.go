@@ -46,8 +46,8 @@ func startServices(ctx context.Context, cfg *config.Config, store *coordinator.S
 			SilentAfter: cfg.Notifier.PipelineSilentAfter.Duration,
 		},
 		Analyzer: coordinator.AnalyzerConfig{
-			SweepInterval:    cfg.Analyzer.SweepInterval.Duration,
-			TrimAfter:        cfg.Analyzer.TrimAfter,
+			SweepInterval: cfg.Analyzer.SweepInterval.Duration,
+			TrimAfter:     cfg.Analyzer.TrimAfter,
 			// The node's own live stream needs what it has not sent yet.
 			RespectBroadcast: cfg.Analyzer.RespectBroadcast || cfg.HTTP.StreamOn(),
 			StreamMaxLag:     streamMaxLag(cfg),
