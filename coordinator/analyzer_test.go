@@ -363,11 +363,11 @@ func TestAnalyzeCommitCAS(t *testing.T) {
 		before := svcDump(t, b)
 		keys := []string{"casjob", "casjob_log"}
 		for _, stale := range []string{"", "3", "4.0"} {
-			res, err := analyzeCommitScript.Run(ctx, b.Client, keys, stale, "10", 0, 6, 0, 0, 0, 0, 0, 1000, "0").Int64Slice()
+			res, err := analyzeCommitScript.Run(ctx, b.Client, keys, stale, "10", 0, 6, 0, 0, 0, 0, 0, 1000, "0", 0).Int64Slice()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff([]int64{0, 0, 0}, res); diff != "" {
+			if diff := cmp.Diff([]int64{0, 0, 0, 0}, res); diff != "" {
 				t.Errorf("commit from bookmark %q (-want +got):\n%s", stale, diff)
 			}
 		}
