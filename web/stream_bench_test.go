@@ -68,6 +68,14 @@ func BenchmarkStreamFanout(b *testing.B) {
 					}
 				}()
 			}
+			// Dial returns on the 101; the hub counts the client just after.
+			for {
+				up, v2 := hub.Clients()
+				if up+v2 == clients {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
 			job := map[string]string{"url": "http://example.com/", "started_at": "1732900000", "r2xx": "1000",
 				"bytes_downloaded": "123456789", "concurrency": "3", "delay_min": "250", "delay_max": "375",
 				"items_queued": "5000", "items_downloaded": "2000", "started_by": "alice", "note": "bench"}
