@@ -47,6 +47,12 @@ const (
 
 	DefaultAnalyzerSweepInterval = 60 * time.Second
 	DefaultAnalyzerTrimAfter     = 1000
+	// DefaultStreamListen is upstream's WebSocket port, where its
+	// dashboard looks for /stream.
+	DefaultStreamListen = "127.0.0.1:4568"
+	// DefaultStreamMaxLag: entries of one job the trimmer keeps for a
+	// lagging live stream.
+	DefaultStreamMaxLag = 10000
 	// DefaultAnalyzerBatch is the most log entries one atomic step reads.
 	DefaultAnalyzerBatch = 5000
 	// DefaultAnalyzerDebounce is how long `updates` messages pile up
@@ -241,6 +247,16 @@ type HTTP struct {
 	// Listen is the address to serve on; default 127.0.0.1:4567
 	// (upstream's port). Written as "" it switches the server off.
 	Listen string `toml:"listen"`
+	// StreamListen is a second address serving only the upstream-compatible
+	// live stream (/stream), where upstream's dashboard looks for it;
+	// default 127.0.0.1:4568. Written as "" it is off (the stream is still
+	// on the main listener).
+	StreamListen string `toml:"stream_listen"`
+	// StreamMaxLag bounds how far the trimmer waits for the live stream:
+	// when more than this many log entries of one job were analyzed but
+	// not broadcast, it trims anyway and counts them as skipped. Default
+	// 10000; 0 means no waiting for the stream at all.
+	StreamMaxLag int `toml:"stream_max_lag"`
 }
 
 // Log configures the process log (standard error).
@@ -264,6 +280,10 @@ type Overrides struct {
 	RedisListen string
 	DataDir     string
 }
+
+// StreamOn reports whether the node runs the live log stream: whenever it
+// serves HTTP (listen = "" switches the second listener off too).
+func (h HTTP) StreamOn() bool { return h.Listen != "" }
 
 // Console reports whether the console front end is selected.
 func (c *Config) Console() bool { return c.IRC.Server == "" }
@@ -373,6 +393,12 @@ func (c *Config) setDefaults() {
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
+	if c.HTTP.StreamListen == "" {
+		c.HTTP.StreamListen = DefaultStreamListen
+	}
+	if c.HTTP.StreamMaxLag == 0 {
+		c.HTTP.StreamMaxLag = DefaultStreamMaxLag
+	}
 }
 
 // Load reads path (if non-empty), applies REDIS_URL,
@@ -383,7 +409,7 @@ func Load(path string) (*Config, error) { return LoadWith(path, Overrides{}) }
 // LoadWith is Load with command-line values applied last.
 func LoadWith(path string, o Overrides) (*Config, error) {
 	c := &Config{File: path}
-	httpOff := false
+	httpOff, streamOff, lagOff := false, false, false
 	reportSet := false
 	if path != "" {
 		md, err := toml.DecodeFile(path, c)
@@ -400,6 +426,8 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 		}
 		// An explicit listen = "" switches the web server off.
 		httpOff = md.IsDefined("http", "listen") && c.HTTP.Listen == ""
+		streamOff = md.IsDefined("http", "stream_listen") && c.HTTP.StreamListen == ""
+		lagOff = md.IsDefined("http", "stream_max_lag") && c.HTTP.StreamMaxLag == 0
 		// A boolean that defaults to true: only an explicit false is off.
 		if !md.IsDefined("notifier", "start_notices") {
 			c.Notifier.StartNotices = true
@@ -430,6 +458,12 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 	}
 	if !reportSet {
 		c.IRC.ReportChannel = c.IRC.defaultReportChannel()
+	}
+	if streamOff {
+		c.HTTP.StreamListen = ""
+	}
+	if lagOff {
+		c.HTTP.StreamMaxLag = 0
 	}
 	if err := c.validate(); err != nil {
 		name := path
@@ -546,6 +580,14 @@ func (c *Config) validate() error {
 	}
 	if _, err := ParseLevel(c.Log.Level); err != nil {
 		bad("log.level", "%v", err)
+	}
+	if c.HTTP.StreamListen != "" {
+		if err := checkListen(c.HTTP.StreamListen); err != nil {
+			bad("http.stream_listen", "%v (write stream_listen = \"\" to switch it off)", err)
+		}
+	}
+	if c.HTTP.StreamMaxLag < 0 {
+		bad("http.stream_max_lag", "must be 0 (no bound) or more")
 	}
 	for _, s := range c.Jobs.Schemes {
 		if s == "" || strings.ToLower(s) != s {

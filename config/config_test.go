@@ -175,3 +175,29 @@ func TestSentinelsAreNotEmbedded(t *testing.T) {
 		t.Fatalf("config = %+v %+v", c.Redis, c.HA)
 	}
 }
+
+// The live stream's keys: left out they take their defaults; "" and 0
+// mean off; bad values name the key.
+func TestHTTPStreamKeys(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	c, err := Load(write(t, "[irc]\nnick = \"x\"\n"))
+	if err != nil || c.HTTP.StreamListen != "127.0.0.1:4568" || c.HTTP.StreamMaxLag != 10000 || !c.HTTP.StreamOn() {
+		t.Fatalf("defaults: %+v, %v", c.HTTP, err)
+	}
+	c, err = Load(write(t, "[http]\nstream_listen = \"\"\nstream_max_lag = 0\n"))
+	if err != nil || c.HTTP.StreamListen != "" || c.HTTP.StreamMaxLag != 0 || !c.HTTP.StreamOn() {
+		t.Fatalf("off: %+v, %v", c.HTTP, err)
+	}
+	c, err = Load(write(t, "[http]\nlisten = \"\"\n"))
+	if err != nil || c.HTTP.StreamOn() {
+		t.Fatalf("listen = \"\" must switch the stream off too: %+v, %v", c.HTTP, err)
+	}
+	for text, key := range map[string]string{
+		"[http]\nstream_listen = \"nope\"\n": "http.stream_listen",
+		"[http]\nstream_max_lag = -1\n":      "http.stream_max_lag",
+	} {
+		if _, err := Load(write(t, text)); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%q: %v, want an error naming %s", text, err, key)
+		}
+	}
+}

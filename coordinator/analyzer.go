@@ -28,6 +28,10 @@ type AnalyzerConfig struct {
 	// RespectBroadcast trims only up to min(analyzed,
 	// last_broadcasted_log_entry), for a running dashboard firehose.
 	RespectBroadcast bool
+	// StreamMaxLag bounds RespectBroadcast: when the stream lags more than
+	// this many entries of one job, the trimmer trims anyway and counts
+	// what the stream skipped (0: no bound).
+	StreamMaxLag int
 	// Batch is the most entries one atomic step reads.
 	Batch int
 	// Debounce is how long the analyzer lets `updates` messages pile up
@@ -77,6 +81,9 @@ type AnalyzeResult struct {
 	Bookmark int64
 	// Trimmed entries were removed, up to score TrimmedTo.
 	Trimmed, TrimmedTo int64
+	// StreamSkipped entries were trimmed before the live stream broadcast
+	// them (it lagged more than AnalyzerConfig.StreamMaxLag).
+	StreamSkipped int64
 	// Missing is true when the job record does not exist.
 	Missing bool
 }
@@ -142,8 +149,8 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 		if b.entries > 0 {
 			next = strconv.FormatFloat(b.last, 'f', -1, 64)
 		}
-		res, trimmed, trimmedTo, err := a.store.CommitLogCounts(ctx, ident, bookmark, next, b.counts,
-			a.cfg.TrimAfter, a.cfg.RespectBroadcast)
+		res, trim, err := a.store.CommitLogCounts(ctx, ident, bookmark, next, b.counts,
+			a.cfg.TrimAfter, a.cfg.RespectBroadcast, a.cfg.StreamMaxLag)
 		if err != nil {
 			return total, err
 		}
@@ -167,9 +174,13 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 		total.Invalid += b.invalid
 		total.Counts.Add(b.counts)
 		total.Bookmark, _ = strconv.ParseInt(next, 10, 64)
-		if trimmed > 0 {
-			total.Trimmed += trimmed
-			total.TrimmedTo = trimmedTo
+		if trim.Trimmed > 0 {
+			total.Trimmed += trim.Trimmed
+			total.TrimmedTo = trim.To
+		}
+		if trim.Skipped > 0 {
+			total.StreamSkipped += trim.Skipped
+			metrics.StreamSkipped(int(trim.Skipped))
 		}
 		if b.entries < int64(a.cfg.Batch) {
 			break
@@ -177,6 +188,10 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 	}
 	if total.Invalid > 0 {
 		a.log.Warn("skipped log entries that are not JSON", "ident", ident, "invalid", total.Invalid)
+	}
+	if total.StreamSkipped > 0 {
+		a.log.Warn("live stream lags too far behind: trimmed log entries it had not sent", "ident", ident,
+			"skipped", total.StreamSkipped, "max_lag", a.cfg.StreamMaxLag)
 	}
 	if total.Trimmed > 0 {
 		a.log.Debug("trimmed log", "ident", ident, "entries", total.Trimmed, "upto", total.TrimmedTo)

@@ -195,6 +195,8 @@ func TestAnalyzerTrim(t *testing.T) {
 		entries   int
 		wantLeft  int64
 		wantField string // last_trimmed_log_entry
+		maxLag    int    // StreamMaxLag
+		skipped   int64  // want StreamSkipped
 	}{
 		{name: "below the threshold", entries: 10, wantLeft: 10},
 		{name: "above the threshold", entries: 11, wantLeft: 0, wantField: "11"},
@@ -203,6 +205,12 @@ func TestAnalyzerTrim(t *testing.T) {
 		{name: "respect broadcast: nothing broadcast", respect: true, entries: 30, wantLeft: 30},
 		{name: "respect broadcast: broadcast ahead of analysis", respect: true,
 			seed: map[string]string{"last_broadcasted_log_entry": "99"}, entries: 30, wantLeft: 0, wantField: "30"},
+		{name: "stalled stream: trimmed anyway past the lag bound", respect: true, maxLag: 20,
+			entries: 100, wantLeft: 20, wantField: "80", skipped: 80},
+		{name: "lagging stream within the bound", respect: true, maxLag: 20,
+			seed: map[string]string{"last_broadcasted_log_entry": "85"}, entries: 100, wantLeft: 15, wantField: "85"},
+		{name: "lag bound, part already broadcast", respect: true, maxLag: 20,
+			seed: map[string]string{"last_broadcasted_log_entry": "30"}, entries: 100, wantLeft: 20, wantField: "80", skipped: 50},
 		{name: "finished job", seed: map[string]string{"finished_at": "1.5"}, entries: 3, wantLeft: 0, wantField: "3"},
 	}
 	for _, tc := range tests {
@@ -214,9 +222,14 @@ func TestAnalyzerTrim(t *testing.T) {
 				if len(tc.seed) > 0 {
 					b.Client.HSet(ctx, id, tc.seed)
 				}
-				a := NewAnalyzer(NewStore(b.Client), AnalyzerConfig{TrimAfter: 10, RespectBroadcast: tc.respect}, svcLog(t))
-				if _, err := a.Analyze(ctx, id); err != nil {
+				a := NewAnalyzer(NewStore(b.Client), AnalyzerConfig{TrimAfter: 10, RespectBroadcast: tc.respect,
+					StreamMaxLag: tc.maxLag}, svcLog(t))
+				res, err := a.Analyze(ctx, id)
+				if err != nil {
 					t.Fatal(err)
+				}
+				if res.StreamSkipped != tc.skipped {
+					t.Errorf("StreamSkipped %d, want %d", res.StreamSkipped, tc.skipped)
 				}
 				left, _ := b.Client.ZCard(ctx, KeyLog(id)).Result()
 				field, _ := b.Client.HGet(ctx, id, "last_trimmed_log_entry").Result()
@@ -350,11 +363,11 @@ func TestAnalyzeCommitCAS(t *testing.T) {
 		before := svcDump(t, b)
 		keys := []string{"casjob", "casjob_log"}
 		for _, stale := range []string{"", "3", "4.0"} {
-			res, err := analyzeCommitScript.Run(ctx, b.Client, keys, stale, "10", 0, 6, 0, 0, 0, 0, 0, 1000, "0").Int64Slice()
+			res, err := analyzeCommitScript.Run(ctx, b.Client, keys, stale, "10", 0, 6, 0, 0, 0, 0, 0, 1000, "0", 0).Int64Slice()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff([]int64{0, 0, 0}, res); diff != "" {
+			if diff := cmp.Diff([]int64{0, 0, 0, 0}, res); diff != "" {
 				t.Errorf("commit from bookmark %q (-want +got):\n%s", stale, diff)
 			}
 		}

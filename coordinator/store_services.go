@@ -236,31 +236,41 @@ const (
 	LogJobGone
 )
 
+// LogTrim is what CommitLogCounts trimmed.
+type LogTrim struct {
+	// Trimmed entries were removed, up to score To.
+	Trimmed, To int64
+	// Skipped entries were trimmed before the stream broadcast them,
+	// because it lagged more than the bound.
+	Skipped int64
+}
+
 // CommitLogCounts adds counts to the job and moves its bookmark from from
 // to to, only if the bookmark is still from (analyze_commit.lua), then
-// trims consumed entries beyond trimAfter (only up to what a dashboard's
-// firehose has broadcast, with respectBroadcast). It returns the outcome
-// and, when entries were trimmed, how many and up to which score.
-func (s *Store) CommitLogCounts(ctx context.Context, ident, from, to string, c LogCounts, trimAfter int, respectBroadcast bool) (LogCommit, int64, int64, error) {
+// trims consumed entries beyond trimAfter. With respectBroadcast it trims
+// only up to what the live stream has broadcast — unless the stream lags
+// more than maxLag entries (0: no bound), then it keeps only the newest
+// maxLag unbroadcast entries and reports the rest as skipped.
+func (s *Store) CommitLogCounts(ctx context.Context, ident, from, to string, c LogCounts, trimAfter int, respectBroadcast bool, maxLag int) (LogCommit, LogTrim, error) {
 	respect := "0"
 	if respectBroadcast {
 		respect = "1"
 	}
-	argv := []any{from, to, c.R1xx, c.R2xx, c.R3xx, c.R4xx, c.R5xx, c.Runk, c.Errors, trimAfter, respect}
+	argv := []any{from, to, c.R1xx, c.R2xx, c.R3xx, c.R4xx, c.R5xx, c.Runk, c.Errors, trimAfter, respect, max(maxLag, 0)}
 	res, err := analyzeCommitScript.Run(ctx, s.rdb, []string{KeyJob(ident), KeyLog(ident)}, argv...).Int64Slice()
 	if err != nil {
-		return 0, 0, 0, wrap("count log of "+ident, err)
+		return 0, LogTrim{}, wrap("count log of "+ident, err)
 	}
-	if len(res) != 3 {
-		return 0, 0, 0, fmt.Errorf("count log of %s: unexpected reply %v", ident, res)
+	if len(res) != 4 {
+		return 0, LogTrim{}, fmt.Errorf("count log of %s: unexpected reply %v", ident, res)
 	}
 	switch res[0] {
 	case -1:
-		return LogJobGone, 0, 0, nil
+		return LogJobGone, LogTrim{}, nil
 	case 0:
-		return LogBookmarkMoved, 0, 0, nil
+		return LogBookmarkMoved, LogTrim{}, nil
 	}
-	return LogCommitted, res[1], res[2], nil
+	return LogCommitted, LogTrim{Trimmed: res[1], To: res[2], Skipped: res[3]}, nil
 }
 
 // ListenUpdates subscribes to `updates` and calls onMessage with the ident
@@ -268,12 +278,17 @@ func (s *Store) CommitLogCounts(ctx context.Context, ident, from, to string, c L
 // called once the server confirmed the subscription. It reports whether
 // the subscription was established.
 func (s *Store) ListenUpdates(ctx context.Context, onSubscribed func(), onMessage func(ident string)) (bool, error) {
+	return s.listen(ctx, ChannelUpdates, onSubscribed, onMessage)
+}
+
+// listen subscribes to channel and delivers its messages (ListenUpdates).
+func (s *Store) listen(ctx context.Context, channel string, onSubscribed func(), onMessage func(string)) (bool, error) {
 	ps := s.rdb.Subscribe(ctx)
 	defer ps.Close()
 	// A blocked read does not watch ctx: closing the PubSub ends it.
 	stop := context.AfterFunc(ctx, func() { ps.Close() })
 	defer stop()
-	if err := ps.Subscribe(ctx, ChannelUpdates); err != nil {
+	if err := ps.Subscribe(ctx, channel); err != nil {
 		return false, err
 	}
 	// Wait for the server's confirmation so callers know we are listening.

@@ -101,6 +101,9 @@ type JobProgress struct {
 // a queued job in none of those costs the SCAN for pending:* and one more
 // pipeline; a running job one HGETALL of its pipeline record.
 func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
+	if s.page(w, r, "page.html", typeJSON) {
+		return
+	}
 	if accepts(w, r, typeJSON, typeHTML) == "" {
 		return
 	}

@@ -54,6 +54,8 @@ type Options struct {
 	// ready when Redis answers (it runs no IRC and no services).
 	Role   func() string
 	Logger *slog.Logger
+	// Hub serves the live stream (/stream); nil: no stream (404).
+	Hub *Hub
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -97,12 +99,34 @@ func New(opt Options) *Server {
 	mux.Handle("GET /metrics", metricsHandler)
 	mux.HandleFunc("GET /healthz", s.handleHealthz)
 	mux.HandleFunc("GET /readyz", s.handleReadyz)
+	mux.HandleFunc("GET /stream", s.handleStream)
+	s.addPages(mux)
 	mux.HandleFunc("GET /{$}", s.handleIndex)
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusNotFound, "no such endpoint; see / for the list")
 	})
 	s.handler = s.guard(mux)
 	return s
+}
+
+// handleStream serves the live stream (doc/web.md, Live stream).
+func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
+	if s.opt.Hub == nil {
+		jsonError(w, http.StatusNotFound, "the live stream is off")
+		return
+	}
+	s.opt.Hub.serveStream(w, r)
+}
+
+// StreamHandler serves only /stream, for the second listener
+// (http.stream_listen) where upstream's dashboard looks for it.
+func (s *Server) StreamHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /stream", s.handleStream)
+	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
+		jsonError(w, http.StatusNotFound, "this listener serves only /stream")
+	})
+	return s.guard(mux)
 }
 
 // Handler is the server's whole handler (tests and benchmarks call it
@@ -165,8 +189,18 @@ func Listen(addr string) (net.Listener, error) {
 // Serve answers requests on ln until ctx ends, then shuts down gracefully:
 // no new connections, requests in flight get up to 5 seconds to finish.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	return s.serve(ctx, ln, s.handler)
+}
+
+// ServeStream answers only /stream on ln (http.stream_listen) until ctx
+// ends.
+func (s *Server) ServeStream(ctx context.Context, ln net.Listener) error {
+	return s.serve(ctx, ln, s.StreamHandler())
+}
+
+func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{
-		Handler:           s.handler,
+		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -265,9 +299,13 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
 
 // index lists the endpoints, so that a bare GET / is not a dead end.
 func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
+	if s.page(w, r, "index.html", typeJSON) {
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"endpoints": []string{"/status", "/pending", "/pipelines", "/logs/recent?count=N", "/finished",
 			"/ignores/IDENT[,IDENT…][?compact=true]", "/feed", "/feed/archivebot.rss", "/feed/archivebot.atom",
-			"/jobs[?state=queued|running&pipeline=P&started_by=NICK]", "/jobs/IDENT", "/metrics", "/healthz", "/readyz"},
+			"/jobs[?state=queued|running&pipeline=P&started_by=NICK]", "/jobs/IDENT", "/metrics", "/healthz", "/readyz",
+			"/stream (WebSocket, upstream's frames)", "/stream?v=2 (WebSocket, batches)"},
 	})
 }

@@ -62,6 +62,9 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 // Redis: the SCAN for pending:*, one pipeline of LRANGEs, one pipeline of
 // HGET url (one per queued job).
 func (s *Server) handlePending(w http.ResponseWriter, r *http.Request) {
+	if s.page(w, r, "page.html", typeText) {
+		return
+	}
 	if accepts(w, r, typeText) == "" {
 		return
 	}
@@ -93,6 +96,9 @@ var pipelineFields = []string{"id", "hostname", "nickname", "fqdn", "pid", "vers
 // write are absent), sorted by id.
 // Redis: SMEMBERS pipelines, one pipeline of HGETALL.
 func (s *Server) handlePipelines(w http.ResponseWriter, r *http.Request) {
+	if s.page(w, r, "page.html", typeJSON) {
+		return
+	}
 	if accepts(w, r, typeJSON, typeHTML) == "" {
 		return
 	}
@@ -169,7 +175,17 @@ func (s *Server) handleRecent(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, e := range jl.Entries {
 			entry := bytes.TrimSpace([]byte(e))
-			if len(entry) < 2 || entry[0] != '{' || !json.Valid(entry) {
+			if len(entry) < 2 || entry[0] != '{' {
+				continue
+			}
+			// Only the entry types upstream's dashboard.js renders: it
+			// throws on any other, and the page then drops the rest of
+			// this response.
+			var head entryHead
+			if json.Unmarshal(entry, &head) != nil {
+				continue
+			}
+			if typ, _ := head.Type.(string); !upstreamType(typ) {
 				continue
 			}
 			if !first {
@@ -222,6 +238,9 @@ func appendWithJobData(buf *bytes.Buffer, entry, jd []byte) {
 // one pipeline of 2 HGETALL per indexed job, and one ZREM when some
 // entries have expired.
 func (s *Server) handleFinished(w http.ResponseWriter, r *http.Request) {
+	if s.page(w, r, "page.html", typeJSON) {
+		return
+	}
 	if accepts(w, r, typeJSON, typeHTML) == "" {
 		return
 	}

@@ -93,6 +93,7 @@ channels = ["#archivebot"]
 password = "secret"
 [http]
 listen = "127.0.0.1:0"
+stream_listen = "127.0.0.1:0"
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}

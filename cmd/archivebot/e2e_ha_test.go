@@ -68,6 +68,7 @@ interval = "1h"
 
 [http]
 listen = "127.0.0.1:0"
+stream_listen = "127.0.0.1:0"
 `, ircURL, botNick, channel, sentinels, redistest.SentinelMaster, leaseTTL, node)
 	return writeTemp(t, "archivebot.toml", body)
 }

@@ -227,6 +227,7 @@ interval = "1h"
 
 [http]
 listen = "127.0.0.1:0"
+stream_listen = "127.0.0.1:0"
 `)
 	p := filepath.Join(t.TempDir(), "archivebot.toml")
 	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {

@@ -91,7 +91,7 @@ func (s *session) stop() int {
 func writeConfig(t *testing.T, dir, listen string) string {
 	t.Helper()
 	p := filepath.Join(dir, "archivebot.toml")
-	text := fmt.Sprintf("[redis]\nlisten = %q\ndata_dir = %q\n[http]\nlisten = \"127.0.0.1:0\"\n", listen, filepath.Join(dir, "data"))
+	text := fmt.Sprintf("[redis]\nlisten = %q\ndata_dir = %q\n[http]\nlisten = \"127.0.0.1:0\"\nstream_listen = \"127.0.0.1:0\"\n", listen, filepath.Join(dir, "data"))
 	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}

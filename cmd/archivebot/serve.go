@@ -59,6 +59,13 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	if webLn != nil {
 		defer webLn.Close()
 	}
+	streamLn, err := listenStream(cfg, stdout)
+	if err != nil {
+		return err
+	}
+	if streamLn != nil {
+		defer streamLn.Close()
+	}
 
 	store := coordinator.NewStore(rdb)
 	store.WaitReplicas = cfg.Redis.WaitReplicas
@@ -86,7 +93,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	defer b.Close()
 
 	if cfg.HA.Enabled {
-		return serveHA(ctx, cfg, logger, store, b, catalog, webLn)
+		return serveHA(ctx, cfg, logger, store, b, catalog, webLn, streamLn)
 	}
 	metrics.SetLeader(true, time.Now()) // a single node leads
 
@@ -107,7 +114,8 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	if err != nil {
 		return err
 	}
-	startWeb(runCtx, &wg, webLn, store, catalog, fe, logger)
+	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger)
+	startFirehose(runCtx, &wg, store, services.services.Updates, hub, logger)
 
 	feErr := fe.Run(runCtx)
 	logger.Info("front end stopped; shutting down")

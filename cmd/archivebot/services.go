@@ -50,9 +50,11 @@ func startServices(ctx context.Context, cfg *config.Config, store *coordinator.S
 			SilentAfter: cfg.Notifier.PipelineSilentAfter.Duration,
 		},
 		Analyzer: coordinator.AnalyzerConfig{
-			SweepInterval:    cfg.Analyzer.SweepInterval.Duration,
-			TrimAfter:        cfg.Analyzer.TrimAfter,
-			RespectBroadcast: cfg.Analyzer.RespectBroadcast,
+			SweepInterval: cfg.Analyzer.SweepInterval.Duration,
+			TrimAfter:     cfg.Analyzer.TrimAfter,
+			// The node's own live stream needs what it has not sent yet.
+			RespectBroadcast: cfg.Analyzer.RespectBroadcast || cfg.HTTP.StreamOn(),
+			StreamMaxLag:     streamMaxLag(cfg),
 			Batch:            config.DefaultAnalyzerBatch,
 			Debounce:         config.DefaultAnalyzerDebounce,
 		},
@@ -87,6 +89,15 @@ func startServices(ctx context.Context, cfg *config.Config, store *coordinator.S
 	svc.Start(ctx)
 	tw.Start(ctx)
 	return &running{services: svc, tweeter: tw}, nil
+}
+
+// streamMaxLag is the trimmer's bound for the live stream: none for an
+// external firehose (analyzer.respect_broadcast alone), as before.
+func streamMaxLag(cfg *config.Config) int {
+	if !cfg.HTTP.StreamOn() {
+		return 0
+	}
+	return cfg.HTTP.StreamMaxLag
 }
 
 // runSimulator is `archivebot simulate-pipeline`: a pipeline that does

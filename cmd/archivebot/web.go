@@ -35,15 +35,36 @@ func listenWeb(cfg *config.Config, stdout io.Writer) (net.Listener, error) {
 	return ln, nil
 }
 
-// startWeb serves the HTTP API on ln until ctx ends (wg waits for the
-// graceful shutdown).
-func startWeb(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, store *coordinator.Store,
-	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger) {
-	if ln == nil {
-		return
+// listenStream opens the second listener of the live stream
+// (http.stream_listen, upstream's port 4568); nil when it is off.
+func listenStream(cfg *config.Config, stdout io.Writer) (net.Listener, error) {
+	if !cfg.HTTP.StreamOn() || cfg.HTTP.StreamListen == "" {
+		return nil, nil
 	}
+	ln, err := web.Listen(cfg.HTTP.StreamListen)
+	if errors.Is(err, web.ErrAddrInUse) {
+		return nil, fmt.Errorf("http.stream_listen: %s is already in use (upstream's dashboard WebSocket server?); set http.stream_listen to another address, or stream_listen = \"\" to switch it off", cfg.HTTP.StreamListen)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("http.stream_listen: %w", err)
+	}
+	fmt.Fprintf(stdout, "Live stream for upstream's dashboard on ws://%s/stream\n", ln.Addr())
+	return ln, nil
+}
+
+// startWeb serves the HTTP API on ln and the live stream (its hub, on ln
+// and on streamLn) until ctx ends (wg waits for the graceful shutdown). It
+// returns the hub for startFirehose, nil when the web server is off.
+func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener, store *coordinator.Store,
+	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger) *web.Hub {
+	if ln == nil {
+		return nil
+	}
+	hub := web.NewHub(web.HubOptions{Logger: logger})
+	irun.Go(wg, logger, "stream hub", func() { hub.Run(ctx) })
 	opt := web.Options{
 		Store:  store,
+		Hub:    hub,
 		Logger: logger,
 		IgnoreSets: func() map[string][]string {
 			sets := map[string][]string{}
@@ -68,4 +89,28 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, store *c
 			logger.Error("web server stopped", "service", "web", "err", err)
 		}
 	})
+	if streamLn != nil {
+		irun.Go(wg, logger, "stream listener", func() {
+			if err := srv.ServeStream(ctx, streamLn); err != nil {
+				logger.Error("stream listener stopped", "service", "web", "err", err)
+			}
+		})
+	}
+	return hub
+}
+
+// startFirehose feeds hub from the job logs, following updates, until ctx
+// ends. It writes the broadcast bookmarks, so under ha.enabled only the
+// leader runs it (one per term); the hub and its clients stay.
+func startFirehose(ctx context.Context, wg *sync.WaitGroup, store *coordinator.Store, updates *coordinator.Updates,
+	hub *web.Hub, logger *slog.Logger) {
+	if hub == nil {
+		return
+	}
+	fh := coordinator.NewFirehose(store, hub, coordinator.FirehoseConfig{}, logger)
+	updates.OnUpdate(fh.Notify)
+	updates.OnSubscribe(fh.CatchUp)
+	fh.Start(ctx)
+	fh.CatchUp(ctx) // the subscription may already be up
+	irun.Go(wg, logger, "firehose", func() { <-ctx.Done(); fh.Stop() })
 }

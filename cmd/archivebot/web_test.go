@@ -17,7 +17,7 @@ import (
 func writeWebConfig(t *testing.T, dir, httpListen string) string {
 	t.Helper()
 	p := filepath.Join(dir, "web.toml")
-	text := fmt.Sprintf("[redis]\nlisten = \"127.0.0.1:0\"\ndata_dir = %q\n[http]\nlisten = %q\n", filepath.Join(dir, "data"), httpListen)
+	text := fmt.Sprintf("[redis]\nlisten = \"127.0.0.1:0\"\ndata_dir = %q\n[http]\nlisten = %q\nstream_listen = \"127.0.0.1:0\"\n", filepath.Join(dir, "data"), httpListen)
 	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}

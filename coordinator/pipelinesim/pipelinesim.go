@@ -295,6 +295,27 @@ type IgnoreEntry struct {
 	TS      float64 `json:"ts"`
 }
 
+// StdoutEntry is a line (or lines) the crawler printed.
+type StdoutEntry struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+	TS      int64  `json:"ts"`
+}
+
+// Lines upstream pipelines print that its dashboard reacts to: a job
+// starting, finishing (greyed) and stopping on request (purpled).
+const (
+	StdoutReceived = "Received item '%s' from tracker\n"
+	StdoutFinished = "Finished RsyncUpload for Item %s\n"
+	StdoutAborted  = "ERROR Script requested immediate stop\n"
+)
+
+// LogStdout ships a stdout entry.
+func (j *Job) LogStdout(ctx context.Context, message string) (int64, error) {
+	b, _ := json.Marshal(StdoutEntry{Type: "stdout", Message: message, TS: j.p.cfg.Now().Unix()})
+	return j.Log(ctx, string(b))
+}
+
 // LogDownload ships a download entry for url with the response code
 // (0 = network error); is_error is set for 0 and 5xx, is_warning for 4xx.
 func (j *Job) LogDownload(ctx context.Context, url string, code int) (int64, error) {
@@ -370,6 +391,9 @@ func (j *Job) SettingsChanged(ctx context.Context, age int64) (ended bool, err e
 	j.age = max(age, s.Age)
 	if !s.AbortRequested {
 		return false, nil
+	}
+	if _, err := j.LogStdout(ctx, StdoutAborted); err != nil {
+		return false, err
 	}
 	if err := j.Abort(ctx); err != nil {
 		return false, err

@@ -327,8 +327,9 @@ func TestRunExitsCleanly(t *testing.T) {
 		n, _ := b.Client.ZCard(ctx, "cleanjob_log").Result()
 		exists, _ := b.Client.Exists(ctx, p.Key(), "pipelines").Result()
 		completed, _ := b.Client.Get(ctx, "jobs_completed").Result()
-		if got := fmt.Sprintf("%d %d %s", n, exists, completed); got != "10 0 1" {
-			t.Errorf("log entries, pipeline keys left, jobs_completed = %s, want 10 0 1", got)
+		// 10 entries, plus the stdout lines "Received item" and "Finished RsyncUpload".
+		if got := fmt.Sprintf("%d %d %s", n, exists, completed); got != "12 0 1" {
+			t.Errorf("log entries, pipeline keys left, jobs_completed = %s, want 12 0 1", got)
 		}
 	})
 }
@@ -358,7 +359,11 @@ func TestRunCommand(t *testing.T) {
 			t.Errorf("steps printed (-want +got):\n%s\n%s", diff, out.String())
 		}
 		log, _ := b.Client.ZRange(context.Background(), "cmdjob_log", 0, -1).Result()
-		if len(log) != 3 || !strings.Contains(log[1], `"response_code":0`) || !strings.Contains(log[1], `"is_error":true`) {
+		// Upstream's pipeline prints "Received item" first and "Finished
+		// RsyncUpload for Item" last: upstream's dashboard greys the job on it.
+		if len(log) != 5 || !strings.Contains(log[2], `"response_code":0`) || !strings.Contains(log[2], `"is_error":true`) ||
+			!strings.Contains(log[0], `"message":"Received item 'cmdjob' from tracker\n"`) ||
+			!strings.Contains(log[4], `"message":"Finished RsyncUpload for Item cmdjob\n"`) {
 			t.Errorf("log %v", log)
 		}
 		if err := Run(context.Background(), Options{RedisURL: b.URL, Codes: "x"}, &out); err == nil {

@@ -217,6 +217,9 @@ func (p *Pipeline) crawl(ctx context.Context, j *Job, o RunOptions, emit func(Ev
 	if err := j.Heartbeat(ctx); err != nil && ctx.Err() == nil {
 		emit(Event{Kind: EventError, Ident: j.Ident, Err: err})
 	}
+	if _, err := j.LogStdout(ctx, fmt.Sprintf(StdoutReceived, j.Ident)); err != nil && ctx.Err() == nil {
+		emit(Event{Kind: EventError, Ident: j.Ident, Err: err})
+	}
 	hb := time.NewTicker(o.HeartbeatInterval)
 	defer hb.Stop()
 	next := time.NewTimer(0)
@@ -246,6 +249,9 @@ func (p *Pipeline) crawl(ctx context.Context, j *Job, o RunOptions, emit func(Ev
 			}
 		case <-next.C:
 			if i == o.Entries {
+				if _, err := j.LogStdout(ctx, fmt.Sprintf(StdoutFinished, j.Ident)); err != nil {
+					return err
+				}
 				if err := j.Done(ctx); err != nil {
 					return err
 				}

@@ -64,6 +64,18 @@ var (
 		Name: "archivebot_log_entries_analyzed_total",
 		Help: "Job log entries counted by the log analyzer.",
 	})
+	streamSkipped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "archivebot_stream_skipped_entries_total",
+		Help: "Log entries trimmed before the live stream sent them, because it lagged more than http.stream_max_lag.",
+	})
+	streamDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "archivebot_stream_dropped_total",
+		Help: `Live stream frames a slow client lost, by what: "entries" (log entries in dropped frames, the client is told) or "clients" (closed because even job events would have been lost).`,
+	}, []string{"what"})
+	streamClients = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "archivebot_stream_clients",
+		Help: `WebSocket clients of the live stream, by protocol: "upstream" or "v2".`,
+	}, []string{"protocol"})
 	tweets = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "archivebot_tweets_total",
 		Help: `Tweets by result: "posted" or "failed" (given up after retries).`,
@@ -72,13 +84,17 @@ var (
 
 func init() {
 	Registry.MustRegister(commands, outboxQueued, outboxSent, redisErrors, cycleSeconds,
-		cycleFailures, logEntries, tweets,
+		cycleFailures, logEntries, tweets, streamSkipped, streamDropped, streamClients,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series that exist from the start, so a scrape before the first event
 	// already shows them at zero.
 	redisErrors.WithLabelValues("unavailable")
 	redisErrors.WithLabelValues("reply")
 	tweets.WithLabelValues("posted")
+	streamDropped.WithLabelValues("entries")
+	streamDropped.WithLabelValues("clients")
+	streamClients.WithLabelValues("upstream")
+	streamClients.WithLabelValues("v2")
 	tweets.WithLabelValues("failed")
 }
 
@@ -103,6 +119,19 @@ func RedisError(unavailable bool) {
 
 // LogEntriesAnalyzed counts log entries the analyzer consumed.
 func LogEntriesAnalyzed(n int) { logEntries.Add(float64(n)) }
+
+// StreamSkipped counts log entries trimmed before the stream sent them.
+func StreamSkipped(n int) { streamSkipped.Add(float64(n)) }
+
+// StreamDroppedEntries counts log entries in frames a slow client lost.
+func StreamDroppedEntries(n int) { streamDropped.WithLabelValues("entries").Add(float64(n)) }
+
+// StreamClientClosed counts a client closed because its queue was full of
+// job events.
+func StreamClientClosed() { streamDropped.WithLabelValues("clients").Inc() }
+
+// StreamClients adds d to the number of stream clients of protocol.
+func StreamClients(protocol string, d int) { streamClients.WithLabelValues(protocol).Add(float64(d)) }
 
 // TweetPosted and TweetFailed count the feed's outcomes.
 func TweetPosted() { tweets.WithLabelValues("posted").Inc() }

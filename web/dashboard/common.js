@@ -1,0 +1,136 @@
+// Shared helpers of the dashboard pages (plain JS, no build step).
+"use strict";
+
+function el(tag, attrs, ...children) {
+	const e = document.createElement(tag);
+	for (const [k, v] of Object.entries(attrs || {})) {
+		if (k === "class") e.className = v;
+		else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+		else if (v !== null && v !== undefined && v !== false) e.setAttribute(k, v === true ? "" : v);
+	}
+	for (const c of children.flat(Infinity)) {
+		if (c === null || c === undefined || c === false) continue;
+		e.append(c instanceof Node ? c : String(c));
+	}
+	return e;
+}
+
+async function getJSON(path) {
+	const r = await fetch(path, { headers: { Accept: "application/json" }, cache: "no-store" });
+	if (!r.ok) {
+		let msg = `${r.status}`;
+		try { msg = (await r.json()).error || msg; } catch (_) { /* not JSON */ }
+		throw new Error(`${path}: ${msg}`);
+	}
+	return r.json();
+}
+
+function num(v) { const n = Number(v); return Number.isFinite(n) ? n : 0; }
+function commas(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ","); }
+function mb(bytes) { return (num(bytes) / 1e6).toFixed(1); }
+function when(secs) {
+	if (secs === null || secs === undefined || secs === "") return "";
+	const d = new Date(num(secs) * 1000);
+	return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+}
+function ago(secs) {
+	const s = Math.max(0, Date.now() / 1000 - num(secs));
+	if (s < 120) return `${Math.round(s)} s ago`;
+	if (s < 7200) return `${Math.round(s / 60)} min ago`;
+	if (s < 172800) return `${Math.round(s / 3600)} h ago`;
+	return `${Math.round(s / 86400)} days ago`;
+}
+
+function nav(active) {
+	const links = [["/", "Live logs"], ["/pipelines", "Pipelines"], ["/pending", "Pending"], ["/finished", "Finished"]];
+	return el("nav", { class: "top" },
+		el("span", { class: "brand" }, "ArchiveBot"),
+		links.map(([href, text]) => href === active ? el("b", {}, text) : el("a", { href }, text)),
+		el("span", { class: "status", id: "status" }, ""));
+}
+
+function setStatus(text, bad) {
+	const s = document.getElementById("status");
+	if (!s) return;
+	s.textContent = text;
+	s.classList.toggle("bad", !!bad);
+}
+
+// Regexp-escape as dashboard.js does for !ig suggestions.
+function reEscape(s) {
+	return String(s).replace(/([-()\[\]{}+?*.$\^|,:#<!\\])/g, "\\$1").replace(/\\-/g, "-");
+}
+
+// The commands a right-click on a log URL suggests, as upstream's dashboard.
+function suggestions(ident, url) {
+	const scheme = url.split(":")[0];
+	const host = url.split("/")[2] || "";
+	let path = "/" + url.split("?")[0].split("/").slice(3).join("/");
+	const re = scheme.startsWith("http") ? "https?" : "ftp";
+	const paths = [path];
+	path = path.replace(/\/$/, "");
+	while (path && path.lastIndexOf("/") !== -1) {
+		path = path.replace(/\/[^/]*$/, "");
+		paths.push(path + "/");
+	}
+	return paths.slice(-8).map((p) => `!ig ${ident} ^${re}://${reEscape(host + p)}`)
+		.concat([`!d ${ident} 180000 180000`, `!d ${ident} 250 375`, `!con ${ident} 1`]);
+}
+
+function copyText(text) {
+	if (navigator.clipboard && window.isSecureContext) {
+		return navigator.clipboard.writeText(text);
+	}
+	const t = el("textarea", {}, text);
+	document.body.append(t);
+	t.select();
+	document.execCommand("copy");
+	t.remove();
+	return Promise.resolve();
+}
+
+// A right-click menu on log URLs: copy the URL or an IRC command.
+function installMenu() {
+	const menu = el("div", { id: "menu" });
+	document.body.append(menu);
+	const hide = () => { menu.style.display = "none"; };
+	document.addEventListener("click", hide);
+	document.addEventListener("keydown", (ev) => { if (ev.key === "Escape") hide(); });
+	document.addEventListener("wheel", hide, { passive: true });
+	document.addEventListener("contextmenu", (ev) => {
+		const a = ev.target.closest(".log a");
+		if (!a) { hide(); return; }
+		ev.preventDefault();
+		const ident = a.closest("[data-ident]").dataset.ident;
+		const url = a.textContent;
+		menu.replaceChildren(el("div", { class: "title" }, "Copy to paste into IRC:"),
+			el("div", { onclick: () => copyText(url) }, "Copy link address"),
+			suggestions(ident, url).map((c) => el("div", { class: "cmd", onclick: () => copyText(c) }, c)));
+		menu.style.display = "block";
+		menu.style.left = `${Math.min(ev.clientX, innerWidth - menu.offsetWidth - 4)}px`;
+		menu.style.top = `${Math.min(ev.clientY, innerHeight - menu.offsetHeight - 4)}px`;
+	});
+}
+
+// Renders one log entry as a line element (null for nothing to show),
+// with upstream's colours.
+function logLine(e) {
+	if (e.type === "download") {
+		let cls = "line-normal";
+		const code = num(e.response_code);
+		if (e.is_warning === true || e.is_warning === "true") cls = "line-warning";
+		else if (e.is_error === true || e.is_error === "true") cls = "line-error";
+		else if (code >= 300 && code < 400) cls = "line-redirect";
+		return el("div", { class: cls }, `${e.response_code} ${e.wget_code} `, el("a", { href: e.url, rel: "noreferrer" }, e.url));
+	}
+	if (e.type === "ignore") {
+		return el("div", { class: "line-ignore" }, e.source ? `IGNOR (${e.source}): ` : "IGNOR ",
+			el("a", { href: e.url, rel: "noreferrer" }, e.url), el("b", {}, " by "), String(e.pattern));
+	}
+	if (e.type === "stdout") {
+		const msg = String(e.message || "").replace(/[\r\n]+$/, "");
+		if (!msg) return null;
+		return el("div", { class: "line-stdout" }, msg);
+	}
+	return null;
+}

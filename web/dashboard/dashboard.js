@@ -1,0 +1,382 @@
+// The live dashboard: every running job's log, fed by /stream?v=2.
+// It subscribes only to the jobs on screen, so hundreds of running jobs
+// stay smooth; job events (started, finished, aborted, failed) come for
+// every job and are never dropped by the server.
+"use strict";
+
+const HISTORY = 500; // log lines kept per job
+
+const S = {
+	jobs: new Map(), // ident -> job
+	ws: null,
+	backoff: 1000,
+	onScreen: new Set(),
+	sentSubs: null,
+	errorsOnly: false,
+	filter: null,
+	lines: 0,
+	dropped: 0,
+	connected: false,
+	everConnected: false,
+};
+
+const main = el("main", { id: "main" });
+const list = el("div", { id: "jobs" });
+const filterBox = el("input", { id: "filter", type: "search", size: 40, placeholder: "filter: regexp on URL or nick", spellcheck: "false" });
+const errorsBox = el("input", { id: "errors-only", type: "checkbox" });
+const countEl = el("span", { id: "num-jobs", class: "muted" }, "");
+
+document.body.prepend(nav("/"),
+	el("div", { style: "padding:6px 10px;display:flex;gap:.8em;align-items:center;flex-wrap:wrap" },
+		filterBox,
+		el("button", { id: "show-all", onclick: () => setFilter("") }, "All"),
+		el("button", { id: "show-none", onclick: () => setFilter("^$") }, "None"),
+		el("label", { for: "errors-only" }, errorsBox, " errors only"),
+		countEl,
+		el("span", { class: "help" }, el("kbd", {}, "j"), "/", el("kbd", {}, "k"), " next/previous job, ",
+			el("kbd", {}, "a"), " all, ", el("kbd", {}, "n"), " none, ", el("kbd", {}, "f"), " filter; hover a log to pause it; right-click a URL for !ig")),
+	main);
+main.append(list);
+installMenu();
+
+// ---- jobs -----------------------------------------------------------
+
+const observer = new IntersectionObserver((items) => {
+	for (const it of items) {
+		const id = it.target.dataset.ident;
+		if (it.isIntersecting) S.onScreen.add(id); else S.onScreen.delete(id);
+	}
+	scheduleSubscribe();
+}, { rootMargin: "300px" });
+
+function jobState(d) {
+	if (d.failed === true || d.failed === "true") return "failed";
+	if (d.finished_at && d.finished_at !== "null") return d.aborted === true || d.aborted === "true" ? "aborted" : "finished";
+	return null;
+}
+
+function getJob(ident, data) {
+	let j = S.jobs.get(ident);
+	if (!j) {
+		j = { ident, data: {}, state: "running", paused: false, lines: 0 };
+		j.url = el("a", { class: "url", href: "#" }, "");
+		j.stats = el("span", { class: "stats" }, "");
+		j.stateEl = el("span", { class: "state" }, "");
+		j.log = el("div", { class: "log", onmouseenter: () => pause(j, true), onmouseleave: () => pause(j, false) });
+		j.el = el("section", { class: "job state-running", id: `job-${ident}`, "data-ident": ident },
+			el("div", { class: "job-header" }, j.url, j.stats, j.stateEl,
+				el("a", { class: "ident", href: `/jobs/${ident}`, title: "this job's page (permalink)" }, ident)),
+			j.log);
+		S.jobs.set(ident, j);
+		list.prepend(j.el);
+		observer.observe(j.el);
+		applyFilterTo(j);
+		updateCount();
+	}
+	if (data) {
+		Object.assign(j.data, data);
+		renderHeader(j);
+		const st = jobState(j.data);
+		if (st) setState(j, st);
+	}
+	return j;
+}
+
+function renderHeader(j) {
+	const d = j.data;
+	if (d.url) { j.url.textContent = d.url; j.url.href = d.url; }
+	const total = ["r1xx", "r2xx", "r3xx", "r4xx", "r5xx", "runk"].reduce((a, k) => a + num(d[k]), 0);
+	const secs = Math.max(1, Date.now() / 1000 - num(d.started_at));
+	const parts = [];
+	if (d.started_at) parts.push(`on ${when(d.started_at).slice(5, 10)}`);
+	if (d.started_by) parts.push(`by ${d.started_by}`);
+	if (d.note && String(d.note).trim() && d.note !== "null") parts.push(`(${d.note})`);
+	let s = parts.join(" ");
+	s += `; ${mb(d.bytes_downloaded)} MB in ${commas(total)} resp. at ${(total / secs).toFixed(1)}/s`;
+	if (d.items_queued !== undefined) s += `, ${commas(num(d.items_queued) - num(d.items_downloaded))} in q.`;
+	if (d.concurrency !== undefined && d.concurrency !== null) {
+		const dmin = num(d.delay_min), dmax = num(d.delay_max);
+		s += `; ${d.concurrency} con. w/ ${dmin === dmax ? dmin : `${dmin}-${dmax}`} ms delay`;
+	}
+	const igoff = d.suppress_ignore_reports === true || d.suppress_ignore_reports === "true";
+	s += igoff ? "; igoff" : "; igon";
+	j.stats.textContent = s;
+	j.stats.title = ["1xx", "2xx", "3xx", "4xx", "5xx"].map((k) => `${k}: ${commas(num(d["r" + k]))}`).join("\n") + `\nUnknown: ${commas(num(d.runk))}`;
+}
+
+function setState(j, state, reason) {
+	if (j.state === state && !reason) return;
+	j.state = state;
+	j.el.className = `job state-${state}` + (j.el.classList.contains("hidden") ? " hidden" : "");
+	j.stateEl.textContent = state === "running" ? "" : state;
+	if (reason) j.stateEl.title = reason;
+	if (reason && state === "failed") appendEntries(j, [{ type: "stdout", message: `job failed: ${reason}` }]);
+}
+
+function pause(j, on) {
+	j.paused = on;
+	j.log.classList.toggle("paused", on);
+	if (!on) trimAndScroll(j);
+}
+
+function trimAndScroll(j) {
+	while (j.lines > HISTORY && j.log.firstChild) {
+		j.log.firstChild.remove();
+		j.lines--;
+	}
+	j.log.scrollTop = j.log.scrollHeight;
+}
+
+function appendEntries(j, entries) {
+	const frag = document.createDocumentFragment();
+	let n = 0;
+	for (const e of entries) {
+		const line = logLine(e);
+		if (!line) continue;
+		frag.append(line);
+		n++;
+		if (e.type === "stdout") {
+			const m = String(e.message);
+			// Upstream's stdout lines, for jobs whose events were missed.
+			if (/^Finished RsyncUpload for Item/m.test(m)) setState(j, "finished");
+			else if (/Script requested immediate stop|^Adjusted target WARC path to.*-aborted$/m.test(m)) setState(j, "aborted");
+			else if (/^Received item /m.test(m) && j.state !== "running") setState(j, "running");
+		}
+	}
+	if (!n) return;
+	j.log.append(frag);
+	j.lines += n;
+	S.lines += n;
+	if (!j.paused) trimAndScroll(j);
+}
+
+// ---- filter and keys ------------------------------------------------
+
+function applyFilterTo(j) {
+	const d = j.data;
+	const show = !S.filter || S.filter.test(d.url || "") || (d.started_by && S.filter.test(d.started_by));
+	j.el.classList.toggle("hidden", !show);
+}
+
+function applyFilter() {
+	let shown = 0;
+	for (const j of S.jobs.values()) {
+		applyFilterTo(j);
+		if (!j.el.classList.contains("hidden")) shown++;
+	}
+	main.classList.toggle("single", shown === 1);
+	updateCount();
+	scheduleSubscribe();
+}
+
+function setFilter(v) {
+	filterBox.value = v;
+	onFilterInput();
+}
+
+function onFilterInput() {
+	try {
+		S.filter = filterBox.value ? new RegExp(filterBox.value) : null;
+		filterBox.style.outline = "";
+	} catch (_) {
+		filterBox.style.outline = "2px solid #d33";
+		return;
+	}
+	applyFilter();
+}
+filterBox.addEventListener("input", onFilterInput);
+
+errorsBox.addEventListener("change", () => {
+	S.errorsOnly = errorsBox.checked;
+	send({ errors_only: S.errorsOnly });
+});
+
+function visibleJobs() {
+	return [...list.children].map((e) => S.jobs.get(e.dataset.ident)).filter((j) => !j.el.classList.contains("hidden"));
+}
+
+function showNext(step) {
+	const all = [...list.children].map((e) => S.jobs.get(e.dataset.ident));
+	if (!all.length) return;
+	const vis = visibleJobs();
+	let i = vis.length === 1 ? all.indexOf(vis[0]) + step : (step > 0 ? 0 : all.length - 1);
+	i = (i + all.length) % all.length;
+	setFilter(`^${reEscape(all[i].data.url || "")}$`);
+}
+
+document.addEventListener("keydown", (ev) => {
+	if (ev.ctrlKey || ev.altKey || ev.metaKey || ev.target.tagName === "INPUT") return;
+	if (ev.key === "j") showNext(1);
+	else if (ev.key === "k") showNext(-1);
+	else if (ev.key === "a") setFilter("");
+	else if (ev.key === "n") setFilter("^$");
+	else if (ev.key === "f") { ev.preventDefault(); filterBox.focus(); filterBox.select(); }
+});
+
+function updateCount() {
+	let running = 0;
+	for (const j of S.jobs.values()) if (j.state === "running") running++;
+	countEl.textContent = `${running} running, ${S.jobs.size} shown`;
+}
+
+// ---- the stream -----------------------------------------------------
+
+let subTimer = null;
+function scheduleSubscribe() {
+	if (subTimer) return;
+	subTimer = setTimeout(() => {
+		subTimer = null;
+		const ids = [...S.onScreen].filter((id) => {
+			const j = S.jobs.get(id);
+			return j && !j.el.classList.contains("hidden");
+		}).sort();
+		const key = ids.join(",");
+		if (key !== S.sentSubs && send({ subscribe: ids })) S.sentSubs = key;
+	}, 200);
+}
+
+function send(msg) {
+	if (S.ws && S.ws.readyState === WebSocket.OPEN) {
+		S.ws.send(JSON.stringify(msg));
+		return true;
+	}
+	return false;
+}
+
+function onFrame(f) {
+	if (f.hello) {
+		S.connected = true;
+		S.backoff = 1000;
+		S.sentSubs = null;
+		send({ errors_only: S.errorsOnly });
+		scheduleSubscribe();
+		if (S.everConnected) resync(); // events may have been missed while away
+		S.everConnected = true;
+		return;
+	}
+	if (f.subscribed) {
+		// What the server applies now (tests and the curious read it here).
+		document.body.dataset.subscribed = JSON.stringify(f.subscribed);
+		return;
+	}
+	if (f.dropped) S.dropped += f.dropped;
+	if (f.events) for (const ev of f.events) onEvent(ev);
+	if (f.entries) {
+		const by = new Map();
+		for (const e of f.entries) {
+			if (!by.has(e.ident)) by.set(e.ident, []);
+			by.get(e.ident).push(e);
+		}
+		for (const [ident, es] of by) {
+			const j = getJob(ident, f.jobs && f.jobs[ident]);
+			appendEntries(j, es);
+		}
+	}
+}
+
+function onEvent(ev) {
+	const d = ev.detail || {};
+	switch (ev.event) {
+	case "started": {
+		const j = getJob(ev.ident, { url: d.url, started_at: ev.ts });
+		setState(j, "running");
+		fillJob(ev.ident);
+		break;
+	}
+	case "finished": case "aborted": case "failed": {
+		const j = S.jobs.get(ev.ident) || getJob(ev.ident, { url: d.url });
+		setState(j, ev.event, d.reason);
+		updateCount();
+		break;
+	}
+	case "settings": case "ignore_added": case "ignore_removed": case "useragent":
+		if (S.jobs.has(ev.ident)) fillJob(ev.ident);
+		break;
+	}
+}
+
+// fillJob reads one job's record (/jobs/IDENT) into its header.
+async function fillJob(ident) {
+	try {
+		const r = await getJSON(`/jobs/${ident}`);
+		const p = r.progress || {}, s = r.settings || {};
+		const data = {
+			url: r.url, started_by: r.started_by, note: r.note, started_at: r.started_at,
+			bytes_downloaded: p.bytes_downloaded, items_downloaded: p.items_downloaded, items_queued: p.items_queued,
+			concurrency: s.concurrency, delay_min: s.delay_min, delay_max: s.delay_max,
+			suppress_ignore_reports: s.suppress_ignore_reports, ...(p.responses || {}),
+		};
+		const j = getJob(ident, data);
+		if (r.state !== "running" && r.state !== "queued") setState(j, r.state, r.failure && r.failure.reason);
+	} catch (_) { /* the job may have expired */ }
+}
+
+// resync reloads the running jobs and the state of jobs shown as running.
+async function resync() {
+	try {
+		const r = await getJSON("/jobs?state=running");
+		const running = new Set();
+		for (const it of r.jobs) {
+			running.add(it.ident);
+			getJob(it.ident, { url: it.url, started_by: it.started_by, note: it.note, started_at: it.started_at });
+		}
+		for (const j of S.jobs.values()) {
+			if (j.state === "running" && !running.has(j.ident)) fillJob(j.ident);
+		}
+	} catch (e) {
+		setStatus(`resync failed: ${e.message}`, true);
+	}
+}
+
+function connect() {
+	const proto = location.protocol === "https:" ? "wss:" : "ws:";
+	const ws = new WebSocket(`${proto}//${location.host}/stream?v=2`);
+	S.ws = ws;
+	ws.onmessage = (m) => {
+		try {
+			onFrame(JSON.parse(m.data));
+		} catch (e) {
+			console.error("bad frame", e);
+			document.body.dataset.error = String(e && e.stack || e);
+		}
+	};
+	ws.onclose = (ev) => {
+		S.connected = false;
+		S.ws = null;
+		const wait = S.backoff;
+		S.backoff = Math.min(S.backoff * 2, 30000);
+		setStatus(`disconnected (${ev.code}), retrying in ${Math.round(wait / 1000)} s`, true);
+		setTimeout(connect, wait);
+	};
+}
+
+let lastLines = 0;
+setInterval(() => {
+	if (!S.connected) return;
+	const rate = S.lines - lastLines;
+	lastLines = S.lines;
+	setStatus(`live · ${rate} lines/s` + (S.dropped ? ` · ${commas(S.dropped)} lines dropped (too slow)` : ""));
+}, 1000);
+
+async function start() {
+	setStatus("loading…");
+	try {
+		const [jobs, recent] = await Promise.all([getJSON("/jobs?state=running"), getJSON("/logs/recent?count=10")]);
+		for (const it of jobs.jobs) {
+			getJob(it.ident, { url: it.url, started_by: it.started_by, note: it.note, started_at: it.started_at });
+		}
+		const by = new Map();
+		for (const e of recent) {
+			const id = e.job_data && e.job_data.ident;
+			if (!id) continue;
+			if (!by.has(id)) by.set(id, { data: e.job_data, entries: [] });
+			by.get(id).entries.push(e);
+		}
+		for (const [id, { data, entries }] of by) appendEntries(getJob(id, data), entries);
+	} catch (e) {
+		setStatus(`loading failed: ${e.message}`, true);
+	}
+	connect();
+}
+
+start();

@@ -1,0 +1,147 @@
+// The other pages: one job (/jobs/IDENT), pipelines, pending queues and
+// finished jobs. Each reads the JSON of its own URL.
+"use strict";
+
+const path = location.pathname;
+const main = el("main", { id: "main" });
+const active = path.startsWith("/jobs/") ? "" : path;
+document.body.prepend(nav(active), main);
+installMenu();
+
+function fail(e) {
+	main.replaceChildren(el("p", { class: "error" }, String(e.message || e)));
+	setStatus("error", true);
+}
+
+function kv(pairs) {
+	return el("dl", { class: "kv" }, pairs.filter(([, v]) => v !== undefined).map(([k, v]) =>
+		[el("dt", {}, k), el("dd", {}, v === null || v === "" ? el("span", { class: "muted" }, "—") : v)]));
+}
+
+async function jobPage(ident) {
+	document.title = `ArchiveBot job ${ident}`;
+	const r = await getJSON(`/jobs/${ident}`);
+	const s = r.settings || {}, p = r.progress || {}, resp = p.responses || {};
+	const log = el("div", { class: "log", id: "job-log" });
+	const box = el("section", { class: `job state-${r.state === "queued" ? "running" : r.state}`, id: `job-${ident}`, "data-ident": ident },
+		el("div", { class: "job-header" }, el("a", { class: "url", href: r.url }, r.url),
+			el("span", { class: "state", id: "job-state" }, r.state),
+			el("a", { class: "ident", href: location.pathname }, ident)),
+		log);
+	main.replaceChildren(
+		el("h2", {}, "Job ", el("code", {}, ident)),
+		el("p", {}, "Permalink: ", el("a", { href: location.href }, location.href)),
+		kv([
+			["URL", el("a", { href: r.url }, r.url)], ["state", r.state],
+			["queue", r.queue ? `${r.queue}, position ${r.position} of ${r.queue_length}` : undefined],
+			["pipeline", r.pipeline ? `${r.pipeline.nickname || ""} (${r.pipeline.id})` : undefined],
+			["failure", r.failure ? [r.failure.reason, r.failure.failed_by && `by ${r.failure.failed_by}`, r.failure.failed_at && when(r.failure.failed_at)].filter(Boolean).join(", ") : undefined],
+			["depth", r.depth], ["note", r.note], ["started by", `${r.started_by || ""} in ${r.started_in || ""}`],
+			["queued at", when(r.queued_at)], ["started at", when(r.started_at)], ["finished at", when(r.finished_at)],
+			["downloaded", `${mb(p.bytes_downloaded)} MB, ${commas(num(p.items_downloaded))} items, ${commas(num(p.items_queued) - num(p.items_downloaded))} in queue, ${commas(num(p.error_count))} errors`],
+			["responses", ["r1xx", "r2xx", "r3xx", "r4xx", "r5xx", "runk"].map((k) => `${k}: ${commas(num(resp[k]))}`).join(", ")],
+			["delay", `${s.delay_min}–${s.delay_max} ms`], ["concurrency", s.concurrency],
+			["ignore reports", s.suppress_ignore_reports ? "off (igoff)" : "on"], ["user agent", s.user_agent || "default"],
+			["expires in", r.expires_in === null || r.expires_in === undefined ? null : `${r.expires_in} s`],
+		]),
+		el("h3", {}, `Ignore patterns (${(r.ignore_patterns || []).length})`),
+		el("pre", { id: "ignores" }, (r.ignore_patterns || []).join("\n") || "none"),
+		el("h3", {}, "Recent log"),
+		box);
+	const add = (entries) => {
+		for (const e of entries) {
+			const line = logLine(e);
+			if (line) log.append(line);
+		}
+		while (log.childNodes.length > 500) log.firstChild.remove();
+		log.scrollTop = log.scrollHeight;
+	};
+	try {
+		add((await getJSON("/logs/recent?count=10")).filter((e) => e.job_data && e.job_data.ident === ident));
+	} catch (_) { /* no recent log */ }
+	const proto = location.protocol === "https:" ? "wss:" : "ws:";
+	const connect = () => {
+		const ws = new WebSocket(`${proto}//${location.host}/stream?v=2&jobs=${encodeURIComponent(ident)}`);
+		ws.onopen = () => setStatus("live");
+		ws.onmessage = (m) => {
+			const f = JSON.parse(m.data);
+			if (f.entries) add(f.entries.filter((e) => e.ident === ident));
+			for (const ev of f.events || []) {
+				if (ev.ident !== ident) continue;
+				if (["finished", "aborted", "failed", "started"].includes(ev.event)) {
+					const st = ev.event === "started" ? "running" : ev.event;
+					document.getElementById("job-state").textContent = st;
+					box.className = `job state-${st}`;
+				}
+			}
+		};
+		ws.onclose = () => { setStatus("disconnected, retrying", true); setTimeout(connect, 3000); };
+	};
+	connect();
+}
+
+async function pipelinesPage() {
+	document.title = "ArchiveBot pipelines";
+	const r = await getJSON("/pipelines");
+	const pct = (v) => { const n = num(v); return n <= 1 ? n * 100 : n; };
+	const rows = r.pipelines.map((p) => {
+		const mem = pct(p.mem_usage), disk = pct(p.disk_usage);
+		const silent = Date.now() / 1000 - num(p.ts) > 300;
+		return el("tr", { class: silent ? "hi" : "" },
+			el("td", {}, p.nickname), el("td", {}, p.hostname), el("td", {}, p.version),
+			el("td", { class: "num" + (mem > 90 ? " hi" : "") }, `${mem.toFixed(0)} %`),
+			el("td", { class: "num" + (disk > 90 ? " hi" : "") }, `${disk.toFixed(0)} %`),
+			el("td", { class: "num" }, `${p.load_average_1m} ${p.load_average_5m} ${p.load_average_15m}`),
+			el("td", { class: silent ? "hi" : "" }, p.ts ? ago(p.ts) : "never"),
+			el("td", {}, p.status || ""), el("td", { class: "muted" }, p.id));
+	});
+	main.replaceChildren(el("h2", {}, `Pipelines (${rows.length})`),
+		el("p", { class: "help" }, "Highlighted: memory or disk over 90 %, or no report for 5 minutes."),
+		el("table", { id: "pipelines" }, el("tr", {}, ["nickname", "host", "version", "memory", "disk", "load", "last report", "status", "id"].map((h) => el("th", {}, h))), rows));
+}
+
+async function pendingPage() {
+	document.title = "ArchiveBot pending";
+	const r = await getJSON("/jobs?state=queued");
+	const byQueue = new Map();
+	for (const j of r.jobs) {
+		if (!byQueue.has(j.queue)) byQueue.set(j.queue, []);
+		byQueue.get(j.queue).push(j);
+	}
+	const parts = [el("h2", {}, `Pending (${r.jobs.length})`), el("p", { class: "help" }, "Queues in the order pipelines check them; next to run first.")];
+	for (const [q, jobs] of byQueue) {
+		parts.push(el("h3", {}, `${q} (${jobs.length})`),
+			el("table", { class: "pending" }, el("tr", {}, ["#", "URL", "ident", "by", "queued"].map((h) => el("th", {}, h))),
+				jobs.map((j) => el("tr", {}, el("td", { class: "num" }, j.position), el("td", {}, el("a", { href: j.url }, j.url)),
+					el("td", {}, el("a", { href: `/jobs/${j.ident}` }, j.ident)), el("td", {}, j.started_by || ""), el("td", {}, ago(j.queued_at))))));
+	}
+	if (!r.jobs.length) parts.push(el("p", {}, "Nothing is pending."));
+	main.replaceChildren(...parts);
+}
+
+async function finishedPage() {
+	document.title = "ArchiveBot finished";
+	const r = await getJSON("/finished");
+	r.reverse(); // newest first
+	const state = (j) => j.failed ? "failed" : j.aborted ? "aborted" : "finished";
+	main.replaceChildren(el("h2", {}, `Finished in the last 48 hours (${r.length})`),
+		el("table", { id: "finished" }, el("tr", {}, ["finished", "state", "URL", "ident", "by", "MB", "responses", "reason"].map((h) => el("th", {}, h))),
+			r.map((j) => el("tr", { class: `state-${state(j)}` },
+				el("td", {}, when(j.finished_at)), el("td", {}, state(j)), el("td", {}, el("a", { href: j.url }, j.url)),
+				el("td", {}, el("a", { href: `/jobs/${j.ident}` }, j.ident)), el("td", {}, j.started_by || ""),
+				el("td", { class: "num" }, mb(j.bytes_downloaded)),
+				el("td", { class: "num" }, commas(["r1xx", "r2xx", "r3xx", "r4xx", "r5xx", "runk"].reduce((a, k) => a + num(j[k]), 0))),
+				el("td", {}, j.failed_reason || "")))));
+}
+
+(async () => {
+	try {
+		if (path.startsWith("/jobs/")) await jobPage(decodeURIComponent(path.slice(6)));
+		else if (path === "/pipelines") await pipelinesPage();
+		else if (path === "/pending") await pendingPage();
+		else if (path === "/finished") await finishedPage();
+		if (!path.startsWith("/jobs/")) setStatus(`loaded ${new Date().toLocaleTimeString()}`);
+	} catch (e) {
+		fail(e);
+	}
+})();

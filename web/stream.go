@@ -1,0 +1,754 @@
+package web
+
+// The live log stream over WebSocket (doc/web.md, Live stream).
+//
+// Library: github.com/gorilla/websocket. Its PreparedMessage encodes (and
+// compresses, with permessage-deflate) a frame once and then sends the
+// same bytes to every client, which is what fan-out to many dashboards
+// needs; its Upgrader takes a CheckOrigin function, so the read-only
+// stream can be opened from upstream's dashboard on another origin.
+// coder/websocket compresses per connection and refuses cross-origin
+// handshakes unless told every allowed origin.
+//
+// Two protocols share one hub:
+//   - upstream's (/stream): one text frame per log entry of type download,
+//     ignore or stdout, the entry merged with "job_data" (the raw job hash
+//     plus "ident"), as upstream's firehose and WebSocket server sent them;
+//     a client keeps at most 1000 frames and loses its oldest.
+//   - ours (/stream?v=2): one frame per batch (at most every FlushInterval)
+//     starting with {"seq":S,"n":N,"t":MS,…}; per-job subscription and an
+//     errors-only filter chosen by the client; job events in frames of
+//     their own that are never dropped: a client whose queue is full loses
+//     its oldest log frames (and is told how many entries it lost); if
+//     only events are queued it is closed (code 1008) and resyncs.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/internal/metrics"
+)
+
+// Stream defaults.
+const (
+	DefaultFlushInterval = 100 * time.Millisecond
+	// DefaultQueueV2 frames per client of our protocol (about 25 s of
+	// batches).
+	DefaultQueueV2 = 256
+	// DefaultQueueUpstream frames per upstream client, as upstream.
+	DefaultQueueUpstream = 1000
+	// CloseOverflow is the close code of a client whose queue held only job
+	// events: it must resync from /jobs.
+	CloseOverflow = websocket.ClosePolicyViolation
+	writeWait     = 10 * time.Second
+	pingEvery     = 30 * time.Second
+	pongWait      = 75 * time.Second
+	maxClientMsg  = 64 << 10
+)
+
+// HubOptions configures a Hub; zero values take defaults.
+type HubOptions struct {
+	FlushInterval time.Duration
+	QueueV2       int
+	QueueUpstream int
+	Logger        *slog.Logger
+	Now           func() time.Time
+}
+
+// Hub fans the firehose out to WebSocket clients. It implements
+// coordinator.StreamSink.
+type Hub struct {
+	opt      HubOptions
+	log      *slog.Logger
+	upgrader websocket.Upgrader
+
+	mu      sync.Mutex
+	entries []streamEntry
+	events  []coordinator.JobEvent
+	clients map[*client]struct{}
+	seq     uint64
+	wake    chan struct{}
+	closed  bool
+
+	// beforeWrite, when set (tests), is called by a client's writer before
+	// each frame it writes; onJoin when a client was added.
+	beforeWrite atomic.Pointer[func(c *client)]
+	onJoin      func()
+}
+
+// NewHub returns a hub; Run flushes it.
+func NewHub(opt HubOptions) *Hub {
+	if opt.FlushInterval <= 0 {
+		opt.FlushInterval = DefaultFlushInterval
+	}
+	if opt.QueueV2 <= 0 {
+		opt.QueueV2 = DefaultQueueV2
+	}
+	if opt.QueueUpstream <= 0 {
+		opt.QueueUpstream = DefaultQueueUpstream
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	h := &Hub{opt: opt, log: opt.Logger.With("service", "stream"), clients: map[*client]struct{}{},
+		wake: make(chan struct{}, 1)}
+	h.upgrader = websocket.Upgrader{
+		HandshakeTimeout:  10 * time.Second,
+		EnableCompression: true,
+		// The stream is read-only and public: upstream's dashboard opens it
+		// from the web app's origin on another port.
+		CheckOrigin: func(*http.Request) bool { return true },
+	}
+	return h
+}
+
+// jobRef is a job hash as one firehose read saw it, encoded once.
+type jobRef struct {
+	ident string
+	hash  map[string]string
+	// upstream is the hash plus "ident", as job_data of upstream frames;
+	// raw is the hash alone (v2 "jobs").
+	upstream, raw []byte
+}
+
+func (j *jobRef) encode() {
+	if j.raw != nil {
+		return
+	}
+	j.raw, _ = marshalCompact(j.hash)
+	m := make(map[string]string, len(j.hash)+1)
+	for k, v := range j.hash {
+		m[k] = v
+	}
+	m["ident"] = j.ident
+	// Counters the analyzer and the pipeline have not written yet read as
+	// "0": dashboard.js adds them up with parseInt, and NaN would stick.
+	for _, k := range zeroCounters {
+		if _, ok := m[k]; !ok {
+			m[k] = "0"
+		}
+	}
+	j.upstream, _ = marshalCompact(m)
+}
+
+var zeroCounters = []string{"r1xx", "r2xx", "r3xx", "r4xx", "r5xx", "runk", "error_count",
+	"bytes_downloaded", "items_downloaded", "items_queued"}
+
+func marshalCompact(v any) ([]byte, error) {
+	b, err := marshal(v)
+	return bytes.TrimRight(b, "\n"), err
+}
+
+// streamEntry is one log entry on its way to clients.
+type streamEntry struct {
+	job   *jobRef
+	doc   []byte // the entry, a JSON object, trimmed
+	typ   string
+	isErr bool
+	at    time.Time // when the firehose read it
+}
+
+// upstreamTypes are the entry types upstream's dashboard.js renders (it
+// asserts on any other).
+func upstreamType(t string) bool { return t == "download" || t == "ignore" || t == "stdout" }
+
+type entryHead struct {
+	Type    any `json:"type"`
+	IsError any `json:"is_error"`
+}
+
+// StreamLog queues a job's new entries for the next batch. Entries that
+// are not JSON objects are left out (the analyzer logs them).
+func (h *Hub) StreamLog(ident string, job map[string]string, entries []coordinator.LogEntry) {
+	ref := &jobRef{ident: ident, hash: job}
+	now := h.opt.Now()
+	out := make([]streamEntry, 0, len(entries))
+	for _, e := range entries {
+		doc := bytes.TrimSpace([]byte(e.Doc))
+		if len(doc) < 2 || doc[0] != '{' {
+			continue
+		}
+		var head entryHead
+		if json.Unmarshal(doc, &head) != nil {
+			continue
+		}
+		typ, _ := head.Type.(string)
+		out = append(out, streamEntry{job: ref, doc: doc, typ: typ,
+			isErr: head.IsError == true || head.IsError == "true", at: now})
+	}
+	if len(out) == 0 {
+		return
+	}
+	h.mu.Lock()
+	h.entries = append(h.entries, out...)
+	h.mu.Unlock()
+	h.poke()
+}
+
+// StreamEvent queues a job event for the next batch.
+func (h *Hub) StreamEvent(ev coordinator.JobEvent) {
+	h.mu.Lock()
+	h.events = append(h.events, ev)
+	h.mu.Unlock()
+	h.poke()
+}
+
+func (h *Hub) poke() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run sends a batch at most every FlushInterval until ctx ends, then
+// closes every client (going away).
+func (h *Hub) Run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			h.shutdown()
+			return
+		case <-h.wake:
+		}
+		h.Flush()
+		t := time.NewTimer(h.opt.FlushInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			h.shutdown()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (h *Hub) shutdown() {
+	h.mu.Lock()
+	h.closed = true
+	cs := make([]*client, 0, len(h.clients))
+	for c := range h.clients {
+		cs = append(cs, c)
+	}
+	h.mu.Unlock()
+	for _, c := range cs {
+		c.close(websocket.CloseGoingAway, "server shutting down")
+	}
+}
+
+// Clients returns the number of connected clients of each protocol.
+func (h *Hub) Clients() (upstream, v2 int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for c := range h.clients {
+		if c.v2 {
+			v2++
+		} else {
+			upstream++
+		}
+	}
+	return
+}
+
+// Flush sends what was queued since the last batch.
+func (h *Hub) Flush() {
+	h.mu.Lock()
+	entries, events := h.entries, h.events
+	h.entries, h.events = nil, nil
+	if len(entries) == 0 && len(events) == 0 {
+		h.mu.Unlock()
+		return
+	}
+	h.seq++
+	seq := h.seq
+	var ups, v2s []*client
+	for c := range h.clients {
+		if c.v2 {
+			v2s = append(v2s, c)
+		} else {
+			ups = append(ups, c)
+		}
+	}
+	h.mu.Unlock()
+
+	if len(ups) > 0 {
+		for i := range entries {
+			e := &entries[i]
+			if !upstreamType(e.typ) {
+				continue
+			}
+			e.job.encode()
+			pm, err := websocket.NewPreparedMessage(websocket.TextMessage, upstreamFrame(e.doc, e.job.upstream))
+			if err != nil {
+				continue
+			}
+			f := qframe{pm: pm, n: 1}
+			for _, c := range ups {
+				c.push(f)
+			}
+		}
+	}
+	if len(v2s) == 0 {
+		return
+	}
+	if len(events) > 0 {
+		b := eventFrame(seq, h.opt.Now(), events)
+		if pm, err := websocket.NewPreparedMessage(websocket.TextMessage, b); err == nil {
+			for _, c := range v2s {
+				c.push(qframe{pm: pm, event: true})
+			}
+		}
+	}
+	if len(entries) == 0 {
+		return
+	}
+	byJob := map[string][]int{}
+	for i, e := range entries {
+		byJob[e.job.ident] = append(byJob[e.job.ident], i)
+	}
+	frames := map[string]qframe{}
+	for _, c := range v2s {
+		key, all, subs, errorsOnly := c.filter()
+		f, ok := frames[key]
+		if !ok {
+			var idx []int
+			if all {
+				for i := range entries {
+					idx = append(idx, i)
+				}
+			} else {
+				for _, id := range subs {
+					idx = append(idx, byJob[id]...)
+				}
+				slices.Sort(idx)
+			}
+			if errorsOnly {
+				idx = slices.DeleteFunc(idx, func(i int) bool { return !entries[i].isErr })
+			}
+			if len(idx) > 0 {
+				b := logFrame(seq, entries, idx)
+				if pm, err := websocket.NewPreparedMessage(websocket.TextMessage, b); err == nil {
+					f = qframe{pm: pm, n: len(idx)}
+				}
+			}
+			frames[key] = f
+		}
+		if f.pm != nil {
+			c.push(f)
+		}
+	}
+}
+
+// upstreamFrame is entry merged with "job_data": the entry object with
+// one more member (a job_data the entry already had is shadowed: JSON
+// parsers keep the last).
+func upstreamFrame(doc, jobData []byte) []byte {
+	b := make([]byte, 0, len(doc)+len(jobData)+16)
+	inner := bytes.TrimSpace(doc[1 : len(doc)-1])
+	b = append(b, '{')
+	if len(inner) > 0 {
+		b = append(b, inner...)
+		b = append(b, ',')
+	}
+	b = append(b, `"job_data":`...)
+	b = append(b, jobData...)
+	return append(b, '}')
+}
+
+// eventFrame: {"seq":S,"n":0,"t":MS,"events":[…]}.
+func eventFrame(seq uint64, now time.Time, events []coordinator.JobEvent) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"seq":`)
+	b.WriteString(strconv.FormatUint(seq, 10))
+	b.WriteString(`,"n":0,"t":`)
+	b.WriteString(strconv.FormatInt(now.UnixMilli(), 10))
+	b.WriteString(`,"events":`)
+	ev, _ := marshalCompact(events)
+	b.Write(ev)
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// logFrame: {"seq":S,"n":N,"t":MS,"entries":[{"ident":…,…entry}],
+// "jobs":{IDENT:{raw hash}}}; t is when the oldest entry was read.
+func logFrame(seq uint64, entries []streamEntry, idx []int) []byte {
+	oldest := entries[idx[0]].at
+	for _, i := range idx {
+		if entries[i].at.Before(oldest) {
+			oldest = entries[i].at
+		}
+	}
+	var b bytes.Buffer
+	b.WriteString(`{"seq":`)
+	b.WriteString(strconv.FormatUint(seq, 10))
+	b.WriteString(`,"n":`)
+	b.WriteString(strconv.Itoa(len(idx)))
+	b.WriteString(`,"t":`)
+	b.WriteString(strconv.FormatInt(oldest.UnixMilli(), 10))
+	b.WriteString(`,"entries":[`)
+	jobs := map[string]*jobRef{}
+	var order []string
+	for k, i := range idx {
+		e := entries[i]
+		if k > 0 {
+			b.WriteByte(',')
+		}
+		id, _ := marshalCompact(e.job.ident)
+		b.WriteString(`{"ident":`)
+		b.Write(id)
+		inner := bytes.TrimSpace(e.doc[1 : len(e.doc)-1])
+		if len(inner) > 0 {
+			b.WriteByte(',')
+			b.Write(inner)
+		}
+		b.WriteByte('}')
+		if _, ok := jobs[e.job.ident]; !ok {
+			order = append(order, e.job.ident)
+		}
+		jobs[e.job.ident] = e.job // the latest hash read wins
+	}
+	b.WriteString(`],"jobs":{`)
+	for k, id := range order {
+		if k > 0 {
+			b.WriteByte(',')
+		}
+		j := jobs[id]
+		j.encode()
+		name, _ := marshalCompact(id)
+		b.Write(name)
+		b.WriteByte(':')
+		b.Write(j.raw)
+	}
+	b.WriteString(`}}`)
+	return b.Bytes()
+}
+
+// qframe is one queued frame: event frames are never dropped; n is the
+// number of log entries in a log frame.
+type qframe struct {
+	pm    *websocket.PreparedMessage
+	event bool
+	n     int
+}
+
+// client is one WebSocket connection.
+type client struct {
+	hub  *Hub
+	conn *websocket.Conn
+	v2   bool
+	cap  int
+
+	mu         sync.Mutex
+	queue      []qframe
+	dropped    int // log entries lost and not told yet
+	closing    bool
+	closeCode  int
+	closeText  string
+	all        bool
+	subs       []string
+	errorsOnly bool
+	key        string
+	signal     chan struct{}
+	done       chan struct{}
+}
+
+func (c *client) filter() (key string, all bool, subs []string, errorsOnly bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.key, c.all, c.subs, c.errorsOnly
+}
+
+func (c *client) setFilter(all bool, subs []string, errorsOnly bool) {
+	subs = slices.Clone(subs)
+	slices.Sort(subs)
+	subs = slices.Compact(subs)
+	key := "s"
+	if all {
+		key = "a"
+		subs = nil
+	}
+	if errorsOnly {
+		key += "e"
+	}
+	key += "|" + strings.Join(subs, ",")
+	c.mu.Lock()
+	c.all, c.subs, c.errorsOnly, c.key = all, subs, errorsOnly, key
+	c.mu.Unlock()
+}
+
+// push queues f. A full queue loses its oldest log frame (counted and
+// told to the client); when it holds only events, a new log frame is lost
+// instead, and a new event closes the client.
+func (c *client) push(f qframe) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	if len(c.queue) >= c.cap {
+		i := slices.IndexFunc(c.queue, func(q qframe) bool { return !q.event })
+		switch {
+		case i >= 0:
+			c.dropped += c.queue[i].n
+			metrics.StreamDroppedEntries(c.queue[i].n)
+			c.queue = slices.Delete(c.queue, i, i+1)
+		case !f.event:
+			c.dropped += f.n
+			metrics.StreamDroppedEntries(f.n)
+			c.mu.Unlock()
+			return
+		default:
+			c.closing, c.closeCode, c.closeText = true, CloseOverflow, "too slow: job events would be lost; reload /jobs and reconnect"
+			metrics.StreamClientClosed()
+			c.mu.Unlock()
+			c.wakeWriter()
+			return
+		}
+	}
+	c.queue = append(c.queue, f)
+	c.mu.Unlock()
+	c.wakeWriter()
+}
+
+func (c *client) wakeWriter() {
+	select {
+	case c.signal <- struct{}{}:
+	default:
+	}
+}
+
+// close asks the writer to send a close frame and end the connection.
+func (c *client) close(code int, text string) {
+	c.mu.Lock()
+	if !c.closing {
+		c.closing, c.closeCode, c.closeText = true, code, text
+	}
+	c.mu.Unlock()
+	c.wakeWriter()
+}
+
+// writeLoop sends queued frames until the client closes.
+func (c *client) writeLoop() {
+	defer c.conn.Close()
+	ping := time.NewTicker(pingEvery)
+	defer ping.Stop()
+	for {
+		select {
+		case <-c.signal:
+		case <-ping.C:
+			c.conn.SetWriteDeadline(time.Now().Add(writeWait))
+			if err := c.conn.WriteMessage(websocket.PingMessage, nil); err != nil {
+				c.abandon()
+				return
+			}
+			continue
+		case <-c.done:
+			return
+		}
+		for {
+			c.mu.Lock()
+			if len(c.queue) == 0 {
+				closing, code, text := c.closing, c.closeCode, c.closeText
+				c.mu.Unlock()
+				if closing {
+					c.conn.SetWriteDeadline(time.Now().Add(writeWait))
+					c.conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(code, text))
+					c.abandon()
+					return
+				}
+				break
+			}
+			f := c.queue[0]
+			c.queue = c.queue[1:]
+			dropped := c.dropped
+			c.dropped = 0
+			c.mu.Unlock()
+			if fn := c.hub.beforeWrite.Load(); fn != nil {
+				(*fn)(c)
+			}
+			c.conn.SetWriteDeadline(time.Now().Add(writeWait))
+			if dropped > 0 && c.v2 {
+				if err := c.conn.WriteMessage(websocket.TextMessage,
+					[]byte(`{"seq":0,"n":0,"dropped":`+strconv.Itoa(dropped)+`}`)); err != nil {
+					c.abandon()
+					return
+				}
+			}
+			if err := c.conn.WritePreparedMessage(f.pm); err != nil {
+				c.abandon()
+				return
+			}
+		}
+	}
+}
+
+// abandon removes the client from the hub.
+func (c *client) abandon() {
+	c.mu.Lock()
+	c.closing = true
+	c.queue = nil
+	c.mu.Unlock()
+	h := c.hub
+	h.mu.Lock()
+	if _, ok := h.clients[c]; ok {
+		delete(h.clients, c)
+		proto := "upstream"
+		if c.v2 {
+			proto = "v2"
+		}
+		metrics.StreamClients(proto, -1)
+	}
+	h.mu.Unlock()
+	c.conn.Close()
+}
+
+// clientMsg is what a client of our protocol may send:
+// {"subscribe":["IDENT",…] or "all"} and/or {"errors_only":true}.
+type clientMsg struct {
+	Subscribe  json.RawMessage `json:"subscribe"`
+	ErrorsOnly *bool           `json:"errors_only"`
+}
+
+// readLoop reads the client's messages (subscriptions) until it closes.
+func (c *client) readLoop() {
+	defer close(c.done)
+	defer c.abandon()
+	c.conn.SetReadLimit(maxClientMsg)
+	c.conn.SetReadDeadline(time.Now().Add(pongWait))
+	c.conn.SetPongHandler(func(string) error { return c.conn.SetReadDeadline(time.Now().Add(pongWait)) })
+	for {
+		_, msg, err := c.conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		c.conn.SetReadDeadline(time.Now().Add(pongWait))
+		if !c.v2 {
+			continue // upstream's protocol is server to client only
+		}
+		var m clientMsg
+		if err := json.Unmarshal(msg, &m); err != nil {
+			c.sendError("not a JSON object: " + err.Error())
+			continue
+		}
+		_, all, subs, errorsOnly := c.filter()
+		if m.Subscribe != nil {
+			var list []string
+			var word string
+			switch {
+			case json.Unmarshal(m.Subscribe, &word) == nil && (word == "all" || word == "*"):
+				all, subs = true, nil
+			case json.Unmarshal(m.Subscribe, &list) == nil && len(list) <= 10000:
+				all, subs = false, list
+			default:
+				c.sendError(`"subscribe" must be "all" or a list of at most 10000 idents`)
+				continue
+			}
+		}
+		if m.ErrorsOnly != nil {
+			errorsOnly = *m.ErrorsOnly
+		}
+		c.setFilter(all, subs, errorsOnly)
+		c.sendNotice("subscribed", c.filterDoc())
+	}
+}
+
+// sendError queues an error notice for the client (never dropped).
+func (c *client) sendError(text string) { c.sendNotice("error", text) }
+
+// sendNotice queues {"seq":0,"n":0,KEY:VALUE} for this client alone; like
+// an event it is never dropped.
+func (c *client) sendNotice(key string, value any) {
+	b, _ := marshalCompact(map[string]any{"seq": 0, "n": 0, key: value})
+	if pm, err := websocket.NewPreparedMessage(websocket.TextMessage, b); err == nil {
+		c.push(qframe{pm: pm, event: true})
+	}
+}
+
+// filterDoc is the client's filter as told to it.
+func (c *client) filterDoc() map[string]any {
+	_, all, subs, errorsOnly := c.filter()
+	doc := map[string]any{"errors_only": errorsOnly}
+	if all {
+		doc["subscribe"] = "all"
+	} else {
+		doc["subscribe"] = append([]string{}, subs...)
+	}
+	return doc
+}
+
+// serveStream upgrades r to a stream client: our protocol with v=2, else
+// upstream's. Our protocol takes its first filter from the query:
+// jobs=IDENT,IDENT (default: all) and errors=1.
+func (h *Hub) serveStream(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	v2 := false
+	switch q.Get("v") {
+	case "", "1":
+	case "2":
+		v2 = true
+	default:
+		jsonError(w, http.StatusBadRequest, `unknown stream protocol: v must be 1 (upstream's frames) or 2 (batches)`)
+		return
+	}
+	if !websocket.IsWebSocketUpgrade(r) {
+		w.Header().Set("Upgrade", "websocket")
+		jsonError(w, http.StatusUpgradeRequired, "this is a WebSocket endpoint (ws://HOST/stream, or ?v=2 for batches; see doc/web.md)")
+		return
+	}
+	all, subs, errorsOnly := true, []string(nil), false
+	if j := q.Get("jobs"); j != "" && j != "all" && j != "*" {
+		all, subs = false, strings.Split(j, ",")
+	}
+	if e := q.Get("errors"); e == "1" || e == "true" {
+		errorsOnly = true
+	}
+	h.mu.Lock()
+	closed := h.closed
+	h.mu.Unlock()
+	if closed {
+		jsonError(w, http.StatusServiceUnavailable, "shutting down")
+		return
+	}
+	conn, err := h.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader answered
+	}
+	c := &client{hub: h, conn: conn, v2: v2, cap: h.opt.QueueUpstream,
+		signal: make(chan struct{}, 1), done: make(chan struct{})}
+	proto := "upstream"
+	if v2 {
+		c.cap = h.opt.QueueV2
+		proto = "v2"
+	}
+	c.setFilter(all, subs, errorsOnly)
+	if v2 {
+		hello := c.filterDoc()
+		hello["protocol"] = 2
+		hello["queue"] = c.cap
+		hello["flush_ms"] = h.opt.FlushInterval.Milliseconds()
+		c.sendNotice("hello", hello)
+	}
+	h.mu.Lock()
+	h.clients[c] = struct{}{}
+	h.mu.Unlock()
+	metrics.StreamClients(proto, 1)
+	if h.onJoin != nil {
+		h.onJoin()
+	}
+	go c.writeLoop()
+	go c.readLoop()
+}
