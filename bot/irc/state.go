@@ -89,7 +89,8 @@ func foldCase(caseMap, s string) string {
 		switch {
 		case c >= 'A' && c <= 'Z':
 			c += 'a' - 'A'
-		case caseMap == "rfc1459" && (c == '[' || c == ']' || c == '\\' || c == '~'):
+		case caseMap == "rfc1459" && (c == '[' || c == ']' || c == '\\' || c == '^'):
+			// rfc1459: {}|~ are the lower-case forms of []\^.
 			c += '{' - '['
 		case caseMap == "strict-rfc1459" && (c == '[' || c == ']' || c == '\\'):
 			c += '{' - '['

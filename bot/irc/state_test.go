@@ -160,3 +160,18 @@ func TestTrackerEvents(t *testing.T) {
 		t.Errorf("-v with multi-prefix: %+v", evs)
 	}
 }
+
+// TestFoldCase: each CASEMAPPING folds to its lower-case forms, and
+// nothing becomes a byte outside ASCII ("~" under rfc1459 once did).
+func TestFoldCase(t *testing.T) {
+	for _, c := range []struct{ mapping, in, want string }{
+		{"ascii", "Nick[A]^~", "nick[a]^~"},
+		{"rfc1459", "Nick[A]\\^", "nick{a}|~"},
+		{"rfc1459", "nick{a}|~", "nick{a}|~"},
+		{"strict-rfc1459", "Nick[A]\\^~", "nick{a}|^~"},
+	} {
+		if got := foldCase(c.mapping, c.in); got != c.want {
+			t.Errorf("foldCase(%q, %q) = %q, want %q", c.mapping, c.in, got, c.want)
+		}
+	}
+}
