@@ -106,6 +106,19 @@ func (a *adminCmd) done() {
 	}
 }
 
+// session runs fn connected: with a context that ends on SIGINT/SIGTERM,
+// the configuration loaded and Redis reached, closed again after fn. The
+// exit status is 1 when it cannot connect, fn's otherwise.
+func (a *adminCmd) session(fn func(ctx context.Context) int) int {
+	ctx, cancel := adminContext()
+	defer cancel()
+	if !a.connect(ctx) {
+		return 1
+	}
+	defer a.done()
+	return fn(ctx)
+}
+
 // writeJSON writes v as indented JSON.
 func (a *adminCmd) writeJSON(v any) int {
 	enc := json.NewEncoder(a.stdout)
@@ -146,6 +159,21 @@ func (a *adminCmd) identArg(arg string, allowURL bool) (string, bool) {
 		return "", false
 	}
 	return arg, true
+}
+
+// parseIdent parses the flags and the one argument, a job ident (or, when
+// allowURL, a URL turned into one). The exit status is -1 when the command
+// should go on.
+func (a *adminCmd) parseIdent(args []string, allowURL bool) (string, int) {
+	pos, code := a.parse(args, 1)
+	if code >= 0 {
+		return "", code
+	}
+	id, ok := a.identArg(pos[0], allowURL)
+	if !ok {
+		return "", 2
+	}
+	return id, -1
 }
 
 // refusal reports a store error; exit status 1.
@@ -198,58 +226,54 @@ func runJobs(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		a.failf("-state must be queued or running, got %q", *state)
 		return 2
 	}
-	ctx, cancel := adminContext()
-	defer cancel()
-	if !a.connect(ctx) {
-		return 1
-	}
-	defer a.done()
-	jobs, err := a.store.ActiveJobs(ctx)
-	if err != nil {
-		return a.refusal("", err)
-	}
-	pipeKey := pipelineKey(*pipeline)
-	rows := []jobRow{}
-	for _, j := range jobs {
-		r := jobRow{Ident: j.Ident, Queue: j.Queue, Position: j.Position, State: "queued",
-			URL: j.Fields["url"], StartedBy: j.Fields["started_by"], StartedIn: j.Fields["started_in"],
-			QueuedAt: j.Fields["queued_at"], StartedAt: j.Fields["started_at"], Pipeline: j.Fields["pipeline_id"],
-			Depth: j.Fields["fetch_depth"], Note: j.Fields["note"]}
-		if j.Queue == coordinator.KeyWorking {
-			r.State = "running"
+	return a.session(func(ctx context.Context) int {
+		jobs, err := a.store.ActiveJobs(ctx)
+		if err != nil {
+			return a.refusal("", err)
 		}
-		switch {
-		case *queue != "" && r.Queue != *queue,
-			*state != "" && r.State != *state,
-			*pipeline != "" && r.Pipeline != pipeKey,
-			*user != "" && !strings.EqualFold(r.StartedBy, *user):
-			continue
+		pipeKey := pipelineKey(*pipeline)
+		rows := []jobRow{}
+		for _, j := range jobs {
+			r := jobRow{Ident: j.Ident, Queue: j.Queue, Position: j.Position, State: "queued",
+				URL: j.Fields["url"], StartedBy: j.Fields["started_by"], StartedIn: j.Fields["started_in"],
+				QueuedAt: j.Fields["queued_at"], StartedAt: j.Fields["started_at"], Pipeline: j.Fields["pipeline_id"],
+				Depth: j.Fields["fetch_depth"], Note: j.Fields["note"]}
+			if j.Queue == coordinator.KeyWorking {
+				r.State = "running"
+			}
+			switch {
+			case *queue != "" && r.Queue != *queue,
+				*state != "" && r.State != *state,
+				*pipeline != "" && r.Pipeline != pipeKey,
+				*user != "" && !strings.EqualFold(r.StartedBy, *user):
+				continue
+			}
+			rows = append(rows, r)
 		}
-		rows = append(rows, r)
-	}
-	if a.json {
-		return a.writeJSON(rows)
-	}
-	if len(rows) == 0 {
-		fmt.Fprintln(stdout, "No jobs.")
+		if a.json {
+			return a.writeJSON(rows)
+		}
+		if len(rows) == 0 {
+			fmt.Fprintln(stdout, "No jobs.")
+			return 0
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "IDENT\tSTATE\tQUEUE\tPOS\tAGE\tBY\tPIPELINE\tURL")
+		now := time.Now()
+		for _, r := range rows {
+			pos, since := "", r.QueuedAt
+			if r.Position > 0 {
+				pos = strconv.FormatInt(r.Position, 10)
+			}
+			if r.State == "running" {
+				since = r.StartedAt
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Ident, r.State, r.Queue, pos, age(now, since),
+				r.StartedBy, strings.TrimPrefix(r.Pipeline, coordinator.PipelinePrefix), r.URL)
+		}
+		tw.Flush()
 		return 0
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "IDENT\tSTATE\tQUEUE\tPOS\tAGE\tBY\tPIPELINE\tURL")
-	now := time.Now()
-	for _, r := range rows {
-		pos, since := "", r.QueuedAt
-		if r.Position > 0 {
-			pos = strconv.FormatInt(r.Position, 10)
-		}
-		if r.State == "running" {
-			since = r.StartedAt
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Ident, r.State, r.Queue, pos, age(now, since),
-			r.StartedBy, strings.TrimPrefix(r.Pipeline, coordinator.PipelinePrefix), r.URL)
-	}
-	tw.Flush()
-	return 0
+	})
 }
 
 // pipelineKey turns a pipeline id or key into the key.
@@ -318,107 +342,99 @@ func stateName(j *coordinator.Job) string {
 
 func runJob(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	a := newAdminCmd("job", stdout, stderr)
-	pos, code := a.parse(args, 1)
+	id, code := a.parseIdent(args, true)
 	if code >= 0 {
 		return code
 	}
-	id, ok := a.identArg(pos[0], true)
-	if !ok {
-		return 2
-	}
-	ctx, cancel := adminContext()
-	defer cancel()
-	if !a.connect(ctx) {
-		return 1
-	}
-	defer a.done()
-	d, err := a.store.JobDetail(ctx, id)
-	if err != nil {
-		return a.refusal(id, err)
-	}
-	if d == nil {
-		return a.refusal(id, coordinator.ErrNoJob)
-	}
-	v := jobView{Ident: id, Queue: d.Queue, Position: d.Position, QueueLen: d.QueueLen, Working: d.Working, Ignores: d.Ignores}
-	if v.Ignores == nil {
-		v.Ignores = []string{}
-	}
-	if v.Origin, err = a.store.Origin(ctx, id); err != nil {
-		return a.refusal(id, err)
-	}
-	if d.Job != nil {
-		v.Fields, v.URL, v.State = d.Job.Fields, d.Job.URL(), stateName(d.Job)
-		if d.TTL >= 0 {
-			s := d.TTL.Seconds()
-			v.TTL = &s
+	return a.session(func(ctx context.Context) int {
+		d, err := a.store.JobDetail(ctx, id)
+		if err != nil {
+			return a.refusal(id, err)
 		}
-		if p := d.Job.Get("pipeline_id"); p != "" {
-			pl, err := a.store.GetPipeline(ctx, p)
-			if err != nil {
-				return a.refusal(id, err)
+		if d == nil {
+			return a.refusal(id, coordinator.ErrNoJob)
+		}
+		v := jobView{Ident: id, Queue: d.Queue, Position: d.Position, QueueLen: d.QueueLen, Working: d.Working, Ignores: d.Ignores}
+		if v.Ignores == nil {
+			v.Ignores = []string{}
+		}
+		if v.Origin, err = a.store.Origin(ctx, id); err != nil {
+			return a.refusal(id, err)
+		}
+		if d.Job != nil {
+			v.Fields, v.URL, v.State = d.Job.Fields, d.Job.URL(), stateName(d.Job)
+			if d.TTL >= 0 {
+				s := d.TTL.Seconds()
+				v.TTL = &s
 			}
-			v.Pipeline = &pipelineView{Key: p, Gone: pl == nil}
-			if pl != nil {
-				v.Pipeline.fill(pl, time.Now(), a.cfg.Notifier.PipelineSilentAfter.Duration)
+			if p := d.Job.Get("pipeline_id"); p != "" {
+				pl, err := a.store.GetPipeline(ctx, p)
+				if err != nil {
+					return a.refusal(id, err)
+				}
+				v.Pipeline = &pipelineView{Key: p, Gone: pl == nil}
+				if pl != nil {
+					v.Pipeline.fill(pl, time.Now(), a.cfg.Notifier.PipelineSilentAfter.Duration)
+				}
 			}
 		}
-	}
-	if f := d.Failure; f != nil {
-		v.Failure = &failureView{Reason: f.Reason, FailedBy: f.FailedBy, FailedAt: f.FailedAt, Queue: f.Queue, Job: f.Job, Extra: f.Extra}
-		if d.Job == nil {
-			v.State, v.URL = "failed", f.URL
-		}
-	}
-	if a.json {
-		return a.writeJSON(v)
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	line := func(k, val string) {
-		if val != "" {
-			fmt.Fprintf(tw, "%s:\t%s\n", k, val)
-		}
-	}
-	line("ident", v.Ident)
-	line("url", v.URL)
-	line("state", v.State)
-	if v.Queue != "" {
-		line("queue", fmt.Sprintf("%s, position %d of %d (1 runs next)", v.Queue, v.Position, v.QueueLen))
-	}
-	if v.Working {
-		line("working", "yes")
-	}
-	line("origin queue", v.Origin)
-	if v.TTL != nil {
-		line("expires in", time.Duration(*v.TTL*float64(time.Second)).Round(time.Second).String())
-	}
-	if p := v.Pipeline; p != nil {
-		desc := p.Key + " (gone: no record)"
-		if !p.Gone {
-			desc = fmt.Sprintf("%s %q, last report %s ago", p.Key, p.Nickname, time.Duration(p.AgeSeconds*float64(time.Second)).Round(time.Second))
-			if p.Silent {
-				desc += " (silent)"
+		if f := d.Failure; f != nil {
+			v.Failure = &failureView{Reason: f.Reason, FailedBy: f.FailedBy, FailedAt: f.FailedAt, Queue: f.Queue, Job: f.Job, Extra: f.Extra}
+			if d.Job == nil {
+				v.State, v.URL = "failed", f.URL
 			}
 		}
-		line("pipeline", desc)
-	}
-	if f := v.Failure; f != nil {
-		line("failed", fmt.Sprintf("%s, by %s, at %s, from %s", f.Reason, f.FailedBy,
-			time.Unix(int64(f.FailedAt), 0).UTC().Format(time.RFC3339), f.Queue))
-	}
-	keys := make([]string, 0, len(v.Fields))
-	for k := range v.Fields {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(tw, "  %s:\t%s\n", k, v.Fields[k])
-	}
-	fmt.Fprintf(tw, "ignores:\t%d patterns\n", len(v.Ignores))
-	for _, p := range v.Ignores {
-		fmt.Fprintf(tw, "  \t%s\n", p)
-	}
-	tw.Flush()
-	return 0
+		if a.json {
+			return a.writeJSON(v)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		line := func(k, val string) {
+			if val != "" {
+				fmt.Fprintf(tw, "%s:\t%s\n", k, val)
+			}
+		}
+		line("ident", v.Ident)
+		line("url", v.URL)
+		line("state", v.State)
+		if v.Queue != "" {
+			line("queue", fmt.Sprintf("%s, position %d of %d (1 runs next)", v.Queue, v.Position, v.QueueLen))
+		}
+		if v.Working {
+			line("working", "yes")
+		}
+		line("origin queue", v.Origin)
+		if v.TTL != nil {
+			line("expires in", time.Duration(*v.TTL*float64(time.Second)).Round(time.Second).String())
+		}
+		if p := v.Pipeline; p != nil {
+			desc := p.Key + " (gone: no record)"
+			if !p.Gone {
+				desc = fmt.Sprintf("%s %q, last report %s ago", p.Key, p.Nickname, time.Duration(p.AgeSeconds*float64(time.Second)).Round(time.Second))
+				if p.Silent {
+					desc += " (silent)"
+				}
+			}
+			line("pipeline", desc)
+		}
+		if f := v.Failure; f != nil {
+			line("failed", fmt.Sprintf("%s, by %s, at %s, from %s", f.Reason, f.FailedBy,
+				time.Unix(int64(f.FailedAt), 0).UTC().Format(time.RFC3339), f.Queue))
+		}
+		keys := make([]string, 0, len(v.Fields))
+		for k := range v.Fields {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(tw, "  %s:\t%s\n", k, v.Fields[k])
+		}
+		fmt.Fprintf(tw, "ignores:\t%d patterns\n", len(v.Ignores))
+		for _, p := range v.Ignores {
+			fmt.Fprintf(tw, "  \t%s\n", p)
+		}
+		tw.Flush()
+		return 0
+	})
 }
 
 // ---------------------------------------------------------------------
@@ -461,15 +477,14 @@ func (a *adminCmd) notify(ctx context.Context, n coordinator.AdminNotice) (*coor
 	return &n, nil
 }
 
+// identCommand is a command with no flags of its own and one ident
+// argument (no URL): fail, abort, expire. The exit status is -1 when the
+// command should go on.
 func identCommand(name string, args []string, stdout, stderr io.Writer) (*adminCmd, string, int) {
 	a := newAdminCmd(name, stdout, stderr)
-	pos, code := a.parse(args, 1)
+	id, code := a.parseIdent(args, false)
 	if code >= 0 {
 		return nil, "", code
-	}
-	id, ok := a.identArg(pos[0], false)
-	if !ok {
-		return nil, "", 2
 	}
 	return a, id, -1
 }
@@ -479,29 +494,25 @@ func runFail(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
-	ctx, cancel := adminContext()
-	defer cancel()
-	if !a.connect(ctx) {
-		return 1
-	}
-	defer a.done()
-	who := operator()
-	job, err := a.store.FailJob(ctx, id, "failed by "+who)
-	if errors.Is(err, coordinator.ErrJobFinished) {
-		a.failf("job %s has already finished; there is nothing to fail", id)
-		return 1
-	}
-	if err != nil {
-		return a.refusal(id, err)
-	}
-	r := actionResult{Ident: id, URL: job.URL(), Result: "failed"}
-	n, err := a.notify(ctx, coordinator.AdminNotice{Channel: job.Get("started_in"),
-		Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): removed from its queue, it will not run any more.", id, job.URL(), who)})
-	r.Notice = n
-	if out := a.report(r, fmt.Sprintf("Job %s for %s failed: removed from its queue, it will not run any more.", id, job.URL())); err != nil || out != 0 {
-		return 1
-	}
-	return 0
+	return a.session(func(ctx context.Context) int {
+		who := operator()
+		job, err := a.store.FailJob(ctx, id, "failed by "+who)
+		if errors.Is(err, coordinator.ErrJobFinished) {
+			a.failf("job %s has already finished; there is nothing to fail", id)
+			return 1
+		}
+		if err != nil {
+			return a.refusal(id, err)
+		}
+		r := actionResult{Ident: id, URL: job.URL(), Result: "failed"}
+		n, err := a.notify(ctx, coordinator.AdminNotice{Channel: job.Get("started_in"),
+			Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): removed from its queue, it will not run any more.", id, job.URL(), who)})
+		r.Notice = n
+		if out := a.report(r, fmt.Sprintf("Job %s for %s failed: removed from its queue, it will not run any more.", id, job.URL())); err != nil || out != 0 {
+			return 1
+		}
+		return 0
+	})
 }
 
 func runAbort(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -509,28 +520,24 @@ func runAbort(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
-	ctx, cancel := adminContext()
-	defer cancel()
-	if !a.connect(ctx) {
-		return 1
-	}
-	defer a.done()
-	res, url, err := a.store.Abort(ctx, id)
-	if errors.Is(err, coordinator.ErrJobFinished) {
-		a.failf("job %s has already finished; there is nothing to abort", id)
-		return 1
-	}
-	if err != nil {
-		return a.refusal(id, err)
-	}
-	// The channel hears of it through the finish notice: the pipeline
-	// writes one when it stops, abort.lua one for a job not yet started.
-	if res == coordinator.AbortedQueued {
-		return a.report(actionResult{Ident: id, URL: url, Result: "aborted"},
-			fmt.Sprintf("Job %s for %s was aborted before it started.", id, url))
-	}
-	return a.report(actionResult{Ident: id, URL: url, Result: "abort requested"},
-		fmt.Sprintf("Initiated abort for %s (%s); its pipeline stops it and reports it.", url, id))
+	return a.session(func(ctx context.Context) int {
+		res, url, err := a.store.Abort(ctx, id)
+		if errors.Is(err, coordinator.ErrJobFinished) {
+			a.failf("job %s has already finished; there is nothing to abort", id)
+			return 1
+		}
+		if err != nil {
+			return a.refusal(id, err)
+		}
+		// The channel hears of it through the finish notice: the pipeline
+		// writes one when it stops, abort.lua one for a job not yet started.
+		if res == coordinator.AbortedQueued {
+			return a.report(actionResult{Ident: id, URL: url, Result: "aborted"},
+				fmt.Sprintf("Job %s for %s was aborted before it started.", id, url))
+		}
+		return a.report(actionResult{Ident: id, URL: url, Result: "abort requested"},
+			fmt.Sprintf("Initiated abort for %s (%s); its pipeline stops it and reports it.", url, id))
+	})
 }
 
 func runExpire(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -538,21 +545,17 @@ func runExpire(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
-	ctx, cancel := adminContext()
-	defer cancel()
-	if !a.connect(ctx) {
-		return 1
-	}
-	defer a.done()
-	err := a.store.Expire(ctx, id)
-	if errors.Is(err, coordinator.ErrNoExpiry) {
-		a.failf("job %s does not yet have an expiry timer (it has not finished)", id)
-		return 1
-	}
-	if err != nil {
-		return a.refusal(id, err)
-	}
-	return a.report(actionResult{Ident: id, Result: "expired"}, fmt.Sprintf("Job %s expired; its URL can be archived again.", id))
+	return a.session(func(ctx context.Context) int {
+		err := a.store.Expire(ctx, id)
+		if errors.Is(err, coordinator.ErrNoExpiry) {
+			a.failf("job %s does not yet have an expiry timer (it has not finished)", id)
+			return 1
+		}
+		if err != nil {
+			return a.refusal(id, err)
+		}
+		return a.report(actionResult{Ident: id, Result: "expired"}, fmt.Sprintf("Job %s expired; its URL can be archived again.", id))
+	})
 }
 
 // ---------------------------------------------------------------------
@@ -561,49 +564,41 @@ func runExpire(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 func runRequeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	a := newAdminCmd("requeue", stdout, stderr)
 	force := a.fs.Bool("force", false, "requeue even though the job's pipeline still reports (it may still be crawling the job)")
-	pos, code := a.parse(args, 1)
+	id, code := a.parseIdent(args, false)
 	if code >= 0 {
 		return code
 	}
-	id, ok := a.identArg(pos[0], false)
-	if !ok {
-		return 2
-	}
-	ctx, cancel := adminContext()
-	defer cancel()
-	if !a.connect(ctx) {
-		return 1
-	}
-	defer a.done()
-	res, err := a.store.Requeue(ctx, id, *force, a.cfg.Notifier.PipelineSilentAfter.Duration)
-	var alive *coordinator.PipelineAliveError
-	switch {
-	case errors.As(err, &alive):
-		a.failf("job %s: %v (failing a job does not stop its pipeline, whose mark-done would finish the new run); nothing was done. Use -force to requeue it anyway", id, alive)
-		return 1
-	case errors.Is(err, coordinator.ErrJobFinished):
-		a.failf("job %s has finished; nothing was done (archivebot expire %s, then !a, archives it again)", id, id)
-		return 1
-	case errors.Is(err, coordinator.ErrJobNotRequeueable), errors.Is(err, coordinator.ErrFailureWithoutJob):
-		a.failf("job %s: %v; nothing was done", id, err)
-		return 1
-	case err != nil:
-		return a.refusal(id, err)
-	}
-	url := res.Job["url"]
-	r := actionResult{Ident: id, URL: url, Result: "requeued", Queue: res.Queue, Ignores: &res.Ignores}
-	text := fmt.Sprintf("Job %s for %s was put back in %s by %s (operator).", id, url, res.Queue, operator())
-	if nick := res.Job["started_by"]; nick != "" {
-		text = nick + ": " + text
-	}
-	n, nerr := a.notify(ctx, coordinator.AdminNotice{Channel: res.Job["started_in"], Text: text})
-	r.Notice = n
-	out := a.report(r, fmt.Sprintf("Job %s for %s requeued in %s (%s job; %d ignore patterns; reset: %s).",
-		id, url, res.Queue, res.Source, res.Ignores, strings.Join(coordinator.RequeueResetFields, " ")))
-	if nerr != nil || out != 0 {
-		return 1
-	}
-	return 0
+	return a.session(func(ctx context.Context) int {
+		res, err := a.store.Requeue(ctx, id, *force, a.cfg.Notifier.PipelineSilentAfter.Duration)
+		var alive *coordinator.PipelineAliveError
+		switch {
+		case errors.As(err, &alive):
+			a.failf("job %s: %v (failing a job does not stop its pipeline, whose mark-done would finish the new run); nothing was done. Use -force to requeue it anyway", id, alive)
+			return 1
+		case errors.Is(err, coordinator.ErrJobFinished):
+			a.failf("job %s has finished; nothing was done (archivebot expire %s, then !a, archives it again)", id, id)
+			return 1
+		case errors.Is(err, coordinator.ErrJobNotRequeueable), errors.Is(err, coordinator.ErrFailureWithoutJob):
+			a.failf("job %s: %v; nothing was done", id, err)
+			return 1
+		case err != nil:
+			return a.refusal(id, err)
+		}
+		url := res.Job["url"]
+		r := actionResult{Ident: id, URL: url, Result: "requeued", Queue: res.Queue, Ignores: &res.Ignores}
+		text := fmt.Sprintf("Job %s for %s was put back in %s by %s (operator).", id, url, res.Queue, operator())
+		if nick := res.Job["started_by"]; nick != "" {
+			text = nick + ": " + text
+		}
+		n, nerr := a.notify(ctx, coordinator.AdminNotice{Channel: res.Job["started_in"], Text: text})
+		r.Notice = n
+		out := a.report(r, fmt.Sprintf("Job %s for %s requeued in %s (%s job; %d ignore patterns; reset: %s).",
+			id, url, res.Queue, res.Source, res.Ignores, strings.Join(coordinator.RequeueResetFields, " ")))
+		if nerr != nil || out != 0 {
+			return 1
+		}
+		return 0
+	})
 }
 
 // ---------------------------------------------------------------------
@@ -639,69 +634,65 @@ func runPipelines(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if _, code := a.parse(args, 0); code >= 0 {
 		return code
 	}
-	ctx, cancel := adminContext()
-	defer cancel()
-	if !a.connect(ctx) {
-		return 1
-	}
-	defer a.done()
-	pls, err := a.store.Pipelines(ctx)
-	if err != nil {
-		return a.refusal("", err)
-	}
-	jobs, err := a.store.ActiveJobs(ctx)
-	if err != nil {
-		return a.refusal("", err)
-	}
-	byPipe := map[string][]string{}
-	for _, j := range jobs {
-		if p := j.Fields["pipeline_id"]; j.Queue == coordinator.KeyWorking && p != "" {
-			byPipe[p] = append(byPipe[p], j.Ident)
+	return a.session(func(ctx context.Context) int {
+		pls, err := a.store.Pipelines(ctx)
+		if err != nil {
+			return a.refusal("", err)
 		}
-	}
-	now := time.Now()
-	views := []pipelineView{}
-	for _, p := range pls {
-		var v pipelineView
-		v.fill(p, now, a.cfg.Notifier.PipelineSilentAfter.Duration)
-		v.Jobs = byPipe[p.Key]
-		delete(byPipe, p.Key)
-		views = append(views, v)
-	}
-	// Jobs naming a pipeline that has no record: a pipeline that is gone.
-	gone := make([]string, 0, len(byPipe))
-	for k := range byPipe {
-		gone = append(gone, k)
-	}
-	slices.Sort(gone)
-	for _, k := range gone {
-		views = append(views, pipelineView{Key: k, Gone: true, Silent: true, Jobs: byPipe[k]})
-	}
-	if a.json {
-		return a.writeJSON(views)
-	}
-	if len(views) == 0 {
-		fmt.Fprintln(stdout, "No pipelines.")
-		return 0
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PIPELINE\tNICKNAME\tVERSION\tHOST\tSTATUS\tLAST REPORT\tJOBS")
-	for _, v := range views {
-		last := "-"
-		switch {
-		case v.Gone:
-			last = "gone (no record)"
-		case v.TS > 0:
-			last = time.Duration(v.AgeSeconds*float64(time.Second)).Round(time.Second).String() + " ago"
-			if v.Silent {
-				last += " (silent)"
+		jobs, err := a.store.ActiveJobs(ctx)
+		if err != nil {
+			return a.refusal("", err)
+		}
+		byPipe := map[string][]string{}
+		for _, j := range jobs {
+			if p := j.Fields["pipeline_id"]; j.Queue == coordinator.KeyWorking && p != "" {
+				byPipe[p] = append(byPipe[p], j.Ident)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", strings.TrimPrefix(v.Key, coordinator.PipelinePrefix),
-			v.Nickname, v.Version, v.Hostname, v.Status, last, strings.Join(v.Jobs, " "))
-	}
-	tw.Flush()
-	return 0
+		now := time.Now()
+		views := []pipelineView{}
+		for _, p := range pls {
+			var v pipelineView
+			v.fill(p, now, a.cfg.Notifier.PipelineSilentAfter.Duration)
+			v.Jobs = byPipe[p.Key]
+			delete(byPipe, p.Key)
+			views = append(views, v)
+		}
+		// Jobs naming a pipeline that has no record: a pipeline that is gone.
+		gone := make([]string, 0, len(byPipe))
+		for k := range byPipe {
+			gone = append(gone, k)
+		}
+		slices.Sort(gone)
+		for _, k := range gone {
+			views = append(views, pipelineView{Key: k, Gone: true, Silent: true, Jobs: byPipe[k]})
+		}
+		if a.json {
+			return a.writeJSON(views)
+		}
+		if len(views) == 0 {
+			fmt.Fprintln(stdout, "No pipelines.")
+			return 0
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "PIPELINE\tNICKNAME\tVERSION\tHOST\tSTATUS\tLAST REPORT\tJOBS")
+		for _, v := range views {
+			last := "-"
+			switch {
+			case v.Gone:
+				last = "gone (no record)"
+			case v.TS > 0:
+				last = time.Duration(v.AgeSeconds*float64(time.Second)).Round(time.Second).String() + " ago"
+				if v.Silent {
+					last += " (silent)"
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", strings.TrimPrefix(v.Key, coordinator.PipelinePrefix),
+				v.Nickname, v.Version, v.Hostname, v.Status, last, strings.Join(v.Jobs, " "))
+		}
+		tw.Flush()
+		return 0
+	})
 }
 
 // reapResult is `archivebot reap-pipeline --json`.
@@ -725,70 +716,66 @@ func runReapPipeline(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		a.failf("%q is not a pipeline id (pipeline:<md5hex> or the hex after it; archivebot pipelines lists them)", pos[0])
 		return 2
 	}
-	ctx, cancel := adminContext()
-	defer cancel()
-	if !a.connect(ctx) {
-		return 1
-	}
-	defer a.done()
-	silent := a.cfg.Notifier.PipelineSilentAfter.Duration
-	p, err := a.store.GetPipeline(ctx, key)
-	if err != nil {
-		return a.refusal("", err)
-	}
-	if p != nil && !*force {
-		var v pipelineView
-		v.fill(p, time.Now(), silent)
-		if !v.Silent {
-			a.failf("pipeline %s (%q) still reports (last %s ago); nothing was done. Use -force to reap it anyway",
-				key, v.Nickname, time.Duration(v.AgeSeconds*float64(time.Second)).Round(time.Second))
-			return 1
-		}
-	}
-	jobs, err := a.store.ActiveJobs(ctx)
-	if err != nil {
-		return a.refusal("", err)
-	}
-	who := operator()
-	res := reapResult{Pipeline: key, Failed: []actionResult{}}
-	status := 0
-	for _, j := range jobs {
-		if j.Queue != coordinator.KeyWorking || j.Fields["pipeline_id"] != key {
-			continue
-		}
-		job, err := a.store.FailJob(ctx, j.Ident, fmt.Sprintf("pipeline %s is gone; failed by %s", hex, who))
-		if errors.Is(err, coordinator.ErrJobFinished) || errors.Is(err, coordinator.ErrNoJob) {
-			continue // it ended meanwhile
-		}
+	return a.session(func(ctx context.Context) int {
+		silent := a.cfg.Notifier.PipelineSilentAfter.Duration
+		p, err := a.store.GetPipeline(ctx, key)
 		if err != nil {
-			a.refusal(j.Ident, err)
-			status = 1
-			continue
+			return a.refusal("", err)
 		}
-		r := actionResult{Ident: j.Ident, URL: job.URL(), Result: "failed"}
-		n, err := a.notify(ctx, coordinator.AdminNotice{Channel: job.Get("started_in"),
-			Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): its pipeline %s is gone.", j.Ident, job.URL(), who, hex)})
+		if p != nil && !*force {
+			var v pipelineView
+			v.fill(p, time.Now(), silent)
+			if !v.Silent {
+				a.failf("pipeline %s (%q) still reports (last %s ago); nothing was done. Use -force to reap it anyway",
+					key, v.Nickname, time.Duration(v.AgeSeconds*float64(time.Second)).Round(time.Second))
+				return 1
+			}
+		}
+		jobs, err := a.store.ActiveJobs(ctx)
 		if err != nil {
+			return a.refusal("", err)
+		}
+		who := operator()
+		res := reapResult{Pipeline: key, Failed: []actionResult{}}
+		status := 0
+		for _, j := range jobs {
+			if j.Queue != coordinator.KeyWorking || j.Fields["pipeline_id"] != key {
+				continue
+			}
+			job, err := a.store.FailJob(ctx, j.Ident, fmt.Sprintf("pipeline %s is gone; failed by %s", hex, who))
+			if errors.Is(err, coordinator.ErrJobFinished) || errors.Is(err, coordinator.ErrNoJob) {
+				continue // it ended meanwhile
+			}
+			if err != nil {
+				a.refusal(j.Ident, err)
+				status = 1
+				continue
+			}
+			r := actionResult{Ident: j.Ident, URL: job.URL(), Result: "failed"}
+			n, err := a.notify(ctx, coordinator.AdminNotice{Channel: job.Get("started_in"),
+				Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): its pipeline %s is gone.", j.Ident, job.URL(), who, hex)})
+			if err != nil {
+				status = 1
+			}
+			r.Notice = n
+			res.Failed = append(res.Failed, r)
+		}
+		removed, err := a.store.RemovePipeline(ctx, key, silent, *force)
+		if err != nil {
+			a.failf("the jobs were failed, but the pipeline record stays: %v", err)
 			status = 1
 		}
-		r.Notice = n
-		res.Failed = append(res.Failed, r)
-	}
-	removed, err := a.store.RemovePipeline(ctx, key, silent, *force)
-	if err != nil {
-		a.failf("the jobs were failed, but the pipeline record stays: %v", err)
-		status = 1
-	}
-	res.Removed = removed
-	if a.json {
-		if a.writeJSON(res) != 0 {
-			return 1
+		res.Removed = removed
+		if a.json {
+			if a.writeJSON(res) != 0 {
+				return 1
+			}
+			return status
 		}
+		for _, r := range res.Failed {
+			fmt.Fprintf(stdout, "Failed job %s for %s.\n", r.Ident, r.URL)
+		}
+		fmt.Fprintf(stdout, "Pipeline %s: %d jobs failed; record removed: %v.\n", key, len(res.Failed), removed)
 		return status
-	}
-	for _, r := range res.Failed {
-		fmt.Fprintf(stdout, "Failed job %s for %s.\n", r.Ident, r.URL)
-	}
-	fmt.Fprintf(stdout, "Pipeline %s: %d jobs failed; record removed: %v.\n", key, len(res.Failed), removed)
-	return status
+	})
 }

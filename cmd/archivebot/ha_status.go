@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"time"
@@ -26,42 +27,38 @@ func runStatus(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if _, code := a.parse(args, 0); code >= 0 {
 		return code
 	}
-	ctx, cancel := adminContext()
-	defer cancel()
-	if !a.connect(ctx) {
-		return 1
-	}
-	defer a.done()
-	if a.cfg.Embedded() {
-		v := leaderView{SingleNode: true}
+	return a.session(func(ctx context.Context) int {
+		if a.cfg.Embedded() {
+			v := leaderView{SingleNode: true}
+			if a.json {
+				return a.writeJSON(v)
+			}
+			fmt.Fprintln(stdout, "embedded Redis: a single node, no leader lease")
+			return 0
+		}
+		h, ok, err := a.store.Leader(ctx)
+		if err != nil {
+			a.failf("%v", err)
+			return 1
+		}
+		v := leaderView{Leader: ok}
+		if ok {
+			v.Node, v.Token = h.Node, h.Token
+			v.HeldFor = time.Since(h.Acquired).Round(time.Millisecond).Seconds()
+			v.ExpiresIn = h.TTL.Round(time.Millisecond).Seconds()
+		}
 		if a.json {
-			return a.writeJSON(v)
+			if code := a.writeJSON(v); code != 0 || ok {
+				return code
+			}
+			return 3
 		}
-		fmt.Fprintln(stdout, "embedded Redis: a single node, no leader lease")
+		if !ok {
+			fmt.Fprintln(stdout, "leader: none (no node holds archivebot:leader; a standby takes it within a tenth of its lease time)")
+			return 3
+		}
+		fmt.Fprintf(stdout, "leader: %s (fencing token %d), lease held for %s, expires in %s unless renewed\n",
+			h.Node, h.Token, time.Since(h.Acquired).Round(time.Millisecond), h.TTL.Round(time.Millisecond))
 		return 0
-	}
-	h, ok, err := a.store.Leader(ctx)
-	if err != nil {
-		a.failf("%v", err)
-		return 1
-	}
-	v := leaderView{Leader: ok}
-	if ok {
-		v.Node, v.Token = h.Node, h.Token
-		v.HeldFor = time.Since(h.Acquired).Round(time.Millisecond).Seconds()
-		v.ExpiresIn = h.TTL.Round(time.Millisecond).Seconds()
-	}
-	if a.json {
-		if code := a.writeJSON(v); code != 0 || ok {
-			return code
-		}
-		return 3
-	}
-	if !ok {
-		fmt.Fprintln(stdout, "leader: none (no node holds archivebot:leader; a standby takes it within a tenth of its lease time)")
-		return 3
-	}
-	fmt.Fprintf(stdout, "leader: %s (fencing token %d), lease held for %s, expires in %s unless renewed\n",
-		h.Node, h.Token, time.Since(h.Acquired).Round(time.Millisecond), h.TTL.Round(time.Millisecond))
-	return 0
+	})
 }
