@@ -496,7 +496,7 @@ func runFail(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	return a.session(func(ctx context.Context) int {
 		who := operator()
-		job, err := a.store.FailJob(ctx, id, "failed by "+who)
+		job, err := a.store.FailJobBy(ctx, id, "failed by "+who, who)
 		if errors.Is(err, coordinator.ErrJobFinished) {
 			a.failf("job %s has already finished; there is nothing to fail", id)
 			return 1
@@ -521,7 +521,7 @@ func runAbort(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	return a.session(func(ctx context.Context) int {
-		res, url, err := a.store.Abort(ctx, id)
+		res, url, err := a.store.AbortBy(ctx, id, operator())
 		if errors.Is(err, coordinator.ErrJobFinished) {
 			a.failf("job %s has already finished; there is nothing to abort", id)
 			return 1
@@ -546,7 +546,7 @@ func runExpire(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	return a.session(func(ctx context.Context) int {
-		err := a.store.Expire(ctx, id)
+		err := a.store.ExpireBy(ctx, id, operator())
 		if errors.Is(err, coordinator.ErrNoExpiry) {
 			a.failf("job %s does not yet have an expiry timer (it has not finished)", id)
 			return 1
@@ -742,7 +742,7 @@ func runReapPipeline(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			if j.Queue != coordinator.KeyWorking || j.Fields["pipeline_id"] != key {
 				continue
 			}
-			job, err := a.store.FailJob(ctx, j.Ident, fmt.Sprintf("pipeline %s is gone; failed by %s", hex, who))
+			job, err := a.store.FailJobBy(ctx, j.Ident, fmt.Sprintf("pipeline %s is gone; failed by %s", hex, who), who)
 			if errors.Is(err, coordinator.ErrJobFinished) || errors.Is(err, coordinator.ErrNoJob) {
 				continue // it ended meanwhile
 			}

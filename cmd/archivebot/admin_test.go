@@ -363,6 +363,10 @@ func TestAdminFailThenRequeueFromRecords(t *testing.T) {
 		if r.Result != "failed" {
 			t.Fatalf("fail: %+v", r)
 		}
+		// The failure record names the operator, as !fail names the op.
+		if by := b.Client.HGet(ctx, coordinator.KeyFailed(id), "failed_by").Val(); by != operator() {
+			t.Fatalf("failure record failed_by = %q, want the operator %q", by, operator())
+		}
 		// The job record expires 5 s after a fail; the records stay.
 		b.Client.Del(ctx, coordinator.KeyJob(id), coordinator.KeyIgnores(id))
 		adminJSON(t, b, &r, "requeue", id)
