@@ -7,10 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
@@ -103,7 +105,8 @@ func freeAddr(t *testing.T) string {
 // pipeline simulator: a job queued by a command appears when a pipeline
 // takes it; its log lines come with upstream's colours; finished, aborted
 // and failed jobs turn grey, purple and red; the filter and the
-// errors-only toggle work; the per-job page shows the job; after the node
+// errors-only toggle work; the per-job page shows the job and its history
+// (newest first, untrusted strings as text); after the node
 // restarts, the page reconnects and the stream resumes.
 func TestDashboardInBrowser(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
@@ -202,6 +205,13 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err := abo.Done(bg); err != nil {
 		t.Fatal(err)
 	}
+	// An ignore pattern and a nick with markup, for the job page's history:
+	// Redis-provided strings, to show as text.
+	evilPattern := `<img src=x onerror="document.body.dataset.pwned=1">`
+	if _, err := store.ChangeSettings(bg, fai.Ident, coordinator.Change{Bump: 1, By: "<b>mallory</b>",
+		AddPatterns: []string{evilPattern}}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := store.FailJob(bg, fai.Ident, "failed by an operator"); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +259,57 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Errorf("job page lacks %q:\n%s", wantText, page)
 		}
 	}
+	// Its history, newest first: time (UTC), event, who, detail; markup
+	// in nicks and patterns shown as text, never parsed.
+	waitJS(t, ctx, "the history", `document.querySelectorAll("#history tbody tr").length >= 3`)
+	rows := evalJS[[][]string](t, ctx, `[...document.querySelectorAll("#history tbody tr")].map(r => [...r.cells].map(c => c.textContent))`)
+	var events []string
+	for _, r := range rows {
+		if len(r) != 4 || !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$`).MatchString(r[0]) {
+			t.Errorf("history row %q: want time (UTC), event, by, detail", r)
+			continue
+		}
+		// "started" comes from the node's start scan, which may not have
+		// seen the job before it failed.
+		if ev := r[1] + " by " + r[2] + ": " + r[3]; r[1] != "started" {
+			events = append(events, ev)
+		} else if want := "started by " + pipe.Key() + ": pipeline browserpipe"; ev != want {
+			t.Errorf("history: %q, want %q", ev, want)
+		}
+	}
+	wantEvents := []string{
+		"failed by node: failed by an operator",
+		"ignore_added by <b>mallory</b>: " + evilPattern,
+		"queued by " + localUser() + ": in console, queue pending",
+	}
+	if strings.Join(events, "\n") != strings.Join(wantEvents, "\n") {
+		t.Errorf("job page history:\n%s\nwant:\n%s", strings.Join(events, "\n"), strings.Join(wantEvents, "\n"))
+	}
+	if n := evalJS[int](t, ctx, `document.querySelectorAll("#history img, #history b").length`); n != 0 {
+		t.Errorf("history: %d elements made from Redis strings", n)
+	}
+	if evalJS[bool](t, ctx, `"pwned" in document.body.dataset`) {
+		t.Error("history: an ignore pattern ran as HTML")
+	}
 	screenshot(t, ctx, dir, "4-job-page")
+	// The same in dark mode (prefers-color-scheme: dark).
+	dark := func(on bool) {
+		t.Helper()
+		v := "light"
+		if on {
+			v = "dark"
+		}
+		if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: v}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dark(true)
+	if bg := evalJS[string](t, ctx, `getComputedStyle(document.body).backgroundColor`); bg != "rgb(22, 24, 27)" {
+		t.Errorf("dark mode: body background %s", bg)
+	}
+	screenshot(t, ctx, dir, "4-job-page-dark")
+	dark(false)
 	for _, p := range []string{"/pipelines", "/pending", "/finished"} {
 		if err := chromedp.Do(ctx, chromedp.Navigate(base+p)); err != nil {
 			t.Fatal(err)

@@ -18,6 +18,53 @@ function kv(pairs) {
 		[el("dt", {}, k), el("dd", {}, v === null || v === "" ? el("span", { class: "muted" }, "—") : v)]));
 }
 
+// historyDetail is a short rendering of a history entry's detail, as
+// !history shows it (bot/queue.go historyLine); plain text, never HTML.
+function historyDetail(h) {
+	const d = h.detail || {};
+	const str = (v) => v !== null && typeof v === "object" ? JSON.stringify(v) : String(v);
+	const pats = (ps) => Array.isArray(ps) ? ps.map(str).join("\n") : "";
+	switch (h.event) {
+	case "queued":
+		return [d.channel && `in ${str(d.channel)}`, d.queue && `queue ${str(d.queue)}`].filter(Boolean).join(", ");
+	case "settings":
+	case "useragent": {
+		const parts = [];
+		if (d.set && typeof d.set === "object") {
+			parts.push(Object.keys(d.set).sort().map((k) => `${k}=${str(d.set[k])}`).join(", "));
+		}
+		if (Array.isArray(d.del) && d.del.length) parts.push(`cleared ${d.del.map(str).join(", ")}`);
+		return parts.join("; ");
+	}
+	case "ignore_added":
+	case "ignore_removed":
+		return pats(d.patterns);
+	case "started":
+		return d.pipeline ? `pipeline ${str(d.pipeline)}` : "";
+	case "aborted":
+		return d.queued ? "while queued" : d.requested ? "requested" : "";
+	case "failed":
+		return d.reason !== undefined ? str(d.reason) : "";
+	case "moved":
+		return `${str(d.from)} → ${str(d.to)}`;
+	}
+	return Object.keys(d).length ? JSON.stringify(d) : "";
+}
+
+// historyRow is one history entry as a table row; every cell is set with
+// textContent (nicks and patterns come from IRC).
+function historyRow(h) {
+	const tr = document.createElement("tr");
+	tr.className = `hist-${String(h.event).replace(/[^a-z_]/g, "")}`;
+	for (const [cls, text] of [["when", when(h.ts)], ["event", h.event], ["by", h.by], ["detail", historyDetail(h)]]) {
+		const td = document.createElement("td");
+		td.className = cls;
+		td.textContent = text === null || text === undefined ? "" : String(text);
+		tr.append(td);
+	}
+	return tr;
+}
+
 async function jobPage(ident) {
 	document.title = `ArchiveBot job ${ident}`;
 	const r = await getJSON(`/jobs/${ident}`);
@@ -28,6 +75,25 @@ async function jobPage(ident) {
 			el("span", { class: "state", id: "job-state" }, r.state),
 			el("a", { class: "ident", href: location.pathname }, ident)),
 		log);
+	// History, newest first; job events from the stream add rows live.
+	const seen = new Set();
+	const histKey = (h) => `${h.ts}|${h.event}|${h.by}`;
+	const histBody = el("tbody", {});
+	const histHead = el("h3", {}, "History");
+	const histTable = el("table", { id: "history", class: "history" },
+		el("thead", {}, el("tr", {}, ["time (UTC)", "event", "by", "detail"].map((h) => el("th", {}, h)))), histBody);
+	const addHistory = (h) => {
+		if (!h || seen.has(histKey(h))) return;
+		seen.add(histKey(h));
+		const row = historyRow(h);
+		row.dataset.ts = num(h.ts);
+		// Keep newest first even if an event arrives out of order.
+		const after = [...histBody.rows].find((r) => num(r.dataset.ts) <= num(h.ts));
+		histBody.insertBefore(row, after || null);
+		histHead.textContent = `History (${histBody.rows.length})`;
+	};
+	for (const h of r.history || []) addHistory(h);
+	if (!histBody.rows.length) histHead.textContent = "History (none recorded)";
 	main.replaceChildren(
 		el("h2", {}, "Job ", el("code", {}, ident)),
 		el("p", {}, "Permalink: ", el("a", { href: location.href }, location.href)),
@@ -46,6 +112,7 @@ async function jobPage(ident) {
 		]),
 		el("h3", {}, `Ignore patterns (${(r.ignore_patterns || []).length})`),
 		el("pre", { id: "ignores" }, (r.ignore_patterns || []).join("\n") || "none"),
+		histHead, histTable,
 		el("h3", {}, "Recent log"),
 		box);
 	const add = (entries) => {
@@ -68,6 +135,7 @@ async function jobPage(ident) {
 			if (f.entries) add(f.entries.filter((e) => e.ident === ident));
 			for (const ev of f.events || []) {
 				if (ev.ident !== ident) continue;
+				addHistory(ev);
 				if (["finished", "aborted", "failed", "started"].includes(ev.event)) {
 					const st = ev.event === "started" ? "running" : ev.event;
 					document.getElementById("job-state").textContent = st;
