@@ -116,6 +116,7 @@ type nodeOptions struct {
 	version     bool
 	redisListen string
 	dataDir     string
+	cpuProfile  string
 }
 
 func (o *nodeOptions) configPath() string {
@@ -135,6 +136,7 @@ func nodeFlags(out io.Writer) (*flag.FlagSet, *nodeOptions) {
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.redisListen, "redis-listen", "", "address of the embedded Redis, e.g. 127.0.0.1:6380 (redis.listen; env "+config.EnvRedisListen+")")
 	fs.StringVar(&o.dataDir, "data-dir", "", "directory of the embedded Redis's snapshot (redis.data_dir; env "+config.EnvDataDir+")")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for `go tool pprof`), written at exit")
 	fs.Usage = func() { usage(out) }
 	return fs, o
 }

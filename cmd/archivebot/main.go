@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/archiveteam/archivebot-go/config"
@@ -64,6 +65,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "archivebot: %v\n", err)
 		return 1
+	}
+	if o.cpuProfile != "" && !o.check {
+		stop, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "archivebot: -cpuprofile: %v\n", err)
+			return 1
+		}
+		defer stop()
 	}
 	if o.check {
 		if err := checkConfig(cfg, logger); err != nil {
@@ -149,4 +158,20 @@ func localUser() string {
 		return u
 	}
 	return "console"
+}
+
+// startCPUProfile profiles the whole run into path; stop writes it.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -87,7 +87,13 @@ func TestStreamLoad(t *testing.T) {
 	cfg := filepath.Join(dir, "node.toml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf("[redis]\nurl = %q\n[http]\nlisten = %q\nstream_listen = \"\"\n", b.URL, addr)), 0o644)
 	exe, _ := os.Executable()
-	cmd := exec.Command(exe, "-config", cfg)
+	args := []string{"-config", cfg}
+	// ARCHIVEBOT_STREAM_LOAD_PROFILE=FILE: a CPU profile of the node for
+	// the whole run (go tool pprof -top FILE).
+	if p := os.Getenv("ARCHIVEBOT_STREAM_LOAD_PROFILE"); p != "" {
+		args = append(args, "-cpuprofile", p)
+	}
+	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), envChild+"=1")
 	stdin, _ := cmd.StdinPipe() // kept open: the console runs until EOF
 	var logBuf bytes.Buffer
