@@ -7,8 +7,9 @@ import (
 
 // jobWatch logs, at INFO with the ident, each job a pipeline takes and
 // each running job that was failed (by the reaper, !fail or `archivebot
-// fail`): it compares `working` with what it saw last cycle (one LRANGE
-// per cycle, and one pipeline of HGETs when jobs left it). Jobs running
+// fail`): it compares `working`, as the start notifier reads it every
+// cycle, with what it saw last time (one pipeline of HGETs when jobs left
+// it). Jobs running
 // when the node starts are counted, not listed. Finished and aborted jobs
 // are logged by the finish notifier; a queued job that is failed never
 // reaches `working` and is not logged here.
@@ -22,11 +23,8 @@ func newJobWatch(store *Store, log *slog.Logger) *jobWatch {
 	return &jobWatch{store: store, log: log.With("service", "jobs")}
 }
 
-func (w *jobWatch) runOnce(ctx context.Context) error {
-	ids, err := w.store.WorkingJobs(ctx)
-	if err != nil {
-		return err
-	}
+// observe takes the idents in `working` now.
+func (w *jobWatch) observe(ctx context.Context, ids []string) error {
 	now := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		now[id] = true

@@ -16,8 +16,8 @@ func TestJobWatchLogsTakenAndFailed(t *testing.T) {
 		ctx := context.Background()
 		s := NewStore(b.Client)
 		var buf bytes.Buffer
-		w := newJobWatch(s, slog.New(slog.NewTextHandler(&buf, nil)))
-		if err := w.runOnce(ctx); err != nil {
+		w := NewStartNotifier(s, nil, StartConfig{}, slog.New(slog.NewTextHandler(&buf, nil)))
+		if err := w.rememberWorking(ctx); err != nil {
 			t.Fatal(err)
 		}
 		id := svcQueue(t, s, "http://watch.example.com/", "alice", "#ab", KeyPending)
@@ -25,13 +25,13 @@ func TestJobWatchLogsTakenAndFailed(t *testing.T) {
 		if _, err := p.Take(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.runOnce(ctx); err != nil {
+		if err := w.rememberWorking(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.FailJob(ctx, id, "failed by op"); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.runOnce(ctx); err != nil {
+		if err := w.rememberWorking(ctx); err != nil {
 			t.Fatal(err)
 		}
 		log := buf.String()

@@ -115,7 +115,6 @@ func (s *Services) Start(ctx context.Context) {
 	run.Go(&s.wg, s.log, "finish-push", func() { s.pushFinish(ctx) })
 	s.everyOr(ctx, "start-notifier", s.Starts.cfg.Interval, true, s.Starts.trigger, s.Starts.runOnce)
 	s.every(ctx, "admin-notices", DefaultAdminNoticeInterval, true, s.Admin.runOnce)
-	s.every(ctx, "jobs-taken", s.Reaper.cfg.Interval, true, newJobWatch(s.store, s.log).runOnce)
 	s.every(ctx, "pipeline-notifier", s.Pipelines.cfg.Interval, false, s.Pipelines.runOnce)
 	s.every(ctx, "analyzer-sweep", s.Analyzer.cfg.SweepInterval, false, s.Analyzer.runOnce)
 	s.every(ctx, "queue-index", s.queueIndexRebuild, true, func(ctx context.Context) error {

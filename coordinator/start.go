@@ -76,6 +76,8 @@ type StartNotifier struct {
 	trigger chan struct{}
 	mu      sync.Mutex
 	seen    map[string]struct{} // idents seen started by this process
+	// jobs logs jobs taken and failed from the same read of `working`.
+	jobs *jobWatch
 }
 
 // NewStartNotifier returns a start notifier; zero config values take their
@@ -85,7 +87,7 @@ func NewStartNotifier(store *Store, ann Announcer, cfg StartConfig, log *slog.Lo
 		log = slog.Default()
 	}
 	return &StartNotifier{store: store, ann: ann, cfg: cfg.orDefaults(), log: log.With("service", "start-notifier"),
-		trigger: make(chan struct{}, 1), seen: map[string]struct{}{}}
+		trigger: make(chan struct{}, 1), seen: map[string]struct{}{}, jobs: newJobWatch(store, log)}
 }
 
 // Notify is the `updates` callback: a message about a job not seen
@@ -142,10 +144,14 @@ func (n *StartNotifier) runOnce(ctx context.Context) error {
 }
 
 // rememberWorking keeps the idents in `working` as seen, so that their
-// `updates` messages do not ask for scans.
+// `updates` messages do not ask for scans, and logs the jobs taken and
+// failed since the last read.
 func (n *StartNotifier) rememberWorking(ctx context.Context) error {
 	ids, err := n.store.WorkingJobs(ctx)
 	if err != nil {
+		return err
+	}
+	if err := n.jobs.observe(ctx, ids); err != nil {
 		return err
 	}
 	seen := make(map[string]struct{}, len(ids))
