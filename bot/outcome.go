@@ -10,6 +10,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/internal/run"
+	"github.com/archiveteam/archivebot-go/internal/text"
 )
 
 // When Redis takes a command but does not answer in time (it is stopped,
@@ -51,11 +52,7 @@ func (c *Call) effect() string {
 	if c.Effect != "" {
 		return c.Effect
 	}
-	text := c.Req.Text
-	if len(text) > 120 {
-		text = text[:117] + "..."
-	}
-	return fmt.Sprintf("your %s took effect", strings.TrimSpace(text))
+	return fmt.Sprintf("your %s took effect", strings.TrimSpace(text.Cut(c.Req.Text, 117)))
 }
 
 // outcomeUnknown answers a command whose write got no reply and starts
@@ -161,12 +158,8 @@ type prefixed struct {
 
 func (p prefixed) Reply(text string) { p.Replier.Reply(p.prefix + text) }
 
-func quoteCommand(text string) string {
-	text = strings.TrimSpace(text)
-	if len(text) > 80 {
-		text = text[:77] + "..."
-	}
-	return "\"" + text + "\""
+func quoteCommand(s string) string {
+	return "\"" + text.Cut(strings.TrimSpace(s), 77) + "\""
 }
 
 // Close stops the follow-ups of commands whose outcome is unknown and

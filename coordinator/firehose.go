@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/internal/run"
+	"github.com/archiveteam/archivebot-go/internal/text"
 )
 
 // JobEvent is one change of a job, as the bot publishes it on
@@ -337,7 +338,7 @@ func (f *Firehose) listenEvents(ctx context.Context) {
 		got, err := f.store.ListenJobEvents(ctx, func() { f.markReady(true, false) }, func(doc string) {
 			var ev JobEvent
 			if err := json.Unmarshal([]byte(doc), &ev); err != nil || ev.Ident == "" || ev.Event == "" {
-				f.log.Warn("ignoring a job event that is not one", "doc", truncate(doc, 200))
+				f.log.Warn("ignoring a job event that is not one", "doc", text.Cut(doc, 200))
 				return
 			}
 			f.emit(ev)
@@ -358,13 +359,6 @@ func (f *Firehose) listenEvents(ctx context.Context) {
 		}
 		backoff = min(backoff*2, 30*time.Second)
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
 
 // emit hands ev to the sink, once per lifecycle event and run of a job: a

@@ -36,6 +36,7 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/internal/run"
+	"github.com/archiveteam/archivebot-go/internal/text"
 )
 
 // Client is the IRC front end. Create it with New and start it with Run.
@@ -180,7 +181,7 @@ func (c *Client) route(channel string) (dest, via string, err error) {
 		return s.name, "", nil
 	}
 	if channel != "" {
-		via = cutText(cleanText(channel), 64)
+		via = text.Cut(cleanText(channel), 64)
 	}
 	if c.report == "" {
 		return "", "", fmt.Errorf("%w: %q is not one of the configured channels and irc.report_channel is off", coordinator.ErrCannotDeliver, via)
@@ -762,7 +763,7 @@ func (c *Client) accept(req bot.Request) {
 	if !c.throttle.allow(key, privileged, time.Now()) {
 		c.log.Info("throttling user", "nick", req.Nick, "text", req.Text)
 		text := fmt.Sprintf("Sorry, slow down: at most %d commands a minute (%d for voiced users and operators); this one was not run: %s",
-			c.throttle.limitFor(false), c.throttle.limitFor(true), cutText(req.Text, 100))
+			c.throttle.limitFor(false), c.throttle.limitFor(true), text.Cut(req.Text, 100))
 		// Queued behind the user's earlier commands, so it follows their
 		// answers instead of overtaking them.
 		if !c.disp.submit(key, func() { r.Reply(text) }) {
@@ -772,7 +773,7 @@ func (c *Client) accept(req bot.Request) {
 	}
 	if !c.disp.submit(key, func() { c.handle(req, r) }) {
 		c.log.Warn("refused a command: too many queued for this user, or shutting down", "nick", req.Nick, "text", req.Text)
-		r.Reply("Sorry, too many of your commands are waiting to run; this one was not run: " + cutText(req.Text, 100))
+		r.Reply("Sorry, too many of your commands are waiting to run; this one was not run: " + text.Cut(req.Text, 100))
 	}
 }
 

@@ -137,16 +137,3 @@ func buildLine(command string, params ...string) ([]byte, error) {
 func validTarget(s string) bool {
 	return s != "" && s[0] != ':' && !strings.ContainsAny(s, " ,\x07\r\n\x00") && utf8.ValidString(s)
 }
-
-// cutText shortens s to at most max bytes on a UTF-8 boundary, marking
-// the cut with "…".
-func cutText(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}

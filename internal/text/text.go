@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ergochat/irc-go/ircfmt"
+	"unicode/utf8"
 )
 
 // Source says who wrote a text, which decides how much of it is kept.
@@ -80,4 +81,17 @@ func unsafeRune(r rune) bool {
 		return false
 	}
 	return r < 0x20 || r == 0x7f
+}
+
+// Cut shortens s to at most max bytes on a UTF-8 boundary, marking the cut
+// with "…"; a shorter s is returned as it is.
+func Cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
