@@ -23,8 +23,10 @@ func newJobWatch(store *Store, log *slog.Logger) *jobWatch {
 	return &jobWatch{store: store, log: log.With("service", "jobs")}
 }
 
-// observe takes the idents in `working` now.
-func (w *jobWatch) observe(ctx context.Context, ids []string) error {
+// observe takes the idents in `working` now. It only logs: a failure to
+// read why jobs left `working` is a warning, never a reason to hold up the
+// start notices read with the same list.
+func (w *jobWatch) observe(ctx context.Context, ids []string) {
 	now := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		now[id] = true
@@ -46,14 +48,14 @@ func (w *jobWatch) observe(ctx context.Context, ids []string) error {
 	}
 	w.seen = now
 	if len(left) == 0 {
-		return nil
+		return
 	}
 	failed, err := w.store.FailReasons(ctx, left)
 	if err != nil {
-		return err
+		w.log.Warn("cannot tell which of the jobs that left working failed", "jobs", len(left), "err", err)
+		return
 	}
 	for id, reason := range failed {
 		w.log.Info("job failed", "ident", id, "reason", reason)
 	}
-	return nil
 }

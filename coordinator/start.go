@@ -151,9 +151,7 @@ func (n *StartNotifier) rememberWorking(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := n.jobs.observe(ctx, ids); err != nil {
-		return err
-	}
+	n.jobs.observe(ctx, ids)
 	seen := make(map[string]struct{}, len(ids))
 	for _, id := range ids {
 		seen[id] = struct{}{}
