@@ -10,7 +10,7 @@ import (
 // leaderView is `archivebot status -json`.
 type leaderView struct {
 	// Leader is false when no node holds the lease (a standby takes it
-	// within a tenth of its lease time) or in the single-node embedded mode.
+	// within a tenth of its lease time) or without ha.enabled (SingleNode).
 	Leader     bool    `json:"leader"`
 	Node       string  `json:"node,omitempty"`
 	Token      int64   `json:"token,omitempty"`
@@ -28,12 +28,13 @@ func runStatus(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	return a.session(func(ctx context.Context) int {
-		if a.cfg.Embedded() {
+		if !a.cfg.HA.Enabled {
+			// Without ha.enabled the node leads alone and takes no lease.
 			v := leaderView{SingleNode: true}
 			if a.json {
 				return a.writeJSON(v)
 			}
-			fmt.Fprintln(stdout, "embedded Redis: a single node, no leader lease")
+			fmt.Fprintln(stdout, "single node (ha.enabled is off): it leads alone, no leader lease")
 			return 0
 		}
 		h, ok, err := a.store.Leader(ctx)

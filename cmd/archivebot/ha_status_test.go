@@ -12,10 +12,10 @@ import (
 )
 
 // Issue 14: `archivebot status` names the lease holder and its age, and
-// says when nobody leads.
+// says when nobody leads; a node without ha.enabled leads alone.
 func TestStatusCommand(t *testing.T) {
 	b := redistest.Mini(t)
-	cfg := writeTemp(t, "status.toml", "[redis]\nurl = \""+b.URL+"\"\n")
+	cfg := writeTemp(t, "status.toml", "[irc]\nserver = \"irc://127.0.0.1:1\"\nchannels = [\"#a\"]\n[redis]\nurl = \""+b.URL+"\"\n[ha]\nenabled = true\n")
 	var out, errb bytes.Buffer
 	if code := run([]string{"status", "-config", cfg}, strings.NewReader(""), &out, &errb); code != 3 || !strings.Contains(out.String(), "leader: none") {
 		t.Fatalf("no leader: exit %d, %q %q", code, out.String(), errb.String())
@@ -29,5 +29,11 @@ func TestStatusCommand(t *testing.T) {
 	if code := run([]string{"status", "-config", cfg}, strings.NewReader(""), &out, &errb); code != 0 ||
 		!strings.Contains(out.String(), "leader: node-7 (fencing token 1), lease held for 1m30") {
 		t.Fatalf("node-7 leads: exit %d, %q %q", code, out.String(), errb.String())
+	}
+	single := writeTemp(t, "single.toml", "[redis]\nurl = \""+b.URL+"\"\n")
+	out.Reset()
+	if code := run([]string{"status", "-config", single}, strings.NewReader(""), &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "single node") {
+		t.Fatalf("single node: exit %d, %q %q", code, out.String(), errb.String())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"os/user"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 
 	"github.com/archiveteam/archivebot-go/config"
@@ -103,7 +104,10 @@ func describe(cfg *config.Config) string {
 		front = "IRC " + cfg.IRC.Server
 	}
 	backend := "embedded Redis on " + cfg.Redis.Listen
-	if !cfg.Embedded() {
+	switch {
+	case len(cfg.Redis.Sentinels) > 0:
+		backend = fmt.Sprintf("Redis master %q of sentinels %s", cfg.Redis.MasterName, strings.Join(cfg.Redis.Sentinels, ", "))
+	case !cfg.Embedded():
 		backend = "Redis " + redactURL(cfg.Redis.URL)
 	}
 	file := cfg.File

@@ -234,6 +234,9 @@ func adminStore(ctx context.Context, cfg *config.Config) (store *coordinator.Sto
 		rdb = redis.NewClient(opt)
 	}
 	store = coordinator.NewStore(rdb)
+	// The operator's writes wait for replicas as the bot's do.
+	store.WaitReplicas = cfg.Redis.WaitReplicas
+	store.WaitTimeout = cfg.Redis.WaitTimeout.Duration
 	pingCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	if err := store.Ping(pingCtx); err != nil {

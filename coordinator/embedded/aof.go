@@ -890,7 +890,11 @@ func (s *Server) replay(gens []int64) (replayStats, error) {
 		if err != nil {
 			return st, fmt.Errorf("embedded redis: log %s: %w", path, err)
 		}
-		info, _ := f.Stat()
+		info, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return st, fmt.Errorf("embedded redis: log %s: %w", path, err)
+		}
 		r := bufio.NewReaderSize(f, 256<<10)
 		var off int64
 		for {

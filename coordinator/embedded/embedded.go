@@ -328,7 +328,10 @@ func (s *Server) saveLocked(live bool) error {
 			}
 			gen = g
 		} else {
-			s.aof.flush()
+			if err := s.aof.flush(); err != nil {
+				// The snapshot about to be written holds the same data.
+				s.log.Warn("embedded redis: flushing the log before the last snapshot failed", "err", err)
+			}
 			gen = s.aof.gen + 1
 		}
 	}
