@@ -65,6 +65,14 @@ const (
 	// KeyAdminNoticesProcessing (list, ours) holds admin notices being
 	// delivered.
 	KeyAdminNoticesProcessing = "archivebot:admin_notices:processing"
+	// KeyFinishedIndex (sorted set, ours): member = ident of a job that
+	// finished, was aborted or failed; score = its finished_at (failed_at
+	// for failures). Entries older than FailureTTL are pruned whenever one
+	// is added; entries whose job record and failure record have both
+	// expired are skipped and removed when /finished reads them.
+	KeyFinishedIndex = "archivebot:finished"
+	// FailedPrefix prefixes failure records: archivebot:failed:IDENT (hash).
+	FailedPrefix = "archivebot:failed:"
 )
 
 // KeyJob is the job record (hash) of ident.
@@ -122,3 +130,6 @@ func KeyOrigin(ident string) string { return "archivebot:origin:" + ident }
 // KeyQueuedBy is the set of idents a nick queued (folded with the IRC
 // server's CASEMAPPING), for the per-user pending limit.
 func KeyQueuedBy(foldedNick string) string { return QueuedByPrefix + foldedNick }
+
+// KeyFailed is the failure record (hash, ours) of ident.
+func KeyFailed(ident string) string { return FailedPrefix + ident }

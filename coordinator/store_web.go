@@ -17,23 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Keys of our own used by the HTTP API (doc/web.md).
-const (
-	// KeyFinishedIndex (sorted set, ours): member = ident of a job that
-	// finished, was aborted or failed; score = its finished_at (failed_at
-	// for failures). Entries older than FailureTTL are pruned whenever one
-	// is added; entries whose job record and failure record have both
-	// expired are skipped and removed when /finished reads them.
-	KeyFinishedIndex = "archivebot:finished"
-	// FailedPrefix prefixes failure records: archivebot:failed:IDENT (hash).
-	FailedPrefix = "archivebot:failed:"
-)
-
 // FailureTTL is how long a failure record (and its index entry) is kept.
 const FailureTTL = 7 * 24 * time.Hour
-
-// KeyFailed is the failure record (hash, ours) of ident.
-func KeyFailed(ident string) string { return FailedPrefix + ident }
 
 var (
 	//go:embed scripts/index_finished.lua
