@@ -97,7 +97,7 @@ func (b *Bot) archive(ctx context.Context, c *Call, kind archiveKind) error {
 			if exists {
 				return b.replyExists(ctx, c, id, url)
 			}
-			c.Reply("Sorry, I don't know what the user agent \"%s\" is.", opts.UserAgentAlias)
+			c.unknownUserAgent(opts.UserAgentAlias)
 			return nil
 		}
 		userAgent = ua

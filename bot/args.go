@@ -179,8 +179,8 @@ func parseArchiveOptions(words []string) (*archiveOpts, error) {
 		case "user-agent-alias":
 			o.UserAgentAlias = value
 		case "pipeline":
-			if !pipelineNameRE.MatchString(value) {
-				return nil, fmt.Errorf("pipeline name '%s' may only contain letters, digits, '.', '_' and '-'", value)
+			if err := checkPipelineName(value); err != nil {
+				return nil, err
 			}
 			o.Pipeline = value
 		case "explain":
@@ -220,6 +220,15 @@ func checkNote(s string) error {
 		return fmt.Errorf("the note is %d bytes long; the limit is %d", len(s), MaxNoteLen)
 	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }):
 		return fmt.Errorf("the note contains control characters")
+	}
+	return nil
+}
+
+// checkPipelineName refuses a --pipeline NAME (or a pending:NAME queue)
+// that is not letters, digits, '.', '_' and '-'.
+func checkPipelineName(name string) error {
+	if !pipelineNameRE.MatchString(name) {
+		return fmt.Errorf("pipeline name '%s' may only contain letters, digits, '.', '_' and '-'", name)
 	}
 	return nil
 }

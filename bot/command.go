@@ -120,6 +120,11 @@ func (c *Call) unknownJob(id string) {
 	c.Reply("Sorry, I don't know anything about %s.", id)
 }
 
+// unknownUserAgent answers a user-agent alias the catalog does not know.
+func (c *Call) unknownUserAgent(alias string) {
+	c.Reply("Sorry, I don't know what the user agent \"%s\" is.", alias)
+}
+
 // job reads the record of id; when there is none it answers so and
 // returns nil, nil.
 func (b *Bot) job(ctx context.Context, c *Call, id string) (*coordinator.Job, error) {

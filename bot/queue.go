@@ -164,7 +164,7 @@ func runUserAgent(ctx context.Context, b *Bot, c *Call) error {
 	id, alias := c.Args[0], c.Args[1]
 	ua, ok := b.opts.Catalog.UserAgent(alias)
 	if !ok {
-		c.Reply("Sorry, I don't know what the user agent \"%s\" is.", alias)
+		c.unknownUserAgent(alias)
 		return nil
 	}
 	ch := coordinator.Change{QueuedOnly: true, Event: coordinator.EventUserAgent,
@@ -183,9 +183,11 @@ func runMove(ctx context.Context, b *Bot, c *Call) error {
 		c.Usage()
 		return nil
 	}
-	if strings.HasPrefix(where, coordinator.PendingNamedPrefix) && !pipelineNameRE.MatchString(strings.TrimPrefix(where, coordinator.PendingNamedPrefix)) {
-		c.Reply("Sorry, pipeline name '%s' may only contain letters, digits, '.', '_' and '-'.", strings.TrimPrefix(where, coordinator.PendingNamedPrefix))
-		return nil
+	if name, ok := strings.CutPrefix(where, coordinator.PendingNamedPrefix); ok {
+		if err := checkPipelineName(name); err != nil {
+			c.Reply("Sorry, %v.", err)
+			return nil
+		}
 	}
 	from, err := b.store.Move(ctx, id, where, c.Req.Nick)
 	switch {
