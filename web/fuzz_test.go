@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -48,8 +49,9 @@ func FuzzRequest(f *testing.F) {
 		if rec.Header().Get("Content-Type") == "" {
 			t.Fatalf("GET %q: no Content-Type", u.RequestURI())
 		}
-		if strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") && !utf8.Valid(rec.Body.Bytes()) {
-			t.Fatalf("GET %q: invalid UTF-8 in JSON", u.RequestURI())
+		if strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") &&
+			(!utf8.Valid(rec.Body.Bytes()) || !json.Valid(rec.Body.Bytes())) {
+			t.Fatalf("GET %q: the JSON answer is not valid JSON: %.200q", u.RequestURI(), rec.Body.String())
 		}
 	})
 }

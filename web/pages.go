@@ -40,7 +40,7 @@ func (s *Server) addPages(mux *http.ServeMux) {
 // when the client prefers text/html to every type in offers; it reports
 // whether it did.
 func (s *Server) page(w http.ResponseWriter, r *http.Request, name string, offers ...string) bool {
-	w.Header().Add("Vary", "Accept")
+	varyAccept(w)
 	if negotiate(r.Header.Get("Accept"), append(offers, typeHTML)...) != typeHTML {
 		return false
 	}

@@ -278,6 +278,9 @@ func writeText(w http.ResponseWriter, status int, text string) {
 // accepts negotiates; when nothing offered is acceptable it answers 406
 // and returns "".
 func accepts(w http.ResponseWriter, r *http.Request, offers ...string) string {
+	if len(offers) > 1 {
+		varyAccept(w)
+	}
 	t := negotiate(r.Header.Get("Accept"), offers...)
 	if t == "" {
 		jsonError(w, http.StatusNotAcceptable, fmt.Sprintf("none of the types this endpoint serves is acceptable: %v", offers))
@@ -308,4 +311,15 @@ func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
 			"/jobs[?state=queued|running&pipeline=P&started_by=NICK]", "/jobs/IDENT", "/metrics", "/healthz", "/readyz",
 			"/stream (WebSocket, upstream's frames)", "/stream?v=2 (WebSocket, batches)"},
 	})
+}
+
+// varyAccept tells caches that the answer depends on the Accept header
+// (once, however many negotiations a handler makes).
+func varyAccept(w http.ResponseWriter) {
+	for _, v := range w.Header().Values("Vary") {
+		if v == "Accept" {
+			return
+		}
+	}
+	w.Header().Add("Vary", "Accept")
 }

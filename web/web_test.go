@@ -266,6 +266,10 @@ func testFeed(t *testing.T, f *fixture, h http.Handler) {
 	// JSON: newest first, sha1 of "SCORE-TEXT" with SCORE as Ruby writes it.
 	r := get(t, h, "/feed", "application/json")
 	expect(t, r, 200, ctJSON)
+	// The answer depends on Accept: caches must not hand Atom to a JSON client.
+	if v := r.Header.Values("Vary"); len(v) != 1 || v[0] != "Accept" {
+		t.Errorf("/feed Vary = %q, want exactly [Accept]", v)
+	}
 	raw := body(t, r)
 	if !strings.Contains(raw, "?a=1&b=<2>") {
 		t.Errorf("JSON escapes URLs (Ruby's to_json does not): %s", raw)
