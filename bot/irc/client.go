@@ -762,17 +762,22 @@ func (c *Client) accept(req bot.Request) {
 	privileged := !req.Private() && req.Rank >= bot.RankVoice
 	if !c.throttle.allow(key, privileged, time.Now()) {
 		c.log.Info("throttling user", "nick", req.Nick, "text", req.Text)
-		text := fmt.Sprintf("Sorry, slow down: at most %d commands a minute (%d for voiced users and operators); this one was not run: %s",
+		msg := fmt.Sprintf("Sorry, slow down: at most %d commands a minute (%d for voiced users and operators); this one was not run: %s",
 			c.throttle.limitFor(false), c.throttle.limitFor(true), text.Cut(req.Text, 100))
 		// Queued behind the user's earlier commands, so it follows their
 		// answers instead of overtaking them.
-		if !c.disp.submit(key, func() { r.Reply(text) }) {
-			r.Reply(text)
+		if c.disp.submit(key, func() { r.Reply(msg) }) != nil {
+			r.Reply(msg)
 		}
 		return
 	}
-	if !c.disp.submit(key, func() { c.handle(req, r) }) {
-		c.log.Warn("refused a command: too many queued for this user, or shutting down", "nick", req.Nick, "text", req.Text)
+	switch err := c.disp.submit(key, func() { c.handle(req, r) }); err {
+	case nil:
+	case errStopped:
+		c.log.Warn("refused a command: shutting down", "nick", req.Nick, "text", req.Text)
+		r.Reply("Sorry, I'm shutting down; this one was not run: " + text.Cut(req.Text, 100))
+	default:
+		c.log.Warn("refused a command: too many queued for this user", "nick", req.Nick, "text", req.Text)
 		r.Reply("Sorry, too many of your commands are waiting to run; this one was not run: " + text.Cut(req.Text, 100))
 	}
 }

@@ -2,6 +2,7 @@ package irc
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 
@@ -27,24 +28,31 @@ func newDispatcher(slots, maxQueue int, log *slog.Logger) *dispatcher {
 	return &dispatcher{log: log, sem: make(chan struct{}, slots), maxQueue: maxQueue, queues: map[string][]func(){}}
 }
 
-// submit queues job behind key's earlier jobs. It never blocks; it reports
-// false when the dispatcher is stopped or key's queue is full.
-func (d *dispatcher) submit(key string, job func()) bool {
+// Why submit refused a job.
+var (
+	errStopped   = errors.New("shutting down")
+	errQueueFull = errors.New("too many commands waiting")
+)
+
+// submit queues job behind key's earlier jobs. It never blocks; it refuses
+// with errStopped once the dispatcher is stopped and errQueueFull when
+// key's queue is full.
+func (d *dispatcher) submit(key string, job func()) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.stopped {
-		return false
+		return errStopped
 	}
 	q, running := d.queues[key]
 	if len(q) >= d.maxQueue {
-		return false
+		return errQueueFull
 	}
 	d.queues[key] = append(q, job)
 	if !running {
 		d.wg.Add(1)
 		go d.worker(key)
 	}
-	return true
+	return nil
 }
 
 func (d *dispatcher) worker(key string) {
@@ -72,13 +80,20 @@ func (d *dispatcher) run(key string, job func()) {
 	run.Guard(d.log.With("user", key), "command", job)
 }
 
-// stop takes no more jobs and drops the queued ones; running jobs finish.
+// stop takes no more jobs and drops the queued ones (counted in the log:
+// the connection is closing, so their users can no longer be answered);
+// running jobs finish.
 func (d *dispatcher) stop() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.stopped = true
+	dropped := 0
 	for k := range d.queues {
+		dropped += len(d.queues[k])
 		d.queues[k] = nil
+	}
+	if dropped > 0 {
+		d.log.Warn("shutting down: dropped commands that had not started", "commands", dropped)
 	}
 }
 

@@ -448,8 +448,8 @@ func TestDispatcher(t *testing.T) {
 	if got := strings.Join(order, " "); got != want {
 		t.Errorf("order %q, want %q", got, want)
 	}
-	if d.submit("x", func() {}) {
-		t.Error("submit after stop")
+	if err := d.submit("x", func() {}); err != errStopped {
+		t.Errorf("submit after stop: %v, want errStopped", err)
 	}
 }
 
