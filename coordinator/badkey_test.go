@@ -171,5 +171,22 @@ func TestBadKey_StringJobInWorking(t *testing.T) {
 		if c := logs.mentions("strjob"); c != 1 {
 			t.Errorf("strjob logged %d times, want once", c)
 		}
+
+		// The start scan skips it too, says so once, and still sees the
+		// good job start.
+		slogs, startLog := newLogCounter(t)
+		st := NewStartNotifier(s, newSvcAnnouncer("#ab"), StartConfig{}, startLog)
+		for i := 0; i < 3; i++ {
+			if err := st.runOnce(ctx); err != nil {
+				t.Errorf("start scan %d: %v", i+1, err)
+			}
+		}
+		if c := slogs.mentions("strjob"); c != 1 {
+			t.Errorf("start notifier logged strjob %d times, want once", c)
+		}
+		hist, err := b.Client.LRange(ctx, KeyHistory("goodjob"), 0, -1).Result()
+		if err != nil || len(hist) == 0 || !strings.Contains(hist[len(hist)-1], `"event":"started"`) {
+			t.Errorf("good job's history after the scans: %q %v", hist, err)
+		}
 	})
 }

@@ -85,7 +85,7 @@ func TestJobHistory(t *testing.T) {
 		if err != nil || j == nil {
 			t.Fatalf("take: %v %v", j, err)
 		}
-		if _, _, err := s.ScanStarts(ctx, true); err != nil {
+		if _, err := s.ScanStarts(ctx, true); err != nil {
 			t.Fatal(err)
 		}
 		if res, _, err := s.AbortBy(ctx, id, "bob"); err != nil || res != AbortRequested {
@@ -319,10 +319,11 @@ func TestStartNoticesDefault(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			started, notices, err := s.ScanStarts(ctx, on)
+			sc, err := s.ScanStarts(ctx, on)
 			if err != nil {
 				t.Fatal(err)
 			}
+			started, notices := sc.Started, sc.Notices
 			wantNotices := int64(0)
 			if on {
 				wantNotices = 1

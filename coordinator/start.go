@@ -77,7 +77,8 @@ type StartNotifier struct {
 	mu      sync.Mutex
 	seen    map[string]struct{} // idents seen started by this process
 	// jobs logs jobs taken and failed from the same read of `working`.
-	jobs *jobWatch
+	jobs    *jobWatch
+	badKeys onceLog // members of working that are not jobs, logged once
 }
 
 // NewStartNotifier returns a start notifier; zero config values take their
@@ -110,16 +111,19 @@ func (n *StartNotifier) Notify(_ context.Context, ident string) {
 // notice stays in the processing list and is the first delivered next
 // time.
 func (n *StartNotifier) runOnce(ctx context.Context) error {
-	started, queued, err := n.store.ScanStarts(ctx, n.cfg.Notify)
+	sc, err := n.store.ScanStarts(ctx, n.cfg.Notify)
 	if err != nil {
 		return err
 	}
-	if started > 0 {
-		n.log.Debug("jobs started", "count", started, "notices", queued)
+	if sc.Started > 0 {
+		n.log.Debug("jobs started", "count", sc.Started, "notices", sc.Notices)
 	}
-	if err := n.rememberWorking(ctx); err != nil {
-		return err
+	for _, id := range sc.Skipped {
+		if n.badKeys.first(id) {
+			n.log.Warn("skipping a member of working that is not a job (no start notice, no history)", "key", id)
+		}
 	}
+	n.rememberWorking(ctx, sc.Working)
 	sent := 0
 	left, err := n.store.StartNoticesInDelivery(ctx, n.cfg.Batch)
 	if err != nil {
@@ -143,14 +147,10 @@ func (n *StartNotifier) runOnce(ctx context.Context) error {
 	return nil
 }
 
-// rememberWorking keeps the idents in `working` as seen, so that their
-// `updates` messages do not ask for scans, and logs the jobs taken and
-// failed since the last read.
-func (n *StartNotifier) rememberWorking(ctx context.Context) error {
-	ids, err := n.store.WorkingJobs(ctx)
-	if err != nil {
-		return err
-	}
+// rememberWorking keeps the idents the scan read from `working` as seen,
+// so that their `updates` messages do not ask for scans, and logs the
+// jobs taken and failed since the last scan.
+func (n *StartNotifier) rememberWorking(ctx context.Context, ids []string) {
 	n.jobs.observe(ctx, ids)
 	seen := make(map[string]struct{}, len(ids))
 	for _, id := range ids {
@@ -159,7 +159,6 @@ func (n *StartNotifier) rememberWorking(ctx context.Context) error {
 	n.mu.Lock()
 	n.seen = seen
 	n.mu.Unlock()
-	return nil
 }
 
 // deliver posts doc's line and acknowledges it. A document that cannot be

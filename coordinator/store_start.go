@@ -27,23 +27,50 @@ var (
 // (start_scan.lua, one round trip): each gets a "started" history entry
 // and, unless it opted out, a start notice queued for delivery, in the same
 // atomic step that marks it seen. notifyDefault is notifier.start_notices,
-// for jobs without an origin record. It returns how many jobs were seen
-// starting and how many notices were queued.
-func (s *Store) ScanStarts(ctx context.Context, notifyDefault bool) (started, notices int64, err error) {
+// for jobs without an origin record.
+func (s *Store) ScanStarts(ctx context.Context, notifyDefault bool) (StartScan, error) {
 	def := "0"
 	if notifyDefault {
 		def = "1"
 	}
 	now := strconv.FormatFloat(s.nowFloat(), 'f', -1, 64)
 	res, err := startScanScript.Run(ctx, s.rdb, []string{KeyWorking, KeyStarted, KeyStartNotifications},
-		now, def, KeyHistory(""), KeyOrigin("")).Int64Slice()
+		now, def, KeyHistory(""), KeyOrigin("")).Slice()
 	if err != nil {
-		return 0, 0, wrap("scan started jobs", err)
+		return StartScan{}, wrap("scan started jobs", err)
 	}
-	if len(res) != 2 {
-		return 0, 0, errors.New("scan started jobs: unexpected reply")
+	var sc StartScan
+	var ok1, ok2 bool
+	if len(res) == 4 {
+		sc.Started, ok1 = res[0].(int64)
+		sc.Notices, ok2 = res[1].(int64)
+		sc.Working = stringsOf(res[2])
+		sc.Skipped = stringsOf(res[3])
 	}
-	return res[0], res[1], nil
+	if !ok1 || !ok2 {
+		return StartScan{}, errors.New("scan started jobs: unexpected reply")
+	}
+	return sc, nil
+}
+
+// StartScan is what one scan of `working` found.
+type StartScan struct {
+	Started int64    // jobs seen starting now
+	Notices int64    // start notices queued
+	Working []string // the idents in `working`, as the scan read them
+	Skipped []string // idents in `working` that cannot be jobs, left alone
+}
+
+// stringsOf reads a Lua array of strings from a script reply.
+func stringsOf(v any) []string {
+	items, _ := v.([]any)
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		if s, ok := it.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // StartNoticesInDelivery returns up to limit start notices taken earlier

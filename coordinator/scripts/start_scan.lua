@@ -18,8 +18,11 @@
 -- follows ARGV[2], except shallow (!ao) jobs, which get none. Idents of
 -- KEYS[2] no longer in `working` are forgotten.
 -- Job hashes are read by the idents found in `working`, as reap.lua does.
--- Returns {started, notices}: how many jobs were seen starting, and how
--- many notices were queued.
+-- Returns {started, notices, working, skipped}: how many jobs were seen
+-- starting, how many notices were queued, the idents read from `working`
+-- (so the caller needs no second read), and the idents of `working` that
+-- cannot be jobs (not a hash, no url, a history key of another type),
+-- which are left alone and reported so the caller can log them.
 local function expect(key, want)
   local t = redis.call('TYPE', key)['ok']
   if t ~= 'none' and t ~= want then
@@ -37,13 +40,16 @@ end
 local idents = redis.call('LRANGE', KEYS[1], 0, -1)
 local in_working = {}
 local started, notices = 0, 0
+local skipped = {}
 for _, ident in ipairs(idents) do
   in_working[ident] = true
   if redis.call('SISMEMBER', KEYS[2], ident) == 0 then
     local ok, f = pcall(redis.call, 'HMGET', ident, 'url', 'started_by', 'started_in',
       'pipeline_id', 'started_at', 'fetch_depth', 'finished_at', 'failed')
     local hkey = ARGV[3] .. ident
-    if ok and f[1] and (f[4] or f[5]) and not history_bad(hkey) then
+    if not ok or not f[1] or history_bad(hkey) then
+      skipped[#skipped + 1] = ident
+    elseif f[4] or f[5] then
       redis.call('SADD', KEYS[2], ident)
       started = started + 1
       local nick = false
@@ -75,4 +81,4 @@ for _, ident in ipairs(redis.call('SMEMBERS', KEYS[2])) do
     redis.call('SREM', KEYS[2], ident)
   end
 end
-return {started, notices}
+return {started, notices, idents, skipped}
