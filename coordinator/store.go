@@ -391,7 +391,10 @@ type Summary struct {
 	Completed, Aborted, Failed int64
 	Working                    int64
 	Pending, PendingAO, Large  int64
-	Named                      int64
+	// Named is the number of jobs in pending:NAME queues, NamedQueues the
+	// non-empty ones with their lengths.
+	Named       int64
+	NamedQueues []NamedQueue
 }
 
 // Summary counts jobs by state and queue, every queue included, in two
@@ -429,6 +432,7 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 	for _, q := range named {
 		sum.Named += q.Len
 	}
+	sum.NamedQueues = named
 	return sum, nil
 }
 

@@ -41,42 +41,20 @@ type StatusCounts struct {
 	Named map[string]int64
 }
 
-// StatusCounts counts every queue and outcome.
-// Round trips: the SCAN for pending:* (one per 1,000 keys of the keyspace),
-// then one pipeline.
+// StatusCounts counts every queue and outcome: Summary, per named queue.
+// Round trips: 2 (the queue index, then one pipeline).
 func (s *Store) StatusCounts(ctx context.Context) (StatusCounts, error) {
-	named, err := s.NamedQueues(ctx)
+	sum, err := s.Summary(ctx)
 	if err != nil {
 		return StatusCounts{}, err
 	}
-	var (
-		lens     [4]*redis.IntCmd
-		counters [3]*redis.StringCmd
-		nlens    = make([]*redis.IntCmd, len(named))
-	)
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range []string{KeyPending, KeyPendingAO, KeyPendingLarge, KeyWorking} {
-			lens[i] = p.LLen(ctx, k)
-		}
-		for i, k := range []string{KeyJobsCompleted, KeyJobsAborted, KeyJobsFailed} {
-			counters[i] = p.Get(ctx, k)
-		}
-		for i, q := range named {
-			nlens[i] = p.LLen(ctx, q)
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return StatusCounts{}, wrap("status counts", err)
+	c := StatusCounts{
+		Pending: sum.Pending, PendingAO: sum.PendingAO, PendingLarge: sum.Large, Working: sum.Working,
+		Completed: sum.Completed, Aborted: sum.Aborted, Failed: sum.Failed,
+		Named: make(map[string]int64, len(sum.NamedQueues)),
 	}
-	c := StatusCounts{Named: make(map[string]int64, len(named))}
-	c.Pending, c.PendingAO, c.PendingLarge, c.Working = lens[0].Val(), lens[1].Val(), lens[2].Val(), lens[3].Val()
-	n := func(cmd *redis.StringCmd) int64 { v, _ := cmd.Int64(); return v }
-	c.Completed, c.Aborted, c.Failed = n(counters[0]), n(counters[1]), n(counters[2])
-	for i, q := range named {
-		if l := nlens[i].Val(); l > 0 {
-			c.Named[q] = l
-		}
+	for _, q := range sum.NamedQueues {
+		c.Named[q.Name] = q.Len
 	}
 	return c, nil
 }
@@ -84,7 +62,7 @@ func (s *Store) StatusCounts(ctx context.Context) (StatusCounts, error) {
 // PendingQueues lists every non-empty pending queue with all its jobs,
 // next to run first, queues sorted by name ignoring case (pending,
 // pending-ao, pending-large, pending:NAME…), as upstream's /pending.
-// Round trips: the SCAN for pending:*, one pipeline of LRANGEs, one
+// Round trips: the queue index (one read), one pipeline of LRANGEs, one
 // pipeline of HGET url.
 func (s *Store) PendingQueues(ctx context.Context) ([]Queue, error) {
 	named, err := s.NamedQueues(ctx)
@@ -477,7 +455,7 @@ type JobDetail struct {
 // record nor a failure record.
 // Round trips: one pipeline (HGETALL, SMEMBERS, PTTL, HGETALL of the
 // failure record, LRANGE of the history, LPOS + LLEN in working and the three fixed queues);
-// for a queued job found in none of them, the SCAN for pending:* and one
+// for a queued job found in none of them, the queue index (one read) and one
 // more pipeline over the named queues.
 func (s *Store) JobDetail(ctx context.Context, ident string) (*JobDetail, error) {
 	queues := append([]string{KeyWorking}, FixedQueues...)
@@ -574,7 +552,7 @@ var activeFields = []string{"url", "started_by", "started_in", "queued_at", "sta
 // them: named queues, pending-large, pending, pending-ao; next first) and
 // every running job (`working`), with a few fields each. Jobs without a
 // record are left out.
-// Round trips: the SCAN for pending:*, one pipeline of LRANGEs, one
+// Round trips: the queue index (one read), one pipeline of LRANGEs, one
 // pipeline of HMGET.
 func (s *Store) ActiveJobs(ctx context.Context) ([]ActiveJob, error) {
 	named, err := s.NamedQueues(ctx)
