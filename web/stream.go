@@ -353,20 +353,13 @@ func (h *Hub) Flush() {
 	}
 }
 
-// upstreamFrame is entry merged with "job_data": the entry object with
-// one more member (a job_data the entry already had is shadowed: JSON
-// parsers keep the last).
+// upstreamFrame is entry merged with "job_data", as /logs/recent merges
+// it (a job_data the entry already had is replaced).
 func upstreamFrame(doc, jobData []byte) []byte {
-	b := make([]byte, 0, len(doc)+len(jobData)+16)
-	inner := bytes.TrimSpace(doc[1 : len(doc)-1])
-	b = append(b, '{')
-	if len(inner) > 0 {
-		b = append(b, inner...)
-		b = append(b, ',')
-	}
-	b = append(b, `"job_data":`...)
-	b = append(b, jobData...)
-	return append(b, '}')
+	var b bytes.Buffer
+	b.Grow(len(doc) + len(jobData) + 16)
+	appendWithJobData(&b, doc, jobData)
+	return b.Bytes()
 }
 
 // eventFrame: {"seq":S,"n":0,"t":MS,"events":[…]}.
