@@ -59,12 +59,14 @@ func (c *Call) effect() string {
 // the follow-up.
 func (b *Bot) outcomeUnknown(call *Call, id string, err error) {
 	b.log.Warn("command outcome unknown: redis did not answer", "command", call.Cmd.Name, "nick", call.Req.Nick, "command_id", id, "err", err)
-	call.Reply("Redis did not answer in time; I don't know yet whether %s — I'll tell you when I know.", call.effect())
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
+		// No follow-up can start: promise nothing.
+		call.Reply("Redis did not answer in time and I'm shutting down; I don't know whether %s. Check with !status later.", call.effect())
 		return
 	}
+	call.Reply("Redis did not answer in time; I don't know yet whether %s — I'll tell you when I know.", call.effect())
 	// The command's own context ends when Handle returns; the follow-up
 	// lives until Close (run.Go counts it in b.wg while b.mu is held).
 	run.Go(&b.wg, b.log, "command follow-up", func() { b.followUp(b.life, call, id) })
