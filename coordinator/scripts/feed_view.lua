@@ -24,21 +24,33 @@ local attempts = redis.call('HGETALL', KEYS[5])
 local items = {}
 local start = 0
 local nowsec = math.floor(now / 1000)
+-- head: still in the run of texts at the head of the queue that may be
+-- final everywhere (left behind by a change of configured networks);
+-- past it, a text this network has handled costs one HGET.
+local head = true
 while #items < 2 * max do
   local batch = redis.call('ZRANGE', KEYS[1], start, start + 199)
   if #batch == 0 then break end
   local removed = 0
   for _, text in ipairs(batch) do
-    if redis.call('ZSCORE', KEYS[2], text) then
+    local v = redis.call('HGET', mine, text)
+    if v then
+      if head and feed_try_finalize(text, 7, nowsec, KEYS[1], KEYS[2], KEYS[3], KEYS[4]) then
+        removed = removed + 1
+      else
+        head = false
+      end
+    elseif redis.call('ZSCORE', KEYS[2], text) then
       redis.call('ZREM', KEYS[1], text)
       for i = 7, #KEYS do redis.call('HDEL', KEYS[i], text) end
       redis.call('HDEL', KEYS[4], text)
       removed = removed + 1
-    elseif feed_try_finalize(text, 7, nowsec, KEYS[1], KEYS[2], KEYS[3], KEYS[4]) then
-      removed = removed + 1
-    elseif #items < 2 * max and not redis.call('HGET', mine, text) then
-      items[#items + 1] = text
-      items[#items + 1] = redis.call('HGET', KEYS[4], text) or ''
+    else
+      head = false
+      if #items < 2 * max then
+        items[#items + 1] = text
+        items[#items + 1] = redis.call('HGET', KEYS[4], text) or ''
+      end
     end
   end
   start = start + #batch - removed
