@@ -294,3 +294,51 @@ func (s *Store) FeedDay(ctx context.Context, from, to time.Time) (queued, ended 
 	}
 	return q.Val() + d.Val() + f.Val(), e.Val(), nil
 }
+
+// FeedNetStatus is what Redis holds about one network, for the operator.
+type FeedNetStatus struct {
+	Network string `json:"network"`
+	// Queued counts tweets:queue; Handled the texts in it this network
+	// has posted, carried, given up or has in flight (the rest are
+	// pending on it).
+	Queued  int64 `json:"queued"`
+	Handled int64 `json:"handled"`
+	// InFlight counts attempts sent or being sent and not yet recorded.
+	InFlight int64 `json:"in_flight"`
+	// Used counts the posts in the budget window ending now.
+	Used int64 `json:"used"`
+	// Digests and GaveUp count the records kept (pruned after the
+	// retention); LastGaveUp is the latest give-up and its reason.
+	Digests    int64        `json:"digests"`
+	GaveUp     int64        `json:"gave_up"`
+	LastGaveUp *FeedFailure `json:"last_gave_up,omitempty"`
+	// SummaryDay is the UTC day of the last summary posted ("" none).
+	SummaryDay string `json:"summary_day"`
+}
+
+// FeedStatus reads net's state without changing anything.
+func (s *Store) FeedStatus(ctx context.Context, net string, window time.Duration) (FeedNetStatus, error) {
+	st := FeedNetStatus{Network: net}
+	now := s.Now()
+	pipe := s.rdb.Pipeline()
+	q := pipe.ZCard(ctx, KeyTweetsQueue)
+	h := pipe.HLen(ctx, KeyFeedState(net))
+	a := pipe.HLen(ctx, KeyFeedAttempts(net))
+	u := pipe.ZCount(ctx, KeyFeedSent(net), "("+strconv.FormatInt(now.Add(-window).UnixMilli(), 10), "+inf")
+	d := pipe.ZCard(ctx, KeyFeedDigests(net))
+	f := pipe.ZCard(ctx, KeyFeedFailed(net))
+	last := pipe.ZRange(ctx, KeyFeedFailed(net), -1, -1)
+	day := pipe.Get(ctx, KeyFeedSummary(net))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return st, wrap("feed status "+net, err)
+	}
+	st.Queued, st.Handled, st.InFlight, st.Used, st.Digests, st.GaveUp = q.Val(), h.Val(), a.Val(), u.Val(), d.Val(), f.Val()
+	if l := last.Val(); len(l) == 1 {
+		var ff FeedFailure
+		if json.Unmarshal([]byte(l[0]), &ff) == nil {
+			st.LastGaveUp = &ff
+		}
+	}
+	st.SummaryDay = day.Val()
+	return st, nil
+}
