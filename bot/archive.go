@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
+	"github.com/archiveteam/archivebot-go/ident"
 )
 
 // Job defaults (doc/protocol.md, Job record).

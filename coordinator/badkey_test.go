@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // One key of the wrong type, planted by some other program, must never stop

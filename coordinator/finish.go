@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
+	"github.com/archiveteam/archivebot-go/ident"
 )
 
 // FinishConfig configures the finish notifier (see doc/protocol.md,

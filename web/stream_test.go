@@ -17,8 +17,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // tap forwards the firehose to the hub and tells the test what arrived,

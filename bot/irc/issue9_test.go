@@ -15,7 +15,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
+	"github.com/archiveteam/archivebot-go/ident"
 )
 
 // Tests for issue 9, findings 1, 2 and 6 ("nothing silently dropped, no

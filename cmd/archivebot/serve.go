@@ -19,7 +19,7 @@ import (
 	botirc "github.com/archiveteam/archivebot-go/bot/irc"
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/embedded"
+	"github.com/archiveteam/archivebot-go/embeddedredis"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
 )
@@ -130,7 +130,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 
 // openRedis connects to the configured Redis (through Sentinel when
 // redis.sentinels is set) or starts the embedded one.
-func openRedis(cfg *config.Config, logger *slog.Logger, stdout io.Writer) (*redis.Client, *embedded.Server, error) {
+func openRedis(cfg *config.Config, logger *slog.Logger, stdout io.Writer) (*redis.Client, *embeddedredis.Server, error) {
 	if len(cfg.Redis.Sentinels) > 0 {
 		logger.Info("using redis through sentinel", "master_name", cfg.Redis.MasterName, "sentinels", cfg.Redis.Sentinels, "db", cfg.Redis.DB)
 		return redis.NewFailoverClient(failoverOptions(cfg)), nil, nil
@@ -143,7 +143,7 @@ func openRedis(cfg *config.Config, logger *slog.Logger, stdout io.Writer) (*redi
 		logger.Info("using redis", "url", redactURL(cfg.Redis.URL))
 		return redis.NewClient(opt), nil, nil
 	}
-	srv, err := embedded.Start(embedded.Options{
+	srv, err := embeddedredis.Start(embeddedredis.Options{
 		Addr:         cfg.Redis.Listen,
 		DataDir:      cfg.Redis.DataDir,
 		Password:     cfg.Redis.Password,

@@ -11,7 +11,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 	"github.com/archiveteam/archivebot-go/tweeter"
 )
 

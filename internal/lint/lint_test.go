@@ -34,9 +34,9 @@ var storeFiles = []string{
 
 // redisExempt stand in for other programs, or only build a client.
 var redisExempt = map[string]string{
-	"coordinator/pipelinesim/": "the pipeline simulator plays a pipeline, a program of its own",
+	"pipelinesim/": "the pipeline simulator plays a pipeline, a program of its own",
 	"coordinator/redistest/":   "test helper: starts and inspects the Redis the tests run against",
-	"coordinator/embedded/":    "the embedded Redis server is the other side of the seam; its client hook only makes our writes durable",
+	"embeddedredis/":    "the embedded Redis server is the other side of the seam; its client hook only makes our writes durable",
 }
 
 // clientBuilders may name these go-redis objects and nothing else: they
@@ -218,7 +218,7 @@ func TestNoSpecCitations(t *testing.T) {
 var recoverAllowed = map[string]string{
 	"internal/run/run.go":         "the panic guard itself",
 	"web/server.go":               "a panicking request is answered 500, not only logged",
-	"coordinator/embedded/aof.go": "a damaged log record that panics the decoder ends the replay of its segment",
+	"embeddedredis/aof.go": "a damaged log record that panics the decoder ends the replay of its segment",
 }
 
 // TestOnePanicGuard fails on a recover() outside internal/run and the

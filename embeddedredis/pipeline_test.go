@@ -1,4 +1,4 @@
-package embedded_test
+package embeddedredis_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/embedded"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
+	"github.com/archiveteam/archivebot-go/embeddedredis"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // The upstream pipeline's own Lua scripts (report, take, log, abort, mark
@@ -19,7 +19,7 @@ import (
 func TestPipelineScriptsOnEmbedded(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	srv, err := embedded.Start(embedded.Options{Addr: "127.0.0.1:0", DataDir: dir})
+	srv, err := embeddedredis.Start(embeddedredis.Options{Addr: "127.0.0.1:0", DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestPipelineScriptsOnEmbedded(t *testing.T) {
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)
 	}
-	srv, err = embedded.Start(embedded.Options{Addr: "127.0.0.1:0", DataDir: dir})
+	srv, err = embeddedredis.Start(embeddedredis.Options{Addr: "127.0.0.1:0", DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

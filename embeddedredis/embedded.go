@@ -1,4 +1,4 @@
-// Package embedded runs the Redis server the ArchiveBot control node starts
+// Package embeddedredis runs the Redis server the ArchiveBot control node starts
 // when no Redis URL is configured (doc/architecture.md).
 //
 // The server is miniredis listening on a TCP address (default
@@ -27,7 +27,7 @@
 // single hash fields (HEXPIRE; the fields are kept without them), databases
 // above 15, and, as with Redis itself, the script cache (clients reload
 // scripts on NOSCRIPT) and Pub/Sub subscriptions.
-package embedded
+package embeddedredis
 
 import (
 	"cmp"

@@ -1,4 +1,4 @@
-package embedded_test
+package embeddedredis_test
 
 import (
 	"context"
@@ -11,20 +11,20 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/embedded"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
+	"github.com/archiveteam/archivebot-go/embeddedredis"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // benchServer starts an embedded server, persisted in a temporary
 // directory or not, and a client for it with the acknowledgement hook
 // the control node installs (when the server has one).
-func benchServer(b *testing.B, persisted bool) (*embedded.Server, *redis.Client) {
+func benchServer(b *testing.B, persisted bool) (*embeddedredis.Server, *redis.Client) {
 	b.Helper()
-	opts := embedded.Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)}
+	opts := embeddedredis.Options{Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)}
 	if persisted {
 		opts.DataDir = b.TempDir()
 	}
-	srv, err := embedded.Start(opts)
+	srv, err := embeddedredis.Start(opts)
 	if err != nil {
 		b.Fatal(err)
 	}

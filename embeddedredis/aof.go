@@ -1,4 +1,4 @@
-package embedded
+package embeddedredis
 
 // The write-ahead log ("append-only file", as Redis calls it) that makes
 // the embedded server durable between two snapshots.
