@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // BenchmarkRegisterWait measures what WAIT 1 (redis.wait_replicas = 1)
@@ -23,14 +23,14 @@ func BenchmarkRegisterWait(b *testing.B) {
 	defer rdb.Close()
 	for _, wait := range []int{0, 1, 2} {
 		b.Run(fmt.Sprintf("wait_replicas=%d", wait), func(b *testing.B) {
-			s := coordinator.NewStore(rdb)
+			s := store.NewStore(rdb)
 			s.WaitReplicas, s.WaitTimeout = wait, time.Second
 			ctx := context.Background()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				id := fmt.Sprintf("benchwait%d-%d", wait, i)
 				j := newJob(id)
-				if err := s.Register(coordinator.WithCommand(ctx, id, time.Minute), j); err != nil {
+				if err := s.Register(store.WithCommand(ctx, id, time.Minute), j); err != nil {
 					b.Fatal(err)
 				}
 			}

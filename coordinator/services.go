@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
 )
@@ -47,7 +48,7 @@ type Services struct {
 	finishKick    chan struct{}
 	finishTrigger chan struct{}
 
-	store             *Store
+	store             *store.Store
 	queueIndexRebuild time.Duration
 	log               *slog.Logger
 	cancel            context.CancelFunc
@@ -56,7 +57,7 @@ type Services struct {
 }
 
 // NewServices builds the services over store; ann receives their lines.
-func NewServices(store *Store, ann Announcer, cfg ServicesConfig, log *slog.Logger) *Services {
+func NewServices(store *store.Store, ann Announcer, cfg ServicesConfig, log *slog.Logger) *Services {
 	if log == nil {
 		log = slog.Default()
 	}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // Issue 9, finding 4: every write of a user command records its outcome in
@@ -22,11 +22,11 @@ import (
 func TestOutcomeRecord(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := coordinator.NewStore(b.Client)
-		under := func(id string) context.Context { return coordinator.WithCommand(ctx, id, time.Minute) }
+		s := store.NewStore(b.Client)
+		under := func(id string) context.Context { return store.WithCommand(ctx, id, time.Minute) }
 		record := func(id string) string {
 			t.Helper()
-			v, err := b.Client.Get(ctx, coordinator.KeyCommand(id)).Result()
+			v, err := b.Client.Get(ctx, store.KeyCommand(id)).Result()
 			if err != nil && !errors.Is(err, redis.Nil) {
 				t.Fatal(err)
 			}
@@ -39,18 +39,18 @@ func TestOutcomeRecord(t *testing.T) {
 				t.Fatalf("register, send %d: %v", i+1, err)
 			}
 		}
-		if n, _ := b.Client.LLen(ctx, coordinator.KeyPending).Result(); n != 1 {
+		if n, _ := b.Client.LLen(ctx, store.KeyPending).Result(); n != 1 {
 			t.Fatalf("pending holds %d entries, want 1", n)
 		}
 		if record("reg1") != "[1,0]" {
 			t.Fatalf("register record %q", record("reg1"))
 		}
-		if ttl, _ := b.Client.TTL(ctx, coordinator.KeyCommand("reg1")).Result(); ttl <= 0 || ttl > time.Minute {
+		if ttl, _ := b.Client.TTL(ctx, store.KeyCommand("reg1")).Result(); ttl <= 0 || ttl > time.Minute {
 			t.Fatalf("record TTL %v, want at most a minute", ttl)
 		}
 		// Another command for the same URL learns it exists, and records
 		// nothing (it changed nothing).
-		if err := s.Register(under("reg2"), newJob("job1")); !errors.Is(err, coordinator.ErrJobExists) {
+		if err := s.Register(under("reg2"), newJob("job1")); !errors.Is(err, store.ErrJobExists) {
 			t.Fatalf("second command: %v", err)
 		}
 		if record("reg2") != "" {
@@ -62,7 +62,7 @@ func TestOutcomeRecord(t *testing.T) {
 		}
 
 		// Settings: one bump however often the command is sent.
-		ch := coordinator.Change{Bump: 1, AddPatterns: []string{"p"}}
+		ch := store.Change{Bump: 1, AddPatterns: []string{"p"}}
 		for i := 0; i < 3; i++ {
 			age, err := s.ChangeSettings(under("set1"), "job1", ch)
 			if err != nil || age != 5 {
@@ -72,7 +72,7 @@ func TestOutcomeRecord(t *testing.T) {
 		if age, _ := b.Client.HGet(ctx, "job1", "settings_age").Result(); age != "5" {
 			t.Fatalf("settings_age %s, want 5", age)
 		}
-		if _, err := s.ChangeSettings(under("set2"), "nosuchjob", ch); !errors.Is(err, coordinator.ErrNoJob) {
+		if _, err := s.ChangeSettings(under("set2"), "nosuchjob", ch); !errors.Is(err, store.ErrNoJob) {
 			t.Fatalf("settings of a missing job: %v", err)
 		}
 		if record("set2") != "" {
@@ -82,18 +82,18 @@ func TestOutcomeRecord(t *testing.T) {
 		// Abort of a queued job: finished once, one notification.
 		for i := 0; i < 2; i++ {
 			res, url, err := s.Abort(under("abort1"), "job1")
-			if err != nil || res != coordinator.AbortedQueued || url != "http://example.com/" {
+			if err != nil || res != store.AbortedQueued || url != "http://example.com/" {
 				t.Fatalf("abort, send %d: %v %q %v", i+1, res, url, err)
 			}
 		}
-		if n, _ := b.Client.LLen(ctx, coordinator.KeyFinishNotifications).Result(); n != 1 {
+		if n, _ := b.Client.LLen(ctx, store.KeyFinishNotifications).Result(); n != 1 {
 			t.Fatalf("%d finish notifications, want 1", n)
 		}
-		if v, _ := b.Client.Get(ctx, coordinator.KeyJobsAborted).Result(); v != "1" {
+		if v, _ := b.Client.Get(ctx, store.KeyJobsAborted).Result(); v != "1" {
 			t.Fatalf("jobs_aborted %s", v)
 		}
 		// A different command sees the job finished.
-		if _, _, err := s.Abort(under("abort2"), "job1"); !errors.Is(err, coordinator.ErrJobFinished) {
+		if _, _, err := s.Abort(under("abort2"), "job1"); !errors.Is(err, store.ErrJobFinished) {
 			t.Fatalf("second abort: %v", err)
 		}
 
@@ -104,7 +104,7 @@ func TestOutcomeRecord(t *testing.T) {
 				t.Fatalf("fail, send %d: %v %v", i+1, job, err)
 			}
 		}
-		if v, _ := b.Client.Get(ctx, coordinator.KeyJobsFailed).Result(); v != "1" {
+		if v, _ := b.Client.Get(ctx, store.KeyJobsFailed).Result(); v != "1" {
 			t.Fatalf("jobs_failed %s", v)
 		}
 
@@ -125,11 +125,11 @@ func TestWriteFailureClassified(t *testing.T) {
 	b := redistest.Mini(t)
 	addr := b.Mini.Addr()
 	b.Mini.Close()
-	refused := coordinator.NewStore(redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1}))
+	refused := store.NewStore(redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1}))
 	err := refused.Register(ctx, newJob("job1"))
-	if !coordinator.IsUnavailable(err) || coordinator.IsOutcomeUnknown(err) {
+	if !store.IsUnavailable(err) || store.IsOutcomeUnknown(err) {
 		t.Fatalf("refused connection: %v (unavailable %v, unknown %v)", err,
-			coordinator.IsUnavailable(err), coordinator.IsOutcomeUnknown(err))
+			store.IsUnavailable(err), store.IsOutcomeUnknown(err))
 	}
 
 	// A server that reads everything and never answers.
@@ -157,13 +157,13 @@ func TestWriteFailureClassified(t *testing.T) {
 	}()
 	rdb := redis.NewClient(&redis.Options{Addr: l.Addr().String(), ReadTimeout: 100 * time.Millisecond, Protocol: 2})
 	defer rdb.Close()
-	silent := coordinator.NewStore(rdb)
+	silent := store.NewStore(rdb)
 	for name, run := range map[string]func() error{
 		"register": func() error { return silent.Register(ctx, newJob("job1")) },
-		"settings": func() error { _, err := silent.ChangeSettings(ctx, "job1", coordinator.Change{Bump: 1}); return err },
+		"settings": func() error { _, err := silent.ChangeSettings(ctx, "job1", store.Change{Bump: 1}); return err },
 		"expire":   func() error { return silent.Expire(ctx, "job1") },
 	} {
-		if err := run(); !coordinator.IsOutcomeUnknown(err) || !coordinator.IsUnavailable(err) {
+		if err := run(); !store.IsOutcomeUnknown(err) || !store.IsUnavailable(err) {
 			t.Errorf("%s with a silent server: %v, want an unknown outcome", name, err)
 		}
 	}
@@ -180,16 +180,16 @@ func BenchmarkCommandRecord(b *testing.B) {
 		for _, withID := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/record=%v", be.Name, withID), func(b *testing.B) {
 				ctx := context.Background()
-				s := coordinator.NewStore(be.Client)
-				if err := s.Register(ctx, newJob("benchjob")); err != nil && !errors.Is(err, coordinator.ErrJobExists) {
+				s := store.NewStore(be.Client)
+				if err := s.Register(ctx, newJob("benchjob")); err != nil && !errors.Is(err, store.ErrJobExists) {
 					b.Fatal(err)
 				}
-				ch := coordinator.Change{Bump: 1, Set: map[string]string{"delay_min": "1"}}
+				ch := store.Change{Bump: 1, Set: map[string]string{"delay_min": "1"}}
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					cctx := ctx
 					if withID {
-						cctx = coordinator.WithCommand(ctx, strconv.Itoa(i), time.Minute)
+						cctx = store.WithCommand(ctx, strconv.Itoa(i), time.Minute)
 					}
 					if _, err := s.ChangeSettings(cctx, "benchjob", ch); err != nil {
 						b.Fatal(err)

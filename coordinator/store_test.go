@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // countHook counts the round trips a client makes: one per command sent
@@ -34,11 +34,11 @@ func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	}
 }
 
-func newJob(id string) coordinator.NewJob {
-	return coordinator.NewJob{
+func newJob(id string) store.NewJob {
+	return store.NewJob{
 		Ident: id, URL: "http://example.com/", FetchDepth: "inf", Slug: "example.com-inf",
 		StartedBy: "alice", StartedIn: "#archivebot", DelayMin: 250, DelayMax: 375,
-		Concurrency: 3, SettingsAge: 4, Patterns: []string{"a", "b"}, Queue: coordinator.KeyPending,
+		Concurrency: 3, SettingsAge: 4, Patterns: []string{"a", "b"}, Queue: store.KeyPending,
 	}
 }
 
@@ -47,25 +47,25 @@ func newJob(id string) coordinator.NewJob {
 func TestRegisterIsOneRoundTrip(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		store := coordinator.NewStore(b.Client)
+		st := store.NewStore(b.Client)
 		// Load the script first so the count shows the steady state
 		// (EVALSHA), not the one-time NOSCRIPT fallback.
-		if err := store.Register(ctx, newJob("warmup")); err != nil {
+		if err := st.Register(ctx, newJob("warmup")); err != nil {
 			t.Fatal(err)
 		}
 		h := &countHook{}
 		b.Client.AddHook(h)
-		if err := store.Register(ctx, newJob("job1")); err != nil {
+		if err := st.Register(ctx, newJob("job1")); err != nil {
 			t.Fatal(err)
 		}
 		if h.trips.Load() != 1 || h.cmds.Load() != 1 {
 			t.Fatalf("register took %d round trips, %d commands; want 1, 1", h.trips.Load(), h.cmds.Load())
 		}
-		q, _ := b.Client.LRange(ctx, coordinator.KeyPending, 0, -1).Result()
+		q, _ := b.Client.LRange(ctx, store.KeyPending, 0, -1).Result()
 		if len(q) != 2 || q[0] != "job1" {
 			t.Fatalf("pending = %v", q)
 		}
-		if err := store.Register(ctx, newJob("job1")); !errors.Is(err, coordinator.ErrJobExists) {
+		if err := st.Register(ctx, newJob("job1")); !errors.Is(err, store.ErrJobExists) {
 			t.Fatalf("second register: %v, want ErrJobExists", err)
 		}
 	})
@@ -76,11 +76,11 @@ func TestRegisterIsOneRoundTrip(t *testing.T) {
 func TestRegisterFailureWritesNothing(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		store := coordinator.NewStore(b.Client)
+		st := store.NewStore(b.Client)
 		b.Client.Set(ctx, "pending-ao", "not a list", 0)
 		j := newJob("job2")
 		j.Queue = "pending-ao"
-		if err := store.Register(ctx, j); err == nil {
+		if err := st.Register(ctx, j); err == nil {
 			t.Fatal("register into a wrong-typed queue succeeded")
 		}
 		if n, _ := b.Client.Exists(ctx, "job2", "job2_ignores").Result(); n != 0 {
@@ -92,17 +92,17 @@ func TestRegisterFailureWritesNothing(t *testing.T) {
 func TestRegisterPendingLimit(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		store := coordinator.NewStore(b.Client)
+		st := store.NewStore(b.Client)
 		for _, id := range []string{"a1", "a2"} {
 			j := newJob(id)
 			j.PendingLimit = 2
-			if err := store.Register(ctx, j); err != nil {
+			if err := st.Register(ctx, j); err != nil {
 				t.Fatal(err)
 			}
 		}
 		j := newJob("a3")
 		j.PendingLimit = 2
-		if err := store.Register(ctx, j); !errors.Is(err, coordinator.ErrPendingFull) {
+		if err := st.Register(ctx, j); !errors.Is(err, store.ErrPendingFull) {
 			t.Fatalf("third job: %v, want ErrPendingFull", err)
 		}
 		if n, _ := b.Client.Exists(ctx, "a3").Result(); n != 0 {
@@ -111,7 +111,7 @@ func TestRegisterPendingLimit(t *testing.T) {
 		// An existing job is reported as existing even when the queue is full.
 		j = newJob("a1")
 		j.PendingLimit = 2
-		if err := store.Register(ctx, j); !errors.Is(err, coordinator.ErrJobExists) {
+		if err := st.Register(ctx, j); !errors.Is(err, store.ErrJobExists) {
 			t.Fatalf("existing job with full queue: %v, want ErrJobExists", err)
 		}
 	})
@@ -126,13 +126,13 @@ func TestUnavailable(t *testing.T) {
 	ln.Close()
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
-	store := coordinator.NewStore(c)
-	_, err = store.GetJob(context.Background(), "x")
-	if !coordinator.IsUnavailable(err) {
+	st := store.NewStore(c)
+	_, err = st.GetJob(context.Background(), "x")
+	if !store.IsUnavailable(err) {
 		t.Fatalf("error %v is not classified as unavailable", err)
 	}
-	err = store.Register(context.Background(), newJob("x"))
-	if !coordinator.IsUnavailable(err) {
+	err = st.Register(context.Background(), newJob("x"))
+	if !store.IsUnavailable(err) {
 		t.Fatalf("error %v is not classified as unavailable", err)
 	}
 }
@@ -142,8 +142,8 @@ func TestUnavailable(t *testing.T) {
 func BenchmarkRegister(b *testing.B) {
 	run := func(b *testing.B, be *redistest.Backend) {
 		ctx := context.Background()
-		store := coordinator.NewStore(be.Client)
-		if err := store.Register(ctx, newJob("warm")); err != nil {
+		st := store.NewStore(be.Client)
+		if err := st.Register(ctx, newJob("warm")); err != nil {
 			b.Fatal(err)
 		}
 		h := &countHook{}
@@ -154,7 +154,7 @@ func BenchmarkRegister(b *testing.B) {
 		}
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if err := store.Register(ctx, newJob(ids[i])); err != nil {
+			if err := st.Register(ctx, newJob(ids[i])); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // Issue 14: with redis.wait_replicas set, a command's write that no
@@ -17,16 +17,16 @@ import (
 // a replica; the Sentinel process test covers the replicated case.)
 func TestWaitReplicasNotConfirmed(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := coordinator.WithCommand(context.Background(), "w1", time.Minute)
-		s := coordinator.NewStore(b.Client)
+		ctx := store.WithCommand(context.Background(), "w1", time.Minute)
+		s := store.NewStore(b.Client)
 		s.WaitReplicas, s.WaitTimeout = 1, 10*time.Millisecond
 		for i := 0; i < 2; i++ {
 			err := s.Register(ctx, newJob("waitjob"))
-			if !coordinator.IsOutcomeUnknown(err) || !errors.Is(err, coordinator.ErrNotReplicated) {
+			if !store.IsOutcomeUnknown(err) || !errors.Is(err, store.ErrNotReplicated) {
 				t.Fatalf("send %d: err = %v; want outcome unknown, not replicated", i+1, err)
 			}
 		}
-		if n := b.Client.LLen(context.Background(), coordinator.KeyPending).Val(); n != 1 {
+		if n := b.Client.LLen(context.Background(), store.KeyPending).Val(); n != 1 {
 			t.Fatalf("pending has %d entries; want the job once", n)
 		}
 		s.WaitReplicas = 0

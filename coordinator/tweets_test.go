@@ -10,8 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 const tweetURL = "https://example.com/"
@@ -19,8 +19,8 @@ const tweetURL = "https://example.com/"
 var tweetText = "Archiving " + tweetURL
 
 // tweetStore returns a store on b whose clock reads *now.
-func tweetStore(b *redistest.Backend, now *time.Time) *coordinator.Store {
-	s := coordinator.NewStore(b.Client)
+func tweetStore(b *redistest.Backend, now *time.Time) *store.Store {
+	s := store.NewStore(b.Client)
 	s.Now = func() time.Time { return *now }
 	return s
 }
@@ -63,42 +63,42 @@ func TestTweetQueue(t *testing.T) {
 		name  string
 		job   map[string]string // nil: no record
 		seed  func(ctx context.Context, c *redis.Client)
-		want  coordinator.TweetQueueResult
+		want  store.TweetQueueResult
 		queue map[string]float64
 	}{
-		{name: "running", job: running, want: coordinator.TweetQueued, queue: map[string]float64{tweetText: 1000}},
-		{name: "no record", want: coordinator.TweetNotRunning, queue: map[string]float64{}},
-		{name: "queued, not started", job: map[string]string{"url": tweetURL}, want: coordinator.TweetNotStarted, queue: map[string]float64{}},
-		{name: "finished", job: with("finished_at", "1732900100"), want: coordinator.TweetNotRunning, queue: map[string]float64{}},
-		{name: "aborted", job: with("aborted", "true"), want: coordinator.TweetNotRunning, queue: map[string]float64{}},
-		{name: "abort requested", job: with("abort_requested", "true"), want: coordinator.TweetNotRunning, queue: map[string]float64{}},
-		{name: "failed", job: with("failed", "true"), want: coordinator.TweetNotRunning, queue: map[string]float64{}},
-		{name: "other url", job: with("url", "https://example.org/"), want: coordinator.TweetNotRunning, queue: map[string]float64{}},
+		{name: "running", job: running, want: store.TweetQueued, queue: map[string]float64{tweetText: 1000}},
+		{name: "no record", want: store.TweetNotRunning, queue: map[string]float64{}},
+		{name: "queued, not started", job: map[string]string{"url": tweetURL}, want: store.TweetNotStarted, queue: map[string]float64{}},
+		{name: "finished", job: with("finished_at", "1732900100"), want: store.TweetNotRunning, queue: map[string]float64{}},
+		{name: "aborted", job: with("aborted", "true"), want: store.TweetNotRunning, queue: map[string]float64{}},
+		{name: "abort requested", job: with("abort_requested", "true"), want: store.TweetNotRunning, queue: map[string]float64{}},
+		{name: "failed", job: with("failed", "true"), want: store.TweetNotRunning, queue: map[string]float64{}},
+		{name: "other url", job: with("url", "https://example.org/"), want: store.TweetNotRunning, queue: map[string]float64{}},
 		{
-			name: "already queued", job: running, want: coordinator.TweetKnown,
+			name: "already queued", job: running, want: store.TweetKnown,
 			seed: func(ctx context.Context, c *redis.Client) {
-				c.ZAdd(ctx, coordinator.KeyTweetsQueue, redis.Z{Score: 5, Member: tweetText})
+				c.ZAdd(ctx, store.KeyTweetsQueue, redis.Z{Score: 5, Member: tweetText})
 			},
 			queue: map[string]float64{tweetText: 5},
 		},
 		{
-			name: "already posted", job: running, want: coordinator.TweetKnown,
+			name: "already posted", job: running, want: store.TweetKnown,
 			seed: func(ctx context.Context, c *redis.Client) {
-				c.ZAdd(ctx, coordinator.KeyTweetsDone, redis.Z{Score: 5, Member: tweetText})
+				c.ZAdd(ctx, store.KeyTweetsDone, redis.Z{Score: 5, Member: tweetText})
 			},
 			queue: map[string]float64{},
 		},
 		{
-			name: "being posted", job: running, want: coordinator.TweetKnown,
+			name: "being posted", job: running, want: store.TweetKnown,
 			seed: func(ctx context.Context, c *redis.Client) {
-				c.HSet(ctx, coordinator.KeyTweetsAttempt, tweetText, "5")
+				c.HSet(ctx, store.KeyTweetsAttempt, tweetText, "5")
 			},
 			queue: map[string]float64{},
 		},
 		{
-			name: "given up", job: running, want: coordinator.TweetKnown,
+			name: "given up", job: running, want: store.TweetKnown,
 			seed: func(ctx context.Context, c *redis.Client) {
-				c.ZAdd(ctx, coordinator.KeyTweetsFailed, redis.Z{Score: 5, Member: tweetText})
+				c.ZAdd(ctx, store.KeyTweetsFailed, redis.Z{Score: 5, Member: tweetText})
 			},
 			queue: map[string]float64{},
 		},
@@ -125,7 +125,7 @@ func TestTweetQueue(t *testing.T) {
 				if got != tc.want {
 					t.Errorf("QueueTweet = %v, want %v", got, tc.want)
 				}
-				if diff := cmp.Diff(tc.queue, zset(t, b.Client, coordinator.KeyTweetsQueue)); diff != "" {
+				if diff := cmp.Diff(tc.queue, zset(t, b.Client, store.KeyTweetsQueue)); diff != "" {
 					t.Errorf("tweets:queue (-want +got):\n%s", diff)
 				}
 			})
@@ -141,7 +141,7 @@ func TestTweetQueueRace(t *testing.T) {
 		s := tweetStore(b, &now)
 		b.Client.HSet(ctx, "tweetjob1", "url", tweetURL, "started_at", "1")
 		var wg sync.WaitGroup
-		results := make([]coordinator.TweetQueueResult, 20)
+		results := make([]store.TweetQueueResult, 20)
 		for i := range results {
 			wg.Go(func() {
 				r, err := s.QueueTweet(ctx, "tweetjob1", tweetURL, tweetText)
@@ -154,7 +154,7 @@ func TestTweetQueueRace(t *testing.T) {
 		wg.Wait()
 		queued := 0
 		for _, r := range results {
-			if r == coordinator.TweetQueued {
+			if r == store.TweetQueued {
 				queued++
 			}
 		}
@@ -174,23 +174,23 @@ func TestTweetClaimAndResolve(t *testing.T) {
 		if _, ok, err := s.ClaimTweet(ctx); err != nil || ok {
 			t.Fatalf("ClaimTweet on an empty queue = %v, %v", ok, err)
 		}
-		c.ZAdd(ctx, coordinator.KeyTweetsQueue,
+		c.ZAdd(ctx, store.KeyTweetsQueue,
 			redis.Z{Score: 10, Member: "old, posted"},
 			redis.Z{Score: 20, Member: "second"},
 			redis.Z{Score: 30, Member: "third"},
 			redis.Z{Score: 40, Member: "fourth"})
-		c.ZAdd(ctx, coordinator.KeyTweetsDone, redis.Z{Score: 15, Member: "old, posted"})
-		c.HSet(ctx, coordinator.KeyTweetsAttempt, "old, posted", "12")
+		c.ZAdd(ctx, store.KeyTweetsDone, redis.Z{Score: 15, Member: "old, posted"})
+		c.HSet(ctx, store.KeyTweetsAttempt, "old, posted", "12")
 
 		// The posted head is dropped; the next text is claimed.
 		got, ok, err := s.ClaimTweet(ctx)
 		if err != nil || !ok {
 			t.Fatalf("ClaimTweet = %v, %v", ok, err)
 		}
-		if diff := cmp.Diff(coordinator.TweetClaim{Text: "second"}, got); diff != "" {
+		if diff := cmp.Diff(store.TweetClaim{Text: "second"}, got); diff != "" {
 			t.Errorf("claim (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff(map[string]string{"second": "2000"}, hash(t, c, coordinator.KeyTweetsAttempt)); diff != "" {
+		if diff := cmp.Diff(map[string]string{"second": "2000"}, hash(t, c, store.KeyTweetsAttempt)); diff != "" {
 			t.Errorf("attempts (-want +got):\n%s", diff)
 		}
 		// Claiming again without resolving finds the unresolved attempt.
@@ -199,7 +199,7 @@ func TestTweetClaimAndResolve(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := coordinator.TweetClaim{Text: "second", Unresolved: true, AttemptedAt: time.Unix(2000, 0)}
+		want := store.TweetClaim{Text: "second", Unresolved: true, AttemptedAt: time.Unix(2000, 0)}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("claim after a crash (-want +got):\n%s", diff)
 		}
@@ -220,16 +220,16 @@ func TestTweetClaimAndResolve(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		if diff := cmp.Diff(map[string]float64{"fourth": 40}, zset(t, c, coordinator.KeyTweetsQueue)); diff != "" {
+		if diff := cmp.Diff(map[string]float64{"fourth": 40}, zset(t, c, store.KeyTweetsQueue)); diff != "" {
 			t.Errorf("queue (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff(map[string]float64{"old, posted": 15, "second": 2100}, zset(t, c, coordinator.KeyTweetsDone)); diff != "" {
+		if diff := cmp.Diff(map[string]float64{"old, posted": 15, "second": 2100}, zset(t, c, store.KeyTweetsDone)); diff != "" {
 			t.Errorf("done (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff(map[string]float64{"third": 2100}, zset(t, c, coordinator.KeyTweetsFailed)); diff != "" {
+		if diff := cmp.Diff(map[string]float64{"third": 2100}, zset(t, c, store.KeyTweetsFailed)); diff != "" {
 			t.Errorf("failed (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff(map[string]string{}, hash(t, c, coordinator.KeyTweetsAttempt)); diff != "" {
+		if diff := cmp.Diff(map[string]string{}, hash(t, c, store.KeyTweetsAttempt)); diff != "" {
 			t.Errorf("attempts (-want +got):\n%s", diff)
 		}
 	})
@@ -243,27 +243,27 @@ func TestTweetPrune(t *testing.T) {
 		now := time.Unix(100*day, 0)
 		s := tweetStore(b, &now)
 		old, recent := float64(100*day-31*day), float64(100*day-29*day)
-		c.ZAdd(ctx, coordinator.KeyTweetsDone, redis.Z{Score: old, Member: "old"}, redis.Z{Score: recent, Member: "recent"},
+		c.ZAdd(ctx, store.KeyTweetsDone, redis.Z{Score: old, Member: "old"}, redis.Z{Score: recent, Member: "recent"},
 			redis.Z{Score: float64(70 * day), Member: "exactly 30 days"})
-		c.ZAdd(ctx, coordinator.KeyTweetsFailed, redis.Z{Score: old, Member: "old failure"}, redis.Z{Score: recent, Member: "recent failure"})
-		c.ZAdd(ctx, coordinator.KeyTweetsQueue, redis.Z{Score: old, Member: "queued long ago"})
-		c.HSet(ctx, coordinator.KeyTweetsAttempt, "orphan", int64(old), "queued long ago", int64(old), "fresh orphan", int64(recent))
+		c.ZAdd(ctx, store.KeyTweetsFailed, redis.Z{Score: old, Member: "old failure"}, redis.Z{Score: recent, Member: "recent failure"})
+		c.ZAdd(ctx, store.KeyTweetsQueue, redis.Z{Score: old, Member: "queued long ago"})
+		c.HSet(ctx, store.KeyTweetsAttempt, "orphan", int64(old), "queued long ago", int64(old), "fresh orphan", int64(recent))
 
 		got, err := s.PruneTweets(ctx, 30*24*time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(coordinator.PrunedTweets{Done: 1, Failed: 1, Attempts: 1}, got); diff != "" {
+		if diff := cmp.Diff(store.PrunedTweets{Done: 1, Failed: 1, Attempts: 1}, got); diff != "" {
 			t.Errorf("pruned (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff(map[string]float64{"recent": recent, "exactly 30 days": float64(70 * day)}, zset(t, c, coordinator.KeyTweetsDone)); diff != "" {
+		if diff := cmp.Diff(map[string]float64{"recent": recent, "exactly 30 days": float64(70 * day)}, zset(t, c, store.KeyTweetsDone)); diff != "" {
 			t.Errorf("done (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff(map[string]float64{"recent failure": recent}, zset(t, c, coordinator.KeyTweetsFailed)); diff != "" {
+		if diff := cmp.Diff(map[string]float64{"recent failure": recent}, zset(t, c, store.KeyTweetsFailed)); diff != "" {
 			t.Errorf("failed (-want +got):\n%s", diff)
 		}
 		wantAttempts := map[string]string{"queued long ago": fmt.Sprint(int64(old)), "fresh orphan": fmt.Sprint(int64(recent))}
-		if diff := cmp.Diff(wantAttempts, hash(t, c, coordinator.KeyTweetsAttempt)); diff != "" {
+		if diff := cmp.Diff(wantAttempts, hash(t, c, store.KeyTweetsAttempt)); diff != "" {
 			t.Errorf("attempts (-want +got):\n%s", diff)
 		}
 	})
@@ -272,8 +272,8 @@ func TestTweetPrune(t *testing.T) {
 func TestWorkingJobs(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := coordinator.NewStore(b.Client)
-		b.Client.LPush(ctx, coordinator.KeyWorking, "a", "b")
+		s := store.NewStore(b.Client)
+		b.Client.LPush(ctx, store.KeyWorking, "a", "b")
 		got, err := s.WorkingJobs(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // crashCopy copies the data directory as it is on disk now, as kill -9
@@ -56,9 +56,9 @@ func records(t *testing.T, dir string) []*aofRecord {
 
 func register(t *testing.T, c *redis.Client, id string) {
 	t.Helper()
-	err := coordinator.NewStore(c).Register(ctx, coordinator.NewJob{Ident: id, URL: "http://" + id + ".example/",
+	err := store.NewStore(c).Register(ctx, store.NewJob{Ident: id, URL: "http://" + id + ".example/",
 		FetchDepth: "inf", Slug: "x-inf", StartedBy: "alice", StartedIn: "#a", DelayMin: 250,
-		DelayMax: 375, Concurrency: 3, SettingsAge: 4, Queue: coordinator.KeyPending})
+		DelayMax: 375, Concurrency: 3, SettingsAge: 4, Queue: store.KeyPending})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestAcknowledgedWriteSurvivesCrash(t *testing.T) {
 				t.Fatalf("crash %d: %s lost", i, prev)
 			}
 		}
-		if q := c.LRange(ctx, coordinator.KeyPending, 0, -1).Val(); len(q) != i {
+		if q := c.LRange(ctx, store.KeyPending, 0, -1).Val(); len(q) != i {
 			t.Fatalf("crash %d: pending = %q", i, q)
 		}
 		register(t, c, id)

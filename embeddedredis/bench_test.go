@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/embeddedredis"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
@@ -45,16 +45,16 @@ func BenchmarkAcknowledgedCommand(b *testing.B) {
 	for _, persisted := range []bool{false, true} {
 		b.Run(fmt.Sprintf("persisted=%v", persisted), func(b *testing.B) {
 			_, rdb := benchServer(b, persisted)
-			store := coordinator.NewStore(rdb)
+			st := store.NewStore(rdb)
 			ctx := context.Background()
 			i := 0
 			cpu := cpuNow()
 			for b.Loop() {
 				i++
 				id := fmt.Sprintf("bench%07d", i)
-				err := store.Register(ctx, coordinator.NewJob{Ident: id, URL: "http://" + id + ".example/",
+				err := st.Register(ctx, store.NewJob{Ident: id, URL: "http://" + id + ".example/",
 					FetchDepth: "inf", Slug: "x-inf", StartedBy: "alice", StartedIn: "#a", DelayMin: 250,
-					DelayMax: 375, Concurrency: 3, SettingsAge: 4, Queue: coordinator.KeyPending})
+					DelayMax: 375, Concurrency: 3, SettingsAge: 4, Queue: store.KeyPending})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -73,9 +73,9 @@ func BenchmarkPipelineLogEntry(b *testing.B) {
 		b.Run(fmt.Sprintf("persisted=%v", persisted), func(b *testing.B) {
 			srv, ctl := benchServer(b, persisted)
 			ctx := context.Background()
-			err := coordinator.NewStore(ctl).Register(ctx, coordinator.NewJob{Ident: "benchjob", URL: "http://bench.example/",
+			err := store.NewStore(ctl).Register(ctx, store.NewJob{Ident: "benchjob", URL: "http://bench.example/",
 				FetchDepth: "inf", Slug: "x-inf", StartedBy: "alice", StartedIn: "#a", DelayMin: 250,
-				DelayMax: 375, Concurrency: 3, SettingsAge: 4, Queue: coordinator.KeyPending})
+				DelayMax: 375, Concurrency: 3, SettingsAge: 4, Queue: store.KeyPending})
 			if err != nil {
 				b.Fatal(err)
 			}

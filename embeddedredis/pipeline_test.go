@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/embeddedredis"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
@@ -25,12 +25,12 @@ func TestPipelineScriptsOnEmbedded(t *testing.T) {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
-	store := coordinator.NewStore(rdb)
+	st := store.NewStore(rdb)
 	register := func(id, url string) {
 		t.Helper()
-		err := store.Register(ctx, coordinator.NewJob{Ident: id, URL: url, FetchDepth: "inf", Slug: "x-inf",
+		err := st.Register(ctx, store.NewJob{Ident: id, URL: url, FetchDepth: "inf", Slug: "x-inf",
 			StartedBy: "alice", StartedIn: "#a", DelayMin: 250, DelayMax: 375, Concurrency: 3,
-			SettingsAge: 4, Queue: coordinator.KeyPending})
+			SettingsAge: 4, Queue: store.KeyPending})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func TestPipelineScriptsOnEmbedded(t *testing.T) {
 	if err := a.Done(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := rdb.LLen(ctx, coordinator.KeyFinishNotifications).Result(); n != 2 {
+	if n, _ := rdb.LLen(ctx, store.KeyFinishNotifications).Result(); n != 2 {
 		t.Fatalf("finish notifications: %d", n)
 	}
 	for k, want := range map[string]string{"jobs_completed": "1", "jobs_aborted": "1"} {
@@ -114,6 +114,6 @@ func TestPipelineScriptsOnEmbedded(t *testing.T) {
 		t.Fatalf("%d keys of the completed job survive its 48 h", n)
 	}
 	// Its URL can be archived again.
-	store = coordinator.NewStore(rdb)
+	st = store.NewStore(rdb)
 	register("done1", "http://done.example/")
 }

@@ -12,7 +12,7 @@ import (
 // implementation (Addressable::URI.parse(u).normalize.to_s, then the UUIDv5
 // and base 36).
 func TestTable(t *testing.T) {
-	f, err := os.Open("../../testdata/idents.tsv")
+	f, err := os.Open("../testdata/idents.tsv")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestCheckHost(t *testing.T) {
 		}
 	}
 
-	f, err := os.Open("../../testdata/idents.tsv")
+	f, err := os.Open("../testdata/idents.tsv")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 // Store operations of the live log stream (the firehose): read what a job
 // logged since it was last broadcast, move the broadcast bookmark, and

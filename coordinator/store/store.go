@@ -2,7 +2,7 @@
 // holds the job store used by the bot's commands, the Lua scripts that make
 // every multi-key change atomic, and the background services (reaper,
 // notifiers, analyzer) that run inside the control node.
-package coordinator
+package store
 
 import (
 	"context"

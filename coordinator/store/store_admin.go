@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 // Store methods of the operator's commands (`archivebot requeue`,
 // `reap-pipeline`, the admin notice list). See doc/protocol.md, Operator

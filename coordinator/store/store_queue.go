@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 // Queue tools: !move, !jobs PIPELINE (doc/protocol.md, Queues).
 

@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 // Store operations of the background services (reaper, finish notifier,
 // pipeline notifier, analyzer, updates listener). The services call only
@@ -220,6 +220,24 @@ func (s *Store) ReadLog(ctx context.Context, ident, bookmark string, limit int) 
 		out[i] = LogEntry{Doc: doc, Score: z.Score}
 	}
 	return out, nil
+}
+
+// LogCounts are the response counters the analyzer keeps on a job.
+type LogCounts struct {
+	R1xx, R2xx, R3xx, R4xx, R5xx, Runk int64
+	// Errors counts download entries with is_error.
+	Errors int64
+}
+
+// Add adds o to c.
+func (c *LogCounts) Add(o LogCounts) {
+	c.R1xx += o.R1xx
+	c.R2xx += o.R2xx
+	c.R3xx += o.R3xx
+	c.R4xx += o.R4xx
+	c.R5xx += o.R5xx
+	c.Runk += o.Runk
+	c.Errors += o.Errors
 }
 
 // LogCommit is what CommitLogCounts did.

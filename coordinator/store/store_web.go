@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 // Read models for the HTTP API (package web) and the Redis-backed metrics.
 // Every method documents its Redis round trips; none uses KEYS.

@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 // Job history and audit (doc/protocol.md, Job history): every change to a
 // job is appended, as one JSON entry, to archivebot:history:IDENT by the

@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 // Every Redis key and pub/sub channel the control node touches is spelled
 // here and nowhere else. The layout is shared with existing pipelines and

@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 // Store operations of start notices and of the job-end history step
 // (doc/protocol.md, Start notices and Job history).
