@@ -25,7 +25,7 @@ type JobEvent struct {
 	Detail json.RawMessage `json:"detail,omitempty"`
 }
 
-// The job events are the history's (store_history.go). The firehose
+// The job events are the history's (coordinator/store/history.go). The firehose
 // derives started, finished, aborted and failed itself as well (from
 // `working`, the job hash and the failure record), so they are never
 // missed even when a publication is.

@@ -1,3 +1,7 @@
+// Package coordinator holds the background services that run inside the
+// control node (reaper, notifiers, analyzer, firehose, updates listener,
+// leader lease). They read and write Redis only through package
+// coordinator/store.
 package coordinator
 
 import (

@@ -5,6 +5,10 @@ package store
 // dashboards (doc/protocol.md): names, types and list directions are a
 // wire format. Keys of our own start with "archivebot:".
 
+import (
+	_ "embed"
+)
+
 const (
 	// KeyPending (list) holds idents queued with !a. The bot LPUSHes;
 	// pipelines RPOPLPUSH from the right, so the right end is the head.

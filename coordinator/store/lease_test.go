@@ -142,3 +142,33 @@ func TestWriteScriptsFenced(t *testing.T) {
 		}
 	}
 }
+
+// Issue 14: with Store.CommandFence set (an HA node), a user command's
+// write is refused once the node no longer holds the lease (a command
+// buffered while it was frozen), and goes through while it does; the
+// admin CLI's store (no CommandFence) is not fenced.
+func TestCommandFence(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := store.NewStore(b.Client)
+		cur, _, err := s.AcquireLease(ctx, "new", 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.CommandFence = func() string { return "standby old" }
+		if err := s.Register(ctx, newJob("fencedjob")); !store.IsFenced(err) {
+			t.Fatalf("register on a deposed leader: %v; want FENCED", err)
+		}
+		if n := b.Client.Exists(ctx, "fencedjob").Val(); n != 0 {
+			t.Fatal("the refused register wrote the job")
+		}
+		s.CommandFence = func() string { return cur.Value }
+		if err := s.Register(ctx, newJob("fencedjob")); err != nil {
+			t.Fatalf("register on the leader: %v", err)
+		}
+		s.CommandFence = nil
+		if err := s.Register(ctx, newJob("clijob")); err != nil {
+			t.Fatalf("register without a fence (admin CLI): %v", err)
+		}
+	})
+}

@@ -9,7 +9,7 @@ import (
 
 // Lua scripts. Each file documents its KEYS, ARGV and return values.
 // The scripts of user commands include scripts/cmdrecord.lua (their
-// outcome record, see store_outcome.go; it takes the two ARGV before the
+// outcome record, see outcome.go; it takes the two ARGV before the
 // fence's) after the fence prologue.
 //
 // Every script that writes is fenced (a one-line change): a service
@@ -54,6 +54,25 @@ var (
 	expireScript = redis.NewScript(expireSrc)
 )
 
+// Queue tools (queues.go).
+var (
+	//go:embed scripts/move.lua
+	moveBody   string
+	moveSrc    = fencedSrc(cmdRecordSrc + historySrc + moveBody)
+	moveScript = redis.NewScript(moveSrc)
+)
+
+// Operator commands (commands.go, pipelines.go).
+var (
+	//go:embed scripts/requeue.lua
+	requeueSrc    string
+	requeueScript = fenced(requeueSrc)
+
+	//go:embed scripts/pipeline_remove.lua
+	pipelineRemoveSrc    string
+	pipelineRemoveScript = fenced(pipelineRemoveSrc)
+)
+
 // Scripts of the background services and of FailJob.
 var (
 	//go:embed scripts/fail.lua
@@ -82,6 +101,35 @@ var (
 	analyzeCommitScript = fenced(analyzeCommitSrc)
 )
 
+// The start scan and the job-end history step (notices.go, history.go).
+var (
+	//go:embed scripts/start_scan.lua
+	startScanBody   string
+	startScanScript = fenced(historySrc + startScanBody)
+
+	//go:embed scripts/job_end.lua
+	jobEndBody   string
+	jobEndScript = fenced(historySrc + jobEndBody)
+)
+
+// The live stream's broadcast bookmark (stream.go).
+var (
+	//go:embed scripts/broadcast.lua
+	broadcastSrc    string
+	broadcastScript = fenced(broadcastSrc)
+)
+
+// The index of finished jobs and the failure records (history.go, failures.go).
+var (
+	//go:embed scripts/index_finished.lua
+	indexFinishedSrc    string
+	indexFinishedScript = fenced(indexFinishedSrc)
+
+	//go:embed scripts/record_failure.lua
+	recordFailureSrc    string
+	recordFailureScript = fenced(recordFailureSrc)
+)
+
 // Scripts of the tweet feed (tweets.go).
 var (
 	//go:embed scripts/tweet_queue.lua
@@ -99,6 +147,21 @@ var (
 	//go:embed scripts/tweet_prune.lua
 	tweetPruneSrc    string
 	tweetPruneScript = fenced(tweetPruneSrc)
+)
+
+// The leader lease's scripts. They are not fenced: they are the fence.
+var (
+	//go:embed scripts/lease_acquire.lua
+	leaseAcquireSrc    string
+	leaseAcquireScript = redis.NewScript(leaseAcquireSrc)
+
+	//go:embed scripts/lease_renew.lua
+	leaseRenewSrc    string
+	leaseRenewScript = redis.NewScript(leaseRenewSrc)
+
+	//go:embed scripts/lease_release.lua
+	leaseReleaseSrc    string
+	leaseReleaseScript = redis.NewScript(leaseReleaseSrc)
 )
 
 //go:embed scripts/fence.lua

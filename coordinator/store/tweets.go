@@ -1,15 +1,38 @@
 package store
 
+// Store operations of the tweeter (see doc/protocol.md, Tweets). The tweeter package owns the
+// service; these are the only places that touch tweets:queue, tweets:done
+// and the tweeter's own keys.
+
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"strconv"
 	"time"
 )
 
-// Store operations of the tweeter (see doc/protocol.md, Tweets). The tweeter package owns the
-// service; these are the only places that touch tweets:queue, tweets:done
-// and the tweeter's own keys.
+// Tweet is an entry of tweets:done.
+type Tweet struct {
+	Text string
+	// Score is the UNIX time it was posted, as stored.
+	Score float64
+}
+
+// RecentTweets returns the newest n entries of tweets:done, newest first.
+// One round trip (ZRANGE -n -1 WITHSCORES, as upstream's feed).
+func (s *Store) RecentTweets(ctx context.Context, n int) ([]Tweet, error) {
+	zs, err := s.rdb.ZRangeWithScores(ctx, KeyTweetsDone, int64(-n), -1).Result()
+	if err != nil {
+		return nil, wrap("read tweets", err)
+	}
+	out := make([]Tweet, 0, len(zs))
+	for i := len(zs) - 1; i >= 0; i-- {
+		text, _ := zs[i].Member.(string)
+		out = append(out, Tweet{Text: text, Score: zs[i].Score})
+	}
+	return out, nil
+}
 
 // TweetQueueResult says what QueueTweet did.
 type TweetQueueResult int

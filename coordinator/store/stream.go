@@ -1,24 +1,52 @@
 package store
 
-// Store operations of the live log stream (the firehose): read what a job
-// logged since it was last broadcast, move the broadcast bookmark, and
-// listen to job events (see doc/protocol.md, Live stream).
+// The live log stream (the firehose) and the pub/sub channels: read what
+// a job logged since it was last broadcast, move the broadcast bookmark,
+// and listen to updates and job events (see doc/protocol.md, Live stream).
 
 import (
-	_ "embed"
-
 	"context"
+	_ "embed"
 	"errors"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
 
-var (
-	//go:embed scripts/broadcast.lua
-	broadcastSrc    string
-	broadcastScript = fenced(broadcastSrc)
-)
+// ListenUpdates subscribes to `updates` and calls onMessage with the ident
+// of every message until the connection fails or ctx ends; onSubscribed is
+// called once the server confirmed the subscription. It reports whether
+// the subscription was established.
+func (s *Store) ListenUpdates(ctx context.Context, onSubscribed func(), onMessage func(ident string)) (bool, error) {
+	return s.listen(ctx, ChannelUpdates, onSubscribed, onMessage)
+}
+
+// listen subscribes to channel and delivers its messages (ListenUpdates).
+func (s *Store) listen(ctx context.Context, channel string, onSubscribed func(), onMessage func(string)) (bool, error) {
+	ps := s.rdb.Subscribe(ctx)
+	defer ps.Close()
+	// A blocked read does not watch ctx: closing the PubSub ends it.
+	stop := context.AfterFunc(ctx, func() { ps.Close() })
+	defer stop()
+	if err := ps.Subscribe(ctx, channel); err != nil {
+		return false, err
+	}
+	// Wait for the server's confirmation so callers know we are listening.
+	if _, err := ps.Receive(ctx); err != nil {
+		return false, err
+	}
+	onSubscribed()
+	for {
+		msg, err := ps.Receive(ctx)
+		if err != nil {
+			return true, err
+		}
+		if m, ok := msg.(*redis.Message); ok {
+			onMessage(m.Payload)
+		}
+		// Anything else is a pong or a subscription confirmation.
+	}
+}
 
 // Unbroadcast is what a job logged since the stream last sent its log.
 type Unbroadcast struct {

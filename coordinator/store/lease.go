@@ -12,21 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The leader lease's scripts. They are not fenced: they are the fence.
-var (
-	//go:embed scripts/lease_acquire.lua
-	leaseAcquireSrc    string
-	leaseAcquireScript = redis.NewScript(leaseAcquireSrc)
-
-	//go:embed scripts/lease_renew.lua
-	leaseRenewSrc    string
-	leaseRenewScript = redis.NewScript(leaseRenewSrc)
-
-	//go:embed scripts/lease_release.lua
-	leaseReleaseSrc    string
-	leaseReleaseScript = redis.NewScript(leaseReleaseSrc)
-)
-
 // ErrFenced is wrapped by the error of a fenced script that refused to
 // write because this node no longer holds the leader lease.
 var ErrFenced = errors.New("fenced: not the leader")

@@ -1,4 +1,4 @@
-package coordinator_test
+package store_test
 
 import (
 	"context"
