@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // DefaultBlueskyService is the PDS entryway used when none is configured.
@@ -327,7 +327,7 @@ func (p *BlueskyPoster) exists(ctx context.Context, token, did, rkey string) (bo
 
 // Recover asks the PDS whether the attempt's record exists: posted if it
 // does, pending again if not.
-func (p *BlueskyPoster) Recover(ctx context.Context, a coordinator.FeedAttempt, _ time.Time) (Recovery, error) {
+func (p *BlueskyPoster) Recover(ctx context.Context, a store.FeedAttempt, _ time.Time) (Recovery, error) {
 	if !ValidTID(a.Key) {
 		return RecoverPosted, nil
 	}

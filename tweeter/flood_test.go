@@ -12,8 +12,8 @@ import (
 
 	"github.com/rivo/uniseg"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/tweeter"
 )
 
@@ -99,7 +99,7 @@ func TestFlood(t *testing.T) {
 					progress = true
 				}
 			}
-			if n, _ := r.c.ZCard(ctx, coordinator.KeyTweetsQueue).Result(); n == 0 {
+			if n, _ := r.c.ZCard(ctx, store.KeyTweetsQueue).Result(); n == 0 {
 				break
 			}
 			if !progress {
@@ -107,10 +107,10 @@ func TestFlood(t *testing.T) {
 			}
 		}
 		t.Logf("drained %d texts in %v of fake time", items, clock.Now().Sub(start))
-		if got := r.members(t, coordinator.KeyTweetsDone); len(got) != items {
+		if got := r.members(t, store.KeyTweetsDone); len(got) != items {
 			t.Errorf("%d texts in tweets:done, want %d", len(got), items)
 		}
-		if f := r.members(t, coordinator.KeyTweetsFailed); len(f) != 0 {
+		if f := r.members(t, store.KeyTweetsFailed); len(f) != 0 {
 			t.Errorf("failed: %q", f)
 		}
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/rivo/uniseg"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // Format is how one network counts a post and shows a URL.
@@ -29,7 +29,7 @@ type Format struct {
 
 // Link is a span of a post's text (UTF-8 byte offsets, End exclusive)
 // that links to URI.
-type Link = coordinator.FeedLink
+type Link = store.FeedLink
 
 // The formats of the networks.
 var (
@@ -120,7 +120,7 @@ func cleanText(text string) string {
 
 // itemURL is the job URL behind a queued item: recorded beside the text,
 // else read back from "Archiving URL". ok is false for other texts.
-func itemURL(it coordinator.FeedItem) (string, bool) {
+func itemURL(it store.FeedItem) (string, bool) {
 	if it.URL != "" {
 		return it.URL, true
 	}
@@ -131,7 +131,7 @@ func itemURL(it coordinator.FeedItem) (string, bool) {
 }
 
 // single words one item for the network: "Archiving URL", cut to fit.
-func (f Format) single(it coordinator.FeedItem) (string, []Link) {
+func (f Format) single(it store.FeedItem) (string, []Link) {
 	u, ok := itemURL(it)
 	if !ok {
 		return f.fit(cleanText(it.Text), ""), nil
@@ -183,7 +183,7 @@ func (f Format) fit(text, head string) string {
 // digest words a digest of the first items that fit: "N more sites queued
 // for archiving: URL URL …". It returns how many items it carries (0 when
 // the first item cannot go in a digest: another program's text).
-func (f Format) digest(items []coordinator.FeedItem) (string, []Link, int) {
+func (f Format) digest(items []store.FeedItem) (string, []Link, int) {
 	var disps, cleans []string
 	build := func(n int) string {
 		return fmt.Sprintf("%d more %s queued for archiving: %s", n, plural(n, "site", "sites"), strings.Join(disps[:n], " "))

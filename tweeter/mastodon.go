@@ -13,7 +13,7 @@ import (
 
 	"github.com/mattn/go-mastodon"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // Attempt is what a poster knows of the attempt it sends: Key is unique
@@ -56,7 +56,7 @@ const (
 // Recoverer is a poster that can tell what became of an attempt a crash
 // left unresolved.
 type Recoverer interface {
-	Recover(ctx context.Context, a coordinator.FeedAttempt, now time.Time) (Recovery, error)
+	Recover(ctx context.Context, a store.FeedAttempt, now time.Time) (Recovery, error)
 }
 
 // Holder is a poster that learns from the network's rate-limit headers
@@ -120,7 +120,7 @@ func (p *MastodonPoster) HoldUntil() time.Time { return p.hold.get() }
 // Recover sends a young attempt again (same Idempotency-Key: Mastodon
 // answers with the status it made the first time) and records an older
 // one as posted.
-func (p *MastodonPoster) Recover(_ context.Context, a coordinator.FeedAttempt, now time.Time) (Recovery, error) {
+func (p *MastodonPoster) Recover(_ context.Context, a store.FeedAttempt, now time.Time) (Recovery, error) {
 	if now.Sub(a.Time()) < MastodonIdempotencyTTL {
 		return RecoverResend, nil
 	}

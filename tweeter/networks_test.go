@@ -13,8 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/tweeter"
 )
 
@@ -34,10 +34,10 @@ func (r *rig) queueURL(t *testing.T, urls ...string) []string {
 	var texts []string
 	for i, u := range urls {
 		text := tweeter.ArchivingText(u)
-		if err := r.c.ZAdd(ctx, coordinator.KeyTweetsQueue, redis.Z{Score: float64(r.now.Unix()*10000 + int64(i)), Member: text}).Err(); err != nil {
+		if err := r.c.ZAdd(ctx, store.KeyTweetsQueue, redis.Z{Score: float64(r.now.Unix()*10000 + int64(i)), Member: text}).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.c.HSet(ctx, coordinator.KeyFeedURLs, text, u).Err(); err != nil {
+		if err := r.c.HSet(ctx, store.KeyFeedURLs, text, u).Err(); err != nil {
 			t.Fatal(err)
 		}
 		texts = append(texts, text)
@@ -45,7 +45,7 @@ func (r *rig) queueURL(t *testing.T, urls ...string) []string {
 	return texts
 }
 
-func (r *rig) failures(t *testing.T, net string) []coordinator.FeedFailure {
+func (r *rig) failures(t *testing.T, net string) []store.FeedFailure {
 	t.Helper()
 	f, err := r.store.FeedFailures(context.Background(), net)
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/tweeter"
 )
 
@@ -23,7 +23,7 @@ var apis = []string{tweeter.APIv2, tweeter.APIv11}
 // rig is a tweeter on a test backend with a settable clock.
 type rig struct {
 	tw    *tweeter.Tweeter
-	store *coordinator.Store
+	store *store.Store
 	c     *redis.Client
 	log   *logBuffer
 	now   time.Time
@@ -38,7 +38,7 @@ func newRig(t *testing.T, b *redistest.Backend, cfg tweeter.Config) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{c: b.Client, now: time.Unix(1_700_000_000, 0)}
-	r.store = coordinator.NewStore(b.Client)
+	r.store = store.NewStore(b.Client)
 	r.store.Now = func() time.Time { return r.now }
 	if cfg.RetryBackoff == 0 {
 		cfg.RetryBackoff = time.Millisecond
@@ -61,7 +61,7 @@ func (r *rig) queue(t *testing.T, texts ...string) {
 	t.Helper()
 	for i, text := range texts {
 		// Oldest first, in the order given.
-		if err := r.c.ZAdd(context.Background(), coordinator.KeyTweetsQueue, redis.Z{Score: float64(r.now.Unix() - int64(len(texts)-i)), Member: text}).Err(); err != nil {
+		if err := r.c.ZAdd(context.Background(), store.KeyTweetsQueue, redis.Z{Score: float64(r.now.Unix() - int64(len(texts)-i)), Member: text}).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -78,14 +78,14 @@ func (r *rig) members(t *testing.T, key string) []string {
 
 func (r *rig) attempts(t *testing.T) map[string]string {
 	t.Helper()
-	m, err := r.c.HGetAll(context.Background(), coordinator.KeyFeedAttempts(r.net())).Result()
+	m, err := r.c.HGetAll(context.Background(), store.KeyFeedAttempts(r.net())).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// text -> attempt key, like the one-network attempt hash of old.
 	out := map[string]string{}
 	for k, v := range m {
-		var a coordinator.FeedAttempt
+		var a store.FeedAttempt
 		if err := json.Unmarshal([]byte(v), &a); err != nil {
 			t.Fatal(err)
 		}
@@ -107,9 +107,9 @@ type state struct {
 
 func (r *rig) state(t *testing.T) state {
 	return state{
-		Queued:   r.members(t, coordinator.KeyTweetsQueue),
-		Done:     r.members(t, coordinator.KeyTweetsDone),
-		Failed:   r.members(t, coordinator.KeyTweetsFailed),
+		Queued:   r.members(t, store.KeyTweetsQueue),
+		Done:     r.members(t, store.KeyTweetsDone),
+		Failed:   r.members(t, store.KeyTweetsFailed),
 		Attempts: r.attempts(t),
 	}
 }
@@ -423,7 +423,7 @@ func TestPostAfterCrash(t *testing.T) {
 		r.queue(t, text1, "Archiving https://next.example/")
 		// The crashed process claimed the text (and maybe posted it).
 		now := r.now.UnixMilli()
-		a := coordinator.FeedAttempt{Key: tweeter.NewTID(r.now), At: now, Post: text1, Items: []string{text1}}
+		a := store.FeedAttempt{Key: tweeter.NewTID(r.now), At: now, Post: text1, Items: []string{text1}}
 		if why, err := r.store.FeedClaim(context.Background(), tweeter.NetX, a, 0, time.Hour); err != nil || why != "" {
 			t.Fatal(why, err)
 		}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 )
 
@@ -48,17 +48,17 @@ func (t *Tweeter) summary(ctx context.Context, n *net, day, text string) error {
 		n.log.Warn("summary skipped: the network is paused", "until", until, "why", n.pauseWhy)
 		return nil
 	}
-	a := coordinator.FeedAttempt{Key: NewTID(t.cfg.Now()), At: t.cfg.Now().UnixMilli(), Post: text}
+	a := store.FeedAttempt{Key: NewTID(t.cfg.Now()), At: t.cfg.Now().UnixMilli(), Post: text}
 	why, err := t.store.FeedClaim(ctx, n.Name, a, n.Budget, n.Window)
 	if err != nil {
 		return err
 	}
-	if why != coordinator.FeedClaimed {
+	if why != store.FeedClaimed {
 		n.log.Warn("summary skipped: the budget is spent", "budget", n.Budget, "window", n.Window)
 		return nil
 	}
 	err = n.Poster.Post(WithAttempt(ctx, Attempt{Key: a.Key}), text)
-	if _, rerr := t.resolve(ctx, n, a.Key, coordinator.FeedPosted, ""); rerr != nil {
+	if _, rerr := t.resolve(ctx, n, a.Key, store.FeedPosted, ""); rerr != nil {
 		return rerr
 	}
 	if err != nil {

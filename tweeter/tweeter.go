@@ -6,7 +6,7 @@
 // posting budget; when the queue outruns a budget, it posts digests that
 // carry several texts. It prunes the records of posted texts daily.
 //
-// Redis is reached only through coordinator.Store. The order of writes is
+// Redis is reached only through store.Store. The order of writes is
 // what makes a crash safe: each network's attempt (with its key) is
 // recorded before posting and resolved after, so a restart finds an
 // attempt a crash interrupted and resolves it the network's way (see
@@ -27,7 +27,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
 )
@@ -171,7 +171,7 @@ type net struct {
 	lastPost    time.Time  // guarded by mu
 	digestDue   bool       // guarded by mu
 	lastErr     string     // guarded by mu
-	view        coordinator.FeedView
+	view        store.FeedView
 	stats       NetStats // guarded by mu
 }
 
@@ -197,10 +197,10 @@ type NetStatus struct {
 // Prune, CheckJob and Sweep run one step each and are safe to call directly
 // (tests do), also while it runs.
 type Tweeter struct {
-	store  *coordinator.Store
+	store  *store.Store
 	cfg    Config
 	nets   []*net
-	names  coordinator.FeedNets
+	names  store.FeedNets
 	dryRun bool
 	log    *slog.Logger
 	cron   *cron.Cron
@@ -221,7 +221,7 @@ type Tweeter struct {
 // New returns a tweeter over store. It posts on X through cfg.Poster if
 // set, else through the API version cfg.API when cfg.Credentials are set;
 // and on each of cfg.Networks. With no network at all it is a dry run.
-func New(store *coordinator.Store, cfg Config) (*Tweeter, error) {
+func New(store *store.Store, cfg Config) (*Tweeter, error) {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -548,7 +548,7 @@ func (t *Tweeter) step(ctx context.Context, n *net) (Outcome, error) {
 			n.log.Info("budget spent: holding posts until the window frees one", "budget", n.Budget, "window", n.Window, "until", n.pausedUntil, "pending", v.Pending)
 			return Paused, nil
 		}
-		a := coordinator.FeedAttempt{Key: NewTID(now), At: now.UnixMilli()}
+		a := store.FeedAttempt{Key: NewTID(now), At: now.UnixMilli()}
 		var links []Link
 		if left > 0 && v.Pending > left {
 			// The queue outruns the budget: a digest.
@@ -576,9 +576,9 @@ func (t *Tweeter) step(ctx context.Context, n *net) (Outcome, error) {
 			return Idle, err
 		}
 		switch why {
-		case coordinator.FeedBudget:
+		case store.FeedBudget:
 			continue
-		case coordinator.FeedGone:
+		case store.FeedGone:
 			continue
 		}
 		return t.send(ctx, n, a, links, false)
@@ -588,7 +588,7 @@ func (t *Tweeter) step(ctx context.Context, n *net) (Outcome, error) {
 
 // recover resolves an attempt a crash or stop left unresolved. It returns
 // Idle when the caller may go on with the queue.
-func (t *Tweeter) recover(ctx context.Context, n *net, a coordinator.FeedAttempt) (Outcome, error) {
+func (t *Tweeter) recover(ctx context.Context, n *net, a store.FeedAttempt) (Outcome, error) {
 	how := RecoverPosted
 	if r, ok := n.Poster.(Recoverer); ok {
 		var err error
@@ -610,19 +610,19 @@ func (t *Tweeter) recover(ctx context.Context, n *net, a coordinator.FeedAttempt
 		return out, err
 	case RecoverRelease:
 		n.log.Warn("an earlier post was interrupted and the network does not have it: posting it again", "key", a.Key, "post", a.Post)
-		_, err := t.resolve(ctx, n, a.Key, coordinator.FeedRelease, "")
+		_, err := t.resolve(ctx, n, a.Key, store.FeedRelease, "")
 		return Idle, err
 	}
 	// The post may be online: never post it twice.
 	n.log.Warn("an earlier attempt to post this text was never resolved (crash or stop mid-post); recording it as posted without posting again",
 		"post", a.Post, "attempted_at", a.Time())
-	_, err := t.resolve(ctx, n, a.Key, coordinator.FeedPosted, "")
+	_, err := t.resolve(ctx, n, a.Key, store.FeedPosted, "")
 	t.count(n, a, Posted)
 	return Idle, err
 }
 
 // send posts claimed attempt a with retries and resolves it.
-func (t *Tweeter) send(ctx context.Context, n *net, a coordinator.FeedAttempt, links []Link, retry bool) (Outcome, error) {
+func (t *Tweeter) send(ctx context.Context, n *net, a store.FeedAttempt, links []Link, retry bool) (Outcome, error) {
 	log := n.log.With("post", a.Post)
 	var err error
 	for try := 1; ; try++ {
@@ -651,7 +651,7 @@ func (t *Tweeter) send(ctx context.Context, n *net, a coordinator.FeedAttempt, l
 					log.Info("the network's rate limit is reached: holding posts until it resets", "until", until)
 				}
 			}
-			_, rerr := t.resolve(ctx, n, a.Key, coordinator.FeedPosted, "")
+			_, rerr := t.resolve(ctx, n, a.Key, store.FeedPosted, "")
 			t.count(n, a, Posted)
 			return Posted, rerr
 		}
@@ -668,7 +668,7 @@ func (t *Tweeter) send(ctx context.Context, n *net, a coordinator.FeedAttempt, l
 			n.stats.RateLimited++
 			metrics.FeedFailure(n.Name, "rate_limited")
 			log.Warn("rate limited: holding posts until the limit resets", "until", until, "err", err)
-			_, rerr := t.resolve(ctx, n, a.Key, coordinator.FeedRelease, "")
+			_, rerr := t.resolve(ctx, n, a.Key, store.FeedRelease, "")
 			return Paused, rerr
 		case errors.Is(err, ErrV1Forbidden):
 			log.Error(`twitter refused the post: this account may not post through API v1.1 (HTTP 403, error 453). Set api = "v2" in the [tweeter] section of the configuration`, "err", err)
@@ -692,15 +692,15 @@ func (t *Tweeter) send(ctx context.Context, n *net, a coordinator.FeedAttempt, l
 	}
 }
 
-func (t *Tweeter) failed(ctx context.Context, n *net, a coordinator.FeedAttempt, err error, tries int) (Outcome, error) {
+func (t *Tweeter) failed(ctx context.Context, n *net, a store.FeedAttempt, err error, tries int) (Outcome, error) {
 	n.log.Error("gave up; the reason is recorded in archivebot:feed:"+n.Name+":failed", "post", a.Post, "tries", tries)
 	n.lastPost = t.cfg.Now()
-	_, rerr := t.resolve(ctx, n, a.Key, coordinator.FeedFailed, err.Error())
+	_, rerr := t.resolve(ctx, n, a.Key, store.FeedFailed, err.Error())
 	t.count(n, a, GaveUp)
 	return GaveUp, rerr
 }
 
-func (t *Tweeter) count(n *net, a coordinator.FeedAttempt, o Outcome) {
+func (t *Tweeter) count(n *net, a store.FeedAttempt, o Outcome) {
 	switch {
 	case o == GaveUp:
 		n.stats.GaveUp++
@@ -729,9 +729,9 @@ func (t *Tweeter) resolve(ctx context.Context, n *net, key, outcome, reason stri
 // proved the text was not posted, the attempt is released (the text is
 // posted after a restart); otherwise it stays recorded for the restart to
 // resolve (see Recoverer).
-func (t *Tweeter) interrupted(n *net, a coordinator.FeedAttempt, err error) (Outcome, error) {
+func (t *Tweeter) interrupted(n *net, a store.FeedAttempt, err error) (Outcome, error) {
 	if Answered(err) {
-		if _, rerr := t.resolve(context.Background(), n, a.Key, coordinator.FeedRelease, ""); rerr != nil {
+		if _, rerr := t.resolve(context.Background(), n, a.Key, store.FeedRelease, ""); rerr != nil {
 			n.log.Warn("could not release the attempt of an interrupted post", "post", a.Post, "err", rerr)
 		}
 	} else {
@@ -763,7 +763,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // Prune removes tweets:done and archivebot:tweets:failed entries older than
 // Retention (30 days), and each network's digest and give-up records as
 // old.
-func (t *Tweeter) Prune(ctx context.Context) (coordinator.PrunedTweets, error) {
+func (t *Tweeter) Prune(ctx context.Context) (store.PrunedTweets, error) {
 	p, err := t.store.PruneTweets(ctx, t.cfg.Retention)
 	if err != nil {
 		return p, err
@@ -777,7 +777,7 @@ func (t *Tweeter) Prune(ctx context.Context) (coordinator.PrunedTweets, error) {
 			n.log.Info("pruned old feed records", "digests", d, "failed", f)
 		}
 	}
-	if p != (coordinator.PrunedTweets{}) {
+	if p != (store.PrunedTweets{}) {
 		t.log.Info("pruned old tweet records", "done", p.Done, "failed", p.Failed, "attempts", p.Attempts)
 	}
 	return p, nil

@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // Issue 22: `archivebot feed` shows each configured network's state.
@@ -30,24 +30,24 @@ budget = 0
 `), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s := coordinator.NewStore(b.Client)
-		b.Client.ZAdd(ctx, coordinator.KeyTweetsQueue, redis.Z{Score: 1, Member: "Archiving https://a.example/"}, redis.Z{Score: 2, Member: "Archiving https://b.example/"})
-		nets := coordinator.FeedNets{"mastodon", "bluesky"}
+		s := store.NewStore(b.Client)
+		b.Client.ZAdd(ctx, store.KeyTweetsQueue, redis.Z{Score: 1, Member: "Archiving https://a.example/"}, redis.Z{Score: 2, Member: "Archiving https://b.example/"})
+		nets := store.FeedNets{"mastodon", "bluesky"}
 		now := time.Now()
 		for i, text := range []string{"Archiving https://a.example/", "Archiving https://b.example/"} {
 			key := []string{"k1", "k2"}[i]
-			if why, err := s.FeedClaim(ctx, "mastodon", coordinator.FeedAttempt{Key: key, At: now.UnixMilli(), Post: text, Items: []string{text}}, 300, 3*time.Hour); err != nil || why != "" {
+			if why, err := s.FeedClaim(ctx, "mastodon", store.FeedAttempt{Key: key, At: now.UnixMilli(), Post: text, Items: []string{text}}, 300, 3*time.Hour); err != nil || why != "" {
 				t.Fatal(why, err)
 			}
 		}
-		if _, err := s.FeedResolve(ctx, nets, "mastodon", "k1", coordinator.FeedFailed, "HTTP 422: Validation failed"); err != nil {
+		if _, err := s.FeedResolve(ctx, nets, "mastodon", "k1", store.FeedFailed, "HTTP 422: Validation failed"); err != nil {
 			t.Fatal(err)
 		}
 		var got []struct {
 			Network string
 			Budget  int
 			Pending int64
-			State   coordinator.FeedNetStatus
+			State   store.FeedNetStatus
 		}
 		adminJSON(t, b, &got, "feed", "-config", cfg)
 		if len(got) != 2 || got[0].Network != "mastodon" || got[1].Network != "bluesky" {
