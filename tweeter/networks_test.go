@@ -34,7 +34,7 @@ func (r *rig) queueURL(t *testing.T, urls ...string) []string {
 	var texts []string
 	for i, u := range urls {
 		text := tweeter.ArchivingText(u)
-		if err := r.c.ZAdd(ctx, store.KeyTweetsQueue, redis.Z{Score: float64(r.now.Unix()*10000 + int64(i)), Member: text}).Err(); err != nil {
+		if err := r.c.ZAdd(ctx, store.KeyTweetsQueue, redis.Z{Score: float64(r.store.Now().Unix()) + float64(i)/10000, Member: text}).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.c.HSet(ctx, store.KeyFeedURLs, text, u).Err(); err != nil {

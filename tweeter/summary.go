@@ -58,7 +58,12 @@ func (t *Tweeter) summary(ctx context.Context, n *net, day, text string) error {
 		return nil
 	}
 	err = n.Poster.Post(WithAttempt(ctx, Attempt{Key: a.Key}), text)
-	if _, rerr := t.resolve(ctx, n, a.Key, store.FeedPosted, ""); rerr != nil {
+	outcome := store.FeedPosted
+	if err != nil && Answered(err) {
+		// Certainly not posted: it no longer counts against the budget.
+		outcome = store.FeedRelease
+	}
+	if _, rerr := t.resolve(ctx, n, a.Key, outcome, ""); rerr != nil {
 		return rerr
 	}
 	if err != nil {

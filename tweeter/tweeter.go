@@ -550,6 +550,11 @@ func (t *Tweeter) step(ctx context.Context, n *net) (Outcome, error) {
 		}
 		a := store.FeedAttempt{Key: NewTID(now), At: now.UnixMilli()}
 		var links []Link
+		if left < 0 || v.Pending <= left {
+			// Caught up: the next overflow waits for the next scheduled
+			// digest time.
+			n.digestDue = false
+		}
 		if left > 0 && v.Pending > left {
 			// The queue outruns the budget: a digest.
 			if t.cfg.DigestSchedule != "" && !n.digestDue {
