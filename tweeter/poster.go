@@ -403,7 +403,7 @@ func unixHeader(v string) time.Time {
 	return time.Unix(n, 0)
 }
 
-// DryRun is the poster used without credentials: it logs each text and
+// DryRun is the poster used with no network configured: it logs each text and
 // reports it posted, so the feed logic runs everywhere.
 type DryRun struct {
 	Logger *slog.Logger
@@ -415,6 +415,6 @@ func (d DryRun) Post(_ context.Context, text string) error {
 	if l == nil {
 		l = slog.Default()
 	}
-	l.Info("dry run (no credentials): would post", "text", text)
+	l.Info("dry run (no network configured): would post", "text", text)
 	return nil
 }
