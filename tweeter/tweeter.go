@@ -172,7 +172,8 @@ type net struct {
 	digestDue   bool       // guarded by mu
 	lastErr     string     // guarded by mu
 	view        store.FeedView
-	stats       NetStats // guarded by mu
+	wake        chan struct{} // the digest schedule's wake-up
+	stats       NetStats      // guarded by mu
 }
 
 // NetStats counts what one network did since start.
@@ -212,7 +213,6 @@ type Tweeter struct {
 
 	checks   chan string   // idents from JobUpdated, for checkJobs
 	sweepNow chan struct{} // SweepSoon's wake-up
-	postNow  chan struct{} // the digest schedule's wake-up
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -263,7 +263,6 @@ func New(store *store.Store, cfg Config) (*Tweeter, error) {
 		pending:  make(map[string]struct{}),
 		checks:   make(chan string, checkBuffer),
 		sweepNow: make(chan struct{}, 1),
-		postNow:  make(chan struct{}, 1),
 	}
 	var x Poster
 	switch {
@@ -303,7 +302,7 @@ func New(store *store.Store, cfg Config) (*Tweeter, error) {
 				return nil, fmt.Errorf("tweeter: network %s configured twice", n.Name)
 			}
 		}
-		t.nets = append(t.nets, &net{Network: n, log: t.log.With("network", n.Name)})
+		t.nets = append(t.nets, &net{Network: n, log: t.log.With("network", n.Name), wake: make(chan struct{}, 1)})
 		t.names = append(t.names, n.Name)
 		metrics.FeedNetwork(n.Name)
 	}
@@ -382,7 +381,7 @@ func (t *Tweeter) Start(ctx context.Context) {
 	t.log.Info("tweeter started", "mode", mode, "interval", t.cfg.Interval, "delay", t.cfg.Delay)
 	for _, n := range t.nets {
 		n := n
-		t.loop(ctx, "post "+n.Name, t.cfg.Interval, t.postNow, func(ctx context.Context) { t.drain(ctx, n) })
+		t.loop(ctx, "post "+n.Name, t.cfg.Interval, n.wake, func(ctx context.Context) { t.drain(ctx, n) })
 	}
 	t.loop(ctx, "prune", t.cfg.PruneInterval, nil, func(ctx context.Context) {
 		if _, err := t.Prune(ctx); err != nil && ctx.Err() == nil {
@@ -399,13 +398,7 @@ func (t *Tweeter) Start(ctx context.Context) {
 		t.cron = cron.New(cron.WithLocation(time.UTC))
 		if t.cfg.DigestSchedule != "" {
 			// Checked in New.
-			_, _ = t.cron.AddFunc(t.cfg.DigestSchedule, func() {
-				t.DigestsDue()
-				select {
-				case t.postNow <- struct{}{}:
-				default:
-				}
-			})
+			_, _ = t.cron.AddFunc(t.cfg.DigestSchedule, t.DigestsDue)
 		}
 		if t.cfg.SummarySchedule != "" {
 			_, _ = t.cron.AddFunc(t.cfg.SummarySchedule, func() {
@@ -432,13 +425,18 @@ func (t *Tweeter) Stop() {
 	t.wg.Wait()
 }
 
-// DigestsDue lets every network post digests now (the digest schedule
-// calls it; with no schedule they are always allowed).
+// DigestsDue lets every network post digests now and wakes its posting
+// loop (the digest schedule calls it; with no schedule digests are always
+// allowed).
 func (t *Tweeter) DigestsDue() {
 	for _, n := range t.nets {
 		n.mu.Lock()
 		n.digestDue = true
 		n.mu.Unlock()
+		select {
+		case n.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
