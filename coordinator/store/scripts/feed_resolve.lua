@@ -21,7 +21,8 @@ local key = ARGV[3]
 local raw = redis.call('HGET', KEYS[5], key)
 if not raw then return -1 end
 local a = cjson.decode(raw)
-local items = a.items or {}
+local items = a.items
+if type(items) ~= 'table' then items = {} end
 redis.call('HDEL', KEYS[5], key)
 if ARGV[4] == 'release' then
   for _, text in ipairs(items) do
