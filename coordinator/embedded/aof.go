@@ -671,8 +671,10 @@ func (s *Server) run(p *server.Peer, cmd string, args []string) (raw, errMsg str
 	in := server.NewPeer(w)
 	in.Ctx, in.Resp3, in.ClientName = p.Ctx, p.Resp3, p.ClientName
 	s.internal.Store(in, struct{}{})
-	s.srv.Dispatch(in, withCmd(cmd, args))
-	s.internal.Delete(in)
+	func() {
+		defer s.internal.Delete(in) // also when the command panics
+		s.srv.Dispatch(in, withCmd(cmd, args))
+	}()
 	w.Flush()
 	if p.Ctx == nil {
 		p.Ctx = in.Ctx // the connection's first command created its state
@@ -861,8 +863,8 @@ func (s *Server) scriptCall(p *server.Peer, cmd string, args []string) bool {
 		return false
 	}
 	s.internal.Store(p, struct{}{})
+	defer s.internal.Delete(p) // also when the command panics
 	s.srv.Dispatch(p, abs)
-	s.internal.Delete(p)
 	return true
 }
 

@@ -103,6 +103,7 @@ func (m *Miniredis) cmdAuth(c *server.Peer, cmd string, args []string) {
 		}
 
 		ctx.authenticated = true
+		c.SetAuthenticated() // archivebot patch: lifts the pre-auth read limits
 		c.WriteOK()
 	})
 }
@@ -169,6 +170,7 @@ func (m *Miniredis) cmdHello(c *server.Peer, cmd string, args []string) {
 			return
 		}
 		getCtx(c).authenticated = true
+		c.SetAuthenticated() // archivebot patch: lifts the pre-auth read limits
 	}
 
 	c.Resp3 = opts.version == 3

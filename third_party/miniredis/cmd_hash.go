@@ -624,6 +624,12 @@ func (m *Miniredis) cmdHrandfield(c *server.Peer, cmd string, args []string) {
 			return
 		}
 
+		// archivebot patch: the reply repeats members; bound its length
+		// (abs(MinInt) was negative: a slice bounds panic).
+		if opts.count < -m.maxCount() {
+			peer.WriteError(msgValueOutOfRange)
+			return
+		}
 		if len(members) > abs(opts.count) {
 			members = members[:abs(opts.count)]
 		}

@@ -254,7 +254,7 @@ func (m *Miniredis) cmdLpos(c *server.Peer, cmd string, args []string) {
 		}
 
 		var currentRank, currentCount int
-		vals := make([]int, 0, count)
+		vals := make([]int, 0, min(count, 16)) // archivebot patch: was make(..., count)
 		iterate(func(i int, e string) bool {
 			if e == element {
 				currentRank++

@@ -492,6 +492,11 @@ func (m *Miniredis) cmdSrandmember(c *server.Peer, cmd string, args []string) {
 			return
 		}
 
+		// archivebot patch: the reply repeats members; bound its length.
+		if count < -m.maxCount() {
+			c.WriteError(msgValueOutOfRange)
+			return
+		}
 		members := db.setMembers(key)
 		if count < 0 {
 			// Non-unique elements is allowed with negative count.

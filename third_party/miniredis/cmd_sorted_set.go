@@ -1802,6 +1802,10 @@ func (m *Miniredis) cmdZrandmember(c *server.Peer, cmd string, args []string) {
 				allMembers = allMembers[:opts.count]
 			}
 			members = allMembers
+		case opts.count < -m.maxCount():
+			// archivebot patch: the reply repeats members; bound its length.
+			c.WriteError(msgValueOutOfRange)
+			return
 		case opts.count < 0:
 			for i := 0; i < -opts.count; i++ {
 				members = append(members, db.ssetRandomMember(opts.key))

@@ -701,6 +701,11 @@ func (m *Miniredis) cmdAppend(c *server.Peer, cmd string, args []string) {
 			return
 		}
 
+		// archivebot patch: strings stay within the bulk limit.
+		if len(db.stringKeys[key]) > m.maxString()-len(value) {
+			c.WriteError(msgStringTooLong)
+			return
+		}
 		newValue := db.stringKeys[key] + value
 		db.stringSet(key, newValue)
 
@@ -770,6 +775,12 @@ func (m *Miniredis) cmdSetrange(c *server.Peer, cmd string, args []string) {
 			return
 		}
 
+		// archivebot patch: was a makeslice panic or an unbounded
+		// allocation for a large offset.
+		if len(opts.subst) > 0 && opts.pos > m.maxString()-len(opts.subst) {
+			c.WriteError(msgStringTooLong)
+			return
+		}
 		v := []byte(db.stringKeys[opts.key])
 		end := opts.pos + len(opts.subst)
 		if len(v) < end {
@@ -1084,6 +1095,12 @@ func (m *Miniredis) cmdSetbit(c *server.Peer, cmd string, args []string) {
 
 		if t, ok := db.keys[opts.key]; ok && t != keyTypeString {
 			c.WriteError(msgWrongType)
+			return
+		}
+		// archivebot patch: was an unbounded allocation for a large
+		// offset (Redis allows 2^32 bits).
+		if opts.bit/8 >= m.maxString() {
+			c.WriteError("ERR bit offset is not an integer or out of range")
 			return
 		}
 		value := []byte(db.stringKeys[opts.key])

@@ -73,6 +73,7 @@ type Miniredis struct {
 	rand        *rand.Rand
 	Ctx         context.Context
 	CtxCancel   context.CancelFunc
+	limits      *server.Limits // archivebot patch: see SetLimits
 }
 
 type txCmd func(*server.Peer, *connCtx)
@@ -195,7 +196,10 @@ func (m *Miniredis) StartTLS(cfg *tls.Config) error {
 // StartAddr runs miniredis with a given addr. Examples: "127.0.0.1:6379",
 // ":6379", or "127.0.0.1:0"
 func (m *Miniredis) StartAddr(addr string) error {
-	s, err := server.NewServer(addr)
+	m.Lock()
+	lim := m.limits
+	m.Unlock()
+	s, err := server.NewServerLimits(addr, lim) // archivebot patch: was NewServer
 	if err != nil {
 		return err
 	}
@@ -888,4 +892,36 @@ func copySortedSet(orig sortedSet) sortedSet {
 		cpy[k] = v
 	}
 	return cpy
+}
+
+// SetLimits bounds what clients can make the server allocate: the requests
+// it reads (see server.Limits) and the strings that SETRANGE, SETBIT and
+// APPEND build (at most MaxBulk bytes, as Redis's proto-max-bulk-len).
+// Called before StartAddr, the limits hold from the first connection on.
+// (archivebot patch)
+func (m *Miniredis) SetLimits(l server.Limits) {
+	m.Lock()
+	defer m.Unlock()
+	m.limits = &l
+	if m.srv != nil {
+		m.srv.SetLimits(l)
+	}
+}
+
+// maxString is the longest string a command may build (archivebot patch).
+func (m *Miniredis) maxString() int {
+	if m.srv != nil {
+		return m.srv.Limits().MaxBulk
+	}
+	return server.DefaultLimits.MaxBulk
+}
+
+// maxCount is the most elements a count argument may ask for when the
+// reply may repeat them (SRANDMEMBER and the like with a negative count;
+// archivebot patch).
+func (m *Miniredis) maxCount() int {
+	if m.srv != nil {
+		return m.srv.Limits().MaxArgs
+	}
+	return server.DefaultLimits.MaxArgs
 }

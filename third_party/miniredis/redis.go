@@ -35,6 +35,8 @@ const (
 	msgSyntaxError          = "ERR syntax error"
 	msgKeyNotFound          = "ERR no such key"
 	msgOutOfRange           = "ERR index out of range"
+	msgValueOutOfRange      = "ERR value is out of range"                                    // archivebot patch
+	msgStringTooLong        = "ERR string exceeds maximum allowed size (proto-max-bulk-len)" // archivebot patch
 	msgInvalidCursor        = "ERR invalid cursor"
 	msgXXandNX              = "ERR XX and NX options at the same time are not compatible"
 	msgTimeoutNegative      = "ERR timeout is negative"
@@ -119,10 +121,12 @@ func withTx(
 		return
 	}
 	m.Lock()
+	// Deferred (archivebot patch): a panicking command must not leave the
+	// server locked; the connection's goroutine recovers it (server.go).
+	defer m.Unlock()
 	cb(c, ctx)
 	// done, wake up anyone who waits on anything.
 	m.signal.Broadcast()
-	m.Unlock()
 }
 
 // blockCmd is executed returns whether it is done

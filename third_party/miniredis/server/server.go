@@ -3,10 +3,15 @@ package server
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unicode"
 
 	"github.com/alicebob/miniredis/v2/fpconv"
@@ -41,6 +46,8 @@ type Server struct {
 	wg        sync.WaitGroup
 	infoConns int
 	infoCmds  int
+	limits    atomic.Pointer[Limits]             // archivebot patch
+	onPanic   func(cmd string, v any, st []byte) // archivebot patch
 }
 
 // NewServer makes a server listening on addr. Close with .Close().
@@ -69,11 +76,26 @@ func NewServerConn() *Server {
 	}
 }
 
-func newServer(l net.Listener) *Server {
+// NewServerLimits is NewServer with limits in force from the first
+// connection on (archivebot patch; see SetLimits).
+func NewServerLimits(addr string, lim *Limits) (*Server, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return newServerLimits(l, lim), nil
+}
+
+func newServer(l net.Listener) *Server { return newServerLimits(l, nil) }
+
+func newServerLimits(l net.Listener, lim *Limits) *Server {
 	s := Server{
 		cmds:  map[string]*cmdMeta{},
 		peers: map[net.Conn]struct{}{},
 		l:     l,
+	}
+	if lim != nil {
+		s.SetLimits(*lim)
 	}
 
 	s.wg.Add(1)
@@ -175,6 +197,17 @@ func (s *Server) Register(cmd string, f Cmd, options ...CmdOption) error {
 	return nil
 }
 
+// request is what a connection's reader hands to its dispatcher.
+type request struct {
+	args     []string
+	protoErr string // when not "": reply with it and close
+	wait     bool   // the reader waits for the command to be done
+}
+
+// servePeer reads and runs a connection's commands. (archivebot patch: the
+// reader bounds what it reads (limits.go), answers a request it refuses
+// with a protocol error, and a command that panics closes its connection
+// only.)
 func (s *Server) servePeer(c net.Conn) {
 	r := bufio.NewReader(c)
 	peer := &Peer{
@@ -187,25 +220,52 @@ func (s *Server) servePeer(c net.Conn) {
 		}
 	}()
 
-	readCh := make(chan []string)
+	readCh := make(chan request)
+	done := make(chan struct{})
 
 	go func() {
 		defer close(readCh)
+		defer func() {
+			if v := recover(); v != nil {
+				s.reportPanic("(reading a request)", v)
+				peer.Close()
+			}
+		}()
 
 		for {
-			args, err := readArray(r)
+			lim := s.Limits()
+			// Before AUTH each command is read only once the one before
+			// it is done, so that the pre-auth limits end exactly at AUTH.
+			preAuth := (lim.PreAuthMaxBulk > 0 || lim.PreAuthMaxArgs > 0) && !peer.Authenticated()
+			args, err := readCommand(r, lim, preAuth)
 			if err != nil {
+				var pe *ProtocolError
+				if errors.As(err, &pe) {
+					readCh <- request{protoErr: "ERR " + pe.Error()}
+				}
 				peer.Close()
 				return
 			}
-
-			readCh <- args
+			readCh <- request{args: args, wait: preAuth}
+			if preAuth {
+				<-done
+			}
 		}
 	}()
 
-	for args := range readCh {
-		s.Dispatch(peer, args)
+	for req := range readCh {
+		if req.protoErr != "" {
+			peer.WriteError(req.protoErr)
+			peer.Flush()
+			drain(c, r)
+			c.Close()
+			continue
+		}
+		s.dispatchSafely(peer, req.args)
 		peer.Flush()
+		if req.wait {
+			done <- struct{}{}
+		}
 
 		if peer.Closed() {
 			c.Close()
@@ -213,7 +273,49 @@ func (s *Server) servePeer(c net.Conn) {
 	}
 }
 
+// drain reads and drops what the client still sends, for a while, after
+// the error reply to a refused request: closing with unread data would
+// reset the connection, and the client might not see the reply.
+func drain(c net.Conn, r *bufio.Reader) {
+	if tc, ok := c.(interface{ CloseWrite() error }); ok {
+		tc.CloseWrite()
+	}
+	c.SetReadDeadline(time.Now().Add(drainTime))
+	io.CopyN(io.Discard, r, drainBytes)
+}
+
+const (
+	drainTime  = time.Second
+	drainBytes = 8 << 20
+)
+
+// dispatchSafely runs a command; if it panics, the client gets an error and
+// its connection is closed.
+func (s *Server) dispatchSafely(peer *Peer, args []string) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.reportPanic(args[0], v)
+			peer.WriteError("ERR internal error; closing the connection")
+			peer.Close()
+		}
+	}()
+	s.Dispatch(peer, args)
+}
+
+func (s *Server) reportPanic(cmd string, v any) {
+	st := debug.Stack()
+	s.mu.Lock()
+	f := s.onPanic
+	s.mu.Unlock()
+	if f != nil {
+		f(cmd, v, st)
+	}
+}
+
 func (s *Server) Dispatch(c *Peer, args []string) {
+	if len(args) == 0 {
+		return // archivebot patch: was an index out of range
+	}
 	cmd, args := args[0], args[1:]
 	cmdUp := strings.ToUpper(cmd)
 	s.mu.Lock()
@@ -295,6 +397,7 @@ type Peer struct {
 	onDisconnect []func()    // list of callbacks
 	mu           sync.Mutex  // for Block()
 	ClientName   string      // client name set by CLIENT SETNAME
+	authed       atomic.Bool // archivebot patch: see SetAuthenticated
 }
 
 func NewPeer(w *bufio.Writer) *Peer {
