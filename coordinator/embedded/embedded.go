@@ -147,6 +147,7 @@ type Server struct {
 
 	// The write-ahead log (aof.go); nil without a DataDir.
 	aof            *aofLog
+	tornSegs       []int64    // segments with a torn tail: renamed, not deleted (set before any save runs)
 	orderMu        sync.Mutex // held while a logged write runs and is appended, and while a snapshot is captured
 	connMu         sync.Mutex
 	conns          map[*server.Peer]*connState // client connections seen by the hook
@@ -482,7 +483,9 @@ func firstN(s []string, n int) []string {
 // openLog replays the log segments the snapshot (whose aof_gen is snapGen)
 // does not hold, opens a new segment and installs the hook that logs
 // writes. Clients get LOADING until it returns. If it replayed anything it
-// writes a snapshot, which also drops a damaged end of a segment.
+// writes a snapshot, after which a segment with a torn tail is renamed
+// (kept) rather than deleted. A segment damaged before its tail is an
+// error wrapping ErrLogDamaged, and nothing is deleted.
 func (s *Server) openLog(snapGen int64) error {
 	s.conns = map[*server.Peer]*connState{}
 	s.scripts = map[string]string{}
@@ -507,6 +510,7 @@ func (s *Server) openLog(snapGen int64) error {
 		return fmt.Errorf("embedded redis: log: %w", err)
 	}
 	s.aof = &aofLog{dir: s.dataDir, f: f, gen: next}
+	s.tornSegs = st.torn
 	if st.records > 0 || st.tornBytes > 0 {
 		s.log.Info("embedded redis: replayed the log", "segments", st.segments, "records", st.records,
 			"ignored_bytes", st.tornBytes)
