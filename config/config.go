@@ -149,6 +149,11 @@ type Redis struct {
 	DataDir      string   `toml:"data_dir"`
 	Password     string   `toml:"password"`
 	SaveInterval Duration `toml:"save_interval"`
+	// ProtoMaxBulkLen bounds, in bytes, each argument a client sends to the
+	// embedded Redis and the strings its commands build, as Redis's
+	// proto-max-bulk-len (left out or 0: 64 MiB; at least 1 MiB, since
+	// Lua scripts are arguments too).
+	ProtoMaxBulkLen int `toml:"proto_max_bulk_len"`
 
 	// Sentinels, when set, finds the master through Redis Sentinel
 	// (host:port of each sentinel) instead of url; the embedded server is
@@ -351,6 +356,9 @@ func (c *Config) setDefaults() {
 		c.Redis.DataDir = "data"
 	}
 	def(&c.Redis.SaveInterval, 30*time.Second)
+	if c.Redis.ProtoMaxBulkLen == 0 {
+		c.Redis.ProtoMaxBulkLen = 64 << 20
+	}
 	def(&c.Redis.WaitTimeout, DefaultWaitTimeout)
 	def(&c.HA.LeaseTTL, DefaultLeaseTTL)
 	if c.HA.NodeID == "" {
@@ -527,6 +535,9 @@ func (c *Config) validate() error {
 		if _, err := redis.ParseURL(c.Redis.URL); err != nil {
 			bad("redis.url", "%q is not a Redis URL (redis://[:password@]host[:port][/db] or rediss://…; REDIS_URL overrides the file): %v", redactURL(c.Redis.URL), err)
 		}
+	}
+	if c.Redis.ProtoMaxBulkLen < 1<<20 {
+		bad("redis.proto_max_bulk_len", "must be at least 1048576 (1 MiB): Lua scripts are arguments too")
 	}
 	if err := checkListen(c.Redis.Listen); err != nil {
 		bad("redis.listen", "%v (also set by -redis-listen or %s)", err, EnvRedisListen)

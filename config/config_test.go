@@ -49,6 +49,7 @@ func TestLoadErrorsNameFileAndKey(t *testing.T) {
 		{"[tweeter]\nconsumer_key = \"k\"\n", "tweeter"},
 		{"[tweeter]\napi = \"v3\"\n", "tweeter.api"},
 		{"[redis]\nlisten = \"nope\"\n", "redis.listen"},
+		{"[redis]\nproto_max_bulk_len = 1000\n", "redis.proto_max_bulk_len"},
 		{"[jobs]\nschemes = [\"HTTP\"]\n", "jobs.schemes"},
 		{"[notifier]\npipeline_silent_after = \"1s\"\n", "notifier.pipeline_silent_after"},
 		{"[irc]\nchannels = [\"#a\"]\nreport_channel = \"#victim\"\n", "irc.report_channel"},

@@ -148,6 +148,7 @@ func openRedis(cfg *config.Config, logger *slog.Logger, stdout io.Writer) (*redi
 		DataDir:      cfg.Redis.DataDir,
 		Password:     cfg.Redis.Password,
 		SaveInterval: cfg.Redis.SaveInterval.Duration,
+		MaxBulkLen:   cfg.Redis.ProtoMaxBulkLen,
 		Logger:       logger.With("service", "embedded-redis"),
 	})
 	if err != nil {
