@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -35,6 +36,47 @@ func FuzzListener(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
+	startFuzzServers(f)
+	f.Fuzz(func(t *testing.T, in []byte) { fuzzSend(t, in) })
+}
+
+// FuzzCommands is FuzzListener with well-formed requests, so that the
+// inputs reach the commands: lines are arguments, empty lines end a
+// command.
+//
+//	go test -run '^$' -fuzz FuzzCommands -fuzztime 60s ./coordinator/embedded/
+func FuzzCommands(f *testing.F) {
+	for _, seed := range []string{
+		"SETRANGE\nk\n9223372036854775000\nx",
+		"SET\nk\nv\n\nAPPEND\nk\nw\n\nSETBIT\nk\n99\n1\n\nGETRANGE\nk\n-5\n-1",
+		"RPUSH\nl\na\nb\n\nLPOS\nl\na\nCOUNT\n0\nRANK\n-9223372036854775808",
+		"SADD\ns\na\n\nSRANDMEMBER\ns\n-3\n\nSPOP\ns\n2",
+		"HSET\nh\nf\nv\n\nHRANDFIELD\nh\n-2\nWITHVALUES",
+		"ZADD\nz\n1\na\n\nZRANDMEMBER\nz\n-2\nWITHSCORES\n\nZRANGE\nz\n0\n-1\nREV",
+		"MULTI\n\nINCR\nn\n\nEXPIRE\nn\n100\n\nEXEC",
+		"EVAL\nreturn redis.call('SETRANGE', KEYS[1], ARGV[1], 'x')\n1\nk\n5",
+		"SELECT\n3\n\nSET\nk\nv\nEX\n10\n\nSWAPDB\n0\n3",
+		"XADD\ns\n*\nf\nv\n\nXRANGE\ns\n-\n+\nCOUNT\n2",
+		"BITOP\nAND\nd\nk\nk2\n\nBITPOS\nk\n1\n0\n-1",
+		"GEOADD\ng\n13.36\n38.11\np\n\nGEORADIUS\ng\n15\n37\n200\nkm\nCOUNT\n1",
+	} {
+		f.Add([]byte(seed))
+	}
+	startFuzzServers(f)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var req strings.Builder
+		for _, cmd := range strings.Split(string(in), "\n\n") {
+			args := strings.Split(cmd, "\n")
+			req.WriteString("*" + strconv.Itoa(len(args)) + "\r\n")
+			for _, a := range args {
+				req.WriteString("$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n")
+			}
+		}
+		fuzzSend(t, []byte(req.String()))
+	})
+}
+
+func startFuzzServers(f *testing.F) {
 	fuzzOnce.Do(func() {
 		for _, o := range []Options{{Password: "pw"}, {DataDir: f.TempDir()}} {
 			o.Addr, o.Logger, o.MaxBulkLen = "127.0.0.1:0", quietLogger(), 1<<20
@@ -45,31 +87,35 @@ func FuzzListener(f *testing.F) {
 			fuzzServers = append(fuzzServers, s)
 		}
 	})
-	f.Fuzz(func(t *testing.T, in []byte) {
-		for _, s := range fuzzServers {
-			before := s.Panics()
-			c, err := net.Dial("tcp", s.Addr())
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.SetDeadline(time.Now().Add(time.Second))
-			c.Write(in)
-			c.(*net.TCPConn).CloseWrite()
-			buf := make([]byte, 64<<10)
-			for {
-				if _, err := c.Read(buf); err != nil {
-					break
-				}
-			}
-			c.Close()
-			if n := s.Panics() - before; n != 0 {
-				t.Fatalf("%d commands panicked", n)
-			}
-			// A new connection still gets an answer.
-			got := rawExchange(t, s.Addr(), "*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nQUIT\r\n")
-			if !strings.HasPrefix(got, "+PONG") && !strings.HasPrefix(got, "-NOAUTH") {
-				t.Fatalf("PING after the input: %q", got)
+}
+
+// fuzzSend sends in on a connection to each fuzz server, reads what comes
+// back, and checks that no command panicked and that the server answers a
+// new client.
+func fuzzSend(t *testing.T, in []byte) {
+	for _, s := range fuzzServers {
+		before := s.Panics()
+		c, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(time.Second))
+		c.Write(in)
+		c.(*net.TCPConn).CloseWrite()
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				break
 			}
 		}
-	})
+		c.Close()
+		if n := s.Panics() - before; n != 0 {
+			t.Fatalf("%d commands panicked", n)
+		}
+		// A new connection still gets an answer.
+		got := rawExchange(t, s.Addr(), "*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nQUIT\r\n")
+		if !strings.HasPrefix(got, "+PONG") && !strings.HasPrefix(got, "-NOAUTH") {
+			t.Fatalf("PING after the input: %q", got)
+		}
+	}
 }
