@@ -196,3 +196,21 @@ func TestPanicClosesOnlyItsConnection(t *testing.T) {
 		t.Errorf("panics not counted")
 	}
 }
+
+// Found by FuzzCommands: a script returning a function was a panic
+// ("wat"), and one returning a table that contains itself recursed until
+// the stack overflowed, which no recover catches. Redis answers nil.
+func TestScriptRepliesOfAnyType(t *testing.T) {
+	s := start(t, Options{})
+	c := client(t, s, "", 0)
+	if v, err := c.Eval(ctx, "return redis.call", nil).Result(); err != redis.Nil {
+		t.Errorf("a function: %v, %v", v, err)
+	}
+	if err := c.Eval(ctx, "local t = {} t[1] = t return t", nil).Err(); err != nil {
+		t.Errorf("a table that contains itself: %v", err)
+	}
+	if s.Panics() != 0 {
+		t.Errorf("%d panics", s.Panics())
+	}
+	stillServes(t, s, c, "")
+}

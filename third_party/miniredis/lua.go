@@ -210,7 +210,16 @@ func mkLua(srv *server.Server, c *server.Peer, sha string, readOnly bool) (map[s
 }
 
 func luaToRedis(l *lua.LState, c *server.Peer, value lua.LValue) {
-	if value == nil {
+	luaToRedisDepth(l, c, value, 0)
+}
+
+// maxReplyDepth bounds the nesting of a script's reply: a table that
+// contains itself recursed until the stack overflowed, which no recover
+// catches (archivebot patch).
+const maxReplyDepth = 100
+
+func luaToRedisDepth(l *lua.LState, c *server.Peer, value lua.LValue, depth int) {
+	if value == nil || depth > maxReplyDepth {
 		c.WriteNull()
 		return
 	}
@@ -259,10 +268,12 @@ func luaToRedis(l *lua.LState, c *server.Peer, value lua.LValue) {
 
 		c.WriteLen(len(result))
 		for _, r := range result {
-			luaToRedis(l, c, r)
+			luaToRedisDepth(l, c, r, depth+1)
 		}
 	default:
-		panic(fmt.Sprintf("wat: %T", t))
+		// archivebot patch: was panic("wat"). Redis turns other types
+		// (functions, userdata) into nil.
+		c.WriteNull()
 	}
 }
 
