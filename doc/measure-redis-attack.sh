@@ -26,7 +26,12 @@ attack() { # name python-snippet
   "$bin" -config "$W/c.toml" < "$W/in" > "$W/out" 2> "$W/err" &
   local pid=$!
   exec 3> "$W/in"
-  until $py -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" 2>/dev/null; do sleep 0.1; done
+  until $py -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" 2>/dev/null; do
+    if ! kill -0 $pid 2>/dev/null; then # e.g. the random port was taken
+      exec 3>&-; echo "$1: the node did not start: $(tail -1 "$W/err")"; return
+    fi
+    sleep 0.1
+  done
   sleep 2
   local idle; idle=$(awk '/VmRSS/ {print $2}' /proc/$pid/status)
   PORT=$port timeout 60 $py -c "$2" >/dev/null 2>&1 || true
@@ -42,7 +47,6 @@ import socket; s = socket.create_connection(('127.0.0.1', $port)); s.sendall(b'*
     echo "$1: the node DIED ($(grep -m1 -o 'panic: .*' "$W/err" || tail -1 "$W/err"))"
   fi
 }
-CRLF='\r\n'
 attack crash-bulk '
 import os, socket, time
 s = socket.create_connection(("127.0.0.1", int(os.environ["PORT"])))
