@@ -48,6 +48,16 @@ func TestLoadErrorsNameFileAndKey(t *testing.T) {
 		{"[irc]\nsasl = \"nocolon\"\n", "irc.sasl"},
 		{"[tweeter]\nconsumer_key = \"k\"\n", "tweeter"},
 		{"[tweeter]\napi = \"v3\"\n", "tweeter.api"},
+		// Issue 22: the feed's networks and schedules.
+		{"[tweeter]\ndigest_schedule = \"every hour\"\n", "tweeter.digest_schedule"},
+		{"[tweeter]\nsummary_schedule = \"0 0 * *\"\n", "tweeter.summary_schedule"},
+		{"[tweeter]\nsummary_schedule = \"61 0 * * *\"\n", "tweeter.summary_schedule"},
+		{"[tweeter]\nbudget = -1\n", "tweeter.budget"},
+		{"[tweeter.mastodon]\nbudget_window = \"-1h\"\n", "tweeter.mastodon.budget_window"},
+		{"[tweeter.mastodon]\nserver = \"https://m.example\"\n", "tweeter.mastodon"},
+		{"[tweeter.mastodon]\nserver = \"m.example\"\naccess_token = \"t\"\n", "tweeter.mastodon.server"},
+		{"[tweeter.bluesky]\nidentifier = \"a.bsky.social\"\n", "tweeter.bluesky"},
+		{"[tweeter.bluesky]\nservice = \"ftp://x\"\nidentifier = \"a\"\napp_password = \"p\"\n", "tweeter.bluesky.service"},
 		{"[redis]\nlisten = \"nope\"\n", "redis.listen"},
 		{"[redis]\nproto_max_bulk_len = 1000\n", "redis.proto_max_bulk_len"},
 		{"[jobs]\nschemes = [\"HTTP\"]\n", "jobs.schemes"},
@@ -200,5 +210,38 @@ func TestHTTPStreamKeys(t *testing.T) {
 		if _, err := Load(write(t, text)); err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("%q: %v, want an error naming %s", text, err, key)
 		}
+	}
+}
+
+// Issue 22: the feed's budgets default per network; an explicit 0 is no
+// budget; schedules are kept as written.
+func TestTweeterNetworks(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	c, err := Load(write(t, `[tweeter]
+digest_schedule = "@hourly"
+summary_schedule = "0 0 * * *"
+budget = 0
+[tweeter.mastodon]
+server = "http://127.0.0.1:3000"
+access_token = "tok"
+[tweeter.bluesky]
+identifier = "archivebot.bsky.social"
+app_password = "p"
+budget = 10
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := c.Tweeter
+	if tw.Budget != 0 || tw.Mastodon.Budget != DefaultTweeterMastodonBudget || tw.Mastodon.BudgetWindow.Duration != 3*time.Hour ||
+		tw.Bluesky.Budget != 10 || tw.Bluesky.Service != "https://bsky.social" || tw.DigestSchedule != "@hourly" {
+		t.Errorf("tweeter = %+v", tw)
+	}
+	if c.TweeterDryRun() {
+		t.Error("dry run with Mastodon and Bluesky configured")
+	}
+	d := Default()
+	if !d.TweeterDryRun() || d.Tweeter.Budget != DefaultTweeterBudget || d.Tweeter.Mastodon.On() || d.Tweeter.Bluesky.On() {
+		t.Errorf("defaults = %+v", d.Tweeter)
 	}
 }

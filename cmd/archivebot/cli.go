@@ -41,6 +41,7 @@ func commands() []command {
 		{"pipelines", "", "list the pipelines and their jobs", runPipelines},
 		{"requeue", "IDENT", "put a failed or dead job back in the queue it came from, with its settings; the channel is told", runRequeue},
 		{"status", "", "which node holds the leader lease (ha), since when, and when it expires; exit 3 when none does", runStatus},
+		{"feed", "", "each configured feed network (x, mastodon, bluesky): texts pending, in flight, budget used, digests, give-ups", runFeed},
 		{"reap-pipeline", "ID", "fail every job of a pipeline that is gone and forget the pipeline; the channel is told", runReapPipeline},
 		{"help", "[COMMAND]", "this text, or one command's", func(a []string, _ io.Reader, o, e io.Writer) int { return runHelp(a, o, e) }},
 		{"version", "", "print the module version and VCS revision", func(_ []string, _ io.Reader, o, _ io.Writer) int { return runVersion(o) }},
