@@ -83,6 +83,7 @@ func (b *Bot) archive(ctx context.Context, c *Call, kind archiveKind) error {
 	}
 	url := u.String()
 	id := ident.Of(url)
+	c.Ident = id
 
 	var userAgent string
 	if opts.UserAgentAlias != "" {

@@ -1,9 +1,13 @@
 package bot
 
 import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 
+	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 )
 
@@ -71,6 +75,62 @@ func TestInvalidPatternQuotesUsersPattern(t *testing.T) {
 		got := say(b, RankOp, "#a", "!ig "+refIdent+" "+p)
 		if len(got) != 1 || strings.Contains(got[0], `\k<n>`) || strings.Count(got[0], p) != 2 {
 			t.Fatalf("reply %q", got)
+		}
+	})
+}
+
+// Every accepted command that changes state writes one INFO line
+// msg=command with who, where, the command, the ident and the outcome;
+// refused and read-only commands write none, and a URL's password does not
+// reach the log.
+func TestAuditLine(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+		var buf bytes.Buffer
+		b := New(coordinator.NewStore(be.Client), Options{Catalog: referenceCatalog(t),
+			Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+		say(b, RankOp, "#a", "!a http://example.com/")
+		say(b, RankVoice, "#a", "!fail "+refIdent)  // refused: rank
+		say(b, RankOp, "", "!abort "+refIdent)      // refused: private
+		say(b, RankOp, "#a", "!status "+refIdent)   // reads only
+		say(b, RankOp, "#a", "!d "+refIdent+" 1")   // usage
+		say(b, RankOp, "#a", "!ig "+refIdent+" ^x") // accepted
+		say(b, RankOp, "#a", "!a http://bob:hunter2@example.org/")
+		var lines []map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("%q: %v", l, err)
+			}
+			if m["msg"] == "command" {
+				lines = append(lines, m)
+			}
+		}
+		if len(lines) != 3 {
+			t.Fatalf("%d audit lines, want 3:\n%s", len(lines), buf.String())
+		}
+		want := []map[string]string{
+			{"nick": "carol", "where": "#a", "command": "!archive", "ident": refIdent, "outcome": "ok"},
+			{"nick": "carol", "where": "#a", "command": "!ignore", "ident": refIdent, "outcome": "ok"},
+			{"nick": "carol", "where": "#a", "command": "!archive", "outcome": "ok"},
+		}
+		for i, w := range want {
+			if lines[i]["level"] != "INFO" {
+				t.Errorf("line %d level %v", i, lines[i]["level"])
+			}
+			for k, v := range w {
+				if lines[i][k] != v {
+					t.Errorf("line %d: %s = %v, want %q", i, k, lines[i][k], v)
+				}
+			}
+			if r, _ := lines[i]["reply"].(string); r == "" {
+				t.Errorf("line %d has no reply", i)
+			}
+		}
+		if lines[2]["ident"] == "" {
+			t.Error("!a line has no ident")
+		}
+		if strings.Contains(buf.String(), "hunter2") {
+			t.Errorf("password logged:\n%s", buf.String())
 		}
 	})
 }
