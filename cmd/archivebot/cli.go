@@ -130,19 +130,21 @@ func nodeFlags(out io.Writer) (*flag.FlagSet, *nodeOptions) {
 	o := &nodeOptions{}
 	fs := flag.NewFlagSet("archivebot", flag.ContinueOnError)
 	fs.SetOutput(out)
-	registerConfigFlag(fs, &o.config)
+	registerConfigFlag(fs, &o.config, "none: console front end and embedded Redis")
 	fs.BoolVar(&o.check, "check-config", false, "check the configuration as a run would (Redis URL, listen addresses, TLS files, ignore sets), then exit")
 	fs.BoolVar(&o.debug, "debug", false, "log debug messages (same as log.level = \"debug\")")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.redisListen, "redis-listen", "", "address of the embedded Redis, e.g. 127.0.0.1:6380 (redis.listen; env "+config.EnvRedisListen+")")
 	fs.StringVar(&o.dataDir, "data-dir", "", "directory of the embedded Redis's snapshot (redis.data_dir; env "+config.EnvDataDir+")")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for `go tool pprof`), written at exit")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE`, written at exit (read it with go tool pprof)")
 	fs.Usage = func() { usage(out) }
 	return fs, o
 }
 
-func registerConfigFlag(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "config", "", "configuration file (TOML, see config.example.toml; env "+EnvConfig+"); none: console front end and embedded Redis")
+// registerConfigFlag defines -config; without names what is used without
+// a file.
+func registerConfigFlag(fs *flag.FlagSet, p *string, without string) {
+	fs.StringVar(p, "config", "", "configuration file (TOML, see config.example.toml; env "+EnvConfig+"); "+without)
 }
 
 // usage is the whole help: commands, the node's flags, each command's
@@ -185,6 +187,15 @@ The commands other than ident, simulate-pipeline, help and version act on
 the Redis of the configuration (REDIS_URL, redis.url, or the embedded Redis
 of a running node at redis.listen) and refuse to act when it does not answer.
 "archivebot COMMAND -h" shows one command.
+
+Exit status:
+  0  done (a run: stopped on SIGINT, SIGTERM or the console's end of input)
+  1  failed or refused: the message says why and whether anything was done
+     (Redis did not answer, no such job, a run that could not start, a
+     -check-config that found errors); with -json the error is a JSON
+     object {"command", "error"} on standard output
+  2  usage: unknown command or flag, wrong arguments
+  3  status: no node holds the leader lease
 `, config.EnvRedisURL, EnvConfig, config.EnvRedisListen, config.EnvDataDir)
 }
 
