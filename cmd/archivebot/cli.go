@@ -110,13 +110,20 @@ func flagExit(err error) int {
 
 // nodeOptions are the flags of the node itself.
 type nodeOptions struct {
-	config      string
-	check       bool
-	debug       bool
-	version     bool
-	redisListen string
-	dataDir     string
-	cpuProfile  string
+	config       string
+	check        bool
+	debug        bool
+	version      bool
+	redisListen  string
+	dataDir      string
+	httpListen   string
+	streamListen string
+	cpuProfile   string
+}
+
+// overrides are the flags that win over the file and the environment.
+func (o *nodeOptions) overrides() config.Overrides {
+	return config.Overrides{RedisListen: o.redisListen, DataDir: o.dataDir, HTTPListen: o.httpListen, StreamListen: o.streamListen}
 }
 
 func (o *nodeOptions) configPath() string {
@@ -131,11 +138,13 @@ func nodeFlags(out io.Writer) (*flag.FlagSet, *nodeOptions) {
 	fs := flag.NewFlagSet("archivebot", flag.ContinueOnError)
 	fs.SetOutput(out)
 	registerConfigFlag(fs, &o.config, "none: console front end and embedded Redis")
-	fs.BoolVar(&o.check, "check-config", false, "check the configuration as a run would (Redis URL, listen addresses, TLS files, ignore sets), then exit")
+	fs.BoolVar(&o.check, "check-config", false, "check what a run would, short of running, then exit: the file, every listen address (bound and released), Redis or the sentinels (pinged), the data directory, TLS files, ignore sets; warnings as a run prints them")
 	fs.BoolVar(&o.debug, "debug", false, "log debug messages (same as log.level = \"debug\")")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.redisListen, "redis-listen", "", "address of the embedded Redis, e.g. 127.0.0.1:6380 (redis.listen; env "+config.EnvRedisListen+")")
 	fs.StringVar(&o.dataDir, "data-dir", "", "directory of the embedded Redis's snapshot (redis.data_dir; env "+config.EnvDataDir+")")
+	fs.StringVar(&o.httpListen, "http-listen", "", "address of the web API and dashboard, e.g. 127.0.0.1:4577 (http.listen; env "+config.EnvHTTPListen+")")
+	fs.StringVar(&o.streamListen, "stream-listen", "", "address of the live stream for upstream's dashboard, e.g. 127.0.0.1:4578 (http.stream_listen; env "+config.EnvStreamListen+")")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE`, written at exit (read it with go tool pprof)")
 	fs.Usage = func() { usage(out) }
 	return fs, o
@@ -182,6 +191,8 @@ Environment:
   %-24s configuration file when -config is not given
   %-24s address of the embedded Redis (redis.listen; -redis-listen wins)
   %-24s directory of the embedded Redis's snapshot (redis.data_dir; -data-dir wins)
+  %-24s address of the web API and dashboard (http.listen; -http-listen wins)
+  %-24s address of the live stream for upstream's dashboard (http.stream_listen; -stream-listen wins)
 
 The commands other than ident, simulate-pipeline, help and version act on
 the Redis of the configuration (REDIS_URL, redis.url, or the embedded Redis
@@ -196,7 +207,7 @@ Exit status:
      object {"command", "error"} on standard output
   2  usage: unknown command or flag, wrong arguments
   3  status: no node holds the leader lease
-`, config.EnvRedisURL, EnvConfig, config.EnvRedisListen, config.EnvDataDir)
+`, config.EnvRedisURL, EnvConfig, config.EnvRedisListen, config.EnvDataDir, config.EnvHTTPListen, config.EnvStreamListen)
 }
 
 // runHelp prints the whole help, or one command's.
