@@ -42,6 +42,7 @@ func commands() []command {
 		{"requeue", "IDENT", "put a failed or dead job back in the queue it came from, with its settings; the channel is told", runRequeue},
 		{"status", "", "which node holds the leader lease (ha), since when, and when it expires; exit 3 when none does", runStatus},
 		{"reap-pipeline", "ID", "fail every job of a pipeline that is gone and forget the pipeline; the channel is told", runReapPipeline},
+		{"healthcheck", "", "ask the running node's /readyz (or /healthz); exit 0 when it answers 200 (the image's HEALTHCHECK)", runHealthcheck},
 		{"help", "[COMMAND]", "this text, or one command's", func(a []string, _ io.Reader, o, e io.Writer) int { return runHelp(a, o, e) }},
 		{"version", "", "print the module version and VCS revision", func(_ []string, _ io.Reader, o, _ io.Writer) int { return runVersion(o) }},
 	}
@@ -231,24 +232,35 @@ func runVersion(stdout io.Writer) int {
 	return 0
 }
 
+// Set by the linker (-ldflags "-X main.stampVersion=… -X
+// main.stampRevision=…"), as the Dockerfile's build does: a build without
+// the VCS information Go stamps by itself (.git outside the build
+// context, -buildvcs=false) still says what it was built from.
+var stampVersion, stampRevision string
+
 func versionString() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "archivebot (no build information)"
 	}
 	v := bi.Main.Version
-	if v == "" {
+	switch {
+	case stampVersion != "":
+		v = stampVersion
+	case v == "":
 		v = "(devel)"
 	}
-	var rev, at, dirty string
+	rev, at, dirty := stampRevision, "", ""
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			rev = s.Value
+			if stampRevision == "" {
+				rev = s.Value
+			}
 		case "vcs.time":
 			at = s.Value
 		case "vcs.modified":
-			if s.Value == "true" {
+			if s.Value == "true" && stampRevision == "" {
 				dirty = " (modified)"
 			}
 		}
