@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // The replies a newcomer tripped over (issue "first hour"): each fails on
@@ -86,7 +86,7 @@ func TestInvalidPatternQuotesUsersPattern(t *testing.T) {
 func TestAuditLine(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
 		var buf bytes.Buffer
-		b := New(coordinator.NewStore(be.Client), Options{Catalog: referenceCatalog(t),
+		b := New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t),
 			Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 		say(b, RankOp, "#a", "!a http://example.com/")
 		say(b, RankVoice, "#a", "!fail "+refIdent)  // refused: rank

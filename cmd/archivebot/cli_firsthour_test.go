@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // The command line as a newcomer and an operator met it (issue "first
@@ -33,8 +33,8 @@ func decodeError(t *testing.T, what, out string) errorResult {
 // a refusal, a bad flag, and a Redis that does not answer.
 func TestAdminJSONErrors(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		s := coordinator.NewStore(b.Client)
-		id := queueJob(t, s, "http://json.example.com/", "alice", coordinator.KeyPending)
+		s := store.NewStore(b.Client)
+		id := queueJob(t, s, "http://json.example.com/", "alice", store.KeyPending)
 		var r actionResult
 		adminJSON(t, b, &r, "abort", id)
 		code, out, errs := admin(t, b, "abort", id, "-json")
@@ -84,9 +84,9 @@ func TestHelpExitStatus(t *testing.T) {
 func TestJobsTimesAreIntegers(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := coordinator.NewStore(b.Client)
-		queueJob(t, s, "http://int.example.com/", "alice", coordinator.KeyPending)
-		queueJob(t, s, "http://int2.example.com/", "alice", coordinator.KeyPending)
+		s := store.NewStore(b.Client)
+		queueJob(t, s, "http://int.example.com/", "alice", store.KeyPending)
+		queueJob(t, s, "http://int2.example.com/", "alice", store.KeyPending)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "intpipe"})
 		if _, err := p.Take(ctx); err != nil {
 			t.Fatal(err)

@@ -19,8 +19,8 @@ import (
 	"syscall"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator/embedded"
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
+	"github.com/archiveteam/archivebot-go/embeddedredis"
+	"github.com/archiveteam/archivebot-go/ident"
 )
 
 func main() {
@@ -79,7 +79,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		routeRedisLog(logger)
 		if err := checkConfig(context.Background(), cfg, logger); err != nil {
 			fmt.Fprintf(stderr, "archivebot: %v\n", err)
-			if errors.Is(err, embedded.ErrAddrInUse) && cfg.File == "" {
+			if errors.Is(err, embeddedredis.ErrAddrInUse) && cfg.File == "" {
 				fmt.Fprint(stderr, withoutConfigHint())
 			}
 			return 1
@@ -93,7 +93,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := serve(ctx, cfg, logger, stdin, stdout); err != nil {
 		logger.Error("archivebot stopped", "err", err)
 		fmt.Fprintf(stderr, "archivebot: %v\n", err)
-		if errors.Is(err, embedded.ErrAddrInUse) && cfg.File == "" {
+		if errors.Is(err, embeddedredis.ErrAddrInUse) && cfg.File == "" {
 			fmt.Fprint(stderr, withoutConfigHint())
 		}
 		return 1
