@@ -330,13 +330,20 @@ const (
 	EnvRedisURL    = "REDIS_URL"
 	EnvRedisListen = "ARCHIVEBOT_REDIS_LISTEN"
 	EnvDataDir     = "ARCHIVEBOT_DATA_DIR"
+	// EnvHTTPListen and EnvStreamListen set http.listen and
+	// http.stream_listen: a second node on one machine moves its ports
+	// without a file.
+	EnvHTTPListen   = "ARCHIVEBOT_HTTP_LISTEN"
+	EnvStreamListen = "ARCHIVEBOT_STREAM_LISTEN"
 )
 
 // Overrides are values given on the command line; they win over the
 // environment and the file.
 type Overrides struct {
-	RedisListen string
-	DataDir     string
+	RedisListen  string
+	DataDir      string
+	HTTPListen   string
+	StreamListen string
 }
 
 // StreamOn reports whether the node runs the live log stream: whenever it
@@ -534,6 +541,8 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 	}{
 		{&c.Redis.Listen, EnvRedisListen, o.RedisListen},
 		{&c.Redis.DataDir, EnvDataDir, o.DataDir},
+		{&c.HTTP.Listen, EnvHTTPListen, o.HTTPListen},
+		{&c.HTTP.StreamListen, EnvStreamListen, o.StreamListen},
 	} {
 		if env := os.Getenv(v.env); env != "" {
 			*v.dst = env
@@ -542,6 +551,10 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 			*v.dst = v.arg
 		}
 	}
+	// A listen address given by the environment or a flag wins over the
+	// file's "" (off).
+	httpOff = httpOff && c.HTTP.Listen == ""
+	streamOff = streamOff && c.HTTP.StreamListen == ""
 	c.setDefaults()
 	if httpOff {
 		c.HTTP.Listen = ""
@@ -668,7 +681,7 @@ func (c *Config) validate() error {
 	}
 	if c.HTTP.Listen != "" {
 		if err := checkListen(c.HTTP.Listen); err != nil {
-			bad("http.listen", "%v (write listen = \"\" to switch the web server off)", err)
+			bad("http.listen", "%v (also set by -http-listen or %s; write listen = \"\" to switch the web server off)", err, EnvHTTPListen)
 		}
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
@@ -679,7 +692,7 @@ func (c *Config) validate() error {
 	}
 	if c.HTTP.StreamListen != "" {
 		if err := checkListen(c.HTTP.StreamListen); err != nil {
-			bad("http.stream_listen", "%v (write stream_listen = \"\" to switch it off)", err)
+			bad("http.stream_listen", "%v (also set by -stream-listen or %s; write stream_listen = \"\" to switch it off)", err, EnvStreamListen)
 		}
 	}
 	if c.HTTP.StreamMaxLag < 0 {

@@ -281,7 +281,7 @@ func segments(dir string) ([]int64, error) {
 }
 
 func openSegment(dir string, gen int64) (*os.File, error) {
-	f, err := os.OpenFile(segmentPath(dir, gen), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(segmentPath(dir, gen), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
