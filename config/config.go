@@ -161,6 +161,11 @@ type Redis struct {
 	DataDir      string   `toml:"data_dir"`
 	Password     string   `toml:"password"`
 	SaveInterval Duration `toml:"save_interval"`
+	// ProtoMaxBulkLen bounds, in bytes, each argument a client sends to the
+	// embedded Redis and the strings its commands build, as Redis's
+	// proto-max-bulk-len (left out or 0: 64 MiB; at least 1 MiB, since
+	// Lua scripts are arguments too).
+	ProtoMaxBulkLen int `toml:"proto_max_bulk_len"`
 
 	// Sentinels, when set, finds the master through Redis Sentinel
 	// (host:port of each sentinel) instead of url; the embedded server is
@@ -325,13 +330,20 @@ const (
 	EnvRedisURL    = "REDIS_URL"
 	EnvRedisListen = "ARCHIVEBOT_REDIS_LISTEN"
 	EnvDataDir     = "ARCHIVEBOT_DATA_DIR"
+	// EnvHTTPListen and EnvStreamListen set http.listen and
+	// http.stream_listen: a second node on one machine moves its ports
+	// without a file.
+	EnvHTTPListen   = "ARCHIVEBOT_HTTP_LISTEN"
+	EnvStreamListen = "ARCHIVEBOT_STREAM_LISTEN"
 )
 
 // Overrides are values given on the command line; they win over the
 // environment and the file.
 type Overrides struct {
-	RedisListen string
-	DataDir     string
+	RedisListen  string
+	DataDir      string
+	HTTPListen   string
+	StreamListen string
 }
 
 // StreamOn reports whether the node runs the live log stream: whenever it
@@ -404,6 +416,9 @@ func (c *Config) setDefaults() {
 		c.Redis.DataDir = "data"
 	}
 	def(&c.Redis.SaveInterval, 30*time.Second)
+	if c.Redis.ProtoMaxBulkLen == 0 {
+		c.Redis.ProtoMaxBulkLen = 64 << 20
+	}
 	def(&c.Redis.WaitTimeout, DefaultWaitTimeout)
 	def(&c.HA.LeaseTTL, DefaultLeaseTTL)
 	if c.HA.NodeID == "" {
@@ -526,6 +541,8 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 	}{
 		{&c.Redis.Listen, EnvRedisListen, o.RedisListen},
 		{&c.Redis.DataDir, EnvDataDir, o.DataDir},
+		{&c.HTTP.Listen, EnvHTTPListen, o.HTTPListen},
+		{&c.HTTP.StreamListen, EnvStreamListen, o.StreamListen},
 	} {
 		if env := os.Getenv(v.env); env != "" {
 			*v.dst = env
@@ -534,6 +551,10 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 			*v.dst = v.arg
 		}
 	}
+	// A listen address given by the environment or a flag wins over the
+	// file's "" (off).
+	httpOff = httpOff && c.HTTP.Listen == ""
+	streamOff = streamOff && c.HTTP.StreamListen == ""
 	c.setDefaults()
 	if httpOff {
 		c.HTTP.Listen = ""
@@ -613,6 +634,9 @@ func (c *Config) validate() error {
 			bad("redis.url", "%q is not a Redis URL (redis://[:password@]host[:port][/db] or rediss://…; REDIS_URL overrides the file): %v", redactURL(c.Redis.URL), err)
 		}
 	}
+	if c.Redis.ProtoMaxBulkLen < 1<<20 {
+		bad("redis.proto_max_bulk_len", "must be at least 1048576 (1 MiB): Lua scripts are arguments too")
+	}
 	if err := checkListen(c.Redis.Listen); err != nil {
 		bad("redis.listen", "%v (also set by -redis-listen or %s)", err, EnvRedisListen)
 	}
@@ -657,7 +681,7 @@ func (c *Config) validate() error {
 	}
 	if c.HTTP.Listen != "" {
 		if err := checkListen(c.HTTP.Listen); err != nil {
-			bad("http.listen", "%v (write listen = \"\" to switch the web server off)", err)
+			bad("http.listen", "%v (also set by -http-listen or %s; write listen = \"\" to switch the web server off)", err, EnvHTTPListen)
 		}
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
@@ -668,7 +692,7 @@ func (c *Config) validate() error {
 	}
 	if c.HTTP.StreamListen != "" {
 		if err := checkListen(c.HTTP.StreamListen); err != nil {
-			bad("http.stream_listen", "%v (write stream_listen = \"\" to switch it off)", err)
+			bad("http.stream_listen", "%v (also set by -stream-listen or %s; write stream_listen = \"\" to switch it off)", err, EnvStreamListen)
 		}
 	}
 	if c.HTTP.StreamMaxLag < 0 {

@@ -25,6 +25,8 @@ func TestExampleIsDefaults(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
 	t.Setenv(EnvRedisListen, "")
 	t.Setenv(EnvDataDir, "")
+	t.Setenv(EnvHTTPListen, "")
+	t.Setenv(EnvStreamListen, "")
 	got, err := Load("../config.example.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +61,7 @@ func TestLoadErrorsNameFileAndKey(t *testing.T) {
 		{"[tweeter.bluesky]\nidentifier = \"a.bsky.social\"\n", "tweeter.bluesky"},
 		{"[tweeter.bluesky]\nservice = \"ftp://x\"\nidentifier = \"a\"\napp_password = \"p\"\n", "tweeter.bluesky.service"},
 		{"[redis]\nlisten = \"nope\"\n", "redis.listen"},
+		{"[redis]\nproto_max_bulk_len = 1000\n", "redis.proto_max_bulk_len"},
 		{"[jobs]\nschemes = [\"HTTP\"]\n", "jobs.schemes"},
 		{"[notifier]\npipeline_silent_after = \"1s\"\n", "notifier.pipeline_silent_after"},
 		{"[irc]\nchannels = [\"#a\"]\nreport_channel = \"#victim\"\n", "irc.report_channel"},
@@ -242,5 +245,33 @@ budget = 10
 	d := Default()
 	if !d.TweeterDryRun() || d.Tweeter.Budget != DefaultTweeterBudget || d.Tweeter.Mastodon.On() || d.Tweeter.Bluesky.On() {
 		t.Errorf("defaults = %+v", d.Tweeter)
+	}
+}
+
+// The web and stream listen addresses have a variable and a flag, as the
+// embedded Redis's has: the flag wins over the variable, which wins over
+// the file, also over its "" (off).
+func TestHTTPListenOverrides(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	t.Setenv(EnvHTTPListen, "")
+	t.Setenv(EnvStreamListen, "")
+	p := write(t, "[http]\nlisten = \"127.0.0.1:7100\"\nstream_listen = \"\"\n")
+	c, err := Load(p)
+	if err != nil || c.HTTP.Listen != "127.0.0.1:7100" || c.HTTP.StreamListen != "" {
+		t.Fatalf("file: %v %+v", err, c.HTTP)
+	}
+	t.Setenv(EnvHTTPListen, "127.0.0.1:7101")
+	t.Setenv(EnvStreamListen, "127.0.0.1:7102")
+	c, err = Load(p)
+	if err != nil || c.HTTP.Listen != "127.0.0.1:7101" || c.HTTP.StreamListen != "127.0.0.1:7102" {
+		t.Fatalf("env: %v %+v", err, c.HTTP)
+	}
+	c, err = LoadWith(p, Overrides{HTTPListen: "127.0.0.1:7103", StreamListen: "127.0.0.1:7104"})
+	if err != nil || c.HTTP.Listen != "127.0.0.1:7103" || c.HTTP.StreamListen != "127.0.0.1:7104" {
+		t.Fatalf("flags: %v %+v", err, c.HTTP)
+	}
+	t.Setenv(EnvHTTPListen, "nonsense")
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "http.listen") {
+		t.Fatalf("bad env value: %v", err)
 	}
 }
