@@ -307,7 +307,7 @@ func TestE2EDeadJob(t *testing.T) {
 		if ttl, _ := rdb.TTL(ctx, id).Result(); ttl <= 0 || ttl > 5*time.Second {
 			t.Errorf("TTL of the failed job = %v, want 5 s", ttl)
 		}
-		if r := ask(op, ch, "!status "+id); !strings.Contains(r, "Failed (no heartbeat for 1s).") {
+		if r := ask(op, ch, "!status "+id); !strings.Contains(r, "Failed: no heartbeat for 1s (reaped by the death timer") || !strings.Contains(r, ", at 20") {
 			t.Errorf("!status of the failed job: %q", r)
 		}
 
