@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/pipelineapi/bridge"
 )
 
 // EnvConfig names the configuration file when -config is not given.
@@ -33,6 +34,7 @@ func commands() []command {
 	return []command{
 		{"ident", "[URL...]", "print NORMALIZED<TAB>IDENT for each URL (or each line of stdin)", runIdent},
 		{"simulate-pipeline", "", "run a test pipeline that does what an upstream pipeline does in Redis", func(a []string, _ io.Reader, o, e io.Writer) int { return runSimulator(a, o, e) }},
+		{"bridge", "-key FILE -node URL", "serve an unmodified upstream pipeline (REDIS_URL) through the node's pipeline API; -init -key FILE creates its key pair", func(a []string, _ io.Reader, o, e io.Writer) int { return bridge.Run(a, o, e) }},
 		{"jobs", "", "list queued and running jobs", runJobs},
 		{"job", "IDENT|URL", "show everything known about one job (record, queue, ignores, failure, pipeline)", runJob},
 		{"fail", "IDENT", "give up on a job, as !fail does; the channel is told", runFail},
