@@ -273,9 +273,8 @@ func (s *Server) update(req *request, ident string) (any, *refusal) {
 	if len(entries) > 0 {
 		metrics.APILogEntries(req.key, len(entries))
 		s.addRecent(ident, docs)
-		if s.opt.Sink != nil {
-			snapshot["ident"] = ident
-			s.opt.Sink.StreamLog(ident, snapshot, entries)
+		if sink := s.streamSink(); sink != nil {
+			s.streamLog(sink, ident, snapshot, entries)
 		}
 	}
 	return res, nil
@@ -391,4 +390,11 @@ func (s *Server) unregister(req *request) (any, *refusal) {
 func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// streamLog hands entries to the live stream as the firehose hands those
+// it reads from Redis: the job's hash (with the counters not yet written)
+// and the entries in score order.
+func (s *Server) streamLog(sink coordinator.StreamSink, ident string, job map[string]string, entries []coordinator.LogEntry) {
+	sink.StreamLog(ident, job, entries)
 }

@@ -82,6 +82,7 @@ type Server struct {
 
 	mu   sync.Mutex
 	term *term
+	sink coordinator.StreamSink
 
 	logMu     sync.Mutex
 	lastLoged map[string]time.Time // refusal log lines, by key and reason
@@ -150,6 +151,22 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, certFile, keyFile s
 		return nil
 	}
 	return err
+}
+
+// SetSink sets where log entries go (the live stream's hub).
+func (s *Server) SetSink(sink coordinator.StreamSink) {
+	s.mu.Lock()
+	s.sink = sink
+	s.mu.Unlock()
+}
+
+func (s *Server) streamSink() coordinator.StreamSink {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sink != nil {
+		return s.sink
+	}
+	return s.opt.Sink
 }
 
 // Handler is the API's HTTP handler.
