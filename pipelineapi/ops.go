@@ -247,6 +247,14 @@ func (s *Server) update(req *request, ident string) (any, *refusal) {
 	}
 	if len(entries) > 0 {
 		c, _ := coordinator.CountLogEntries(entries)
+		// The analyzer's seven counts exist once a job has entries, zero
+		// or not, as the direct analyzer's HINCRBY leaves them.
+		if j.incr == nil {
+			j.incr = map[string]int64{}
+		}
+		for _, k := range []string{"r1xx", "r2xx", "r3xx", "r4xx", "r5xx", "runk", "error_count"} {
+			j.incr[k] += 0
+		}
 		add("r1xx", c.R1xx)
 		add("r2xx", c.R2xx)
 		add("r3xx", c.R3xx)

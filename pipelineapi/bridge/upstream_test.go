@@ -369,7 +369,7 @@ func responseCounts(n int) map[string]string {
 	for i := range n {
 		c[codes[i%len(codes)]/100]++
 	}
-	return map[string]string{"r2xx": fmt.Sprint(c[2]), "r3xx": fmt.Sprint(c[3]), "r4xx": fmt.Sprint(c[4]),
+	return map[string]string{"r1xx": "0", "runk": "0", "r2xx": fmt.Sprint(c[2]), "r3xx": fmt.Sprint(c[3]), "r4xx": fmt.Sprint(c[4]),
 		"r5xx": fmt.Sprint(c[5]), "error_count": fmt.Sprint(c[5])}
 }
 
