@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
@@ -34,9 +35,9 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultRate          = 50
-	DefaultLogRate       = 5000
-	DefaultMaxStreams    = 4
+	DefaultRate          = config.DefaultPipelineRate
+	DefaultLogRate       = config.DefaultPipelineLogRate
+	DefaultMaxStreams    = config.DefaultPipelineMaxStreams
 	DefaultKeyRefresh    = 250 * time.Millisecond
 	DefaultFlushInterval = time.Second
 	DefaultTakePoll      = 250 * time.Millisecond
