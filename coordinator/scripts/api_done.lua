@@ -36,7 +36,7 @@ local notice = {aborted = aborted, pipeline_id = ARGV[1],
   fetch_depth = f[2] or cjson.null, started_by = f[4] or '', started_in = f[5] or '',
   url = f[6] or ''}
 notice.queued_at = (f[3] and tonumber(f[3])) or f[3] or cjson.null
-if f[7] then notice.url_file = f[7] end
+notice.url_file = f[7] or cjson.null -- upstream always sends url_file (null when none)
 redis.call('RPUSH', KEYS[8], cjson.encode(notice))
 redis.call('SREM', KEYS[2], KEYS[1])
 redis.call('PUBLISH', ARGV[2], KEYS[1])
