@@ -50,6 +50,10 @@ const (
 	// DefaultStreamListen is upstream's WebSocket port, where its
 	// dashboard looks for /stream.
 	DefaultStreamListen = "127.0.0.1:4568"
+	// The pipeline API's per-key limits (doc/pipeline-api.md, Limits).
+	DefaultPipelineRate       = 50
+	DefaultPipelineLogRate    = 5000
+	DefaultPipelineMaxStreams = 4
 	// DefaultStreamMaxLag: entries of one job the trimmer keeps for a
 	// lagging live stream.
 	DefaultStreamMaxLag = 10000
@@ -384,6 +388,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.Jobs.PendingLimit == 0 {
 		c.Jobs.PendingLimit = 5
+	}
+	if c.Pipelines.Rate == 0 {
+		c.Pipelines.Rate = DefaultPipelineRate
+	}
+	if c.Pipelines.LogRate == 0 {
+		c.Pipelines.LogRate = DefaultPipelineLogRate
+	}
+	if c.Pipelines.MaxStreams == 0 {
+		c.Pipelines.MaxStreams = DefaultPipelineMaxStreams
 	}
 	def(&c.Bot.OutcomeWait, DefaultOutcomeWait)
 	def(&c.Reaper.Interval, DefaultReaperInterval)

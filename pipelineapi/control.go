@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
@@ -149,7 +149,7 @@ func (t *term) settingsLoop(ctx context.Context) {
 }
 
 // settingsOf builds the settings event of a job record.
-func settingsOf(ident string, j *coordinator.APIJob) wire.Settings {
+func settingsOf(ident string, j *store.APIJob) wire.Settings {
 	f := j.Fields
 	age, _ := strconv.ParseInt(f["settings_age"], 10, 64)
 	return wire.Settings{Ident: ident, Age: age, DelayMin: f["delay_min"], DelayMax: f["delay_max"],
@@ -166,8 +166,8 @@ func (t *term) sendSettings(ctx context.Context, ident string) {
 		return
 	}
 	rj, err := t.s.store.APIReadJob(ctx, ident)
-	var naj *coordinator.NotAJobError
-	if errors.As(err, &naj) || (err == nil && (rj == nil || rj.Fields["pipeline_id"] != coordinator.APIPipelineKey(j.key))) {
+	var naj *store.NotAJobError
+	if errors.As(err, &naj) || (err == nil && (rj == nil || rj.Fields["pipeline_id"] != store.APIPipelineKey(j.key))) {
 		t.release(j, "the job record is gone or names another pipeline")
 		return
 	}

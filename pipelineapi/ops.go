@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
@@ -21,10 +22,10 @@ import (
 // allowedQueue reports whether key name may take from queue.
 func allowedQueue(name, queue string) bool {
 	switch queue {
-	case coordinator.KeyPending, coordinator.KeyPendingAO, coordinator.KeyPendingLarge:
+	case store.KeyPending, store.KeyPendingAO, store.KeyPendingLarge:
 		return true
 	}
-	n, ok := strings.CutPrefix(queue, coordinator.PendingNamedPrefix)
+	n, ok := strings.CutPrefix(queue, store.PendingNamedPrefix)
 	return ok && n != "" && strings.Contains(name, n)
 }
 
@@ -39,19 +40,19 @@ func (s *Server) candidateQueues(req *request, tr wire.TakeRequest) ([]string, *
 			return nil, storeRefusal(err)
 		}
 		for _, q := range named {
-			if allowedQueue(req.key, q) && strings.HasPrefix(q, coordinator.PendingNamedPrefix) {
+			if allowedQueue(req.key, q) && strings.HasPrefix(q, store.PendingNamedPrefix) {
 				out = append(out, q)
 			}
 		}
 		sort.Strings(out)
 	}
 	if tr.Large {
-		out = append(out, coordinator.KeyPendingLarge)
+		out = append(out, store.KeyPendingLarge)
 	}
 	if !tr.AOOnly {
-		out = append(out, coordinator.KeyPending)
+		out = append(out, store.KeyPending)
 	}
-	return append(out, coordinator.KeyPendingAO), nil
+	return append(out, store.KeyPendingAO), nil
 }
 
 func (s *Server) take(req *request) (any, *refusal) {
@@ -99,14 +100,14 @@ func (s *Server) take(req *request) (any, *refusal) {
 		case <-ctx.Done():
 			return wire.TakeResponse{}, nil
 		case <-req.t.ctx.Done():
-			return nil, storeRefusal(coordinator.ErrFenced)
+			return nil, storeRefusal(store.ErrFenced)
 		case <-time.After(min(wait, s.opt.TakePoll)):
 		}
 	}
 }
 
 // taken records a job the key just took and answers it.
-func (s *Server) taken(req *request, j *coordinator.APIJob) wire.TakeResponse {
+func (s *Server) taken(req *request, j *store.APIJob) wire.TakeResponse {
 	score, _ := strconv.ParseInt(j.Fields["log_score"], 10, 64)
 	t := req.t
 	t.mu.Lock()
@@ -115,7 +116,7 @@ func (s *Server) taken(req *request, j *coordinator.APIJob) wire.TakeResponse {
 	s.forgetRecent(j.Ident)
 	t.settingsChanged(j.Ident)
 	s.log.Info("job taken through the pipeline API", "key", req.key, "ident", j.Ident, "queue", j.Queue)
-	return wire.TakeResponse{Job: &wire.Job{Ident: j.Ident, Queue: j.Queue, PipelineID: coordinator.APIPipelineKey(req.key),
+	return wire.TakeResponse{Job: &wire.Job{Ident: j.Ident, Queue: j.Queue, PipelineID: store.APIPipelineKey(req.key),
 		Fields: j.Fields, Ignores: nonNil(j.Ignores)}}
 }
 
@@ -146,8 +147,8 @@ func (s *Server) readJob(req *request, ident string) (any, *refusal) {
 		return nil, rf
 	}
 	rj, err := s.store.APIReadJob(req.r.Context(), ident)
-	var naj *coordinator.NotAJobError
-	if errors.As(err, &naj) || (err == nil && (rj == nil || rj.Fields["pipeline_id"] != coordinator.APIPipelineKey(req.key))) {
+	var naj *store.NotAJobError
+	if errors.As(err, &naj) || (err == nil && (rj == nil || rj.Fields["pipeline_id"] != store.APIPipelineKey(req.key))) {
 		req.t.release(j, "the job record is gone or names another pipeline")
 		return nil, refuse(http.StatusForbidden, "not_held", "job "+ident+" is not held by key "+req.key)
 	}
@@ -159,7 +160,7 @@ func (s *Server) readJob(req *request, ident string) (any, *refusal) {
 	fields := t.withPending(j, rj.Fields)
 	j.fields = rj.Fields
 	t.mu.Unlock()
-	return wire.Job{Ident: ident, PipelineID: coordinator.APIPipelineKey(req.key), Fields: fields, Ignores: nonNil(rj.Ignores)}, nil
+	return wire.Job{Ident: ident, PipelineID: store.APIPipelineKey(req.key), Fields: fields, Ignores: nonNil(rj.Ignores)}, nil
 }
 
 // Fields a pipeline may increment and set (doc/pipeline-api.md, Update a
@@ -224,12 +225,12 @@ func (s *Server) update(req *request, ident string) (any, *refusal) {
 	if rf := req.t.logBudget(req.key, len(docs)); rf != nil {
 		return nil, rf
 	}
-	entries := make([]coordinator.LogEntry, len(docs))
+	entries := make([]store.LogEntry, len(docs))
 	t := req.t
 	t.mu.Lock()
 	for i, d := range docs {
 		j.logScore++
-		entries[i] = coordinator.LogEntry{Doc: d, Score: float64(j.logScore)}
+		entries[i] = store.LogEntry{Doc: d, Score: float64(j.logScore)}
 	}
 	add := func(k string, v int64) {
 		if v == 0 {
@@ -339,7 +340,7 @@ func (s *Server) flushBefore(req *request, j *heldJob) *refusal {
 }
 
 func (s *Server) heldErr(req *request, j *heldJob, err error) *refusal {
-	var nh *coordinator.NotHeldError
+	var nh *store.NotHeldError
 	if errors.As(err, &nh) {
 		req.t.release(j, nh.Why)
 		return refuse(http.StatusForbidden, "not_held", nh.Error())
@@ -373,7 +374,7 @@ func (s *Server) report(req *request) (any, *refusal) {
 			fields[k] = v
 		}
 	}
-	id := coordinator.APIPipelineKey(req.key)
+	id := store.APIPipelineKey(req.key)
 	fields["id"] = id
 	fields["nickname"] = req.key
 	fields["api_key"] = req.key
@@ -391,7 +392,7 @@ func (s *Server) unregister(req *request) (any, *refusal) {
 	if err := s.store.APIUnregister(req.r.Context(), req.key); err != nil {
 		return nil, storeRefusal(err)
 	}
-	return wire.PipelineResponse{ID: coordinator.APIPipelineKey(req.key), Nickname: req.key}, nil
+	return wire.PipelineResponse{ID: store.APIPipelineKey(req.key), Nickname: req.key}, nil
 }
 
 // jsonString is v as JSON (for SSE data lines).
@@ -403,6 +404,6 @@ func jsonString(v any) string {
 // streamLog hands entries to the live stream as the firehose hands those
 // it reads from Redis: the job's hash (with the counters not yet written)
 // and the entries in score order.
-func (s *Server) streamLog(sink coordinator.StreamSink, ident string, job map[string]string, entries []coordinator.LogEntry) {
+func (s *Server) streamLog(sink coordinator.StreamSink, ident string, job map[string]string, entries []store.LogEntry) {
 	sink.StreamLog(ident, job, entries)
 }

@@ -2,7 +2,7 @@
 // (doc/pipeline-api.md): pipelines sign every request with their own
 // Ed25519 key, take and update only the jobs they hold, and send their log
 // entries to the node instead of into Redis. It reads and writes Redis only
-// through the store's methods (coordinator/store_pipelineapi.go).
+// through the store's methods (coordinator/store/pipelineapi.go).
 //
 // A Server is created once; Run serves one leadership term (the whole run
 // on a single node). Outside a term every request is answered 503.
@@ -27,16 +27,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
 
 // Defaults of Options.
 const (
-	DefaultRate          = 50
-	DefaultLogRate       = 5000
-	DefaultMaxStreams    = 4
+	DefaultRate          = config.DefaultPipelineRate
+	DefaultLogRate       = config.DefaultPipelineLogRate
+	DefaultMaxStreams    = config.DefaultPipelineMaxStreams
 	DefaultKeyRefresh    = 250 * time.Millisecond
 	DefaultFlushInterval = time.Second
 	DefaultTakePoll      = 250 * time.Millisecond
@@ -55,7 +57,7 @@ const (
 
 // Options configure a Server; zero values take the defaults.
 type Options struct {
-	Store *coordinator.Store
+	Store *store.Store
 	// Sink gets the log entries (the live stream's hub); nil: none.
 	Sink coordinator.StreamSink
 	// Leading, when set, is asked before every request in a term (the
@@ -77,7 +79,7 @@ type Options struct {
 // Server serves the pipeline API.
 type Server struct {
 	opt   Options
-	store *coordinator.Store
+	store *store.Store
 	log   *slog.Logger
 
 	mu   sync.Mutex
@@ -441,9 +443,9 @@ func (t *term) authenticate(r *http.Request, body []byte) (string, *refusal) {
 		return p.Key, storeRefusal(err)
 	}
 	switch res {
-	case coordinator.NonceReplayed:
+	case store.NonceReplayed:
 		return p.Key, refuse(http.StatusUnauthorized, "replayed_nonce", "this nonce was already used; sign every request with a new one")
-	case coordinator.NonceTooMany:
+	case store.NonceTooMany:
 		return p.Key, &refusal{status: http.StatusTooManyRequests, code: "rate_limited",
 			reason: fmt.Sprintf("more than %d requests in %s", MaxNonces, NonceWindow), retryAfter: 5}
 	}
@@ -453,7 +455,7 @@ func (t *term) authenticate(r *http.Request, body []byte) (string, *refusal) {
 // storeRefusal turns a Redis failure into a 503 (fenced: not the
 // leader) or a 500.
 func storeRefusal(err error) *refusal {
-	if coordinator.IsFenced(err) {
+	if store.IsFenced(err) {
 		return &refusal{status: http.StatusServiceUnavailable, code: "not_leader",
 			reason: "this node is no longer the leader; retry", retryAfter: notLeaderRetry}
 	}

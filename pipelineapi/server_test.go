@@ -18,6 +18,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
@@ -26,31 +27,31 @@ import (
 // recSink records what the server hands the live stream.
 type recSink struct {
 	mu      sync.Mutex
-	entries map[string][]coordinator.LogEntry
+	entries map[string][]store.LogEntry
 	jobs    map[string]map[string]string
 }
 
-func (r *recSink) StreamLog(ident string, job map[string]string, es []coordinator.LogEntry) {
+func (r *recSink) StreamLog(ident string, job map[string]string, es []store.LogEntry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.entries == nil {
-		r.entries, r.jobs = map[string][]coordinator.LogEntry{}, map[string]map[string]string{}
+		r.entries, r.jobs = map[string][]store.LogEntry{}, map[string]map[string]string{}
 	}
 	r.entries[ident] = append(r.entries[ident], es...)
 	r.jobs[ident] = job
 }
 func (r *recSink) StreamEvent(coordinator.JobEvent) {}
 
-func (r *recSink) got(ident string) []coordinator.LogEntry {
+func (r *recSink) got(ident string) []store.LogEntry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]coordinator.LogEntry(nil), r.entries[ident]...)
+	return append([]store.LogEntry(nil), r.entries[ident]...)
 }
 
 type harness struct {
 	t     *testing.T
 	b     *redistest.Backend
-	store *coordinator.Store
+	store *store.Store
 	srv   *Server
 	hs    *httptest.Server
 	sink  *recSink
@@ -60,7 +61,7 @@ type harness struct {
 
 func newHarness(t *testing.T, b *redistest.Backend, opt Options) *harness {
 	t.Helper()
-	h := &harness{t: t, b: b, store: coordinator.NewStore(b.Client), sink: &recSink{}}
+	h := &harness{t: t, b: b, store: store.NewStore(b.Client), sink: &recSink{}}
 	opt.Store = h.store
 	opt.Sink = h.sink
 	if opt.KeyRefresh == 0 {
@@ -115,7 +116,7 @@ func (h *harness) addKey(name string, opts ...client.Option) *client.Client {
 func (h *harness) queue(ident, queue string) {
 	h.t.Helper()
 	ctx := context.Background()
-	err := h.store.Register(ctx, coordinator.NewJob{Ident: ident, URL: "http://example.com/" + ident,
+	err := h.store.Register(ctx, store.NewJob{Ident: ident, URL: "http://example.com/" + ident,
 		FetchDepth: "inf", Slug: "example.com-inf", StartedBy: "nick", StartedIn: "#chan",
 		DelayMin: 250, DelayMax: 375, Concurrency: 3, Queue: queue, Patterns: []string{"ignored\\.example"}})
 	if err != nil {
@@ -132,7 +133,7 @@ func (h *harness) dump() map[string]redistest.Entry {
 		h.t.Fatal(err)
 	}
 	for k := range d {
-		if strings.HasPrefix(k, coordinator.PipelineKeyPrefix) && !strings.HasSuffix(k, ":jobs") {
+		if strings.HasPrefix(k, store.PipelineKeyPrefix) && !strings.HasSuffix(k, ":jobs") {
 			delete(d, k)
 		}
 	}
@@ -183,12 +184,12 @@ func TestTakeUpdateDone(t *testing.T) {
 		h := newHarness(t, b, Options{})
 		ctx := context.Background()
 		c := h.addKey("alpha")
-		h.queue("job1", coordinator.KeyPending)
+		h.queue("job1", store.KeyPending)
 		j, err := c.Take(ctx, wire.TakeRequest{})
 		if err != nil || j == nil {
 			t.Fatalf("take: %v %v", j, err)
 		}
-		pid := coordinator.APIPipelineKey("alpha")
+		pid := store.APIPipelineKey("alpha")
 		if j.Ident != "job1" || j.Queue != "pending" || j.PipelineID != pid || j.Fields["pipeline_id"] != pid ||
 			j.Fields["started_at"] == "" || j.Fields["url"] != "http://example.com/job1" {
 			t.Fatalf("take answered %+v", j)
@@ -203,7 +204,7 @@ func TestTakeUpdateDone(t *testing.T) {
 		if rdb.LLen(ctx, "pending").Val() != 0 {
 			t.Error("job still pending")
 		}
-		if !rdb.SIsMember(ctx, coordinator.KeyPipelineKeyJobs("alpha"), "job1").Val() {
+		if !rdb.SIsMember(ctx, store.KeyPipelineKeyJobs("alpha"), "job1").Val() {
 			t.Error("job not in alpha's held set")
 		}
 		logs := []json.RawMessage{
@@ -270,7 +271,7 @@ func TestTakeUpdateDone(t *testing.T) {
 		if err != nil || n.URL != "http://example.com/job1" || n.StartedBy != "nick" || n.StartedIn != "#chan" || bool(n.Aborted) {
 			t.Errorf("finish notice %s: %+v %v", notes[0], n, err)
 		}
-		if rdb.SIsMember(ctx, coordinator.KeyPipelineKeyJobs("alpha"), "job1").Val() {
+		if rdb.SIsMember(ctx, store.KeyPipelineKeyJobs("alpha"), "job1").Val() {
 			t.Error("job still held after done")
 		}
 		// Done twice: not held any more, nothing written.
@@ -286,7 +287,7 @@ func TestAbortThenDone(t *testing.T) {
 		h := newHarness(t, b, Options{})
 		ctx := context.Background()
 		c := h.addKey("alpha")
-		h.queue("job2", coordinator.KeyPendingAO)
+		h.queue("job2", store.KeyPendingAO)
 		j, err := c.Take(ctx, wire.TakeRequest{AOOnly: true})
 		if err != nil || j == nil || j.Queue != "pending-ao" {
 			t.Fatalf("take: %+v %v", j, err)
@@ -315,10 +316,10 @@ func TestTakeQueueChoice(t *testing.T) {
 		h := newHarness(t, b, Options{})
 		ctx := context.Background()
 		c := h.addKey("big-alpha")
-		h.queue("plain", coordinator.KeyPending)
-		h.queue("named", coordinator.KeyPendingNamed("alpha"))
-		h.queue("other", coordinator.KeyPendingNamed("beta"))
-		h.queue("ao", coordinator.KeyPendingAO)
+		h.queue("plain", store.KeyPending)
+		h.queue("named", store.KeyPendingNamed("alpha"))
+		h.queue("other", store.KeyPendingNamed("beta"))
+		h.queue("ao", store.KeyPendingAO)
 		var order []string
 		for range 3 {
 			j, err := c.Take(ctx, wire.TakeRequest{})
@@ -340,7 +341,7 @@ func TestTakeQueueChoice(t *testing.T) {
 		wantCode(t, err, 403, "forbidden_queue")
 		h.sameDump(before, "a forbidden take")
 		// Long poll: a job queued while waiting is taken.
-		go func() { time.Sleep(300 * time.Millisecond); h.queue("late", coordinator.KeyPending) }()
+		go func() { time.Sleep(300 * time.Millisecond); h.queue("late", store.KeyPending) }()
 		start := time.Now()
 		j, err = c.Take(ctx, wire.TakeRequest{WaitMS: 10000})
 		if err != nil || j == nil || j.Ident != "late" {
@@ -357,8 +358,8 @@ func TestOtherPipelinesJobRefused(t *testing.T) {
 		h := newHarness(t, b, Options{})
 		ctx := context.Background()
 		alpha, beta := h.addKey("alpha"), h.addKey("beta")
-		h.queue("ajob", coordinator.KeyPendingNamed("alpha"))
-		h.queue("free", coordinator.KeyPending) // in no one's hands yet
+		h.queue("ajob", store.KeyPendingNamed("alpha"))
+		h.queue("free", store.KeyPending) // in no one's hands yet
 		if j, err := alpha.Take(ctx, wire.TakeRequest{Queues: []string{"pending:alpha"}}); err != nil || j == nil {
 			t.Fatalf("alpha take: %v %v", j, err)
 		}
@@ -409,7 +410,7 @@ func TestHoldLostInRedis(t *testing.T) {
 		h := newHarness(t, b, Options{})
 		ctx := context.Background()
 		alpha := h.addKey("alpha")
-		h.queue("j", coordinator.KeyPending)
+		h.queue("j", store.KeyPending)
 		if _, err := alpha.Take(ctx, wire.TakeRequest{}); err != nil {
 			t.Fatal(err)
 		}
@@ -432,7 +433,7 @@ func TestReplayedAndAlteredRefused(t *testing.T) {
 		h := newHarness(t, b, Options{})
 		ctx := context.Background()
 		c := h.addKey("alpha")
-		h.queue("j", coordinator.KeyPending)
+		h.queue("j", store.KeyPending)
 		if _, err := c.Take(ctx, wire.TakeRequest{}); err != nil {
 			t.Fatal(err)
 		}
@@ -487,7 +488,7 @@ func TestStaleTimestampRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.waitFor("the key", func() bool { p, _ := h.srv.currentTerm().publicKey("alpha"); return p != nil })
-		h.queue("j", coordinator.KeyPending)
+		h.queue("j", store.KeyPending)
 		before := h.dump()
 		for _, skew := range []time.Duration{-61 * time.Second, 61 * time.Second, -time.Hour} {
 			c, _ := client.New(h.hs.URL, "alpha", priv, client.WithClock(func() time.Time { return time.Now().Add(skew) }))
@@ -503,7 +504,7 @@ func TestMissingAndWrongKeysRefused(t *testing.T) {
 		h := newHarness(t, b, Options{})
 		ctx := context.Background()
 		h.addKey("alpha")
-		h.queue("j", coordinator.KeyPending)
+		h.queue("j", store.KeyPending)
 		before := h.dump()
 		// No signature at all.
 		resp, err := http.Post(h.hs.URL+wire.PathTake, "application/json", strings.NewReader("{}"))
@@ -539,7 +540,7 @@ func TestRevokedKeyRefused(t *testing.T) {
 		h := newHarness(t, b, Options{KeyRefresh: DefaultKeyRefresh})
 		ctx := context.Background()
 		c := h.addKey("alpha")
-		h.queue("j", coordinator.KeyPending)
+		h.queue("j", store.KeyPending)
 		if _, err := c.Take(ctx, wire.TakeRequest{}); err != nil {
 			t.Fatal(err)
 		}
@@ -576,12 +577,12 @@ func TestRevokedKeyRefused(t *testing.T) {
 		_, err := c.Heartbeat(ctx, "j")
 		wantCode(t, err, 401, "revoked_key")
 		t.Logf("control stream closed %v after the revocation", closed)
-		before[coordinator.KeyPipelineKeys] = redistest.Entry{}
+		before[store.KeyPipelineKeys] = redistest.Entry{}
 		after := h.dump()
-		delete(before, coordinator.KeyPipelineKeys)
-		delete(before, coordinator.KeyPipelineKeysRevoked)
-		delete(after, coordinator.KeyPipelineKeys)
-		delete(after, coordinator.KeyPipelineKeysRevoked)
+		delete(before, store.KeyPipelineKeys)
+		delete(before, store.KeyPipelineKeysRevoked)
+		delete(after, store.KeyPipelineKeys)
+		delete(after, store.KeyPipelineKeysRevoked)
 		if !reflect.DeepEqual(before, after) {
 			t.Errorf("the revoked key's request wrote:\n%v\n%v", before, after)
 		}
@@ -596,7 +597,7 @@ func TestControlSettings(t *testing.T) {
 		h := newHarness(t, b, Options{})
 		ctx := context.Background()
 		c := h.addKey("alpha")
-		h.queue("j", coordinator.KeyPending)
+		h.queue("j", store.KeyPending)
 		if _, err := c.Take(ctx, wire.TakeRequest{}); err != nil {
 			t.Fatal(err)
 		}
@@ -622,7 +623,7 @@ func TestControlSettings(t *testing.T) {
 			t.Fatalf("initial settings %+v", s)
 		}
 		changed := time.Now()
-		if _, err := h.store.ChangeSettings(ctx, "j", coordinator.Change{Bump: 1, Set: map[string]string{"delay_min": "999", "delay_max": "1999"}}); err != nil {
+		if _, err := h.store.ChangeSettings(ctx, "j", store.Change{Bump: 1, Set: map[string]string{"delay_min": "999", "delay_max": "1999"}}); err != nil {
 			t.Fatal(err)
 		}
 		s := next()
@@ -633,7 +634,7 @@ func TestControlSettings(t *testing.T) {
 		if s.DelayMin != "999" || s.Age < 1 {
 			t.Errorf("settings after !d: %+v", s)
 		}
-		if _, err := h.store.ChangeSettings(ctx, "j", coordinator.Change{Bump: 1, AddPatterns: []string{"new\\.pattern"}}); err != nil {
+		if _, err := h.store.ChangeSettings(ctx, "j", store.Change{Bump: 1, AddPatterns: []string{"new\\.pattern"}}); err != nil {
 			t.Fatal(err)
 		}
 		if s := next(); len(s.IgnorePatterns) != 2 {
@@ -660,7 +661,7 @@ func TestReportAndUnregister(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := coordinator.APIPipelineKey("alpha")
+		id := store.APIPipelineKey("alpha")
 		if pr.ID != id || pr.Nickname != "alpha" {
 			t.Errorf("report answered %+v", pr)
 		}
@@ -700,7 +701,7 @@ func TestLimitsRefused(t *testing.T) {
 		h := newHarness(t, b, Options{Rate: 2, LogRate: 10})
 		ctx := context.Background()
 		c := h.addKey("alpha")
-		h.queue("j", coordinator.KeyPending)
+		h.queue("j", store.KeyPending)
 		if _, err := c.Take(ctx, wire.TakeRequest{}); err != nil {
 			t.Fatal(err)
 		}
@@ -745,7 +746,7 @@ func TestLimitsRefused(t *testing.T) {
 
 func TestStandbyAnswers503(t *testing.T) {
 	b := redistest.Mini(t)
-	s := New(Options{Store: coordinator.NewStore(b.Client), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s := New(Options{Store: store.NewStore(b.Client), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	hs := httptest.NewServer(s.Handler())
 	defer hs.Close()
 	_, priv, _ := ed25519.GenerateKey(nil)
@@ -757,7 +758,7 @@ func TestStandbyAnswers503(t *testing.T) {
 	}
 	// Leading false also answers 503 in a term.
 	leading := false
-	s2 := New(Options{Store: coordinator.NewStore(b.Client), Leading: func() bool { return leading },
+	s2 := New(Options{Store: store.NewStore(b.Client), Leading: func() bool { return leading },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
 
@@ -256,10 +256,10 @@ func (t *term) loadHeld(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	pid := coordinator.APIPipelineKey(name)
+	pid := store.APIPipelineKey(name)
 	for _, id := range ids {
 		j, err := t.s.store.APIReadJob(ctx, id)
-		var naj *coordinator.NotAJobError
+		var naj *store.NotAJobError
 		if errors.As(err, &naj) {
 			continue
 		}
@@ -334,7 +334,7 @@ func (t *term) flushAll(ctx context.Context) {
 	t.mu.Unlock()
 	for _, j := range due {
 		if err := t.flush(ctx, j); err != nil && ctx.Err() == nil {
-			var nh *coordinator.NotHeldError
+			var nh *store.NotHeldError
 			if !errors.As(err, &nh) {
 				t.s.log.Warn("writing a job's counters failed; kept for the next write", "ident", j.ident, "key", j.key, "err", err)
 			}
@@ -357,7 +357,7 @@ func (t *term) flush(ctx context.Context, j *heldJob) error {
 	j.incr, j.set, j.dirty = nil, nil, false
 	t.mu.Unlock()
 	err := t.s.store.APIUpdate(ctx, j.key, j.ident, incr, set)
-	var nh *coordinator.NotHeldError
+	var nh *store.NotHeldError
 	switch {
 	case errors.As(err, &nh):
 		t.release(j, nh.Why)

@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/pipelineapi"
 	"github.com/archiveteam/archivebot-go/web"
@@ -41,7 +41,7 @@ func listenPipelines(cfg *config.Config, stdout io.Writer) (net.Listener, error)
 // ctx ends; nil when ln is nil. It answers 503 until runPipelineAPI starts
 // a term. leading (nil on a single node) is asked before every request.
 func newPipelineAPI(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, cfg *config.Config,
-	store *coordinator.Store, leading func() bool, logger *slog.Logger) *pipelineapi.Server {
+	store *store.Store, leading func() bool, logger *slog.Logger) *pipelineapi.Server {
 	if ln == nil {
 		return nil
 	}

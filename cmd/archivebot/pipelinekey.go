@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
 
@@ -51,14 +51,14 @@ func runPipelineKey(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				return a.refusal("", err)
 			}
 			fmt.Fprintf(a.stdout, "Pipeline key %s added (%s). Its pipeline is shown as %s, record %s.\n",
-				name, wire.FormatPublicKey(pub), name, coordinator.APIPipelineKey(name))
+				name, wire.FormatPublicKey(pub), name, store.APIPipelineKey(name))
 			return 0
 		})
 	case "revoke":
 		name := pos[1]
 		return a.session(func(ctx context.Context) int {
 			err := a.store.RevokePipelineKey(ctx, name)
-			if errors.Is(err, coordinator.ErrNoPipelineKey) {
+			if errors.Is(err, store.ErrNoPipelineKey) {
 				a.failf("no active key named %s; nothing was done (archivebot pipeline-key list shows them)", name)
 				return 1
 			}
@@ -96,7 +96,7 @@ func runPipelineKey(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			}
 			for i, k := range keys {
 				out[i] = row{k.Name, k.PublicKey, k.Revoked, unix(k.RevokedAt), unix(k.AddedAt), unix(k.LastSeen),
-					k.Held, k.Refusals, k.LastRefusal, coordinator.APIPipelineKey(k.Name)}
+					k.Held, k.Refusals, k.LastRefusal, store.APIPipelineKey(k.Name)}
 			}
 			return a.writeJSON(out)
 		}

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
 
@@ -33,7 +33,7 @@ func TestPipelineKeyCommand(t *testing.T) {
 		if code, out, errs := admin(t, b, "pipeline-key", "add", "alpha", strings.TrimPrefix(text, "ed25519:")); code != 0 || !strings.Contains(out, "alpha added") {
 			t.Fatalf("add: %d %q %q", code, out, errs)
 		}
-		if got := b.Client.HGet(t.Context(), coordinator.KeyPipelineKeys, "alpha").Val(); got != text {
+		if got := b.Client.HGet(t.Context(), store.KeyPipelineKeys, "alpha").Val(); got != text {
 			t.Errorf("stored %q, want %q", got, text)
 		}
 		var rows []struct {
