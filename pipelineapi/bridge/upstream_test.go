@@ -27,6 +27,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/pipelineapi"
 	"github.com/archiveteam/archivebot-go/pipelineapi/bridge"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
@@ -53,7 +54,7 @@ type sink struct {
 	entries map[string]int
 }
 
-func (s *sink) StreamLog(ident string, _ map[string]string, es []coordinator.LogEntry) {
+func (s *sink) StreamLog(ident string, _ map[string]string, es []store.LogEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.entries == nil {
@@ -201,11 +202,11 @@ func counters(ctx context.Context, rdb *redis.Client) map[string]int64 {
 
 // run is one pipeline's two jobs: the first gets a !d and 200 entries
 // and is aborted, the second gets a !d, 50 entries and is done.
-func run(t *testing.T, ctx context.Context, store *coordinator.Store, rdb *redis.Client, redisURL, mode, tag string) (a, b jobEffects, ia, ib string) {
+func run(t *testing.T, ctx context.Context, st *store.Store, rdb *redis.Client, redisURL, mode, tag string) (a, b jobEffects, ia, ib string) {
 	t.Helper()
 	register := func(name string) string {
 		ident := tag + "-" + name
-		err := store.Register(ctx, coordinator.NewJob{Ident: ident, URL: "http://example.com/" + name + "/",
+		err := st.Register(ctx, store.NewJob{Ident: ident, URL: "http://example.com/" + name + "/",
 			FetchDepth: "inf", Slug: "example.com-inf", StartedBy: "vera", StartedIn: "#ab",
 			DelayMin: 250, DelayMax: 375, Concurrency: 3, Queue: "pending", Patterns: []string{"ignored\\.example"}})
 		if err != nil {
@@ -214,7 +215,7 @@ func run(t *testing.T, ctx context.Context, store *coordinator.Store, rdb *redis
 		return ident
 	}
 	change := func(ident string) {
-		if _, err := store.ChangeSettings(ctx, ident, coordinator.Change{Set: map[string]string{"delay_min": "1000", "delay_max": "2000"}, Bump: 1, By: "vera"}); err != nil {
+		if _, err := st.ChangeSettings(ctx, ident, store.Change{Set: map[string]string{"delay_min": "1000", "delay_max": "2000"}, Bump: 1, By: "vera"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -230,7 +231,7 @@ func run(t *testing.T, ctx context.Context, store *coordinator.Store, rdb *redis
 		t.Errorf("%s: settings after !d = %v", mode, f)
 	}
 	d.expect("LOGGED")
-	if res, _, err := store.Abort(ctx, ia); err != nil || res != coordinator.AbortRequested {
+	if res, _, err := st.Abort(ctx, ia); err != nil || res != store.AbortRequested {
 		t.Fatalf("abort: %v %v", res, err)
 	}
 	if f := d.expect("SETTINGS"); f[5] != "true" {
@@ -273,9 +274,9 @@ func TestUpstreamPipelineThroughBridge(t *testing.T) {
 	}
 	ctx := context.Background()
 	rdb := b.Client
-	store := coordinator.NewStore(rdb)
+	st := store.NewStore(rdb)
 	sk := &sink{}
-	srv := pipelineapi.New(pipelineapi.Options{Store: store, Sink: sk, KeyRefresh: 50 * time.Millisecond,
+	srv := pipelineapi.New(pipelineapi.Options{Store: st, Sink: sk, KeyRefresh: 50 * time.Millisecond,
 		FlushInterval: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	hs := httptest.NewServer(srv.Handler())
 	sctx, stop := context.WithCancel(ctx)
@@ -284,7 +285,7 @@ func TestUpstreamPipelineThroughBridge(t *testing.T) {
 	t.Cleanup(func() { stop(); <-done; hs.Close() })
 
 	pub, priv, _ := ed25519.GenerateKey(nil)
-	if err := store.AddPipelineKey(ctx, "bridge-e2e", wire.FormatPublicKey(pub)); err != nil {
+	if err := st.AddPipelineKey(ctx, "bridge-e2e", wire.FormatPublicKey(pub)); err != nil {
 		t.Fatal(err)
 	}
 	cl, err := client.New(hs.URL, "bridge-e2e", priv)
@@ -308,8 +309,8 @@ func TestUpstreamPipelineThroughBridge(t *testing.T) {
 	go br.Serve(ln)
 	t.Cleanup(func() { br.Close() })
 
-	directA, directB, _, _ := run(t, ctx, store, rdb, b.URL, "direct", "d")
-	apiA, apiB, ia, ib := run(t, ctx, store, rdb, "redis://"+ln.Addr().String()+"/0", "bridge", "api")
+	directA, directB, _, _ := run(t, ctx, st, rdb, b.URL, "direct", "d")
+	apiA, apiB, ia, ib := run(t, ctx, st, rdb, "redis://"+ln.Addr().String()+"/0", "bridge", "api")
 	for _, c := range []struct {
 		what         string
 		direct, api  jobEffects

@@ -78,8 +78,14 @@ EXPIRE_TIME = 60 * 60 * 48
 WAIT = 60
 
 
+SAY = threading.Lock()
+
+
 def say(*parts):
-    print(*parts, flush=True)
+    # One whole line at a time: threads print too.
+    with SAY:
+        sys.stdout.write(" ".join(str(p) for p in parts) + "\n")
+        sys.stdout.flush()
 
 
 def script(r, name, mode):
@@ -211,11 +217,11 @@ class Listener(threading.Thread):
             msg = p.get_message(ignore_subscribe_messages=True, timeout=0.1)
             if msg and int(msg["data"]) > self.age():
                 s = self.control.get_settings(self.job_ident)
+                say("SETTINGS", self.job_ident, s["age"], s["delay_min"], s["delay_max"],
+                    s["abort_requested"] or "-", ",".join(s["ignore_patterns"]) or "-")
                 with self.lock:
                     self.settings = s
                     self.lock.notify_all()
-                say("SETTINGS", self.job_ident, s["age"], s["delay_min"], s["delay_max"],
-                    s["abort_requested"] or "-", ",".join(s["ignore_patterns"]) or "-")
         p.close()
 
     def wait(self, pred):
