@@ -330,6 +330,7 @@ func (s *Server) done(req *request, ident string) (any, *refusal) {
 		return nil, rf
 	}
 	req.t.release(j, "")
+	s.forgetRecent(ident) // /logs/recent shows running jobs only
 	s.log.Info("job finished through the pipeline API", "key", req.key, "ident", ident, "aborted", aborted)
 	return wire.DoneResponse{Ident: ident, Aborted: aborted}, nil
 }

@@ -49,8 +49,10 @@ const (
 	MaxNonces = 20000
 	// RecentPerJob is how many entries per job /logs/recent can show.
 	RecentPerJob = 10
-	// MaxRecentJobs bounds the jobs whose recent entries are kept.
-	MaxRecentJobs = 10000
+	// MaxRecentJobs bounds the jobs whose recent entries are kept, and
+	// MaxRecentBytes their size in total (entries are up to 64 KiB).
+	MaxRecentJobs  = 10000
+	MaxRecentBytes = 32 << 20
 	// notLeaderRetry is the Retry-After of a standby's 503.
 	notLeaderRetry = 2
 )
@@ -89,8 +91,9 @@ type Server struct {
 	logMu     sync.Mutex
 	lastLoged map[string]time.Time // refusal log lines, by key and reason
 
-	recentMu sync.Mutex
-	recent   map[string][]string // ident -> last entries (survives terms of this process)
+	recentMu    sync.Mutex
+	recent      map[string][]string // ident -> last entries (survives terms of this process)
+	recentBytes int
 }
 
 // New returns a server; it answers 503 until Run starts a term.
@@ -189,25 +192,41 @@ func (s *Server) Recent(ident string, n int) []string {
 func (s *Server) addRecent(ident string, docs []string) {
 	s.recentMu.Lock()
 	defer s.recentMu.Unlock()
-	r, ok := s.recent[ident]
-	if !ok && len(s.recent) >= MaxRecentJobs {
-		for k := range s.recent { // drop any one: the bound matters, not which
-			delete(s.recent, k)
-			break
-		}
-	}
 	if len(docs) > RecentPerJob {
 		docs = docs[len(docs)-RecentPerJob:]
 	}
+	r := s.recent[ident]
+	s.recentBytes -= size(r)
 	r = append(r, docs...)
 	if len(r) > RecentPerJob {
 		r = append(r[:0:0], r[len(r)-RecentPerJob:]...)
 	}
 	s.recent[ident] = r
+	s.recentBytes += size(r)
+	// Over a bound: drop other jobs' entries (any: the bound matters, not
+	// which; a job's next entries bring it back).
+	for k, v := range s.recent {
+		if len(s.recent) <= MaxRecentJobs && s.recentBytes <= MaxRecentBytes {
+			break
+		}
+		if k != ident {
+			s.recentBytes -= size(v)
+			delete(s.recent, k)
+		}
+	}
+}
+
+func size(docs []string) int {
+	n := 0
+	for _, d := range docs {
+		n += len(d)
+	}
+	return n
 }
 
 func (s *Server) forgetRecent(ident string) {
 	s.recentMu.Lock()
+	s.recentBytes -= size(s.recent[ident])
 	delete(s.recent, ident)
 	s.recentMu.Unlock()
 }

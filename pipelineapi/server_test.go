@@ -784,3 +784,30 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+// The entries kept for /logs/recent are bounded per job, in jobs and in
+// bytes.
+func TestRecentBounded(t *testing.T) {
+	s := New(Options{})
+	big := strings.Repeat("x", 60<<10)
+	for i := range 2000 {
+		s.addRecent(fmt.Sprint("job", i), []string{big, big, big})
+	}
+	if s.recentBytes > MaxRecentBytes || len(s.recent) > MaxRecentJobs {
+		t.Fatalf("kept %d bytes of %d jobs", s.recentBytes, len(s.recent))
+	}
+	if got := s.Recent("job1999", 10); len(got) != 3 {
+		t.Errorf("the newest job's entries: %d", len(got))
+	}
+	s.addRecent("one", []string{"a", "b"})
+	for range 10 {
+		s.addRecent("one", []string{"c"})
+	}
+	if got := s.Recent("one", 10); len(got) != RecentPerJob || got[9] != "c" {
+		t.Errorf("per job: %v", got)
+	}
+	s.forgetRecent("one")
+	if got := s.Recent("one", 10); len(got) != 0 {
+		t.Errorf("forgotten job: %v", got)
+	}
+}
