@@ -218,16 +218,22 @@ func jobCounters(ctx context.Context, rdb *redis.Client) map[string]int64 {
 	return out
 }
 
-// historyEvents are the events of the job's history.
+// historyEvents are the events of the job's history, sorted, without
+// `started`: the node's start scan appends it (every start_interval, or
+// on an `updates` message), so whether and where it lands for a job that
+// runs a few seconds on a loaded machine is timing, not the pipeline.
 func historyEvents(ctx context.Context, rdb *redis.Client, ident string) []string {
 	l, _ := rdb.LRange(ctx, "archivebot:history:"+ident, 0, -1).Result()
 	var out []string
 	for _, e := range l {
 		if i := strings.Index(e, `"event":"`); i >= 0 {
 			r := e[i+9:]
-			out = append(out, r[:strings.IndexByte(r, '"')])
+			if ev := r[:strings.IndexByte(r, '"')]; ev != "started" {
+				out = append(out, ev)
+			}
 		}
 	}
+	sort.Strings(out)
 	return out
 }
 
