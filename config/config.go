@@ -51,6 +51,10 @@ const (
 	// DefaultStreamListen is upstream's WebSocket port, where its
 	// dashboard looks for /stream.
 	DefaultStreamListen = "127.0.0.1:4568"
+	// The pipeline API's per-key limits (doc/pipeline-api.md, Limits).
+	DefaultPipelineRate       = 50
+	DefaultPipelineLogRate    = 5000
+	DefaultPipelineMaxStreams = 4
 	// DefaultStreamMaxLag: entries of one job the trimmer keeps for a
 	// lagging live stream.
 	DefaultStreamMaxLag = 10000
@@ -130,6 +134,8 @@ type Config struct {
 	HTTP     HTTP     `toml:"http"`
 	Log      Log      `toml:"log"`
 	HA       HA       `toml:"ha"`
+	// Pipelines configures the pipeline API (doc/pipeline-api.md).
+	Pipelines Pipelines `toml:"pipelines"`
 
 	// File is the path the configuration was loaded from ("" for defaults).
 	File string `toml:"-"`
@@ -317,6 +323,23 @@ type HTTP struct {
 	StreamMaxLag int `toml:"stream_max_lag"`
 }
 
+// Pipelines configures the pipeline API listener (doc/pipeline-api.md).
+// Every limit is per pipeline key; 0 takes the default.
+type Pipelines struct {
+	// Listen is the API's own address; "" (the default) switches it off.
+	Listen string `toml:"listen"`
+	// TLSCert and TLSKey are PEM files: both set serves HTTPS, both empty
+	// plain HTTP (behind a TLS-terminating proxy).
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
+	// Rate is requests per second (default 50), LogRate log entries per
+	// second (default 5000), both with a burst of twice as many;
+	// MaxStreams the open control streams (default 4).
+	Rate       float64 `toml:"rate"`
+	LogRate    float64 `toml:"log_rate"`
+	MaxStreams int     `toml:"max_streams"`
+}
+
 // Log configures the process log (standard error).
 type Log struct {
 	// Format is "text" (logfmt-like key=value) or "json".
@@ -433,6 +456,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.Jobs.PendingLimit == 0 {
 		c.Jobs.PendingLimit = 5
+	}
+	if c.Pipelines.Rate == 0 {
+		c.Pipelines.Rate = DefaultPipelineRate
+	}
+	if c.Pipelines.LogRate == 0 {
+		c.Pipelines.LogRate = DefaultPipelineLogRate
+	}
+	if c.Pipelines.MaxStreams == 0 {
+		c.Pipelines.MaxStreams = DefaultPipelineMaxStreams
 	}
 	def(&c.Bot.OutcomeWait, DefaultOutcomeWait)
 	def(&c.Reaper.Interval, DefaultReaperInterval)
@@ -697,6 +729,17 @@ func (c *Config) validate() error {
 	}
 	if c.HTTP.StreamMaxLag < 0 {
 		bad("http.stream_max_lag", "must be 0 (no bound) or more")
+	}
+	if c.Pipelines.Listen != "" {
+		if err := checkListen(c.Pipelines.Listen); err != nil {
+			bad("pipelines.listen", "%v (leave it out or write \"\" to switch the pipeline API off)", err)
+		}
+	}
+	if (c.Pipelines.TLSCert == "") != (c.Pipelines.TLSKey == "") {
+		bad("pipelines.tls_cert", "tls_cert and tls_key go together (both empty: plain HTTP behind a TLS proxy)")
+	}
+	if c.Pipelines.Rate < 0 || c.Pipelines.LogRate < 0 || c.Pipelines.MaxStreams < 0 {
+		bad("pipelines.rate", "rate, log_rate and max_streams must not be negative (0: the default)")
 	}
 	for _, s := range c.Jobs.Schemes {
 		if s == "" || strings.ToLower(s) != s {

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/pipelineapi/bridge"
+	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 )
 
 // RunOptions shape an autonomous run (Pipeline.Run).
@@ -301,6 +304,11 @@ type Options struct {
 	AOOnly   bool
 	Large    bool
 	Codes    string // comma-separated response codes
+	// Node and Key: API mode (no Redis): the node's pipeline API address
+	// and the pipeline's key file (archivebot bridge -init).
+	Node, Key string
+	// Workers is how many jobs an API-mode pipeline runs at once.
+	Workers int
 	RunOptions
 }
 
@@ -321,6 +329,9 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.InvalidEvery, "invalid-every", 0, "make every Nth log entry invalid JSON (0: never)")
 	fs.IntVar(&o.IgnoreEvery, "ignore-every", 0, "make every Nth log entry an ignore entry (0: never)")
 	fs.IntVar(&o.MaxJobs, "max-jobs", 0, "exit cleanly after this many jobs (0: until interrupted)")
+	fs.StringVar(&o.Node, "node", "", "API mode: the node's pipeline API address (pipelines.listen, http:// or https://); no Redis is used")
+	fs.StringVar(&o.Key, "key", "", "API mode: the pipeline's key file (archivebot bridge -init -key FILE)")
+	fs.IntVar(&o.Workers, "workers", 1, "API mode: jobs run at once")
 	fs.IntVar(&o.CrashAfter, "crash-after", 0, "crash (stop without unregistering or finishing the job) after this many log entries (0: never)")
 }
 
@@ -339,6 +350,12 @@ func envOr(name, def string) string {
 // one simulated pipeline until ctx ends (then exits cleanly), MaxJobs are
 // done or it crashes, printing each step on out.
 func Run(ctx context.Context, o Options, out io.Writer) error {
+	if (o.Node == "") != (o.Key == "") {
+		return errors.New("API mode needs both -node URL and -key FILE")
+	}
+	if o.Node != "" {
+		return runAPI(ctx, o, out)
+	}
 	if o.RedisURL == "" {
 		o.RedisURL = envOr("REDIS_URL", DefaultRedisURL)
 	}
@@ -346,15 +363,8 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-redis %q: %w", o.RedisURL, err)
 	}
-	if o.Codes != "" {
-		o.RunOptions.Codes = nil
-		for _, f := range strings.Split(o.Codes, ",") {
-			c, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil {
-				return fmt.Errorf("-codes: %q is not a number", f)
-			}
-			o.RunOptions.Codes = append(o.RunOptions.Codes, c)
-		}
+	if err := o.parseCodes(); err != nil {
+		return err
 	}
 	rdb := redis.NewClient(ropt)
 	defer rdb.Close()
@@ -392,4 +402,47 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return nil
 	}
 	return err
+}
+
+// runAPI is simulate-pipeline -node URL -key FILE.
+func runAPI(ctx context.Context, o Options, out io.Writer) error {
+	if err := o.parseCodes(); err != nil {
+		return err
+	}
+	k, err := bridge.LoadKey(o.Key)
+	if err != nil {
+		return err
+	}
+	c, err := client.New(o.Node, k.Name, k.Priv)
+	if err != nil {
+		return err
+	}
+	if o.CrashAfter > 0 {
+		return errors.New("-crash-after is for Redis mode only")
+	}
+	p := NewAPI(c, Config{Nickname: o.Nickname, Version: o.Version, AOOnly: o.AOOnly, Large: o.Large})
+	fmt.Fprintf(out, "pipeline key %q on %s, %d worker(s)\n", k.Name, o.Node, o.Workers)
+	ro := o.RunOptions
+	ro.OnEvent = func(e Event) {
+		if e.Kind == EventReport && e.Err == nil {
+			return
+		}
+		fmt.Fprintf(out, "%s %s\n", time.Now().Format("15:04:05.000"), e)
+	}
+	return p.Run(ctx, ro, o.Workers)
+}
+
+func (o *Options) parseCodes() error {
+	if o.Codes == "" {
+		return nil
+	}
+	o.RunOptions.Codes = nil
+	for _, f := range strings.Split(o.Codes, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("-codes: %q is not a number", f)
+		}
+		o.RunOptions.Codes = append(o.RunOptions.Codes, c)
+	}
+	return nil
 }

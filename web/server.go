@@ -58,6 +58,10 @@ type Options struct {
 	Hub *Hub
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// RecentAPI, when set, gives the last n log entries of a job that
+	// arrived through the pipeline API (kept in memory, never in Redis):
+	// /logs/recent shows them for jobs whose Redis log has none.
+	RecentAPI func(ident string, n int) []string
 }
 
 // Server is the HTTP API.

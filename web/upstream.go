@@ -165,6 +165,10 @@ func (s *Server) handleRecent(w http.ResponseWriter, r *http.Request) {
 		if b, err := marshal(jobData(jl.Job.Ident, jl.Job.Fields)); err == nil {
 			jds[i] = bytes.TrimSuffix(b, []byte("\n"))
 		}
+		if len(jl.Entries) == 0 && s.opt.RecentAPI != nil {
+			jl.Entries = s.opt.RecentAPI(jl.Job.Ident, count)
+			logs[i] = jl
+		}
 		for _, e := range jl.Entries {
 			size += len(e) + len(jds[i]) + 14
 		}

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/pipelineapi/bridge"
 )
 
 // EnvConfig names the configuration file when -config is not given.
@@ -33,6 +34,7 @@ func commands() []command {
 	return []command{
 		{"ident", "[URL...]", "print NORMALIZED<TAB>IDENT for each URL (or each line of stdin)", runIdent},
 		{"simulate-pipeline", "", "run a test pipeline that does what an upstream pipeline does in Redis", func(a []string, _ io.Reader, o, e io.Writer) int { return runSimulator(a, o, e) }},
+		{"bridge", "-key FILE -node URL", "serve an unmodified upstream pipeline (REDIS_URL) through the node's pipeline API; -init -key FILE creates its key pair", func(a []string, _ io.Reader, o, e io.Writer) int { return bridge.Run(a, o, e) }},
 		{"jobs", "", "list queued and running jobs", runJobs},
 		{"job", "IDENT|URL", "show everything known about one job (record, queue, ignores, failure, pipeline)", runJob},
 		{"fail", "IDENT", "give up on a job, as !fail does; the channel is told", runFail},
@@ -44,6 +46,7 @@ func commands() []command {
 		{"feed", "", "each configured feed network (x, mastodon, bluesky): texts pending, in flight, budget used, digests, give-ups", runFeed},
 		{"reap-pipeline", "ID", "fail every job of a pipeline that is gone and forget the pipeline; the channel is told", runReapPipeline},
 		{"healthcheck", "", "ask the running node's /readyz (or /healthz); exit 0 when it answers 200 (the image's HEALTHCHECK)", runHealthcheck},
+		{"pipeline-key", "add NAME PUBKEY|list|revoke NAME", "manage the pipeline API's keys: register a pipeline's public key, list keys (last seen, jobs held, refusals), revoke one", runPipelineKey},
 		{"help", "[COMMAND]", "this text, or one command's", func(a []string, _ io.Reader, o, e io.Writer) int { return runHelp(a, o, e) }},
 		{"version", "", "print the module version and VCS revision", func(_ []string, _ io.Reader, o, _ io.Writer) int { return runVersion(o) }},
 	}

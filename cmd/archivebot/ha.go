@@ -60,7 +60,7 @@ func (h *haFrontEnd) Channels() []string            { return nil }
 // token; otherwise it only serves the web API. See doc/architecture.md,
 // High availability.
 func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, store *store.Store,
-	b *bot.Bot, catalog *bot.Catalog, webLn, streamLn net.Listener) error {
+	b *bot.Bot, catalog *bot.Catalog, webLn, streamLn, apiLn net.Listener) error {
 	lease := coordinator.NewLease(store, cfg.HA.NodeID, cfg.HA.LeaseTTL.Duration, logger)
 	// Commands a deposed leader still had buffered are refused too.
 	store.CommandFence = lease.CommandFence
@@ -69,7 +69,9 @@ func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, store
 	defer cancel()
 	var wg sync.WaitGroup
 	irun.Go(&wg, logger, "catalog", func() { catalog.Watch(runCtx, 5*time.Second) })
-	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger)
+	// The pipeline API listens on every node; a standby answers 503.
+	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, store, lease.Valid, logger)
+	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi))
 	logger.Info("high availability: campaigning for the leader lease", "node", cfg.HA.NodeID, "lease_ttl", cfg.HA.LeaseTTL.Duration)
 
 	var fatal error
@@ -84,6 +86,7 @@ func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, store
 		}
 		var termWG sync.WaitGroup
 		startFirehose(leadCtx, &termWG, store, services.services.Updates, hub, logger)
+		runPipelineAPI(leadCtx, &termWG, papi, hub, logger)
 		fe.set(c)
 		if err := c.Run(leadCtx); err != nil && !errors.Is(err, context.Canceled) {
 			fatal = err

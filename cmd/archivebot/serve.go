@@ -70,6 +70,13 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	if streamLn != nil {
 		defer streamLn.Close()
 	}
+	apiLn, err := listenPipelines(cfg, stdout)
+	if err != nil {
+		return err
+	}
+	if apiLn != nil {
+		defer apiLn.Close()
+	}
 
 	store := store.NewStore(rdb)
 	store.WaitReplicas = cfg.Redis.WaitReplicas
@@ -97,7 +104,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	defer b.Close()
 
 	if cfg.HA.Enabled {
-		return serveHA(ctx, cfg, logger, store, b, catalog, webLn, streamLn)
+		return serveHA(ctx, cfg, logger, store, b, catalog, webLn, streamLn, apiLn)
 	}
 	metrics.SetLeader(true, time.Now()) // a single node leads
 
@@ -118,8 +125,10 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	if err != nil {
 		return err
 	}
-	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger)
+	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, store, nil, logger)
+	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi))
 	startFirehose(runCtx, &wg, store, services.services.Updates, hub, logger)
+	runPipelineAPI(runCtx, &wg, papi, hub, logger)
 
 	feErr := fe.Run(runCtx)
 	logger.Info("front end stopped; shutting down")

@@ -57,16 +57,17 @@ func listenStream(cfg *config.Config, stdout io.Writer) (net.Listener, error) {
 // and on streamLn) until ctx ends (wg waits for the graceful shutdown). It
 // returns the hub for startFirehose, nil when the web server is off.
 func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener, store *store.Store,
-	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger) *web.Hub {
+	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger, recent func(string, int) []string) *web.Hub {
 	if ln == nil {
 		return nil
 	}
 	hub := web.NewHub(web.HubOptions{Logger: logger})
 	irun.Go(wg, logger, "stream hub", func() { hub.Run(ctx) })
 	opt := web.Options{
-		Store:  store,
-		Hub:    hub,
-		Logger: logger,
+		Store:     store,
+		Hub:       hub,
+		Logger:    logger,
+		RecentAPI: recent,
 		IgnoreSets: func() map[string][]string {
 			sets := map[string][]string{}
 			for _, name := range catalog.SetNames() {

@@ -6,7 +6,9 @@ package store
 // wire format. Keys of our own start with "archivebot:".
 
 import (
+	"crypto/md5"
 	_ "embed"
+	"encoding/hex"
 )
 
 const (
@@ -174,3 +176,37 @@ func KeyQueuedBy(foldedNick string) string { return QueuedByPrefix + foldedNick 
 
 // KeyFailed is the failure record (hash, ours) of ident.
 func KeyFailed(ident string) string { return FailedPrefix + ident }
+
+// Keys of the pipeline API (doc/pipeline-api.md; doc/protocol.md,
+// Pipeline API keys). All ours, under archivebot:.
+const (
+	// KeyPipelineKeys (hash): key name -> public key text ("ed25519:…").
+	// A name here is active.
+	KeyPipelineKeys = "archivebot:pipeline_keys"
+	// KeyPipelineKeysRevoked (hash): key name -> UNIX seconds it was
+	// revoked. A revoked name is not in KeyPipelineKeys.
+	KeyPipelineKeysRevoked = "archivebot:pipeline_keys:revoked"
+	// PipelineKeyPrefix prefixes a key's statistics (hash: added_at,
+	// last_seen, refusals, last_refusal), its held set (…:jobs) and its
+	// nonces (…:nonces).
+	PipelineKeyPrefix = "archivebot:pipeline_key:"
+	// APIPipelineIDPrefix is hashed with the key name into the key's
+	// pipeline record: pipeline:<md5hex("api:" + name)>.
+	APIPipelineIDPrefix = "api:"
+)
+
+// KeyPipelineKeyStats is a key's statistics (hash).
+func KeyPipelineKeyStats(name string) string { return PipelineKeyPrefix + name }
+
+// KeyPipelineKeyJobs is the set of idents a key took and still holds.
+func KeyPipelineKeyJobs(name string) string { return PipelineKeyPrefix + name + ":jobs" }
+
+// KeyPipelineKeyNonces is the sorted set of a key's recent nonces.
+func KeyPipelineKeyNonces(name string) string { return PipelineKeyPrefix + name + ":nonces" }
+
+// APIPipelineKey is the pipeline record of an API key:
+// pipeline:<md5 hex of "api:" + name>.
+func APIPipelineKey(name string) string {
+	sum := md5.Sum([]byte(APIPipelineIDPrefix + name))
+	return PipelinePrefix + hex.EncodeToString(sum[:])
+}

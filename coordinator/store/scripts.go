@@ -231,3 +231,30 @@ func fenceToken(ctx context.Context) string {
 	v, _ := ctx.Value(fenceKey{}).(string)
 	return v
 }
+
+// Scripts of the pipeline API (pipelineapi.go; doc/pipeline-api.md).
+var (
+	//go:embed scripts/api_held.lua
+	apiHeldSrc string
+	//go:embed scripts/api_take.lua
+	apiTakeSrc    string
+	apiTakeScript = fenced(apiTakeSrc)
+	//go:embed scripts/api_update.lua
+	apiUpdateSrc    string
+	apiUpdateScript = fenced(apiHeldSrc + apiUpdateSrc)
+	//go:embed scripts/api_abort.lua
+	apiAbortSrc    string
+	apiAbortScript = fenced(apiHeldSrc + apiAbortSrc)
+	//go:embed scripts/api_done.lua
+	apiDoneSrc    string
+	apiDoneScript = fenced(apiHeldSrc + apiDoneSrc)
+	//go:embed scripts/api_nonce.lua
+	apiNonceSrc    string
+	apiNonceScript = fenced(apiNonceSrc)
+	//go:embed scripts/api_report.lua
+	apiReportSrc    string
+	apiReportScript = fenced(apiReportSrc)
+	//go:embed scripts/api_key_stats.lua
+	apiKeyStatsSrc    string
+	apiKeyStatsScript = fenced(apiKeyStatsSrc)
+)

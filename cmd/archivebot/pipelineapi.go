@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	irun "github.com/archiveteam/archivebot-go/internal/run"
+	"github.com/archiveteam/archivebot-go/pipelineapi"
+	"github.com/archiveteam/archivebot-go/web"
+)
+
+// listenPipelines opens the pipeline API's socket (pipelines.listen) before
+// anything starts; nil when it is off.
+func listenPipelines(cfg *config.Config, stdout io.Writer) (net.Listener, error) {
+	if cfg.Pipelines.Listen == "" {
+		return nil, nil
+	}
+	ln, err := web.Listen(cfg.Pipelines.Listen)
+	if errors.Is(err, web.ErrAddrInUse) {
+		return nil, fmt.Errorf("pipelines.listen: %s is already in use; set pipelines.listen to another address, or leave it out to switch the pipeline API off", cfg.Pipelines.Listen)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pipelines.listen: %w", err)
+	}
+	scheme := "http"
+	if cfg.Pipelines.TLSCert != "" {
+		scheme = "https"
+	}
+	fmt.Fprintf(stdout, "Pipeline API on %s://%s/ (doc/pipeline-api.md)\n", scheme, ln.Addr())
+	return ln, nil
+}
+
+// newPipelineAPI builds the pipeline API server and serves it on ln until
+// ctx ends; nil when ln is nil. It answers 503 until runPipelineAPI starts
+// a term. leading (nil on a single node) is asked before every request.
+func newPipelineAPI(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, cfg *config.Config,
+	store *store.Store, leading func() bool, logger *slog.Logger) *pipelineapi.Server {
+	if ln == nil {
+		return nil
+	}
+	srv := pipelineapi.New(pipelineapi.Options{
+		Store:      store,
+		Leading:    leading,
+		Logger:     logger,
+		Rate:       cfg.Pipelines.Rate,
+		LogRate:    cfg.Pipelines.LogRate,
+		MaxStreams: cfg.Pipelines.MaxStreams,
+	})
+	irun.Go(wg, logger, "pipeline API", func() {
+		if err := srv.Serve(ctx, ln, cfg.Pipelines.TLSCert, cfg.Pipelines.TLSKey); err != nil {
+			logger.Error("pipeline API stopped", "service", "pipelineapi", "err", err)
+		}
+	})
+	return srv
+}
+
+// runPipelineAPI serves one term of the pipeline API (the whole run on a
+// single node, each leadership term under ha.enabled), its log entries
+// going to hub.
+func runPipelineAPI(ctx context.Context, wg *sync.WaitGroup, srv *pipelineapi.Server, hub *web.Hub, logger *slog.Logger) {
+	if srv == nil {
+		return
+	}
+	if hub != nil {
+		srv.SetSink(hub)
+	}
+	irun.Go(wg, logger, "pipeline API term", func() { srv.Run(ctx) })
+}
+
+// recentAPI is what /logs/recent asks for the API's in-memory entries.
+func recentAPI(srv *pipelineapi.Server) func(string, int) []string {
+	if srv == nil {
+		return nil
+	}
+	return srv.Recent
+}

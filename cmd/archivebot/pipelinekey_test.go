@@ -1,0 +1,62 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"strings"
+	"testing"
+
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+)
+
+func TestPipelineKeyCommand(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		pub, _, _ := ed25519.GenerateKey(nil)
+		text := wire.FormatPublicKey(pub)
+		// Refusals change nothing.
+		for _, args := range [][]string{
+			{"pipeline-key"},
+			{"pipeline-key", "add", "-bad", text},
+			{"pipeline-key", "add", "alpha", "not a key"},
+			{"pipeline-key", "add", "alpha"},
+			{"pipeline-key", "frob"},
+		} {
+			if code, _, errs := admin(t, b, args...); code != 2 || errs == "" {
+				t.Errorf("%v: exit %d, stderr %q", args, code, errs)
+			}
+		}
+		if n := b.Client.DBSize(t.Context()).Val(); n != 0 {
+			t.Fatalf("refused commands wrote %d keys", n)
+		}
+		// Without the prefix, as base64 only.
+		if code, out, errs := admin(t, b, "pipeline-key", "add", "alpha", strings.TrimPrefix(text, "ed25519:")); code != 0 || !strings.Contains(out, "alpha added") {
+			t.Fatalf("add: %d %q %q", code, out, errs)
+		}
+		if got := b.Client.HGet(t.Context(), store.KeyPipelineKeys, "alpha").Val(); got != text {
+			t.Errorf("stored %q, want %q", got, text)
+		}
+		var rows []struct {
+			Name     string `json:"name"`
+			Revoked  bool   `json:"revoked"`
+			JobsHeld int64  `json:"jobs_held"`
+		}
+		adminJSON(t, b, &rows, "pipeline-key", "list")
+		if len(rows) != 1 || rows[0].Name != "alpha" || rows[0].Revoked {
+			t.Errorf("list %+v", rows)
+		}
+		if code, _, errs := admin(t, b, "pipeline-key", "revoke", "beta"); code != 1 || !strings.Contains(errs, "no active key") {
+			t.Errorf("revoke unknown: %d %q", code, errs)
+		}
+		if code, _, errs := admin(t, b, "pipeline-key", "revoke", "alpha"); code != 0 {
+			t.Fatalf("revoke: %d %q", code, errs)
+		}
+		adminJSON(t, b, &rows, "pipeline-key", "list")
+		if len(rows) != 1 || !rows[0].Revoked {
+			t.Errorf("list after revoke %+v", rows)
+		}
+		if code, out, _ := admin(t, b, "pipeline-key", "list"); code != 0 || !strings.Contains(out, "revoked") {
+			t.Errorf("table: %q", out)
+		}
+	})
+}

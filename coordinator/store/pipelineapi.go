@@ -1,0 +1,377 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// apiCtx gives the pipeline API's writes the fence of user commands when
+// the caller's context carries none: a node that lost the lease refuses
+// them (HTTP requests' contexts come from the server, not the term).
+func (s *Store) apiCtx(ctx context.Context) context.Context {
+	if fenceToken(ctx) == "" && s.CommandFence != nil {
+		return WithFence(ctx, s.CommandFence())
+	}
+	return ctx
+}
+
+// PipelineKey is a registered pipeline API key.
+type PipelineKey struct {
+	Name string
+	// PublicKey is the text as stored ("ed25519:…"); empty when revoked.
+	PublicKey string
+	Revoked   bool
+	RevokedAt time.Time
+	// Stats: AddedAt, LastSeen (zero when never), Refusals, LastRefusal.
+	AddedAt     time.Time
+	LastSeen    time.Time
+	Refusals    int64
+	LastRefusal string
+	// Held is how many jobs the key holds (the size of its held set).
+	Held int64
+}
+
+// PipelineKeys reads every key's public key and revocation: one round
+// trip (two HGETALL). The API refreshes it every 250 ms.
+func (s *Store) PipelineKeys(ctx context.Context) (active map[string]string, revoked map[string]string, err error) {
+	var a, r *redis.MapStringStringCmd
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		a = p.HGetAll(ctx, KeyPipelineKeys)
+		r = p.HGetAll(ctx, KeyPipelineKeysRevoked)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, wrap("read pipeline keys", err)
+	}
+	return a.Val(), r.Val(), nil
+}
+
+// AddPipelineKey registers (or replaces) name's public key and clears a
+// revocation, in one MULTI.
+func (s *Store) AddPipelineKey(ctx context.Context, name, pub string) error {
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, KeyPipelineKeys, name, pub)
+		p.HDel(ctx, KeyPipelineKeysRevoked, name)
+		p.HSet(ctx, KeyPipelineKeyStats(name), "added_at", strconv.FormatInt(s.Now().Unix(), 10))
+		return nil
+	})
+	return wrap("add pipeline key "+name, err)
+}
+
+// ErrNoPipelineKey: no key of that name is registered.
+var ErrNoPipelineKey = errors.New("no such pipeline key")
+
+// RevokePipelineKey revokes name, in one MULTI: its public key is removed
+// and the time recorded. Nodes notice within their refresh (250 ms).
+func (s *Store) RevokePipelineKey(ctx context.Context, name string) error {
+	n, err := s.rdb.HExists(ctx, KeyPipelineKeys, name).Result()
+	if err != nil {
+		return wrap("revoke pipeline key "+name, err)
+	}
+	if !n {
+		return fmt.Errorf("%w: %s", ErrNoPipelineKey, name)
+	}
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HDel(ctx, KeyPipelineKeys, name)
+		p.HSet(ctx, KeyPipelineKeysRevoked, name, strconv.FormatInt(s.Now().Unix(), 10))
+		return nil
+	})
+	return wrap("revoke pipeline key "+name, err)
+}
+
+// ListPipelineKeys returns every key, active and revoked, sorted by name,
+// with its statistics and held count.
+func (s *Store) ListPipelineKeys(ctx context.Context) ([]PipelineKey, error) {
+	active, revoked, err := s.PipelineKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(active)+len(revoked))
+	for n := range active {
+		names = append(names, n)
+	}
+	for n := range revoked {
+		if _, ok := active[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	stats := make([]*redis.MapStringStringCmd, len(names))
+	held := make([]*redis.IntCmd, len(names))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, n := range names {
+			stats[i] = p.HGetAll(ctx, KeyPipelineKeyStats(n))
+			held[i] = p.SCard(ctx, KeyPipelineKeyJobs(n))
+		}
+		return nil
+	})
+	if err != nil && !isWrongType(err) {
+		return nil, wrap("read pipeline key stats", err)
+	}
+	out := make([]PipelineKey, len(names))
+	for i, n := range names {
+		k := PipelineKey{Name: n, PublicKey: active[n], Held: held[i].Val()}
+		if _, ok := active[n]; !ok {
+			k.Revoked = true
+			k.RevokedAt = unixText(revoked[n])
+		}
+		st := stats[i].Val()
+		k.AddedAt = unixText(st["added_at"])
+		k.LastSeen = unixText(st["last_seen"])
+		k.Refusals, _ = strconv.ParseInt(st["refusals"], 10, 64)
+		k.LastRefusal = st["last_refusal"]
+		out[i] = k
+	}
+	return out, nil
+}
+
+func unixText(s string) time.Time {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(int64(f), 0)
+}
+
+// NonceResult is what CheckNonce found.
+type NonceResult int
+
+const (
+	NonceRecorded NonceResult = 1
+	NonceReplayed NonceResult = 0
+	NonceTooMany  NonceResult = -1
+)
+
+// CheckNonce records a verified request's nonce for window (refused as
+// replayed if already there); at most max per key.
+func (s *Store) CheckNonce(ctx context.Context, name, nonce string, ts int64, window time.Duration, max int) (NonceResult, error) {
+	n, err := apiNonceScript.Run(s.apiCtx(ctx), s.rdb, []string{KeyPipelineKeyNonces(name)},
+		nonce, ts, s.Now().Unix(), int64(window/time.Second), max).Int64()
+	if err != nil {
+		return 0, wrap("check nonce", err)
+	}
+	return NonceResult(n), nil
+}
+
+// APIJob is a job held through the pipeline API: its record and ignores.
+type APIJob struct {
+	Ident   string
+	Queue   string
+	Fields  map[string]string
+	Ignores []string
+}
+
+// APITake takes a job for key name from queues, in order: RPOPLPUSH into
+// working, started_at and pipeline_id written, the ident added to the
+// key's held set, in one script; then the ignore set is read. Nil when
+// every queue is empty.
+func (s *Store) APITake(ctx context.Context, name string, queues []string) (*APIJob, error) {
+	keys := append([]string{KeyWorking, KeyPipelineKeyJobs(name)}, queues...)
+	now := s.Now()
+	started := strconv.FormatFloat(float64(now.UnixNano())/1e9, 'f', 6, 64)
+	res, err := apiTakeScript.Run(s.apiCtx(ctx), s.rdb, keys, started, APIPipelineKey(name)).Slice()
+	if err != nil {
+		return nil, wrap("take", err)
+	}
+	if len(res) < 2 {
+		return nil, nil
+	}
+	j := &APIJob{Fields: make(map[string]string, len(res)/2)}
+	j.Queue, _ = res[0].(string)
+	j.Ident, _ = res[1].(string)
+	for i := 2; i+1 < len(res); i += 2 {
+		k, _ := res[i].(string)
+		v, _ := res[i+1].(string)
+		j.Fields[k] = v
+	}
+	ig, err := s.rdb.SMembers(ctx, ignoresKey(j.Ident, j.Fields)).Result()
+	if err != nil && !isWrongType(err) {
+		return j, wrap("read ignores", err)
+	}
+	sort.Strings(ig)
+	j.Ignores = ig
+	return j, nil
+}
+
+func ignoresKey(ident string, fields map[string]string) string {
+	if k := fields["ignore_patterns_set_key"]; k != "" {
+		return k
+	}
+	return KeyIgnores(ident)
+}
+
+// APIReadJob reads a job's record and ignore set (one round trip, then
+// the ignores when the record names another set). Nil when the record is
+// gone; a *NotAJobError when the key is not a hash.
+func (s *Store) APIReadJob(ctx context.Context, ident string) (*APIJob, error) {
+	var h *redis.MapStringStringCmd
+	var ig *redis.StringSliceCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		h = p.HGetAll(ctx, KeyJob(ident))
+		ig = p.SMembers(ctx, KeyIgnores(ident))
+		return nil
+	})
+	if err != nil && !isWrongType(err) {
+		return nil, wrap("read job", err)
+	}
+	if isWrongType(h.Err()) {
+		return nil, &NotAJobError{Key: ident}
+	}
+	if len(h.Val()) == 0 {
+		return nil, nil
+	}
+	j := &APIJob{Ident: ident, Fields: h.Val(), Ignores: ig.Val()}
+	if k := ignoresKey(ident, j.Fields); k != KeyIgnores(ident) {
+		if j.Ignores, err = s.rdb.SMembers(ctx, k).Result(); err != nil && !isWrongType(err) {
+			return nil, wrap("read ignores", err)
+		}
+	}
+	sort.Strings(j.Ignores)
+	return j, nil
+}
+
+// APIHeldJobs lists the idents in name's held set.
+func (s *Store) APIHeldJobs(ctx context.Context, name string) ([]string, error) {
+	ids, err := s.rdb.SMembers(ctx, KeyPipelineKeyJobs(name)).Result()
+	if err != nil && !isWrongType(err) {
+		return nil, wrap("read held jobs", err)
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+// NotHeldError says a key does not hold the job; nothing was written.
+type NotHeldError struct{ Ident, Why string }
+
+func (e *NotHeldError) Error() string { return "job " + e.Ident + " is not held by this key: " + e.Why }
+
+func heldResult(op, ident string, res []any, err error) (int64, error) {
+	if err != nil {
+		return 0, wrap(op, err)
+	}
+	code, _ := res[0].(int64)
+	if code == 0 {
+		why, _ := res[1].(string)
+		return 0, &NotHeldError{Ident: ident, Why: why}
+	}
+	switch v := res[1].(type) {
+	case int64:
+		return v, nil
+	}
+	return 0, nil
+}
+
+// APIUpdate writes a held job's batched increments and fields in one
+// script, or nothing when name no longer holds it (*NotHeldError).
+func (s *Store) APIUpdate(ctx context.Context, name, ident string, incr map[string]int64, set map[string]string) error {
+	args := []any{APIPipelineKey(name), len(incr)}
+	for _, k := range apiSortedKeys(incr) {
+		args = append(args, k, incr[k])
+	}
+	args = append(args, len(set))
+	for _, k := range apiSortedKeys(set) {
+		args = append(args, k, set[k])
+	}
+	res, err := apiUpdateScript.Run(s.apiCtx(ctx), s.rdb, []string{KeyJob(ident), KeyPipelineKeyJobs(name)}, args...).Slice()
+	_, err = heldResult("update job", ident, res, err)
+	return err
+}
+
+func apiSortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// APIAbort is upstream's MARK_ABORTED for a job name holds.
+func (s *Store) APIAbort(ctx context.Context, name, ident string) error {
+	res, err := apiAbortScript.Run(s.apiCtx(ctx), s.rdb, []string{KeyJob(ident), KeyPipelineKeyJobs(name)},
+		APIPipelineKey(name), ChannelUpdates).Slice()
+	_, err = heldResult("abort job", ident, res, err)
+	return err
+}
+
+// APIAbortedExpiry is how long an aborted job's keys live after done (as
+// upstream's MARK_DONE).
+const APIAbortedExpiry = 5 * time.Second
+
+// APICompletedExpiry is how long a completed job's keys live (48 h).
+const APICompletedExpiry = 48 * time.Hour
+
+// APIDone is upstream's MARK_DONE for a job name holds; it reports whether
+// the job counted as aborted.
+func (s *Store) APIDone(ctx context.Context, name, ident string) (aborted bool, err error) {
+	keys := []string{KeyJob(ident), KeyPipelineKeyJobs(name), KeyLog(ident), KeyIgnores(ident),
+		KeyWorking, KeyJobsAborted, KeyJobsCompleted, KeyFinishNotifications}
+	res, err := apiDoneScript.Run(s.apiCtx(ctx), s.rdb, keys, APIPipelineKey(name), ChannelUpdates,
+		s.Now().Unix(), int64(APICompletedExpiry/time.Second), int64(APIAbortedExpiry/time.Second)).Slice()
+	a, err := heldResult("finish job", ident, res, err)
+	return a == 1, err
+}
+
+// APIReport writes name's pipeline record (fields as given; the caller
+// adds the identity fields), SADD pipelines, PUBLISH pipeline_updates.
+func (s *Store) APIReport(ctx context.Context, name string, fields map[string]string) error {
+	args := []any{ChannelPipelineUpdates, "1"}
+	for _, k := range apiSortedKeys(fields) {
+		args = append(args, k, fields[k])
+	}
+	err := apiReportScript.Run(s.apiCtx(ctx), s.rdb, []string{APIPipelineKey(name), KeyPipelines}, args...).Err()
+	return wrap("pipeline report", err)
+}
+
+// APIUnregister deletes name's pipeline record and its member of
+// pipelines, and publishes.
+func (s *Store) APIUnregister(ctx context.Context, name string) error {
+	err := apiReportScript.Run(s.apiCtx(ctx), s.rdb, []string{APIPipelineKey(name), KeyPipelines}, ChannelPipelineUpdates, "0").Err()
+	return wrap("pipeline unregister", err)
+}
+
+// APIKeyStats adds to a key's statistics (batched by the caller).
+func (s *Store) APIKeyStats(ctx context.Context, name string, lastSeen time.Time, refusals int64, lastRefusal string) error {
+	seen := ""
+	if !lastSeen.IsZero() {
+		seen = strconv.FormatInt(lastSeen.Unix(), 10)
+	}
+	err := apiKeyStatsScript.Run(s.apiCtx(ctx), s.rdb, []string{KeyPipelineKeyStats(name)}, seen, refusals, lastRefusal).Err()
+	return wrap("pipeline key stats", err)
+}
+
+// ListenJobSettings follows every job's settings channel
+// (archivebot:job:IDENT, doc/protocol.md, Job settings) with one pattern
+// subscription and calls onMessage with the ident and the published age,
+// until the connection fails or ctx ends. It reports whether the
+// subscription was established.
+func (s *Store) ListenJobSettings(ctx context.Context, onSubscribed func(), onMessage func(ident, age string)) (bool, error) {
+	ps := s.rdb.PSubscribe(ctx)
+	defer ps.Close()
+	stop := context.AfterFunc(ctx, func() { ps.Close() })
+	defer stop()
+	prefix := ChannelJob("")
+	if err := ps.PSubscribe(ctx, ChannelJob("*")); err != nil {
+		return false, err
+	}
+	if _, err := ps.Receive(ctx); err != nil {
+		return false, err
+	}
+	onSubscribed()
+	for {
+		msg, err := ps.Receive(ctx)
+		if err != nil {
+			return true, err
+		}
+		if m, ok := msg.(*redis.Message); ok && strings.HasPrefix(m.Channel, prefix) {
+			onMessage(strings.TrimPrefix(m.Channel, prefix), m.Payload)
+		}
+	}
+}

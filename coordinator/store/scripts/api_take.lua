@@ -1,0 +1,37 @@
+-- api_take: a pipeline API key takes a job (doc/pipeline-api.md, Take a
+-- job): the same effect as a direct pipeline's take (doc/protocol.md, What
+-- a pipeline does, step 2), plus the ident in the key's held set.
+--
+-- KEYS[1] working   KEYS[2] archivebot:pipeline_key:NAME:jobs (held set)
+-- KEYS[3 ..] the queues, in the order to try
+-- ARGV[1] started_at (w/ frac)   ARGV[2] the key's pipeline record key
+-- Returns {queue, ident, field, value, ...} (the record after the take),
+-- or {} when every queue is empty. An ident whose record is gone is taken
+-- out of working again and the next one is tried; one that is not a hash
+-- is left in working, as a direct pipeline's failed HSET leaves it (the
+-- start scan reports it), and the next one is tried.
+local wt = redis.call('TYPE', KEYS[1])['ok']
+local ht = redis.call('TYPE', KEYS[2])['ok']
+if (wt ~= 'none' and wt ~= 'list') or (ht ~= 'none' and ht ~= 'set') then
+  return redis.error_reply('WRONGTYPE working or the held set is not a list/set')
+end
+for i = 3, #KEYS do
+  if redis.call('TYPE', KEYS[i])['ok'] == 'list' then
+    while true do
+      local ident = redis.call('RPOPLPUSH', KEYS[i], KEYS[1])
+      if not ident then break end
+      local t = redis.call('TYPE', ident)['ok']
+      if t == 'none' then
+        redis.call('LREM', KEYS[1], 1, ident)
+      elseif t == 'hash' then
+        redis.call('HSET', ident, 'started_at', ARGV[1], 'pipeline_id', ARGV[2])
+        redis.call('SADD', KEYS[2], ident)
+        local out = redis.call('HGETALL', ident)
+        table.insert(out, 1, ident)
+        table.insert(out, 1, KEYS[i])
+        return out
+      end
+    end
+  end
+end
+return {}

@@ -1,0 +1,264 @@
+package pipelineapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+)
+
+// streamQueue is how many events a control stream may have waiting; a
+// stream that falls that far behind is closed with a bye (the pipeline
+// reconnects and gets every held job's settings again), never silently
+// thinned.
+const streamQueue = 256
+
+// stream is one open control stream.
+type stream struct {
+	key  string
+	ch   chan sseEvent
+	once sync.Once
+	bye  chan wire.Error // closed after the bye is set
+	why  wire.Error
+}
+
+type sseEvent struct{ name, data string }
+
+func (st *stream) close(code, reason string) {
+	st.once.Do(func() {
+		st.why = wire.Error{Error: code, Reason: reason}
+		close(st.bye)
+	})
+}
+
+func (st *stream) send(ev sseEvent) {
+	select {
+	case st.ch <- ev:
+	default:
+		st.close("overflow", "the stream fell behind; reconnect for the current settings")
+	}
+}
+
+// sendKey queues an event on every stream of key.
+func (t *term) sendKey(key, name string, v any) {
+	ev := sseEvent{name: name, data: jsonString(v)}
+	t.mu.Lock()
+	var sts []*stream
+	if ks := t.perKey[key]; ks != nil {
+		for st := range ks.streams {
+			sts = append(sts, st)
+		}
+	}
+	t.mu.Unlock()
+	for _, st := range sts {
+		st.send(ev)
+	}
+}
+
+func (t *term) closeAllStreams(code, reason string) {
+	t.mu.Lock()
+	var sts []*stream
+	for _, ks := range t.perKey {
+		for st := range ks.streams {
+			sts = append(sts, st)
+		}
+	}
+	t.mu.Unlock()
+	for _, st := range sts {
+		st.close(code, reason)
+	}
+}
+
+// settingsChanged asks for ident's settings to be read and sent.
+func (t *term) settingsChanged(ident string) {
+	t.mu.Lock()
+	t.settingsDue[ident] = true
+	t.mu.Unlock()
+	select {
+	case t.settingsWake <- struct{}{}:
+	default:
+	}
+}
+
+// settingsLoop follows the jobs' settings channels and sends the settings
+// of held jobs to their keys' streams.
+func (t *term) settingsLoop(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		backoff := 100 * time.Millisecond
+		for ctx.Err() == nil {
+			ok, err := t.s.store.ListenJobSettings(ctx, func() {
+				// Messages are lost while unsubscribed: send every
+				// held job's settings again.
+				t.mu.Lock()
+				for id := range t.jobs {
+					t.settingsDue[id] = true
+				}
+				t.mu.Unlock()
+				t.settingsChanged("")
+			}, func(ident, _ string) {
+				t.mu.Lock()
+				_, held := t.jobs[ident]
+				t.mu.Unlock()
+				if held {
+					t.settingsChanged(ident)
+				}
+			})
+			if ctx.Err() != nil {
+				return
+			}
+			if ok {
+				backoff = 100 * time.Millisecond
+			}
+			t.s.log.Warn("job settings subscription lost; resubscribing", "err", err, "in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		case <-t.settingsWake:
+		}
+		t.mu.Lock()
+		due := t.settingsDue
+		t.settingsDue = map[string]bool{}
+		t.mu.Unlock()
+		for ident := range due {
+			if ident != "" {
+				t.sendSettings(ctx, ident)
+			}
+		}
+	}
+}
+
+// settingsOf builds the settings event of a job record.
+func settingsOf(ident string, j *store.APIJob) wire.Settings {
+	f := j.Fields
+	age, _ := strconv.ParseInt(f["settings_age"], 10, 64)
+	return wire.Settings{Ident: ident, Age: age, DelayMin: f["delay_min"], DelayMax: f["delay_max"],
+		Concurrency: f["concurrency"], AbortRequested: f["abort_requested"] != "",
+		SuppressIgnoreReports: f["suppress_ignore_reports"] != "", IgnorePatterns: nonNil(j.Ignores)}
+}
+
+// sendSettings reads a held job's settings and sends them to its key.
+func (t *term) sendSettings(ctx context.Context, ident string) {
+	t.mu.Lock()
+	j := t.jobs[ident]
+	t.mu.Unlock()
+	if j == nil {
+		return
+	}
+	rj, err := t.s.store.APIReadJob(ctx, ident)
+	var naj *store.NotAJobError
+	if errors.As(err, &naj) || (err == nil && (rj == nil || rj.Fields["pipeline_id"] != store.APIPipelineKey(j.key))) {
+		t.release(j, "the job record is gone or names another pipeline")
+		return
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			t.s.log.Warn("reading a job's settings failed; retrying", "ident", ident, "err", err)
+			time.AfterFunc(time.Second, func() { t.settingsChanged(ident) })
+		}
+		return
+	}
+	t.mu.Lock()
+	j.fields = rj.Fields
+	t.mu.Unlock()
+	t.sendKey(j.key, wire.EventSettings, settingsOf(ident, rj))
+}
+
+// control serves GET /v1/control: server-sent events for the key's held
+// jobs until the client goes, the key is revoked or the term ends.
+func (s *Server) control(req *request) *refusal {
+	t := req.t
+	if err := t.loadHeld(req.r.Context(), req.key); err != nil {
+		return storeRefusal(err)
+	}
+	fl, ok := req.w.(http.Flusher)
+	if !ok {
+		return refuse(http.StatusInternalServerError, "internal", "streaming is not supported here")
+	}
+	st := &stream{key: req.key, ch: make(chan sseEvent, streamQueue), bye: make(chan wire.Error)}
+	t.mu.Lock()
+	ks := t.keyStateLocked(req.key)
+	if len(ks.streams) >= s.opt.MaxStreams {
+		t.mu.Unlock()
+		return &refusal{status: http.StatusTooManyRequests, code: "rate_limited",
+			reason: fmt.Sprintf("key %s has %d control streams open; at most %d", req.key, len(ks.streams), s.opt.MaxStreams), retryAfter: 5}
+	}
+	ks.streams[st] = struct{}{}
+	var held []string
+	for id, j := range t.jobs {
+		if j.key == req.key {
+			held = append(held, id)
+		}
+	}
+	t.mu.Unlock()
+	metrics.APIStreams(1)
+	defer func() {
+		t.mu.Lock()
+		delete(ks.streams, st)
+		t.mu.Unlock()
+		metrics.APIStreams(-1)
+	}()
+	// A key revoked between the check and the registration above.
+	if pub, _ := t.publicKey(req.key); pub == nil {
+		st.close("revoked_key", "the key was revoked")
+	}
+	h := req.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer
+	req.w.WriteHeader(http.StatusOK)
+	fmt.Fprint(req.w, ": archivebot pipeline API control stream\n\n")
+	fl.Flush()
+	sort.Strings(held)
+	for _, id := range held {
+		t.settingsChanged(id)
+	}
+	ping := time.NewTicker(s.opt.Ping)
+	defer ping.Stop()
+	ctx := req.r.Context()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-st.bye:
+			fmt.Fprintf(req.w, "event: %s\ndata: %s\n\n", wire.EventBye, jsonString(st.why))
+			fl.Flush()
+			return nil
+		case ev := <-st.ch:
+			fmt.Fprintf(req.w, "event: %s\ndata: %s\n\n", ev.name, ev.data)
+			// Send what else is queued in the same write.
+			for more := true; more; {
+				select {
+				case ev := <-st.ch:
+					fmt.Fprintf(req.w, "event: %s\ndata: %s\n\n", ev.name, ev.data)
+				default:
+					more = false
+				}
+			}
+			fl.Flush()
+		case <-ping.C:
+			fmt.Fprint(req.w, ": ping\n\n")
+			fl.Flush()
+		}
+	}
+}

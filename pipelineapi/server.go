@@ -1,0 +1,511 @@
+// Package pipelineapi is the node's side of the pipeline API v1
+// (doc/pipeline-api.md): pipelines sign every request with their own
+// Ed25519 key, take and update only the jobs they hold, and send their log
+// entries to the node instead of into Redis. It reads and writes Redis only
+// through the store's methods (coordinator/store/pipelineapi.go).
+//
+// A Server is created once; Run serves one leadership term (the whole run
+// on a single node). Outside a term every request is answered 503.
+package pipelineapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+)
+
+// Defaults of Options.
+const (
+	DefaultRate          = config.DefaultPipelineRate
+	DefaultLogRate       = config.DefaultPipelineLogRate
+	DefaultMaxStreams    = config.DefaultPipelineMaxStreams
+	DefaultKeyRefresh    = 250 * time.Millisecond
+	DefaultFlushInterval = time.Second
+	DefaultTakePoll      = 250 * time.Millisecond
+	// NonceWindow is how long nonces are remembered: twice the allowed
+	// skew, so that a request outside it is refused as stale anyway.
+	NonceWindow = 2 * wire.MaxSkew
+	// MaxNonces is the most nonces a key keeps in the window.
+	MaxNonces = 20000
+	// RecentPerJob is how many entries per job /logs/recent can show.
+	RecentPerJob = 10
+	// MaxRecentJobs bounds the jobs whose recent entries are kept, and
+	// MaxRecentBytes their size in total (entries are up to 64 KiB).
+	MaxRecentJobs  = 10000
+	MaxRecentBytes = 32 << 20
+	// notLeaderRetry is the Retry-After of a standby's 503.
+	notLeaderRetry = 2
+)
+
+// Options configure a Server; zero values take the defaults.
+type Options struct {
+	Store *store.Store
+	// Sink gets the log entries (the live stream's hub); nil: none.
+	Sink coordinator.StreamSink
+	// Leading, when set, is asked before every request in a term (the
+	// lease's local deadline): false answers 503 at once.
+	Leading func() bool
+	Logger  *slog.Logger
+	// Rate and LogRate are per key: requests and log entries per second
+	// (burst twice as many). MaxStreams: open control streams per key.
+	Rate, LogRate float64
+	MaxStreams    int
+	KeyRefresh    time.Duration
+	FlushInterval time.Duration
+	TakePoll      time.Duration
+	// Ping is the control stream's keep-alive interval (default 15 s).
+	Ping time.Duration
+	Now  func() time.Time
+}
+
+// Server serves the pipeline API.
+type Server struct {
+	opt   Options
+	store *store.Store
+	log   *slog.Logger
+
+	mu   sync.Mutex
+	term *term
+	sink coordinator.StreamSink
+
+	logMu     sync.Mutex
+	lastLoged map[string]time.Time // refusal log lines, by key and reason
+
+	recentMu    sync.Mutex
+	recent      map[string][]string // ident -> last entries (survives terms of this process)
+	recentBytes int
+}
+
+// New returns a server; it answers 503 until Run starts a term.
+func New(opt Options) *Server {
+	if opt.Rate <= 0 {
+		opt.Rate = DefaultRate
+	}
+	if opt.LogRate <= 0 {
+		opt.LogRate = DefaultLogRate
+	}
+	if opt.MaxStreams <= 0 {
+		opt.MaxStreams = DefaultMaxStreams
+	}
+	if opt.KeyRefresh <= 0 {
+		opt.KeyRefresh = DefaultKeyRefresh
+	}
+	if opt.FlushInterval <= 0 {
+		opt.FlushInterval = DefaultFlushInterval
+	}
+	if opt.TakePoll <= 0 {
+		opt.TakePoll = DefaultTakePoll
+	}
+	if opt.Ping <= 0 {
+		opt.Ping = 15 * time.Second
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	return &Server{opt: opt, store: opt.Store, log: opt.Logger.With("service", "pipelineapi"),
+		lastLoged: map[string]time.Time{}, recent: map[string][]string{}}
+}
+
+// Serve answers on ln until ctx ends (requests in flight get 5 s), with
+// TLS when cert and key are set.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, certFile, keyFile string) error {
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	if certFile != "" || keyFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return fmt.Errorf("pipelines.tls_cert/tls_key: %w", err)
+		}
+		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		ln = tls.NewListener(ln, hs.TLSConfig)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}()
+	err := hs.Serve(ln)
+	<-done
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// SetSink sets where log entries go (the live stream's hub).
+func (s *Server) SetSink(sink coordinator.StreamSink) {
+	s.mu.Lock()
+	s.sink = sink
+	s.mu.Unlock()
+}
+
+func (s *Server) streamSink() coordinator.StreamSink {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sink != nil {
+		return s.sink
+	}
+	return s.opt.Sink
+}
+
+// Handler is the API's HTTP handler.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
+// Recent returns the last n entries (n <= RecentPerJob) that arrived
+// through the API for ident, oldest first: /logs/recent shows them.
+func (s *Server) Recent(ident string, n int) []string {
+	s.recentMu.Lock()
+	defer s.recentMu.Unlock()
+	r := s.recent[ident]
+	if n < len(r) {
+		r = r[len(r)-n:]
+	}
+	return append([]string(nil), r...)
+}
+
+func (s *Server) addRecent(ident string, docs []string) {
+	s.recentMu.Lock()
+	defer s.recentMu.Unlock()
+	if len(docs) > RecentPerJob {
+		docs = docs[len(docs)-RecentPerJob:]
+	}
+	r := s.recent[ident]
+	s.recentBytes -= size(r)
+	r = append(r, docs...)
+	if len(r) > RecentPerJob {
+		r = append(r[:0:0], r[len(r)-RecentPerJob:]...)
+	}
+	s.recent[ident] = r
+	s.recentBytes += size(r)
+	// Over a bound: drop other jobs' entries (any: the bound matters, not
+	// which; a job's next entries bring it back).
+	for k, v := range s.recent {
+		if len(s.recent) <= MaxRecentJobs && s.recentBytes <= MaxRecentBytes {
+			break
+		}
+		if k != ident {
+			s.recentBytes -= size(v)
+			delete(s.recent, k)
+		}
+	}
+}
+
+func size(docs []string) int {
+	n := 0
+	for _, d := range docs {
+		n += len(d)
+	}
+	return n
+}
+
+func (s *Server) forgetRecent(ident string) {
+	s.recentMu.Lock()
+	s.recentBytes -= size(s.recent[ident])
+	delete(s.recent, ident)
+	s.recentMu.Unlock()
+}
+
+func (s *Server) currentTerm() *term {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.term == nil || (s.opt.Leading != nil && !s.opt.Leading()) {
+		return nil
+	}
+	return s.term
+}
+
+// request is one authenticated request.
+type request struct {
+	w    http.ResponseWriter
+	r    *http.Request
+	t    *term
+	key  string // verified key name
+	op   string
+	body []byte
+}
+
+// refusal is an answer other than 200.
+type refusal struct {
+	status     int
+	code       string
+	reason     string
+	retryAfter int
+}
+
+func (e *refusal) Error() string { return e.code + ": " + e.reason }
+
+func refuse(status int, code, reason string) *refusal {
+	return &refusal{status: status, code: code, reason: reason}
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	op, ident, ok := route(r)
+	if !ok {
+		s.answerRefusal(w, r, "-", "route", refuse(http.StatusNotFound, "not_found", "no such endpoint (doc/pipeline-api.md)"), false)
+		return
+	}
+	if op == "" {
+		s.answerRefusal(w, r, "-", "route", refuse(http.StatusMethodNotAllowed, "bad_method", r.Method+" is not allowed here"), false)
+		return
+	}
+	t := s.currentTerm()
+	if t == nil {
+		s.answerRefusal(w, r, "-", op, &refusal{status: http.StatusServiceUnavailable, code: "not_leader",
+			reason: "this node is not the leader; retry", retryAfter: notLeaderRetry}, false)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, wire.MaxBody))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			s.answerRefusal(w, r, "-", op, refuse(http.StatusRequestEntityTooLarge, "too_large",
+				fmt.Sprintf("the body is over %d bytes", wire.MaxBody)), true)
+			return
+		}
+		s.answerRefusal(w, r, "-", op, refuse(http.StatusBadRequest, "bad_request", "reading the body: "+err.Error()), false)
+		return
+	}
+	key, rf := t.authenticate(r, body)
+	if rf != nil {
+		label := "-"
+		if t.known(key) {
+			label = key
+			t.refused(key, rf.code)
+		}
+		s.answerRefusal(w, r, label, op, rf, true)
+		return
+	}
+	t.seen(key)
+	req := &request{w: w, r: r, t: t, key: key, op: op, body: body}
+	var res any
+	switch op {
+	case "take":
+		res, rf = s.take(req)
+	case "job":
+		res, rf = s.readJob(req, ident)
+	case "update":
+		res, rf = s.update(req, ident)
+	case "abort":
+		res, rf = s.abort(req, ident)
+	case "done":
+		res, rf = s.done(req, ident)
+	case "report":
+		res, rf = s.report(req)
+	case "unregister":
+		res, rf = s.unregister(req)
+	case "control":
+		rf = s.control(req)
+		if rf == nil {
+			metrics.APIRequest(key, op, http.StatusOK)
+			return
+		}
+	}
+	if rf != nil {
+		if rf.status == http.StatusForbidden || rf.status == http.StatusRequestEntityTooLarge || rf.status == http.StatusTooManyRequests {
+			t.refused(key, rf.code)
+		}
+		s.answerRefusal(w, r, key, op, rf, true)
+		return
+	}
+	metrics.APIRequest(key, op, http.StatusOK)
+	writeJSON(w, http.StatusOK, res)
+}
+
+// route maps a request to its operation ("" when the path exists but not
+// for this method) and the job ident of /v1/jobs/IDENT paths.
+func route(r *http.Request) (op, ident string, ok bool) {
+	path, _ := wire.SplitRequestURI(r.RequestURI)
+	if path == "" || path[0] != '/' {
+		path = r.URL.EscapedPath()
+	}
+	m := r.Method
+	pick := func(method, o string) string {
+		if m == method {
+			return o
+		}
+		return ""
+	}
+	switch path {
+	case wire.PathTake:
+		return pick(http.MethodPost, "take"), "", true
+	case wire.PathControl:
+		return pick(http.MethodGet, "control"), "", true
+	case wire.PathPipeline:
+		switch m {
+		case http.MethodPut:
+			return "report", "", true
+		case http.MethodDelete:
+			return "unregister", "", true
+		}
+		return "", "", true
+	}
+	rest, found := strings.CutPrefix(path, wire.PathJobs)
+	if !found || rest == "" {
+		return "", "", false
+	}
+	esc, action, _ := strings.Cut(rest, "/")
+	id, err := url.PathUnescape(esc)
+	if err != nil || id == "" || strings.Contains(action, "/") {
+		return "", "", false
+	}
+	switch action {
+	case "":
+		return pick(http.MethodGet, "job"), id, true
+	case "update", "abort", "done":
+		return pick(http.MethodPost, action), id, true
+	}
+	return "", "", false
+}
+
+func (s *Server) answerRefusal(w http.ResponseWriter, r *http.Request, key, op string, rf *refusal, count bool) {
+	if count && rf.status != http.StatusServiceUnavailable && rf.status < 500 {
+		metrics.APIRefusal(key, rf.code)
+		s.logRefusal(r, key, op, rf)
+	}
+	metrics.APIRequest(key, op, rf.status)
+	if rf.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(rf.retryAfter))
+	}
+	writeJSON(w, rf.status, wire.Error{Error: rf.code, Reason: rf.reason})
+}
+
+// logRefusal logs a refusal; the same key and reason is logged at most
+// every 10 s (a flood of refusals is counted in /metrics all the same).
+func (s *Server) logRefusal(r *http.Request, key, op string, rf *refusal) {
+	k := key + "\x00" + rf.code
+	now := time.Now()
+	s.logMu.Lock()
+	last, seen := s.lastLoged[k]
+	if seen && now.Sub(last) < 10*time.Second {
+		s.logMu.Unlock()
+		return
+	}
+	if len(s.lastLoged) > 10000 {
+		clear(s.lastLoged)
+	}
+	s.lastLoged[k] = now
+	s.logMu.Unlock()
+	s.log.Warn("pipeline API request refused", "key", key, "op", op, "status", rf.status,
+		"error", rf.code, "reason", rf.reason, "remote", r.RemoteAddr)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"internal","reason":"encoding the answer failed"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// authenticate checks the signature headers against the request as
+// received, then records the nonce. It returns the key name (also on
+// some refusals, for counting).
+func (t *term) authenticate(r *http.Request, body []byte) (string, *refusal) {
+	p, err := wire.ParseHeaders(r.Header.Get)
+	if err != nil {
+		code := wire.ErrMalformed.Error()
+		if errors.Is(err, wire.ErrMissing) {
+			code = wire.ErrMissing.Error()
+		}
+		return r.Header.Get(wire.HeaderKey), refuse(http.StatusUnauthorized, code, err.Error())
+	}
+	pub, revoked := t.publicKey(p.Key)
+	if revoked {
+		return p.Key, refuse(http.StatusUnauthorized, "revoked_key", "key "+p.Key+" was revoked")
+	}
+	if pub == nil {
+		return p.Key, refuse(http.StatusUnauthorized, "unknown_key", "no key named "+p.Key+" is registered")
+	}
+	path, rawQuery := wire.SplitRequestURI(r.RequestURI)
+	if err := p.Verify(pub, r.Method, path, rawQuery, body, t.s.opt.Now()); err != nil {
+		code := wire.ErrBadSig.Error()
+		if errors.Is(err, wire.ErrStale) {
+			code = wire.ErrStale.Error()
+		}
+		return p.Key, refuse(http.StatusUnauthorized, code, err.Error())
+	}
+	if rf := t.rateLimit(p.Key); rf != nil {
+		return p.Key, rf
+	}
+	res, err := t.s.store.CheckNonce(r.Context(), p.Key, p.Nonce, p.Timestamp, NonceWindow, MaxNonces)
+	if err != nil {
+		return p.Key, storeRefusal(err)
+	}
+	switch res {
+	case store.NonceReplayed:
+		return p.Key, refuse(http.StatusUnauthorized, "replayed_nonce", "this nonce was already used; sign every request with a new one")
+	case store.NonceTooMany:
+		return p.Key, &refusal{status: http.StatusTooManyRequests, code: "rate_limited",
+			reason: fmt.Sprintf("more than %d requests in %s", MaxNonces, NonceWindow), retryAfter: 5}
+	}
+	return p.Key, nil
+}
+
+// storeRefusal turns a Redis failure into a 503 (fenced: not the
+// leader) or a 500.
+func storeRefusal(err error) *refusal {
+	if store.IsFenced(err) {
+		return &refusal{status: http.StatusServiceUnavailable, code: "not_leader",
+			reason: "this node is no longer the leader; retry", retryAfter: notLeaderRetry}
+	}
+	return &refusal{status: http.StatusInternalServerError, code: "internal", reason: "the node's store failed; retry", retryAfter: 1}
+}
+
+func retrySeconds(d time.Duration) int {
+	return max(1, int(math.Ceil(d.Seconds())))
+}
+
+// decode reads body into v, refusing unknown fields and trailing data.
+func decode(body []byte, v any) *refusal {
+	if len(bytes.TrimSpace(body)) == 0 {
+		body = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return refuse(http.StatusBadRequest, "bad_request", "body: "+err.Error())
+	}
+	if dec.More() {
+		return refuse(http.StatusBadRequest, "bad_request", "body: data after the JSON value")
+	}
+	return nil
+}
+
+// pubKeyOf parses a stored public key; nil when it does not parse.
+func pubKeyOf(text string) ed25519.PublicKey {
+	k, err := wire.ParsePublicKey(text)
+	if err != nil {
+		return nil
+	}
+	return k
+}

@@ -1,0 +1,310 @@
+package pipelinesim
+
+// API mode: the same simulated pipeline, with no Redis access at all,
+// through the node's pipeline API v1 (doc/pipeline-api.md) with a
+// pipeline key. Tests and benchmarks run many of them against one node.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/pipelineapi/client"
+	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+)
+
+// APIPipeline is a simulated pipeline that talks to the node's API.
+// Workers > 1 runs that many jobs at once under the one key, as an
+// upstream pipeline runs several items.
+type APIPipeline struct {
+	c   *client.Client
+	cfg Config
+
+	mu       sync.Mutex
+	settings map[string]chan wire.Settings // held job → its settings events
+}
+
+// NewAPI returns a pipeline calling the node through c.
+func NewAPI(c *client.Client, cfg Config) *APIPipeline {
+	if cfg.Version == "" {
+		cfg.Version = "20250101.01"
+	}
+	if cfg.Hostname == "" {
+		cfg.Hostname = "sim.invalid"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &APIPipeline{c: c, cfg: cfg, settings: map[string]chan wire.Settings{}}
+}
+
+// Report sends the pipeline record.
+func (p *APIPipeline) Report(ctx context.Context, status string) error {
+	if status == "" {
+		status = "Running"
+	}
+	_, err := p.c.Report(ctx, map[string]string{
+		"version": p.cfg.Version, "hostname": p.cfg.Hostname, "fqdn": p.cfg.Hostname,
+		"pid": strconv.Itoa(os.Getpid()), "python": "3.9.2 (simulated, " + runtime.Version() + ")",
+		"status": status, "nickname": p.cfg.Nickname,
+		"mem_usage": "0.25", "mem_available": "4000000000", "disk_usage": "0.5", "disk_available": "100000000000",
+	})
+	return err
+}
+
+// control feeds settings events to the jobs' channels until ctx ends,
+// reopening the stream when it closes.
+func (p *APIPipeline) control(ctx context.Context, emit func(Event)) {
+	for ctx.Err() == nil {
+		err := p.c.Control(ctx, func(ev client.Event) error {
+			if ev.Name != wire.EventSettings {
+				return nil
+			}
+			s, err := ev.Settings()
+			if err != nil {
+				return nil
+			}
+			p.mu.Lock()
+			ch := p.settings[s.Ident]
+			p.mu.Unlock()
+			if ch != nil {
+				select {
+				case ch <- s:
+				default: // a newer one will come; the job reads the latest
+				}
+			}
+			return nil
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		emit(Event{Kind: EventError, Err: fmt.Errorf("control stream: %w", err)})
+		wait := time.Second
+		var e *client.Error
+		if errors.As(err, &e) && e.RetryAfter > 0 {
+			wait = e.RetryAfter
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Run reports, keeps the control stream open and works jobs with
+// `workers` at once until ctx ends or MaxJobs are done (in total), then
+// unregisters. Each job: heartbeats, Entries download entries (sent in
+// batches at most every 250 ms), settings honoured (an abort request ends
+// it aborted), then done. Take events carry the take's latency in N (µs).
+func (p *APIPipeline) Run(ctx context.Context, o RunOptions, workers int) error {
+	o = o.withDefaults()
+	if workers < 1 {
+		workers = 1
+	}
+	emit := func(e Event) {
+		if o.OnEvent != nil {
+			o.OnEvent(e)
+		}
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() {
+		defer bg.Done()
+		t := time.NewTicker(o.ReportInterval)
+		defer t.Stop()
+		for {
+			if err := p.Report(runCtx, "Running"); runCtx.Err() == nil {
+				emit(Event{Kind: EventReport, Err: err})
+			}
+			select {
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	go func() { defer bg.Done(); p.control(runCtx, emit) }()
+
+	var mu sync.Mutex
+	jobs := 0
+	var firstErr error
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for runCtx.Err() == nil {
+				mu.Lock()
+				if o.MaxJobs > 0 && jobs >= o.MaxJobs {
+					mu.Unlock()
+					return
+				}
+				jobs++
+				mu.Unlock()
+				if err := p.work(runCtx, o, emit); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	cancel()
+	bg.Wait()
+	exitCtx, cancelExit := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancelExit()
+	if _, err := p.c.Unregister(exitCtx); err != nil {
+		return errors.Join(firstErr, fmt.Errorf("unregister: %w", err))
+	}
+	emit(Event{Kind: EventExit})
+	return firstErr
+}
+
+// work takes one job (waiting for one) and crawls it to its end.
+func (p *APIPipeline) work(ctx context.Context, o RunOptions, emit func(Event)) error {
+	var job *wire.Job
+	for job == nil {
+		start := time.Now()
+		j, err := p.c.Take(ctx, wire.TakeRequest{AOOnly: p.cfg.AOOnly, Large: p.cfg.Large, WaitMS: int(min(o.PollInterval, 30*time.Second) / time.Millisecond)})
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			emit(Event{Kind: EventError, Err: err})
+			var e *client.Error
+			wait := o.PollInterval
+			if errors.As(err, &e) && e.RetryAfter > 0 {
+				wait = e.RetryAfter
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+			continue
+		}
+		if j != nil {
+			job = j
+			emit(Event{Kind: EventTake, Ident: j.Ident, N: time.Since(start).Microseconds()})
+		}
+	}
+	ch := make(chan wire.Settings, 4)
+	p.mu.Lock()
+	p.settings[job.Ident] = ch
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.settings, job.Ident)
+		p.mu.Unlock()
+	}()
+	age, _ := strconv.ParseInt(job.Fields["settings_age"], 10, 64)
+	url := strings.TrimSuffix(job.Fields["url"], "/") + "/"
+	hb := time.NewTicker(o.HeartbeatInterval)
+	defer hb.Stop()
+	next := time.NewTimer(0)
+	defer next.Stop()
+	flush := time.NewTicker(250 * time.Millisecond)
+	defer flush.Stop()
+	var pending []json.RawMessage
+	var incr map[string]int64
+	send := func(final bool) error {
+		if len(pending) == 0 && len(incr) == 0 {
+			return nil
+		}
+		_, err := p.c.Update(ctx, job.Ident, wire.UpdateRequest{Log: pending, Incr: incr})
+		if err != nil && !final {
+			var e *client.Error
+			if errors.As(err, &e) && e.Status == 429 {
+				return nil // kept: sent with the next batch
+			}
+		}
+		pending, incr = nil, nil
+		return err
+	}
+	stdout := func(msg string) {
+		b, _ := json.Marshal(StdoutEntry{Type: "stdout", Message: msg, TS: p.cfg.Now().Unix()})
+		pending = append(pending, b)
+	}
+	stdout(fmt.Sprintf(StdoutReceived, job.Ident))
+	if _, err := p.c.Heartbeat(ctx, job.Ident); err != nil && ctx.Err() == nil {
+		emit(Event{Kind: EventError, Ident: job.Ident, Err: err})
+	}
+	for i := 0; ; {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-hb.C:
+			if _, err := p.c.Heartbeat(ctx, job.Ident); err != nil && ctx.Err() == nil {
+				emit(Event{Kind: EventError, Ident: job.Ident, Err: err})
+			}
+		case <-flush.C:
+			if err := send(false); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("job %s: %w", job.Ident, err)
+			}
+		case s := <-ch:
+			if s.Age <= age {
+				continue
+			}
+			age = s.Age
+			emit(Event{Kind: EventSetting, Ident: job.Ident, N: s.Age})
+			if !s.AbortRequested {
+				continue
+			}
+			stdout(StdoutAborted)
+			if err := send(true); err != nil {
+				return fmt.Errorf("job %s: %w", job.Ident, err)
+			}
+			if _, err := p.c.Abort(ctx, job.Ident); err != nil {
+				return fmt.Errorf("job %s: abort: %w", job.Ident, err)
+			}
+			emit(Event{Kind: EventAbort, Ident: job.Ident})
+			if _, err := p.c.Done(ctx, job.Ident); err != nil {
+				return fmt.Errorf("job %s: done: %w", job.Ident, err)
+			}
+			emit(Event{Kind: EventDone, Ident: job.Ident})
+			return nil
+		case <-next.C:
+			if i == o.Entries {
+				stdout(fmt.Sprintf(StdoutFinished, job.Ident))
+				if err := send(true); err != nil {
+					return fmt.Errorf("job %s: %w", job.Ident, err)
+				}
+				if _, err := p.c.Done(ctx, job.Ident); err != nil {
+					return fmt.Errorf("job %s: done: %w", job.Ident, err)
+				}
+				emit(Event{Kind: EventDone, Ident: job.Ident})
+				return nil
+			}
+			i++
+			code := o.Codes[(i-1)%len(o.Codes)]
+			e := DownloadEntry{Type: "download", URL: fmt.Sprintf("%spage/%d", url, i), ResponseCode: code, WgetCode: "OK",
+				IsError: code == 0 || code >= 500, IsWarning: code >= 400 && code < 500, TS: unixSeconds(p.cfg.Now())}
+			if code == 0 {
+				e.WgetCode = "NETWORK_ERROR"
+			}
+			b, _ := json.Marshal(e)
+			pending = append(pending, b)
+			if incr == nil {
+				incr = map[string]int64{}
+			}
+			incr["bytes_downloaded"] += 1000
+			incr["items_downloaded"]++
+			incr["items_queued"] += 2
+			emit(Event{Kind: EventLog, Ident: job.Ident, N: int64(i)})
+			next.Reset(o.EntryInterval)
+		}
+	}
+}
