@@ -238,6 +238,17 @@ func (f *Firehose) Broadcast(ctx context.Context, ident string) error {
 	}
 }
 
+// Ingest hands the sink log entries that reached the node in process
+// (the pipeline API) rather than through IDENT_log: the same decoded type
+// (NewLogEntry) and the same path as the entries Broadcast reads. job is
+// the job's raw hash as the caller last knew it.
+func (f *Firehose) Ingest(ident string, job map[string]string, entries []LogEntry) {
+	if ident == "" || len(entries) == 0 {
+		return
+	}
+	f.sink.StreamLog(ident, job, entries)
+}
+
 func unixFloat(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // endFromHash tells from a job hash (and its failure record) whether and

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/internal/metrics"
 )
 
 // WorkingJobs lists the idents in `working` (jobs a pipeline has taken).
@@ -177,12 +179,6 @@ func parseTS(raw string) (time.Time, string) {
 // would overflow a time.Duration.
 const maxTS = 253402300799
 
-// LogEntry is one entry of a job's log: the JSON document and its score.
-type LogEntry struct {
-	Doc   string
-	Score float64
-}
-
 // LogBookmark reads the job's last_analyzed_log_entry ("" when none) in
 // one round trip, and whether the job record exists; a *NotAJobError when
 // the key holds something else.
@@ -209,15 +205,51 @@ func (s *Store) ReadLog(ctx context.Context, ident, bookmark string, limit int) 
 	if bookmark == "" {
 		bookmark = "0"
 	}
-	zs, err := s.rdb.ZRangeByScoreWithScores(ctx, KeyLog(ident), &redis.ZRangeBy{
-		Min: "(" + bookmark, Max: "+inf", Count: int64(limit)}).Result()
+	return s.readLog(ctx, ident, "after", bookmark, limit)
+}
+
+// readLog runs read_log.lua on ident's log: mode "after" (entries scored
+// above bookmark) or "tail" (the last limit entries). Entries come back
+// decoded; one larger than MaxLogEntryBytes comes back as its size alone
+// (EntryOversized, counted in archivebot_log_entries_oversized_total), and
+// a read returns at most MaxLogReadBytes of entries. A log key that is not
+// a sorted set reads as a WRONGTYPE error.
+func (s *Store) readLog(ctx context.Context, ident, mode, bookmark string, limit int) ([]LogEntry, error) {
+	res, err := readLogScript.Run(ctx, s.rdb, []string{KeyLog(ident)}, mode, bookmark, limit,
+		MaxLogEntryBytes, MaxLogReadBytes).Result()
 	if err != nil {
 		return nil, wrap("read log of "+ident, err)
 	}
-	out := make([]LogEntry, len(zs))
-	for i, z := range zs {
-		doc, _ := z.Member.(string)
-		out[i] = LogEntry{Doc: doc, Score: z.Score}
+	return parseLogRead(res)
+}
+
+// wrongType is a WRONGTYPE reply a script told in its own way.
+type wrongType string
+
+func (e wrongType) Error() string { return string(e) }
+func (wrongType) RedisError()     {}
+
+func parseLogRead(res any) ([]LogEntry, error) {
+	arr, ok := res.([]any)
+	if !ok {
+		return nil, wrongType("WRONGTYPE the log is not a sorted set")
+	}
+	out := make([]LogEntry, 0, len(arr)/2)
+	for i := 0; i+1 < len(arr); i += 2 {
+		var score float64
+		switch v := arr[i+1].(type) {
+		case string:
+			score, _ = strconv.ParseFloat(v, 64)
+		case int64:
+			score = float64(v)
+		}
+		switch m := arr[i].(type) {
+		case string:
+			out = append(out, NewLogEntry(m, score))
+		case int64:
+			metrics.LogEntryOversized()
+			out = append(out, OversizedLogEntry(int(m), score))
+		}
 	}
 	return out, nil
 }

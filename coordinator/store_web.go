@@ -157,15 +157,19 @@ func (s *Store) Pipelines(ctx context.Context) ([]*Pipeline, error) {
 	return out, nil
 }
 
-// JobLog is a job with some of its log entries (raw, as stored).
+// JobLog is a job with some of its log entries (decoded once, see
+// LogEntry; oversized ones are their size alone).
 type JobLog struct {
 	Job     *Job
-	Entries []string
+	Entries []LogEntry
 }
 
 // RecentLogs returns, for each job in `working` that still has a record,
-// its last count log entries, oldest first.
-// Round trips: LRANGE working, then one pipeline of HGETALL + ZRANGE.
+// its last count log entries, oldest first (read_log.lua: an entry over
+// MaxLogEntryBytes is read as its size alone, and each job's entries
+// total at most MaxLogReadBytes).
+// Round trips: LRANGE working, then one pipeline of HGETALL + the script
+// (and one more when Redis had not loaded the script yet).
 func (s *Store) RecentLogs(ctx context.Context, count int) ([]JobLog, error) {
 	idents, err := s.rdb.LRange(ctx, KeyWorking, 0, -1).Result()
 	if err != nil {
@@ -173,15 +177,22 @@ func (s *Store) RecentLogs(ctx context.Context, count int) ([]JobLog, error) {
 	}
 	idents = dedupe(idents)
 	jobs := make([]*redis.MapStringStringCmd, len(idents))
-	logs := make([]*redis.StringSliceCmd, len(idents))
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	logs := make([]*redis.Cmd, len(idents))
+	read := func(p redis.Pipeliner) error {
 		for i, id := range idents {
 			jobs[i] = p.HGetAll(ctx, KeyJob(id))
-			logs[i] = p.ZRange(ctx, KeyLog(id), int64(-count), -1)
+			logs[i] = readLogScript.EvalSha(ctx, p, []string{KeyLog(id)}, "tail", "", count,
+				MaxLogEntryBytes, MaxLogReadBytes)
 		}
 		return nil
-	})
-	if err != nil && !isWrongType(err) {
+	}
+	_, err = s.rdb.Pipelined(ctx, read)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err = readLogScript.Load(ctx, s.rdb).Err(); err == nil {
+			_, err = s.rdb.Pipelined(ctx, read)
+		}
+	}
+	if err != nil && !isWrongType(err) && !errors.Is(err, redis.Nil) {
 		return nil, wrap("read recent logs", err)
 	}
 	out := make([]JobLog, 0, len(idents))
@@ -192,7 +203,8 @@ func (s *Store) RecentLogs(ctx context.Context, count int) ([]JobLog, error) {
 		}
 		// The log key the pipeline writes is the one the record names
 		// (always IDENT_log for jobs this node registered).
-		out = append(out, JobLog{Job: &Job{Ident: id, Fields: m}, Entries: logs[i].Val()})
+		entries, _ := parseLogRead(logs[i].Val())
+		out = append(out, JobLog{Job: &Job{Ident: id, Fields: m}, Entries: entries})
 	}
 	return out, nil
 }

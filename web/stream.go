@@ -167,29 +167,18 @@ type streamEntry struct {
 // asserts on any other).
 func upstreamType(t string) bool { return t == "download" || t == "ignore" || t == "stdout" }
 
-type entryHead struct {
-	Type    any `json:"type"`
-	IsError any `json:"is_error"`
-}
-
 // StreamLog queues a job's new entries for the next batch. Entries that
-// are not JSON objects are left out (the analyzer logs them).
+// are not JSON objects, and oversized ones, are left out (the analyzer
+// counts them). The entries come decoded (coordinator.LogEntry).
 func (h *Hub) StreamLog(ident string, job map[string]string, entries []coordinator.LogEntry) {
 	ref := &jobRef{ident: ident, hash: job}
 	now := h.opt.Now()
 	out := make([]streamEntry, 0, len(entries))
 	for _, e := range entries {
-		doc := bytes.TrimSpace([]byte(e.Doc))
-		if len(doc) < 2 || doc[0] != '{' {
+		if e.Kind != coordinator.EntryObject {
 			continue
 		}
-		var head entryHead
-		if json.Unmarshal(doc, &head) != nil {
-			continue
-		}
-		typ, _ := head.Type.(string)
-		out = append(out, streamEntry{job: ref, doc: doc, typ: typ,
-			isErr: head.IsError == true || head.IsError == "true", at: now})
+		out = append(out, streamEntry{job: ref, doc: []byte(e.Doc), typ: e.Type, isErr: e.IsError, at: now})
 	}
 	if len(out) == 0 {
 		return
