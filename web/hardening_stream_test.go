@@ -155,3 +155,23 @@ func TestStreamSlowClientsBoundedInBytes(t *testing.T) {
 		}
 	})
 }
+
+// http.stream_listen serves upstream's protocol alone, as doc/web.md says
+// (hardening II, finding 16): ?v=2 there is a 400 that names where it is.
+func TestStreamListenUpstreamOnly(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		r := newStreamRig(t, b, HubOptions{}, true)
+		d := websocket.Dialer{}
+		_, resp, err := d.Dial("ws"+strings.TrimPrefix(r.second.URL, "http")+"/stream?v=2", nil)
+		if err == nil || resp == nil || resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("?v=2 on stream_listen: %v, %v; want a 400", err, resp)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(body), "http.listen") {
+			t.Errorf("the refusal does not say where v2 is: %s", body)
+		}
+		r.dial(t, r.second.URL, "", "")     // upstream's protocol still is
+		r.dial(t, r.second.URL, "?v=1", "") // by name too
+		r.dial(t, r.main.URL, "?v=2", "")   // and ours on the main listener
+	})
+}
