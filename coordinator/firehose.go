@@ -54,7 +54,15 @@ type FirehoseConfig struct {
 	WorkingInterval time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// MaxSeen bounds the jobs whose lifecycle events the firehose
+	// remembers (to pass each on once; default 50,000).
+	MaxSeen int
 }
+
+// seenCheckEvery is how often the firehose forgets the jobs it remembers
+// that no longer exist (a job event names any ident: what is published on
+// the channel is untrusted).
+const seenCheckEvery = 30 * time.Second
 
 // Firehose is upstream's log firehose inside the node: for every ident on
 // `updates` it reads the job's log entries past
@@ -71,8 +79,10 @@ type Firehose struct {
 	pending map[string]struct{}
 	wake    chan struct{}
 
-	seenMu sync.Mutex
-	seen   map[string]*seenEvents
+	seenMu    sync.Mutex
+	seen      map[string]*seenEvents
+	seenFull  int // events passed on undeduplicated: MaxSeen reached
+	seenCheck time.Time
 
 	// working state of the watcher (its goroutine only).
 	working map[string]bool
@@ -93,9 +103,28 @@ type Firehose struct {
 }
 
 type seenEvents struct {
-	events map[string]bool
+	events uint8 // lifecycleBit of each event seen
 	ended  bool
 	at     time.Time
+}
+
+// lifecycleBit is a lifecycle event's bit in seenEvents.events.
+func lifecycleBit(e string) uint8 {
+	switch e {
+	case EventQueued:
+		return 1
+	case EventStarted:
+		return 2
+	case EventFinished:
+		return 4
+	case EventAborted:
+		return 8
+	case EventFailed:
+		return 16
+	case EventExpired:
+		return 32
+	}
+	return 0
 }
 
 // NewFirehose returns a firehose feeding sink; Start runs it.
@@ -111,6 +140,9 @@ func NewFirehose(store *Store, sink StreamSink, cfg FirehoseConfig, log *slog.Lo
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxSeen <= 0 {
+		cfg.MaxSeen = 50_000
 	}
 	return &Firehose{store: store, sink: sink, cfg: cfg, log: log.With("service", "firehose"),
 		pending: map[string]struct{}{}, wake: make(chan struct{}, 1), seen: map[string]*seenEvents{},
@@ -339,7 +371,7 @@ func (f *Firehose) watchWorking(ctx context.Context) {
 			f.emit(ev)
 		}
 	}
-	f.pruneSeen()
+	f.pruneSeen(ctx)
 }
 
 // listenEvents follows ChannelJobEvents, reconnecting with backoff.
@@ -383,15 +415,28 @@ func (f *Firehose) emit(ev JobEvent) {
 	case EventQueued, EventStarted, EventFinished, EventAborted, EventFailed, EventExpired:
 		f.seenMu.Lock()
 		s := f.seen[ev.Ident]
+		if s == nil && len(f.seen) >= f.cfg.MaxSeen {
+			// Full: pass it on without remembering (a duplicate may
+			// follow), and say so once per filling.
+			if f.seenFull == 0 {
+				f.log.Warn("remembering the events of too many jobs: passing new ones on without removing duplicates until jobs that no longer exist are forgotten",
+					"jobs", len(f.seen), "bound", f.cfg.MaxSeen)
+			}
+			f.seenFull++
+			f.seenMu.Unlock()
+			f.sink.StreamEvent(ev)
+			return
+		}
 		if s == nil || (s.ended && (ev.Event == EventQueued || ev.Event == EventStarted)) {
-			s = &seenEvents{events: map[string]bool{}}
+			s = &seenEvents{}
 			f.seen[ev.Ident] = s
 		}
-		if s.events[ev.Event] || (isEndEvent(ev.Event) && s.ended) {
+		bit := lifecycleBit(ev.Event)
+		if s.events&bit != 0 || (isEndEvent(ev.Event) && s.ended) {
 			f.seenMu.Unlock()
 			return
 		}
-		s.events[ev.Event] = true
+		s.events |= bit
 		s.ended = s.ended || isEndEvent(ev.Event)
 		s.at = f.cfg.Now()
 		f.seenMu.Unlock()
@@ -399,14 +444,56 @@ func (f *Firehose) emit(ev JobEvent) {
 	f.sink.StreamEvent(ev)
 }
 
-// pruneSeen forgets jobs that ended over an hour ago.
-func (f *Firehose) pruneSeen() {
-	cut := f.cfg.Now().Add(-time.Hour)
+// pruneSeen forgets jobs that ended over an hour ago and, every
+// seenCheckEvery, the jobs not running whose record does not exist (an
+// event published for an ident that never was a job, or whose record
+// expired): the firehose remembers only jobs that exist.
+func (f *Firehose) pruneSeen(ctx context.Context) {
+	now := f.cfg.Now()
+	cut := now.Add(-time.Hour)
 	f.seenMu.Lock()
-	defer f.seenMu.Unlock()
 	for id, s := range f.seen {
 		if s.ended && s.at.Before(cut) {
 			delete(f.seen, id)
 		}
 	}
+	if now.Sub(f.seenCheck) < seenCheckEvery {
+		f.seenMu.Unlock()
+		return
+	}
+	f.seenCheck = now
+	var check []string
+	for id, s := range f.seen {
+		if !s.ended && !f.working[id] {
+			check = append(check, id)
+		}
+	}
+	f.seenMu.Unlock()
+	var gone []string
+	for len(check) > 0 {
+		n := min(len(check), 1000)
+		exist, err := f.store.JobsExist(ctx, check[:n])
+		if err != nil {
+			f.log.Warn("cannot tell which remembered jobs still exist", "err", err)
+			return
+		}
+		for i, ok := range exist {
+			if !ok {
+				gone = append(gone, check[i])
+			}
+		}
+		check = check[n:]
+	}
+	f.seenMu.Lock()
+	for _, id := range gone {
+		if s := f.seen[id]; s != nil && !s.ended {
+			delete(f.seen, id)
+		}
+	}
+	if len(gone) > 0 && f.seenFull > 0 {
+		f.log.Info("forgot the events of jobs that no longer exist", "jobs", len(gone),
+			"passed_on_undeduplicated", f.seenFull)
+		f.seenFull = 0
+	}
+	f.seenMu.Unlock()
 }

@@ -99,3 +99,23 @@ func (s *Store) ReadEndState(ctx context.Context, ident string) (EndState, error
 func (s *Store) ListenJobEvents(ctx context.Context, onSubscribed func(), onMessage func(doc string)) (bool, error) {
 	return s.listen(ctx, ChannelJobEvents, onSubscribed, onMessage)
 }
+
+// JobsExist reports, for each ident, whether its job record exists: one
+// pipeline of EXISTS.
+func (s *Store) JobsExist(ctx context.Context, idents []string) ([]bool, error) {
+	cmds := make([]*redis.IntCmd, len(idents))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range idents {
+			cmds[i] = p.Exists(ctx, KeyJob(id))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("check jobs exist", err)
+	}
+	out := make([]bool, len(idents))
+	for i, c := range cmds {
+		out[i] = c.Val() > 0
+	}
+	return out, nil
+}
