@@ -790,31 +790,38 @@ func (c *client) readLoop() {
 		if !c.v2 {
 			continue // upstream's protocol is server to client only
 		}
-		var m clientMsg
-		if err := json.Unmarshal(msg, &m); err != nil {
-			c.sendError("not a JSON object: " + err.Error())
-			continue
-		}
-		_, all, subs, errorsOnly := c.filter()
-		if m.Subscribe != nil {
-			var list []string
-			var word string
-			switch {
-			case json.Unmarshal(m.Subscribe, &word) == nil && (word == "all" || word == "*"):
-				all, subs = true, nil
-			case json.Unmarshal(m.Subscribe, &list) == nil && len(list) <= 10000:
-				all, subs = false, list
-			default:
-				c.sendError(`"subscribe" must be "all" or a list of at most 10000 idents`)
-				continue
-			}
-		}
-		if m.ErrorsOnly != nil {
-			errorsOnly = *m.ErrorsOnly
-		}
-		c.setFilter(all, subs, errorsOnly)
-		c.sendNotice("subscribed", c.filterDoc())
+		c.handleMsg(msg)
 	}
+}
+
+// handleMsg applies one client message of our protocol: a new filter
+// (answered "subscribed") or, for anything else, an "error" notice that
+// changes nothing.
+func (c *client) handleMsg(msg []byte) {
+	var m clientMsg
+	if err := json.Unmarshal(msg, &m); err != nil {
+		c.sendError("not a JSON object: " + err.Error())
+		return
+	}
+	_, all, subs, errorsOnly := c.filter()
+	if m.Subscribe != nil {
+		var list []string
+		var word string
+		switch {
+		case json.Unmarshal(m.Subscribe, &word) == nil && (word == "all" || word == "*"):
+			all, subs = true, nil
+		case json.Unmarshal(m.Subscribe, &list) == nil && len(list) <= 10000:
+			all, subs = false, list
+		default:
+			c.sendError(`"subscribe" must be "all" or a list of at most 10000 idents`)
+			return
+		}
+	}
+	if m.ErrorsOnly != nil {
+		errorsOnly = *m.ErrorsOnly
+	}
+	c.setFilter(all, subs, errorsOnly)
+	c.sendNotice("subscribed", c.filterDoc())
 }
 
 // sendError queues an error notice for the client (never dropped).
@@ -825,7 +832,7 @@ func (c *client) sendError(text string) { c.sendNotice("error", text) }
 func (c *client) sendNotice(key string, value any) {
 	b, _ := marshalCompact(map[string]any{"seq": 0, "n": 0, key: value})
 	if pm, err := websocket.NewPreparedMessage(websocket.TextMessage, b); err == nil {
-		c.pushEvent(qframe{pm: pm, event: true, size: len(b)})
+		c.pushEvent(qframe{pm: pm, event: true, size: len(b), note: key})
 	}
 }
 

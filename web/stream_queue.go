@@ -31,6 +31,7 @@ type qframe struct {
 	size  int
 	at    time.Time
 	seq   uint64
+	note  string // a notice's key (hello, subscribed, error)
 }
 
 // ring is a FIFO of frames with O(1) push, pop and drop-oldest; it grows
