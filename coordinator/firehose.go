@@ -223,51 +223,84 @@ func (f *Firehose) work(ctx context.Context) {
 		batch := f.pending
 		f.pending = map[string]struct{}{}
 		f.mu.Unlock()
+		ids := make([]string, 0, len(batch))
 		for ident := range batch {
-			if ctx.Err() != nil {
-				return
+			ids = append(ids, ident)
+		}
+		for len(ids) > 0 && ctx.Err() == nil {
+			n := min(len(ids), firehoseReadJobs)
+			if err := f.broadcastMany(ctx, ids[:n]); err != nil && ctx.Err() == nil {
+				f.log.Warn("stream failed", "jobs", n, "err", err)
 			}
-			if err := f.Broadcast(ctx, ident); err != nil && ctx.Err() == nil {
-				var naj *NotAJobError
-				if errors.As(err, &naj) {
-					if f.badKeys.first(naj.Key) {
-						f.log.Warn("skipping a key that is not a job", "ident", ident)
-					}
-					continue
-				}
-				f.log.Warn("stream failed", "ident", ident, "err", err)
-			}
+			ids = ids[n:]
 		}
 	}
 }
+
+// firehoseReadJobs is the most jobs one batched read takes.
+const firehoseReadJobs = 500
 
 // Broadcast streams every log entry of ident past its broadcast bookmark
 // and moves the bookmark; when the hash shows the job ended, the end event
 // follows its last entries.
 func (f *Firehose) Broadcast(ctx context.Context, ident string) error {
-	for {
-		u, err := f.store.ReadUnbroadcast(ctx, ident, f.cfg.Batch)
-		if err != nil || u.Job == nil {
+	return f.broadcastMany(ctx, []string{ident})
+}
+
+// broadcastMany is Broadcast for many jobs at once: every read and every
+// bookmark move is one pipeline for all of them (three round trips a
+// round, whatever the number of jobs; a job with more than Batch new
+// entries takes more rounds).
+func (f *Firehose) broadcastMany(ctx context.Context, ids []string) error {
+	for len(ids) > 0 {
+		us, errs, err := f.store.ReadUnbroadcastMany(ctx, ids, f.cfg.Batch)
+		if err != nil {
 			return err
 		}
-		if len(u.Entries) > 0 {
-			f.sink.StreamLog(ident, u.Job, u.Entries)
-			last := u.Entries[len(u.Entries)-1].Score
-			moved, err := f.store.MarkBroadcast(ctx, ident, u.Bookmark, last, unixFloat(f.cfg.Now()))
-			if err != nil {
-				return err
+		var marks []BroadcastMark
+		for i, id := range ids {
+			var naj *NotAJobError
+			if errors.As(errs[i], &naj) {
+				if f.badKeys.first(naj.Key) {
+					f.log.Warn("skipping a key that is not a job", "ident", id)
+				}
+				continue
 			}
-			if !moved {
-				return nil // another node streams this job too, or it expired
+			if u := us[i]; u.Job != nil && len(u.Entries) > 0 {
+				f.sink.StreamLog(id, u.Job, u.Entries)
+				marks = append(marks, BroadcastMark{Ident: id, From: u.Bookmark,
+					To: u.Entries[len(u.Entries)-1].Score, Now: unixFloat(f.cfg.Now())})
 			}
 		}
-		if len(u.Entries) < f.cfg.Batch {
-			if ev, ok := endFromHash(ident, u.Job, nil); ok {
+		moved, err := f.store.MarkBroadcastMany(ctx, marks)
+		if err != nil {
+			return err
+		}
+		var again []string
+		k := 0
+		for i, id := range ids {
+			u := us[i]
+			if u.Job == nil {
+				continue
+			}
+			if len(u.Entries) > 0 {
+				ok := moved[k]
+				k++
+				if !ok {
+					continue // another node streams this job too, or it expired
+				}
+			}
+			if len(u.Entries) >= f.cfg.Batch {
+				again = append(again, id)
+				continue
+			}
+			if ev, ok := endFromHash(id, u.Job, nil); ok {
 				f.emit(ev)
 			}
-			return nil
 		}
+		ids = again
 	}
+	return nil
 }
 
 // Ingest hands the sink log entries that reached the node in process
