@@ -30,7 +30,12 @@ func BenchmarkStreamFanout(b *testing.B) {
 			const clients, perBatch, jobs = 50, 100, 10
 			hub := NewHub(HubOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), QueueV2: 1 << 16, QueueUpstream: 1 << 20,
 				ClientBytes: 1 << 30, TotalBytes: 1 << 40, MaxAge: -1})
-			srv := httptest.NewServer(New(Options{Hub: hub, Store: nil, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).StreamHandler())
+			api := New(Options{Hub: hub, Store: nil, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			handler := api.StreamHandler() // upstream's protocol alone
+			if proto == "v2" {
+				handler = api.Handler()
+			}
+			srv := httptest.NewServer(handler)
 			defer srv.Close()
 			defer hub.shutdown()
 			q := ""
