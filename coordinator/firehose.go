@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/internal/text"
 )
@@ -24,14 +25,14 @@ type JobEvent struct {
 	Detail json.RawMessage `json:"detail,omitempty"`
 }
 
-// The job events are the history's (store_history.go). The firehose
+// The job events are the history's (coordinator/store/history.go). The firehose
 // derives started, finished, aborted and failed itself as well (from
 // `working`, the job hash and the failure record), so they are never
 // missed even when a publication is.
 
 // isEndEvent reports whether e ends a job.
 func isEndEvent(e string) bool {
-	return e == EventFinished || e == EventAborted || e == EventFailed
+	return e == store.EventFinished || e == store.EventAborted || e == store.EventFailed
 }
 
 // StreamSink receives what the firehose reads. Both methods are called
@@ -39,7 +40,7 @@ func isEndEvent(e string) bool {
 type StreamSink interface {
 	// StreamLog gets a job's new log entries, in score order, with its raw
 	// hash as read just before them.
-	StreamLog(ident string, job map[string]string, entries []LogEntry)
+	StreamLog(ident string, job map[string]string, entries []store.LogEntry)
 	// StreamEvent gets a job event; a lifecycle event (queued, started,
 	// finished, aborted, failed, expired) comes once per run of a job.
 	StreamEvent(ev JobEvent)
@@ -70,7 +71,7 @@ const seenCheckEvery = 30 * time.Second
 // moves the bookmark. It also watches `working` and listens to
 // ChannelJobEvents, so the sink learns of every job starting and ending.
 type Firehose struct {
-	store *Store
+	store *store.Store
 	sink  StreamSink
 	cfg   FirehoseConfig
 	log   *slog.Logger
@@ -111,24 +112,24 @@ type seenEvents struct {
 // lifecycleBit is a lifecycle event's bit in seenEvents.events.
 func lifecycleBit(e string) uint8 {
 	switch e {
-	case EventQueued:
+	case store.EventQueued:
 		return 1
-	case EventStarted:
+	case store.EventStarted:
 		return 2
-	case EventFinished:
+	case store.EventFinished:
 		return 4
-	case EventAborted:
+	case store.EventAborted:
 		return 8
-	case EventFailed:
+	case store.EventFailed:
 		return 16
-	case EventExpired:
+	case store.EventExpired:
 		return 32
 	}
 	return 0
 }
 
 // NewFirehose returns a firehose feeding sink; Start runs it.
-func NewFirehose(store *Store, sink StreamSink, cfg FirehoseConfig, log *slog.Logger) *Firehose {
+func NewFirehose(store *store.Store, sink StreamSink, cfg FirehoseConfig, log *slog.Logger) *Firehose {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -257,9 +258,9 @@ func (f *Firehose) broadcastMany(ctx context.Context, ids []string) error {
 		if err != nil {
 			return err
 		}
-		var marks []BroadcastMark
+		var marks []store.BroadcastMark
 		for i, id := range ids {
-			var naj *NotAJobError
+			var naj *store.NotAJobError
 			if errors.As(errs[i], &naj) {
 				if f.badKeys.first(naj.Key) {
 					f.log.Warn("skipping a key that is not a job", "ident", id)
@@ -268,7 +269,7 @@ func (f *Firehose) broadcastMany(ctx context.Context, ids []string) error {
 			}
 			if u := us[i]; u.Job != nil && len(u.Entries) > 0 {
 				f.sink.StreamLog(id, u.Job, u.Entries)
-				marks = append(marks, BroadcastMark{Ident: id, From: u.Bookmark,
+				marks = append(marks, store.BroadcastMark{Ident: id, From: u.Bookmark,
 					To: u.Entries[len(u.Entries)-1].Score, Now: unixFloat(f.cfg.Now())})
 			}
 		}
@@ -307,7 +308,7 @@ func (f *Firehose) broadcastMany(ctx context.Context, ids []string) error {
 // (the pipeline API) rather than through IDENT_log: the same decoded type
 // (NewLogEntry) and the same path as the entries Broadcast reads. job is
 // the job's raw hash as the caller last knew it.
-func (f *Firehose) Ingest(ident string, job map[string]string, entries []LogEntry) {
+func (f *Firehose) Ingest(ident string, job map[string]string, entries []store.LogEntry) {
 	if ident == "" || len(entries) == 0 {
 		return
 	}
@@ -318,12 +319,12 @@ func unixFloat(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // endFromHash tells from a job hash (and its failure record) whether and
 // how the job ended.
-func endFromHash(ident string, job map[string]string, fail *Failure) (JobEvent, bool) {
+func endFromHash(ident string, job map[string]string, fail *store.Failure) (JobEvent, bool) {
 	ev := JobEvent{Ident: ident}
 	detail := map[string]any{}
 	switch {
 	case fail != nil || job["failed"] == "true":
-		ev.Event = EventFailed
+		ev.Event = store.EventFailed
 		reason := job["failed_reason"]
 		if fail != nil {
 			reason = fail.Reason
@@ -332,9 +333,9 @@ func endFromHash(ident string, job map[string]string, fail *Failure) (JobEvent, 
 		}
 		detail["reason"] = reason
 	case job["finished_at"] != "":
-		ev.Event = EventFinished
+		ev.Event = store.EventFinished
 		if job["aborted"] == "true" {
-			ev.Event = EventAborted
+			ev.Event = store.EventAborted
 		}
 		ev.TS, _ = strconv.ParseFloat(job["finished_at"], 64)
 	default:
@@ -373,7 +374,7 @@ func (f *Firehose) watchWorking(ctx context.Context) {
 				detail["pipeline_id"] = st.Job["pipeline_id"]
 			}
 			b, _ := json.Marshal(detail)
-			f.emit(JobEvent{TS: unixFloat(f.cfg.Now()), Ident: id, Event: EventStarted, Detail: b})
+			f.emit(JobEvent{TS: unixFloat(f.cfg.Now()), Ident: id, Event: store.EventStarted, Detail: b})
 		}
 		delete(f.ending, id)
 	}
@@ -445,7 +446,7 @@ func (f *Firehose) emit(ev JobEvent) {
 		ev.TS = unixFloat(f.cfg.Now())
 	}
 	switch ev.Event {
-	case EventQueued, EventStarted, EventFinished, EventAborted, EventFailed, EventExpired:
+	case store.EventQueued, store.EventStarted, store.EventFinished, store.EventAborted, store.EventFailed, store.EventExpired:
 		f.seenMu.Lock()
 		s := f.seen[ev.Ident]
 		if s == nil && len(f.seen) >= f.cfg.MaxSeen {
@@ -460,7 +461,7 @@ func (f *Firehose) emit(ev JobEvent) {
 			f.sink.StreamEvent(ev)
 			return
 		}
-		if s == nil || (s.ended && (ev.Event == EventQueued || ev.Event == EventStarted)) {
+		if s == nil || (s.ended && (ev.Event == store.EventQueued || ev.Event == store.EventStarted)) {
 			s = &seenEvents{}
 			f.seen[ev.Ident] = s
 		}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 	"github.com/gorilla/websocket"
 
 	"github.com/archiveteam/archivebot-go/coordinator"

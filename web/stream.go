@@ -39,6 +39,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 )
 
@@ -208,13 +209,13 @@ func upstreamType(t string) bool { return t == "download" || t == "ignore" || t 
 
 // StreamLog queues a job's new entries for the next batch. Entries that
 // are not JSON objects, and oversized ones, are left out (the analyzer
-// counts them). The entries come decoded (coordinator.LogEntry).
-func (h *Hub) StreamLog(ident string, job map[string]string, entries []coordinator.LogEntry) {
+// counts them). The entries come decoded (store.LogEntry).
+func (h *Hub) StreamLog(ident string, job map[string]string, entries []store.LogEntry) {
 	ref := &jobRef{ident: ident, hash: job}
 	now := h.opt.Now()
 	out := make([]streamEntry, 0, len(entries))
 	for _, e := range entries {
-		if e.Kind != coordinator.EntryObject {
+		if e.Kind != store.EntryObject {
 			continue
 		}
 		out = append(out, streamEntry{job: ref, doc: []byte(e.Doc), typ: e.Type, isErr: e.IsError, at: now})

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // statusBody is /status, upstream's shape plus pending-large (which
@@ -179,7 +179,7 @@ func (s *Server) handleRecent(w http.ResponseWriter, r *http.Request) {
 			// Only the entry types upstream's dashboard.js renders: it
 			// throws on any other, and the page then drops the rest of
 			// this response. Oversized entries were not read.
-			if e.Kind != coordinator.EntryObject || !upstreamType(e.Type) {
+			if e.Kind != store.EntryObject || !upstreamType(e.Type) {
 				continue
 			}
 			entry := []byte(e.Doc)

@@ -1,0 +1,212 @@
+package store
+
+// The job logs (IDENT_log): what the analyzer reads and commits, and the
+// recent entries the web serves.
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/internal/metrics"
+)
+
+// JobLog is a job with some of its log entries (decoded once, see
+// LogEntry; oversized ones are their size alone).
+type JobLog struct {
+	Job     *Job
+	Entries []LogEntry
+}
+
+// RecentLogs returns, for each job in `working` that still has a record,
+// its last count log entries, oldest first (read_log.lua: an entry over
+// MaxLogEntryBytes is read as its size alone, and each job's entries
+// total at most MaxLogReadBytes).
+// Round trips: LRANGE working, then one pipeline of HGETALL + the script
+// (and one more when Redis had not loaded the script yet).
+func (s *Store) RecentLogs(ctx context.Context, count int) ([]JobLog, error) {
+	idents, err := s.rdb.LRange(ctx, KeyWorking, 0, -1).Result()
+	if err != nil {
+		return nil, wrap("list working", err)
+	}
+	idents = dedupe(idents)
+	jobs := make([]*redis.MapStringStringCmd, len(idents))
+	logs := make([]*redis.Cmd, len(idents))
+	read := func(p redis.Pipeliner) error {
+		for i, id := range idents {
+			jobs[i] = p.HGetAll(ctx, KeyJob(id))
+			logs[i] = readLogScript.EvalSha(ctx, p, []string{KeyLog(id)}, "tail", "", count,
+				MaxLogEntryBytes, MaxLogReadBytes)
+		}
+		return nil
+	}
+	_, err = s.rdb.Pipelined(ctx, read)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err = readLogScript.Load(ctx, s.rdb).Err(); err == nil {
+			_, err = s.rdb.Pipelined(ctx, read)
+		}
+	}
+	if err != nil && !isWrongType(err) && !errors.Is(err, redis.Nil) {
+		return nil, wrap("read recent logs", err)
+	}
+	out := make([]JobLog, 0, len(idents))
+	for i, id := range idents {
+		m := jobs[i].Val()
+		if len(m) == 0 {
+			continue
+		}
+		// The log key the pipeline writes is the one the record names
+		// (always IDENT_log for jobs this node registered).
+		entries, _ := parseLogRead(logs[i].Val())
+		out = append(out, JobLog{Job: &Job{Ident: id, Fields: m}, Entries: entries})
+	}
+	return out, nil
+}
+
+// LogBookmark reads the job's last_analyzed_log_entry ("" when none) in
+// one round trip, and whether the job record exists; a *NotAJobError when
+// the key holds something else.
+func (s *Store) LogBookmark(ctx context.Context, ident string) (string, bool, error) {
+	var exists *redis.IntCmd
+	var bm *redis.StringCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		exists = p.Exists(ctx, KeyJob(ident))
+		bm = p.HGet(ctx, KeyJob(ident), "last_analyzed_log_entry")
+		return nil
+	})
+	if isWrongType(bm.Err()) {
+		return "", false, &NotAJobError{Key: KeyJob(ident)}
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", false, wrap("read bookmark of "+ident, err)
+	}
+	return bm.Val(), exists.Val() == 1, nil
+}
+
+// ReadLog returns up to limit entries of the job's log scored after
+// bookmark ("" = from the start), in score order.
+func (s *Store) ReadLog(ctx context.Context, ident, bookmark string, limit int) ([]LogEntry, error) {
+	if bookmark == "" {
+		bookmark = "0"
+	}
+	return s.readLog(ctx, ident, "after", bookmark, limit)
+}
+
+// readLog runs read_log.lua on ident's log: mode "after" (entries scored
+// above bookmark) or "tail" (the last limit entries). Entries come back
+// decoded; one larger than MaxLogEntryBytes comes back as its size alone
+// (EntryOversized, counted in archivebot_log_entries_oversized_total), and
+// a read returns at most MaxLogReadBytes of entries. A log key that is not
+// a sorted set reads as a WRONGTYPE error.
+func (s *Store) readLog(ctx context.Context, ident, mode, bookmark string, limit int) ([]LogEntry, error) {
+	res, err := readLogScript.Run(ctx, s.rdb, []string{KeyLog(ident)}, mode, bookmark, limit,
+		MaxLogEntryBytes, MaxLogReadBytes).Result()
+	if err != nil {
+		return nil, wrap("read log of "+ident, err)
+	}
+	return parseLogRead(res)
+}
+
+// wrongType is a WRONGTYPE reply a script told in its own way.
+type wrongType string
+
+func (e wrongType) Error() string { return string(e) }
+func (wrongType) RedisError()     {}
+
+func parseLogRead(res any) ([]LogEntry, error) {
+	arr, ok := res.([]any)
+	if !ok {
+		return nil, wrongType("WRONGTYPE the log is not a sorted set")
+	}
+	out := make([]LogEntry, 0, len(arr)/2)
+	for i := 0; i+1 < len(arr); i += 2 {
+		var score float64
+		switch v := arr[i+1].(type) {
+		case string:
+			score, _ = strconv.ParseFloat(v, 64)
+		case int64:
+			score = float64(v)
+		}
+		switch m := arr[i].(type) {
+		case string:
+			out = append(out, NewLogEntry(m, score))
+		case int64:
+			metrics.LogEntryOversized()
+			out = append(out, OversizedLogEntry(int(m), score))
+		}
+	}
+	return out, nil
+}
+
+// LogCounts are the response counters the analyzer keeps on a job.
+type LogCounts struct {
+	R1xx, R2xx, R3xx, R4xx, R5xx, Runk int64
+	// Errors counts download entries with is_error.
+	Errors int64
+}
+
+// Add adds o to c.
+func (c *LogCounts) Add(o LogCounts) {
+	c.R1xx += o.R1xx
+	c.R2xx += o.R2xx
+	c.R3xx += o.R3xx
+	c.R4xx += o.R4xx
+	c.R5xx += o.R5xx
+	c.Runk += o.Runk
+	c.Errors += o.Errors
+}
+
+// LogCommit is what CommitLogCounts did.
+type LogCommit int
+
+// CommitLogCounts outcomes.
+const (
+	// LogCommitted: the counts were added and the bookmark moved.
+	LogCommitted LogCommit = iota + 1
+	// LogBookmarkMoved: someone moved the bookmark since it was read;
+	// nothing was written.
+	LogBookmarkMoved
+	// LogJobGone: the job record does not exist; nothing was written.
+	LogJobGone
+)
+
+// LogTrim is what CommitLogCounts trimmed.
+type LogTrim struct {
+	// Trimmed entries were removed, up to score To.
+	Trimmed, To int64
+	// Skipped entries were trimmed before the stream broadcast them,
+	// because it lagged more than the bound.
+	Skipped int64
+}
+
+// CommitLogCounts adds counts to the job and moves its bookmark from from
+// to to, only if the bookmark is still from (analyze_commit.lua), then
+// trims consumed entries beyond trimAfter. With respectBroadcast it trims
+// only up to what the live stream has broadcast — unless the stream lags
+// more than maxLag entries (0: no bound), then it keeps only the newest
+// maxLag unbroadcast entries and reports the rest as skipped.
+func (s *Store) CommitLogCounts(ctx context.Context, ident, from, to string, c LogCounts, trimAfter int, respectBroadcast bool, maxLag int) (LogCommit, LogTrim, error) {
+	respect := "0"
+	if respectBroadcast {
+		respect = "1"
+	}
+	argv := []any{from, to, c.R1xx, c.R2xx, c.R3xx, c.R4xx, c.R5xx, c.Runk, c.Errors, trimAfter, respect, max(maxLag, 0)}
+	res, err := analyzeCommitScript.Run(ctx, s.rdb, []string{KeyJob(ident), KeyLog(ident)}, argv...).Int64Slice()
+	if err != nil {
+		return 0, LogTrim{}, wrap("count log of "+ident, err)
+	}
+	if len(res) != 4 {
+		return 0, LogTrim{}, fmt.Errorf("count log of %s: unexpected reply %v", ident, res)
+	}
+	switch res[0] {
+	case -1:
+		return LogJobGone, LogTrim{}, nil
+	case 0:
+		return LogBookmarkMoved, LogTrim{}, nil
+	}
+	return LogCommitted, LogTrim{Trimmed: res[1], To: res[2], Skipped: res[3]}, nil
+}

@@ -1,0 +1,248 @@
+package store
+
+// The live log stream (the firehose) and the pub/sub channels: read what
+// a job logged since it was last broadcast, move the broadcast bookmark,
+// and listen to updates and job events (see doc/protocol.md, Live stream).
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ListenUpdates subscribes to `updates` and calls onMessage with the ident
+// of every message until the connection fails or ctx ends; onSubscribed is
+// called once the server confirmed the subscription. It reports whether
+// the subscription was established.
+func (s *Store) ListenUpdates(ctx context.Context, onSubscribed func(), onMessage func(ident string)) (bool, error) {
+	return s.listen(ctx, ChannelUpdates, onSubscribed, onMessage)
+}
+
+// listen subscribes to channel and delivers its messages (ListenUpdates).
+func (s *Store) listen(ctx context.Context, channel string, onSubscribed func(), onMessage func(string)) (bool, error) {
+	ps := s.rdb.Subscribe(ctx)
+	defer ps.Close()
+	// A blocked read does not watch ctx: closing the PubSub ends it.
+	stop := context.AfterFunc(ctx, func() { ps.Close() })
+	defer stop()
+	if err := ps.Subscribe(ctx, channel); err != nil {
+		return false, err
+	}
+	// Wait for the server's confirmation so callers know we are listening.
+	if _, err := ps.Receive(ctx); err != nil {
+		return false, err
+	}
+	onSubscribed()
+	for {
+		msg, err := ps.Receive(ctx)
+		if err != nil {
+			return true, err
+		}
+		if m, ok := msg.(*redis.Message); ok {
+			onMessage(m.Payload)
+		}
+		// Anything else is a pong or a subscription confirmation.
+	}
+}
+
+// Unbroadcast is what a job logged since the stream last sent its log.
+type Unbroadcast struct {
+	// Job is the raw job hash (every value a string); nil when the job
+	// record does not exist.
+	Job map[string]string
+	// Bookmark is last_broadcasted_log_entry as read ("" = none).
+	Bookmark string
+	// Entries past the bookmark, in score order.
+	Entries []LogEntry
+}
+
+// ReadUnbroadcast reads the job hash, then up to limit entries of its log
+// scored after last_broadcasted_log_entry: two round trips. A key that is
+// not a hash is a *NotAJobError.
+func (s *Store) ReadUnbroadcast(ctx context.Context, ident string, limit int) (Unbroadcast, error) {
+	job, err := s.rdb.HGetAll(ctx, KeyJob(ident)).Result()
+	if isWrongType(err) {
+		return Unbroadcast{}, &NotAJobError{Key: KeyJob(ident)}
+	}
+	if err != nil {
+		return Unbroadcast{}, wrap("read job "+ident, err)
+	}
+	if len(job) == 0 {
+		return Unbroadcast{}, nil
+	}
+	u := Unbroadcast{Job: job, Bookmark: job["last_broadcasted_log_entry"]}
+	u.Entries, err = s.ReadLog(ctx, ident, u.Bookmark, limit)
+	if isWrongType(err) {
+		return u, nil // not a log: nothing to stream
+	}
+	return u, err
+}
+
+// MarkBroadcast moves the job's last_broadcasted_log_entry from from to
+// to and sets its ts to now (broadcast.lua). It reports false when the
+// bookmark had moved or the job is gone; nothing is written then.
+func (s *Store) MarkBroadcast(ctx context.Context, ident, from string, to float64, now float64) (bool, error) {
+	res, err := broadcastScript.Run(ctx, s.rdb, []string{KeyJob(ident)}, from,
+		strconv.FormatFloat(to, 'f', -1, 64), strconv.FormatFloat(now, 'f', -1, 64)).Int64()
+	if err != nil {
+		return false, wrap("mark broadcast of "+ident, err)
+	}
+	return res == 1, nil
+}
+
+// EndState is what the stream needs to tell how a job that left
+// `working` ended: its hash (nil when expired) and its failure record.
+type EndState struct {
+	Job     map[string]string
+	Failure *Failure
+}
+
+// ReadEndState reads the job hash and its failure record in one round
+// trip.
+func (s *Store) ReadEndState(ctx context.Context, ident string) (EndState, error) {
+	var job, fail *redis.MapStringStringCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		job = p.HGetAll(ctx, KeyJob(ident))
+		fail = p.HGetAll(ctx, KeyFailed(ident))
+		return nil
+	})
+	if err != nil && !isWrongType(err) && !errors.Is(err, redis.Nil) {
+		return EndState{}, wrap("read state of "+ident, err)
+	}
+	var st EndState
+	if m := job.Val(); len(m) > 0 {
+		st.Job = m
+	}
+	if m := fail.Val(); len(m) > 0 {
+		st.Failure = parseFailure(ident, m)
+	}
+	return st, nil
+}
+
+// ListenJobEvents subscribes to ChannelJobEvents and calls onMessage with
+// every document until the connection fails or ctx ends, as ListenUpdates.
+func (s *Store) ListenJobEvents(ctx context.Context, onSubscribed func(), onMessage func(doc string)) (bool, error) {
+	return s.listen(ctx, ChannelJobEvents, onSubscribed, onMessage)
+}
+
+// JobsExist reports, for each ident, whether its job record exists: one
+// pipeline of EXISTS.
+func (s *Store) JobsExist(ctx context.Context, idents []string) ([]bool, error) {
+	cmds := make([]*redis.IntCmd, len(idents))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range idents {
+			cmds[i] = p.Exists(ctx, KeyJob(id))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("check jobs exist", err)
+	}
+	out := make([]bool, len(idents))
+	for i, c := range cmds {
+		out[i] = c.Val() > 0
+	}
+	return out, nil
+}
+
+// ReadUnbroadcastMany is ReadUnbroadcast for many jobs in two round
+// trips whatever their number: one pipeline of HGETALL, then one of
+// read_log for the jobs that exist. errs[i] is a *NotAJobError for a key
+// that is not a hash (or whose log is not a sorted set: nothing to
+// stream then), nil otherwise; err is a failure of Redis itself.
+func (s *Store) ReadUnbroadcastMany(ctx context.Context, idents []string, limit int) (out []Unbroadcast, errs []error, err error) {
+	out, errs = make([]Unbroadcast, len(idents)), make([]error, len(idents))
+	hashes := make([]*redis.MapStringStringCmd, len(idents))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range idents {
+			hashes[i] = p.HGetAll(ctx, KeyJob(id))
+		}
+		return nil
+	})
+	if err != nil && !isWrongType(err) {
+		return nil, nil, wrap("read jobs to stream", err)
+	}
+	var live []int
+	for i, c := range hashes {
+		switch {
+		case isWrongType(c.Err()):
+			errs[i] = &NotAJobError{Key: KeyJob(idents[i])}
+		case len(c.Val()) > 0:
+			out[i] = Unbroadcast{Job: c.Val(), Bookmark: c.Val()["last_broadcasted_log_entry"]}
+			live = append(live, i)
+		}
+	}
+	if len(live) == 0 {
+		return out, errs, nil
+	}
+	logs := make([]*redis.Cmd, len(live))
+	read := func(p redis.Pipeliner) error {
+		for k, i := range live {
+			bm := out[i].Bookmark
+			if bm == "" {
+				bm = "0"
+			}
+			logs[k] = readLogScript.EvalSha(ctx, p, []string{KeyLog(idents[i])}, "after", bm, limit,
+				MaxLogEntryBytes, MaxLogReadBytes)
+		}
+		return nil
+	}
+	_, err = s.rdb.Pipelined(ctx, read)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err = readLogScript.Load(ctx, s.rdb).Err(); err == nil {
+			_, err = s.rdb.Pipelined(ctx, read)
+		}
+	}
+	if err != nil && !isWrongType(err) {
+		return nil, nil, wrap("read logs to stream", err)
+	}
+	for k, i := range live {
+		entries, perr := parseLogRead(logs[k].Val())
+		if perr != nil || logs[k].Err() != nil {
+			continue // not a log: nothing to stream
+		}
+		out[i].Entries = entries
+	}
+	return out, errs, nil
+}
+
+// BroadcastMark is one move of a job's broadcast bookmark (MarkBroadcast).
+type BroadcastMark struct {
+	Ident, From string
+	To, Now     float64
+}
+
+// MarkBroadcastMany runs MarkBroadcast for each mark in one round trip;
+// moved[i] is false when that bookmark had moved or the job is gone.
+func (s *Store) MarkBroadcastMany(ctx context.Context, marks []BroadcastMark) ([]bool, error) {
+	if len(marks) == 0 {
+		return nil, nil
+	}
+	cmds := make([]*redis.Cmd, len(marks))
+	fence := fenceToken(ctx)
+	run := func(p redis.Pipeliner) error {
+		for i, m := range marks {
+			cmds[i] = broadcastScript.Script.EvalSha(ctx, p, []string{KeyJob(m.Ident), KeyLeader}, m.From,
+				strconv.FormatFloat(m.To, 'f', -1, 64), strconv.FormatFloat(m.Now, 'f', -1, 64), fence)
+		}
+		return nil
+	}
+	_, err := s.rdb.Pipelined(ctx, run)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err = broadcastScript.Script.Load(ctx, s.rdb).Err(); err == nil {
+			_, err = s.rdb.Pipelined(ctx, run)
+		}
+	}
+	if err != nil {
+		return nil, wrap("mark broadcast", err)
+	}
+	moved := make([]bool, len(marks))
+	for i, c := range cmds {
+		n, _ := c.Int64()
+		moved[i] = n == 1
+	}
+	return moved, nil
+}
