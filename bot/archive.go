@@ -78,11 +78,12 @@ func (b *Bot) archive(ctx context.Context, c *Call, kind archiveKind) error {
 		return nil
 	}
 	if opts.Large && (opts.Pipeline != "" || kind.shallow) {
-		c.Reply("--large has no effect when combined with --pipeline or !ao.")
+		c.Reply("Sorry, --large has no effect when combined with --pipeline or !ao; the job was not queued. Leave out --large (or --pipeline) and try again.")
 		return nil
 	}
 	url := u.String()
 	id := ident.Of(url)
+	c.Ident = id
 
 	var userAgent string
 	if opts.UserAgentAlias != "" {

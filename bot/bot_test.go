@@ -448,7 +448,7 @@ func TestFail(t *testing.T) {
 		if got := say(b, RankOp, "#a", "!fail "+refIdent); !strings.Contains(got[0], "already finished") {
 			t.Fatalf("second !fail: %q", got)
 		}
-		if got := say(b, RankNone, "#a", "!status "+refIdent); !strings.Contains(got[0], "Failed (failed by carol)") {
+		if got := say(b, RankNone, "#a", "!status "+refIdent); !strings.Contains(got[0], "Failed: failed by carol") {
 			t.Fatalf("status of failed job: %q", got)
 		}
 	})

@@ -95,6 +95,9 @@ type Call struct {
 	// untrimmed inside, with surrounding whitespace removed.
 	Rest string
 	Out  Replier
+	// Ident is the job a command that made one acted on (!a), for the
+	// audit line; commands taking an ident argument need not set it.
+	Ident string
 	// Effect says what the command does, for a reply when its outcome is
 	// unknown ("the job for URL was queued"); handlers set it before their
 	// write. Empty means "your COMMAND took effect".
@@ -290,6 +293,9 @@ func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
 	var id string
 	if cmd.Mutates {
 		ctx, id = b.withCommandID(ctx)
+		rec := &firstReply{Replier: out}
+		call.Out = rec
+		defer func() { b.audit(call, id, outcome, rec.first) }()
 	}
 	if err := cmd.Run(ctx, b, call); err != nil {
 		outcome = metrics.OutcomeError
@@ -313,4 +319,46 @@ func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
 		b.log.Error("command failed", "command", cmd.Name, "nick", req.Nick, "text", req.Text, "err", err)
 		call.Reply("Sorry, something went wrong running that command; the operators can find the details in the log.")
 	}
+}
+
+// audit writes the one INFO line of an accepted command that changes
+// state (doc/operations.md): who, where, which command and job, the
+// outcome and the first line of the answer. The arguments and the answer
+// are what the channel saw; a password in a URL's user info is hidden.
+// Long values are cut by the process log like every other value.
+func (b *Bot) audit(c *Call, commandID, outcome, reply string) {
+	id := c.Ident
+	if id == "" && c.Cmd.Ident && len(c.Args) > 0 {
+		id = c.Args[0]
+	}
+	b.log.Info("command", "nick", c.Req.Nick, "where", c.Req.Channel, "command", c.Cmd.Name,
+		"ident", id, "outcome", outcome, "args", hideUserinfo(c.Rest), "reply", hideUserinfo(reply), "command_id", commandID)
+}
+
+// userinfo matches the user info of a URL (scheme://user:password@).
+var userinfo = regexp.MustCompile(`(://)[^/@\s]*@`)
+
+// hideUserinfo replaces the user info of URLs in s.
+func hideUserinfo(s string) string {
+	return userinfo.ReplaceAllString(s, "${1}…@")
+}
+
+// firstReply passes replies on and keeps the first one.
+type firstReply struct {
+	Replier
+	first string
+}
+
+func (r *firstReply) Reply(text string) {
+	if r.first == "" {
+		r.first = text
+	}
+	r.Replier.Reply(text)
+}
+
+func (r *firstReply) Private(text string) {
+	if r.first == "" {
+		r.first = text
+	}
+	r.Replier.Private(text)
 }

@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -48,8 +49,11 @@ func ValidatePattern(p string) error {
 	if strings.ContainsAny(p, "\r\n\x00") {
 		return fmt.Errorf("pattern contains a line break or NUL")
 	}
-	if _, err := regexp2.Compile(translatePython(p), regexp2.None); err != nil {
-		return err
+	t := translatePython(p)
+	if _, err := regexp2.Compile(t, regexp2.None); err != nil {
+		// The compiler quotes the pattern it was given: the rewritten
+		// one, which the user never typed. Quote the user's instead.
+		return errors.New(strings.Replace(err.Error(), "`"+t+"`", "`"+p+"`", 1))
 	}
 	_, err := scanPattern(p)
 	return err

@@ -30,12 +30,20 @@ func runHistory(ctx context.Context, b *Bot, c *Call) error {
 	if c.Req.Private() {
 		c.Reply("History of %s, oldest first (%d entries):", id, len(entries))
 	} else {
-		c.Reply("History of %s, the last %d steps (ask in private for up to %d):", id, len(entries), historyInPrivate)
+		c.Reply("History of %s, %s (ask in private for up to %d):", id, lastSteps(len(entries)), historyInPrivate)
 	}
 	for _, e := range entries {
 		c.Reply("%s", historyLine(e))
 	}
 	return nil
+}
+
+// lastSteps is "the last step" or "the last N steps".
+func lastSteps(n int) string {
+	if n == 1 {
+		return "the last step"
+	}
+	return fmt.Sprintf("the last %d steps", n)
 }
 
 // How many history entries !history shows.

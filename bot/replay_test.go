@@ -43,6 +43,8 @@ const refIdent = "9tfs9o6557kgozy0wlqrzal3o"
 var fixes = map[int]fix{
 	15: {cmd: "!a <", why: "doc/upstream.md: `!a <` from a voiced non-op was dropped silently; every refusal gets a reply",
 		replies: []string{"carol: Sorry, only channel operators may use that command."}},
+	18: {cmd: "--large --pipeline", why: "doc/upstream.md: `--large` with `--pipeline` or `!ao` did not say whether the job was queued",
+		replies: []string{"carol: Sorry, --large has no effect when combined with --pipeline or !ao; the job was not queued. Leave out --large (or --pipeline) and try again."}},
 	32: {cmd: "!whereis", why: "doc/upstream.md: `!whereis` on a job with no pipeline raised; it must say so",
 		replies: []string{"carol: Job " + refIdent + " is not on a pipeline."}},
 	33: {cmd: "!pending", why: "doc/upstream.md: `!pending` showed only `pending`; show every queue, next to run first",

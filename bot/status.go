@@ -39,8 +39,7 @@ func runStatus(ctx context.Context, b *Bot, c *Call) error {
 		if job == nil {
 			return b.replyFailure(ctx, c, arg, func() { c.unknownJob(arg) })
 		}
-		c.Reply("%s", jobStatus(job))
-		return nil
+		return b.replyJob(ctx, c, job)
 	}
 	u, err := ident.Parse(arg)
 	if err != nil || u.Host == "" {
@@ -56,6 +55,28 @@ func runStatus(ctx context.Context, b *Bot, c *Call) error {
 		return b.replyFailure(ctx, c, ident.Of(url), func() {
 			c.Reply("Sorry, that URL has not been archived recently: no job for %s in the last 48 hours.", url)
 		})
+	}
+	return b.replyJob(ctx, c, job)
+}
+
+// replyJob answers with the status of a job that has a record. A failed
+// job's record says only why; its failure record (written by the same
+// script) says who failed it and when, so that is the answer, the job's
+// note added, from the first second on.
+func (b *Bot) replyJob(ctx context.Context, c *Call, job *store.Job) error {
+	if job.State() == store.StateFailed {
+		f, err := b.store.GetFailure(ctx, job.Ident)
+		if err != nil {
+			return err
+		}
+		if f != nil {
+			line := failureStatus(f)
+			if n := job.Get("note"); n != "" {
+				line += " Note: " + n
+			}
+			c.Reply("%s", line)
+			return nil
+		}
 	}
 	c.Reply("%s", jobStatus(job))
 	return nil

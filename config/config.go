@@ -17,6 +17,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/redis/go-redis/v9"
+	"github.com/robfig/cron/v3"
 )
 
 // Defaults of the services. This is the one place they are spelled:
@@ -80,6 +81,17 @@ const (
 	DefaultTweeterRetention      = 30 * 24 * time.Hour
 	DefaultTweeterSeenTTL        = 24 * time.Hour
 	DefaultTweeterSeenMax        = 10000
+	// Posting budgets (posts per window) of the feed's networks: X's free
+	// tier (17 posts a day per user), Mastodon's 300 posts per 3 hours per
+	// account, and for Bluesky 450 an hour (a post costs 3 points: 1,350 of
+	// the 5,000 points an hour, and 10,800 of the 35,000 a day).
+	DefaultTweeterBudget               = 17
+	DefaultTweeterBudgetWindow         = 24 * time.Hour
+	DefaultTweeterMastodonBudget       = 300
+	DefaultTweeterMastodonBudgetWindow = 3 * time.Hour
+	DefaultTweeterBlueskyBudget        = 450
+	DefaultTweeterBlueskyBudgetWindow  = time.Hour
+	DefaultTweeterBlueskyService       = "https://bsky.social"
 
 	// DefaultWaitTimeout bounds WAIT after a command's write when
 	// redis.wait_replicas is set.
@@ -149,6 +161,11 @@ type Redis struct {
 	DataDir      string   `toml:"data_dir"`
 	Password     string   `toml:"password"`
 	SaveInterval Duration `toml:"save_interval"`
+	// ProtoMaxBulkLen bounds, in bytes, each argument a client sends to the
+	// embedded Redis and the strings its commands build, as Redis's
+	// proto-max-bulk-len (left out or 0: 64 MiB; at least 1 MiB, since
+	// Lua scripts are arguments too).
+	ProtoMaxBulkLen int `toml:"proto_max_bulk_len"`
 
 	// Sentinels, when set, finds the master through Redis Sentinel
 	// (host:port of each sentinel) instead of url; the embedded server is
@@ -240,7 +257,48 @@ type Tweeter struct {
 	ConsumerSecret string   `toml:"consumer_secret"`
 	AccessToken    string   `toml:"access_token"`
 	AccessSecret   string   `toml:"access_secret"`
+	// Budget is how many posts X may make per BudgetWindow; more queued
+	// texts go out in digests (0: no budget).
+	Budget       int      `toml:"budget"`
+	BudgetWindow Duration `toml:"budget_window"`
+	// DigestSchedule (cron, UTC) is when digests may go out once the queue
+	// outruns a budget ("": whenever needed). SummarySchedule (cron, UTC)
+	// is when yesterday's summary is posted ("": never).
+	DigestSchedule  string `toml:"digest_schedule"`
+	SummarySchedule string `toml:"summary_schedule"`
+	// Mastodon and Bluesky are the other networks, each off unless
+	// configured.
+	Mastodon TweeterMastodon `toml:"mastodon"`
+	Bluesky  TweeterBluesky  `toml:"bluesky"`
 }
+
+// TweeterMastodon configures the Mastodon network of the feed: on when
+// server and access_token are set.
+type TweeterMastodon struct {
+	// Server is the instance's base URL (http:// allowed, for relays).
+	Server       string   `toml:"server"`
+	AccessToken  string   `toml:"access_token"`
+	Budget       int      `toml:"budget"`
+	BudgetWindow Duration `toml:"budget_window"`
+}
+
+// On reports whether Mastodon is configured.
+func (m TweeterMastodon) On() bool { return m.Server != "" || m.AccessToken != "" }
+
+// TweeterBluesky configures the Bluesky network of the feed: on when
+// identifier and app_password are set.
+type TweeterBluesky struct {
+	// Service is the PDS base URL; default https://bsky.social.
+	Service string `toml:"service"`
+	// Identifier is the account's handle or DID.
+	Identifier   string   `toml:"identifier"`
+	AppPassword  string   `toml:"app_password"`
+	Budget       int      `toml:"budget"`
+	BudgetWindow Duration `toml:"budget_window"`
+}
+
+// On reports whether Bluesky is configured.
+func (b TweeterBluesky) On() bool { return b.Identifier != "" || b.AppPassword != "" }
 
 // HTTP configures the web server (the JSON API, /metrics, /readyz).
 type HTTP struct {
@@ -272,13 +330,20 @@ const (
 	EnvRedisURL    = "REDIS_URL"
 	EnvRedisListen = "ARCHIVEBOT_REDIS_LISTEN"
 	EnvDataDir     = "ARCHIVEBOT_DATA_DIR"
+	// EnvHTTPListen and EnvStreamListen set http.listen and
+	// http.stream_listen: a second node on one machine moves its ports
+	// without a file.
+	EnvHTTPListen   = "ARCHIVEBOT_HTTP_LISTEN"
+	EnvStreamListen = "ARCHIVEBOT_STREAM_LISTEN"
 )
 
 // Overrides are values given on the command line; they win over the
 // environment and the file.
 type Overrides struct {
-	RedisListen string
-	DataDir     string
+	RedisListen  string
+	DataDir      string
+	HTTPListen   string
+	StreamListen string
 }
 
 // StreamOn reports whether the node runs the live log stream: whenever it
@@ -351,6 +416,9 @@ func (c *Config) setDefaults() {
 		c.Redis.DataDir = "data"
 	}
 	def(&c.Redis.SaveInterval, 30*time.Second)
+	if c.Redis.ProtoMaxBulkLen == 0 {
+		c.Redis.ProtoMaxBulkLen = 64 << 20
+	}
 	def(&c.Redis.WaitTimeout, DefaultWaitTimeout)
 	def(&c.HA.LeaseTTL, DefaultLeaseTTL)
 	if c.HA.NodeID == "" {
@@ -384,6 +452,21 @@ func (c *Config) setDefaults() {
 	if c.Tweeter.API == "" {
 		c.Tweeter.API = DefaultTweeterAPI
 	}
+	if c.Tweeter.Budget == 0 {
+		c.Tweeter.Budget = DefaultTweeterBudget
+	}
+	def(&c.Tweeter.BudgetWindow, DefaultTweeterBudgetWindow)
+	if c.Tweeter.Mastodon.Budget == 0 {
+		c.Tweeter.Mastodon.Budget = DefaultTweeterMastodonBudget
+	}
+	def(&c.Tweeter.Mastodon.BudgetWindow, DefaultTweeterMastodonBudgetWindow)
+	if c.Tweeter.Bluesky.Budget == 0 {
+		c.Tweeter.Bluesky.Budget = DefaultTweeterBlueskyBudget
+	}
+	def(&c.Tweeter.Bluesky.BudgetWindow, DefaultTweeterBlueskyBudgetWindow)
+	if c.Tweeter.Bluesky.Service == "" {
+		c.Tweeter.Bluesky.Service = DefaultTweeterBlueskyService
+	}
 	if c.HTTP.Listen == "" {
 		c.HTTP.Listen = "127.0.0.1:4567"
 	}
@@ -410,6 +493,7 @@ func Load(path string) (*Config, error) { return LoadWith(path, Overrides{}) }
 func LoadWith(path string, o Overrides) (*Config, error) {
 	c := &Config{File: path}
 	httpOff, streamOff, lagOff := false, false, false
+	var budgetsOff []*int
 	reportSet := false
 	if path != "" {
 		md, err := toml.DecodeFile(path, c)
@@ -428,6 +512,19 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 		httpOff = md.IsDefined("http", "listen") && c.HTTP.Listen == ""
 		streamOff = md.IsDefined("http", "stream_listen") && c.HTTP.StreamListen == ""
 		lagOff = md.IsDefined("http", "stream_max_lag") && c.HTTP.StreamMaxLag == 0
+		// An explicit budget = 0 is no budget.
+		for _, b := range []struct {
+			keys []string
+			v    *int
+		}{
+			{[]string{"tweeter", "budget"}, &c.Tweeter.Budget},
+			{[]string{"tweeter", "mastodon", "budget"}, &c.Tweeter.Mastodon.Budget},
+			{[]string{"tweeter", "bluesky", "budget"}, &c.Tweeter.Bluesky.Budget},
+		} {
+			if md.IsDefined(b.keys...) && *b.v == 0 {
+				budgetsOff = append(budgetsOff, b.v)
+			}
+		}
 		// A boolean that defaults to true: only an explicit false is off.
 		if !md.IsDefined("notifier", "start_notices") {
 			c.Notifier.StartNotices = true
@@ -444,6 +541,8 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 	}{
 		{&c.Redis.Listen, EnvRedisListen, o.RedisListen},
 		{&c.Redis.DataDir, EnvDataDir, o.DataDir},
+		{&c.HTTP.Listen, EnvHTTPListen, o.HTTPListen},
+		{&c.HTTP.StreamListen, EnvStreamListen, o.StreamListen},
 	} {
 		if env := os.Getenv(v.env); env != "" {
 			*v.dst = env
@@ -452,6 +551,10 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 			*v.dst = v.arg
 		}
 	}
+	// A listen address given by the environment or a flag wins over the
+	// file's "" (off).
+	httpOff = httpOff && c.HTTP.Listen == ""
+	streamOff = streamOff && c.HTTP.StreamListen == ""
 	c.setDefaults()
 	if httpOff {
 		c.HTTP.Listen = ""
@@ -464,6 +567,9 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 	}
 	if lagOff {
 		c.HTTP.StreamMaxLag = 0
+	}
+	for _, b := range budgetsOff {
+		*b = 0
 	}
 	if err := c.validate(); err != nil {
 		name := path
@@ -528,6 +634,9 @@ func (c *Config) validate() error {
 			bad("redis.url", "%q is not a Redis URL (redis://[:password@]host[:port][/db] or rediss://…; REDIS_URL overrides the file): %v", redactURL(c.Redis.URL), err)
 		}
 	}
+	if c.Redis.ProtoMaxBulkLen < 1<<20 {
+		bad("redis.proto_max_bulk_len", "must be at least 1048576 (1 MiB): Lua scripts are arguments too")
+	}
 	if err := checkListen(c.Redis.Listen); err != nil {
 		bad("redis.listen", "%v (also set by -redis-listen or %s)", err, EnvRedisListen)
 	}
@@ -572,7 +681,7 @@ func (c *Config) validate() error {
 	}
 	if c.HTTP.Listen != "" {
 		if err := checkListen(c.HTTP.Listen); err != nil {
-			bad("http.listen", "%v (write listen = \"\" to switch the web server off)", err)
+			bad("http.listen", "%v (also set by -http-listen or %s; write listen = \"\" to switch the web server off)", err, EnvHTTPListen)
 		}
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
@@ -583,7 +692,7 @@ func (c *Config) validate() error {
 	}
 	if c.HTTP.StreamListen != "" {
 		if err := checkListen(c.HTTP.StreamListen); err != nil {
-			bad("http.stream_listen", "%v (write stream_listen = \"\" to switch it off)", err)
+			bad("http.stream_listen", "%v (also set by -stream-listen or %s; write stream_listen = \"\" to switch it off)", err, EnvStreamListen)
 		}
 	}
 	if c.HTTP.StreamMaxLag < 0 {
@@ -645,7 +754,66 @@ func (c *Config) validate() error {
 	if set != 0 && set != len(creds) {
 		bad("tweeter", "consumer_key, consumer_secret, access_token and access_secret must all be set, or none (dry run)")
 	}
+	for _, b := range []struct {
+		key    string
+		budget int
+		window time.Duration
+	}{
+		{"tweeter", c.Tweeter.Budget, c.Tweeter.BudgetWindow.Duration},
+		{"tweeter.mastodon", c.Tweeter.Mastodon.Budget, c.Tweeter.Mastodon.BudgetWindow.Duration},
+		{"tweeter.bluesky", c.Tweeter.Bluesky.Budget, c.Tweeter.Bluesky.BudgetWindow.Duration},
+	} {
+		if b.budget < 0 {
+			bad(b.key+".budget", "must not be negative (0 means no budget)")
+		}
+		if b.window <= 0 {
+			bad(b.key+".budget_window", "must be positive")
+		}
+	}
+	for _, s := range []struct{ key, spec string }{
+		{"tweeter.digest_schedule", c.Tweeter.DigestSchedule},
+		{"tweeter.summary_schedule", c.Tweeter.SummarySchedule},
+	} {
+		if s.spec == "" {
+			continue
+		}
+		if _, err := cronParser.Parse(s.spec); err != nil {
+			bad(s.key, "is not a cron schedule (5 fields or @hourly, @daily…; UTC): %v", err)
+		}
+	}
+	if m := c.Tweeter.Mastodon; m.On() {
+		if m.Server == "" || m.AccessToken == "" {
+			bad("tweeter.mastodon", "server and access_token must both be set, or neither (Mastodon off)")
+		} else if err := checkBaseURL(m.Server); err != nil {
+			bad("tweeter.mastodon.server", "%v", err)
+		}
+	}
+	if b := c.Tweeter.Bluesky; b.On() {
+		if b.Identifier == "" || b.AppPassword == "" {
+			bad("tweeter.bluesky", "identifier and app_password must both be set, or neither (Bluesky off)")
+		}
+		if err := checkBaseURL(b.Service); err != nil {
+			bad("tweeter.bluesky.service", "%v", err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// cronParser reads the feed's schedules: five fields or a descriptor
+// (@hourly, @daily…), as robfig/cron's standard parser.
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// checkBaseURL checks a network's base URL: http(s), a host, nothing after
+// the path.
+func checkBaseURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("not a URL: %v", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("must be an http(s) base URL like https://example.social, got %q", redactURL(raw))
+	}
+	return nil
 }
 
 // checkListen resolves a listen address as net.Listen will: host:port, a
@@ -684,5 +852,8 @@ func ParseLevel(s string) (slog.Level, error) {
 	return 0, fmt.Errorf(`must be "debug", "info", "warn" or "error", got %q`, s)
 }
 
-// TweeterDryRun reports whether no Twitter credentials are configured.
-func (c *Config) TweeterDryRun() bool { return c.Tweeter.ConsumerKey == "" }
+// TweeterDryRun reports whether no network of the feed is configured (X,
+// Mastodon or Bluesky): texts are then only logged.
+func (c *Config) TweeterDryRun() bool {
+	return c.Tweeter.ConsumerKey == "" && !c.Tweeter.Mastodon.On() && !c.Tweeter.Bluesky.On()
+}

@@ -25,6 +25,8 @@ func TestExampleIsDefaults(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
 	t.Setenv(EnvRedisListen, "")
 	t.Setenv(EnvDataDir, "")
+	t.Setenv(EnvHTTPListen, "")
+	t.Setenv(EnvStreamListen, "")
 	got, err := Load("../config.example.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +50,18 @@ func TestLoadErrorsNameFileAndKey(t *testing.T) {
 		{"[irc]\nsasl = \"nocolon\"\n", "irc.sasl"},
 		{"[tweeter]\nconsumer_key = \"k\"\n", "tweeter"},
 		{"[tweeter]\napi = \"v3\"\n", "tweeter.api"},
+		// Issue 22: the feed's networks and schedules.
+		{"[tweeter]\ndigest_schedule = \"every hour\"\n", "tweeter.digest_schedule"},
+		{"[tweeter]\nsummary_schedule = \"0 0 * *\"\n", "tweeter.summary_schedule"},
+		{"[tweeter]\nsummary_schedule = \"61 0 * * *\"\n", "tweeter.summary_schedule"},
+		{"[tweeter]\nbudget = -1\n", "tweeter.budget"},
+		{"[tweeter.mastodon]\nbudget_window = \"-1h\"\n", "tweeter.mastodon.budget_window"},
+		{"[tweeter.mastodon]\nserver = \"https://m.example\"\n", "tweeter.mastodon"},
+		{"[tweeter.mastodon]\nserver = \"m.example\"\naccess_token = \"t\"\n", "tweeter.mastodon.server"},
+		{"[tweeter.bluesky]\nidentifier = \"a.bsky.social\"\n", "tweeter.bluesky"},
+		{"[tweeter.bluesky]\nservice = \"ftp://x\"\nidentifier = \"a\"\napp_password = \"p\"\n", "tweeter.bluesky.service"},
 		{"[redis]\nlisten = \"nope\"\n", "redis.listen"},
+		{"[redis]\nproto_max_bulk_len = 1000\n", "redis.proto_max_bulk_len"},
 		{"[jobs]\nschemes = [\"HTTP\"]\n", "jobs.schemes"},
 		{"[notifier]\npipeline_silent_after = \"1s\"\n", "notifier.pipeline_silent_after"},
 		{"[irc]\nchannels = [\"#a\"]\nreport_channel = \"#victim\"\n", "irc.report_channel"},
@@ -199,5 +212,66 @@ func TestHTTPStreamKeys(t *testing.T) {
 		if _, err := Load(write(t, text)); err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("%q: %v, want an error naming %s", text, err, key)
 		}
+	}
+}
+
+// Issue 22: the feed's budgets default per network; an explicit 0 is no
+// budget; schedules are kept as written.
+func TestTweeterNetworks(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	c, err := Load(write(t, `[tweeter]
+digest_schedule = "@hourly"
+summary_schedule = "0 0 * * *"
+budget = 0
+[tweeter.mastodon]
+server = "http://127.0.0.1:3000"
+access_token = "tok"
+[tweeter.bluesky]
+identifier = "archivebot.bsky.social"
+app_password = "p"
+budget = 10
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := c.Tweeter
+	if tw.Budget != 0 || tw.Mastodon.Budget != DefaultTweeterMastodonBudget || tw.Mastodon.BudgetWindow.Duration != 3*time.Hour ||
+		tw.Bluesky.Budget != 10 || tw.Bluesky.Service != "https://bsky.social" || tw.DigestSchedule != "@hourly" {
+		t.Errorf("tweeter = %+v", tw)
+	}
+	if c.TweeterDryRun() {
+		t.Error("dry run with Mastodon and Bluesky configured")
+	}
+	d := Default()
+	if !d.TweeterDryRun() || d.Tweeter.Budget != DefaultTweeterBudget || d.Tweeter.Mastodon.On() || d.Tweeter.Bluesky.On() {
+		t.Errorf("defaults = %+v", d.Tweeter)
+	}
+}
+
+// The web and stream listen addresses have a variable and a flag, as the
+// embedded Redis's has: the flag wins over the variable, which wins over
+// the file, also over its "" (off).
+func TestHTTPListenOverrides(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	t.Setenv(EnvHTTPListen, "")
+	t.Setenv(EnvStreamListen, "")
+	p := write(t, "[http]\nlisten = \"127.0.0.1:7100\"\nstream_listen = \"\"\n")
+	c, err := Load(p)
+	if err != nil || c.HTTP.Listen != "127.0.0.1:7100" || c.HTTP.StreamListen != "" {
+		t.Fatalf("file: %v %+v", err, c.HTTP)
+	}
+	t.Setenv(EnvHTTPListen, "127.0.0.1:7101")
+	t.Setenv(EnvStreamListen, "127.0.0.1:7102")
+	c, err = Load(p)
+	if err != nil || c.HTTP.Listen != "127.0.0.1:7101" || c.HTTP.StreamListen != "127.0.0.1:7102" {
+		t.Fatalf("env: %v %+v", err, c.HTTP)
+	}
+	c, err = LoadWith(p, Overrides{HTTPListen: "127.0.0.1:7103", StreamListen: "127.0.0.1:7104"})
+	if err != nil || c.HTTP.Listen != "127.0.0.1:7103" || c.HTTP.StreamListen != "127.0.0.1:7104" {
+		t.Fatalf("flags: %v %+v", err, c.HTTP)
+	}
+	t.Setenv(EnvHTTPListen, "nonsense")
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "http.listen") {
+		t.Fatalf("bad env value: %v", err)
 	}
 }

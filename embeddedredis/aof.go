@@ -28,9 +28,23 @@ package embeddedredis
 // CRC-32C (4 bytes, little-endian), the payload. Payload: varint time of
 // the command (unix ms), uvarint database, one byte (1 = MULTI/EXEC
 // group), uvarint number of commands, and per command a uvarint argument
-// count and the arguments as uvarint length + bytes. A record cut short or
-// with a wrong checksum (the process died while writing it) ends the
-// replay of its segment, with a warning.
+// count and the arguments as uvarint length + bytes. A record holds at
+// least one command.
+//
+// Damage: a record cut short, or whose length, checksum or payload is
+// wrong, is told apart by what follows it. If no intact record follows
+// (a search of every later byte offset for a length that fits, a matching
+// checksum and a payload that decodes), it is a torn tail: the process
+// died while writing it, and those writes were never acknowledged. The
+// replay of the segment ends there, with a warning, and once the snapshot
+// written after the replay holds what was replayed, the segment is renamed
+// redis.aof.GEN.torn (kept as evidence, never replayed again) instead of
+// deleted. If an intact record follows, the damage is before the tail:
+// writes after it may have been acknowledged, so Start fails with
+// ErrLogDamaged naming the file and the byte offsets, and deletes and
+// writes nothing. Damage to the last record itself cannot be told from a
+// torn write. (Until issue 18 any damage ended the replay and the segment
+// was deleted; the format did not change.)
 //
 // What is logged, and how (per client connection, the hook follows SELECT
 // and MULTI/EXEC):
@@ -76,6 +90,9 @@ import (
 	"github.com/alicebob/miniredis/v2/server"
 	"github.com/redis/go-redis/v9"
 )
+
+// (miniredis is the patched copy in third_party/miniredis, see its
+// PATCHES.md.)
 
 // AOFPrefix starts the names of the log segments in Options.DataDir.
 const AOFPrefix = "redis.aof."
@@ -264,7 +281,7 @@ func segments(dir string) ([]int64, error) {
 }
 
 func openSegment(dir string, gen int64) (*os.File, error) {
-	f, err := os.OpenFile(segmentPath(dir, gen), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(segmentPath(dir, gen), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +381,16 @@ func (s *Server) removeSegmentsBefore(gen int64) {
 		if g >= gen {
 			break
 		}
-		if err := os.Remove(segmentPath(s.dataDir, g)); err != nil {
+		path := segmentPath(s.dataDir, g)
+		if slices.Contains(s.tornSegs, g) {
+			// Evidence of a torn write: kept under another name,
+			// which segments() does not list.
+			if err := os.Rename(path, path+TornSuffix); err != nil {
+				s.log.Warn("embedded redis: keeping a torn log segment", "err", err)
+			}
+			continue
+		}
+		if err := os.Remove(path); err != nil {
 			s.log.Warn("embedded redis: removing an old log segment", "err", err)
 		}
 	}
@@ -671,8 +697,10 @@ func (s *Server) run(p *server.Peer, cmd string, args []string) (raw, errMsg str
 	in := server.NewPeer(w)
 	in.Ctx, in.Resp3, in.ClientName = p.Ctx, p.Resp3, p.ClientName
 	s.internal.Store(in, struct{}{})
-	s.srv.Dispatch(in, withCmd(cmd, args))
-	s.internal.Delete(in)
+	func() {
+		defer s.internal.Delete(in) // also when the command panics
+		s.srv.Dispatch(in, withCmd(cmd, args))
+	}()
 	w.Flush()
 	if p.Ctx == nil {
 		p.Ctx = in.Ctx // the connection's first command created its state
@@ -861,8 +889,8 @@ func (s *Server) scriptCall(p *server.Peer, cmd string, args []string) bool {
 		return false
 	}
 	s.internal.Store(p, struct{}{})
+	defer s.internal.Delete(p) // also when the command panics
 	s.srv.Dispatch(p, abs)
-	s.internal.Delete(p)
 	return true
 }
 
@@ -872,6 +900,67 @@ func (s *Server) scriptCall(p *server.Peer, cmd string, args []string) bool {
 type replayStats struct {
 	records, segments int
 	tornBytes         int64
+	torn              []int64 // segments with a torn tail, kept as evidence
+}
+
+// ErrLogDamaged is wrapped by the error of Start when a log segment is
+// damaged before its tail: intact records follow the damage, so replaying
+// up to it would silently lose writes that were acknowledged. Start then
+// deletes nothing (see doc/reliability.md for what the operator can do).
+var ErrLogDamaged = errors.New("embedded redis: a log segment is damaged before its end")
+
+// TornSuffix is appended to the name of a log segment whose tail was torn
+// (the process died while writing it) once a snapshot holds what was
+// replayed of it: the segment is kept as evidence instead of deleted.
+const TornSuffix = ".torn"
+
+// scanBudget bounds the bytes findRecord checksums; past it the damage
+// is taken as not at the tail (the safe side: the server does not start).
+const scanBudget = 4 << 30
+
+// findRecord returns the offset in b of the first intact record (length,
+// checksum and payload all valid) at or after offset from, or -1. ok is
+// false when the scan gave up (scanBudget).
+func findRecord(b []byte, from int) (at int, ok bool) {
+	budget := int64(scanBudget)
+	for i := from; i+8 <= len(b); i++ {
+		size := int(binary.LittleEndian.Uint32(b[i:]))
+		if size < 5 || size > len(b)-i-8 {
+			continue
+		}
+		if budget -= int64(size); budget < 0 {
+			return -1, false
+		}
+		payload := b[i+8 : i+8+size]
+		if crc32.Checksum(payload, crcTable) != binary.LittleEndian.Uint32(b[i+4:]) {
+			continue
+		}
+		if rec, err := decodePayload(payload); err == nil && len(rec.cmds) > 0 {
+			return i, true
+		}
+	}
+	return -1, true
+}
+
+// damageAtTail says whether the bad record at offset off of the open
+// segment f is a torn tail (no intact record after it), and if not, the
+// offset of the next intact record.
+func damageAtTail(f *os.File, off, size int64) (tail bool, next int64, err error) {
+	if size-off > maxRecord {
+		return false, -1, nil // not a torn write of ours: they are smaller
+	}
+	b := make([]byte, size-off)
+	if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
+		return false, -1, err
+	}
+	at, ok := findRecord(b, 1)
+	if !ok {
+		return false, -1, nil
+	}
+	if at < 0 {
+		return true, -1, nil
+	}
+	return false, off + int64(at), nil
 }
 
 // replay runs the records of the given segments, in order, on a connection
@@ -903,8 +992,23 @@ func (s *Server) replay(gens []int64) (replayStats, error) {
 				break
 			}
 			if err != nil {
+				tail, next, serr := damageAtTail(f, off, info.Size())
+				if serr != nil {
+					f.Close()
+					return st, fmt.Errorf("embedded redis: log %s: %w", path, serr)
+				}
+				if !tail {
+					f.Close()
+					where := "the damage cannot be told from a torn write"
+					if next >= 0 {
+						where = fmt.Sprintf("an intact record follows at byte offset %d", next)
+					}
+					return st, fmt.Errorf("%w: %s is damaged at byte offset %d (%v), and %s, so records after the damage would be lost; "+
+						"not starting, nothing was deleted (doc/reliability.md says how to recover)", ErrLogDamaged, path, off, err, where)
+				}
 				st.tornBytes += info.Size() - off
-				s.log.Warn("embedded redis: ignored the end of a log segment: the process probably died while writing it",
+				st.torn = append(st.torn, g)
+				s.log.Warn("embedded redis: the end of a log segment is torn (the process died while writing it); replayed the records before it, the segment is kept as "+filepath.Base(path)+TornSuffix,
 					"file", path, "offset", off, "bytes", info.Size()-off, "err", err)
 				break
 			}

@@ -6,10 +6,12 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -325,11 +327,12 @@ func TestReplayFollowsSelect(t *testing.T) {
 	}
 }
 
-// A record cut short by a crash, or damaged, ends the replay of its
-// segment with a warning; what came before is restored, and the snapshot
-// written after the replay drops the damaged segment.
+// A record cut short by a crash, or damaged with nothing intact after it,
+// ends the replay of its segment with a warning; what came before is
+// restored, and the snapshot written after the replay keeps the segment
+// as evidence under another name.
 func TestReplaySkipsTornTail(t *testing.T) {
-	for _, damage := range []string{"cut", "checksum"} {
+	for _, damage := range []string{"cut", "checksum", "zeros after", "garbage length"} {
 		t.Run(damage, func(t *testing.T) {
 			dir := t.TempDir()
 			var b []byte
@@ -341,6 +344,10 @@ func TestReplaySkipsTornTail(t *testing.T) {
 				b = b[:len(b)-3]
 			case "checksum":
 				b[len(b)-1] ^= 0xff
+			case "zeros after": // a file extended but not written (power loss)
+				b = append(b[:len(b)-3], make([]byte, 4096)...)
+			case "garbage length":
+				b[good] ^= 0x40
 			}
 			if err := os.WriteFile(segmentPath(dir, 1), b, 0o644); err != nil {
 				t.Fatal(err)
@@ -355,7 +362,16 @@ func TestReplaySkipsTornTail(t *testing.T) {
 				t.Errorf("no warning with %q:\n%s", want, logBuf.String())
 			}
 			if _, err := os.Stat(segmentPath(dir, 1)); !os.IsNotExist(err) {
-				t.Errorf("the damaged segment is still there after the snapshot: %v", err)
+				t.Errorf("the damaged segment is still replayed after the snapshot: %v", err)
+			}
+			if kept, err := os.ReadFile(segmentPath(dir, 1) + TornSuffix); err != nil || !bytes.Equal(kept, b) {
+				t.Errorf("the torn segment is not kept as evidence: %v", err)
+			}
+			// And the next start goes on from the snapshot.
+			s.Close()
+			c = client(t, start(t, Options{DataDir: dir}), "", 0)
+			if c.Get(ctx, "kept").Val() != "1" {
+				t.Errorf("after a restart: kept = %q", c.Get(ctx, "kept").Val())
 			}
 		})
 	}
@@ -491,5 +507,79 @@ func TestSyncHookWaitsForWritesOnly(t *testing.T) {
 	}
 	if s.aof.pending() {
 		t.Error("a pipeline with a write returned before it was on disk")
+	}
+}
+
+// dirContents maps each file of dir to its bytes.
+func dirContents(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, e := range must[[]os.DirEntry](t)(os.ReadDir(dir)) {
+		out[e.Name()] = string(must[[]byte](t)(os.ReadFile(filepath.Join(dir, e.Name()))))
+	}
+	return out
+}
+
+// The reproduction: 100 acknowledged jobs, kill -9, one byte
+// flipped at 10 % of redis.aof.1. Replaying up to the damage left 7 jobs,
+// a warning and no segment. Intact records after the damage mean it is not
+// a torn write: Start refuses, names the file and the offset, and leaves
+// the data directory as it was.
+func TestDamageBeforeTheTailRefusesToStart(t *testing.T) {
+	s := start(t, Options{DataDir: t.TempDir(), syncInterval: time.Hour, SaveInterval: time.Hour})
+	c := client(t, s, "", 0)
+	c.AddHook(s.SyncHook())
+	for i := range 100 {
+		register(t, c, fmt.Sprintf("job%d", i))
+	}
+	dir := crashCopy(t, s)
+	path := segmentPath(dir, 1)
+	b := must[[]byte](t)(os.ReadFile(path))
+	b[len(b)/10] ^= 0x01
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := dirContents(t, dir)
+
+	s2, err := Start(Options{DataDir: dir, Addr: "127.0.0.1:0", Logger: quietLogger()})
+	if err == nil {
+		n := client(t, s2, "", 0).LLen(ctx, store.KeyPending).Val()
+		s2.Close()
+		t.Fatalf("started with %d of 100 acknowledged jobs", n)
+	}
+	if !errors.Is(err, ErrLogDamaged) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "byte offset") {
+		t.Errorf("error %v: want ErrLogDamaged naming %s and the offset", err, path)
+	}
+	if after := dirContents(t, dir); !reflect.DeepEqual(after, before) {
+		t.Errorf("the data directory changed: %d files before, %d after", len(before), len(after))
+	}
+}
+
+// Damage anywhere in a record that is not the last (its length, its
+// checksum, its payload) refuses the start.
+func TestDamageInAnyFieldBeforeTheTail(t *testing.T) {
+	var b []byte
+	for i := range 3 {
+		b = (&aofRecord{timeMs: 1, cmds: [][]string{{"SET", fmt.Sprint("k", i), "1"}}}).appendTo(b)
+	}
+	first := len(b) / 3
+	for _, pos := range []int{first, first + 3, first + 4, first + 9, 2*first - 1} {
+		for _, flip := range []byte{0x01, 0x80} {
+			dir := t.TempDir()
+			d := bytes.Clone(b)
+			d[pos] ^= flip
+			if err := os.WriteFile(segmentPath(dir, 1), d, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Start(Options{DataDir: dir, Addr: "127.0.0.1:0", Logger: quietLogger()})
+			if err == nil {
+				s.Close()
+				t.Errorf("byte %d ^ %#x: started", pos, flip)
+				continue
+			}
+			if want := fmt.Sprintf("damaged at byte offset %d", first); !strings.Contains(err.Error(), want) {
+				t.Errorf("byte %d ^ %#x: %v, want %q", pos, flip, err, want)
+			}
+		}
 	}
 }

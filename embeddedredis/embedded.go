@@ -73,6 +73,23 @@ const expiryTick = 100 * time.Millisecond
 // starving clients.
 const expiryMaxLoad = 10
 
+// DefaultMaxBulkLen is the longest argument a client may send, and the
+// longest string a command may build, when Options.MaxBulkLen is zero
+// (Redis's proto-max-bulk-len; Redis's own default is 512 MiB, far more
+// than ArchiveBot's pipelines write).
+const DefaultMaxBulkLen = 64 << 20
+
+// Limits on what a client can make the server read and allocate (see
+// Options.MaxBulkLen). Before AUTH, when a password is set, the limits are
+// Redis's own for clients that have not authenticated: commands of at most
+// 10 arguments of at most 16 KiB.
+const (
+	maxLine        = 64 << 10 // a "*N" or "$N" line (Redis's inline limit)
+	maxArgs        = 1 << 20  // arguments of one command
+	preAuthMaxBulk = 16 << 10
+	preAuthMaxArgs = 10
+)
+
 // ErrAddrInUse is returned (wrapped) by Start when the listen address is
 // already taken, which usually means a Redis server already runs there. The
 // wrapping error says how to proceed: set redis.url (REDIS_URL) to use that
@@ -102,6 +119,13 @@ type Options struct {
 	SaveInterval time.Duration
 	// Logger receives the server's log. Nil means slog.Default().
 	Logger *slog.Logger
+	// MaxBulkLen bounds each argument of a command, in bytes, and the
+	// strings that commands build (SETRANGE, SETBIT, APPEND), as Redis's
+	// proto-max-bulk-len; one command's arguments together may have twice
+	// as many bytes. A request over it gets "ERR Protocol error" and its
+	// connection is closed; a command over it gets an error. Zero means
+	// DefaultMaxBulkLen.
+	MaxBulkLen int
 
 	syncInterval time.Duration // tests: the log's background fsync interval
 }
@@ -123,6 +147,7 @@ type Server struct {
 
 	// The write-ahead log (aof.go); nil without a DataDir.
 	aof            *aofLog
+	tornSegs       []int64    // segments with a torn tail: renamed, not deleted (set before any save runs)
 	orderMu        sync.Mutex // held while a logged write runs and is appended, and while a snapshot is captured
 	connMu         sync.Mutex
 	conns          map[*server.Peer]*connState // client connections seen by the hook
@@ -133,6 +158,7 @@ type Server struct {
 	replayMs       atomic.Int64      // time of the record being replayed, 0 outside a replay
 	warnedBlocking atomic.Bool
 	warnedSync     atomic.Bool
+	panics         atomic.Int64 // commands that panicked (their connection was closed)
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -201,6 +227,7 @@ func Start(opts Options) (*Server, error) {
 	if opts.Password != "" {
 		s.m.RequireAuth(opts.Password)
 	}
+	s.m.SetLimits(limits(opts))
 	if s.path != "" {
 		// Clients that connect before the log is replayed are told to
 		// wait (see below).
@@ -215,6 +242,7 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("embedded redis: listen on %s: %w", opts.Addr, err)
 	}
 	s.srv = s.m.Server()
+	s.srv.SetPanicHandler(s.commandPanicked)
 	a := s.srv.Addr()
 	s.addr = net.JoinHostPort(a.IP.String(), strconv.Itoa(a.Port))
 	if s.path != "" {
@@ -240,6 +268,31 @@ func Start(opts Options) (*Server, error) {
 		"password", opts.Password != "", "snapshot", s.path)
 	return s, nil
 }
+
+// limits are the bounds of the requests the server reads (see
+// Options.MaxBulkLen and the constants above).
+func limits(opts Options) server.Limits {
+	bulk := cmp.Or(opts.MaxBulkLen, DefaultMaxBulkLen)
+	l := server.Limits{MaxLine: maxLine, MaxBulk: bulk, MaxArgs: maxArgs, MaxRequest: 2 * bulk}
+	if opts.Password != "" {
+		l.PreAuthMaxBulk, l.PreAuthMaxArgs = preAuthMaxBulk, preAuthMaxArgs
+	}
+	return l
+}
+
+// commandPanicked is called when a client's command panics inside
+// miniredis: that client got an error and its connection is closed; the
+// server and the other clients go on.
+func (s *Server) commandPanicked(cmd string, v any, stack []byte) {
+	n := s.panics.Add(1)
+	s.log.Error("embedded redis: a command failed with an internal error; its connection was closed, the server goes on",
+		"command", cmd, "panic", fmt.Sprint(v), "count", n, "stack", string(stack))
+}
+
+// Panics returns how many client commands have failed with an internal
+// error (a panic in miniredis) since Start; each closed only its own
+// connection.
+func (s *Server) Panics() int64 { return s.panics.Load() }
 
 // Addr returns the address the server listens on, as host:port, with the
 // real port when Options.Addr asked for port 0.
@@ -430,7 +483,9 @@ func firstN(s []string, n int) []string {
 // openLog replays the log segments the snapshot (whose aof_gen is snapGen)
 // does not hold, opens a new segment and installs the hook that logs
 // writes. Clients get LOADING until it returns. If it replayed anything it
-// writes a snapshot, which also drops a damaged end of a segment.
+// writes a snapshot, after which a segment with a torn tail is renamed
+// (kept) rather than deleted. A segment damaged before its tail is an
+// error wrapping ErrLogDamaged, and nothing is deleted.
 func (s *Server) openLog(snapGen int64) error {
 	s.conns = map[*server.Peer]*connState{}
 	s.scripts = map[string]string{}
@@ -455,6 +510,7 @@ func (s *Server) openLog(snapGen int64) error {
 		return fmt.Errorf("embedded redis: log: %w", err)
 	}
 	s.aof = &aofLog{dir: s.dataDir, f: f, gen: next}
+	s.tornSegs = st.torn
 	if st.records > 0 || st.tornBytes > 0 {
 		s.log.Info("embedded redis: replayed the log", "segments", st.segments, "records", st.records,
 			"ignored_bytes", st.tornBytes)

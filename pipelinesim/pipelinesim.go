@@ -230,7 +230,15 @@ type Job struct {
 	logKey  string
 	aborted bool
 	age     int64
+	// noIgnoreReports is the job's suppress_ignore_reports as last read
+	// (set, in any form, means off, as upstream's pipeline reads it).
+	noIgnoreReports bool
 }
+
+// IgnoreReports reports whether the pipeline writes ignore entries for
+// this job: not while suppress_ignore_reports is set (the default for
+// every new job; !igon clears it).
+func (j *Job) IgnoreReports() bool { return !j.noIgnoreReports }
 
 // Take reserves the next job with RPOPLPUSH into working, in queue order,
 // sets started_at and pipeline_id and reads the record (step 2). It
@@ -261,6 +269,7 @@ func (p *Pipeline) Take(ctx context.Context) (*Job, error) {
 	}
 	j.logKey = jobLogKey(j.Fields, j.Ident)
 	j.age, _ = strconv.ParseInt(j.Fields["settings_age"], 10, 64)
+	j.noIgnoreReports = j.Fields["suppress_ignore_reports"] != ""
 	return j, nil
 }
 
@@ -389,6 +398,7 @@ func (j *Job) SettingsChanged(ctx context.Context, age int64) (ended bool, err e
 		return false, err
 	}
 	j.age = max(age, s.Age)
+	j.noIgnoreReports = s.SuppressIgnoreReports
 	if !s.AbortRequested {
 		return false, nil
 	}

@@ -354,9 +354,14 @@ func TestRunCommand(t *testing.T) {
 		for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
 			kinds = append(kinds, strings.Fields(l)[1])
 		}
-		want := []string{"take", "log", "log", "log", "done", "exit"}
+		// One line per step, not one per log entry: the count is on the
+		// job's last line.
+		want := []string{"take", "done", "exit"}
 		if diff := cmp.Diff(want, kinds); diff != "" {
 			t.Errorf("steps printed (-want +got):\n%s\n%s", diff, out.String())
+		}
+		if !strings.Contains(out.String(), "done cmdjob (3 log entries)") {
+			t.Errorf("no entry count on the done line:\n%s", out.String())
 		}
 		log, _ := b.Client.ZRange(context.Background(), "cmdjob_log", 0, -1).Result()
 		// Upstream's pipeline prints "Received item" first and "Finished
@@ -370,4 +375,63 @@ func TestRunCommand(t *testing.T) {
 			t.Error("bad -codes accepted")
 		}
 	})
+}
+
+// Like upstream's pipeline, the simulator writes no ignore entry while the
+// job's ignore reports are off (suppress_ignore_reports, the default of
+// every new job), and writes them once !igon cleared it.
+func TestNoIgnoreEntriesWhenReportsOff(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		count := func(id string) (ignores, all int) {
+			entries, err := b.Client.ZRange(ctx, id+"_log", 0, -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				if strings.Contains(e, `"type":"ignore"`) {
+					ignores++
+				}
+			}
+			return ignores, len(entries)
+		}
+		for _, c := range []struct {
+			id          string
+			off         bool
+			wantIgnores int
+		}{{"offjob", true, 0}, {"onjob", false, 2}} {
+			queue(t, b.Client, c.id, "pending")
+			if c.off {
+				if err := b.Client.HSet(ctx, c.id, "suppress_ignore_reports", "true").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := New(b.Client, Config{Nickname: "ig" + c.id})
+			if err := p.Run(ctx, RunOptions{ReportInterval: time.Millisecond, EntryInterval: time.Microsecond,
+				PollInterval: time.Millisecond, Entries: 10, IgnoreEvery: 4, MaxJobs: 1}); err != nil {
+				t.Fatal(err)
+			}
+			ig, all := count(c.id)
+			// 10 entries and two stdout lines, less the unreported ignores.
+			if ig != c.wantIgnores || all != 12-(2-c.wantIgnores) {
+				t.Errorf("%s: %d ignore entries of %d, want %d", c.id, ig, all, c.wantIgnores)
+			}
+		}
+	})
+}
+
+// The -redis flag's help names its default once (it said "(default
+// $REDIS_URL) (default "redis://…")").
+func TestRedisFlagHelp(t *testing.T) {
+	var o Options
+	fs := flag.NewFlagSet("simulate-pipeline", flag.ContinueOnError)
+	o.RegisterFlags(fs)
+	var b strings.Builder
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	_, block, _ := strings.Cut(b.String(), "-redis")
+	block, _, _ = strings.Cut(block, "\n  -")
+	if strings.Count(block, "default") != 1 || !strings.Contains(block, "redis://127.0.0.1:6379/0") {
+		t.Errorf("-redis help: %q", block)
+	}
 }

@@ -266,6 +266,11 @@ func (p *Pipeline) crawl(ctx context.Context, j *Job, o RunOptions, emit func(Ev
 			switch {
 			case o.InvalidEvery > 0 && i%o.InvalidEvery == 0:
 				n, err = j.Log(ctx, "not json {"+url)
+			case o.IgnoreEvery > 0 && i%o.IgnoreEvery == 0 && !j.IgnoreReports():
+				// Ignored, and not reported: upstream's pipeline writes
+				// no entry while the job's ignore reports are off.
+				next.Reset(o.EntryInterval)
+				continue
 			case o.IgnoreEvery > 0 && i%o.IgnoreEvery == 0:
 				n, err = j.LogIgnore(ctx, url, "/page/", "global")
 			default:
@@ -301,7 +306,7 @@ type Options struct {
 
 // RegisterFlags defines the subcommand's flags on fs, writing into o.
 func (o *Options) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.RedisURL, "redis", envOr("REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL of the control node (default $REDIS_URL)")
+	fs.StringVar(&o.RedisURL, "redis", "", "Redis URL of the control node (default: $REDIS_URL, else "+DefaultRedisURL+")")
 	fs.StringVar(&o.Nickname, "nickname", "simpipe", "pipeline nickname (pending:NAME queues whose NAME is a substring of it are taken)")
 	fs.StringVar(&o.ID, "id", "", "md5 hex id of the pipeline key (default: md5 of nickname, host and pid)")
 	fs.StringVar(&o.Version, "version", "20250101.01", "version to report")
@@ -319,6 +324,10 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.CrashAfter, "crash-after", 0, "crash (stop without unregistering or finishing the job) after this many log entries (0: never)")
 }
 
+// DefaultRedisURL is the Redis the simulator uses without -redis and
+// REDIS_URL: the embedded Redis of a node started without configuration.
+const DefaultRedisURL = "redis://127.0.0.1:6379/0"
+
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -330,6 +339,9 @@ func envOr(name, def string) string {
 // one simulated pipeline until ctx ends (then exits cleanly), MaxJobs are
 // done or it crashes, printing each step on out.
 func Run(ctx context.Context, o Options, out io.Writer) error {
+	if o.RedisURL == "" {
+		o.RedisURL = envOr("REDIS_URL", DefaultRedisURL)
+	}
 	ropt, err := redis.ParseURL(o.RedisURL)
 	if err != nil {
 		return fmt.Errorf("-redis %q: %w", o.RedisURL, err)
@@ -357,8 +369,19 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	p := New(rdb, cfg)
 	fmt.Fprintf(out, "pipeline %q (%s) on %s\n", p.Nickname(), p.Key(), o.RedisURL)
 	ro := o.RunOptions
+	// One line per step of a job, not per log entry: the entries are
+	// counted and the count goes on the job's last line.
+	logged := map[string]int{}
 	ro.OnEvent = func(e Event) {
-		if e.Kind == EventReport && e.Err == nil {
+		switch {
+		case e.Kind == EventReport && e.Err == nil:
+			return
+		case e.Kind == EventLog && e.Err == nil:
+			logged[e.Ident]++
+			return
+		case e.Kind == EventDone:
+			fmt.Fprintf(out, "%s %s (%d log entries)\n", time.Now().Format("15:04:05.000"), e, logged[e.Ident])
+			delete(logged, e.Ident)
 			return
 		}
 		fmt.Fprintf(out, "%s %s\n", time.Now().Format("15:04:05.000"), e)

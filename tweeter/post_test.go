@@ -2,6 +2,7 @@ package tweeter_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -77,12 +78,26 @@ func (r *rig) members(t *testing.T, key string) []string {
 
 func (r *rig) attempts(t *testing.T) map[string]string {
 	t.Helper()
-	m, err := r.c.HGetAll(context.Background(), store.KeyTweetsAttempt).Result()
+	m, err := r.c.HGetAll(context.Background(), store.KeyFeedAttempts(r.net())).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m
+	// text -> attempt key, like the one-network attempt hash of old.
+	out := map[string]string{}
+	for k, v := range m {
+		var a store.FeedAttempt
+		if err := json.Unmarshal([]byte(v), &a); err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range a.Items {
+			out[it] = k
+		}
+	}
+	return out
 }
+
+// net is the rig's only network.
+func (r *rig) net() string { return r.tw.Networks()[0] }
 
 // state is where texts are in Redis.
 type state struct {
@@ -177,7 +192,7 @@ func TestPost(t *testing.T) {
 			},
 			runs: []tweeter.Outcome{tweeter.GaveUp, tweeter.Idle}, requests: 1,
 			want:   state{Failed: []string{text1}},
-			logHas: "twitter refused the post",
+			logHas: "refused the post",
 		},
 		{
 			name: "403 error 453 on v1.1", only: tweeter.APIv11,
@@ -407,8 +422,10 @@ func TestPostAfterCrash(t *testing.T) {
 		r := fakeRig(t, b, tweeter.APIv2, fake)
 		r.queue(t, text1, "Archiving https://next.example/")
 		// The crashed process claimed the text (and maybe posted it).
-		if _, _, err := r.store.ClaimTweet(context.Background()); err != nil {
-			t.Fatal(err)
+		now := r.now.UnixMilli()
+		a := store.FeedAttempt{Key: tweeter.NewTID(r.now), At: now, Post: text1, Items: []string{text1}}
+		if why, err := r.store.FeedClaim(context.Background(), tweeter.NetX, a, 0, time.Hour); err != nil || why != "" {
+			t.Fatal(why, err)
 		}
 		if out := r.runOnce(t); out != tweeter.Posted {
 			t.Errorf("RunOnce = %v, want posted (the next text)", out)

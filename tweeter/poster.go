@@ -28,11 +28,31 @@ type Poster interface {
 	Post(ctx context.Context, text string) error
 }
 
+// LinkPoster is a poster that takes the links of a post (Bluesky's facets)
+// instead of finding them in the text.
+type LinkPoster interface {
+	PostLinks(ctx context.Context, text string, links []Link) error
+}
+
 // API versions for Config.API.
 const (
 	APIv2  = "v2"
 	APIv11 = "v1.1"
 )
+
+// The other networks' names in errors (RateLimitError.API…).
+const (
+	APIMastodon = "mastodon"
+	APIBluesky  = "bluesky"
+)
+
+// apiName names the network of an API in errors.
+func apiName(api string) string {
+	if api == APIv2 || api == APIv11 {
+		return "twitter " + api
+	}
+	return api
+}
 
 // Endpoints. go-twitter has the v1.1 base URL built in; tests reach a fake
 // server through the HTTP transport instead (Config.Transport).
@@ -63,7 +83,7 @@ type RateLimitError struct {
 }
 
 func (e *RateLimitError) Error() string {
-	s := "twitter " + e.API + ": rate limited"
+	s := apiName(e.API) + ": rate limited"
 	if !e.Reset.IsZero() {
 		s += " until " + e.Reset.UTC().Format(time.RFC3339)
 	}
@@ -86,7 +106,7 @@ type PermanentError struct {
 }
 
 func (e *PermanentError) Error() string {
-	s := fmt.Sprintf("twitter %s: HTTP %d", e.API, e.Status)
+	s := fmt.Sprintf("%s: HTTP %d", apiName(e.API), e.Status)
 	if e.Code != 0 {
 		s += fmt.Sprintf(" code %d", e.Code)
 	}
@@ -112,7 +132,7 @@ type TemporaryError struct {
 }
 
 func (e *TemporaryError) Error() string {
-	s := fmt.Sprintf("twitter %s: HTTP %d", e.API, e.Status)
+	s := fmt.Sprintf("%s: HTTP %d", apiName(e.API), e.Status)
 	if e.Code != 0 {
 		s += fmt.Sprintf(" code %d", e.Code)
 	}
@@ -383,7 +403,7 @@ func unixHeader(v string) time.Time {
 	return time.Unix(n, 0)
 }
 
-// DryRun is the poster used without credentials: it logs each text and
+// DryRun is the poster used with no network configured: it logs each text and
 // reports it posted, so the feed logic runs everywhere.
 type DryRun struct {
 	Logger *slog.Logger
@@ -395,6 +415,6 @@ func (d DryRun) Post(_ context.Context, text string) error {
 	if l == nil {
 		l = slog.Default()
 	}
-	l.Info("dry run (no credentials): would post", "text", text)
+	l.Info("dry run (no network configured): would post", "text", text)
 	return nil
 }

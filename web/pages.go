@@ -2,7 +2,7 @@ package web
 
 // The dashboard: HTML, CSS and plain JavaScript embedded in the binary (no
 // build step, no CDN; works offline). The live page is at /; /jobs/IDENT,
-// /pipelines, /pending and /finished answer with a page when the client
+// /pipelines, /pending, /finished and /logs/recent answer with a page when the client
 // prefers text/html, and with their data otherwise (JSON stays the answer
 // for */* and application/json). See doc/web.md, Dashboard.
 

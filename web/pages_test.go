@@ -29,6 +29,10 @@ func TestPagesByAccept(t *testing.T) {
 		{"/finished", browser, "text/html", `pages.js`},
 		{"/finished", "application/json", "application/json", `[`},
 		{"/pending", browser, "text/html", `pages.js`},
+		// As upstream's: a browser gets a page, scripts the entries.
+		{"/logs/recent", browser, "text/html", `pages.js`},
+		{"/logs/recent", "*/*", "application/json", `[`},
+		{"/logs/recent?count=3", "application/json", "application/json", `[`},
 		{"/pending", "*/*", "text/plain", ``},
 		{"/static/dashboard.js", "*/*", "text/javascript", `new WebSocket`},
 		{"/static/style.css", "*/*", "text/css", `prefers-color-scheme: dark`},

@@ -136,6 +136,11 @@ const maxRecent = 10
 // to_i turned junk into 0 and sent whole logs).
 // Redis: LRANGE working, then one pipeline of HGETALL + ZRANGE per job.
 func (s *Server) handleRecent(w http.ResponseWriter, r *http.Request) {
+	// A browser gets a page showing the same entries, as upstream's
+	// does.
+	if s.page(w, r, "page.html", typeJSON) {
+		return
+	}
 	if accepts(w, r, typeJSON, typeHTML) == "" {
 		return
 	}

@@ -46,7 +46,7 @@ type adminCmd struct {
 
 func newAdminCmd(name string, stdout, stderr io.Writer) *adminCmd {
 	a := &adminCmd{name: name, stdout: stdout, stderr: stderr, fs: newFlagSet(name, stderr)}
-	registerConfigFlag(a.fs, &a.configPath)
+	registerConfigFlag(a.fs, &a.configPath, "none: REDIS_URL, else the embedded Redis of a running node at redis.listen")
 	a.fs.StringVar(&a.redisListen, "redis-listen", "", "address of the running node's embedded Redis (redis.listen; env "+config.EnvRedisListen+")")
 	a.fs.BoolVar(&a.json, "json", false, "write JSON instead of a table")
 	return a
@@ -55,8 +55,26 @@ func newAdminCmd(name string, stdout, stderr io.Writer) *adminCmd {
 // parse parses the flags and checks that there are want arguments. The
 // exit status is -1 when the command should go on.
 func (a *adminCmd) parse(args []string, want int) ([]string, int) {
+	asked := jsonAsked(args)
+	usage := a.fs.Usage
+	if asked {
+		// A bad flag is reported as JSON too, without the usage text.
+		a.fs.SetOutput(io.Discard)
+		a.fs.Usage = func() {}
+	}
 	pos, err := parseInterspersed(a.fs, args)
+	if asked {
+		a.fs.SetOutput(a.stderr)
+		a.fs.Usage = usage
+	}
 	if err != nil {
+		switch {
+		case errors.Is(err, flag.ErrHelp) && asked:
+			usage()
+		case asked:
+			a.json = true
+			a.failf("%v (see archivebot %s -h)", err, a.name)
+		}
 		return nil, flagExit(err)
 	}
 	if len(pos) != want {
@@ -70,8 +88,41 @@ func (a *adminCmd) parse(args []string, want int) ([]string, int) {
 	return pos, -1
 }
 
+// failf reports an error: a line on standard error, or with -json an
+// object {"command", "error"} on standard output (scripts read one
+// stream). The exit status says that it failed (archivebot help, Exit
+// status).
 func (a *adminCmd) failf(format string, args ...any) {
-	fmt.Fprintf(a.stderr, "archivebot %s: %s\n", a.name, fmt.Sprintf(format, args...))
+	msg := fmt.Sprintf(format, args...)
+	if a.json {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetEscapeHTML(false)
+		if enc.Encode(errorResult{Command: a.name, Error: msg}) == nil {
+			return
+		}
+	}
+	fmt.Fprintf(a.stderr, "archivebot %s: %s\n", a.name, msg)
+}
+
+// errorResult is an error of a command run with -json.
+type errorResult struct {
+	Command string `json:"command"`
+	Error   string `json:"error"`
+}
+
+// jsonAsked reports whether args ask for -json (before the flags are
+// parsed: a bad flag is reported in the format asked for).
+func jsonAsked(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		switch strings.TrimLeft(a, "-") {
+		case "json", "json=true", "json=1", "json=t", "json=TRUE", "json=True":
+			return strings.HasPrefix(a, "-")
+		}
+	}
+	return false
 }
 
 // connect loads the configuration and reaches Redis; false (after saying
@@ -206,8 +257,9 @@ type jobRow struct {
 	URL       string `json:"url"`
 	StartedBy string `json:"started_by"`
 	StartedIn string `json:"started_in"`
-	QueuedAt  string `json:"queued_at,omitempty"`
-	StartedAt string `json:"started_at,omitempty"`
+	// UNIX seconds, integers as in the web API (/jobs).
+	QueuedAt  *int64 `json:"queued_at,omitempty"`
+	StartedAt *int64 `json:"started_at,omitempty"`
 	Pipeline  string `json:"pipeline_id,omitempty"`
 	Depth     string `json:"fetch_depth,omitempty"`
 	Note      string `json:"note,omitempty"`
@@ -236,7 +288,7 @@ func runJobs(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		for _, j := range jobs {
 			r := jobRow{Ident: j.Ident, Queue: j.Queue, Position: j.Position, State: "queued",
 				URL: j.Fields["url"], StartedBy: j.Fields["started_by"], StartedIn: j.Fields["started_in"],
-				QueuedAt: j.Fields["queued_at"], StartedAt: j.Fields["started_at"], Pipeline: j.Fields["pipeline_id"],
+				QueuedAt: unixField(j.Fields["queued_at"]), StartedAt: unixField(j.Fields["started_at"]), Pipeline: j.Fields["pipeline_id"],
 				Depth: j.Fields["fetch_depth"], Note: j.Fields["note"]}
 			if j.Queue == store.KeyWorking {
 				r.State = "running"
@@ -284,13 +336,23 @@ func pipelineKey(s string) string {
 	return store.PipelinePrefix + s
 }
 
-// age writes how long ago a UNIX time (seconds, maybe with a fraction) was.
-func age(now time.Time, unix string) string {
-	f, err := strconv.ParseFloat(unix, 64)
+// unixField reads a UNIX time field (seconds, maybe with a fraction) as
+// whole seconds; nil when it is missing or not a number.
+func unixField(v string) *int64 {
+	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || f <= 0 {
+		return nil
+	}
+	n := int64(f)
+	return &n
+}
+
+// age writes how long ago a UNIX time was.
+func age(now time.Time, unix *int64) string {
+	if unix == nil {
 		return "-"
 	}
-	d := now.Sub(time.Unix(int64(f), 0))
+	d := now.Sub(time.Unix(*unix, 0))
 	if d < 0 {
 		d = 0
 	}
@@ -764,6 +826,11 @@ func runReapPipeline(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if err != nil {
 			a.failf("the jobs were failed, but the pipeline record stays: %v", err)
 			status = 1
+		}
+		if p == nil && !removed && len(res.Failed) == 0 && status == 0 {
+			// Reaped already (or a typo): nothing to fail, nothing to remove.
+			a.failf("no pipeline %s: it has no record and no running job names it (reaped already? archivebot pipelines lists them); nothing was done", key)
+			return 1
 		}
 		res.Removed = removed
 		if a.json {

@@ -41,7 +41,9 @@ func commands() []command {
 		{"pipelines", "", "list the pipelines and their jobs", runPipelines},
 		{"requeue", "IDENT", "put a failed or dead job back in the queue it came from, with its settings; the channel is told", runRequeue},
 		{"status", "", "which node holds the leader lease (ha), since when, and when it expires; exit 3 when none does", runStatus},
+		{"feed", "", "each configured feed network (x, mastodon, bluesky): texts pending, in flight, budget used, digests, give-ups", runFeed},
 		{"reap-pipeline", "ID", "fail every job of a pipeline that is gone and forget the pipeline; the channel is told", runReapPipeline},
+		{"healthcheck", "", "ask the running node's /readyz (or /healthz); exit 0 when it answers 200 (the image's HEALTHCHECK)", runHealthcheck},
 		{"help", "[COMMAND]", "this text, or one command's", func(a []string, _ io.Reader, o, e io.Writer) int { return runHelp(a, o, e) }},
 		{"version", "", "print the module version and VCS revision", func(_ []string, _ io.Reader, o, _ io.Writer) int { return runVersion(o) }},
 	}
@@ -110,13 +112,20 @@ func flagExit(err error) int {
 
 // nodeOptions are the flags of the node itself.
 type nodeOptions struct {
-	config      string
-	check       bool
-	debug       bool
-	version     bool
-	redisListen string
-	dataDir     string
-	cpuProfile  string
+	config       string
+	check        bool
+	debug        bool
+	version      bool
+	redisListen  string
+	dataDir      string
+	httpListen   string
+	streamListen string
+	cpuProfile   string
+}
+
+// overrides are the flags that win over the file and the environment.
+func (o *nodeOptions) overrides() config.Overrides {
+	return config.Overrides{RedisListen: o.redisListen, DataDir: o.dataDir, HTTPListen: o.httpListen, StreamListen: o.streamListen}
 }
 
 func (o *nodeOptions) configPath() string {
@@ -130,19 +139,23 @@ func nodeFlags(out io.Writer) (*flag.FlagSet, *nodeOptions) {
 	o := &nodeOptions{}
 	fs := flag.NewFlagSet("archivebot", flag.ContinueOnError)
 	fs.SetOutput(out)
-	registerConfigFlag(fs, &o.config)
-	fs.BoolVar(&o.check, "check-config", false, "check the configuration as a run would (Redis URL, listen addresses, TLS files, ignore sets), then exit")
+	registerConfigFlag(fs, &o.config, "none: console front end and embedded Redis")
+	fs.BoolVar(&o.check, "check-config", false, "check what a run would, short of running, then exit: the file, every listen address (bound and released), Redis or the sentinels (pinged), the data directory, TLS files, ignore sets; warnings as a run prints them")
 	fs.BoolVar(&o.debug, "debug", false, "log debug messages (same as log.level = \"debug\")")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.redisListen, "redis-listen", "", "address of the embedded Redis, e.g. 127.0.0.1:6380 (redis.listen; env "+config.EnvRedisListen+")")
 	fs.StringVar(&o.dataDir, "data-dir", "", "directory of the embedded Redis's snapshot (redis.data_dir; env "+config.EnvDataDir+")")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for `go tool pprof`), written at exit")
+	fs.StringVar(&o.httpListen, "http-listen", "", "address of the web API and dashboard, e.g. 127.0.0.1:4577 (http.listen; env "+config.EnvHTTPListen+")")
+	fs.StringVar(&o.streamListen, "stream-listen", "", "address of the live stream for upstream's dashboard, e.g. 127.0.0.1:4578 (http.stream_listen; env "+config.EnvStreamListen+")")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE`, written at exit (read it with go tool pprof)")
 	fs.Usage = func() { usage(out) }
 	return fs, o
 }
 
-func registerConfigFlag(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "config", "", "configuration file (TOML, see config.example.toml; env "+EnvConfig+"); none: console front end and embedded Redis")
+// registerConfigFlag defines -config; without names what is used without
+// a file.
+func registerConfigFlag(fs *flag.FlagSet, p *string, without string) {
+	fs.StringVar(p, "config", "", "configuration file (TOML, see config.example.toml; env "+EnvConfig+"); "+without)
 }
 
 // usage is the whole help: commands, the node's flags, each command's
@@ -180,12 +193,23 @@ Environment:
   %-24s configuration file when -config is not given
   %-24s address of the embedded Redis (redis.listen; -redis-listen wins)
   %-24s directory of the embedded Redis's snapshot (redis.data_dir; -data-dir wins)
+  %-24s address of the web API and dashboard (http.listen; -http-listen wins)
+  %-24s address of the live stream for upstream's dashboard (http.stream_listen; -stream-listen wins)
 
 The commands other than ident, simulate-pipeline, help and version act on
 the Redis of the configuration (REDIS_URL, redis.url, or the embedded Redis
 of a running node at redis.listen) and refuse to act when it does not answer.
 "archivebot COMMAND -h" shows one command.
-`, config.EnvRedisURL, EnvConfig, config.EnvRedisListen, config.EnvDataDir)
+
+Exit status:
+  0  done (a run: stopped on SIGINT, SIGTERM or the console's end of input)
+  1  failed or refused: the message says why and whether anything was done
+     (Redis did not answer, no such job, a run that could not start, a
+     -check-config that found errors); with -json the error is a JSON
+     object {"command", "error"} on standard output
+  2  usage: unknown command or flag, wrong arguments
+  3  status: no node holds the leader lease
+`, config.EnvRedisURL, EnvConfig, config.EnvRedisListen, config.EnvDataDir, config.EnvHTTPListen, config.EnvStreamListen)
 }
 
 // runHelp prints the whole help, or one command's.
@@ -209,24 +233,35 @@ func runVersion(stdout io.Writer) int {
 	return 0
 }
 
+// Set by the linker (-ldflags "-X main.stampVersion=… -X
+// main.stampRevision=…"), as the Dockerfile's build does: a build without
+// the VCS information Go stamps by itself (.git outside the build
+// context, -buildvcs=false) still says what it was built from.
+var stampVersion, stampRevision string
+
 func versionString() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "archivebot (no build information)"
 	}
 	v := bi.Main.Version
-	if v == "" {
+	switch {
+	case stampVersion != "":
+		v = stampVersion
+	case v == "":
 		v = "(devel)"
 	}
-	var rev, at, dirty string
+	rev, at, dirty := stampRevision, "", ""
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			rev = s.Value
+			if stampRevision == "" {
+				rev = s.Value
+			}
 		case "vcs.time":
 			at = s.Value
 		case "vcs.modified":
-			if s.Value == "true" {
+			if s.Value == "true" && stampRevision == "" {
 				dirty = " (modified)"
 			}
 		}

@@ -40,6 +40,14 @@ func TestCheckConfigCases(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("REDIS_URL", "")
+			freeListeners(t)
+			// The file's own listen addresses are what the case checks.
+			if strings.Contains(c.toml, "[http]\nlisten") {
+				t.Setenv("ARCHIVEBOT_HTTP_LISTEN", "")
+			}
+			if strings.Contains(c.toml, "[redis]\nlisten") {
+				t.Setenv("ARCHIVEBOT_REDIS_LISTEN", "")
+			}
 			for k, v := range c.env {
 				t.Setenv(k, v)
 			}
@@ -58,6 +66,7 @@ func TestCheckConfigCases(t *testing.T) {
 // server set it needs the channels it shows commented out.
 func TestExampleConfigChannels(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
+	freeListeners(t)
 	b, err := os.ReadFile("../../config.example.toml")
 	if err != nil {
 		t.Fatal(err)

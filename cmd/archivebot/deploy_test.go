@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,10 +14,14 @@ import (
 
 // dockerfile is what the Dockerfile says about running the binary.
 type dockerfile struct {
-	env        map[string]string
-	entrypoint []string
-	cmd        []string
-	volume     string
+	env         map[string]string
+	entrypoint  []string
+	cmd         []string
+	healthcheck []string
+	volume      string
+	// build is the shell command of the RUN line that runs go build.
+	build  string
+	expose []string
 }
 
 func readDockerfile(t *testing.T) dockerfile {
@@ -38,6 +43,17 @@ func readDockerfile(t *testing.T) dockerfile {
 		case "ENV":
 			for _, m := range kv.FindAllStringSubmatch(rest, -1) {
 				d.env[m[1]] = m[2]
+			}
+		case "RUN":
+			if strings.Contains(rest, "go build") {
+				d.build = rest
+			}
+		case "EXPOSE":
+			d.expose = strings.Fields(rest)
+		case "HEALTHCHECK":
+			_, exec, ok := strings.Cut(rest, " CMD ")
+			if err := json.Unmarshal([]byte(exec), &d.healthcheck); !ok || err != nil {
+				t.Fatalf("HEALTHCHECK CMD not in exec form: %q", rest)
 			}
 		case "ENTRYPOINT", "CMD", "VOLUME":
 			var v []string
@@ -128,10 +144,78 @@ stream_listen = "127.0.0.1:0"
 	})
 	c.log.waitFor(t, 0, "Data directory: "+volume)
 	c.log.waitFor(t, 0, "pipelines connect with REDIS_URL=redis://:secret@127.0.0.1:")
+	// The HEALTHCHECK, run as the image runs it (its web address moved to
+	// the child's free port): the node answers /readyz with 503, IRC not
+	// being connected, so it exits 1 saying so; -live asks /healthz.
+	line, _ := c.log.waitFor(t, 0, "Web API on http://")
+	webAddr := strings.TrimPrefix(line[strings.Index(line, "http://"):], "http://")
+	webAddr, _, _ = strings.Cut(webAddr, "/")
+	if len(d.healthcheck) < 2 || d.healthcheck[0] != d.entrypoint[0] {
+		t.Fatalf("HEALTHCHECK %q does not run the binary", d.healthcheck)
+	}
+	hc := func(extra ...string) (int, string) {
+		var args []string
+		for _, a := range d.healthcheck[1:] {
+			args = append(args, mapPath(a))
+		}
+		cmd := exec.Command(exe, append(args, extra...)...)
+		cmd.Env = append(slices.Clone(env), "ARCHIVEBOT_HTTP_LISTEN="+webAddr)
+		out, _ := cmd.CombinedOutput()
+		return cmd.ProcessState.ExitCode(), string(out)
+	}
+	if code, out := hc(); code != 1 || !strings.Contains(out, "/readyz: not ready (503") || !strings.Contains(out, "not connected") {
+		t.Fatalf("healthcheck: exit %d: %s", code, out)
+	}
+	if code, out := hc("-live"); code != 0 || !strings.Contains(out, "/healthz: 200") {
+		t.Fatalf("healthcheck -live: exit %d: %s", code, out)
+	}
+	if !slices.Contains(d.expose, "4568") || !slices.Contains(d.expose, "4567") || !slices.Contains(d.expose, "6379") {
+		t.Errorf("EXPOSE %q", d.expose)
+	}
 	if code, took := c.term(); code != 0 {
 		t.Fatalf("exit %d after SIGTERM (%v)", code, took.Round(time.Millisecond))
 	}
 	if _, err := os.Stat(filepath.Join(volume, "redis.json")); err != nil {
 		t.Fatalf("no snapshot in the volume: %v", err)
+	}
+}
+
+// The image's build stamps the commit: the Dockerfile's go build line,
+// run as it is (its /out paths moved to a temporary directory), gives a
+// binary whose `version` names HEAD. The build context keeps .git for it.
+func TestDockerBuildStampsVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	head, err := exec.Command("git", "-C", "../..", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("no git checkout: %v", err)
+	}
+	d := readDockerfile(t)
+	if !strings.Contains(d.build, "-X main.stampRevision=") || !strings.Contains(d.build, "/out/archivebot") {
+		t.Fatalf("build line stamps no revision: %q", d.build)
+	}
+	out := t.TempDir()
+	line := strings.ReplaceAll(d.build, "/out/", out+"/")
+	cmd := exec.Command("sh", "-c", line)
+	cmd.Dir = "../.."
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", line, err, b)
+	}
+	v, err := exec.Command(filepath.Join(out, "archivebot"), "version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(v), "revision "+strings.TrimSpace(string(head))) {
+		t.Fatalf("version %q does not name HEAD %s", v, head)
+	}
+	ignore, err := os.ReadFile("../../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(ignore), "\n") {
+		if l = strings.TrimSpace(l); l == ".git" || l == ".git/" || l == "**/.git" {
+			t.Errorf(".dockerignore drops %s, which the stamp needs", l)
+		}
 	}
 }

@@ -10,7 +10,8 @@ import (
 // leaderView is `archivebot status -json`.
 type leaderView struct {
 	// Leader is false when no node holds the lease (a standby takes it
-	// within a tenth of its lease time) or without ha.enabled (SingleNode).
+	// within a tenth of its lease time). A single node (SingleNode,
+	// without ha.enabled) leads alone: true, as /metrics says.
 	Leader     bool    `json:"leader"`
 	Node       string  `json:"node,omitempty"`
 	Token      int64   `json:"token,omitempty"`
@@ -30,7 +31,7 @@ func runStatus(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return a.session(func(ctx context.Context) int {
 		if !a.cfg.HA.Enabled {
 			// Without ha.enabled the node leads alone and takes no lease.
-			v := leaderView{SingleNode: true}
+			v := leaderView{Leader: true, SingleNode: true}
 			if a.json {
 				return a.writeJSON(v)
 			}

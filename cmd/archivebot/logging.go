@@ -127,10 +127,13 @@ func (h *serviceHandler) Handle(ctx context.Context, r slog.Record) error {
 const maxLogValue = 1024
 
 // cutAttr is a slog ReplaceAttr that shortens long values, saying how
-// long they were.
+// long they were, and writes durations as Go writes them ("2m0s"): the
+// JSON handler would write nanoseconds.
 func cutAttr(_ []string, a slog.Attr) slog.Attr {
 	var s string
 	switch v := a.Value; v.Kind() {
+	case slog.KindDuration:
+		return slog.String(a.Key, v.Duration().String())
 	case slog.KindString:
 		s = v.String()
 	case slog.KindAny:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
@@ -127,6 +128,33 @@ func TestLogValuesCut(t *testing.T) {
 		}
 		if strings.Contains(line, "\uFFFD") {
 			t.Errorf("%s: a rune was cut in half", format)
+		}
+	}
+}
+
+// Durations are written as Go durations in both formats, also attributes
+// given to With and inside groups: JSON would write nanoseconds.
+func TestLogDurationsAsStrings(t *testing.T) {
+	for _, format := range []string{"text", "json"} {
+		var buf bytes.Buffer
+		logger, err := newLogger(&buf, format, "info")
+		if err != nil {
+			t.Fatal(err)
+		}
+		logger.With("every", 90*time.Second).WithGroup("g").Info("cycle", "interval", 2*time.Minute)
+		out := buf.String()
+		if format == "json" {
+			var m map[string]any
+			if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
+				t.Fatal(err)
+			}
+			if m["every"] != "1m30s" || m["g"].(map[string]any)["interval"] != "2m0s" {
+				t.Errorf("json: %s", out)
+			}
+			continue
+		}
+		if !strings.Contains(out, "every=1m30s") || !strings.Contains(out, "g.interval=2m0s") {
+			t.Errorf("text: %s", out)
 		}
 	}
 }

@@ -53,7 +53,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "archivebot: unknown command %q; \"archivebot help\" lists the commands\n", fs.Arg(0))
 		return 2
 	}
-	cfg, err := config.LoadWith(o.configPath(), config.Overrides{RedisListen: o.redisListen, DataDir: o.dataDir})
+	cfg, err := config.LoadWith(o.configPath(), o.overrides())
 	if err != nil {
 		fmt.Fprintf(stderr, "archivebot: %v\n", err)
 		return 1
@@ -76,8 +76,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		defer stop()
 	}
 	if o.check {
-		if err := checkConfig(cfg, logger); err != nil {
+		routeRedisLog(logger)
+		if err := checkConfig(context.Background(), cfg, logger); err != nil {
 			fmt.Fprintf(stderr, "archivebot: %v\n", err)
+			if errors.Is(err, embeddedredis.ErrAddrInUse) && cfg.File == "" {
+				fmt.Fprint(stderr, withoutConfigHint())
+			}
 			return 1
 		}
 		fmt.Fprintf(stdout, "configuration OK (%s)\n", describe(cfg))
@@ -89,13 +93,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := serve(ctx, cfg, logger, stdin, stdout); err != nil {
 		logger.Error("archivebot stopped", "err", err)
 		fmt.Fprintf(stderr, "archivebot: %v\n", err)
-		if errors.Is(err, embeddedredis.ErrAddrInUse) {
-			fmt.Fprintf(stderr, "archivebot: without a configuration file: -redis-listen ADDR or %s=ADDR picks another address; %s=redis://HOST:PORT/0 uses the running Redis\n",
-				config.EnvRedisListen, config.EnvRedisURL)
+		if errors.Is(err, embeddedredis.ErrAddrInUse) && cfg.File == "" {
+			fmt.Fprint(stderr, withoutConfigHint())
 		}
 		return 1
 	}
 	return 0
+}
+
+// withoutConfigHint says how to move the embedded Redis without a
+// configuration file; with one, the error's own advice names the keys.
+func withoutConfigHint() string {
+	return fmt.Sprintf("archivebot: without a configuration file: -redis-listen ADDR or %s=ADDR picks another address; %s=redis://HOST:PORT/0 uses the running Redis\n",
+		config.EnvRedisListen, config.EnvRedisURL)
 }
 
 func describe(cfg *config.Config) string {

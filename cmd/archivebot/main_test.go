@@ -159,10 +159,15 @@ func TestListenAddressTaken(t *testing.T) {
 	if !strings.Contains(msg, "already in use") || !strings.Contains(msg, "redis.url") || !strings.Contains(msg, "redis.listen") {
 		t.Fatalf("message does not explain what to do:\n%s", msg)
 	}
+	// The hint for a run without a file is not given to one with a file.
+	if strings.Contains(msg, "without a configuration file") {
+		t.Fatalf("hint for a run without -config:\n%s", msg)
+	}
 }
 
 func TestCheckConfig(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
+	freeListeners(t)
 	var out, errb bytes.Buffer
 	if code := run([]string{"-check-config", "-config", "../../config.example.toml"}, nil, &out, &errb); code != 0 {
 		t.Fatalf("example config refused: %s", errb.String())

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -149,6 +152,7 @@ func openRedis(cfg *config.Config, logger *slog.Logger, stdout io.Writer) (*redi
 		DataDir:      cfg.Redis.DataDir,
 		Password:     cfg.Redis.Password,
 		SaveInterval: cfg.Redis.SaveInterval.Duration,
+		MaxBulkLen:   cfg.Redis.ProtoMaxBulkLen,
 		Logger:       logger.With("service", "embedded-redis"),
 	})
 	if err != nil {
@@ -181,11 +185,15 @@ func redactURL(raw string) string {
 	return u.Redacted()
 }
 
-// checkConfig checks what a real start would, without starting: what
+// checkConfig checks what a run would, short of its side effects: what
 // config.Load validates (the Redis URL as go-redis parses it, listen
-// addresses resolved, the channels rule), plus the files: the ignore sets
-// (every pattern compiled), the user agents and the IRC CA certificate.
-func checkConfig(cfg *config.Config, logger *slog.Logger) error {
+// addresses resolved, the channels rule); the files (the ignore sets with
+// every pattern compiled, the user agents, the IRC CA certificate, the
+// embedded Redis's data directory and snapshot); every listen address
+// bound and released at once; the Redis of the configuration (or its
+// sentinels) pinged with a short timeout. It logs the warnings a run logs
+// (an embedded Redis reachable from other machines without a password).
+func checkConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	var errs []error
 	if _, err := bot.LoadCatalog(cfg.Jobs.IgnoreSetsDir, "", logger); err != nil {
 		errs = append(errs, fmt.Errorf("jobs.ignore_sets_dir: %w", err))
@@ -198,7 +206,121 @@ func checkConfig(cfg *config.Config, logger *slog.Logger) error {
 			errs = append(errs, fmt.Errorf("irc.tls_ca: %w", err))
 		}
 	}
+	if cfg.Embedded() {
+		errs = append(errs, checkEmbedded(cfg, logger)...)
+	}
+	// The web listeners, as the run opens them (same messages).
+	for _, listen := range []func(*config.Config, io.Writer) (net.Listener, error){listenWeb, listenStream} {
+		ln, err := listen(cfg, io.Discard)
+		if err != nil {
+			errs = append(errs, err)
+		} else if ln != nil {
+			ln.Close()
+		}
+	}
+	if !cfg.Embedded() {
+		if err := pingRedis(ctx, cfg); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// checkEmbedded checks the embedded Redis's address (bound and released)
+// and data directory, and warns as embedded.Start does.
+func checkEmbedded(cfg *config.Config, logger *slog.Logger) []error {
+	var errs []error
+	ln, err := net.Listen("tcp", cfg.Redis.Listen)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		errs = append(errs, fmt.Errorf("redis.listen: %w: %s is taken, probably by a Redis server that is already running; "+
+			"to use that Redis set redis.url (or the REDIS_URL environment variable) to its URL, "+
+			"or set redis.listen to another address for the embedded one", embeddedredis.ErrAddrInUse, cfg.Redis.Listen))
+	case err != nil:
+		errs = append(errs, fmt.Errorf("redis.listen: %w", err))
+	default:
+		a, _ := ln.Addr().(*net.TCPAddr)
+		ln.Close()
+		if a != nil && !a.IP.IsLoopback() && cfg.Redis.Password == "" {
+			logger.Warn("embedded redis: listening on a non-loopback address without a password; "+
+				"anyone who can reach it can read and change the data (set redis.password)", "addr", a.String())
+		}
+	}
+	if dir := cfg.Redis.DataDir; dir != "" {
+		if err := checkWritableDir(dir); err != nil {
+			errs = append(errs, fmt.Errorf("redis.data_dir: %w", err))
+		}
+		snap := filepath.Join(dir, embeddedredis.SnapshotFile)
+		if f, err := os.Open(snap); err == nil {
+			f.Close()
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("redis.data_dir: the snapshot cannot be read: %w", err))
+		}
+	}
+	return errs
+}
+
+// checkWritableDir reports whether the run can write in dir: it exists as
+// a writable directory, or the nearest existing parent is one (the run
+// creates it). The test file is removed at once.
+func checkWritableDir(dir string) error {
+	d := dir
+	for {
+		fi, err := os.Stat(d)
+		if err == nil {
+			if !fi.IsDir() {
+				return fmt.Errorf("%s is not a directory", d)
+			}
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return err
+		}
+		d = parent
+	}
+	f, err := os.CreateTemp(d, ".archivebot-check-*")
+	if err != nil {
+		if d != dir {
+			return fmt.Errorf("%s does not exist and cannot be created in %s: %w", dir, d, err)
+		}
+		return fmt.Errorf("%s is not writable: %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// checkRedisTimeout bounds -check-config's ping of Redis.
+const checkRedisTimeout = 2 * time.Second
+
+// pingRedis reaches the Redis of cfg (the URL, or the master the
+// sentinels name) once, with a short timeout.
+func pingRedis(ctx context.Context, cfg *config.Config) error {
+	var rdb *redis.Client
+	where := "redis.url " + redactURL(cfg.Redis.URL)
+	if len(cfg.Redis.Sentinels) > 0 {
+		fo := failoverOptions(cfg)
+		fo.DialTimeout, fo.MaxRetries = checkRedisTimeout, -1
+		rdb = redis.NewFailoverClient(fo)
+		where = fmt.Sprintf("the master %q of redis.sentinels %s", cfg.Redis.MasterName, strings.Join(cfg.Redis.Sentinels, ", "))
+	} else {
+		opt, err := redis.ParseURL(cfg.Redis.URL)
+		if err != nil {
+			return fmt.Errorf("redis.url: %w", err)
+		}
+		opt.DialTimeout, opt.DialerRetries, opt.MaxRetries = checkRedisTimeout, 1, -1
+		rdb = redis.NewClient(opt)
+	}
+	defer rdb.Close()
+	pingCtx, cancel := context.WithTimeout(ctx, checkRedisTimeout+time.Second)
+	defer cancel()
+	if err := store.NewStore(rdb).Ping(pingCtx); err != nil {
+		return fmt.Errorf("redis: %s does not answer: %w (a run would start, but every command would answer \"backend unavailable\" until it does)", where, err)
+	}
+	return nil
 }
 
 // adminStore connects the operator's commands to the Redis of cfg: the

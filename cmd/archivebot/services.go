@@ -61,10 +61,22 @@ func startServices(ctx context.Context, cfg *config.Config, store *store.Store, 
 		},
 		QueueIndexRebuild: config.DefaultQueueIndexRebuild,
 	}, logger)
+	var networks []tweeter.Network
+	if m := cfg.Tweeter.Mastodon; m.On() {
+		networks = append(networks, tweeter.MastodonNetwork(m.Server, m.AccessToken, m.Budget, m.BudgetWindow.Duration, nil))
+	}
+	if b := cfg.Tweeter.Bluesky; b.On() {
+		networks = append(networks, tweeter.BlueskyNetwork(b.Service, b.Identifier, b.AppPassword, b.Budget, b.BudgetWindow.Duration, nil))
+	}
 	tw, err := tweeter.New(store, tweeter.Config{
-		Interval: cfg.Tweeter.Interval.Duration,
-		Delay:    cfg.Tweeter.Delay.Duration,
-		API:      cfg.Tweeter.API,
+		Interval:        cfg.Tweeter.Interval.Duration,
+		Delay:           cfg.Tweeter.Delay.Duration,
+		API:             cfg.Tweeter.API,
+		XBudget:         cfg.Tweeter.Budget,
+		XWindow:         cfg.Tweeter.BudgetWindow.Duration,
+		Networks:        networks,
+		DigestSchedule:  cfg.Tweeter.DigestSchedule,
+		SummarySchedule: cfg.Tweeter.SummarySchedule,
 		Credentials: tweeter.Credentials{
 			ConsumerKey:    cfg.Tweeter.ConsumerKey,
 			ConsumerSecret: cfg.Tweeter.ConsumerSecret,

@@ -27,7 +27,7 @@ func listenWeb(cfg *config.Config, stdout io.Writer) (net.Listener, error) {
 	}
 	ln, err := web.Listen(cfg.HTTP.Listen)
 	if errors.Is(err, web.ErrAddrInUse) {
-		return nil, fmt.Errorf("http.listen: %s is already in use (another archivebot, or upstream's dashboard?); set http.listen to another address, or listen = \"\" to switch the web server off", cfg.HTTP.Listen)
+		return nil, fmt.Errorf("http.listen: %s is already in use (another archivebot, or upstream's dashboard?); set http.listen (or -http-listen, %s) to another address, or listen = \"\" to switch the web server off", cfg.HTTP.Listen, config.EnvHTTPListen)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("http.listen: %w", err)
@@ -44,7 +44,7 @@ func listenStream(cfg *config.Config, stdout io.Writer) (net.Listener, error) {
 	}
 	ln, err := web.Listen(cfg.HTTP.StreamListen)
 	if errors.Is(err, web.ErrAddrInUse) {
-		return nil, fmt.Errorf("http.stream_listen: %s is already in use (upstream's dashboard WebSocket server?); set http.stream_listen to another address, or stream_listen = \"\" to switch it off", cfg.HTTP.StreamListen)
+		return nil, fmt.Errorf("http.stream_listen: %s is already in use (upstream's dashboard WebSocket server?); set http.stream_listen (or -stream-listen, %s) to another address, or stream_listen = \"\" to switch it off", cfg.HTTP.StreamListen, config.EnvStreamListen)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("http.stream_listen: %w", err)

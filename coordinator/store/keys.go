@@ -39,12 +39,18 @@ const (
 	// score = UNIX time queued / posted.
 	KeyTweetsQueue = "tweets:queue"
 	KeyTweetsDone  = "tweets:done"
-	// KeyTweetsAttempt (hash, ours) records texts whose post was attempted
-	// but not yet recorded, so a crash does not post twice.
+	// KeyTweetsAttempt (hash, ours) held the one-network tweeter's
+	// attempts; the per-network feed keeps them in KeyFeedAttempts. It is
+	// still checked before queueing and pruned, for records an older
+	// version left.
 	KeyTweetsAttempt = "archivebot:tweets:attempt"
 	// KeyTweetsFailed (sorted set, ours): member = tweet text the tweeter
 	// gave up on, score = UNIX time it gave up. Pruned with tweets:done.
 	KeyTweetsFailed = "archivebot:tweets:failed"
+	// KeyFeedURLs (hash, ours): member = text in tweets:queue, value = the
+	// job URL it was made from, so each network can word its own post
+	// (see doc/protocol.md, Tweets). Removed when the text leaves the queue.
+	KeyFeedURLs = "archivebot:feed:urls"
 
 	// KeyLeader (string, ours) is the leader lease: "TOKEN NODE ACQUIRED_MS",
 	// with a PX lifetime (see doc/protocol.md, Leader lease).
@@ -78,6 +84,37 @@ const (
 	// FailedPrefix prefixes failure records: archivebot:failed:IDENT (hash).
 	FailedPrefix = "archivebot:failed:"
 )
+
+// FeedPrefix prefixes the keys of one feed network (x, mastodon,
+// bluesky, dryrun): archivebot:feed:NET:KIND.
+const FeedPrefix = "archivebot:feed:"
+
+// KeyFeedState (hash, ours): member = text in tweets:queue, value = where
+// network net is with it: "a:KEY" (attempt KEY in flight), "p:T" (posted
+// at UNIX time T), "d:KEY" (carried by digest KEY), "f:T" (given up at T).
+// Fields go when the text leaves tweets:queue.
+func KeyFeedState(net string) string { return FeedPrefix + net + ":state" }
+
+// KeyFeedAttempts (hash, ours): member = attempt key, value = JSON
+// {"at","post","items","digest"}: a post sent or about to be sent and not
+// yet recorded, so a crash between send and record is resolved on restart.
+func KeyFeedAttempts(net string) string { return FeedPrefix + net + ":attempts" }
+
+// KeyFeedSent (sorted set, ours): member = attempt key, score = UNIX ms it
+// was claimed: the posts counted against the network's budget window.
+func KeyFeedSent(net string) string { return FeedPrefix + net + ":sent" }
+
+// KeyFeedDigests (sorted set, ours): member = JSON {"key","post","items"}
+// of a digest posted, score = UNIX time. Pruned with tweets:done.
+func KeyFeedDigests(net string) string { return FeedPrefix + net + ":digests" }
+
+// KeyFeedFailed (sorted set, ours): member = JSON {"text","reason"} of a
+// text the network gave up on, score = UNIX time. Pruned with tweets:done.
+func KeyFeedFailed(net string) string { return FeedPrefix + net + ":failed" }
+
+// KeyFeedSummary (string, ours) is the UTC day (YYYY-MM-DD) of the last
+// daily summary posted on net.
+func KeyFeedSummary(net string) string { return FeedPrefix + net + ":summary" }
 
 // KeyJob is the job record (hash) of ident.
 func KeyJob(ident string) string { return ident }

@@ -109,6 +109,7 @@ func TestWriteScriptsFenced(t *testing.T) {
 		"cmdrecord.lua":     "prologue of the user-command scripts",
 		"fence.lua":         "the fence itself",
 		"history.lua":       "a prologue: the scripts it starts are checked whole",
+		"feed_finalize.lua": "a library: the scripts that include it are checked whole",
 		"lease_acquire.lua": "the lease: runs before there is a token",
 		"lease_renew.lua":   "the lease: checks its own value",
 		"lease_release.lua": "the lease: compare-and-delete",

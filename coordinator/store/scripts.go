@@ -141,17 +141,29 @@ var (
 	tweetQueueSrc    string
 	tweetQueueScript = fenced(tweetQueueSrc)
 
-	//go:embed scripts/tweet_claim.lua
-	tweetClaimSrc    string
-	tweetClaimScript = fenced(tweetClaimSrc)
-
-	//go:embed scripts/tweet_resolve.lua
-	tweetResolveSrc    string
-	tweetResolveScript = fenced(tweetResolveSrc)
-
 	//go:embed scripts/tweet_prune.lua
 	tweetPruneSrc    string
 	tweetPruneScript = fenced(tweetPruneSrc)
+
+	// Per-network feed progress (feed.go); feed_finalize.lua is a library
+	// the view and resolve scripts include.
+	//go:embed scripts/feed_finalize.lua
+	feedFinalizeSrc string
+	//go:embed scripts/feed_view.lua
+	feedViewBody   string
+	feedViewScript = fenced(feedFinalizeSrc + feedViewBody)
+	//go:embed scripts/feed_claim.lua
+	feedClaimSrc    string
+	feedClaimScript = fenced(feedClaimSrc)
+	//go:embed scripts/feed_resolve.lua
+	feedResolveBody   string
+	feedResolveScript = fenced(feedFinalizeSrc + feedResolveBody)
+	//go:embed scripts/feed_prune.lua
+	feedPruneSrc    string
+	feedPruneScript = fenced(feedPruneSrc)
+	//go:embed scripts/feed_summary.lua
+	feedSummarySrc    string
+	feedSummaryScript = fenced(feedSummarySrc)
 )
 
 // The leader lease's scripts. They are not fenced: they are the fence.

@@ -71,7 +71,7 @@ func (r TweetQueueResult) String() string {
 // not already queued, in tweets:done, being posted or given up on — all in
 // one atomic step, so two racing updates cannot queue it twice.
 func (s *Store) QueueTweet(ctx context.Context, ident, url, text string) (TweetQueueResult, error) {
-	keys := []string{KeyJob(ident), KeyTweetsQueue, KeyTweetsDone, KeyTweetsAttempt, KeyTweetsFailed}
+	keys := []string{KeyJob(ident), KeyTweetsQueue, KeyTweetsDone, KeyTweetsAttempt, KeyTweetsFailed, KeyFeedURLs}
 	n, err := tweetQueueScript.Run(ctx, s.rdb, keys, text, s.Now().Unix(), url).Int()
 	if err != nil {
 		return 0, wrap("queue tweet for "+ident, err)
@@ -87,69 +87,6 @@ func (s *Store) QueueTweet(ctx context.Context, ident, url, text string) (TweetQ
 		return TweetNotRunning, nil
 	}
 	return 0, fmt.Errorf("queue tweet for %s: unexpected script result %d", ident, n)
-}
-
-// TweetClaim is a queued text taken for posting.
-type TweetClaim struct {
-	Text string
-	// Unresolved is false for a fresh claim: the attempt is now recorded
-	// and the caller posts the text, then calls TweetPosted, TweetFailed or
-	// ReleaseTweet. It is true when an earlier attempt (at AttemptedAt) was
-	// never resolved — the poster crashed or stopped mid-post — so the text
-	// may be online already: the caller should not post it again but
-	// resolve it, normally with TweetPosted.
-	Unresolved  bool
-	AttemptedAt time.Time
-}
-
-// ClaimTweet takes the oldest queued text that is not yet in tweets:done
-// (dropping those that are from the queue) and records the attempt to post
-// it before anything is posted. ok is false when nothing is queued.
-func (s *Store) ClaimTweet(ctx context.Context) (c TweetClaim, ok bool, err error) {
-	keys := []string{KeyTweetsQueue, KeyTweetsDone, KeyTweetsAttempt}
-	res, err := tweetClaimScript.Run(ctx, s.rdb, keys, s.Now().Unix()).StringSlice()
-	if err != nil {
-		return c, false, wrap("claim tweet", err)
-	}
-	switch {
-	case len(res) == 0:
-		return c, false, nil
-	case len(res) == 2 && res[1] == "claimed":
-		return TweetClaim{Text: res[0]}, true, nil
-	case len(res) == 3 && res[1] == "attempted":
-		c = TweetClaim{Text: res[0], Unresolved: true}
-		if sec, err := strconv.ParseInt(res[2], 10, 64); err == nil {
-			c.AttemptedAt = time.Unix(sec, 0)
-		}
-		return c, true, nil
-	}
-	return c, false, fmt.Errorf("claim tweet: unexpected script result %q", res)
-}
-
-// TweetPosted records a claimed text as posted: ZADD tweets:done now text,
-// ZREM tweets:queue text and the end of its attempt, atomically.
-func (s *Store) TweetPosted(ctx context.Context, text string) error {
-	return s.resolveTweet(ctx, "record posted tweet", KeyTweetsDone, text)
-}
-
-// TweetFailed records a claimed text as given up: it leaves tweets:queue
-// for archivebot:tweets:failed (so it is not queued again until pruned) and
-// its attempt ends, atomically.
-func (s *Store) TweetFailed(ctx context.Context, text string) error {
-	return s.resolveTweet(ctx, "record failed tweet", KeyTweetsFailed, text)
-}
-
-func (s *Store) resolveTweet(ctx context.Context, op, dest, text string) error {
-	keys := []string{KeyTweetsQueue, dest, KeyTweetsAttempt}
-	err := tweetResolveScript.Run(ctx, s.rdb, keys, text, s.Now().Unix()).Err()
-	return wrap(op, err)
-}
-
-// ReleaseTweet ends the attempt on a claimed text that was certainly not
-// posted (the API answered with an error); the text stays queued for a
-// later try.
-func (s *Store) ReleaseTweet(ctx context.Context, text string) error {
-	return wrap("release tweet", s.rdb.HDel(ctx, KeyTweetsAttempt, text).Err())
 }
 
 // PrunedTweets counts what PruneTweets removed.

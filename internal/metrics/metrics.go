@@ -84,11 +84,27 @@ var (
 		Name: "archivebot_tweets_total",
 		Help: `Tweets by result: "posted" or "failed" (given up after retries).`,
 	}, []string{"result"})
+	feedPosts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "archivebot_feed_posts_total",
+		Help: `Feed posts by network (x, mastodon, bluesky, dryrun) and kind: "post" (one text), "digest" (several texts, when the queue outran the budget) or "summary" (the daily summary).`,
+	}, []string{"network", "kind"})
+	feedFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "archivebot_feed_failures_total",
+		Help: `Feed texts a network gave up on, and rate-limit answers, by network and what: "gave_up" or "rate_limited".`,
+	}, []string{"network", "what"})
+	feedBudgetLeft = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "archivebot_feed_budget_left",
+		Help: "Posts a network may still make in its budget window (-1: no budget), as of its last look at the queue.",
+	}, []string{"network"})
+	feedPending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "archivebot_feed_pending",
+		Help: "Queued texts a network has not posted, carried or given up yet, as of its last look at the queue.",
+	}, []string{"network"})
 )
 
 func init() {
 	Registry.MustRegister(commands, outboxQueued, outboxSent, redisErrors, cycleSeconds,
-		cycleFailures, logEntries, logOversized, tweets, streamSkipped, streamDropped, streamClients,
+		cycleFailures, logEntries, logOversized, tweets, feedPosts, feedFailures, feedBudgetLeft, feedPending, streamSkipped, streamDropped, streamClients,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series that exist from the start, so a scrape before the first event
 	// already shows them at zero.
@@ -145,6 +161,29 @@ func TweetPosted() { tweets.WithLabelValues("posted").Inc() }
 
 // TweetFailed counts a tweet the tweeter gave up on.
 func TweetFailed() { tweets.WithLabelValues("failed").Inc() }
+
+// FeedNetwork makes a network's feed series exist at zero from the start.
+func FeedNetwork(network string) {
+	for _, k := range []string{"post", "digest", "summary"} {
+		feedPosts.WithLabelValues(network, k)
+	}
+	feedFailures.WithLabelValues(network, "gave_up")
+	feedFailures.WithLabelValues(network, "rate_limited")
+}
+
+// FeedPosted counts one post of kind ("post", "digest", "summary") on a
+// network.
+func FeedPosted(network, kind string) { feedPosts.WithLabelValues(network, kind).Inc() }
+
+// FeedFailure counts a give-up ("gave_up") or a rate-limit answer
+// ("rate_limited") on a network.
+func FeedFailure(network, what string) { feedFailures.WithLabelValues(network, what).Inc() }
+
+// FeedBudget sets a network's budget left (-1: none) and pending texts.
+func FeedBudget(network string, left, pending int) {
+	feedBudgetLeft.WithLabelValues(network).Set(float64(left))
+	feedPending.WithLabelValues(network).Set(float64(pending))
+}
 
 // Service is what /readyz knows about one background service.
 type Service struct {

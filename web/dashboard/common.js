@@ -33,6 +33,11 @@ function when(secs) {
 	const d = new Date(num(secs) * 1000);
 	return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
 }
+// clock is the time of day of a Date in UTC, as every time on the pages
+// is (when() writes "YYYY-MM-DD hh:mm:ssZ").
+function clock(d) {
+	return d.toISOString().slice(11, 19) + "Z";
+}
 function ago(secs) {
 	const s = Math.max(0, Date.now() / 1000 - num(secs));
 	if (s < 120) return `${Math.round(s)} s ago`;

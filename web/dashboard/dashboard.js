@@ -27,7 +27,9 @@ const errorsBox = el("input", { id: "errors-only", type: "checkbox" });
 const countEl = el("span", { id: "num-jobs", class: "muted" }, "");
 
 document.body.prepend(nav("/"),
-	el("div", { style: "padding:6px 10px;display:flex;gap:.8em;align-items:center;flex-wrap:wrap" },
+	// The layout is in style.css (.toolbar): the pages' CSP refuses
+	// style attributes, which left the bar unstyled.
+	el("div", { class: "toolbar" },
 		filterBox,
 		el("button", { id: "show-all", onclick: () => setFilter("") }, "All"),
 		el("button", { id: "show-none", onclick: () => setFilter("^$") }, "None"),

@@ -202,13 +202,39 @@ async function finishedPage() {
 				el("td", {}, j.failed_reason || "")))));
 }
 
+// recentPage is /logs/recent in a browser: each running job's last log
+// entries (the JSON of the same URL), as upstream serves a page there.
+async function recentPage() {
+	document.title = "ArchiveBot recent logs";
+	const entries = await getJSON(`/logs/recent${location.search}`);
+	const jobs = new Map();
+	for (const e of entries) {
+		const jd = e.job_data || {};
+		const id = String(jd.ident || "");
+		if (!jobs.has(id)) jobs.set(id, { jd, lines: [] });
+		const line = logLine(e);
+		if (line) jobs.get(id).lines.push(line);
+	}
+	const parts = [el("h2", {}, `Recent log entries of ${jobs.size} running job${jobs.size === 1 ? "" : "s"}`),
+		el("p", { class: "help" }, "The last entries of each running job (", el("code", {}, "?count=N"), ", at most 10); the live view is on ", el("a", { href: "/" }, "Live logs"), ".")];
+	for (const [id, j] of jobs) {
+		parts.push(el("section", { class: "job state-running", "data-ident": id },
+			el("div", { class: "job-header" }, el("a", { class: "url", href: String(j.jd.url || "") }, String(j.jd.url || "")),
+				el("a", { class: "ident", href: `/jobs/${encodeURIComponent(id)}` }, id)),
+			el("div", { class: "log recent" }, j.lines)));
+	}
+	if (!jobs.size) parts.push(el("p", {}, "No job is running."));
+	main.replaceChildren(...parts);
+}
+
 (async () => {
 	try {
 		if (path.startsWith("/jobs/")) await jobPage(decodeURIComponent(path.slice(6)));
 		else if (path === "/pipelines") await pipelinesPage();
 		else if (path === "/pending") await pendingPage();
 		else if (path === "/finished") await finishedPage();
-		if (!path.startsWith("/jobs/")) setStatus(`loaded ${new Date().toLocaleTimeString()}`);
+		else if (path === "/logs/recent") await recentPage();
+		if (!path.startsWith("/jobs/")) setStatus(`loaded ${clock(new Date())}`);
 	} catch (e) {
 		fail(e);
 	}

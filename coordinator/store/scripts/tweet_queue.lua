@@ -4,6 +4,8 @@
 --
 -- KEYS[1] job hash (the ident)   KEYS[2] tweets:queue   KEYS[3] tweets:done
 -- KEYS[4] archivebot:tweets:attempt (hash)   KEYS[5] archivebot:tweets:failed
+-- KEYS[6] archivebot:feed:urls (the url is kept beside the text, so each
+-- network can word its own post)
 -- ARGV[1] text   ARGV[2] now (UNIX seconds, the queue score)
 -- ARGV[3] the job's url the text was made from
 -- Returns  1 queued
@@ -30,4 +32,5 @@ if redis.call('ZSCORE', KEYS[2], ARGV[1])
   return 0
 end
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+redis.call('HSET', KEYS[6], ARGV[1], ARGV[3])
 return 1

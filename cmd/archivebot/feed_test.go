@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+)
+
+// Issue 22: `archivebot feed` shows each configured network's state.
+func TestAdminFeed(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		b.Client.FlushDB(ctx)
+		cfg := filepath.Join(t.TempDir(), "archivebot.toml")
+		if err := os.WriteFile(cfg, []byte(`[tweeter.mastodon]
+server = "http://127.0.0.1:1"
+access_token = "t"
+[tweeter.bluesky]
+identifier = "a.test"
+app_password = "p"
+budget = 0
+`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s := store.NewStore(b.Client)
+		b.Client.ZAdd(ctx, store.KeyTweetsQueue, redis.Z{Score: 1, Member: "Archiving https://a.example/"}, redis.Z{Score: 2, Member: "Archiving https://b.example/"})
+		nets := store.FeedNets{"mastodon", "bluesky"}
+		now := time.Now()
+		for i, text := range []string{"Archiving https://a.example/", "Archiving https://b.example/"} {
+			key := []string{"k1", "k2"}[i]
+			if why, err := s.FeedClaim(ctx, "mastodon", store.FeedAttempt{Key: key, At: now.UnixMilli(), Post: text, Items: []string{text}}, 300, 3*time.Hour); err != nil || why != "" {
+				t.Fatal(why, err)
+			}
+		}
+		if _, err := s.FeedResolve(ctx, nets, "mastodon", "k1", store.FeedFailed, "HTTP 422: Validation failed"); err != nil {
+			t.Fatal(err)
+		}
+		var got []struct {
+			Network string
+			Budget  int
+			Pending int64
+			State   store.FeedNetStatus
+		}
+		adminJSON(t, b, &got, "feed", "-config", cfg)
+		if len(got) != 2 || got[0].Network != "mastodon" || got[1].Network != "bluesky" {
+			t.Fatalf("feed = %+v", got)
+		}
+		m := got[0]
+		if m.Pending != 0 || m.State.InFlight != 1 || m.State.Used != 2 || m.State.GaveUp != 1 || m.Budget != 300 ||
+			m.State.LastGaveUp == nil || m.State.LastGaveUp.Reason != "HTTP 422: Validation failed" {
+			t.Errorf("mastodon = %+v", m)
+		}
+		if bs := got[1]; bs.Pending != 2 || bs.Budget != 0 {
+			t.Errorf("bluesky = %+v", bs)
+		}
+		code, out, errs := admin(t, b, "feed", "-config", cfg)
+		if code != 0 || !strings.Contains(out, "2/300 per 3h0m0s") || !strings.Contains(out, "HTTP 422") {
+			t.Errorf("feed: exit %d\n%s%s", code, out, errs)
+		}
+	})
+}
