@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -185,58 +184,45 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 // batchCount is what one batch of log entries adds up to.
 type batchCount struct {
 	entries, invalid int64
+	oversized        int64
 	counts           store.LogCounts
 	last             float64 // score of the last entry
 }
 
-// logEntryFields are the parts of a log entry the analyzer reads. They are
-// decoded as any: a field of an unexpected type must not make the entry
-// unreadable.
-type logEntryFields struct {
-	Type         any `json:"type"`
-	ResponseCode any `json:"response_code"`
-	IsError      any `json:"is_error"`
+// CountLogEntries adds up what entries (decoded once by NewLogEntry, from
+// Redis or in process) add to a job's counters, as the analyzer counts
+// them: the invalid (and oversized) ones are returned apart.
+func CountLogEntries(entries []store.LogEntry) (counts store.LogCounts, invalid int64) {
+	b := countEntries(entries)
+	return b.counts, b.invalid
 }
 
-// countEntries counts a batch of log entries. Entries
-// that are not JSON, or only a JSON scalar, are invalid; for each download
+// countEntries counts a batch of log entries (decoded once, see
+// LogEntry). Entries that are not JSON, or only a JSON scalar, are
+// invalid, and so are oversized ones (counted apart too); for each download
 // entry the bucket of its response_code (a number, or a numeric string as
 // Ruby's to_i read it) is counted, r1xx … r5xx, else runk, and error_count
 // when is_error is true.
 func countEntries(zs []store.LogEntry) batchCount {
 	var b batchCount
-	for _, z := range zs {
-		raw := z.Doc
+	for _, e := range zs {
 		b.entries++
-		b.last = z.Score
-		s := strings.TrimLeft(raw, " \t\r\n")
-		if s == "" || (s[0] != '{' && s[0] != '[') {
+		b.last = e.Score
+		switch e.Kind {
+		case store.EntryOversized:
+			b.invalid++
+			b.oversized++
+			continue
+		case store.EntryInvalid:
 			b.invalid++
 			continue
-		}
-		var e logEntryFields
-		if s[0] == '[' {
-			if !json.Valid([]byte(s)) {
-				b.invalid++
-			}
-			continue
-		}
-		if err := json.Unmarshal([]byte(s), &e); err != nil {
-			b.invalid++
+		case store.EntryArray:
 			continue
 		}
 		if e.Type != "download" {
 			continue
 		}
-		code := -1.0
-		switch v := e.ResponseCode.(type) {
-		case float64:
-			code = v
-		case string:
-			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-				code = f
-			}
-		}
+		code := e.Code
 		switch {
 		case code >= 100 && code < 200:
 			b.counts.R1xx++
@@ -251,7 +237,7 @@ func countEntries(zs []store.LogEntry) batchCount {
 		default:
 			b.counts.Runk++
 		}
-		if e.IsError == true || e.IsError == "true" {
+		if e.IsError {
 			b.counts.Errors++
 		}
 	}

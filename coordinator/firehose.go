@@ -55,7 +55,15 @@ type FirehoseConfig struct {
 	WorkingInterval time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// MaxSeen bounds the jobs whose lifecycle events the firehose
+	// remembers (to pass each on once; default 50,000).
+	MaxSeen int
 }
+
+// seenCheckEvery is how often the firehose forgets the jobs it remembers
+// that no longer exist (a job event names any ident: what is published on
+// the channel is untrusted).
+const seenCheckEvery = 30 * time.Second
 
 // Firehose is upstream's log firehose inside the node: for every ident on
 // `updates` it reads the job's log entries past
@@ -72,8 +80,10 @@ type Firehose struct {
 	pending map[string]struct{}
 	wake    chan struct{}
 
-	seenMu sync.Mutex
-	seen   map[string]*seenEvents
+	seenMu    sync.Mutex
+	seen      map[string]*seenEvents
+	seenFull  int // events passed on undeduplicated: MaxSeen reached
+	seenCheck time.Time
 
 	// working state of the watcher (its goroutine only).
 	working map[string]bool
@@ -94,9 +104,28 @@ type Firehose struct {
 }
 
 type seenEvents struct {
-	events map[string]bool
+	events uint8 // lifecycleBit of each event seen
 	ended  bool
 	at     time.Time
+}
+
+// lifecycleBit is a lifecycle event's bit in seenEvents.events.
+func lifecycleBit(e string) uint8 {
+	switch e {
+	case store.EventQueued:
+		return 1
+	case store.EventStarted:
+		return 2
+	case store.EventFinished:
+		return 4
+	case store.EventAborted:
+		return 8
+	case store.EventFailed:
+		return 16
+	case store.EventExpired:
+		return 32
+	}
+	return 0
 }
 
 // NewFirehose returns a firehose feeding sink; Start runs it.
@@ -112,6 +141,9 @@ func NewFirehose(store *store.Store, sink StreamSink, cfg FirehoseConfig, log *s
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxSeen <= 0 {
+		cfg.MaxSeen = 50_000
 	}
 	return &Firehose{store: store, sink: sink, cfg: cfg, log: log.With("service", "firehose"),
 		pending: map[string]struct{}{}, wake: make(chan struct{}, 1), seen: map[string]*seenEvents{},
@@ -192,51 +224,95 @@ func (f *Firehose) work(ctx context.Context) {
 		batch := f.pending
 		f.pending = map[string]struct{}{}
 		f.mu.Unlock()
+		ids := make([]string, 0, len(batch))
 		for ident := range batch {
-			if ctx.Err() != nil {
-				return
+			ids = append(ids, ident)
+		}
+		for len(ids) > 0 && ctx.Err() == nil {
+			n := min(len(ids), firehoseReadJobs)
+			if err := f.broadcastMany(ctx, ids[:n]); err != nil && ctx.Err() == nil {
+				f.log.Warn("stream failed", "jobs", n, "err", err)
 			}
-			if err := f.Broadcast(ctx, ident); err != nil && ctx.Err() == nil {
-				var naj *store.NotAJobError
-				if errors.As(err, &naj) {
-					if f.badKeys.first(naj.Key) {
-						f.log.Warn("skipping a key that is not a job", "ident", ident)
-					}
-					continue
-				}
-				f.log.Warn("stream failed", "ident", ident, "err", err)
-			}
+			ids = ids[n:]
 		}
 	}
 }
+
+// firehoseReadJobs is the most jobs one batched read takes.
+const firehoseReadJobs = 500
 
 // Broadcast streams every log entry of ident past its broadcast bookmark
 // and moves the bookmark; when the hash shows the job ended, the end event
 // follows its last entries.
 func (f *Firehose) Broadcast(ctx context.Context, ident string) error {
-	for {
-		u, err := f.store.ReadUnbroadcast(ctx, ident, f.cfg.Batch)
-		if err != nil || u.Job == nil {
+	return f.broadcastMany(ctx, []string{ident})
+}
+
+// broadcastMany is Broadcast for many jobs at once: every read and every
+// bookmark move is one pipeline for all of them (three round trips a
+// round, whatever the number of jobs; a job with more than Batch new
+// entries takes more rounds).
+func (f *Firehose) broadcastMany(ctx context.Context, ids []string) error {
+	for len(ids) > 0 {
+		us, errs, err := f.store.ReadUnbroadcastMany(ctx, ids, f.cfg.Batch)
+		if err != nil {
 			return err
 		}
-		if len(u.Entries) > 0 {
-			f.sink.StreamLog(ident, u.Job, u.Entries)
-			last := u.Entries[len(u.Entries)-1].Score
-			moved, err := f.store.MarkBroadcast(ctx, ident, u.Bookmark, last, unixFloat(f.cfg.Now()))
-			if err != nil {
-				return err
+		var marks []store.BroadcastMark
+		for i, id := range ids {
+			var naj *store.NotAJobError
+			if errors.As(errs[i], &naj) {
+				if f.badKeys.first(naj.Key) {
+					f.log.Warn("skipping a key that is not a job", "ident", id)
+				}
+				continue
 			}
-			if !moved {
-				return nil // another node streams this job too, or it expired
+			if u := us[i]; u.Job != nil && len(u.Entries) > 0 {
+				f.sink.StreamLog(id, u.Job, u.Entries)
+				marks = append(marks, store.BroadcastMark{Ident: id, From: u.Bookmark,
+					To: u.Entries[len(u.Entries)-1].Score, Now: unixFloat(f.cfg.Now())})
 			}
 		}
-		if len(u.Entries) < f.cfg.Batch {
-			if ev, ok := endFromHash(ident, u.Job, nil); ok {
+		moved, err := f.store.MarkBroadcastMany(ctx, marks)
+		if err != nil {
+			return err
+		}
+		var again []string
+		k := 0
+		for i, id := range ids {
+			u := us[i]
+			if u.Job == nil {
+				continue
+			}
+			if len(u.Entries) > 0 {
+				ok := moved[k]
+				k++
+				if !ok {
+					continue // another node streams this job too, or it expired
+				}
+			}
+			if len(u.Entries) >= f.cfg.Batch {
+				again = append(again, id)
+				continue
+			}
+			if ev, ok := endFromHash(id, u.Job, nil); ok {
 				f.emit(ev)
 			}
-			return nil
 		}
+		ids = again
 	}
+	return nil
+}
+
+// Ingest hands the sink log entries that reached the node in process
+// (the pipeline API) rather than through IDENT_log: the same decoded type
+// (NewLogEntry) and the same path as the entries Broadcast reads. job is
+// the job's raw hash as the caller last knew it.
+func (f *Firehose) Ingest(ident string, job map[string]string, entries []store.LogEntry) {
+	if ident == "" || len(entries) == 0 {
+		return
+	}
+	f.sink.StreamLog(ident, job, entries)
 }
 
 func unixFloat(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
@@ -329,7 +405,7 @@ func (f *Firehose) watchWorking(ctx context.Context) {
 			f.emit(ev)
 		}
 	}
-	f.pruneSeen()
+	f.pruneSeen(ctx)
 }
 
 // listenEvents follows ChannelJobEvents, reconnecting with backoff.
@@ -373,15 +449,28 @@ func (f *Firehose) emit(ev JobEvent) {
 	case store.EventQueued, store.EventStarted, store.EventFinished, store.EventAborted, store.EventFailed, store.EventExpired:
 		f.seenMu.Lock()
 		s := f.seen[ev.Ident]
+		if s == nil && len(f.seen) >= f.cfg.MaxSeen {
+			// Full: pass it on without remembering (a duplicate may
+			// follow), and say so once per filling.
+			if f.seenFull == 0 {
+				f.log.Warn("remembering the events of too many jobs: passing new ones on without removing duplicates until jobs that no longer exist are forgotten",
+					"jobs", len(f.seen), "bound", f.cfg.MaxSeen)
+			}
+			f.seenFull++
+			f.seenMu.Unlock()
+			f.sink.StreamEvent(ev)
+			return
+		}
 		if s == nil || (s.ended && (ev.Event == store.EventQueued || ev.Event == store.EventStarted)) {
-			s = &seenEvents{events: map[string]bool{}}
+			s = &seenEvents{}
 			f.seen[ev.Ident] = s
 		}
-		if s.events[ev.Event] || (isEndEvent(ev.Event) && s.ended) {
+		bit := lifecycleBit(ev.Event)
+		if s.events&bit != 0 || (isEndEvent(ev.Event) && s.ended) {
 			f.seenMu.Unlock()
 			return
 		}
-		s.events[ev.Event] = true
+		s.events |= bit
 		s.ended = s.ended || isEndEvent(ev.Event)
 		s.at = f.cfg.Now()
 		f.seenMu.Unlock()
@@ -389,14 +478,56 @@ func (f *Firehose) emit(ev JobEvent) {
 	f.sink.StreamEvent(ev)
 }
 
-// pruneSeen forgets jobs that ended over an hour ago.
-func (f *Firehose) pruneSeen() {
-	cut := f.cfg.Now().Add(-time.Hour)
+// pruneSeen forgets jobs that ended over an hour ago and, every
+// seenCheckEvery, the jobs not running whose record does not exist (an
+// event published for an ident that never was a job, or whose record
+// expired): the firehose remembers only jobs that exist.
+func (f *Firehose) pruneSeen(ctx context.Context) {
+	now := f.cfg.Now()
+	cut := now.Add(-time.Hour)
 	f.seenMu.Lock()
-	defer f.seenMu.Unlock()
 	for id, s := range f.seen {
 		if s.ended && s.at.Before(cut) {
 			delete(f.seen, id)
 		}
 	}
+	if now.Sub(f.seenCheck) < seenCheckEvery {
+		f.seenMu.Unlock()
+		return
+	}
+	f.seenCheck = now
+	var check []string
+	for id, s := range f.seen {
+		if !s.ended && !f.working[id] {
+			check = append(check, id)
+		}
+	}
+	f.seenMu.Unlock()
+	var gone []string
+	for len(check) > 0 {
+		n := min(len(check), 1000)
+		exist, err := f.store.JobsExist(ctx, check[:n])
+		if err != nil {
+			f.log.Warn("cannot tell which remembered jobs still exist", "err", err)
+			return
+		}
+		for i, ok := range exist {
+			if !ok {
+				gone = append(gone, check[i])
+			}
+		}
+		check = check[n:]
+	}
+	f.seenMu.Lock()
+	for _, id := range gone {
+		if s := f.seen[id]; s != nil && !s.ended {
+			delete(f.seen, id)
+		}
+	}
+	if len(gone) > 0 && f.seenFull > 0 {
+		f.log.Info("forgot the events of jobs that no longer exist", "jobs", len(gone),
+			"passed_on_undeduplicated", f.seenFull)
+		f.seenFull = 0
+	}
+	f.seenMu.Unlock()
 }

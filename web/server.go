@@ -126,7 +126,14 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 // (http.stream_listen) where upstream's dashboard looks for it.
 func (s *Server) StreamHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /stream", s.handleStream)
+	mux.HandleFunc("GET /stream", func(w http.ResponseWriter, r *http.Request) {
+		// Upstream's protocol only (doc/web.md): our own is on http.listen.
+		if v := r.URL.Query().Get("v"); v != "" && v != "1" {
+			jsonError(w, http.StatusBadRequest, "this listener serves only upstream's stream protocol; /stream?v=2 is on the main listener (http.listen)")
+			return
+		}
+		s.handleStream(w, r)
+	})
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusNotFound, "this listener serves only /stream")
 	})

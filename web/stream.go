@@ -26,6 +26,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -50,6 +51,18 @@ const (
 	DefaultQueueV2 = 256
 	// DefaultQueueUpstream frames per upstream client, as upstream.
 	DefaultQueueUpstream = 1000
+	// DefaultClientBytes bounds the bytes one client's queue holds.
+	DefaultClientBytes = 4 << 20
+	// DefaultTotalBytes bounds the bytes all clients' queues hold.
+	DefaultTotalBytes = 256 << 20
+	// DefaultMaxAge is the latency budget: a log frame whose oldest entry
+	// was read longer ago is dropped rather than sent late.
+	DefaultMaxAge = time.Second
+	// DefaultMinFlushGap is the wait between two batches while the stream
+	// is quiet; a batch of CoalesceAbove entries or more means load, and
+	// the next waits FlushInterval.
+	DefaultMinFlushGap = 5 * time.Millisecond
+	CoalesceAbove      = 500
 	// CloseOverflow is the close code of a client whose queue held only job
 	// events: it must resync from /jobs.
 	CloseOverflow = websocket.ClosePolicyViolation
@@ -61,11 +74,22 @@ const (
 
 // HubOptions configures a Hub; zero values take defaults.
 type HubOptions struct {
+	// FlushInterval between two batches under load; MinFlushGap when
+	// quiet.
 	FlushInterval time.Duration
+	MinFlushGap   time.Duration
+	// QueueV2 and QueueUpstream are the most log frames a client queues
+	// (and, apart, the most job events and notices).
 	QueueV2       int
 	QueueUpstream int
-	Logger        *slog.Logger
-	Now           func() time.Time
+	// ClientBytes and TotalBytes bound the bytes queued per client and
+	// across clients.
+	ClientBytes int
+	TotalBytes  int64
+	// MaxAge is the latency budget (negative: none).
+	MaxAge time.Duration
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Hub fans the firehose out to WebSocket clients. It implements
@@ -83,6 +107,9 @@ type Hub struct {
 	wake    chan struct{}
 	closed  bool
 
+	// queued is the bytes all clients' queues hold.
+	queued atomic.Int64
+
 	// beforeWrite, when set (tests), is called by a client's writer before
 	// each frame it writes; onJoin when a client was added.
 	beforeWrite atomic.Pointer[func(c *client)]
@@ -99,6 +126,18 @@ func NewHub(opt HubOptions) *Hub {
 	}
 	if opt.QueueUpstream <= 0 {
 		opt.QueueUpstream = DefaultQueueUpstream
+	}
+	if opt.MinFlushGap <= 0 {
+		opt.MinFlushGap = min(DefaultMinFlushGap, opt.FlushInterval)
+	}
+	if opt.ClientBytes <= 0 {
+		opt.ClientBytes = DefaultClientBytes
+	}
+	if opt.TotalBytes <= 0 {
+		opt.TotalBytes = DefaultTotalBytes
+	}
+	if opt.MaxAge == 0 {
+		opt.MaxAge = DefaultMaxAge
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
@@ -168,29 +207,18 @@ type streamEntry struct {
 // asserts on any other).
 func upstreamType(t string) bool { return t == "download" || t == "ignore" || t == "stdout" }
 
-type entryHead struct {
-	Type    any `json:"type"`
-	IsError any `json:"is_error"`
-}
-
 // StreamLog queues a job's new entries for the next batch. Entries that
-// are not JSON objects are left out (the analyzer logs them).
+// are not JSON objects, and oversized ones, are left out (the analyzer
+// counts them). The entries come decoded (store.LogEntry).
 func (h *Hub) StreamLog(ident string, job map[string]string, entries []store.LogEntry) {
 	ref := &jobRef{ident: ident, hash: job}
 	now := h.opt.Now()
 	out := make([]streamEntry, 0, len(entries))
 	for _, e := range entries {
-		doc := bytes.TrimSpace([]byte(e.Doc))
-		if len(doc) < 2 || doc[0] != '{' {
+		if e.Kind != store.EntryObject {
 			continue
 		}
-		var head entryHead
-		if json.Unmarshal(doc, &head) != nil {
-			continue
-		}
-		typ, _ := head.Type.(string)
-		out = append(out, streamEntry{job: ref, doc: doc, typ: typ,
-			isErr: head.IsError == true || head.IsError == "true", at: now})
+		out = append(out, streamEntry{job: ref, doc: []byte(e.Doc), typ: e.Type, isErr: e.IsError, at: now})
 	}
 	if len(out) == 0 {
 		return
@@ -216,7 +244,9 @@ func (h *Hub) poke() {
 	}
 }
 
-// Run sends a batch at most every FlushInterval until ctx ends, then
+// Run sends a batch as soon as entries or events come while the stream
+// is quiet (MinFlushGap apart), and at most every FlushInterval under load
+// (a batch of CoalesceAbove entries or more), until ctx ends; then it
 // closes every client (going away).
 func (h *Hub) Run(ctx context.Context) {
 	for {
@@ -226,8 +256,11 @@ func (h *Hub) Run(ctx context.Context) {
 			return
 		case <-h.wake:
 		}
-		h.Flush()
-		t := time.NewTimer(h.opt.FlushInterval)
+		gap := h.opt.MinFlushGap
+		if h.Flush() >= CoalesceAbove {
+			gap = h.opt.FlushInterval
+		}
+		t := time.NewTimer(gap)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -265,14 +298,15 @@ func (h *Hub) Clients() (upstream, v2 int) {
 	return
 }
 
-// Flush sends what was queued since the last batch.
-func (h *Hub) Flush() {
+// Flush sends what was queued since the last batch; it returns the
+// number of log entries in it.
+func (h *Hub) Flush() int {
 	h.mu.Lock()
 	entries, events := h.entries, h.events
 	h.entries, h.events = nil, nil
 	if len(entries) == 0 && len(events) == 0 {
 		h.mu.Unlock()
-		return
+		return 0
 	}
 	h.seq++
 	seq := h.seq
@@ -287,35 +321,42 @@ func (h *Hub) Flush() {
 	h.mu.Unlock()
 
 	if len(ups) > 0 {
+		// One prepared message per entry, shared by every client; it is
+		// compressed when the first client that negotiated compression
+		// writes it, once, and never when every client dropped it.
+		fs := make([]qframe, 0, len(entries))
 		for i := range entries {
 			e := &entries[i]
 			if !upstreamType(e.typ) {
 				continue
 			}
 			e.job.encode()
-			pm, err := websocket.NewPreparedMessage(websocket.TextMessage, upstreamFrame(e.doc, e.job.upstream))
+			b := upstreamFrame(e.doc, e.job.upstream)
+			pm, err := websocket.NewPreparedMessage(websocket.TextMessage, b)
 			if err != nil {
 				continue
 			}
-			f := qframe{pm: pm, n: 1}
+			fs = append(fs, qframe{pm: pm, n: 1, size: len(b), at: e.at})
+		}
+		if len(fs) > 0 {
 			for _, c := range ups {
-				c.push(f)
+				c.pushLogs(fs)
 			}
 		}
 	}
 	if len(v2s) == 0 {
-		return
+		return len(entries)
 	}
 	if len(events) > 0 {
 		b := eventFrame(seq, h.opt.Now(), events)
 		if pm, err := websocket.NewPreparedMessage(websocket.TextMessage, b); err == nil {
 			for _, c := range v2s {
-				c.push(qframe{pm: pm, event: true})
+				c.pushEvent(qframe{pm: pm, event: true, size: len(b)})
 			}
 		}
 	}
 	if len(entries) == 0 {
-		return
+		return 0
 	}
 	byJob := map[string][]int{}
 	for i, e := range entries {
@@ -341,17 +382,18 @@ func (h *Hub) Flush() {
 				idx = slices.DeleteFunc(idx, func(i int) bool { return !entries[i].isErr })
 			}
 			if len(idx) > 0 {
-				b := logFrame(seq, entries, idx)
+				b, oldest := logFrame(seq, entries, idx)
 				if pm, err := websocket.NewPreparedMessage(websocket.TextMessage, b); err == nil {
-					f = qframe{pm: pm, n: len(idx)}
+					f = qframe{pm: pm, n: len(idx), size: len(b), at: oldest}
 				}
 			}
 			frames[key] = f
 		}
 		if f.pm != nil {
-			c.push(f)
+			c.pushLogs([]qframe{f})
 		}
 	}
+	return len(entries)
 }
 
 // upstreamFrame is entry merged with "job_data", as /logs/recent merges
@@ -379,7 +421,7 @@ func eventFrame(seq uint64, now time.Time, events []coordinator.JobEvent) []byte
 
 // logFrame: {"seq":S,"n":N,"t":MS,"entries":[{"ident":…,…entry}],
 // "jobs":{IDENT:{raw hash}}}; t is when the oldest entry was read.
-func logFrame(seq uint64, entries []streamEntry, idx []int) []byte {
+func logFrame(seq uint64, entries []streamEntry, idx []int) ([]byte, time.Time) {
 	oldest := entries[idx[0]].at
 	for _, i := range idx {
 		if entries[i].at.Before(oldest) {
@@ -428,27 +470,23 @@ func logFrame(seq uint64, entries []streamEntry, idx []int) []byte {
 		b.Write(j.raw)
 	}
 	b.WriteString(`}}`)
-	return b.Bytes()
-}
-
-// qframe is one queued frame: event frames are never dropped; n is the
-// number of log entries in a log frame.
-type qframe struct {
-	pm    *websocket.PreparedMessage
-	event bool
-	n     int
+	return b.Bytes(), oldest
 }
 
 // client is one WebSocket connection.
 type client struct {
 	hub  *Hub
 	conn *websocket.Conn
+	bc   *batchConn
 	v2   bool
-	cap  int
+	lim  queueLimits
 
 	mu         sync.Mutex
-	queue      []qframe
-	dropped    int // log entries lost and not told yet
+	logs       ring     // log frames: the oldest is dropped when full
+	events     []qframe // job events and notices: never dropped
+	bytes      int      // queued in logs and events
+	seq        uint64   // push order
+	dropped    int      // log entries lost and not told yet
 	closing    bool
 	closeCode  int
 	closeText  string
@@ -484,38 +522,115 @@ func (c *client) setFilter(all bool, subs []string, errorsOnly bool) {
 	c.mu.Unlock()
 }
 
-// push queues f. A full queue loses its oldest log frame (counted and
-// told to the client); when it holds only events, a new log frame is lost
-// instead, and a new event closes the client.
+// push queues one frame (see pushLogs).
 func (c *client) push(f qframe) {
+	if f.event {
+		c.pushEvent(f)
+		return
+	}
+	c.pushLogs([]qframe{f})
+}
+
+// pushEvent queues an event or notice. They are never dropped: when the
+// client already holds its limit of them it is closed (1008) and must
+// resync.
+func (c *client) pushEvent(f qframe) {
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
 		return
 	}
-	if len(c.queue) >= c.cap {
-		i := slices.IndexFunc(c.queue, func(q qframe) bool { return !q.event })
-		switch {
-		case i >= 0:
-			c.dropped += c.queue[i].n
-			metrics.StreamDroppedEntries(c.queue[i].n)
-			c.queue = slices.Delete(c.queue, i, i+1)
-		case !f.event:
-			c.dropped += f.n
-			metrics.StreamDroppedEntries(f.n)
-			c.mu.Unlock()
-			return
-		default:
-			c.closing, c.closeCode, c.closeText = true, CloseOverflow, "too slow: job events would be lost; reload /jobs and reconnect"
-			metrics.StreamClientClosed()
-			c.mu.Unlock()
-			c.wakeWriter()
-			return
-		}
+	if len(c.events) >= c.lim.frames {
+		c.closing, c.closeCode, c.closeText = true, CloseOverflow, "too slow: job events would be lost; reload /jobs and reconnect"
+		metrics.StreamClientClosed()
+		c.mu.Unlock()
+		c.wakeWriter()
+		return
 	}
-	c.queue = append(c.queue, f)
+	c.seq++
+	f.seq = c.seq
+	c.events = append(c.events, f)
+	c.bytes += f.size
+	c.lim.total.Add(int64(f.size))
 	c.mu.Unlock()
 	c.wakeWriter()
+}
+
+// pushLogs queues log frames under one lock. To make room the client
+// loses its oldest log frames: while it holds its limit of frames or of
+// bytes, or all clients together hold theirs. A frame that still does not
+// fit is lost itself. Every lost entry is counted (and told to clients of
+// our protocol).
+func (c *client) pushLogs(fs []qframe) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	lost := 0
+	for _, f := range fs {
+		for c.logs.len() > 0 && (c.logs.len() >= c.lim.frames || c.bytes+f.size > c.lim.bytes ||
+			c.lim.total.Load()+int64(f.size) > c.lim.maxTot) {
+			lost += c.dropOldestLocked()
+		}
+		if c.bytes+f.size > c.lim.bytes || c.lim.total.Load()+int64(f.size) > c.lim.maxTot {
+			lost += f.n
+			continue
+		}
+		c.seq++
+		f.seq = c.seq
+		c.logs.push(f, c.lim.frames)
+		c.bytes += f.size
+		c.lim.total.Add(int64(f.size))
+	}
+	c.dropped += lost
+	c.mu.Unlock()
+	if lost > 0 {
+		metrics.StreamDroppedEntries(lost)
+	}
+	c.wakeWriter()
+}
+
+// dropOldestLocked drops the oldest log frame and returns its entries.
+func (c *client) dropOldestLocked() int {
+	f := c.logs.pop()
+	c.bytes -= f.size
+	c.lim.total.Add(-int64(f.size))
+	return f.n
+}
+
+// next takes the next frame to write, in push order, shedding log frames
+// older than the hub's MaxAge (counted as dropped). ok is false when the
+// queue is empty; dropped is what the client should be told first.
+func (c *client) next(now time.Time) (f qframe, dropped int, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	shed := 0
+	for c.logs.len() > 0 && c.lim.maxAge > 0 && now.Sub(c.logs.peek().at) > c.lim.maxAge {
+		shed += c.dropOldestLocked()
+	}
+	if shed > 0 {
+		c.dropped += shed
+		metrics.StreamDroppedEntries(shed)
+	}
+	switch {
+	case len(c.events) > 0 && (c.logs.len() == 0 || c.events[0].seq < c.logs.peek().seq):
+		f = c.events[0]
+		c.events[0] = qframe{}
+		c.events = c.events[1:]
+		if len(c.events) == 0 {
+			c.events = nil
+		}
+	case c.logs.len() > 0:
+		f = c.logs.pop()
+	default:
+		return f, 0, false
+	}
+	c.bytes -= f.size
+	c.lim.total.Add(-int64(f.size))
+	dropped = c.dropped
+	c.dropped = 0
+	return f, dropped, true
 }
 
 func (c *client) wakeWriter() {
@@ -535,7 +650,8 @@ func (c *client) close(code int, text string) {
 	c.wakeWriter()
 }
 
-// writeLoop sends queued frames until the client closes.
+// writeLoop sends queued frames until the client closes: all that is
+// queued goes out in as few system calls as fit (batchConn), at once.
 func (c *client) writeLoop() {
 	defer c.conn.Close()
 	ping := time.NewTicker(pingEvery)
@@ -553,48 +669,67 @@ func (c *client) writeLoop() {
 		case <-c.done:
 			return
 		}
-		for {
-			c.mu.Lock()
-			if len(c.queue) == 0 {
-				closing, code, text := c.closing, c.closeCode, c.closeText
-				c.mu.Unlock()
-				if closing {
-					c.conn.SetWriteDeadline(time.Now().Add(writeWait))
-					c.conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(code, text))
-					c.abandon()
-					return
-				}
-				break
-			}
-			f := c.queue[0]
-			c.queue = c.queue[1:]
-			dropped := c.dropped
-			c.dropped = 0
-			c.mu.Unlock()
-			if fn := c.hub.beforeWrite.Load(); fn != nil {
-				(*fn)(c)
-			}
-			c.conn.SetWriteDeadline(time.Now().Add(writeWait))
-			if dropped > 0 && c.v2 {
-				if err := c.conn.WriteMessage(websocket.TextMessage,
-					[]byte(`{"seq":0,"n":0,"dropped":`+strconv.Itoa(dropped)+`}`)); err != nil {
-					c.abandon()
-					return
-				}
-			}
-			if err := c.conn.WritePreparedMessage(f.pm); err != nil {
-				c.abandon()
-				return
-			}
+		if !c.drain() {
+			c.abandon()
+			return
 		}
 	}
 }
 
-// abandon removes the client from the hub.
+// drain writes what is queued; false when the connection is done.
+func (c *client) drain() bool {
+	if c.bc != nil {
+		c.bc.begin()
+	}
+	ok := true
+	for ok {
+		f, dropped, have := c.next(c.hub.opt.Now())
+		if !have {
+			c.mu.Lock()
+			closing, code, text := c.closing, c.closeCode, c.closeText
+			c.mu.Unlock()
+			if closing {
+				c.conn.SetWriteDeadline(time.Now().Add(writeWait))
+				c.conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(code, text))
+				ok = false
+			}
+			break
+		}
+		if fn := c.hub.beforeWrite.Load(); fn != nil {
+			if c.bc != nil {
+				c.bc.end() // a test holding the writer sees what came before
+			}
+			(*fn)(c)
+			if c.bc != nil {
+				c.bc.begin()
+			}
+		}
+		c.conn.SetWriteDeadline(time.Now().Add(writeWait))
+		if dropped > 0 && c.v2 {
+			if err := c.conn.WriteMessage(websocket.TextMessage,
+				[]byte(`{"seq":0,"n":0,"dropped":`+strconv.Itoa(dropped)+`}`)); err != nil {
+				ok = false
+				break
+			}
+		}
+		if err := c.conn.WritePreparedMessage(f.pm); err != nil {
+			ok = false
+		}
+	}
+	if c.bc != nil {
+		if err := c.bc.end(); err != nil {
+			ok = false
+		}
+	}
+	return ok
+}
+
+// abandon removes the client from the hub and gives back what it queued.
 func (c *client) abandon() {
 	c.mu.Lock()
 	c.closing = true
-	c.queue = nil
+	c.lim.total.Add(-int64(c.bytes))
+	c.logs, c.events, c.bytes = ring{}, nil, 0
 	c.mu.Unlock()
 	h := c.hub
 	h.mu.Lock()
@@ -608,6 +743,29 @@ func (c *client) abandon() {
 	}
 	h.mu.Unlock()
 	c.conn.Close()
+}
+
+// readMessage reads one client message of at most maxClientMsg bytes
+// once decompressed (the connection's read limit counts the bytes on the
+// wire, which permessage-deflate can multiply a thousandfold): a longer
+// one closes the connection with 1009 before more is inflated.
+func (c *client) readMessage() ([]byte, error) {
+	_, r, err := c.conn.NextReader()
+	if err != nil {
+		return nil, err
+	}
+	msg, err := io.ReadAll(io.LimitReader(r, maxClientMsg+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(msg) > maxClientMsg {
+		c.conn.SetWriteDeadline(time.Now().Add(writeWait))
+		c.conn.WriteControl(websocket.CloseMessage,
+			websocket.FormatCloseMessage(websocket.CloseMessageTooBig, "message too big (64 KiB at most, decompressed)"),
+			time.Now().Add(writeWait))
+		return nil, websocket.ErrReadLimit
+	}
+	return msg, nil
 }
 
 // clientMsg is what a client of our protocol may send:
@@ -625,7 +783,7 @@ func (c *client) readLoop() {
 	c.conn.SetReadDeadline(time.Now().Add(pongWait))
 	c.conn.SetPongHandler(func(string) error { return c.conn.SetReadDeadline(time.Now().Add(pongWait)) })
 	for {
-		_, msg, err := c.conn.ReadMessage()
+		msg, err := c.readMessage()
 		if err != nil {
 			return
 		}
@@ -633,31 +791,38 @@ func (c *client) readLoop() {
 		if !c.v2 {
 			continue // upstream's protocol is server to client only
 		}
-		var m clientMsg
-		if err := json.Unmarshal(msg, &m); err != nil {
-			c.sendError("not a JSON object: " + err.Error())
-			continue
-		}
-		_, all, subs, errorsOnly := c.filter()
-		if m.Subscribe != nil {
-			var list []string
-			var word string
-			switch {
-			case json.Unmarshal(m.Subscribe, &word) == nil && (word == "all" || word == "*"):
-				all, subs = true, nil
-			case json.Unmarshal(m.Subscribe, &list) == nil && len(list) <= 10000:
-				all, subs = false, list
-			default:
-				c.sendError(`"subscribe" must be "all" or a list of at most 10000 idents`)
-				continue
-			}
-		}
-		if m.ErrorsOnly != nil {
-			errorsOnly = *m.ErrorsOnly
-		}
-		c.setFilter(all, subs, errorsOnly)
-		c.sendNotice("subscribed", c.filterDoc())
+		c.handleMsg(msg)
 	}
+}
+
+// handleMsg applies one client message of our protocol: a new filter
+// (answered "subscribed") or, for anything else, an "error" notice that
+// changes nothing.
+func (c *client) handleMsg(msg []byte) {
+	var m clientMsg
+	if err := json.Unmarshal(msg, &m); err != nil {
+		c.sendError("not a JSON object: " + err.Error())
+		return
+	}
+	_, all, subs, errorsOnly := c.filter()
+	if m.Subscribe != nil {
+		var list []string
+		var word string
+		switch {
+		case json.Unmarshal(m.Subscribe, &word) == nil && (word == "all" || word == "*"):
+			all, subs = true, nil
+		case json.Unmarshal(m.Subscribe, &list) == nil && len(list) <= 10000:
+			all, subs = false, list
+		default:
+			c.sendError(`"subscribe" must be "all" or a list of at most 10000 idents`)
+			return
+		}
+	}
+	if m.ErrorsOnly != nil {
+		errorsOnly = *m.ErrorsOnly
+	}
+	c.setFilter(all, subs, errorsOnly)
+	c.sendNotice("subscribed", c.filterDoc())
 }
 
 // sendError queues an error notice for the client (never dropped).
@@ -668,7 +833,7 @@ func (c *client) sendError(text string) { c.sendNotice("error", text) }
 func (c *client) sendNotice(key string, value any) {
 	b, _ := marshalCompact(map[string]any{"seq": 0, "n": 0, key: value})
 	if pm, err := websocket.NewPreparedMessage(websocket.TextMessage, b); err == nil {
-		c.push(qframe{pm: pm, event: true})
+		c.pushEvent(qframe{pm: pm, event: true, size: len(b), note: key})
 	}
 }
 
@@ -717,22 +882,25 @@ func (h *Hub) serveStream(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusServiceUnavailable, "shutting down")
 		return
 	}
-	conn, err := h.upgrader.Upgrade(w, r, nil)
+	hw := &hijackWriter{ResponseWriter: w}
+	conn, err := h.upgrader.Upgrade(hw, r, nil)
 	if err != nil {
 		return // the upgrader answered
 	}
-	c := &client{hub: h, conn: conn, v2: v2, cap: h.opt.QueueUpstream,
+	c := &client{hub: h, conn: conn, bc: hw.conn, v2: v2,
+		lim: queueLimits{frames: h.opt.QueueUpstream, bytes: h.opt.ClientBytes, total: &h.queued,
+			maxTot: h.opt.TotalBytes, maxAge: h.opt.MaxAge},
 		signal: make(chan struct{}, 1), done: make(chan struct{})}
 	proto := "upstream"
 	if v2 {
-		c.cap = h.opt.QueueV2
+		c.lim.frames = h.opt.QueueV2
 		proto = "v2"
 	}
 	c.setFilter(all, subs, errorsOnly)
 	if v2 {
 		hello := c.filterDoc()
 		hello["protocol"] = 2
-		hello["queue"] = c.cap
+		hello["queue"] = c.lim.frames
 		hello["flush_ms"] = h.opt.FlushInterval.Milliseconds()
 		c.sendNotice("hello", hello)
 	}

@@ -28,8 +28,14 @@ func BenchmarkStreamFanout(b *testing.B) {
 	for _, proto := range []string{"v2", "upstream"} {
 		b.Run(proto, func(b *testing.B) {
 			const clients, perBatch, jobs = 50, 100, 10
-			hub := NewHub(HubOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), QueueV2: 1 << 16, QueueUpstream: 1 << 20})
-			srv := httptest.NewServer(New(Options{Hub: hub, Store: nil, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).StreamHandler())
+			hub := NewHub(HubOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), QueueV2: 1 << 16, QueueUpstream: 1 << 20,
+				ClientBytes: 1 << 30, TotalBytes: 1 << 40, MaxAge: -1})
+			api := New(Options{Hub: hub, Store: nil, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			handler := api.StreamHandler() // upstream's protocol alone
+			if proto == "v2" {
+				handler = api.Handler()
+			}
+			srv := httptest.NewServer(handler)
 			defer srv.Close()
 			defer hub.shutdown()
 			q := ""
@@ -81,8 +87,8 @@ func BenchmarkStreamFanout(b *testing.B) {
 				"items_queued": "5000", "items_downloaded": "2000", "started_by": "alice", "note": "bench"}
 			entries := make([]store.LogEntry, perBatch/jobs)
 			for i := range entries {
-				entries[i] = store.LogEntry{Score: float64(i), Doc: fmt.Sprintf(
-					`{"type":"download","url":"http://example.com/page/%d","response_code":200,"wget_code":"OK","is_error":false,"is_warning":false,"ts":1732900000.5}`, i)}
+				entries[i] = store.NewLogEntry(fmt.Sprintf(
+					`{"type":"download","url":"http://example.com/page/%d","response_code":200,"wget_code":"OK","is_error":false,"is_warning":false,"ts":1732900000.5}`, i), float64(i))
 			}
 			want := int64(0)
 			b.ResetTimer()
@@ -102,6 +108,72 @@ func BenchmarkStreamFanout(b *testing.B) {
 			b.ReportMetric(float64(perBatch*b.N)/b.Elapsed().Seconds(), "entries/s/client")
 			hub.shutdown()
 			wg.Wait()
+		})
+	}
+}
+
+// benchEntries are n decoded download entries.
+func benchEntries(n int) []store.LogEntry {
+	out := make([]store.LogEntry, n)
+	for i := range out {
+		out[i] = store.NewLogEntry(fmt.Sprintf(
+			`{"type":"download","url":"http://example.com/page/%d","response_code":200,"wget_code":"OK","is_error":false,"is_warning":false,"ts":1732900000.5}`, i), float64(i))
+	}
+	return out
+}
+
+var benchJob = map[string]string{"url": "http://example.com/", "started_at": "1732900000", "r2xx": "1000",
+	"bytes_downloaded": "123456789", "concurrency": "3", "items_queued": "5000", "started_by": "alice"}
+
+// benchClient is a client with no connection (its writer never runs), as
+// a client that stopped reading.
+func benchClient(h *Hub, v2 bool, frames int) *client {
+	return &client{hub: h, v2: v2, lim: queueLimits{frames: frames, bytes: h.opt.ClientBytes, total: &h.queued,
+		maxTot: h.opt.TotalBytes, maxAge: h.opt.MaxAge}, signal: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// BenchmarkClientPushFull: one log frame pushed to an upstream client
+// whose queue (1000 frames) is full, so each push drops the oldest.
+func BenchmarkClientPushFull(b *testing.B) {
+	h := NewHub(HubOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	c := benchClient(h, false, DefaultQueueUpstream)
+	pm, _ := websocket.NewPreparedMessage(websocket.TextMessage, []byte(`{"type":"download"}`))
+	f := qframe{pm: pm, n: 1, size: 200, at: time.Now()}
+	for range DefaultQueueUpstream {
+		c.push(f)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		c.push(f)
+	}
+}
+
+// BenchmarkHubFlush is the flush path without sockets: 100 entries of 10
+// jobs queued, then flushed to 50 clients (of one protocol) that do not
+// read, so their queues are full and drop.
+func BenchmarkHubFlush(b *testing.B) {
+	for _, v2 := range []bool{false, true} {
+		name := "upstream"
+		if v2 {
+			name = "v2"
+		}
+		b.Run(name, func(b *testing.B) {
+			h := NewHub(HubOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			for range 50 {
+				c := benchClient(h, v2, DefaultQueueUpstream)
+				c.setFilter(true, nil, false)
+				h.clients[c] = struct{}{}
+			}
+			entries := benchEntries(10)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				for j := range 10 {
+					h.StreamLog("benchjob"+strconv.Itoa(j), benchJob, entries)
+				}
+				h.Flush()
+			}
 		})
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // statusBody is /status, upstream's shape plus pending-large (which
@@ -170,7 +172,7 @@ func (s *Server) handleRecent(w http.ResponseWriter, r *http.Request) {
 			logs[i] = jl
 		}
 		for _, e := range jl.Entries {
-			size += len(e) + len(jds[i]) + 14
+			size += len(e.Doc) + len(jds[i]) + 14
 		}
 	}
 	var buf bytes.Buffer
@@ -183,20 +185,13 @@ func (s *Server) handleRecent(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		for _, e := range jl.Entries {
-			entry := bytes.TrimSpace([]byte(e))
-			if len(entry) < 2 || entry[0] != '{' {
-				continue
-			}
 			// Only the entry types upstream's dashboard.js renders: it
 			// throws on any other, and the page then drops the rest of
-			// this response.
-			var head entryHead
-			if json.Unmarshal(entry, &head) != nil {
+			// this response. Oversized entries were not read.
+			if e.Kind != store.EntryObject || !upstreamType(e.Type) {
 				continue
 			}
-			if typ, _ := head.Type.(string); !upstreamType(typ) {
-				continue
-			}
+			entry := []byte(e.Doc)
 			if !first {
 				buf.WriteByte(',')
 			}

@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -52,12 +55,26 @@ func procStat(pid int) (cpu float64, rssMB float64) {
 // TestStreamLoad measures the live stream end to end (on demand:
 // ARCHIVEBOT_STREAM_LOAD=SECONDS per step, needs ARCHIVEBOT_TEST_REDIS):
 // the node in a child process on a real redis-server; this process writes
-// log entries of 200 running jobs at a rising rate (pipelined, as
-// pipelines' log script does) and runs 50 WebSocket clients of
-// /stream?v=2 subscribed to everything, which count entries from each
-// frame's header ("n") and take the delay from the first (oldest) entry's
-// ts. It reports delivered entries/s per client, p99 delay, node CPU and
-// RSS per step.
+// log entries of 200 running jobs at each offered rate (pipelined, as
+// pipelines' log script does) and runs 50 WebSocket clients that offer
+// permessage-deflate as browsers do. Each client takes the latency of
+// every entry it gets (now minus the entry's own ts) and counts them; per
+// step the test reports delivered entries/s per client and latency for
+// the median and the worst client, node CPU and RSS.
+//
+//	ARCHIVEBOT_STREAM_LOAD_RATES   offered entries/s (1000,2000,5000,10000,20000)
+//	ARCHIVEBOT_STREAM_LOAD_MODE    targets, in order, each round:
+//	                               upstream (/stream), v2 (/stream?v=2,
+//	                               everything), mix (v2, 10 jobs each)
+//	                               (default upstream,v2)
+//	ARCHIVEBOT_STREAM_LOAD_ROUNDS  rounds, interleaved (1)
+//	ARCHIVEBOT_STREAM_LOAD_WSPY    path to upstream's dashboard/websocket.py:
+//	                               adds the target websocket.py, run with
+//	                               /usr/bin/python3 through
+//	                               testdata/wspy_shim.py and fed its input
+//	                               lines directly (the frames the node
+//	                               sends), same clients
+//	ARCHIVEBOT_STREAM_LOAD_PROFILE a CPU profile of the node, whole run
 func TestStreamLoad(t *testing.T) {
 	secs, _ := strconv.Atoi(os.Getenv("ARCHIVEBOT_STREAM_LOAD"))
 	if secs <= 0 {
@@ -68,7 +85,7 @@ func TestStreamLoad(t *testing.T) {
 		t.Skip("needs a real redis-server (ARCHIVEBOT_TEST_REDIS)")
 	}
 	const jobs, clients = 200, 50
-	rates := []int{1000, 5000, 10000, 20000, 30000}
+	rates := []int{1000, 2000, 5000, 10000, 20000}
 	if r := os.Getenv("ARCHIVEBOT_STREAM_LOAD_RATES"); r != "" {
 		rates = nil
 		for _, f := range strings.Split(r, ",") {
@@ -76,20 +93,23 @@ func TestStreamLoad(t *testing.T) {
 			rates = append(rates, n)
 		}
 	}
-	// mode: "all" (every client subscribed to everything), "mix" (each client
-	// watches 10 of the jobs), "upstream" (upstream's one frame per entry).
-	mode := os.Getenv("ARCHIVEBOT_STREAM_LOAD_MODE")
-	if mode == "" {
-		mode = "all"
+	modes := []string{"upstream", "v2"}
+	if m := os.Getenv("ARCHIVEBOT_STREAM_LOAD_MODE"); m != "" {
+		modes = strings.Split(m, ",")
 	}
+	wspy := os.Getenv("ARCHIVEBOT_STREAM_LOAD_WSPY")
+	if wspy != "" {
+		modes = append([]string{"websocket.py"}, modes...)
+	}
+	rounds, _ := strconv.Atoi(os.Getenv("ARCHIVEBOT_STREAM_LOAD_ROUNDS"))
+	rounds = max(rounds, 1)
+
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	cfg := filepath.Join(dir, "node.toml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf("[redis]\nurl = %q\n[http]\nlisten = %q\nstream_listen = \"\"\n", b.URL, addr)), 0o644)
 	exe, _ := os.Executable()
 	args := []string{"-config", cfg}
-	// ARCHIVEBOT_STREAM_LOAD_PROFILE=FILE: a CPU profile of the node for
-	// the whole run (go tool pprof -top FILE).
 	if p := os.Getenv("ARCHIVEBOT_STREAM_LOAD_PROFILE"); p != "" {
 		args = append(args, "-cpuprofile", p)
 	}
@@ -115,6 +135,7 @@ func TestStreamLoad(t *testing.T) {
 	ctx := context.Background()
 	st := store.NewStore(b.Client)
 	idents := make([]string, jobs)
+	jobData := make([][]byte, jobs)
 	for i := range jobs {
 		idents[i] = fmt.Sprintf("loadjob%04d", i)
 		if err := st.Register(ctx, store.NewJob{Ident: idents[i], URL: fmt.Sprintf("http://load%d.example/", i),
@@ -123,123 +144,208 @@ func TestStreamLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.Client.RPush(ctx, "working", idents[i])
-	}
-
-	var mu sync.Mutex
-	got := 0
-	var delays []float64
-	var wg sync.WaitGroup
-	for ci := range clients {
-		d := websocket.Dialer{EnableCompression: true}
-		q := "?v=2"
-		switch mode {
-		case "mix":
-			var ids []string
-			for k := range 10 {
-				ids = append(ids, idents[(ci*10+k)%jobs])
+		// websocket.py's input: the frames the node sends, job_data as it
+		// writes it (the hash plus ident and zero counters).
+		h := b.Client.HGetAll(ctx, idents[i]).Val()
+		h["ident"] = idents[i]
+		for _, k := range []string{"r1xx", "r2xx", "r3xx", "r4xx", "r5xx", "runk", "error_count",
+			"bytes_downloaded", "items_downloaded", "items_queued"} {
+			if _, ok := h[k]; !ok {
+				h[k] = "0"
 			}
-			q += "&jobs=" + strings.Join(ids, ",")
-		case "upstream":
-			q = ""
 		}
-		c, _, err := d.Dial("ws://"+addr+"/stream"+q, nil)
-		if err != nil {
+		jobData[i], _ = json.Marshal(h)
+	}
+	var py *exec.Cmd
+	var pyIn io.WriteCloser
+	pyAddr := ""
+	if wspy != "" {
+		pyAddr = freeAddr(t)
+		_, port, _ := strings.Cut(pyAddr, ":")
+		py = exec.Command("/usr/bin/python3", "testdata/wspy_shim.py", wspy, port)
+		py.Env = append(os.Environ(), "PYTHONUNBUFFERED=1")
+		pyIn, _ = py.StdinPipe()
+		var pyLog bytes.Buffer
+		py.Stdout, py.Stderr = &pyLog, &pyLog
+		if err := py.Start(); err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				_, msg, err := c.ReadMessage()
-				if err != nil {
-					return
-				}
-				now := float64(time.Now().UnixNano()) / 1e9
-				if mode == "upstream" {
-					var d float64
-					if k := bytes.Index(msg, []byte(`"ts":`)); k > 0 {
-						r := msg[k+5:]
-						ts, _ := strconv.ParseFloat(string(r[:bytes.IndexAny(r, ",}")]), 64)
-						d = now - ts
-					}
-					mu.Lock()
-					got++
-					delays = append(delays, d)
-					mu.Unlock()
-					continue
-				}
-				i := bytes.Index(msg, []byte(`,"n":`))
-				if i < 0 {
-					continue
-				}
-				rest := msg[i+5:]
-				n, _ := strconv.Atoi(string(rest[:bytes.IndexByte(rest, ',')]))
-				if n == 0 {
-					continue
-				}
-				var d float64
-				if k := bytes.Index(msg, []byte(`"ts":`)); k > 0 {
-					r := msg[k+5:]
-					end := bytes.IndexAny(r, ",}")
-					ts, _ := strconv.ParseFloat(string(r[:end]), 64)
-					d = now - ts
-				}
-				mu.Lock()
-				got += n
-				delays = append(delays, d)
-				mu.Unlock()
+		defer func() { pyIn.Close(); py.Process.Kill(); py.Wait() }()
+		for i := 0; ; i++ {
+			if c, err := net.Dial("tcp", pyAddr); err == nil {
+				c.Close()
+				break
 			}
-		}()
+			if i > 200 {
+				t.Fatalf("websocket.py did not come up:\n%s", pyLog.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	script := redis.NewScript(logEntryScript)
 	script.Load(ctx, b.Client)
-	// In "mix", each client should get 10/200 of the entries: delivered is
-	// reported as a share of what the client asked for.
-	share := 1.0
-	if mode == "mix" {
-		share = 10.0 / jobs
-	}
-	t.Logf("mode %s", mode)
-	t.Logf("%8s %10s %12s %10s %8s %8s", "offered", "written/s", "delivered/s", "p99 delay", "CPU %", "RSS MB")
+
+	t.Logf("%d clients offering permessage-deflate, %d s per step, %d round(s); latency per entry", clients, secs, rounds)
+	t.Logf("%-12s %8s %10s %9s %9s %8s %8s %8s %8s %6s %7s", "target", "offered", "written/s",
+		"med cl/s", "worst/s", "med p50", "med p99", "worst99", "lost %", "CPU %", "RSS MB")
 	n := 0
-	for _, rate := range rates {
-		mu.Lock()
-		got, delays = 0, nil
-		mu.Unlock()
-		cpu0, _ := procStat(cmd.Process.Pid)
-		start := time.Now()
-		tick := time.NewTicker(10 * time.Millisecond)
-		written := 0
-		for time.Since(start) < time.Duration(secs)*time.Second {
-			<-tick.C
-			due := int(time.Since(start).Seconds()*float64(rate)) - written
-			if due <= 0 {
-				continue
+	for range rounds {
+		for _, rate := range rates {
+			for _, mode := range modes {
+				url, pid := "ws://"+addr+"/stream", cmd.Process.Pid
+				switch mode {
+				case "websocket.py":
+					url, pid = "ws://"+pyAddr+"/", py.Process.Pid
+				case "v2", "all":
+					url += "?v=2"
+				}
+				cs := make([]*loadClient, clients)
+				for ci := range clients {
+					u := url
+					if mode == "mix" {
+						var ids []string
+						for k := range 10 {
+							ids = append(ids, idents[(ci*10+k)%jobs])
+						}
+						u += "?v=2&jobs=" + strings.Join(ids, ",")
+					}
+					cs[ci] = dialLoad(t, u)
+				}
+				time.Sleep(300 * time.Millisecond) // every client counted
+				for _, c := range cs {
+					c.reset()
+				}
+				cpu0, _ := procStat(pid)
+				start := time.Now()
+				tick := time.NewTicker(5 * time.Millisecond)
+				written := 0
+				var line bytes.Buffer
+				for time.Since(start) < time.Duration(secs)*time.Second {
+					<-tick.C
+					due := int(time.Since(start).Seconds()*float64(rate)) - written
+					if due <= 0 {
+						continue
+					}
+					var p redis.Pipeliner
+					if mode != "websocket.py" {
+						p = b.Client.Pipeline()
+					}
+					line.Reset()
+					for range due {
+						k := n % jobs
+						entry := fmt.Sprintf(`{"type":"download","url":"http://load.example/p/%d","response_code":200,"wget_code":"OK","is_error":false,"is_warning":false,"ts":%.6f}`,
+							n, float64(time.Now().UnixNano())/1e9)
+						if p != nil {
+							script.EvalSha(ctx, p, []string{idents[k], idents[k] + "_log"}, entry)
+						} else {
+							line.WriteString(entry[:len(entry)-1])
+							line.WriteString(`,"job_data":`)
+							line.Write(jobData[k])
+							line.WriteString("}\n")
+						}
+						n++
+					}
+					if p != nil {
+						p.Exec(ctx)
+					} else {
+						pyIn.Write(line.Bytes())
+					}
+					written += due
+				}
+				tick.Stop()
+				el := time.Since(start).Seconds()
+				time.Sleep(2 * time.Second) // let the last entries arrive
+				cpu1, rss := procStat(pid)
+				for _, c := range cs {
+					c.conn.Close()
+				}
+				type res struct {
+					got           int
+					p50, p99, max float64
+				}
+				var rs []res
+				for _, c := range cs {
+					c.mu.Lock()
+					slices.Sort(c.lat)
+					r := res{got: len(c.lat)}
+					if len(c.lat) > 0 {
+						r.p50, r.p99 = c.lat[len(c.lat)/2], c.lat[len(c.lat)*99/100]
+					}
+					c.mu.Unlock()
+					rs = append(rs, r)
+				}
+				// The median and worst client by entries delivered.
+				slices.SortFunc(rs, func(a, b res) int { return b.got - a.got })
+				med, worst := rs[len(rs)/2], rs[len(rs)-1]
+				worst99 := 0.0
+				for _, r := range rs {
+					worst99 = max(worst99, r.p99)
+				}
+				share := 1.0
+				if mode == "mix" {
+					share = 10.0 / jobs
+				}
+				t.Logf("%-12s %8d %10.0f %9.0f %9.0f %7.3fs %7.3fs %7.3fs %7.1f%% %6.0f %7.1f", mode, rate,
+					float64(written)/el, float64(med.got)/el/share, float64(worst.got)/el/share, med.p50, med.p99,
+					worst99, 100*(1-float64(med.got)/share/float64(written)), 100*(cpu1-cpu0)/(el+2), rss)
 			}
-			p := b.Client.Pipeline()
-			for range due {
-				id := idents[n%jobs]
-				entry := fmt.Sprintf(`{"type":"download","url":"http://load.example/p/%d","response_code":200,"wget_code":"OK","is_error":false,"is_warning":false,"ts":%.6f}`,
-					n, float64(time.Now().UnixNano())/1e9)
-				script.EvalSha(ctx, p, []string{id, id + "_log"}, entry)
-				n++
-			}
-			p.Exec(ctx)
-			written += due
 		}
-		tick.Stop()
-		el := time.Since(start).Seconds()
-		time.Sleep(2 * time.Second) // let the last batches arrive
-		cpu1, rss := procStat(cmd.Process.Pid)
-		mu.Lock()
-		slices.Sort(delays)
-		p99 := 0.0
-		if len(delays) > 0 {
-			p99 = delays[len(delays)*99/100]
-		}
-		t.Logf("%8d %10.0f %12.0f %9.3fs %8.0f %8.1f", rate, float64(written)/el, float64(got)/clients/el/share, p99,
-			100*(cpu1-cpu0)/(el+2), rss)
-		mu.Unlock()
 	}
+}
+
+// loadClient is one stream client of TestStreamLoad: the latency of every
+// entry it got.
+type loadClient struct {
+	conn *websocket.Conn
+	mu   sync.Mutex
+	lat  []float64
+}
+
+func (c *loadClient) reset() {
+	c.mu.Lock()
+	c.lat = c.lat[:0]
+	c.mu.Unlock()
+}
+
+var tsKey = []byte(`"ts":`)
+
+// dialLoad connects a client to url (either protocol: each entry carries
+// its own numeric "ts"; job hashes' ts is a string and is skipped).
+func dialLoad(t *testing.T, url string) *loadClient {
+	t.Helper()
+	d := websocket.Dialer{EnableCompression: true}
+	conn, _, err := d.Dial(url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &loadClient{conn: conn}
+	go func() {
+		for {
+			_, msg, err := conn.ReadMessage()
+			if err != nil {
+				return
+			}
+			now := float64(time.Now().UnixNano()) / 1e9
+			c.mu.Lock()
+			for rest := msg; ; {
+				k := bytes.Index(rest, tsKey)
+				if k < 0 {
+					break
+				}
+				rest = rest[k+len(tsKey):]
+				if len(rest) == 0 || rest[0] < '0' || rest[0] > '9' {
+					continue
+				}
+				end := bytes.IndexAny(rest, ",}")
+				if end < 0 {
+					break
+				}
+				if ts, err := strconv.ParseFloat(string(rest[:end]), 64); err == nil {
+					c.lat = append(c.lat, now-ts)
+				}
+			}
+			c.mu.Unlock()
+		}
+	}()
+	return c
 }

@@ -8,19 +8,26 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/internal/metrics"
 )
 
-// JobLog is a job with some of its log entries (raw, as stored).
+// JobLog is a job with some of its log entries (decoded once, see
+// LogEntry; oversized ones are their size alone).
 type JobLog struct {
 	Job     *Job
-	Entries []string
+	Entries []LogEntry
 }
 
 // RecentLogs returns, for each job in `working` that still has a record,
-// its last count log entries, oldest first.
-// Round trips: LRANGE working, then one pipeline of HGETALL + ZRANGE.
+// its last count log entries, oldest first (read_log.lua: an entry over
+// MaxLogEntryBytes is read as its size alone, and each job's entries
+// total at most MaxLogReadBytes).
+// Round trips: LRANGE working, then one pipeline of HGETALL + the script
+// (and one more when Redis had not loaded the script yet).
 func (s *Store) RecentLogs(ctx context.Context, count int) ([]JobLog, error) {
 	idents, err := s.rdb.LRange(ctx, KeyWorking, 0, -1).Result()
 	if err != nil {
@@ -28,15 +35,22 @@ func (s *Store) RecentLogs(ctx context.Context, count int) ([]JobLog, error) {
 	}
 	idents = dedupe(idents)
 	jobs := make([]*redis.MapStringStringCmd, len(idents))
-	logs := make([]*redis.StringSliceCmd, len(idents))
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	logs := make([]*redis.Cmd, len(idents))
+	read := func(p redis.Pipeliner) error {
 		for i, id := range idents {
 			jobs[i] = p.HGetAll(ctx, KeyJob(id))
-			logs[i] = p.ZRange(ctx, KeyLog(id), int64(-count), -1)
+			logs[i] = readLogScript.EvalSha(ctx, p, []string{KeyLog(id)}, "tail", "", count,
+				MaxLogEntryBytes, MaxLogReadBytes)
 		}
 		return nil
-	})
-	if err != nil && !isWrongType(err) {
+	}
+	_, err = s.rdb.Pipelined(ctx, read)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err = readLogScript.Load(ctx, s.rdb).Err(); err == nil {
+			_, err = s.rdb.Pipelined(ctx, read)
+		}
+	}
+	if err != nil && !isWrongType(err) && !errors.Is(err, redis.Nil) {
 		return nil, wrap("read recent logs", err)
 	}
 	out := make([]JobLog, 0, len(idents))
@@ -47,15 +61,10 @@ func (s *Store) RecentLogs(ctx context.Context, count int) ([]JobLog, error) {
 		}
 		// The log key the pipeline writes is the one the record names
 		// (always IDENT_log for jobs this node registered).
-		out = append(out, JobLog{Job: &Job{Ident: id, Fields: m}, Entries: logs[i].Val()})
+		entries, _ := parseLogRead(logs[i].Val())
+		out = append(out, JobLog{Job: &Job{Ident: id, Fields: m}, Entries: entries})
 	}
 	return out, nil
-}
-
-// LogEntry is one entry of a job's log: the JSON document and its score.
-type LogEntry struct {
-	Doc   string
-	Score float64
 }
 
 // LogBookmark reads the job's last_analyzed_log_entry ("" when none) in
@@ -84,15 +93,51 @@ func (s *Store) ReadLog(ctx context.Context, ident, bookmark string, limit int) 
 	if bookmark == "" {
 		bookmark = "0"
 	}
-	zs, err := s.rdb.ZRangeByScoreWithScores(ctx, KeyLog(ident), &redis.ZRangeBy{
-		Min: "(" + bookmark, Max: "+inf", Count: int64(limit)}).Result()
+	return s.readLog(ctx, ident, "after", bookmark, limit)
+}
+
+// readLog runs read_log.lua on ident's log: mode "after" (entries scored
+// above bookmark) or "tail" (the last limit entries). Entries come back
+// decoded; one larger than MaxLogEntryBytes comes back as its size alone
+// (EntryOversized, counted in archivebot_log_entries_oversized_total), and
+// a read returns at most MaxLogReadBytes of entries. A log key that is not
+// a sorted set reads as a WRONGTYPE error.
+func (s *Store) readLog(ctx context.Context, ident, mode, bookmark string, limit int) ([]LogEntry, error) {
+	res, err := readLogScript.Run(ctx, s.rdb, []string{KeyLog(ident)}, mode, bookmark, limit,
+		MaxLogEntryBytes, MaxLogReadBytes).Result()
 	if err != nil {
 		return nil, wrap("read log of "+ident, err)
 	}
-	out := make([]LogEntry, len(zs))
-	for i, z := range zs {
-		doc, _ := z.Member.(string)
-		out[i] = LogEntry{Doc: doc, Score: z.Score}
+	return parseLogRead(res)
+}
+
+// wrongType is a WRONGTYPE reply a script told in its own way.
+type wrongType string
+
+func (e wrongType) Error() string { return string(e) }
+func (wrongType) RedisError()     {}
+
+func parseLogRead(res any) ([]LogEntry, error) {
+	arr, ok := res.([]any)
+	if !ok {
+		return nil, wrongType("WRONGTYPE the log is not a sorted set")
+	}
+	out := make([]LogEntry, 0, len(arr)/2)
+	for i := 0; i+1 < len(arr); i += 2 {
+		var score float64
+		switch v := arr[i+1].(type) {
+		case string:
+			score, _ = strconv.ParseFloat(v, 64)
+		case int64:
+			score = float64(v)
+		}
+		switch m := arr[i].(type) {
+		case string:
+			out = append(out, NewLogEntry(m, score))
+		case int64:
+			metrics.LogEntryOversized()
+			out = append(out, OversizedLogEntry(int(m), score))
+		}
 	}
 	return out, nil
 }

@@ -75,6 +75,11 @@ var (
 
 // Scripts of the background services and of FailJob.
 var (
+	// read_log.lua only reads: not fenced.
+	//go:embed scripts/read_log.lua
+	readLogSrc    string
+	readLogScript = redis.NewScript(readLogSrc)
+
 	//go:embed scripts/fail.lua
 	failBody string
 	// FailJob is a user command and the reaper's auto-fail: fenced.

@@ -127,3 +127,122 @@ func (s *Store) ReadEndState(ctx context.Context, ident string) (EndState, error
 func (s *Store) ListenJobEvents(ctx context.Context, onSubscribed func(), onMessage func(doc string)) (bool, error) {
 	return s.listen(ctx, ChannelJobEvents, onSubscribed, onMessage)
 }
+
+// JobsExist reports, for each ident, whether its job record exists: one
+// pipeline of EXISTS.
+func (s *Store) JobsExist(ctx context.Context, idents []string) ([]bool, error) {
+	cmds := make([]*redis.IntCmd, len(idents))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range idents {
+			cmds[i] = p.Exists(ctx, KeyJob(id))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("check jobs exist", err)
+	}
+	out := make([]bool, len(idents))
+	for i, c := range cmds {
+		out[i] = c.Val() > 0
+	}
+	return out, nil
+}
+
+// ReadUnbroadcastMany is ReadUnbroadcast for many jobs in two round
+// trips whatever their number: one pipeline of HGETALL, then one of
+// read_log for the jobs that exist. errs[i] is a *NotAJobError for a key
+// that is not a hash (or whose log is not a sorted set: nothing to
+// stream then), nil otherwise; err is a failure of Redis itself.
+func (s *Store) ReadUnbroadcastMany(ctx context.Context, idents []string, limit int) (out []Unbroadcast, errs []error, err error) {
+	out, errs = make([]Unbroadcast, len(idents)), make([]error, len(idents))
+	hashes := make([]*redis.MapStringStringCmd, len(idents))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range idents {
+			hashes[i] = p.HGetAll(ctx, KeyJob(id))
+		}
+		return nil
+	})
+	if err != nil && !isWrongType(err) {
+		return nil, nil, wrap("read jobs to stream", err)
+	}
+	var live []int
+	for i, c := range hashes {
+		switch {
+		case isWrongType(c.Err()):
+			errs[i] = &NotAJobError{Key: KeyJob(idents[i])}
+		case len(c.Val()) > 0:
+			out[i] = Unbroadcast{Job: c.Val(), Bookmark: c.Val()["last_broadcasted_log_entry"]}
+			live = append(live, i)
+		}
+	}
+	if len(live) == 0 {
+		return out, errs, nil
+	}
+	logs := make([]*redis.Cmd, len(live))
+	read := func(p redis.Pipeliner) error {
+		for k, i := range live {
+			bm := out[i].Bookmark
+			if bm == "" {
+				bm = "0"
+			}
+			logs[k] = readLogScript.EvalSha(ctx, p, []string{KeyLog(idents[i])}, "after", bm, limit,
+				MaxLogEntryBytes, MaxLogReadBytes)
+		}
+		return nil
+	}
+	_, err = s.rdb.Pipelined(ctx, read)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err = readLogScript.Load(ctx, s.rdb).Err(); err == nil {
+			_, err = s.rdb.Pipelined(ctx, read)
+		}
+	}
+	if err != nil && !isWrongType(err) {
+		return nil, nil, wrap("read logs to stream", err)
+	}
+	for k, i := range live {
+		entries, perr := parseLogRead(logs[k].Val())
+		if perr != nil || logs[k].Err() != nil {
+			continue // not a log: nothing to stream
+		}
+		out[i].Entries = entries
+	}
+	return out, errs, nil
+}
+
+// BroadcastMark is one move of a job's broadcast bookmark (MarkBroadcast).
+type BroadcastMark struct {
+	Ident, From string
+	To, Now     float64
+}
+
+// MarkBroadcastMany runs MarkBroadcast for each mark in one round trip;
+// moved[i] is false when that bookmark had moved or the job is gone.
+func (s *Store) MarkBroadcastMany(ctx context.Context, marks []BroadcastMark) ([]bool, error) {
+	if len(marks) == 0 {
+		return nil, nil
+	}
+	cmds := make([]*redis.Cmd, len(marks))
+	fence := fenceToken(ctx)
+	run := func(p redis.Pipeliner) error {
+		for i, m := range marks {
+			cmds[i] = broadcastScript.Script.EvalSha(ctx, p, []string{KeyJob(m.Ident), KeyLeader}, m.From,
+				strconv.FormatFloat(m.To, 'f', -1, 64), strconv.FormatFloat(m.Now, 'f', -1, 64), fence)
+		}
+		return nil
+	}
+	_, err := s.rdb.Pipelined(ctx, run)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err = broadcastScript.Script.Load(ctx, s.rdb).Err(); err == nil {
+			_, err = s.rdb.Pipelined(ctx, run)
+		}
+	}
+	if err != nil {
+		return nil, wrap("mark broadcast", err)
+	}
+	moved := make([]bool, len(marks))
+	for i, c := range cmds {
+		n, _ := c.Int64()
+		moved[i] = n == 1
+	}
+	return moved, nil
+}

@@ -64,6 +64,10 @@ var (
 		Name: "archivebot_log_entries_analyzed_total",
 		Help: "Job log entries counted by the log analyzer.",
 	})
+	logOversized = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "archivebot_log_entries_oversized_total",
+		Help: "Job log entries larger than the node reads (64 KiB), skipped by the analyzer, the live stream and /logs/recent (read as their size alone).",
+	})
 	streamSkipped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "archivebot_stream_skipped_entries_total",
 		Help: "Log entries trimmed before the live stream sent them, because it lagged more than http.stream_max_lag.",
@@ -100,7 +104,7 @@ var (
 
 func init() {
 	Registry.MustRegister(commands, outboxQueued, outboxSent, redisErrors, cycleSeconds,
-		cycleFailures, logEntries, tweets, feedPosts, feedFailures, feedBudgetLeft, feedPending, streamSkipped, streamDropped, streamClients,
+		cycleFailures, logEntries, logOversized, tweets, feedPosts, feedFailures, feedBudgetLeft, feedPending, streamSkipped, streamDropped, streamClients,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series that exist from the start, so a scrape before the first event
 	// already shows them at zero.
@@ -135,6 +139,9 @@ func RedisError(unavailable bool) {
 
 // LogEntriesAnalyzed counts log entries the analyzer consumed.
 func LogEntriesAnalyzed(n int) { logEntries.Add(float64(n)) }
+
+// LogEntryOversized counts one log entry read as its size alone.
+func LogEntryOversized() { logOversized.Inc() }
 
 // StreamSkipped counts log entries trimmed before the stream sent them.
 func StreamSkipped(n int) { streamSkipped.Add(float64(n)) }
