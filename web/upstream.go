@@ -168,7 +168,9 @@ func (s *Server) handleRecent(w http.ResponseWriter, r *http.Request) {
 			jds[i] = bytes.TrimSuffix(b, []byte("\n"))
 		}
 		if len(jl.Entries) == 0 && s.opt.RecentAPI != nil {
-			jl.Entries = s.opt.RecentAPI(jl.Job.Ident, count)
+			for _, doc := range s.opt.RecentAPI(jl.Job.Ident, count) {
+				jl.Entries = append(jl.Entries, store.NewLogEntry(doc, 0))
+			}
 			logs[i] = jl
 		}
 		for _, e := range jl.Entries {
