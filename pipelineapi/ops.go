@@ -230,7 +230,7 @@ func (s *Server) update(req *request, ident string) (any, *refusal) {
 	t.mu.Lock()
 	for i, d := range docs {
 		j.logScore++
-		entries[i] = store.LogEntry{Doc: d, Score: float64(j.logScore)}
+		entries[i] = store.NewLogEntry(d, float64(j.logScore))
 	}
 	add := func(k string, v int64) {
 		if v == 0 {
