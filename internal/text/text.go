@@ -4,8 +4,10 @@
 package text
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
 
 	"github.com/ergochat/irc-go/ircfmt"
 	"unicode/utf8"
@@ -94,4 +96,38 @@ func Cut(s string, max int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// Terminal makes s safe to print in one cell of an operator's terminal
+// table: every character that is not graphic (C0 and C1 controls with ESC,
+// CSI and OSC among them, CR, LF, TAB, DEL, invisible format characters
+// such as bidi overrides) and every byte that is not UTF-8 is written as a
+// visible Go-style escape (\x1b, \u202e), so text from Redis can neither
+// drive the terminal nor forge rows or columns. Backslashes stay as they
+// are; a plain string comes back unchanged.
+func Terminal(s string) string {
+	if !strings.ContainsFunc(s, terminalUnsafe) && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case terminalUnsafe(r) && r < 0x100:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case terminalUnsafe(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// terminalUnsafe reports the runes Terminal escapes.
+func terminalUnsafe(r rune) bool {
+	return r != ' ' && !unicode.IsGraphic(r)
 }

@@ -25,3 +25,21 @@ func TestClean(t *testing.T) {
 		}
 	}
 }
+
+func TestTerminal(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"plain http://x/?a=b c", "plain http://x/?a=b c"},
+		{"héllo 日本", "héllo 日本"},
+		{"\x1b]0;pwned\x07title", `\x1b]0;pwned\x07title`},
+		{"\x1b[2J\x1b[H", `\x1b[2J\x1b[H`},
+		{"a\rb\nc\td", `a\x0db\x0ac\x09d`},
+		{"\u009b31m \u202egnp.exe \x7f", `\x9b31m \u202egnp.exe \x7f`},
+		{"bad\xff\xfeutf8", `bad\xff\xfeutf8`},
+		{`back\slash`, `back\slash`},
+	}
+	for _, tc := range tests {
+		if got := Terminal(tc.in); got != tc.want {
+			t.Errorf("Terminal(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
