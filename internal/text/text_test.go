@@ -10,7 +10,8 @@ func TestClean(t *testing.T) {
 	}{
 		{"plain", Bot, "plain"},
 		{"a\r\nb\x00c", Bot, "a\uFFFD\uFFFDb\uFFFDc"},
-		{"\x02bold\x02 \x0304red\x0f \x07bell\x7f", Bot, "\x02bold\x02 \x0304red\x0f \uFFFDbell\uFFFD"},
+		{"\x02bold\x02 \x0304red\x0f \x07bell\x7f", Bot, "bold red \uFFFDbell\uFFFD"},
+		{"\x0301,01hidden\x03 \x04000000x\x04\r\n", Bot, "hidden x\uFFFD\uFFFD"},
 		{"a\r\nb\x00c", Untrusted, "a  bc"},
 		{"\x02bold\x02 \x0304,04red\x03 \x03,x", Untrusted, "bold red ,x"},
 		{"\x0312hi\x03 \x031,2x \x0399y", Untrusted, "hi x y"},
