@@ -206,6 +206,7 @@ func (f *Firehose) work(ctx context.Context) {
 				f.log.Warn("stream failed", "ident", ident, "err", err)
 			}
 		}
+		f.badKeys.endCycle(f.log, "working (keys that are not jobs, not streamed)", time.Now())
 	}
 }
 

@@ -123,6 +123,7 @@ func (n *StartNotifier) runOnce(ctx context.Context) error {
 			n.log.Warn("skipping a member of working that is not a job (no start notice, no history)", "key", id)
 		}
 	}
+	n.badKeys.endCycle(n.log, "working (not jobs: no start notice, no history)", time.Now())
 	n.rememberWorking(ctx, sc.Working)
 	sent := 0
 	left, err := n.store.StartNoticesInDelivery(ctx, n.cfg.Batch)
