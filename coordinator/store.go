@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -40,6 +41,8 @@ type Store struct {
 
 	indexMu    sync.Mutex
 	indexBuilt bool // the queue index was rebuilt by this store
+
+	wrongType onceLog // shared keys of the wrong type, logged once
 }
 
 // NewStore returns a store over rdb.
@@ -84,6 +87,47 @@ func (e *NotAJobError) Error() string { return e.Key + " is not a job" }
 func isWrongType(err error) bool {
 	var rerr redis.Error
 	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE")
+}
+
+// wrongTypeSkipped reports whether err is a WRONGTYPE reply to a read of
+// key, a key we share with upstream's programs (pipelines, working, a
+// queue, the counters, tweets:done) or one of ours that another program
+// wrote with another type. Such a key reads as empty, so the reply, the
+// page or /metrics goes on; the skip is counted
+// (archivebot_wrong_type_keys_skipped_total) and logged once per key, as
+// the services skip keys that are not jobs.
+func (s *Store) wrongTypeSkipped(key string, err error) bool {
+	if !isWrongType(err) {
+		return false
+	}
+	label := key
+	if strings.HasPrefix(key, PendingNamedPrefix) {
+		label = PendingNamedPrefix + "NAME" // any name: keep the series few
+	}
+	metrics.WrongTypeKeySkipped(label)
+	if s.wrongType.first(key) {
+		slog.Warn("skipping a shared key of the wrong type: it reads as empty", "service", "store", "key", key, "err", err)
+	}
+	return true
+}
+
+// readErr is the first error among the replies of a pipeline of reads of
+// one key each that is neither "no such key" nor a wrong-typed key
+// (skipped, see wrongTypeSkipped).
+func (s *Store) readErr(cmds []redis.Cmder) error {
+	for _, c := range cmds {
+		err := c.Err()
+		if err == nil || errors.Is(err, redis.Nil) {
+			continue
+		}
+		if args := c.Args(); len(args) > 1 {
+			if key, ok := args[1].(string); ok && s.wrongTypeSkipped(key, err) {
+				continue
+			}
+		}
+		return err
+	}
+	return nil
 }
 
 // IsUnavailable reports whether err means Redis could not be reached.
@@ -365,6 +409,9 @@ func (s *Store) RebuildQueueIndex(ctx context.Context) ([]NamedQueue, error) {
 
 func (s *Store) readQueueIndex(ctx context.Context, add []any) ([]NamedQueue, error) {
 	res, err := queueIndexScript.Run(ctx, s.rdb, []string{KeyQueues}, add...).Slice()
+	if s.wrongTypeSkipped(KeyQueues, err) {
+		return nil, nil // no named queues can be known
+	}
 	if err != nil {
 		return nil, wrap("read queue index", err)
 	}
@@ -415,8 +462,10 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 		p.LLen(ctx, KeyPendingLarge)
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return sum, wrap("status summary", err)
+	if err != nil {
+		if err = s.readErr(cmds); err != nil {
+			return sum, wrap("status summary", err)
+		}
 	}
 	counter := func(c redis.Cmder) int64 {
 		n, _ := c.(*redis.StringCmd).Int64()
@@ -458,7 +507,7 @@ func (s *Store) Queues(ctx context.Context, limit int) ([]Queue, error) {
 	names := append(named, FixedQueues...)
 	lens := make([]*redis.IntCmd, len(names))
 	heads := make([]*redis.StringSliceCmd, len(names))
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, q := range names {
 			lens[i] = p.LLen(ctx, q)
 			// The right end is the head: the last `limit` entries.
@@ -467,7 +516,9 @@ func (s *Store) Queues(ctx context.Context, limit int) ([]Queue, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, wrap("list queues", err)
+		if err = s.readErr(cmds); err != nil {
+			return nil, wrap("list queues", err)
+		}
 	}
 	var out []Queue
 	var idents []string

@@ -17,6 +17,9 @@ import (
 // WorkingJobs lists the idents in `working` (jobs a pipeline has taken).
 func (s *Store) WorkingJobs(ctx context.Context) ([]string, error) {
 	ids, err := s.rdb.LRange(ctx, KeyWorking, 0, -1).Result()
+	if s.wrongTypeSkipped(KeyWorking, err) {
+		return nil, nil
+	}
 	return ids, wrap("list working", err)
 }
 
@@ -112,7 +115,7 @@ type PipelineInfo struct {
 // out and returned in bad, for the caller to log.
 func (s *Store) PipelineSnapshot(ctx context.Context) (pipelines map[string]PipelineInfo, bad []string, err error) {
 	keys, err := s.rdb.SMembers(ctx, KeyPipelines).Result()
-	if err != nil {
+	if err != nil && !s.wrongTypeSkipped(KeyPipelines, err) {
 		return nil, nil, wrap("list pipelines", err)
 	}
 	out := make(map[string]PipelineInfo, len(keys))

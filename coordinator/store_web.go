@@ -72,14 +72,16 @@ func (s *Store) PendingQueues(ctx context.Context) ([]Queue, error) {
 	names := append(slices.Clone(FixedQueues), named...)
 	slices.SortFunc(names, func(a, b string) int { return strings.Compare(strings.ToLower(a), strings.ToLower(b)) })
 	ranges := make([]*redis.StringSliceCmd, len(names))
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, q := range names {
 			ranges[i] = p.LRange(ctx, q, 0, -1)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, wrap("list pending queues", err)
+		if err = s.readErr(cmds); err != nil {
+			return nil, wrap("list pending queues", err)
+		}
 	}
 	var out []Queue
 	var idents []string
@@ -134,7 +136,7 @@ func (s *Store) hgetMany(ctx context.Context, idents []string, field string) (ma
 // Round trips: SMEMBERS, then one pipeline of HGETALL.
 func (s *Store) Pipelines(ctx context.Context) ([]*Pipeline, error) {
 	keys, err := s.rdb.SMembers(ctx, KeyPipelines).Result()
-	if err != nil {
+	if err != nil && !s.wrongTypeSkipped(KeyPipelines, err) {
 		return nil, wrap("list pipelines", err)
 	}
 	slices.Sort(keys)
@@ -168,7 +170,7 @@ type JobLog struct {
 // Round trips: LRANGE working, then one pipeline of HGETALL + ZRANGE.
 func (s *Store) RecentLogs(ctx context.Context, count int) ([]JobLog, error) {
 	idents, err := s.rdb.LRange(ctx, KeyWorking, 0, -1).Result()
-	if err != nil {
+	if err != nil && !s.wrongTypeSkipped(KeyWorking, err) {
 		return nil, wrap("list working", err)
 	}
 	idents = dedupe(idents)
@@ -345,7 +347,7 @@ type FinishedJob struct {
 // ZREM.
 func (s *Store) FinishedJobs(ctx context.Context) ([]FinishedJob, error) {
 	idents, err := s.rdb.ZRange(ctx, KeyFinishedIndex, 0, -1).Result()
-	if err != nil {
+	if err != nil && !s.wrongTypeSkipped(KeyFinishedIndex, err) {
 		return nil, wrap("read finished index", err)
 	}
 	jobs := make([]*redis.MapStringStringCmd, len(idents))
@@ -418,7 +420,7 @@ type Tweet struct {
 // One round trip (ZRANGE -n -1 WITHSCORES, as upstream's feed).
 func (s *Store) RecentTweets(ctx context.Context, n int) ([]Tweet, error) {
 	zs, err := s.rdb.ZRangeWithScores(ctx, KeyTweetsDone, int64(-n), -1).Result()
-	if err != nil {
+	if err != nil && !s.wrongTypeSkipped(KeyTweetsDone, err) {
 		return nil, wrap("read tweets", err)
 	}
 	out := make([]Tweet, 0, len(zs))
@@ -561,14 +563,16 @@ func (s *Store) ActiveJobs(ctx context.Context) ([]ActiveJob, error) {
 	}
 	names := append(append(named, FixedQueues...), KeyWorking)
 	ranges := make([]*redis.StringSliceCmd, len(names))
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	reads, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, q := range names {
 			ranges[i] = p.LRange(ctx, q, 0, -1)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, wrap("list queues", err)
+		if err = s.readErr(reads); err != nil {
+			return nil, wrap("list queues", err)
+		}
 	}
 	var out []ActiveJob
 	for i, q := range names {
@@ -633,14 +637,16 @@ func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
 		return Gauges{}, err
 	}
 	var card, n1, n2 *redis.IntCmd
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		card = p.SCard(ctx, KeyPipelines)
 		n1 = p.LLen(ctx, KeyFinishNotifications)
 		n2 = p.LLen(ctx, KeyFinishProcessing)
 		return nil
 	})
 	if err != nil {
-		return Gauges{}, wrap("read gauges", err)
+		if err = s.readErr(cmds); err != nil {
+			return Gauges{}, wrap("read gauges", err)
+		}
 	}
 	return Gauges{Status: st, Pipelines: card.Val(), FinishNotices: n1.Val() + n2.Val()}, nil
 }
