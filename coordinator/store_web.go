@@ -163,6 +163,9 @@ func (s *Store) Pipelines(ctx context.Context) ([]*Pipeline, error) {
 type JobLog struct {
 	Job     *Job
 	Entries []string
+	// Scores are the entries' scores in the job's log, one per entry: a
+	// client that reads these and the live stream shows each entry once.
+	Scores []float64
 }
 
 // RecentLogs returns, for each job in `working` that still has a record,
@@ -175,11 +178,11 @@ func (s *Store) RecentLogs(ctx context.Context, count int) ([]JobLog, error) {
 	}
 	idents = dedupe(idents)
 	jobs := make([]*redis.MapStringStringCmd, len(idents))
-	logs := make([]*redis.StringSliceCmd, len(idents))
+	logs := make([]*redis.ZSliceCmd, len(idents))
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range idents {
 			jobs[i] = p.HGetAll(ctx, KeyJob(id))
-			logs[i] = p.ZRange(ctx, KeyLog(id), int64(-count), -1)
+			logs[i] = p.ZRangeWithScores(ctx, KeyLog(id), int64(-count), -1)
 		}
 		return nil
 	})
@@ -194,7 +197,13 @@ func (s *Store) RecentLogs(ctx context.Context, count int) ([]JobLog, error) {
 		}
 		// The log key the pipeline writes is the one the record names
 		// (always IDENT_log for jobs this node registered).
-		out = append(out, JobLog{Job: &Job{Ident: id, Fields: m}, Entries: logs[i].Val()})
+		zs := logs[i].Val()
+		jl := JobLog{Job: &Job{Ident: id, Fields: m}, Entries: make([]string, len(zs)), Scores: make([]float64, len(zs))}
+		for k, z := range zs {
+			jl.Entries[k], _ = z.Member.(string)
+			jl.Scores[k] = z.Score
+		}
+		out = append(out, jl)
 	}
 	return out, nil
 }

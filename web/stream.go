@@ -27,6 +27,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -161,6 +162,7 @@ type streamEntry struct {
 	typ   string
 	isErr bool
 	at    time.Time // when the firehose read it
+	score float64   // its score in the job's log: clients show each once
 }
 
 // upstreamTypes are the entry types upstream's dashboard.js renders (it
@@ -189,7 +191,7 @@ func (h *Hub) StreamLog(ident string, job map[string]string, entries []coordinat
 		}
 		typ, _ := head.Type.(string)
 		out = append(out, streamEntry{job: ref, doc: doc, typ: typ,
-			isErr: head.IsError == true || head.IsError == "true", at: now})
+			isErr: head.IsError == true || head.IsError == "true", at: now, score: e.Score})
 	}
 	if len(out) == 0 {
 		return
@@ -407,6 +409,11 @@ func logFrame(seq uint64, entries []streamEntry, idx []int) []byte {
 		if len(inner) > 0 {
 			b.WriteByte(',')
 			b.Write(inner)
+		}
+		if !math.IsInf(e.score, 0) && !math.IsNaN(e.score) {
+			// Last, so it wins over a "score" the pipeline wrote.
+			b.WriteString(`,"score":`)
+			b.WriteString(strconv.FormatFloat(e.score, 'f', -1, 64))
 		}
 		b.WriteByte('}')
 		if _, ok := jobs[e.job.ident]; !ok {
