@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/ident"
 )
 
 // Job defaults (doc/protocol.md, Job record).
@@ -103,7 +103,7 @@ func (b *Bot) archive(ctx context.Context, c *Call, kind archiveKind) error {
 		userAgent = ua
 	}
 
-	job := coordinator.NewJob{
+	job := store.NewJob{
 		Ident:       id,
 		URL:         url,
 		URLFile:     kind.list,
@@ -116,17 +116,17 @@ func (b *Bot) archive(ctx context.Context, c *Call, kind archiveKind) error {
 		DelayMax:    defaultDelayMax,
 		Concurrency: defaultConcurrency,
 		SettingsAge: baseSettingsAge,
-		Queue:       coordinator.KeyPending,
+		Queue:       store.KeyPending,
 	}
 	if kind.shallow {
 		job.FetchDepth = "shallow"
-		job.Queue = coordinator.KeyPendingAO
+		job.Queue = store.KeyPendingAO
 	}
 	switch {
 	case opts.Pipeline != "":
-		job.Queue = coordinator.KeyPendingNamed(opts.Pipeline)
+		job.Queue = store.KeyPendingNamed(opts.Pipeline)
 	case opts.Large:
-		job.Queue = coordinator.KeyPendingLarge
+		job.Queue = store.KeyPendingLarge
 	}
 	if u.Scheme == "ftp" {
 		job.Concurrency = 1
@@ -179,15 +179,15 @@ func (b *Bot) archive(ctx context.Context, c *Call, kind archiveKind) error {
 	}
 
 	c.Effect = "the job for " + url + " was queued"
-	var limited *coordinator.UserLimitError
+	var limited *store.UserLimitError
 	switch err := b.store.Register(ctx, job); {
-	case errors.Is(err, coordinator.ErrJobExists):
+	case errors.Is(err, store.ErrJobExists):
 		return b.replyExists(ctx, c, id, url)
 	case errors.As(err, &limited):
 		c.Reply("Sorry, you already have %d jobs queued; the limit is %d per person. Wait until some of them have started (or ask a channel operator).",
 			limited.Queued, b.opts.PerUserPendingLimit)
 		return nil
-	case errors.Is(err, coordinator.ErrPendingFull):
+	case errors.Is(err, store.ErrPendingFull):
 		c.Reply("Sorry, %d jobs are already waiting in the pending queue; only channel operators may queue more until it drains. (!ao still works.)", b.opts.PendingLimit)
 		return nil
 	case err != nil:

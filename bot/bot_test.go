@@ -10,13 +10,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 func newTestBot(t *testing.T, be *redistest.Backend) *Bot {
 	t.Helper()
-	return New(coordinator.NewStore(be.Client), Options{Catalog: referenceCatalog(t)})
+	return New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t)})
 }
 
 func say(b *Bot, rank Rank, channel, text string) []string {
@@ -171,7 +171,7 @@ func TestPrivateAndPermissions(t *testing.T) {
 
 func TestStatusURLAndLimits(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
-		b := New(coordinator.NewStore(be.Client), Options{Catalog: referenceCatalog(t), PendingLimit: 2})
+		b := New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t), PendingLimit: 2})
 		if got := say(b, RankNone, "#a", "!status http://nothing.example/"); len(got) != 1 || !strings.Contains(got[0], "URL has not been archived recently") {
 			t.Fatalf("status of unknown URL: %q", got)
 		}
@@ -227,14 +227,14 @@ func TestAbort(t *testing.T) {
 		if n, _ := be.Client.Exists(ctx, "pending:fast").Result(); n != 0 {
 			t.Fatal("aborted job still queued")
 		}
-		if n, _ := be.Client.LLen(ctx, coordinator.KeyFinishNotifications).Result(); n != 1 {
+		if n, _ := be.Client.LLen(ctx, store.KeyFinishNotifications).Result(); n != 1 {
 			t.Fatalf("finish notifications: %d", n)
 		}
 		got = say(b, RankVoice, "#a", "!abort "+refIdent)
 		if len(got) != 1 || !strings.Contains(got[0], "already finished") {
 			t.Fatalf("abort finished: %q", got)
 		}
-		if n, _ := be.Client.LLen(ctx, coordinator.KeyFinishNotifications).Result(); n != 1 {
+		if n, _ := be.Client.LLen(ctx, store.KeyFinishNotifications).Result(); n != 1 {
 			t.Fatal("second abort wrote another notification")
 		}
 		be.FastForward(6 * time.Second)
@@ -244,9 +244,9 @@ func TestAbort(t *testing.T) {
 
 		// A running job: a pipeline took it.
 		say(b, RankOp, "#a", "!a http://example.com/")
-		be.Client.RPopLPush(ctx, coordinator.KeyPending, coordinator.KeyWorking)
+		be.Client.RPopLPush(ctx, store.KeyPending, store.KeyWorking)
 		be.Client.HSet(ctx, refIdent, "started_at", "1.5", "pipeline_id", "pipeline:abc")
-		sub := be.Client.Subscribe(ctx, coordinator.ChannelJob(refIdent))
+		sub := be.Client.Subscribe(ctx, store.ChannelJob(refIdent))
 		defer sub.Close()
 		if _, err := sub.Receive(ctx); err != nil {
 			t.Fatal(err)
@@ -267,7 +267,7 @@ func TestAbort(t *testing.T) {
 		if v, _ := be.Client.HGet(ctx, refIdent, "abort_requested").Result(); v != "true" {
 			t.Fatal("abort_requested not set")
 		}
-		if n, _ := be.Client.LLen(ctx, coordinator.KeyWorking).Result(); n != 1 {
+		if n, _ := be.Client.LLen(ctx, store.KeyWorking).Result(); n != 1 {
 			t.Fatal("running job left working")
 		}
 	})
@@ -309,7 +309,7 @@ func TestCatalogReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	be := redistest.Mini(t)
-	b := New(coordinator.NewStore(be.Client), Options{Catalog: cat})
+	b := New(store.NewStore(be.Client), Options{Catalog: cat})
 	say(b, RankOp, "#a", "!a http://example.com/")
 
 	write(`{"name":"custom","patterns":["new1","new2"]}`)
@@ -411,7 +411,7 @@ func FuzzHandle(f *testing.F) {
 		f.Add(s)
 	}
 	be := redistest.Mini(f)
-	b := New(coordinator.NewStore(be.Client), Options{})
+	b := New(store.NewStore(be.Client), Options{})
 	f.Fuzz(func(t *testing.T, s string) {
 		rec := &recorder{nick: "n"}
 		b.Handle(context.Background(), Request{Nick: "n", Channel: "#c", Rank: RankOp, Text: s}, rec)
@@ -442,7 +442,7 @@ func TestFail(t *testing.T) {
 		if n, _ := be.Client.Exists(ctx, "pending:slow").Result(); n != 0 {
 			t.Fatal("failed job still queued")
 		}
-		if v, _ := be.Client.Get(ctx, coordinator.KeyJobsFailed).Result(); v != "1" {
+		if v, _ := be.Client.Get(ctx, store.KeyJobsFailed).Result(); v != "1" {
 			t.Fatalf("jobs_failed = %q", v)
 		}
 		if got := say(b, RankOp, "#a", "!fail "+refIdent); !strings.Contains(got[0], "already finished") {

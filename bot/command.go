@@ -15,7 +15,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 )
 
@@ -127,7 +127,7 @@ func (c *Call) unknownUserAgent(alias string) {
 
 // job reads the record of id; when there is none it answers so and
 // returns nil, nil.
-func (b *Bot) job(ctx context.Context, c *Call, id string) (*coordinator.Job, error) {
+func (b *Bot) job(ctx context.Context, c *Call, id string) (*store.Job, error) {
 	job, err := b.store.GetJob(ctx, id)
 	if err == nil && job == nil {
 		c.unknownJob(id)
@@ -169,7 +169,7 @@ type Options struct {
 
 // Bot runs commands against the job store.
 type Bot struct {
-	store *coordinator.Store
+	store *store.Store
 	opts  Options
 	log   *slog.Logger
 	table []*Command
@@ -184,7 +184,7 @@ type Bot struct {
 }
 
 // New returns a Bot over store.
-func New(store *coordinator.Store, opts Options) *Bot {
+func New(store *store.Store, opts Options) *Bot {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -293,18 +293,18 @@ func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
 	}
 	if err := cmd.Run(ctx, b, call); err != nil {
 		outcome = metrics.OutcomeError
-		if coordinator.IsOutcomeUnknown(err) {
+		if store.IsOutcomeUnknown(err) {
 			outcome = metrics.OutcomeUnknown
 			b.outcomeUnknown(call, id, err)
 			return
 		}
-		var naj *coordinator.NotAJobError
+		var naj *store.NotAJobError
 		if errors.As(err, &naj) {
 			outcome = metrics.OutcomeOK // answered: the key is not a job
 			call.Reply("Sorry, %s is not a job.", naj.Key)
 			return
 		}
-		if coordinator.IsUnavailable(err) {
+		if store.IsUnavailable(err) {
 			outcome = metrics.OutcomeUnavailable
 			b.log.Warn("command failed: backend unavailable", "command", cmd.Name, "nick", req.Nick, "err", err)
 			call.Reply("Sorry, backend unavailable: Redis cannot be reached right now. Please try again in a minute.")

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/internal/text"
 )
@@ -38,13 +38,13 @@ const (
 // recordTTL is how long a command's outcome record outlives the command:
 // well past the last resend.
 func (b *Bot) recordTTL() time.Duration {
-	return max(coordinator.DefaultCommandTTL, 2*b.opts.OutcomeWait+outcomeRunTimeout)
+	return max(store.DefaultCommandTTL, 2*b.opts.OutcomeWait+outcomeRunTimeout)
 }
 
 // withCommandID gives a state-changing command its id.
 func (b *Bot) withCommandID(ctx context.Context) (context.Context, string) {
 	id := uuid.NewString()
-	return coordinator.WithCommand(ctx, id, b.recordTTL()), id
+	return store.WithCommand(ctx, id, b.recordTTL()), id
 }
 
 // effect says what the user asked for, for "I don't know yet whether …".
@@ -126,8 +126,8 @@ func (b *Bot) resend(ctx context.Context, call *Call, id string) bool {
 	buf := &bufReplier{}
 	again := *call
 	again.Out = buf
-	err := call.Cmd.Run(coordinator.WithCommand(rctx, id, b.recordTTL()), b, &again)
-	if err != nil && coordinator.IsUnavailable(err) {
+	err := call.Cmd.Run(store.WithCommand(rctx, id, b.recordTTL()), b, &again)
+	if err != nil && store.IsUnavailable(err) {
 		return false // still no answer, or no connection: try again later
 	}
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // chanReplier hands every reply to a channel, so a test can wait for
@@ -128,7 +128,7 @@ func TestOutcomeUnknownSIGSTOP(t *testing.T) {
 	// Applied exactly once: one queue entry, one settings change.
 	check := redis.NewClient(&redis.Options{Addr: addr})
 	defer check.Close()
-	pending, _ := check.LRange(ctx, coordinator.KeyPending, 0, -1).Result()
+	pending, _ := check.LRange(ctx, store.KeyPending, 0, -1).Result()
 	if len(pending) != 2 {
 		t.Fatalf("pending = %v, want the two jobs once each", pending)
 	}
@@ -153,7 +153,7 @@ func TestOutcomeUnknownSIGSTOP(t *testing.T) {
 
 func newOutcomeBot(t *testing.T, rdb *redis.Client) *Bot {
 	t.Helper()
-	b := New(coordinator.NewStore(rdb), Options{Catalog: referenceCatalog(t), OutcomePoll: 20 * time.Millisecond})
+	b := New(store.NewStore(rdb), Options{Catalog: referenceCatalog(t), OutcomePoll: 20 * time.Millisecond})
 	t.Cleanup(b.Close)
 	return b
 }
@@ -192,7 +192,7 @@ func silentRedis(t *testing.T) string {
 func TestOutcomeStillUnknown(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: silentRedis(t), ReadTimeout: 50 * time.Millisecond, Protocol: 2})
 	t.Cleanup(func() { rdb.Close() })
-	b := New(coordinator.NewStore(rdb), Options{Catalog: referenceCatalog(t), OutcomePoll: 10 * time.Millisecond, OutcomeWait: 200 * time.Millisecond})
+	b := New(store.NewStore(rdb), Options{Catalog: referenceCatalog(t), OutcomePoll: 10 * time.Millisecond, OutcomeWait: 200 * time.Millisecond})
 	t.Cleanup(b.Close)
 	out := &chanReplier{nick: "carol", lines: make(chan string, 10)}
 	b.Handle(context.Background(), Request{Nick: "carol", Channel: "#a", Rank: RankOp, Text: "!a http://example.org/"}, out)
@@ -215,7 +215,7 @@ func TestOutcomeStillUnknown(t *testing.T) {
 func TestOutcomeFollowUpStopsOnClose(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: silentRedis(t), ReadTimeout: 50 * time.Millisecond, Protocol: 2})
 	t.Cleanup(func() { rdb.Close() })
-	b := New(coordinator.NewStore(rdb), Options{Catalog: referenceCatalog(t), OutcomeWait: time.Hour})
+	b := New(store.NewStore(rdb), Options{Catalog: referenceCatalog(t), OutcomeWait: time.Hour})
 	out := &chanReplier{nick: "carol", lines: make(chan string, 10)}
 	b.Handle(context.Background(), Request{Nick: "carol", Channel: "#a", Rank: RankOp, Text: "!ig " + refIdent + " x"}, out)
 	if got := waitReply(t, out.lines); !strings.Contains(got, "don't know yet whether your !ig "+refIdent+" x took effect") {

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // Settings changes on a running job reach a pipeline the way upstream's
@@ -25,7 +25,7 @@ func TestRunningJobSeesChangesAndAbort(t *testing.T) {
 		if err != nil || j == nil {
 			t.Fatalf("take: %v %v", j, err)
 		}
-		sub := be.Client.Subscribe(ctx, coordinator.ChannelJob(refIdent))
+		sub := be.Client.Subscribe(ctx, store.ChannelJob(refIdent))
 		defer sub.Close()
 		if _, err := sub.Receive(ctx); err != nil {
 			t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // !history IDENT
@@ -46,13 +46,13 @@ const (
 
 // historyLine is one entry as !history shows it: when, what, by whom, and
 // the details.
-func historyLine(e coordinator.HistoryEntry) string {
+func historyLine(e store.HistoryEntry) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s by %s", e.Time().UTC().Format(time.DateTime+"Z"), e.Event, e.By)
 	switch e.Event {
-	case coordinator.EventQueued:
+	case store.EventQueued:
 		fmt.Fprintf(&b, " in %v (%v)", e.Detail["channel"], e.Detail["queue"])
-	case coordinator.EventSettings, coordinator.EventUserAgent:
+	case store.EventSettings, store.EventUserAgent:
 		if set, ok := e.Detail["set"].(map[string]any); ok {
 			var parts []string
 			for _, k := range slices.Sorted(maps.Keys(set)) {
@@ -63,7 +63,7 @@ func historyLine(e coordinator.HistoryEntry) string {
 		if del, ok := e.Detail["del"].([]any); ok && len(del) > 0 {
 			fmt.Fprintf(&b, "; cleared %v", del)
 		}
-	case coordinator.EventIgnoreAdded, coordinator.EventIgnoreRemoved:
+	case store.EventIgnoreAdded, store.EventIgnoreRemoved:
 		if ps, ok := e.Detail["patterns"].([]any); ok {
 			if len(ps) == 1 {
 				fmt.Fprintf(&b, ": %v", ps[0])
@@ -71,20 +71,20 @@ func historyLine(e coordinator.HistoryEntry) string {
 				fmt.Fprintf(&b, ": %d patterns", len(ps))
 			}
 		}
-	case coordinator.EventStarted:
+	case store.EventStarted:
 		if p, ok := e.Detail["pipeline"].(string); ok && p != "" {
 			fmt.Fprintf(&b, " (pipeline %q)", p)
 		}
-	case coordinator.EventAborted:
+	case store.EventAborted:
 		if e.Detail["queued"] == true {
 			b.WriteString(" (still queued)")
 		}
 		if e.Detail["requested"] == true {
 			b.WriteString(" (requested)")
 		}
-	case coordinator.EventFailed:
+	case store.EventFailed:
 		fmt.Fprintf(&b, ": %v", e.Detail["reason"])
-	case coordinator.EventMoved:
+	case store.EventMoved:
 		fmt.Fprintf(&b, ": %v -> %v", e.Detail["from"], e.Detail["to"])
 	}
 	return b.String()
@@ -110,10 +110,10 @@ func runJobs(ctx context.Context, b *Bot, c *Call) error {
 	}
 	// A pipeline is named by its id (pipeline:HEX, or just HEX) or its
 	// nickname; an id wins over a nickname.
-	var match []*coordinator.Pipeline
+	var match []*store.Pipeline
 	for _, p := range pipes {
-		if p.Key == want || p.Key == coordinator.PipelinePrefix+want {
-			match = []*coordinator.Pipeline{p}
+		if p.Key == want || p.Key == store.PipelinePrefix+want {
+			match = []*store.Pipeline{p}
 			break
 		}
 		if p.Nickname() == want {
@@ -167,7 +167,7 @@ func runUserAgent(ctx context.Context, b *Bot, c *Call) error {
 		c.unknownUserAgent(alias)
 		return nil
 	}
-	ch := coordinator.Change{QueuedOnly: true, Event: coordinator.EventUserAgent,
+	ch := store.Change{QueuedOnly: true, Event: store.EventUserAgent,
 		Set: map[string]string{"user_agent": ua}}
 	if ok, err := b.change(ctx, c, id, ch); !ok {
 		return err
@@ -179,11 +179,11 @@ func runUserAgent(ctx context.Context, b *Bot, c *Call) error {
 // !move IDENT front|back|QUEUE
 func runMove(ctx context.Context, b *Bot, c *Call) error {
 	id, where := c.Args[0], c.Args[1]
-	if where != coordinator.MoveFront && where != coordinator.MoveBack && !coordinator.IsQueueKey(where) {
+	if where != store.MoveFront && where != store.MoveBack && !store.IsQueueKey(where) {
 		c.Usage()
 		return nil
 	}
-	if name, ok := strings.CutPrefix(where, coordinator.PendingNamedPrefix); ok {
+	if name, ok := strings.CutPrefix(where, store.PendingNamedPrefix); ok {
 		if err := checkPipelineName(name); err != nil {
 			c.Reply("Sorry, %v.", err)
 			return nil
@@ -191,23 +191,23 @@ func runMove(ctx context.Context, b *Bot, c *Call) error {
 	}
 	from, err := b.store.Move(ctx, id, where, c.Req.Nick)
 	switch {
-	case errors.Is(err, coordinator.ErrNoJob):
+	case errors.Is(err, store.ErrNoJob):
 		c.unknownJob(id)
-	case errors.Is(err, coordinator.ErrJobFinished):
+	case errors.Is(err, store.ErrJobFinished):
 		c.Reply("Job %s has already finished; there is nothing to move.", id)
-	case errors.Is(err, coordinator.ErrJobStarted):
+	case errors.Is(err, store.ErrJobStarted):
 		c.Reply("Sorry, job %s has already started on a pipeline; only queued jobs can be moved.", id)
-	case errors.Is(err, coordinator.ErrWrongQueueKind):
+	case errors.Is(err, store.ErrWrongQueueKind):
 		c.Reply("Sorry, job %s cannot go to %s: recursive jobs stay in pending, pending-large or pending:NAME, !ao jobs in pending-ao or pending:NAME.", id, where)
-	case errors.Is(err, coordinator.ErrSameQueue):
+	case errors.Is(err, store.ErrSameQueue):
 		c.Reply("Job %s is already in %s.", id, from)
-	case errors.Is(err, coordinator.ErrNotQueued):
+	case errors.Is(err, store.ErrNotQueued):
 		c.Reply("Sorry, job %s is in no queue.", id)
 	case err != nil:
 		return err
-	case where == coordinator.MoveFront:
+	case where == store.MoveFront:
 		c.Reply("Moved job %s to the front of %s: it runs next.", id, from)
-	case where == coordinator.MoveBack:
+	case where == store.MoveBack:
 		c.Reply("Moved job %s to the back of %s: it runs last.", id, from)
 	default:
 		c.Reply("Moved job %s from %s to the back of %s.", id, from, where)

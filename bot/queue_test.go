@@ -9,10 +9,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // sayAs runs text as nick (folded as key) and returns the replies.
@@ -53,14 +53,14 @@ func TestQueueToolsBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		say(b, RankOp, "#a", "!a http://running.example.com/")
-		if err := be.Client.LRem(context.Background(), coordinator.KeyPending, 0, id).Err(); err != nil {
+		if err := be.Client.LRem(context.Background(), store.KeyPending, 0, id).Err(); err != nil {
 			t.Fatal(err)
 		}
 		running, err := p.Take(context.Background())
 		if err != nil || running == nil {
 			t.Fatalf("take: %v", err)
 		}
-		be.Client.LPush(context.Background(), coordinator.KeyPending, id)
+		be.Client.LPush(context.Background(), store.KeyPending, id)
 		before := dump(t, be)
 		cases := []struct{ text, want string }{
 			{"!history", "Usage: !history IDENT"},
@@ -115,7 +115,7 @@ func TestQueueTools(t *testing.T) {
 			!cmp.Equal(queue("pending"), []string{one}) {
 			t.Errorf("to pending:fast: %q", got)
 		}
-		if q, _ := be.Client.HGet(ctx, coordinator.KeyOrigin(two), "queue").Result(); q != "pending:fast" {
+		if q, _ := be.Client.HGet(ctx, store.KeyOrigin(two), "queue").Result(); q != "pending:fast" {
 			t.Errorf("origin queue %q", q)
 		}
 
@@ -173,7 +173,7 @@ func TestHistoryLimits(t *testing.T) {
 // refusal says how many are queued and writes nothing; ops are exempt.
 func TestPerUserPendingLimitCommand(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
-		b := New(coordinator.NewStore(be.Client), Options{Catalog: referenceCatalog(t), PerUserPendingLimit: 2})
+		b := New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t), PerUserPendingLimit: 2})
 		sayAs(b, "Dan[x]", "dan{x}", RankVoice, "#a", "!a http://d1.example.com/")
 		sayAs(b, "DAN{X}", "dan{x}", RankVoice, "#a", "!ao http://d2.example.com/")
 		before := dump(t, be)
@@ -217,7 +217,7 @@ func TestFailedJobStatus(t *testing.T) {
 // announced: !a by default (notifier.start_notices), !ao only when asked.
 func TestNotifyStartOption(t *testing.T) {
 	be := redistest.Mini(t)
-	b := New(coordinator.NewStore(be.Client), Options{Catalog: referenceCatalog(t), StartNotices: true})
+	b := New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t), StartNotices: true})
 	for _, c := range []struct{ text, url, want string }{
 		{"!a http://n1.example.com/", "http://n1.example.com/", "1"},
 		{"!a http://n2.example.com/ --no-notify-start", "http://n2.example.com/", "0"},
@@ -225,7 +225,7 @@ func TestNotifyStartOption(t *testing.T) {
 		{"!ao http://n4.example.com/ --notify-start", "http://n4.example.com/", "1"},
 	} {
 		say(b, RankOp, "#a", c.text)
-		got, _ := be.Client.HGet(context.Background(), coordinator.KeyOrigin(urlIdent(t, c.url)), "notify_start").Result()
+		got, _ := be.Client.HGet(context.Background(), store.KeyOrigin(urlIdent(t, c.url)), "notify_start").Result()
 		if got != c.want {
 			t.Errorf("%s: notify_start %q, want %q", c.text, got, c.want)
 		}
@@ -235,7 +235,7 @@ func TestNotifyStartOption(t *testing.T) {
 // TestFailureStatus: the failed-job line says why, who or what failed it,
 // and the pipeline it was reaped with.
 func TestFailureStatus(t *testing.T) {
-	f := &coordinator.Failure{Ident: "abc", URL: "http://x/", Reason: "no heartbeat for 2h0m", FailedBy: "reaper",
+	f := &store.Failure{Ident: "abc", URL: "http://x/", Reason: "no heartbeat for 2h0m", FailedBy: "reaper",
 		FailedAt: 1796000000, Queue: "working", Job: map[string]string{"started_by": "alice", "pipeline_id": "pipeline:1"},
 		Extra: map[string]string{"pipeline": "crashy"}}
 	want := `Job abc <http://x/>. Started by alice. Failed: no heartbeat for 2h0m (reaped by the death timer with its pipeline "crashy", pipeline:1), at 2026-11-30 00:53:20Z, while in working.`

@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // referenceLine is one line of testdata/reference/public.jsonl: a command
@@ -199,7 +199,7 @@ func TestReferenceTranscript(t *testing.T) {
 	lines := loadReference(t)
 	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
 		ctx := context.Background()
-		b := New(coordinator.NewStore(be.Client), Options{Catalog: referenceCatalog(t)})
+		b := New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t)})
 		for i, l := range lines {
 			name := fmt.Sprintf("%02d %s", i, l.Line)
 			if l.Line == "@flush" {
@@ -243,7 +243,7 @@ func TestReferenceTranscript(t *testing.T) {
 			// id, expiring in minutes; see bot/outcome.go). Upstream had
 			// none; every upstream key is still compared byte for byte.
 			for k := range got {
-				if strings.HasPrefix(k, coordinator.KeyCommand("")) {
+				if strings.HasPrefix(k, store.KeyCommand("")) {
 					delete(got, k)
 				}
 			}

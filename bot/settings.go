@@ -6,22 +6,22 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // change applies a settings change and answers the common failures. It
 // reports whether the change was made.
-func (b *Bot) change(ctx context.Context, c *Call, id string, ch coordinator.Change) (bool, error) {
+func (b *Bot) change(ctx context.Context, c *Call, id string, ch store.Change) (bool, error) {
 	ch.By = c.Req.Nick
 	_, err := b.store.ChangeSettings(ctx, id, ch)
 	switch {
-	case errors.Is(err, coordinator.ErrNoJob):
+	case errors.Is(err, store.ErrNoJob):
 		c.unknownJob(id)
 		return false, nil
-	case errors.Is(err, coordinator.ErrJobFinished):
+	case errors.Is(err, store.ErrJobFinished):
 		c.Reply("Job %s has already finished; its settings can no longer change.", id)
 		return false, nil
-	case errors.Is(err, coordinator.ErrJobStarted):
+	case errors.Is(err, store.ErrJobStarted):
 		c.Reply("Sorry, job %s has already started: its pipeline read that setting when it took the job and never reads it again.", id)
 		return false, nil
 	case err != nil:
@@ -37,7 +37,7 @@ func runIgnore(ctx context.Context, b *Bot, c *Call) error {
 		c.Reply("Sorry, invalid pattern %s: %s", pattern, err)
 		return nil
 	}
-	if ok, err := b.change(ctx, c, id, coordinator.Change{Bump: 1, AddPatterns: []string{pattern}}); !ok {
+	if ok, err := b.change(ctx, c, id, store.Change{Bump: 1, AddPatterns: []string{pattern}}); !ok {
 		return err
 	}
 	c.Reply("Added ignore pattern %s to job %s.", pattern, id)
@@ -50,7 +50,7 @@ func runIgnore(ctx context.Context, b *Bot, c *Call) error {
 // !unignore IDENT PATTERN  (!unig, !ug)
 func runUnignore(ctx context.Context, b *Bot, c *Call) error {
 	id, pattern := c.Args[0], restAfterFirst(c.Rest)
-	if ok, err := b.change(ctx, c, id, coordinator.Change{Bump: 1, DelPatterns: []string{pattern}}); !ok {
+	if ok, err := b.change(ctx, c, id, store.Change{Bump: 1, DelPatterns: []string{pattern}}); !ok {
 		return err
 	}
 	c.Reply("Removed ignore pattern %s from job %s.", pattern, id)
@@ -90,7 +90,7 @@ func runIgnoreSet(ctx context.Context, b *Bot, c *Call) error {
 		}
 	}
 	if len(known) > 0 {
-		if ok, err := b.change(ctx, c, id, coordinator.Change{Bump: 1, AddPatterns: patterns}); !ok {
+		if ok, err := b.change(ctx, c, id, store.Change{Bump: 1, AddPatterns: patterns}); !ok {
 			return err
 		}
 		if len(known) == 1 {
@@ -125,9 +125,9 @@ func runIgnoreReportsSwitch(show bool) func(context.Context, *Bot, *Call) error 
 }
 
 func (b *Bot) setIgnoreReports(ctx context.Context, c *Call, id string, show bool) error {
-	ch := coordinator.Change{Bump: 1, Set: map[string]string{"suppress_ignore_reports": "true"}}
+	ch := store.Change{Bump: 1, Set: map[string]string{"suppress_ignore_reports": "true"}}
 	if show {
-		ch = coordinator.Change{Bump: 1, Del: []string{"suppress_ignore_reports"}}
+		ch = store.Change{Bump: 1, Del: []string{"suppress_ignore_reports"}}
 	}
 	if ok, err := b.change(ctx, c, id, ch); !ok {
 		return err
@@ -162,7 +162,7 @@ func runDelay(ctx context.Context, b *Bot, c *Call) error {
 		c.Reply("Sorry, min delay must be less than or equal to max delay.")
 		return nil
 	}
-	ch := coordinator.Change{Bump: 1, Set: map[string]string{
+	ch := store.Change{Bump: 1, Set: map[string]string{
 		"delay_min": strconv.Itoa(lo), "delay_max": strconv.Itoa(hi),
 	}}
 	if ok, err := b.change(ctx, c, id, ch); !ok {
@@ -184,7 +184,7 @@ func runConcurrency(ctx context.Context, b *Bot, c *Call) error {
 		c.Reply("Sorry, concurrency level must be at least 1.")
 		return nil
 	}
-	ch := coordinator.Change{Bump: 1, Set: map[string]string{"concurrency": strconv.Itoa(n)}}
+	ch := store.Change{Bump: 1, Set: map[string]string{"concurrency": strconv.Itoa(n)}}
 	if ok, err := b.change(ctx, c, id, ch); !ok {
 		return err
 	}
@@ -197,7 +197,7 @@ func runYahoo(ctx context.Context, b *Bot, c *Call) error {
 	id := c.Args[0]
 	// Upstream set delay and concurrency silently (one age each) and then
 	// published one change: settings_age rises by 3.
-	ch := coordinator.Change{Bump: 3, Set: map[string]string{
+	ch := store.Change{Bump: 3, Set: map[string]string{
 		"delay_min": "0", "delay_max": "0", "concurrency": "4",
 	}}
 	if ok, err := b.change(ctx, c, id, ch); !ok {
@@ -214,7 +214,7 @@ func runExplain(ctx context.Context, b *Bot, c *Call) error {
 		c.Reply("Sorry, %s.", err)
 		return nil
 	}
-	ch := coordinator.Change{AllowFinished: true, Set: map[string]string{"note": note}}
+	ch := store.Change{AllowFinished: true, Set: map[string]string{"note": note}}
 	if ok, err := b.change(ctx, c, id, ch); !ok {
 		return err
 	}
@@ -227,16 +227,16 @@ func runAbort(ctx context.Context, b *Bot, c *Call) error {
 	id := c.Args[0]
 	res, url, err := b.store.AbortBy(ctx, id, c.Req.Nick)
 	switch {
-	case errors.Is(err, coordinator.ErrNoJob):
+	case errors.Is(err, store.ErrNoJob):
 		c.unknownJob(id)
 		return nil
-	case errors.Is(err, coordinator.ErrJobFinished):
+	case errors.Is(err, store.ErrJobFinished):
 		c.Reply("Job %s has already finished; there is nothing to abort.", id)
 		return nil
 	case err != nil:
 		return err
 	}
-	if res == coordinator.AbortedQueued {
+	if res == store.AbortedQueued {
 		c.Reply("Job %s for %s was aborted before it started.", id, url)
 		return nil
 	}
@@ -248,9 +248,9 @@ func runAbort(ctx context.Context, b *Bot, c *Call) error {
 func runExpire(ctx context.Context, b *Bot, c *Call) error {
 	id := c.Args[0]
 	switch err := b.store.ExpireBy(ctx, id, c.Req.Nick); {
-	case errors.Is(err, coordinator.ErrNoJob):
+	case errors.Is(err, store.ErrNoJob):
 		c.unknownJob(id)
-	case errors.Is(err, coordinator.ErrNoExpiry):
+	case errors.Is(err, store.ErrNoExpiry):
 		c.Reply("Job %s does not yet have an expiry timer.", id)
 	case err != nil:
 		return err
@@ -271,10 +271,10 @@ func runFail(ctx context.Context, b *Bot, c *Call) error {
 	id := c.Args[0]
 	job, err := b.store.FailJobBy(ctx, id, "failed by "+c.Req.Nick, c.Req.Nick)
 	switch {
-	case errors.Is(err, coordinator.ErrNoJob):
+	case errors.Is(err, store.ErrNoJob):
 		c.unknownJob(id)
 		return nil
-	case errors.Is(err, coordinator.ErrJobFinished):
+	case errors.Is(err, store.ErrJobFinished):
 		c.Reply("Job %s has already finished; there is nothing to fail.", id)
 		return nil
 	case err != nil:

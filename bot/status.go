@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/ident"
 )
 
 // !status
@@ -77,7 +78,7 @@ func (b *Bot) replyFailure(ctx context.Context, c *Call, id string, none func())
 
 // failureStatus is the one-line status of a failed job from its failure
 // record: why, who or what failed it, when, and where it was.
-func failureStatus(f *coordinator.Failure) string {
+func failureStatus(f *store.Failure) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Job %s <%s>.", f.Ident, f.URL)
 	if by := f.Job["started_by"]; by != "" {
@@ -109,16 +110,16 @@ func failureStatus(f *coordinator.Failure) string {
 }
 
 // jobStatus is the one-line status of a job.
-func jobStatus(j *coordinator.Job) string {
+func jobStatus(j *store.Job) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Job %s <%s>. Started by %s.", j.Ident, j.URL(), j.Get("started_by"))
 	switch j.State() {
-	case coordinator.StateQueued:
+	case store.StateQueued:
 		b.WriteString(" In queue.")
 		if j.Flag("abort_requested") {
 			b.WriteString(" Abort requested.")
 		}
-	case coordinator.StateRunning:
+	case store.StateRunning:
 		p := coordinator.JobProgress(j)
 		fmt.Fprintf(&b, " In progress. %s", p)
 		if c := p.Counts; c.R1xx+c.R2xx+c.R3xx+c.R4xx+c.R5xx+c.Runk > 0 {
@@ -128,11 +129,11 @@ func jobStatus(j *coordinator.Job) string {
 		if j.Flag("abort_requested") {
 			b.WriteString(" Abort requested.")
 		}
-	case coordinator.StateFinished:
+	case store.StateFinished:
 		b.WriteString(" Completed.")
-	case coordinator.StateAborted:
+	case store.StateAborted:
 		b.WriteString(" Aborted.")
-	case coordinator.StateFailed:
+	case store.StateFailed:
 		b.WriteString(" Failed")
 		if r := j.Get("failed_reason"); r != "" {
 			fmt.Fprintf(&b, " (%s)", r)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // DefaultAdminNoticeInterval is how often the node looks for lines the
@@ -18,14 +20,14 @@ const DefaultAdminNoticeInterval = 2 * time.Second
 // its line is sent and is removed only once Announce reports it written;
 // what is left there is delivered first next cycle.
 type AdminNotifier struct {
-	store *Store
+	store *store.Store
 	ann   Announcer
 	log   *slog.Logger
 	batch int
 }
 
 // NewAdminNotifier returns an admin notifier.
-func NewAdminNotifier(store *Store, ann Announcer, log *slog.Logger) *AdminNotifier {
+func NewAdminNotifier(store *store.Store, ann Announcer, log *slog.Logger) *AdminNotifier {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -59,7 +61,7 @@ func (a *AdminNotifier) runOnce(ctx context.Context) error {
 // deliver says doc's line and acknowledges it; a document that cannot be
 // read is logged and acknowledged.
 func (a *AdminNotifier) deliver(ctx context.Context, doc string) error {
-	var n AdminNotice
+	var n store.AdminNotice
 	if err := json.Unmarshal([]byte(doc), &n); err != nil || n.Text == "" {
 		a.log.Error("dropping malformed admin notice", "doc", doc, "err", err)
 	} else {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 )
 
@@ -52,31 +53,13 @@ func (c AnalyzerConfig) orDefaults() AnalyzerConfig {
 	return c
 }
 
-// LogCounts are the response counters the analyzer keeps on a job.
-type LogCounts struct {
-	R1xx, R2xx, R3xx, R4xx, R5xx, Runk int64
-	// Errors counts download entries with is_error.
-	Errors int64
-}
-
-// Add adds o to c.
-func (c *LogCounts) Add(o LogCounts) {
-	c.R1xx += o.R1xx
-	c.R2xx += o.R2xx
-	c.R3xx += o.R3xx
-	c.R4xx += o.R4xx
-	c.R5xx += o.R5xx
-	c.Runk += o.Runk
-	c.Errors += o.Errors
-}
-
 // AnalyzeResult is what one Analyze call did to a job.
 type AnalyzeResult struct {
 	// Entries read, and Invalid ones among them (not JSON, or a bare JSON
 	// scalar).
 	Entries, Invalid int64
 	// Counts added to the job.
-	Counts LogCounts
+	Counts store.LogCounts
 	// Bookmark is last_analyzed_log_entry afterwards.
 	Bookmark int64
 	// Trimmed entries were removed, up to score TrimmedTo.
@@ -92,7 +75,7 @@ type AnalyzeResult struct {
 // Counting a batch and moving the bookmark are one atomic step, so a crash
 // can neither lose nor double-count entries (see Analyze).
 type Analyzer struct {
-	store *Store
+	store *store.Store
 	cfg   AnalyzerConfig
 	log   *slog.Logger
 
@@ -108,7 +91,7 @@ type Analyzer struct {
 }
 
 // NewAnalyzer returns an analyzer; zero config values take defaults.
-func NewAnalyzer(store *Store, cfg AnalyzerConfig, log *slog.Logger) *Analyzer {
+func NewAnalyzer(store *store.Store, cfg AnalyzerConfig, log *slog.Logger) *Analyzer {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -155,10 +138,10 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 			return total, err
 		}
 		switch res {
-		case LogJobGone:
+		case store.LogJobGone:
 			total.Missing = true
 			return total, nil
-		case LogBookmarkMoved: // another analyzer got there first: start from its bookmark
+		case store.LogBookmarkMoved: // another analyzer got there first: start from its bookmark
 			if conflicts++; conflicts > analyzeConflicts {
 				return total, fmt.Errorf("count log of %s: bookmark keeps moving", ident)
 			}
@@ -202,7 +185,7 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 // batchCount is what one batch of log entries adds up to.
 type batchCount struct {
 	entries, invalid int64
-	counts           LogCounts
+	counts           store.LogCounts
 	last             float64 // score of the last entry
 }
 
@@ -220,7 +203,7 @@ type logEntryFields struct {
 // entry the bucket of its response_code (a number, or a numeric string as
 // Ruby's to_i read it) is counted, r1xx … r5xx, else runk, and error_count
 // when is_error is true.
-func countEntries(zs []LogEntry) batchCount {
+func countEntries(zs []store.LogEntry) batchCount {
 	var b batchCount
 	for _, z := range zs {
 		raw := z.Doc
@@ -322,7 +305,7 @@ func (a *Analyzer) work(ctx context.Context) {
 
 func (a *Analyzer) analyzeLogged(ctx context.Context, ident string) error {
 	res, err := a.Analyze(ctx, ident)
-	var naj *NotAJobError
+	var naj *store.NotAJobError
 	if errors.As(err, &naj) {
 		// Another program's key: skip it, say so once.
 		if a.badKeys.first(naj.Key) {
@@ -350,7 +333,7 @@ func (a *Analyzer) runOnce(ctx context.Context) error {
 	for _, ident := range idents {
 		if err := a.analyzeLogged(ctx, ident); err != nil && firstErr == nil {
 			firstErr = err
-			if IsUnavailable(err) {
+			if store.IsUnavailable(err) {
 				return err
 			}
 		}
@@ -365,20 +348,20 @@ type Progress struct {
 	BytesDownloaded int64
 	ItemsDownloaded int64
 	ItemsQueued     int64
-	Counts          LogCounts
+	Counts          store.LogCounts
 	Concurrency     int64
 	DelayMin        float64
 	DelayMax        float64
 }
 
 // JobProgress reads the progress counters of j.
-func JobProgress(j *Job) Progress {
+func JobProgress(j *store.Job) Progress {
 	f := func(k string) float64 { v, _ := strconv.ParseFloat(j.Get(k), 64); return v }
 	return Progress{
 		BytesDownloaded: j.Int("bytes_downloaded"),
 		ItemsDownloaded: j.Int("items_downloaded"),
 		ItemsQueued:     j.Int("items_queued"),
-		Counts: LogCounts{
+		Counts: store.LogCounts{
 			R1xx: j.Int("r1xx"), R2xx: j.Int("r2xx"), R3xx: j.Int("r3xx"),
 			R4xx: j.Int("r4xx"), R5xx: j.Int("r5xx"), Runk: j.Int("runk"),
 			Errors: j.Int("error_count"),

@@ -14,13 +14,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // bruteCount counts log entries the obvious way, in Go: the reference the
 // analyzer must agree with.
-func bruteCount(entries []string) (c LogCounts, invalid int64) {
+func bruteCount(entries []string) (c store.LogCounts, invalid int64) {
 	for _, raw := range entries {
 		var v any
 		err := json.Unmarshal([]byte(raw), &v)
@@ -112,7 +113,7 @@ func logRandom(t *testing.T, ctx context.Context, j *pipelinesim.Job, rng *rand.
 	}
 }
 
-func jobCounts(t *testing.T, s *Store, id string) LogCounts {
+func jobCounts(t *testing.T, s *store.Store, id string) store.LogCounts {
 	t.Helper()
 	j, err := s.GetJob(context.Background(), id)
 	if err != nil || j == nil {
@@ -127,8 +128,8 @@ func jobCounts(t *testing.T, s *Store, id string) LogCounts {
 func TestAnalyzerMatchesBruteForce(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
-		id := svcQueue(t, s, "http://count.example.com/", "alice", "#ab", KeyPending)
+		s := store.NewStore(b.Client)
+		id := svcQueue(t, s, "http://count.example.com/", "alice", "#ab", store.KeyPending)
 		j, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}).Take(ctx)
 		if err != nil || j == nil {
 			t.Fatalf("take: %v %v", j, err)
@@ -164,7 +165,7 @@ func TestAnalyzerMatchesBruteForce(t *testing.T) {
 				}
 			}
 		}
-		all, err := b.Client.ZRange(ctx, KeyLog(id), 0, -1).Result()
+		all, err := b.Client.ZRange(ctx, store.KeyLog(id), 0, -1).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,7 +223,7 @@ func TestAnalyzerTrim(t *testing.T) {
 				if len(tc.seed) > 0 {
 					b.Client.HSet(ctx, id, tc.seed)
 				}
-				a := NewAnalyzer(NewStore(b.Client), AnalyzerConfig{TrimAfter: 10, RespectBroadcast: tc.respect,
+				a := NewAnalyzer(store.NewStore(b.Client), AnalyzerConfig{TrimAfter: 10, RespectBroadcast: tc.respect,
 					StreamMaxLag: tc.maxLag}, svcLog(t))
 				res, err := a.Analyze(ctx, id)
 				if err != nil {
@@ -231,14 +232,14 @@ func TestAnalyzerTrim(t *testing.T) {
 				if res.StreamSkipped != tc.skipped {
 					t.Errorf("StreamSkipped %d, want %d", res.StreamSkipped, tc.skipped)
 				}
-				left, _ := b.Client.ZCard(ctx, KeyLog(id)).Result()
+				left, _ := b.Client.ZCard(ctx, store.KeyLog(id)).Result()
 				field, _ := b.Client.HGet(ctx, id, "last_trimmed_log_entry").Result()
 				got := fmt.Sprint(left, " ", field)
 				if want := fmt.Sprint(tc.wantLeft, " ", tc.wantField); got != want {
 					t.Errorf("entries left and last_trimmed_log_entry %q, want %q", got, want)
 				}
 				// What is left is only ever unconsumed or kept for the dashboard.
-				if min, _ := b.Client.ZRangeWithScores(ctx, KeyLog(id), 0, 0).Result(); len(min) == 1 && tc.wantField != "" {
+				if min, _ := b.Client.ZRangeWithScores(ctx, store.KeyLog(id), 0, 0).Result(); len(min) == 1 && tc.wantField != "" {
 					if tf, _ := strconv.ParseFloat(tc.wantField, 64); min[0].Score <= tf {
 						t.Errorf("entry %v at or below the trim bookmark survived", min[0])
 					}
@@ -253,8 +254,8 @@ func TestAnalyzerTrim(t *testing.T) {
 func TestAnalyzerMissingJob(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		b.Client.ZAdd(ctx, KeyLog("gonejob"), redis.Z{Score: 1, Member: `{"type":"download","response_code":200}`})
-		res, err := NewAnalyzer(NewStore(b.Client), AnalyzerConfig{}, svcLog(t)).Analyze(ctx, "gonejob")
+		b.Client.ZAdd(ctx, store.KeyLog("gonejob"), redis.Z{Score: 1, Member: `{"type":"download","response_code":200}`})
+		res, err := NewAnalyzer(store.NewStore(b.Client), AnalyzerConfig{}, svcLog(t)).Analyze(ctx, "gonejob")
 		if err != nil || !res.Missing {
 			t.Fatalf("Analyze = %+v, %v; want Missing", res, err)
 		}
@@ -271,8 +272,8 @@ func TestAnalyzerUpdatesAndSweep(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		s := NewStore(b.Client)
-		id := svcQueue(t, s, "http://listen.example.com/", "alice", "#ab", KeyPending)
+		s := store.NewStore(b.Client)
+		id := svcQueue(t, s, "http://listen.example.com/", "alice", "#ab", store.KeyPending)
 		j, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}).Take(ctx)
 		if err != nil || j == nil {
 			t.Fatalf("take: %v %v", j, err)
@@ -285,7 +286,7 @@ func TestAnalyzerUpdatesAndSweep(t *testing.T) {
 				analyzed <- res
 			}
 		}
-		u := NewUpdates(NewStore(b.Client), svcLog(t))
+		u := NewUpdates(store.NewStore(b.Client), svcLog(t))
 		u.OnUpdate(a.Notify)
 		subscribed := make(chan struct{}, 10)
 		u.OnSubscribe(func(context.Context) { subscribed <- struct{}{} })
@@ -324,7 +325,7 @@ func TestAnalyzerUpdatesAndSweep(t *testing.T) {
 		if r := <-analyzed; r.Entries != 40 {
 			t.Errorf("the sweep analyzed %d entries, want 40", r.Entries)
 		}
-		all, _ := b.Client.ZRange(ctx, KeyLog(id), 0, -1).Result()
+		all, _ := b.Client.ZRange(ctx, store.KeyLog(id), 0, -1).Result()
 		want, _ := bruteCount(all)
 		if diff := cmp.Diff(want, jobCounts(t, s, id)); diff != "" {
 			t.Errorf("counts after the sweep (-brute force +analyzer):\n%s", diff)
@@ -347,40 +348,8 @@ func TestJobProgress(t *testing.T) {
 			"Downloaded 1.5 MB, 0 errors, 0 queued. 0 workers, delay: 0.5, 1000.0 ms."},
 	}
 	for _, tc := range tests {
-		if got := JobProgress(&Job{Fields: tc.fields}).String(); got != tc.want {
+		if got := JobProgress(&store.Job{Fields: tc.fields}).String(); got != tc.want {
 			t.Errorf("%v:\n got %q\nwant %q", tc.fields, got, tc.want)
 		}
 	}
-}
-
-// TestAnalyzeCommitCAS: a batch read before another analyzer moved the
-// bookmark is not committed, so it cannot be counted twice.
-func TestAnalyzeCommitCAS(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		seedLog(t, b.Client, "casjob", 10)
-		b.Client.HSet(ctx, "casjob", "last_analyzed_log_entry", "4", "r2xx", "4")
-		before := svcDump(t, b)
-		keys := []string{"casjob", "casjob_log"}
-		for _, stale := range []string{"", "3", "4.0"} {
-			res, err := analyzeCommitScript.Run(ctx, b.Client, keys, stale, "10", 0, 6, 0, 0, 0, 0, 0, 1000, "0", 0).Int64Slice()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff([]int64{0, 0, 0, 0}, res); diff != "" {
-				t.Errorf("commit from bookmark %q (-want +got):\n%s", stale, diff)
-			}
-		}
-		if diff := cmp.Diff(before, svcDump(t, b)); diff != "" {
-			t.Errorf("stale commits changed Redis (-before +after):\n%s", diff)
-		}
-		res, err := analyzeCommitScript.Run(ctx, b.Client, keys, "4", "10", 0, 6, 0, 0, 0, 0, 0, 1000, "0").Int64Slice()
-		if err != nil || res[0] != 1 {
-			t.Fatalf("commit from the current bookmark: %v %v", res, err)
-		}
-		got, _ := b.Client.HMGet(ctx, "casjob", "last_analyzed_log_entry", "r2xx", "r1xx").Result()
-		if diff := cmp.Diff([]any{"10", "10", "0"}, got); diff != "" {
-			t.Errorf("after the commit (-want +got):\n%s", diff)
-		}
-	})
 }

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // One key of the wrong type, planted by some other program, must never stop
@@ -64,10 +65,10 @@ func TestBadKey_PipelineListMember(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		b.Client.RPush(ctx, "pipeline:bad", "x")
-		b.Client.SAdd(ctx, KeyPipelines, "pipeline:bad")
+		b.Client.SAdd(ctx, store.KeyPipelines, "pipeline:bad")
 		ann := newSvcAnnouncer("#ab")
 		logs, log := newLogCounter(t)
-		n := NewPipelineNotifier(NewStore(b.Client), ann, PipelineNotifierConfig{SilentAfter: time.Hour}, log)
+		n := NewPipelineNotifier(store.NewStore(b.Client), ann, PipelineNotifierConfig{SilentAfter: time.Hour}, log)
 		if err := n.runOnce(ctx); err != nil {
 			t.Fatalf("first cycle: %v", err)
 		}
@@ -95,10 +96,10 @@ func TestBadKey_StringNamedQueue(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		b.Client.Set(ctx, "pending:str", "x", 0)
-		s := NewStore(b.Client)
+		s := store.NewStore(b.Client)
 		for _, id := range []string{"goodjob1", "goodjob2"} {
-			if err := s.Register(ctx, NewJob{Ident: id, URL: "http://" + id + ".example/", FetchDepth: "inf",
-				Queue: KeyPendingNamed("good"), DelayMin: 250, DelayMax: 375, Concurrency: 3}); err != nil {
+			if err := s.Register(ctx, store.NewJob{Ident: id, URL: "http://" + id + ".example/", FetchDepth: "inf",
+				Queue: store.KeyPendingNamed("good"), DelayMin: 250, DelayMax: 375, Concurrency: 3}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -116,7 +117,7 @@ func TestBadKey_StringNamedQueue(t *testing.T) {
 		if sum.Named != 2 {
 			t.Errorf("Summary.Named = %d, want 2", sum.Named)
 		}
-		if res, _, err := s.Abort(ctx, "goodjob1"); err != nil || res != AbortedQueued {
+		if res, _, err := s.Abort(ctx, "goodjob1"); err != nil || res != store.AbortedQueued {
 			t.Errorf("Abort = %v, %v; want AbortedQueued", res, err)
 		}
 		if _, err := s.FailJob(ctx, "goodjob2", "test"); err != nil {
@@ -136,9 +137,9 @@ func TestBadKey_StringNamedQueue(t *testing.T) {
 func TestBadKey_StringJobInWorking(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
-		if err := s.Register(ctx, NewJob{Ident: "goodjob", URL: "http://good.example/", FetchDepth: "inf",
-			Queue: KeyPending, DelayMin: 250, DelayMax: 375, Concurrency: 3}); err != nil {
+		s := store.NewStore(b.Client)
+		if err := s.Register(ctx, store.NewJob{Ident: "goodjob", URL: "http://good.example/", FetchDepth: "inf",
+			Queue: store.KeyPending, DelayMin: 250, DelayMax: 375, Concurrency: 3}); err != nil {
 			t.Fatal(err)
 		}
 		j, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}).Take(ctx)
@@ -152,7 +153,7 @@ func TestBadKey_StringJobInWorking(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.Client.Set(ctx, "strjob", "x", 0)
-		b.Client.LPush(ctx, KeyWorking, "strjob")
+		b.Client.LPush(ctx, store.KeyWorking, "strjob")
 
 		logs, log := newLogCounter(t)
 		a := NewAnalyzer(s, AnalyzerConfig{TrimAfter: 1 << 30}, log)
@@ -185,7 +186,7 @@ func TestBadKey_StringJobInWorking(t *testing.T) {
 		if c := slogs.mentions("strjob"); c != 1 {
 			t.Errorf("start notifier logged strjob %d times, want once", c)
 		}
-		hist, err := b.Client.LRange(ctx, KeyHistory("goodjob"), 0, -1).Result()
+		hist, err := b.Client.LRange(ctx, store.KeyHistory("goodjob"), 0, -1).Result()
 		if err != nil || len(hist) == 0 || !strings.Contains(hist[len(hist)-1], `"event":"started"`) {
 			t.Errorf("good job's history after the scans: %q %v", hist, err)
 		}
@@ -222,13 +223,13 @@ func (w *warnCounter) Handle(_ context.Context, r slog.Record) error {
 func TestBadKey_ManyJunkMembersLoggedOnce(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
+		s := store.NewStore(b.Client)
 		const junk = onceLogMax + 2000
 		pipe := b.Client.Pipeline()
 		for i := 0; i < junk; i++ {
 			k := fmt.Sprintf("junk%05d", i)
 			pipe.Set(ctx, k, "x", 0)
-			pipe.RPush(ctx, KeyWorking, k)
+			pipe.RPush(ctx, store.KeyWorking, k)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			t.Fatal(err)

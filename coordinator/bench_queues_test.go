@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -32,16 +33,16 @@ func BenchmarkStatus(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		seed := NewStore(be.Client)
+		seed := store.NewStore(be.Client)
 		for i := range 5 {
 			id := fmt.Sprintf("benchqueued%d", i)
-			if err := seed.Register(ctx, NewJob{Ident: id, URL: "http://" + id + ".example/", FetchDepth: "inf",
-				Queue: KeyPendingNamed(fmt.Sprintf("pipe%d", i))}); err != nil {
+			if err := seed.Register(ctx, store.NewJob{Ident: id, URL: "http://" + id + ".example/", FetchDepth: "inf",
+				Queue: store.KeyPendingNamed(fmt.Sprintf("pipe%d", i))}); err != nil {
 				b.Fatal(err)
 			}
 		}
 		c, n := countingClient(b, be)
-		s := NewStore(c)
+		s := store.NewStore(c)
 		for _, op := range []struct {
 			name string
 			fn   func() error

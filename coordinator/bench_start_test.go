@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 func eachBench(b *testing.B, fn func(b *testing.B, be *redistest.Backend)) {
@@ -29,11 +30,11 @@ func BenchmarkScanStarts(b *testing.B) {
 			b.Run(fmt.Sprint(n), func(b *testing.B) {
 				ctx := context.Background()
 				be.Client.FlushDB(ctx)
-				s := NewStore(be.Client)
+				s := store.NewStore(be.Client)
 				for i := 0; i < n; i++ {
 					id := fmt.Sprintf("job%06d", i)
 					be.Client.HSet(ctx, id, "url", "http://x/"+id, "pipeline_id", "pipeline:1", "started_at", "1")
-					be.Client.RPush(ctx, KeyWorking, id)
+					be.Client.RPush(ctx, store.KeyWorking, id)
 				}
 				if sc, err := s.ScanStarts(ctx, false); err != nil || sc.Started != int64(n) {
 					b.Fatalf("first scan: %d %v", sc.Started, err)
@@ -54,11 +55,11 @@ func BenchmarkChangeSettings(b *testing.B) {
 	eachBench(b, func(b *testing.B, be *redistest.Backend) {
 		ctx := context.Background()
 		be.Client.FlushDB(ctx)
-		s := NewStore(be.Client)
+		s := store.NewStore(be.Client)
 		be.Client.HSet(ctx, "benchjob", "url", "http://x/", "settings_age", "4")
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if _, err := s.ChangeSettings(ctx, "benchjob", Change{Bump: 1, By: "bench", Set: map[string]string{"concurrency": "3"}}); err != nil {
+			if _, err := s.ChangeSettings(ctx, "benchjob", store.Change{Bump: 1, By: "bench", Set: map[string]string{"concurrency": "3"}}); err != nil {
 				b.Fatal(err)
 			}
 		}

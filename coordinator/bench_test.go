@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // roundTripHook counts round trips: each command and each pipeline (or
@@ -62,7 +63,7 @@ func countingClient(tb testing.TB, b *redistest.Backend) (*redis.Client, *atomic
 func seedWorking(tb testing.TB, c *redis.Client, n int) {
 	tb.Helper()
 	ctx := context.Background()
-	c.Del(ctx, KeyWorking)
+	c.Del(ctx, store.KeyWorking)
 	for lo := 0; lo < n; lo += 1000 {
 		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			ids := make([]any, 0, 1000)
@@ -76,7 +77,7 @@ func seedWorking(tb testing.TB, c *redis.Client, n int) {
 					"pipeline_id", "pipeline:abc", "heartbeat", hb, "last_acknowledged_heartbeat", 100, "death_timer", 0)
 				ids = append(ids, id)
 			}
-			p.LPush(ctx, KeyWorking, ids...)
+			p.LPush(ctx, store.KeyWorking, ids...)
 			return nil
 		})
 		if err != nil {
@@ -88,7 +89,7 @@ func seedWorking(tb testing.TB, c *redis.Client, n int) {
 // perJobReap is the upstream reaper: LRANGE working, then for each job one
 // HMGET and one write. It returns the dead jobs' idents.
 func perJobReap(ctx context.Context, c redis.UniversalClient, threshold int64) ([]string, error) {
-	idents, err := c.LRange(ctx, KeyWorking, 0, -1).Result()
+	idents, err := c.LRange(ctx, store.KeyWorking, 0, -1).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +146,7 @@ func BenchmarkReaperCycle(b *testing.B) {
 			seedWorking(b, be.Client, n)
 			b.Run(fmt.Sprintf("%s/jobs=%d/one-script", be.Name, n), func(b *testing.B) {
 				c, rt := countingClient(b, be)
-				r := NewReaper(NewStore(c), newSvcAnnouncer("#ab"), ReaperConfig{Threshold: threshold}, nil)
+				r := NewReaper(store.NewStore(c), newSvcAnnouncer("#ab"), ReaperConfig{Threshold: threshold}, nil)
 				if err := r.runOnce(ctx); err != nil { // loads the script
 					b.Fatal(err)
 				}
@@ -194,11 +195,11 @@ func seedLog(tb testing.TB, c *redis.Client, id string, n int) {
 			}
 			zs = append(zs, redis.Z{Score: float64(i), Member: e})
 		}
-		if err := c.ZAdd(ctx, KeyLog(id), zs...).Err(); err != nil {
+		if err := c.ZAdd(ctx, store.KeyLog(id), zs...).Err(); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	if err := c.HSet(ctx, KeyJob(id), "url", "http://example.com/", "log_score", n).Err(); err != nil {
+	if err := c.HSet(ctx, store.KeyJob(id), "url", "http://example.com/", "log_score", n).Err(); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -206,7 +207,7 @@ func seedLog(tb testing.TB, c *redis.Client, id string, n int) {
 // resetAnalysis forgets what was counted, so the next run reads it all.
 func resetAnalysis(tb testing.TB, c *redis.Client, id string) {
 	tb.Helper()
-	err := c.HDel(context.Background(), KeyJob(id), "r1xx", "r2xx", "r3xx", "r4xx", "r5xx", "runk",
+	err := c.HDel(context.Background(), store.KeyJob(id), "r1xx", "r2xx", "r3xx", "r4xx", "r5xx", "runk",
 		"error_count", "last_analyzed_log_entry").Err()
 	if err != nil {
 		tb.Fatal(err)
@@ -241,29 +242,29 @@ func bucketOf(code any) string {
 func perEntryAnalyze(ctx context.Context, c redis.UniversalClient, id string, batch int64) (int, error) {
 	total := 0
 	for {
-		last, err := c.HGet(ctx, KeyJob(id), "last_analyzed_log_entry").Result()
+		last, err := c.HGet(ctx, store.KeyJob(id), "last_analyzed_log_entry").Result()
 		if errors.Is(err, redis.Nil) {
 			last = "0"
 		} else if err != nil {
 			return total, err
 		}
-		zs, err := c.ZRangeByScoreWithScores(ctx, KeyLog(id), &redis.ZRangeBy{Min: "(" + last, Max: "+inf", Count: batch}).Result()
+		zs, err := c.ZRangeByScoreWithScores(ctx, store.KeyLog(id), &redis.ZRangeBy{Min: "(" + last, Max: "+inf", Count: batch}).Result()
 		if err != nil {
 			return total, err
 		}
 		for _, z := range zs {
 			var e logEntry
 			if json.Unmarshal([]byte(z.Member.(string)), &e) == nil && e.Type == "download" {
-				if err := c.HIncrBy(ctx, KeyJob(id), bucketOf(e.ResponseCode), 1).Err(); err != nil {
+				if err := c.HIncrBy(ctx, store.KeyJob(id), bucketOf(e.ResponseCode), 1).Err(); err != nil {
 					return total, err
 				}
 				if e.IsError == true || e.IsError == "true" {
-					if err := c.HIncrBy(ctx, KeyJob(id), "error_count", 1).Err(); err != nil {
+					if err := c.HIncrBy(ctx, store.KeyJob(id), "error_count", 1).Err(); err != nil {
 						return total, err
 					}
 				}
 			}
-			if err := c.HSet(ctx, KeyJob(id), "last_analyzed_log_entry", int64(z.Score)).Err(); err != nil {
+			if err := c.HSet(ctx, store.KeyJob(id), "last_analyzed_log_entry", int64(z.Score)).Err(); err != nil {
 				return total, err
 			}
 		}
@@ -278,13 +279,13 @@ func perEntryAnalyze(ctx context.Context, c redis.UniversalClient, id string, ba
 // in the client, then one pipelined HINCRBY per counter and an HSET of the
 // bookmark (not atomic: a crash in between counts entries twice).
 func upstreamAnalyze(ctx context.Context, c redis.UniversalClient, id string) (int, error) {
-	last, err := c.HGet(ctx, KeyJob(id), "last_analyzed_log_entry").Result()
+	last, err := c.HGet(ctx, store.KeyJob(id), "last_analyzed_log_entry").Result()
 	if errors.Is(err, redis.Nil) {
 		last = "0"
 	} else if err != nil {
 		return 0, err
 	}
-	zs, err := c.ZRangeByScoreWithScores(ctx, KeyLog(id), &redis.ZRangeBy{Min: "(" + last, Max: "+inf"}).Result()
+	zs, err := c.ZRangeByScoreWithScores(ctx, store.KeyLog(id), &redis.ZRangeBy{Min: "(" + last, Max: "+inf"}).Result()
 	if err != nil || len(zs) == 0 {
 		return 0, err
 	}
@@ -300,14 +301,14 @@ func upstreamAnalyze(ctx context.Context, c redis.UniversalClient, id string) (i
 	}
 	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for f, n := range counts {
-			p.HIncrBy(ctx, KeyJob(id), f, n)
+			p.HIncrBy(ctx, store.KeyJob(id), f, n)
 		}
 		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
-	return len(zs), c.HSet(ctx, KeyJob(id), "last_analyzed_log_entry", int64(zs[len(zs)-1].Score)).Err()
+	return len(zs), c.HSet(ctx, store.KeyJob(id), "last_analyzed_log_entry", int64(zs[len(zs)-1].Score)).Err()
 }
 
 func BenchmarkAnalyzer(b *testing.B) {
@@ -340,7 +341,7 @@ func BenchmarkAnalyzer(b *testing.B) {
 			})
 		}
 		run("batched-cas", func(c *redis.Client) (int, error) {
-			a := NewAnalyzer(NewStore(c), AnalyzerConfig{TrimAfter: 1 << 30}, slog.New(slog.DiscardHandler))
+			a := NewAnalyzer(store.NewStore(c), AnalyzerConfig{TrimAfter: 1 << 30}, slog.New(slog.DiscardHandler))
 			res, err := a.Analyze(ctx, id)
 			return int(res.Entries), err
 		})

@@ -9,9 +9,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // svcDump is the database minus fields that change with the clock.
@@ -26,7 +27,7 @@ func svcDump(t *testing.T, b *redistest.Backend) map[string]redistest.Entry {
 		if strings.HasPrefix(k, "archivebot:history:") {
 			var evs []string
 			for _, raw := range e.Value.([]string) {
-				var he HistoryEntry
+				var he store.HistoryEntry
 				if err := json.Unmarshal([]byte(raw), &he); err != nil {
 					t.Fatalf("history entry %q: %v", raw, err)
 				}
@@ -66,43 +67,43 @@ func TestFailJob(t *testing.T) {
 	tests := []struct {
 		name string
 		// setup queues the job (or not) and returns its ident.
-		setup   func(t *testing.T, s *Store, b *redistest.Backend) string
+		setup   func(t *testing.T, s *store.Store, b *redistest.Backend) string
 		wantErr error
 		// state is the expected database afterwards, given the ident.
 		state func(id string) map[string]redistest.Entry
 	}{
 		{
 			name: "queued in a named queue",
-			setup: func(t *testing.T, s *Store, b *redistest.Backend) string {
-				svcQueue(t, s, "http://other.example.com/", "bob", "#ab", KeyPendingNamed("fast"))
-				return svcQueue(t, s, url, "alice", "#ab", KeyPendingNamed("fast"))
+			setup: func(t *testing.T, s *store.Store, b *redistest.Backend) string {
+				svcQueue(t, s, "http://other.example.com/", "bob", "#ab", store.KeyPendingNamed("fast"))
+				return svcQueue(t, s, url, "alice", "#ab", store.KeyPendingNamed("fast"))
 			},
 			state: func(id string) map[string]redistest.Entry {
 				other := ident.Of("http://other.example.com/")
 				return map[string]redistest.Entry{
-					id:                   {Type: "hash", Value: svcJobFields(id, url, "alice", map[string]string{"failed": "true", "failed_reason": "failed by op"}), TTL: "set"},
-					id + "_ignores":      {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
-					"pending:fast":       {Type: "list", Value: []string{other}, TTL: -1},
-					KeyQueues:            {Type: "set", Value: []string{"pending:fast"}, TTL: -1},
-					"jobs_failed":        {Type: "string", Value: "1", TTL: -1},
-					other:                {Type: "hash", Value: svcJobFields(other, "http://other.example.com/", "bob", nil), TTL: -1},
-					other + "_ignores":   {Type: "set", Value: []string{"global-pattern"}, TTL: -1},
-					KeyHistory(id):       {Type: "list", Value: []string{"queued by alice", "failed by node"}, TTL: "set"},
-					KeyHistory(other):    {Type: "list", Value: []string{"queued by bob"}, TTL: -1},
-					KeyOrigin(id):        {Type: "hash", Value: map[string]string{"queue": "pending:fast", "notify_start": "0"}, TTL: "set"},
-					KeyOrigin(other):     {Type: "hash", Value: map[string]string{"queue": "pending:fast", "notify_start": "0"}, TTL: -1},
-					KeyQueuedBy("alice"): {Type: "set", Value: []string{id}, TTL: "set"},
-					KeyQueuedBy("bob"):   {Type: "set", Value: []string{other}, TTL: "set"},
-					KeyFailed(id): {Type: "hash", Value: map[string]string{"url": url, "reason": "failed by op", "failed_by": "node",
+					id:                         {Type: "hash", Value: svcJobFields(id, url, "alice", map[string]string{"failed": "true", "failed_reason": "failed by op"}), TTL: "set"},
+					id + "_ignores":            {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
+					"pending:fast":             {Type: "list", Value: []string{other}, TTL: -1},
+					store.KeyQueues:            {Type: "set", Value: []string{"pending:fast"}, TTL: -1},
+					"jobs_failed":              {Type: "string", Value: "1", TTL: -1},
+					other:                      {Type: "hash", Value: svcJobFields(other, "http://other.example.com/", "bob", nil), TTL: -1},
+					other + "_ignores":         {Type: "set", Value: []string{"global-pattern"}, TTL: -1},
+					store.KeyHistory(id):       {Type: "list", Value: []string{"queued by alice", "failed by node"}, TTL: "set"},
+					store.KeyHistory(other):    {Type: "list", Value: []string{"queued by bob"}, TTL: -1},
+					store.KeyOrigin(id):        {Type: "hash", Value: map[string]string{"queue": "pending:fast", "notify_start": "0"}, TTL: "set"},
+					store.KeyOrigin(other):     {Type: "hash", Value: map[string]string{"queue": "pending:fast", "notify_start": "0"}, TTL: -1},
+					store.KeyQueuedBy("alice"): {Type: "set", Value: []string{id}, TTL: "set"},
+					store.KeyQueuedBy("bob"):   {Type: "set", Value: []string{other}, TTL: "set"},
+					store.KeyFailed(id): {Type: "hash", Value: map[string]string{"url": url, "reason": "failed by op", "failed_by": "node",
 						"failed_at": "*", "queue": "pending:fast", "origin_queue": "pending:fast", "job": "*", "ignores": `["global-pattern"]`}, TTL: "set"},
-					KeyFinishedIndex: {Type: "zset", Value: "*", TTL: -1},
+					store.KeyFinishedIndex: {Type: "zset", Value: "*", TTL: -1},
 				}
 			},
 		},
 		{
 			name: "running on a pipeline, with a log",
-			setup: func(t *testing.T, s *Store, b *redistest.Backend) string {
-				id := svcQueue(t, s, url, "alice", "#ab", KeyPending)
+			setup: func(t *testing.T, s *store.Store, b *redistest.Backend) string {
+				id := svcQueue(t, s, url, "alice", "#ab", store.KeyPending)
 				j, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p1"}).Take(context.Background())
 				if err != nil || j == nil {
 					t.Fatalf("take: %v %v", j, err)
@@ -117,28 +118,28 @@ func TestFailJob(t *testing.T) {
 					id: {Type: "hash", Value: svcJobFields(id, url, "alice", map[string]string{
 						"failed": "true", "failed_reason": "failed by op", "started_at": "*",
 						"pipeline_id": "pipeline:ec6ef230f1828039ee794566b9c58adc", "log_score": "1"}), TTL: "set"},
-					id + "_ignores":      {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
-					id + "_log":          {Type: "zset", Value: "*", TTL: "set"},
-					"jobs_failed":        {Type: "string", Value: "1", TTL: -1},
-					KeyHistory(id):       {Type: "list", Value: []string{"queued by alice", "failed by node"}, TTL: "set"},
-					KeyOrigin(id):        {Type: "hash", Value: map[string]string{"queue": "pending", "notify_start": "0"}, TTL: "set"},
-					KeyQueuedBy("alice"): {Type: "set", Value: []string{id}, TTL: "set"},
-					KeyFailed(id): {Type: "hash", Value: map[string]string{"url": url, "reason": "failed by op", "failed_by": "node",
+					id + "_ignores":            {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
+					id + "_log":                {Type: "zset", Value: "*", TTL: "set"},
+					"jobs_failed":              {Type: "string", Value: "1", TTL: -1},
+					store.KeyHistory(id):       {Type: "list", Value: []string{"queued by alice", "failed by node"}, TTL: "set"},
+					store.KeyOrigin(id):        {Type: "hash", Value: map[string]string{"queue": "pending", "notify_start": "0"}, TTL: "set"},
+					store.KeyQueuedBy("alice"): {Type: "set", Value: []string{id}, TTL: "set"},
+					store.KeyFailed(id): {Type: "hash", Value: map[string]string{"url": url, "reason": "failed by op", "failed_by": "node",
 						"failed_at": "*", "queue": "working", "origin_queue": "pending", "job": "*", "ignores": `["global-pattern"]`}, TTL: "set"},
-					KeyFinishedIndex: {Type: "zset", Value: "*", TTL: -1},
+					store.KeyFinishedIndex: {Type: "zset", Value: "*", TTL: -1},
 				}
 			},
 		},
 		{
 			name:    "no such job",
-			setup:   func(t *testing.T, s *Store, b *redistest.Backend) string { return "nosuchjob" },
-			wantErr: ErrNoJob,
+			setup:   func(t *testing.T, s *store.Store, b *redistest.Backend) string { return "nosuchjob" },
+			wantErr: store.ErrNoJob,
 			state:   func(id string) map[string]redistest.Entry { return map[string]redistest.Entry{} },
 		},
 		{
 			name: "already finished",
-			setup: func(t *testing.T, s *Store, b *redistest.Backend) string {
-				id := svcQueue(t, s, url, "alice", "#ab", KeyPendingAO)
+			setup: func(t *testing.T, s *store.Store, b *redistest.Backend) string {
+				id := svcQueue(t, s, url, "alice", "#ab", store.KeyPendingAO)
 				j, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p1"}).Take(context.Background())
 				if err != nil || j == nil {
 					t.Fatalf("take: %v %v", j, err)
@@ -149,17 +150,17 @@ func TestFailJob(t *testing.T) {
 				b.Client.Del(context.Background(), "finish_notifications")
 				return id
 			},
-			wantErr: ErrJobFinished,
+			wantErr: store.ErrJobFinished,
 			state: func(id string) map[string]redistest.Entry {
 				f := svcJobFields(id, url, "alice", map[string]string{"started_at": "*", "finished_at": "*",
 					"pipeline_id": "pipeline:ec6ef230f1828039ee794566b9c58adc", "fetch_depth": "shallow", "slug": "slug-shallow"})
 				return map[string]redistest.Entry{
-					id:                   {Type: "hash", Value: f, TTL: "set"},
-					id + "_ignores":      {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
-					"jobs_completed":     {Type: "string", Value: "1", TTL: -1},
-					KeyHistory(id):       {Type: "list", Value: []string{"queued by alice"}, TTL: -1},
-					KeyOrigin(id):        {Type: "hash", Value: map[string]string{"queue": "pending-ao", "notify_start": "0"}, TTL: -1},
-					KeyQueuedBy("alice"): {Type: "set", Value: []string{id}, TTL: "set"},
+					id:                         {Type: "hash", Value: f, TTL: "set"},
+					id + "_ignores":            {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
+					"jobs_completed":           {Type: "string", Value: "1", TTL: -1},
+					store.KeyHistory(id):       {Type: "list", Value: []string{"queued by alice"}, TTL: -1},
+					store.KeyOrigin(id):        {Type: "hash", Value: map[string]string{"queue": "pending-ao", "notify_start": "0"}, TTL: -1},
+					store.KeyQueuedBy("alice"): {Type: "set", Value: []string{id}, TTL: "set"},
 				}
 			},
 		},
@@ -168,20 +169,20 @@ func TestFailJob(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 				ctx := context.Background()
-				s := NewStore(b.Client)
+				s := store.NewStore(b.Client)
 				id := tc.setup(t, s, b)
 				job, err := s.FailJob(ctx, id, "failed by op")
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("FailJob error %v, want %v", err, tc.wantErr)
 				}
-				if err == nil && (job == nil || !job.Flag("failed") || job.URL() != url || job.State() != StateFailed) {
+				if err == nil && (job == nil || !job.Flag("failed") || job.URL() != url || job.State() != store.StateFailed) {
 					t.Errorf("returned job %+v, want the failed record", job)
 				}
-				if errors.Is(err, ErrJobFinished) && (job == nil || job.State() != StateFinished) {
+				if errors.Is(err, store.ErrJobFinished) && (job == nil || job.State() != store.StateFinished) {
 					t.Errorf("returned job %+v, want the finished record", job)
 				}
 				got := svcDump(t, b)
-				for _, k := range []string{id + "_log", KeyFinishedIndex} {
+				for _, k := range []string{id + "_log", store.KeyFinishedIndex} {
 					if e, ok := got[k]; ok {
 						e.Value = "*"
 						got[k] = e

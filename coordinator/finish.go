@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/ident"
 )
 
 // FinishConfig configures the finish notifier (see doc/protocol.md,
@@ -104,7 +105,7 @@ func (n FinishNotice) Line() string {
 // Whatever is left in the processing list (a crash, IRC down) is delivered
 // first on the next cycle, in order.
 type FinishNotifier struct {
-	store *Store
+	store *store.Store
 	ann   Announcer
 	cfg   FinishConfig
 	log   *slog.Logger
@@ -116,7 +117,7 @@ type FinishNotifier struct {
 
 // NewFinishNotifier returns a finish notifier; zero config values take
 // their defaults.
-func NewFinishNotifier(store *Store, ann Announcer, cfg FinishConfig, log *slog.Logger) *FinishNotifier {
+func NewFinishNotifier(store *store.Store, ann Announcer, cfg FinishConfig, log *slog.Logger) *FinishNotifier {
 	if log == nil {
 		log = slog.Default()
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
+	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/text"
 )
 

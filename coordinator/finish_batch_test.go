@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // batchAnnouncer takes finish reports without sending them; the test
@@ -31,7 +32,7 @@ func (a *batchAnnouncer) AnnounceFinish(ctx context.Context, r FinishReport, don
 func TestFinishNotifierBatch(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
+		s := store.NewStore(b.Client)
 		docs := []string{
 			`{"no":"url"}`, // acknowledged before the next is taken
 			svcNotice("http://a.example.com/", "alice", "#ab", false),
@@ -40,7 +41,7 @@ func TestFinishNotifierBatch(t *testing.T) {
 			svcNotice("http://d.example.com/", "bob", "#ab", false),
 		}
 		for _, d := range docs {
-			b.Client.RPush(ctx, KeyFinishNotifications, d)
+			b.Client.RPush(ctx, store.KeyFinishNotifications, d)
 		}
 		ann := &batchAnnouncer{svcAnnouncer: *newSvcAnnouncer("#ab"), got: make(chan batchCall, 10)}
 		f := NewFinishNotifier(s, ann, FinishConfig{}, svcLog(t))

@@ -16,8 +16,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/ident"
 )
 
 // The SIGKILL test runs the finish notifier in a child process (this test
@@ -76,7 +77,7 @@ func TestFinishNotifierChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := redis.NewClient(opt)
-	f := NewFinishNotifier(NewStore(c), &ackAnnouncer{addr: os.Getenv(envKillIRC)}, FinishConfig{Batch: 1}, svcLog(t))
+	f := NewFinishNotifier(store.NewStore(c), &ackAnnouncer{addr: os.Getenv(envKillIRC)}, FinishConfig{Batch: 1}, svcLog(t))
 	for { // until killed
 		f.runOnce(context.Background())
 		time.Sleep(5 * time.Millisecond)
@@ -201,7 +202,7 @@ func TestFinishNotifierSIGKILL(t *testing.T) {
 		var want []string
 		for n := range 6 {
 			url := fmt.Sprintf("http://kill%d.example.com/", n)
-			b.Client.RPush(ctx, KeyFinishNotifications, svcNotice(url, "alice", "#ab", false))
+			b.Client.RPush(ctx, store.KeyFinishNotifications, svcNotice(url, "alice", "#ab", false))
 			want = append(want, fmt.Sprintf("#ab alice: Your job for %s has finished. (%s)", url, ident.Of(url)))
 		}
 		irc := newFakeIRC(t)

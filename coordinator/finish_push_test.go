@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // With a finish interval of an hour only the push path (the pipeline's
@@ -17,9 +18,9 @@ import (
 func TestFinishReportPushedByUpdates(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		store := NewStore(b.Client)
+		st := store.NewStore(b.Client)
 		ann := newSvcAnnouncer("#archivebot")
-		svc := NewServices(store, ann, ServicesConfig{
+		svc := NewServices(st, ann, ServicesConfig{
 			Reaper:    ReaperConfig{Interval: time.Hour, Threshold: 1000},
 			Finish:    FinishConfig{Interval: time.Hour},
 			Pipelines: PipelineNotifierConfig{Interval: time.Hour, SilentAfter: time.Hour},
@@ -35,7 +36,7 @@ func TestFinishReportPushedByUpdates(t *testing.T) {
 		pipe := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "pushpipe"})
 		for i := range 3 {
 			url := fmt.Sprintf("http://push%d.example.org/", i)
-			id := svcQueue(t, store, url, "alice", "#archivebot", KeyPending)
+			id := svcQueue(t, st, url, "alice", "#archivebot", store.KeyPending)
 			job, err := pipe.Take(ctx)
 			if err != nil || job == nil {
 				t.Fatalf("take: %v %v", job, err)

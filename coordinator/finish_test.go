@@ -8,9 +8,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // svcNotice is a finish notification as a pipeline writes it.
@@ -25,11 +26,11 @@ func svcNotice(url, nick, channel string, aborted bool) string {
 func svcLists(t *testing.T, b *redistest.Backend) [2][]string {
 	t.Helper()
 	ctx := context.Background()
-	q, err := b.Client.LRange(ctx, KeyFinishNotifications, 0, -1).Result()
+	q, err := b.Client.LRange(ctx, store.KeyFinishNotifications, 0, -1).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := b.Client.LRange(ctx, KeyFinishProcessing, 0, -1).Result()
+	p, err := b.Client.LRange(ctx, store.KeyFinishProcessing, 0, -1).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,9 +44,9 @@ func svcLists(t *testing.T, b *redistest.Backend) [2][]string {
 func TestFinishNotifierJobLifecycle(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
-		done := svcQueue(t, s, "http://finished.example.com/", "alice", "#ab", KeyPending)
-		abort := svcQueue(t, s, "http://aborted.example.com/", "bob", "#other", KeyPending)
+		s := store.NewStore(b.Client)
+		done := svcQueue(t, s, "http://finished.example.com/", "alice", "#ab", store.KeyPending)
+		abort := svcQueue(t, s, "http://aborted.example.com/", "bob", "#other", store.KeyPending)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "sim"})
 		ann := newSvcAnnouncer("#ab", "#other")
 		f := NewFinishNotifier(s, ann, FinishConfig{}, svcLog(t))
@@ -174,16 +175,16 @@ func TestFinishNotifierDelivery(t *testing.T) {
 			redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 				ctx := context.Background()
 				for _, d := range tc.queued {
-					b.Client.RPush(ctx, KeyFinishNotifications, d)
+					b.Client.RPush(ctx, store.KeyFinishNotifications, d)
 				}
 				for _, d := range tc.processing {
-					b.Client.RPush(ctx, KeyFinishProcessing, d)
+					b.Client.RPush(ctx, store.KeyFinishProcessing, d)
 				}
 				ann := newSvcAnnouncer("#ab", "#other")
 				for _, c := range tc.cannot {
 					ann.cannot[c] = true
 				}
-				f := NewFinishNotifier(NewStore(b.Client), ann, FinishConfig{}, svcLog(t))
+				f := NewFinishNotifier(store.NewStore(b.Client), ann, FinishConfig{}, svcLog(t))
 				if err := f.runOnce(ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -209,22 +210,22 @@ func TestFinishNotifierIRCDown(t *testing.T) {
 			docs = append(docs, svcNotice(url, "a", "#ab", false))
 			lines = append(lines, fmt.Sprintf("a: Your job for %s has finished. (%s)", url, ident.Of(url)))
 		}
-		b.Client.RPush(ctx, KeyFinishNotifications, docs[0], docs[1], docs[2])
+		b.Client.RPush(ctx, store.KeyFinishNotifications, docs[0], docs[1], docs[2])
 		ann := newSvcAnnouncer("#ab")
 		ann.setDown(errIRCDown)
-		f := NewFinishNotifier(NewStore(b.Client), ann, FinishConfig{Batch: 2}, svcLog(t))
+		f := NewFinishNotifier(store.NewStore(b.Client), ann, FinishConfig{Batch: 2}, svcLog(t))
 		for range 3 {
 			if err := f.runOnce(ctx); err == nil {
 				t.Fatal("cycle with IRC down succeeded")
 			}
 		}
-		b.Client.RPush(ctx, KeyFinishNotifications, docs[3])
+		b.Client.RPush(ctx, store.KeyFinishNotifications, docs[3])
 		if diff := cmp.Diff([2][]string{docs[1:], docs[:1]}, svcLists(t, b)); diff != "" {
 			t.Errorf("Redis while IRC is down (-want +got):\n%s", diff)
 		}
 		// A restarted bot (a new notifier) with IRC back; Batch 2 per cycle.
 		ann.setDown(nil)
-		f = NewFinishNotifier(NewStore(b.Client), ann, FinishConfig{Batch: 2}, svcLog(t))
+		f = NewFinishNotifier(store.NewStore(b.Client), ann, FinishConfig{Batch: 2}, svcLog(t))
 		var got []string
 		for range 3 {
 			if err := f.runOnce(ctx); err != nil {

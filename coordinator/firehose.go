@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/internal/text"
 )
@@ -24,14 +25,14 @@ type JobEvent struct {
 	Detail json.RawMessage `json:"detail,omitempty"`
 }
 
-// The job events are the history's (store_history.go). The firehose
+// The job events are the history's (coordinator/store/history.go). The firehose
 // derives started, finished, aborted and failed itself as well (from
 // `working`, the job hash and the failure record), so they are never
 // missed even when a publication is.
 
 // isEndEvent reports whether e ends a job.
 func isEndEvent(e string) bool {
-	return e == EventFinished || e == EventAborted || e == EventFailed
+	return e == store.EventFinished || e == store.EventAborted || e == store.EventFailed
 }
 
 // StreamSink receives what the firehose reads. Both methods are called
@@ -39,7 +40,7 @@ func isEndEvent(e string) bool {
 type StreamSink interface {
 	// StreamLog gets a job's new log entries, in score order, with its raw
 	// hash as read just before them.
-	StreamLog(ident string, job map[string]string, entries []LogEntry)
+	StreamLog(ident string, job map[string]string, entries []store.LogEntry)
 	// StreamEvent gets a job event; a lifecycle event (queued, started,
 	// finished, aborted, failed, expired) comes once per run of a job.
 	StreamEvent(ev JobEvent)
@@ -62,7 +63,7 @@ type FirehoseConfig struct {
 // moves the bookmark. It also watches `working` and listens to
 // ChannelJobEvents, so the sink learns of every job starting and ending.
 type Firehose struct {
-	store *Store
+	store *store.Store
 	sink  StreamSink
 	cfg   FirehoseConfig
 	log   *slog.Logger
@@ -99,7 +100,7 @@ type seenEvents struct {
 }
 
 // NewFirehose returns a firehose feeding sink; Start runs it.
-func NewFirehose(store *Store, sink StreamSink, cfg FirehoseConfig, log *slog.Logger) *Firehose {
+func NewFirehose(store *store.Store, sink StreamSink, cfg FirehoseConfig, log *slog.Logger) *Firehose {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -196,7 +197,7 @@ func (f *Firehose) work(ctx context.Context) {
 				return
 			}
 			if err := f.Broadcast(ctx, ident); err != nil && ctx.Err() == nil {
-				var naj *NotAJobError
+				var naj *store.NotAJobError
 				if errors.As(err, &naj) {
 					if f.badKeys.first(naj.Key) {
 						f.log.Warn("skipping a key that is not a job", "ident", ident)
@@ -243,12 +244,12 @@ func unixFloat(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // endFromHash tells from a job hash (and its failure record) whether and
 // how the job ended.
-func endFromHash(ident string, job map[string]string, fail *Failure) (JobEvent, bool) {
+func endFromHash(ident string, job map[string]string, fail *store.Failure) (JobEvent, bool) {
 	ev := JobEvent{Ident: ident}
 	detail := map[string]any{}
 	switch {
 	case fail != nil || job["failed"] == "true":
-		ev.Event = EventFailed
+		ev.Event = store.EventFailed
 		reason := job["failed_reason"]
 		if fail != nil {
 			reason = fail.Reason
@@ -257,9 +258,9 @@ func endFromHash(ident string, job map[string]string, fail *Failure) (JobEvent, 
 		}
 		detail["reason"] = reason
 	case job["finished_at"] != "":
-		ev.Event = EventFinished
+		ev.Event = store.EventFinished
 		if job["aborted"] == "true" {
-			ev.Event = EventAborted
+			ev.Event = store.EventAborted
 		}
 		ev.TS, _ = strconv.ParseFloat(job["finished_at"], 64)
 	default:
@@ -298,7 +299,7 @@ func (f *Firehose) watchWorking(ctx context.Context) {
 				detail["pipeline_id"] = st.Job["pipeline_id"]
 			}
 			b, _ := json.Marshal(detail)
-			f.emit(JobEvent{TS: unixFloat(f.cfg.Now()), Ident: id, Event: EventStarted, Detail: b})
+			f.emit(JobEvent{TS: unixFloat(f.cfg.Now()), Ident: id, Event: store.EventStarted, Detail: b})
 		}
 		delete(f.ending, id)
 	}
@@ -370,10 +371,10 @@ func (f *Firehose) emit(ev JobEvent) {
 		ev.TS = unixFloat(f.cfg.Now())
 	}
 	switch ev.Event {
-	case EventQueued, EventStarted, EventFinished, EventAborted, EventFailed, EventExpired:
+	case store.EventQueued, store.EventStarted, store.EventFinished, store.EventAborted, store.EventFailed, store.EventExpired:
 		f.seenMu.Lock()
 		s := f.seen[ev.Ident]
-		if s == nil || (s.ended && (ev.Event == EventQueued || ev.Event == EventStarted)) {
+		if s == nil || (s.ended && (ev.Event == store.EventQueued || ev.Event == store.EventStarted)) {
 			s = &seenEvents{events: map[string]bool{}}
 			f.seen[ev.Ident] = s
 		}

@@ -7,16 +7,17 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 type sinkRec struct {
 	mu      sync.Mutex
-	entries map[string][]LogEntry
+	entries map[string][]store.LogEntry
 	jobs    map[string]map[string]string
 	events  []JobEvent
 }
 
-func (s *sinkRec) StreamLog(ident string, job map[string]string, es []LogEntry) {
+func (s *sinkRec) StreamLog(ident string, job map[string]string, es []store.LogEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.entries[ident] = append(s.entries[ident], es...)
@@ -38,9 +39,9 @@ func TestFirehoseBroadcast(t *testing.T) {
 		ctx := context.Background()
 		seedLog(t, b.Client, "fhjob", 7)
 		b.Client.HSet(ctx, "fhjob", "url", "http://fh.example/", "last_broadcasted_log_entry", "2")
-		sink := &sinkRec{entries: map[string][]LogEntry{}, jobs: map[string]map[string]string{}}
+		sink := &sinkRec{entries: map[string][]store.LogEntry{}, jobs: map[string]map[string]string{}}
 		now := time.Unix(1732900000, 500_000_000)
-		f := NewFirehose(NewStore(b.Client), sink, FirehoseConfig{Batch: 3, Now: func() time.Time { return now }}, svcLog(t))
+		f := NewFirehose(store.NewStore(b.Client), sink, FirehoseConfig{Batch: 3, Now: func() time.Time { return now }}, svcLog(t))
 		if err := f.Broadcast(ctx, "fhjob"); err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +64,7 @@ func TestFirehoseBroadcast(t *testing.T) {
 		b.Client.HSet(ctx, "fhjob", "finished_at", "1732900001.5", "aborted", "true")
 		f.Broadcast(ctx, "fhjob")
 		f.Broadcast(ctx, "fhjob")
-		if len(sink.events) != 1 || sink.events[0].Event != EventAborted || sink.events[0].TS != 1732900001.5 {
+		if len(sink.events) != 1 || sink.events[0].Event != store.EventAborted || sink.events[0].TS != 1732900001.5 {
 			t.Errorf("end events %+v, want one aborted", sink.events)
 		}
 
@@ -76,7 +77,7 @@ func TestFirehoseBroadcast(t *testing.T) {
 		if n := b.Client.Exists(ctx, "gonefh").Val(); n != 0 {
 			t.Error("the firehose re-created an expired job")
 		}
-		ok, err := NewStore(b.Client).MarkBroadcast(ctx, "fhjob", "3", 9, 1)
+		ok, err := store.NewStore(b.Client).MarkBroadcast(ctx, "fhjob", "3", 9, 1)
 		if err != nil || ok {
 			t.Errorf("MarkBroadcast from a stale bookmark: %v %v", ok, err)
 		}

@@ -12,15 +12,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // historyOf is the job's history as "event by WHO" strings.
-func historyOf(t *testing.T, s *Store, id string) []string {
+func historyOf(t *testing.T, s *store.Store, id string) []string {
 	t.Helper()
-	es, err := s.History(context.Background(), id, HistoryMax)
+	es, err := s.History(context.Background(), id, store.HistoryMax)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func historyOf(t *testing.T, s *Store, id string) []string {
 func jobEvents(t *testing.T, b *redistest.Backend) func(n int) []string {
 	t.Helper()
 	ctx := context.Background()
-	ps := b.Client.Subscribe(ctx, ChannelJobEvents)
+	ps := b.Client.Subscribe(ctx, store.ChannelJobEvents)
 	t.Cleanup(func() { ps.Close() })
 	if _, err := ps.Receive(ctx); err != nil {
 		t.Fatal(err)
@@ -64,10 +65,10 @@ func jobEvents(t *testing.T, b *redistest.Backend) func(n int) []string {
 func TestJobHistory(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
+		s := store.NewStore(b.Client)
 		events := jobEvents(t, b)
-		id := svcQueue(t, s, "http://history.example.com/", "alice", "#ab", KeyPending)
-		changes := []Change{
+		id := svcQueue(t, s, "http://history.example.com/", "alice", "#ab", store.KeyPending)
+		changes := []store.Change{
 			{Bump: 1, By: "alice", Set: map[string]string{"delay_min": "0", "delay_max": "0"}},
 			{Bump: 1, By: "bob", Set: map[string]string{"concurrency": "5"}},
 			{Bump: 1, By: "alice", AddPatterns: []string{"/calendar/"}},
@@ -88,7 +89,7 @@ func TestJobHistory(t *testing.T) {
 		if _, err := s.ScanStarts(ctx, true); err != nil {
 			t.Fatal(err)
 		}
-		if res, _, err := s.AbortBy(ctx, id, "bob"); err != nil || res != AbortRequested {
+		if res, _, err := s.AbortBy(ctx, id, "bob"); err != nil || res != store.AbortRequested {
 			t.Fatalf("abort: %v %v", res, err)
 		}
 		if err := j.Abort(ctx); err != nil {
@@ -117,27 +118,27 @@ func TestJobHistory(t *testing.T) {
 		if d, err := s.JobDetail(ctx, id); err != nil || d == nil || len(d.History) != len(want) {
 			t.Errorf("JobDetail history: %+v %v", d, err)
 		}
-		es, _ := s.History(ctx, id, HistoryMax)
+		es, _ := s.History(ctx, id, store.HistoryMax)
 		if es[4].Detail["pipeline"] != "hist-pipe" || es[1].Detail["set"] == nil {
 			t.Errorf("details: started %v, settings %v", es[4].Detail, es[1].Detail)
 		}
 		published := events(len(want))
-		raw, _ := b.Client.LRange(ctx, KeyHistory(id), 0, -1).Result()
+		raw, _ := b.Client.LRange(ctx, store.KeyHistory(id), 0, -1).Result()
 		if diff := cmp.Diff(raw, published); diff != "" {
 			t.Errorf("published events differ from the history (-history +published):\n%s", diff)
 		}
 		// The list expires with the job: an aborted job's record lives 5 s,
 		// its history as long as a failure record.
-		ttl, _ := b.Client.TTL(ctx, KeyHistory(id)).Result()
-		if ttl <= HistoryEndedTTL-time.Minute || ttl > HistoryEndedTTL {
-			t.Errorf("history TTL %v, want about %v", ttl, HistoryEndedTTL)
+		ttl, _ := b.Client.TTL(ctx, store.KeyHistory(id)).Result()
+		if ttl <= store.HistoryEndedTTL-time.Minute || ttl > store.HistoryEndedTTL {
+			t.Errorf("history TTL %v, want about %v", ttl, store.HistoryEndedTTL)
 		}
-		if otl, _ := b.Client.TTL(ctx, KeyOrigin(id)).Result(); otl <= 0 {
+		if otl, _ := b.Client.TTL(ctx, store.KeyOrigin(id)).Result(); otl <= 0 {
 			t.Errorf("origin record TTL %v, want one", otl)
 		}
 		if b.Mini != nil {
-			b.Mini.FastForward(HistoryEndedTTL + time.Second)
-			if n, _ := b.Client.Exists(ctx, KeyHistory(id), KeyOrigin(id)).Result(); n != 0 {
+			b.Mini.FastForward(store.HistoryEndedTTL + time.Second)
+			if n, _ := b.Client.Exists(ctx, store.KeyHistory(id), store.KeyOrigin(id)).Result(); n != 0 {
 				t.Errorf("history or origin still there after their TTL")
 			}
 		}
@@ -149,8 +150,8 @@ func TestJobHistory(t *testing.T) {
 func TestJobHistoryFinished(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
-		id := svcQueue(t, s, "http://finished.example.com/", "carol", "#ab", KeyPendingAO)
+		s := store.NewStore(b.Client)
+		id := svcQueue(t, s, "http://finished.example.com/", "carol", "#ab", store.KeyPendingAO)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"})
 		j, err := p.Take(ctx)
 		if err != nil || j == nil {
@@ -170,11 +171,11 @@ func TestJobHistoryFinished(t *testing.T) {
 		if diff := cmp.Diff(want, historyOf(t, s, id)); diff != "" {
 			t.Errorf("history (-want +got):\n%s", diff)
 		}
-		ttl, _ := b.Client.TTL(ctx, KeyHistory(id)).Result()
-		if ttl <= HistoryFinishedTTL-time.Minute || ttl > HistoryFinishedTTL {
-			t.Errorf("history TTL %v, want about %v", ttl, HistoryFinishedTTL)
+		ttl, _ := b.Client.TTL(ctx, store.KeyHistory(id)).Result()
+		if ttl <= store.HistoryFinishedTTL-time.Minute || ttl > store.HistoryFinishedTTL {
+			t.Errorf("history TTL %v, want about %v", ttl, store.HistoryFinishedTTL)
 		}
-		if n, _ := b.Client.Exists(ctx, KeyOrigin(id)).Result(); n != 0 {
+		if n, _ := b.Client.Exists(ctx, store.KeyOrigin(id)).Result(); n != 0 {
 			t.Errorf("origin record kept after !expire")
 		}
 	})
@@ -184,15 +185,15 @@ func TestJobHistoryFinished(t *testing.T) {
 func TestHistoryCapped(t *testing.T) {
 	b := redistest.Mini(t)
 	ctx := context.Background()
-	s := NewStore(b.Client)
-	id := svcQueue(t, s, "http://capped.example.com/", "alice", "#ab", KeyPending)
-	for i := 0; i < HistoryMax+20; i++ {
-		if _, err := s.ChangeSettings(ctx, id, Change{Bump: 1, By: fmt.Sprintf("u%d", i), Set: map[string]string{"concurrency": "2"}}); err != nil {
+	s := store.NewStore(b.Client)
+	id := svcQueue(t, s, "http://capped.example.com/", "alice", "#ab", store.KeyPending)
+	for i := 0; i < store.HistoryMax+20; i++ {
+		if _, err := s.ChangeSettings(ctx, id, store.Change{Bump: 1, By: fmt.Sprintf("u%d", i), Set: map[string]string{"concurrency": "2"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	h := historyOf(t, s, id)
-	if len(h) != HistoryMax || h[len(h)-1] != fmt.Sprintf("settings by u%d", HistoryMax+19) {
+	if len(h) != store.HistoryMax || h[len(h)-1] != fmt.Sprintf("settings by u%d", store.HistoryMax+19) {
 		t.Fatalf("history has %d entries, last %q", len(h), h[len(h)-1])
 	}
 }
@@ -203,14 +204,14 @@ func TestHistoryCapped(t *testing.T) {
 func TestStartNotices(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
+		s := store.NewStore(b.Client)
 		nodeStarted(t, s)
 		var ids []string
 		for i := 0; i < 5; i++ {
-			ids = append(ids, queueNotify(t, s, fmt.Sprintf("http://start%d.example.com/", i), KeyPending, true))
+			ids = append(ids, queueNotify(t, s, fmt.Sprintf("http://start%d.example.com/", i), store.KeyPending, true))
 		}
-		optOut := queueNotify(t, s, "http://optout.example.com/", KeyPending, false)
-		ao := svcQueue(t, s, "http://ao.example.com/", "alice", "#ab", KeyPendingAO)
+		optOut := queueNotify(t, s, "http://optout.example.com/", store.KeyPending, false)
+		ao := svcQueue(t, s, "http://ao.example.com/", "alice", "#ab", store.KeyPendingAO)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "starter"})
 		if err := p.Report(ctx, ""); err != nil {
 			t.Fatal(err)
@@ -246,7 +247,7 @@ func TestStartNotices(t *testing.T) {
 				t.Errorf("history of %s: %q", id, h)
 			}
 		}
-		if n, _ := b.Client.LLen(ctx, KeyStartProcessing).Result(); n != 0 {
+		if n, _ := b.Client.LLen(ctx, store.KeyStartProcessing).Result(); n != 0 {
 			t.Errorf("%d notices left in delivery", n)
 		}
 	})
@@ -255,7 +256,7 @@ func TestStartNotices(t *testing.T) {
 // nodeStarted runs a first start scan, as a node does when it starts:
 // the jobs in `working` then (none, in these tests) are its baseline, and
 // jobs taken afterwards get start notices.
-func nodeStarted(t *testing.T, s *Store) {
+func nodeStarted(t *testing.T, s *store.Store) {
 	t.Helper()
 	if _, err := s.ScanStarts(context.Background(), true); err != nil {
 		t.Fatal(err)
@@ -272,10 +273,10 @@ func nodeStarted(t *testing.T, s *Store) {
 func TestStartNoticesBaseline(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
+		s := store.NewStore(b.Client)
 		var before []string
 		for i := 0; i < 30; i++ {
-			before = append(before, queueNotify(t, s, fmt.Sprintf("http://before%d.example.com/", i), KeyPending, true))
+			before = append(before, queueNotify(t, s, fmt.Sprintf("http://before%d.example.com/", i), store.KeyPending, true))
 		}
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "upstreamnode"})
 		for range before {
@@ -305,7 +306,7 @@ func TestStartNoticesBaseline(t *testing.T) {
 				t.Errorf("history of %s: %q", id, h)
 			}
 		}
-		after := queueNotify(t, s, "http://after.example.com/", KeyPending, true)
+		after := queueNotify(t, s, "http://after.example.com/", store.KeyPending, true)
 		if _, err := p.Take(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -324,10 +325,10 @@ func TestStartNoticesBaseline(t *testing.T) {
 }
 
 // queueNotify registers a job for bob that asks for a start notice or not.
-func queueNotify(t *testing.T, s *Store, url, queue string, notify bool) string {
+func queueNotify(t *testing.T, s *store.Store, url, queue string, notify bool) string {
 	t.Helper()
 	norm, id := identOfURL(t, url)
-	err := s.Register(context.Background(), NewJob{Ident: id, URL: norm, FetchDepth: "inf", Slug: "s",
+	err := s.Register(context.Background(), store.NewJob{Ident: id, URL: norm, FetchDepth: "inf", Slug: "s",
 		StartedBy: "bob", StartedIn: "#ab", Queue: queue, NotifyStart: notify})
 	if err != nil {
 		t.Fatal(err)
@@ -341,9 +342,9 @@ func queueNotify(t *testing.T, s *Store, url, queue string, notify bool) string 
 func TestStartNoticeSurvivesCrash(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
+		s := store.NewStore(b.Client)
 		nodeStarted(t, s)
-		id := queueNotify(t, s, "http://crash.example.com/", KeyPending, true)
+		id := queueNotify(t, s, "http://crash.example.com/", store.KeyPending, true)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "crashy"})
 		if err := p.Report(ctx, ""); err != nil {
 			t.Fatal(err)
@@ -357,7 +358,7 @@ func TestStartNoticeSurvivesCrash(t *testing.T) {
 		if err := first.runOnce(ctx); !errors.Is(err, errIRCDown) {
 			t.Fatalf("runOnce with IRC down: %v", err)
 		}
-		if n, _ := b.Client.LLen(ctx, KeyStartProcessing).Result(); n != 1 {
+		if n, _ := b.Client.LLen(ctx, store.KeyStartProcessing).Result(); n != 1 {
 			t.Fatalf("%d notices in delivery, want 1", n)
 		}
 		ann.setDown(nil)
@@ -382,11 +383,11 @@ func TestStartNoticesDefault(t *testing.T) {
 		t.Run(fmt.Sprint(on), func(t *testing.T) {
 			b := redistest.Mini(t)
 			ctx := context.Background()
-			s := NewStore(b.Client)
+			s := store.NewStore(b.Client)
 			nodeStarted(t, s)
-			inf := svcQueue(t, s, "http://inf.example.com/", "alice", "#ab", KeyPending)
-			ao := svcQueue(t, s, "http://ao.example.com/", "alice", "#ab", KeyPendingAO)
-			b.Client.Del(ctx, KeyOrigin(inf), KeyOrigin(ao))
+			inf := svcQueue(t, s, "http://inf.example.com/", "alice", "#ab", store.KeyPending)
+			ao := svcQueue(t, s, "http://ao.example.com/", "alice", "#ab", store.KeyPendingAO)
+			b.Client.Del(ctx, store.KeyOrigin(inf), store.KeyOrigin(ao))
 			p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"})
 			for i := 0; i < 2; i++ {
 				if _, err := p.Take(ctx); err != nil {
@@ -413,51 +414,51 @@ func TestStartNoticesDefault(t *testing.T) {
 func TestMove(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
-		a := svcQueue(t, s, "http://a.example.com/", "alice", "#ab", KeyPending)
-		bb := svcQueue(t, s, "http://b.example.com/", "alice", "#ab", KeyPending)
-		c := svcQueue(t, s, "http://c.example.com/", "alice", "#ab", KeyPending)
-		ao := svcQueue(t, s, "http://ao.example.com/", "alice", "#ab", KeyPendingAO)
+		s := store.NewStore(b.Client)
+		a := svcQueue(t, s, "http://a.example.com/", "alice", "#ab", store.KeyPending)
+		bb := svcQueue(t, s, "http://b.example.com/", "alice", "#ab", store.KeyPending)
+		c := svcQueue(t, s, "http://c.example.com/", "alice", "#ab", store.KeyPending)
+		ao := svcQueue(t, s, "http://ao.example.com/", "alice", "#ab", store.KeyPendingAO)
 		queue := func(q string) []string {
 			v, _ := b.Client.LRange(ctx, q, 0, -1).Result()
 			return v
 		}
 		// pending is [c b a]: a runs next.
-		if from, err := s.Move(ctx, c, MoveFront, "op"); err != nil || from != KeyPending {
+		if from, err := s.Move(ctx, c, store.MoveFront, "op"); err != nil || from != store.KeyPending {
 			t.Fatalf("front: %q %v", from, err)
 		}
-		if diff := cmp.Diff([]string{bb, a, c}, queue(KeyPending)); diff != "" {
+		if diff := cmp.Diff([]string{bb, a, c}, queue(store.KeyPending)); diff != "" {
 			t.Errorf("after front (-want +got):\n%s", diff)
 		}
-		if _, err := s.Move(ctx, c, MoveBack, "op"); err != nil {
+		if _, err := s.Move(ctx, c, store.MoveBack, "op"); err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff([]string{c, bb, a}, queue(KeyPending)); diff != "" {
+		if diff := cmp.Diff([]string{c, bb, a}, queue(store.KeyPending)); diff != "" {
 			t.Errorf("after back (-want +got):\n%s", diff)
 		}
-		if _, err := s.Move(ctx, a, KeyPendingLarge, "op"); err != nil {
+		if _, err := s.Move(ctx, a, store.KeyPendingLarge, "op"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Move(ctx, ao, "pending:fast", "op"); err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff([]string{c, bb}, queue(KeyPending)); diff != "" {
+		if diff := cmp.Diff([]string{c, bb}, queue(store.KeyPending)); diff != "" {
 			t.Errorf("pending (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff([]string{a}, queue(KeyPendingLarge)); diff != "" {
+		if diff := cmp.Diff([]string{a}, queue(store.KeyPendingLarge)); diff != "" {
 			t.Errorf("pending-large (-want +got):\n%s", diff)
 		}
 		if diff := cmp.Diff([]string{ao}, queue("pending:fast")); diff != "" {
 			t.Errorf("pending:fast (-want +got):\n%s", diff)
 		}
-		if q, _ := b.Client.HGet(ctx, KeyOrigin(a), "queue").Result(); q != KeyPendingLarge {
+		if q, _ := b.Client.HGet(ctx, store.KeyOrigin(a), "queue").Result(); q != store.KeyPendingLarge {
 			t.Errorf("origin queue of a: %q", q)
 		}
-		if ok, _ := b.Client.SIsMember(ctx, KeyQueues, "pending:fast").Result(); !ok {
+		if ok, _ := b.Client.SIsMember(ctx, store.KeyQueues, "pending:fast").Result(); !ok {
 			t.Errorf("pending:fast not in the queue index")
 		}
 		es, _ := s.History(ctx, a, 1)
-		if len(es) != 1 || es[0].Event != EventMoved || es[0].Detail["from"] != KeyPending || es[0].Detail["to"] != KeyPendingLarge || es[0].By != "op" {
+		if len(es) != 1 || es[0].Event != store.EventMoved || es[0].Detail["from"] != store.KeyPending || es[0].Detail["to"] != store.KeyPendingLarge || es[0].By != "op" {
 			t.Errorf("history entry of the move: %+v", es)
 		}
 		before, _ := redistest.Dump(ctx, b.Client)
@@ -471,10 +472,10 @@ func TestMove(t *testing.T) {
 			id, where string
 			want      error
 		}{
-			{bb, KeyPendingAO, ErrWrongQueueKind},
-			{ao, KeyPending, ErrWrongQueueKind},
-			{bb, KeyPending, ErrSameQueue},
-			{"nosuchjob", MoveFront, ErrNoJob},
+			{bb, store.KeyPendingAO, store.ErrWrongQueueKind},
+			{ao, store.KeyPending, store.ErrWrongQueueKind},
+			{bb, store.KeyPending, store.ErrSameQueue},
+			{"nosuchjob", store.MoveFront, store.ErrNoJob},
 		} {
 			if _, err := s.Move(ctx, tc.id, tc.where, "op"); !errors.Is(err, tc.want) {
 				t.Errorf("move %s to %s: %v, want %v", tc.id, tc.where, err, tc.want)
@@ -489,7 +490,7 @@ func TestMove(t *testing.T) {
 			t.Fatal("nothing taken")
 		}
 		before, _ = redistest.Dump(ctx, b.Client)
-		if _, err := s.Move(ctx, j.Ident, MoveFront, "op"); !errors.Is(err, ErrJobStarted) {
+		if _, err := s.Move(ctx, j.Ident, store.MoveFront, "op"); !errors.Is(err, store.ErrJobStarted) {
 			t.Errorf("move of a running job: %v", err)
 		}
 		after, _ := redistest.Dump(ctx, b.Client)
@@ -504,9 +505,9 @@ func TestMove(t *testing.T) {
 func TestUserAgentQueuedOnly(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
-		id := svcQueue(t, s, "http://ua.example.com/", "alice", "#ab", KeyPending)
-		ch := Change{QueuedOnly: true, Event: EventUserAgent, By: "bob", Set: map[string]string{"user_agent": "UA/1"}}
+		s := store.NewStore(b.Client)
+		id := svcQueue(t, s, "http://ua.example.com/", "alice", "#ab", store.KeyPending)
+		ch := store.Change{QueuedOnly: true, Event: store.EventUserAgent, By: "bob", Set: map[string]string{"user_agent": "UA/1"}}
 		if _, err := s.ChangeSettings(ctx, id, ch); err != nil {
 			t.Fatal(err)
 		}
@@ -521,7 +522,7 @@ func TestUserAgentQueuedOnly(t *testing.T) {
 		}
 		before, _ := redistest.Dump(ctx, b.Client)
 		ch.Set["user_agent"] = "UA/2"
-		if _, err := s.ChangeSettings(ctx, id, ch); !errors.Is(err, ErrJobStarted) {
+		if _, err := s.ChangeSettings(ctx, id, ch); !errors.Is(err, store.ErrJobStarted) {
 			t.Fatalf("change of a running job: %v", err)
 		}
 		after, _ := redistest.Dump(ctx, b.Client)
@@ -537,11 +538,11 @@ func TestUserAgentQueuedOnly(t *testing.T) {
 func TestPerUserPendingLimit(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
+		s := store.NewStore(b.Client)
 		reg := func(url, key string) error {
 			norm, id := identOfURL(t, url)
-			return s.Register(ctx, NewJob{Ident: id, URL: norm, FetchDepth: "inf", StartedBy: "Nick[1]", NickKey: key,
-				Queue: KeyPending, PerUserLimit: 2})
+			return s.Register(ctx, store.NewJob{Ident: id, URL: norm, FetchDepth: "inf", StartedBy: "Nick[1]", NickKey: key,
+				Queue: store.KeyPending, PerUserLimit: 2})
 		}
 		if err := reg("http://u1.example.com/", "nick{1}"); err != nil {
 			t.Fatal(err)
@@ -550,7 +551,7 @@ func TestPerUserPendingLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 		before, _ := redistest.Dump(ctx, b.Client)
-		var le *UserLimitError
+		var le *store.UserLimitError
 		if err := reg("http://u3.example.com/", "nick{1}"); !errors.As(err, &le) || le.Queued != 2 {
 			t.Fatalf("third job: %v", err)
 		}
@@ -572,9 +573,9 @@ func TestPerUserPendingLimit(t *testing.T) {
 func TestFailureRecordFromReaper(t *testing.T) {
 	b := redistest.Mini(t)
 	ctx := context.Background()
-	s := NewStore(b.Client)
-	id := svcQueue(t, s, "http://reaped.example.com/", "alice", "#ab", KeyPending)
-	b.Client.SAdd(ctx, KeyIgnores(id), "/x/")
+	s := store.NewStore(b.Client)
+	id := svcQueue(t, s, "http://reaped.example.com/", "alice", "#ab", store.KeyPending)
+	b.Client.SAdd(ctx, store.KeyIgnores(id), "/x/")
 	p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "reaped-pipe"})
 	if err := p.Report(ctx, ""); err != nil {
 		t.Fatal(err)
@@ -589,7 +590,7 @@ func TestFailureRecordFromReaper(t *testing.T) {
 	if err != nil || f == nil {
 		t.Fatalf("failure record: %v %v", f, err)
 	}
-	if f.FailedBy != "reaper" || f.Queue != KeyWorking || f.Job["started_by"] != "alice" || f.Extra["origin_queue"] != KeyPending ||
+	if f.FailedBy != "reaper" || f.Queue != store.KeyWorking || f.Job["started_by"] != "alice" || f.Extra["origin_queue"] != store.KeyPending ||
 		f.Extra["pipeline"] != "reaped-pipe" || f.Job["pipeline_id"] != p.Key() {
 		t.Errorf("failure record %+v", f)
 	}
@@ -597,7 +598,7 @@ func TestFailureRecordFromReaper(t *testing.T) {
 	if err := json.Unmarshal([]byte(f.Extra["ignores"]), &ign); err != nil || !slices.Equal(ign, []string{"/x/", "global-pattern"}) {
 		t.Errorf("ignores %q: %v", f.Extra["ignores"], err)
 	}
-	if ttl, _ := b.Client.TTL(ctx, KeyFailed(id)).Result(); ttl != FailureTTL {
+	if ttl, _ := b.Client.TTL(ctx, store.KeyFailed(id)).Result(); ttl != store.FailureTTL {
 		t.Errorf("failure record TTL %v", ttl)
 	}
 }

@@ -3,6 +3,8 @@ package coordinator
 import (
 	"context"
 	"log/slog"
+
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // jobWatch logs, at INFO with the ident, each job a pipeline takes and
@@ -14,12 +16,12 @@ import (
 // are logged by the finish notifier; a queued job that is failed never
 // reaches `working` and is not logged here.
 type jobWatch struct {
-	store *Store
+	store *store.Store
 	log   *slog.Logger
 	seen  map[string]bool
 }
 
-func newJobWatch(store *Store, log *slog.Logger) *jobWatch {
+func newJobWatch(store *store.Store, log *slog.Logger) *jobWatch {
 	return &jobWatch{store: store, log: log.With("service", "jobs")}
 }
 

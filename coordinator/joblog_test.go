@@ -7,14 +7,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 func TestJobWatchLogsTakenAndFailed(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
+		s := store.NewStore(b.Client)
 		var buf bytes.Buffer
 		w := NewStartNotifier(s, nil, StartConfig{}, slog.New(slog.NewTextHandler(&buf, nil)))
 		// What a scan does with what it read of working.
@@ -27,7 +28,7 @@ func TestJobWatchLogsTakenAndFailed(t *testing.T) {
 			w.rememberWorking(ctx, ids)
 		}
 		observe()
-		id := svcQueue(t, s, "http://watch.example.com/", "alice", "#ab", KeyPending)
+		id := svcQueue(t, s, "http://watch.example.com/", "alice", "#ab", store.KeyPending)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "w"})
 		if _, err := p.Take(ctx); err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 )
 
@@ -21,7 +22,7 @@ import (
 // before every line; the fencing token (WithFence) is what every service
 // write script checks.
 type Lease struct {
-	store *Store
+	store *store.Store
 	node  string
 	ttl   time.Duration
 	log   *slog.Logger
@@ -33,7 +34,7 @@ type Lease struct {
 }
 
 // NewLease returns a lease campaign for node; Run starts it.
-func NewLease(store *Store, node string, ttl time.Duration, logger *slog.Logger) *Lease {
+func NewLease(store *store.Store, node string, ttl time.Duration, logger *slog.Logger) *Lease {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -140,7 +141,7 @@ func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context)) {
 
 // term runs one leadership term: lead in a goroutine, renewals here.
 func (l *Lease) term(ctx context.Context, value string, lead func(ctx context.Context)) {
-	leadCtx, cancel := context.WithCancel(WithFence(ctx, value))
+	leadCtx, cancel := context.WithCancel(store.WithFence(ctx, value))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/text"
 )
 
@@ -41,16 +42,16 @@ const pipelineNoticeBacklog = 200
 // successful comparison only records what exists: no announcements for
 // pipelines that were there at startup.
 type PipelineNotifier struct {
-	store *Store
+	store *store.Store
 	ann   Announcer
 	cfg   PipelineNotifierConfig
 	log   *slog.Logger
 	// Now is the clock the silence limit is measured with.
 	Now func() time.Time
 
-	known  map[string]PipelineInfo // nil until the first snapshot
-	silent map[string]bool         // announced as silent
-	badTS  map[string]bool         // announced as reporting a ts that is not a time
+	known  map[string]store.PipelineInfo // nil until the first snapshot
+	silent map[string]bool               // announced as silent
+	badTS  map[string]bool               // announced as reporting a ts that is not a time
 	// badKeys are members of `pipelines` already logged as not records.
 	badKeys onceLog
 	outbox  []pipelineNotice // lines not yet delivered everywhere
@@ -63,7 +64,7 @@ type pipelineNotice struct {
 
 // NewPipelineNotifier returns a pipeline notifier; zero config values take
 // their defaults.
-func NewPipelineNotifier(store *Store, ann Announcer, cfg PipelineNotifierConfig, log *slog.Logger) *PipelineNotifier {
+func NewPipelineNotifier(store *store.Store, ann Announcer, cfg PipelineNotifierConfig, log *slog.Logger) *PipelineNotifier {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -142,7 +143,7 @@ func (n *PipelineNotifier) runOnce(ctx context.Context) error {
 
 // diff queues the connect, disconnect and version lines between the last
 // snapshot and cur.
-func (n *PipelineNotifier) diff(cur map[string]PipelineInfo) {
+func (n *PipelineNotifier) diff(cur map[string]store.PipelineInfo) {
 	for _, k := range sortedKeys(n.known) {
 		if _, ok := cur[k]; !ok {
 			p := n.known[k]
@@ -192,7 +193,7 @@ func (n *PipelineNotifier) flush(ctx context.Context) error {
 	return nil
 }
 
-func sortedKeys(m map[string]PipelineInfo) []string {
+func sortedKeys(m map[string]store.PipelineInfo) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

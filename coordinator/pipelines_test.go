@@ -7,8 +7,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // TestPipelineNotifier: pipelines present at startup (one of them already
@@ -37,7 +38,7 @@ func TestPipelineNotifier(t *testing.T) {
 		report(old)
 
 		ann := newSvcAnnouncer("#a", "#b")
-		n := NewPipelineNotifier(NewStore(b.Client), ann, PipelineNotifierConfig{SilentAfter: 5 * time.Minute}, svcLog(t))
+		n := NewPipelineNotifier(store.NewStore(b.Client), ann, PipelineNotifierConfig{SilentAfter: 5 * time.Minute}, svcLog(t))
 		n.Now = clock.Now
 		cycle := func() []svcLine {
 			t.Helper()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // A pipeline's ts that is not a sane time (1e300, NaN, Inf, negative, far
@@ -18,7 +19,7 @@ func TestPipelineBadTS(t *testing.T) {
 		ctx := context.Background()
 		now := time.Unix(1_800_000_000, 0)
 		ann := newSvcAnnouncer("#a")
-		n := NewPipelineNotifier(NewStore(b.Client), ann, PipelineNotifierConfig{SilentAfter: 5 * time.Minute}, svcLog(t))
+		n := NewPipelineNotifier(store.NewStore(b.Client), ann, PipelineNotifierConfig{SilentAfter: 5 * time.Minute}, svcLog(t))
 		n.Now = func() time.Time { return now }
 		if err := n.runOnce(ctx); err != nil {
 			t.Fatal(err)
@@ -26,7 +27,7 @@ func TestPipelineBadTS(t *testing.T) {
 		for nick, ts := range map[string]string{"huge": "1e300", "nan": "NaN", "inf": "inf", "neg": "-5", "future": "2800000000"} {
 			key := "pipeline:" + nick
 			b.Client.HSet(ctx, key, "id", key, "nickname", "\x02\x0304,04"+nick+"\x0f", "version", "1", "ts", ts)
-			b.Client.SAdd(ctx, KeyPipelines, key)
+			b.Client.SAdd(ctx, store.KeyPipelines, key)
 		}
 		var lines []svcLine
 		for i := 0; i < 3; i++ {
@@ -58,9 +59,9 @@ func TestFormattingCodesStripped(t *testing.T) {
 		ctx := context.Background()
 		doc := `{"aborted":false,"started_by":"\u0002ev\u0003il\u000f","started_in":"#ab",` +
 			`"url":"http://x.example.com/\u000304,04hidden\u0003 \u0004ff0000,ff0000red\u0004 \u0011\u0016\u001d\u001e\u001fend"}`
-		b.Client.RPush(ctx, KeyFinishNotifications, doc)
+		b.Client.RPush(ctx, store.KeyFinishNotifications, doc)
 		ann := newSvcAnnouncer("#ab")
-		f := NewFinishNotifier(NewStore(b.Client), ann, FinishConfig{}, svcLog(t))
+		f := NewFinishNotifier(store.NewStore(b.Client), ann, FinishConfig{}, svcLog(t))
 		if err := f.runOnce(ctx); err != nil {
 			t.Fatal(err)
 		}

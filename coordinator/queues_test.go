@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // TestQueueIndex: register adds named queues to archivebot:queues; a
@@ -19,16 +20,16 @@ import (
 func TestQueueIndex(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
+		s := store.NewStore(b.Client)
 		for i, q := range []string{"a", "b", "b"} {
 			id := fmt.Sprintf("queuedjob%d", i)
-			if err := s.Register(ctx, NewJob{Ident: id, URL: "http://" + id + ".example/", FetchDepth: "inf",
-				Queue: KeyPendingNamed(q)}); err != nil {
+			if err := s.Register(ctx, store.NewJob{Ident: id, URL: "http://" + id + ".example/", FetchDepth: "inf",
+				Queue: store.KeyPendingNamed(q)}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		members := func() []string {
-			m, err := b.Client.SMembers(ctx, KeyQueues).Result()
+			m, err := b.Client.SMembers(ctx, store.KeyQueues).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,15 +40,15 @@ func TestQueueIndex(t *testing.T) {
 		}
 		b.Client.LPush(ctx, "pending:other", "x")
 		b.Client.Set(ctx, "pending:str", "x", 0)
-		named := func(s *Store) []NamedQueue {
+		named := func(s *store.Store) []store.NamedQueue {
 			q, err := s.NamedQueueLens(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return q
 		}
-		fresh := NewStore(b.Client)
-		want := []NamedQueue{{"pending:a", 1}, {"pending:b", 2}, {"pending:other", 1}}
+		fresh := store.NewStore(b.Client)
+		want := []store.NamedQueue{{Name: "pending:a", Len: 1}, {Name: "pending:b", Len: 2}, {Name: "pending:other", Len: 1}}
 		if d := cmp.Diff(want, named(fresh)); d != "" {
 			t.Errorf("first read of a new store (-want +got):\n%s", d)
 		}
@@ -58,7 +59,7 @@ func TestQueueIndex(t *testing.T) {
 		}
 		// A pipeline empties pending:a.
 		b.Client.RPop(ctx, "pending:a")
-		want = []NamedQueue{{"pending:b", 2}, {"pending:late", 1}, {"pending:other", 1}}
+		want = []store.NamedQueue{{Name: "pending:b", Len: 2}, {Name: "pending:late", Len: 1}, {Name: "pending:other", Len: 1}}
 		got, err := fresh.RebuildQueueIndex(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -87,7 +88,7 @@ func TestStatusRoundTrips(t *testing.T) {
 			t.Fatal(err)
 		}
 		c, n := countingClient(t, b)
-		s := NewStore(c)
+		s := store.NewStore(c)
 		if _, err := s.Summary(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // ReaperConfig configures the death timer (see doc/protocol.md, Death
@@ -32,14 +33,14 @@ func (c ReaperConfig) orDefaults() ReaperConfig {
 // Lua script, so it costs the same number of Redis round trips whatever the
 // number of working jobs; dead jobs cost a few more each.
 type Reaper struct {
-	store *Store
+	store *store.Store
 	ann   Announcer
 	cfg   ReaperConfig
 	log   *slog.Logger
 }
 
 // NewReaper returns a reaper; zero config values take their defaults.
-func NewReaper(store *Store, ann Announcer, cfg ReaperConfig, log *slog.Logger) *Reaper {
+func NewReaper(store *store.Store, ann Announcer, cfg ReaperConfig, log *slog.Logger) *Reaper {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -47,7 +48,7 @@ func NewReaper(store *Store, ann Announcer, cfg ReaperConfig, log *slog.Logger) 
 }
 
 // Silent is how long the job has gone without a heartbeat.
-func (r *Reaper) Silent(d DeadJob) time.Duration {
+func (r *Reaper) Silent(d store.DeadJob) time.Duration {
 	return time.Duration(d.Checks) * r.cfg.Interval
 }
 
@@ -83,7 +84,7 @@ func (r *Reaper) runOnce(ctx context.Context) error {
 		switch {
 		case err == nil:
 			log.Warn("failed dead job", "reason", reason)
-		case errors.Is(err, ErrNoJob), errors.Is(err, ErrJobFinished):
+		case errors.Is(err, store.ErrNoJob), errors.Is(err, store.ErrJobFinished):
 			// It finished or expired since the cycle: nothing to fail.
 			log.Info("dead job finished before it could be failed", "err", err)
 		default:
@@ -95,7 +96,7 @@ func (r *Reaper) runOnce(ctx context.Context) error {
 
 // deathLine is the channel line for a dead job: "no heartbeat" with the
 // ident, URL, the pipeline and how long, addressed to whoever queued it.
-func (r *Reaper) deathLine(d DeadJob) string {
+func (r *Reaper) deathLine(d store.DeadJob) string {
 	where := ""
 	switch {
 	case d.PipelineNick != "":

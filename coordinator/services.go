@@ -1,3 +1,7 @@
+// Package coordinator holds the background services that run inside the
+// control node (reaper, notifiers, analyzer, firehose, updates listener,
+// leader lease). They read and write Redis only through package
+// coordinator/store.
 package coordinator
 
 import (
@@ -7,6 +11,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
 )
@@ -47,7 +52,7 @@ type Services struct {
 	finishKick    chan struct{}
 	finishTrigger chan struct{}
 
-	store             *Store
+	store             *store.Store
 	queueIndexRebuild time.Duration
 	log               *slog.Logger
 	cancel            context.CancelFunc
@@ -56,7 +61,7 @@ type Services struct {
 }
 
 // NewServices builds the services over store; ann receives their lines.
-func NewServices(store *Store, ann Announcer, cfg ServicesConfig, log *slog.Logger) *Services {
+func NewServices(store *store.Store, ann Announcer, cfg ServicesConfig, log *slog.Logger) *Services {
 	if log == nil {
 		log = slog.Default()
 	}

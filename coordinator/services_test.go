@@ -12,9 +12,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // svcLine is one line an Announcer was asked to post.
@@ -121,17 +122,17 @@ func (c *svcClock) Add(d time.Duration) {
 
 // svcQueue registers a job for url as nick in channel on queue, the way
 // !a does, and returns its ident.
-func svcQueue(t *testing.T, s *Store, rawURL, nick, channel, queue string) string {
+func svcQueue(t *testing.T, s *store.Store, rawURL, nick, channel, queue string) string {
 	t.Helper()
 	norm, id, err := ident.FromURL(rawURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	depth := "inf"
-	if queue == KeyPendingAO {
+	if queue == store.KeyPendingAO {
 		depth = "shallow"
 	}
-	err = s.Register(context.Background(), NewJob{
+	err = s.Register(context.Background(), store.NewJob{
 		Ident: id, URL: norm, FetchDepth: depth, Slug: "slug-" + depth,
 		StartedBy: nick, StartedIn: channel, DelayMin: 250, DelayMax: 375,
 		Concurrency: 3, SettingsAge: 4, Queue: queue, Patterns: []string{"global-pattern"},
@@ -149,11 +150,11 @@ func svcQueue(t *testing.T, s *Store, rawURL, nick, channel, queue string) strin
 func TestServicesEndToEnd(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		store := NewStore(b.Client)
+		st := store.NewStore(b.Client)
 		ann := newSvcAnnouncer("#archivebot", "#other")
-		id := svcQueue(t, store, "http://e2e.example.org/", "alice", "#archivebot", KeyPending)
+		id := svcQueue(t, st, "http://e2e.example.org/", "alice", "#archivebot", store.KeyPending)
 
-		svc := NewServices(store, ann, ServicesConfig{
+		svc := NewServices(st, ann, ServicesConfig{
 			Reaper:    ReaperConfig{Interval: 20 * time.Millisecond, Threshold: 1000},
 			Finish:    FinishConfig{Interval: 20 * time.Millisecond},
 			Pipelines: PipelineNotifierConfig{Interval: 20 * time.Millisecond, SilentAfter: time.Hour},
@@ -199,7 +200,7 @@ func TestServicesEndToEnd(t *testing.T) {
 		// Counts: 30 entries, every 7th invalid (4), every 5th an ignore
 		// entry unless invalid (6 - 1 (35 is out of range) = 6: 5,10,15,20,25,30),
 		// the other 20 downloads cycling 200,200,200,301,404,500 by index.
-		var wantCounts LogCounts
+		var wantCounts store.LogCounts
 		codes := []int{200, 200, 200, 301, 404, 500}
 		for i := 1; i <= 30; i++ {
 			if i%7 == 0 || i%5 == 0 {
@@ -217,7 +218,7 @@ func TestServicesEndToEnd(t *testing.T) {
 				wantCounts.Errors++
 			}
 		}
-		var total LogCounts
+		var total store.LogCounts
 		for total != wantCounts {
 			select {
 			case r := <-analyzed:
@@ -226,7 +227,7 @@ func TestServicesEndToEnd(t *testing.T) {
 				t.Fatalf("analyzer counts %+v, want %+v", total, wantCounts)
 			}
 		}
-		job, err := store.GetJob(ctx, id)
+		job, err := st.GetJob(ctx, id)
 		if err != nil || job == nil {
 			t.Fatalf("job %s: %v %v", id, job, err)
 		}

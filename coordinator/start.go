@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // StartConfig configures start notices (see doc/protocol.md, Start
@@ -68,7 +69,7 @@ func (n StartNotice) Line() string {
 // its line is sent, and is acknowledged only once Announce reports it
 // written to the IRC socket, as the finish notifier does.
 type StartNotifier struct {
-	store *Store
+	store *store.Store
 	ann   Announcer
 	cfg   StartConfig
 	log   *slog.Logger
@@ -83,7 +84,7 @@ type StartNotifier struct {
 
 // NewStartNotifier returns a start notifier; zero config values take their
 // defaults.
-func NewStartNotifier(store *Store, ann Announcer, cfg StartConfig, log *slog.Logger) *StartNotifier {
+func NewStartNotifier(store *store.Store, ann Announcer, cfg StartConfig, log *slog.Logger) *StartNotifier {
 	if log == nil {
 		log = slog.Default()
 	}

@@ -11,8 +11,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // writeFailureRecord writes a failure record and an origin record the way
@@ -28,10 +29,10 @@ func writeFailureRecord(t *testing.T, b *redistest.Backend, id string, job map[s
 		ib, _ := json.Marshal(ignores)
 		fields = append(fields, "ignores", string(ib))
 	}
-	if err := b.Client.HSet(ctx, KeyFailed(id), fields...).Err(); err != nil {
+	if err := b.Client.HSet(ctx, store.KeyFailed(id), fields...).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Client.ZAdd(ctx, KeyFinishedIndex, redis.Z{Score: 1732900000.5, Member: id}).Err(); err != nil {
+	if err := b.Client.ZAdd(ctx, store.KeyFinishedIndex, redis.Z{Score: 1732900000.5, Member: id}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if origin != "" {
@@ -56,10 +57,10 @@ func failedJobFields(id, url string) map[string]string {
 func TestRequeueFailedJob(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
+		s := store.NewStore(b.Client)
 		s.Now = func() time.Time { return time.Unix(1732950000, 0) }
 		const id, url = "requeue1", "http://requeue.example.com/"
-		writeFailureRecord(t, b, id, failedJobFields(id, url), KeyWorking, "pending:fast", []string{"p1", "(?i)p2"})
+		writeFailureRecord(t, b, id, failedJobFields(id, url), store.KeyWorking, "pending:fast", []string{"p1", "(?i)p2"})
 
 		res, err := s.Requeue(ctx, id, false, time.Minute)
 		if err != nil {
@@ -76,23 +77,23 @@ func TestRequeueFailedJob(t *testing.T) {
 		if d[id].TTL != -1 {
 			t.Errorf("job record keeps a TTL %v", d[id].TTL)
 		}
-		if got := d[KeyIgnores(id)].Value; !cmp.Equal(got, []string{"(?i)p2", "p1"}) {
+		if got := d[store.KeyIgnores(id)].Value; !cmp.Equal(got, []string{"(?i)p2", "p1"}) {
 			t.Errorf("ignores %v", got)
 		}
 		if got := d["pending:fast"].Value; !cmp.Equal(got, []string{id}) {
 			t.Errorf("pending:fast %v", got)
 		}
-		if got := d[KeyQueues].Value; !cmp.Equal(got, []string{"pending:fast"}) {
+		if got := d[store.KeyQueues].Value; !cmp.Equal(got, []string{"pending:fast"}) {
 			t.Errorf("queue index %v", got)
 		}
-		if _, ok := d[KeyFailed(id)]; ok {
+		if _, ok := d[store.KeyFailed(id)]; ok {
 			t.Error("failure record left behind")
 		}
-		if _, ok := d[KeyFinishedIndex]; ok {
+		if _, ok := d[store.KeyFinishedIndex]; ok {
 			t.Error("job left in the finished index")
 		}
 		// Requeued once, it is queued: a second requeue is refused.
-		if _, err := s.Requeue(ctx, id, false, time.Minute); !errors.Is(err, ErrJobNotRequeueable) {
+		if _, err := s.Requeue(ctx, id, false, time.Minute); !errors.Is(err, store.ErrJobNotRequeueable) {
 			t.Fatalf("second requeue: %v", err)
 		}
 		// The simulated pipeline that takes pending:fast takes it.
@@ -107,18 +108,18 @@ func TestRequeueFailedJob(t *testing.T) {
 func TestRequeueQueueFallbacks(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
+		s := store.NewStore(b.Client)
 		// No origin record: the failure record's pending queue.
 		j := failedJobFields("rq2", "http://a.example.com/")
-		writeFailureRecord(t, b, "rq2", j, KeyPendingLarge, "", nil)
-		if r, err := s.Requeue(ctx, "rq2", false, time.Minute); err != nil || r.Queue != KeyPendingLarge || r.Ignores != 0 {
+		writeFailureRecord(t, b, "rq2", j, store.KeyPendingLarge, "", nil)
+		if r, err := s.Requeue(ctx, "rq2", false, time.Minute); err != nil || r.Queue != store.KeyPendingLarge || r.Ignores != 0 {
 			t.Fatalf("%+v %v", r, err)
 		}
 		// Neither: the depth decides.
 		j = failedJobFields("rq3", "http://b.example.com/")
 		j["fetch_depth"] = "shallow"
-		writeFailureRecord(t, b, "rq3", j, KeyWorking, "", nil)
-		if r, err := s.Requeue(ctx, "rq3", false, time.Minute); err != nil || r.Queue != KeyPendingAO {
+		writeFailureRecord(t, b, "rq3", j, store.KeyWorking, "", nil)
+		if r, err := s.Requeue(ctx, "rq3", false, time.Minute); err != nil || r.Queue != store.KeyPendingAO {
 			t.Fatalf("%+v %v", r, err)
 		}
 	})
@@ -129,18 +130,18 @@ func TestRequeueQueueFallbacks(t *testing.T) {
 func TestRequeueJustFailed(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
-		id := svcQueue(t, s, "http://justfailed.example.com/", "bob", "#ab", KeyPendingAO)
+		s := store.NewStore(b.Client)
+		id := svcQueue(t, s, "http://justfailed.example.com/", "bob", "#ab", store.KeyPendingAO)
 		if _, err := s.FailJob(ctx, id, "failed by op"); err != nil {
 			t.Fatal(err)
 		}
 		r, err := s.Requeue(ctx, id, false, time.Minute)
-		if err != nil || r.Queue != KeyPendingAO || r.Ignores != 1 {
+		if err != nil || r.Queue != store.KeyPendingAO || r.Ignores != 1 {
 			t.Fatalf("%+v %v", r, err)
 		}
 		d := svcDump(t, b)
-		if d[id].TTL != -1 || d[KeyIgnores(id)].TTL != -1 {
-			t.Errorf("TTLs left: job %v ignores %v", d[id].TTL, d[KeyIgnores(id)].TTL)
+		if d[id].TTL != -1 || d[store.KeyIgnores(id)].TTL != -1 {
+			t.Errorf("TTLs left: job %v ignores %v", d[id].TTL, d[store.KeyIgnores(id)].TTL)
 		}
 		if _, ok := d[id].Value.(map[string]string)["failed"]; ok {
 			t.Error("failed field kept")
@@ -151,8 +152,8 @@ func TestRequeueJustFailed(t *testing.T) {
 func TestRequeueDeadJob(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
-		id := svcQueue(t, s, "http://dead.example.com/", "carol", "#ab", KeyPending)
+		s := store.NewStore(b.Client)
+		id := svcQueue(t, s, "http://dead.example.com/", "carol", "#ab", store.KeyPending)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p", ID: "d1"})
 		if err := p.Report(ctx, "Running"); err != nil {
 			t.Fatal(err)
@@ -166,7 +167,7 @@ func TestRequeueDeadJob(t *testing.T) {
 		}
 		before := svcDump(t, b)
 		_, err = s.Requeue(ctx, id, false, time.Minute)
-		var alive *PipelineAliveError
+		var alive *store.PipelineAliveError
 		if !errors.As(err, &alive) || alive.Pipeline != p.Key() {
 			t.Fatalf("requeue of a job whose pipeline reports: %v", err)
 		}
@@ -175,17 +176,17 @@ func TestRequeueDeadJob(t *testing.T) {
 		}
 		// With force it goes back, out of working, its log gone.
 		r, err := s.Requeue(ctx, id, true, time.Minute)
-		if err != nil || r.Source != "dead" || r.Queue != KeyPending {
+		if err != nil || r.Source != "dead" || r.Queue != store.KeyPending {
 			t.Fatalf("%+v %v", r, err)
 		}
 		d := svcDump(t, b)
-		if _, ok := d[KeyWorking]; ok {
-			t.Errorf("still in working: %v", d[KeyWorking].Value)
+		if _, ok := d[store.KeyWorking]; ok {
+			t.Errorf("still in working: %v", d[store.KeyWorking].Value)
 		}
-		if _, ok := d[KeyLog(id)]; ok {
+		if _, ok := d[store.KeyLog(id)]; ok {
 			t.Error("old log kept")
 		}
-		for _, f := range RequeueResetFields {
+		for _, f := range store.RequeueResetFields {
 			if _, ok := r.Job[f]; ok {
 				t.Errorf("field %s kept", f)
 			}
@@ -207,24 +208,24 @@ func TestRequeueDeadJob(t *testing.T) {
 func TestRequeueRefusals(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
-		if _, err := s.Requeue(ctx, "nosuchjob", false, time.Minute); !errors.Is(err, ErrNoJob) {
+		s := store.NewStore(b.Client)
+		if _, err := s.Requeue(ctx, "nosuchjob", false, time.Minute); !errors.Is(err, store.ErrNoJob) {
 			t.Errorf("unknown job: %v", err)
 		}
-		id := svcQueue(t, s, "http://queued.example.com/", "dan", "#ab", KeyPending)
-		if _, err := s.Requeue(ctx, id, true, time.Minute); !errors.Is(err, ErrJobNotRequeueable) {
+		id := svcQueue(t, s, "http://queued.example.com/", "dan", "#ab", store.KeyPending)
+		if _, err := s.Requeue(ctx, id, true, time.Minute); !errors.Is(err, store.ErrJobNotRequeueable) {
 			t.Errorf("queued job: %v", err)
 		}
 		b.Client.HSet(ctx, "fin", "url", "http://x/", "finished_at", "1")
-		if _, err := s.Requeue(ctx, "fin", true, time.Minute); !errors.Is(err, ErrJobFinished) {
+		if _, err := s.Requeue(ctx, "fin", true, time.Minute); !errors.Is(err, store.ErrJobFinished) {
 			t.Errorf("finished job: %v", err)
 		}
-		b.Client.HSet(ctx, KeyFailed("nojob"), "url", "http://y/", "reason", "r")
-		if _, err := s.Requeue(ctx, "nojob", false, time.Minute); !errors.Is(err, ErrFailureWithoutJob) {
+		b.Client.HSet(ctx, store.KeyFailed("nojob"), "url", "http://y/", "reason", "r")
+		if _, err := s.Requeue(ctx, "nojob", false, time.Minute); !errors.Is(err, store.ErrFailureWithoutJob) {
 			t.Errorf("failure record without job: %v", err)
 		}
 		b.Client.Set(ctx, "astring", "x", 0)
-		var nj *NotAJobError
+		var nj *store.NotAJobError
 		if _, err := s.Requeue(ctx, "astring", false, time.Minute); !errors.As(err, &nj) {
 			t.Errorf("not a job: %v", err)
 		}
@@ -234,20 +235,20 @@ func TestRequeueRefusals(t *testing.T) {
 func TestAdminNotices(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
-		for _, n := range []AdminNotice{{Channel: "#a", Text: "one"}, {Channel: "", Text: "two"}} {
+		s := store.NewStore(b.Client)
+		for _, n := range []store.AdminNotice{{Channel: "#a", Text: "one"}, {Channel: "", Text: "two"}} {
 			if err := s.PushAdminNotice(ctx, n); err != nil {
 				t.Fatal(err)
 			}
 		}
-		b.Client.RPush(ctx, KeyAdminNotices, "not json")
+		b.Client.RPush(ctx, store.KeyAdminNotices, "not json")
 		ann := newSvcAnnouncer("#x", "#y")
 		ann.setDown(errIRCDown) // the first attempt fails: the notice is kept
 		a := NewAdminNotifier(s, ann, svcLog(t))
 		if err := a.runOnce(ctx); err == nil {
 			t.Fatal("announce error not returned")
 		}
-		if n, _ := b.Client.LLen(ctx, KeyAdminNoticesProcessing).Result(); n != 1 {
+		if n, _ := b.Client.LLen(ctx, store.KeyAdminNoticesProcessing).Result(); n != 1 {
 			t.Fatalf("processing holds %d", n)
 		}
 		ann.setDown(nil)
@@ -268,19 +269,19 @@ func TestAdminNotices(t *testing.T) {
 func TestRemovePipeline(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
+		s := store.NewStore(b.Client)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p", ID: "r1"})
 		if err := p.Report(ctx, "Running"); err != nil {
 			t.Fatal(err)
 		}
-		var alive *PipelineAliveError
+		var alive *store.PipelineAliveError
 		if _, err := s.RemovePipeline(ctx, p.Key(), time.Minute, false); !errors.As(err, &alive) {
 			t.Fatalf("live pipeline: %v", err)
 		}
 		if ok, err := s.RemovePipeline(ctx, p.Key(), time.Minute, true); !ok || err != nil {
 			t.Fatalf("forced: %v %v", ok, err)
 		}
-		if n, _ := b.Client.Exists(ctx, p.Key(), KeyPipelines).Result(); n != 0 {
+		if n, _ := b.Client.Exists(ctx, p.Key(), store.KeyPipelines).Result(); n != 0 {
 			t.Fatal("record or member left")
 		}
 		if ok, err := s.RemovePipeline(ctx, p.Key(), time.Minute, false); ok || err != nil {
@@ -295,8 +296,8 @@ func TestRemovePipeline(t *testing.T) {
 func TestRequeueFailedJobOfLivePipeline(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
-		id := svcQueue(t, s, "http://stillrunning.example.com/", "alice", "#ab", KeyPending)
+		s := store.NewStore(b.Client)
+		id := svcQueue(t, s, "http://stillrunning.example.com/", "alice", "#ab", store.KeyPending)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "live", ID: "e5"})
 		if err := p.Report(ctx, "Running"); err != nil {
 			t.Fatal(err)
@@ -309,7 +310,7 @@ func TestRequeueFailedJobOfLivePipeline(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := svcDump(t, b)
-		var alive *PipelineAliveError
+		var alive *store.PipelineAliveError
 		if _, err := s.Requeue(ctx, id, false, time.Minute); !errors.As(err, &alive) || alive.Pipeline != p.Key() {
 			t.Fatalf("requeue while the pipeline reports: %v", err)
 		}

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // The finish notifier puts every job it reports into the index of
@@ -15,8 +16,8 @@ import (
 func TestFinishNotifierIndexesFinishedJobs(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
-		done := svcQueue(t, s, "http://finished.example.com/", "alice", "#ab", KeyPending)
+		s := store.NewStore(b.Client)
+		done := svcQueue(t, s, "http://finished.example.com/", "alice", "#ab", store.KeyPending)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "sim"})
 		j, err := p.Take(ctx)
 		if err != nil || j == nil || j.Ident != done {
@@ -46,7 +47,7 @@ func TestFinishNotifierIndexesFinishedJobs(t *testing.T) {
 func TestFinishedIndexExpiry(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
+		s := store.NewStore(b.Client)
 		now := time.Unix(1732900000, 0)
 		s.Now = func() time.Time { return now }
 		c := b.Client
@@ -61,7 +62,7 @@ func TestFinishedIndexExpiry(t *testing.T) {
 		}
 		// "old" was pruned by the later calls (older than FailureTTL);
 		// "running" and "nosuch" have no finished_at.
-		ids, _ := c.ZRange(ctx, KeyFinishedIndex, 0, -1).Result()
+		ids, _ := c.ZRange(ctx, store.KeyFinishedIndex, 0, -1).Result()
 		if len(ids) != 2 || ids[0] != "gone" || ids[1] != "live" {
 			t.Fatalf("index %v", ids)
 		}
@@ -70,24 +71,24 @@ func TestFinishedIndexExpiry(t *testing.T) {
 		if err != nil || len(got) != 1 || got[0].Ident != "live" {
 			t.Fatalf("finished %+v %v", got, err)
 		}
-		if ids, _ := c.ZRange(ctx, KeyFinishedIndex, 0, -1).Result(); len(ids) != 1 {
+		if ids, _ := c.ZRange(ctx, store.KeyFinishedIndex, 0, -1).Result(); len(ids) != 1 {
 			t.Fatalf("stale entry not removed: %v", ids)
 		}
 
 		// A failure record, with the job record it outlives.
-		f := Failure{Ident: "failedjob", URL: "http://f.example.com/", Reason: "no heartbeat for 2h0m",
-			FailedBy: "reaper", Queue: KeyWorking, Job: map[string]string{"fetch_depth": "inf", "started_by": "alice"},
+		f := store.Failure{Ident: "failedjob", URL: "http://f.example.com/", Reason: "no heartbeat for 2h0m",
+			FailedBy: "reaper", Queue: store.KeyWorking, Job: map[string]string{"fetch_depth": "inf", "started_by": "alice"},
 			Extra: map[string]string{"pipeline_nick": "p1"}}
 		if err := s.RecordFailure(ctx, f); err != nil {
 			t.Fatal(err)
 		}
-		ttl, _ := c.TTL(ctx, KeyFailed("failedjob")).Result()
-		if ttl <= 0 || ttl > FailureTTL {
+		ttl, _ := c.TTL(ctx, store.KeyFailed("failedjob")).Result()
+		if ttl <= 0 || ttl > store.FailureTTL {
 			t.Fatalf("failure record TTL %v", ttl)
 		}
 		r, err := s.GetFailure(ctx, "failedjob")
 		if err != nil || r == nil || r.Reason != f.Reason || r.FailedBy != "reaper" || r.FailedAt != 1732900000 ||
-			r.Queue != KeyWorking || r.Job["started_by"] != "alice" || r.Extra["pipeline_nick"] != "p1" {
+			r.Queue != store.KeyWorking || r.Job["started_by"] != "alice" || r.Extra["pipeline_nick"] != "p1" {
 			t.Fatalf("failure %+v %v", r, err)
 		}
 		got, _ = s.FinishedJobs(ctx)
@@ -96,11 +97,11 @@ func TestFinishedIndexExpiry(t *testing.T) {
 		}
 
 		// A key of ours holding something else is refused, nothing written.
-		c.Set(ctx, KeyFailed("clash"), "x", 0)
-		if err := s.RecordFailure(ctx, Failure{Ident: "clash"}); !errors.Is(err, ErrWrongType) {
+		c.Set(ctx, store.KeyFailed("clash"), "x", 0)
+		if err := s.RecordFailure(ctx, store.Failure{Ident: "clash"}); !errors.Is(err, store.ErrWrongType) {
 			t.Fatalf("clash: %v", err)
 		}
-		if n, _ := c.ZScore(ctx, KeyFinishedIndex, "clash").Result(); n != 0 {
+		if n, _ := c.ZScore(ctx, store.KeyFinishedIndex, "clash").Result(); n != 0 {
 			t.Fatalf("clash indexed")
 		}
 	})
@@ -110,14 +111,14 @@ func TestFinishedIndexExpiry(t *testing.T) {
 func TestJobDetailPosition(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := NewStore(b.Client)
-		a := svcQueue(t, s, "http://a.example.com/", "alice", "#ab", KeyPending)
-		bb := svcQueue(t, s, "http://b.example.com/", "alice", "#ab", KeyPending)
-		n := svcQueue(t, s, "http://n.example.com/", "alice", "#ab", KeyPendingNamed("x"))
+		s := store.NewStore(b.Client)
+		a := svcQueue(t, s, "http://a.example.com/", "alice", "#ab", store.KeyPending)
+		bb := svcQueue(t, s, "http://b.example.com/", "alice", "#ab", store.KeyPending)
+		n := svcQueue(t, s, "http://n.example.com/", "alice", "#ab", store.KeyPendingNamed("x"))
 		for id, want := range map[string]struct {
 			q      string
 			pos, l int64
-		}{a: {KeyPending, 1, 2}, bb: {KeyPending, 2, 2}, n: {"pending:x", 1, 1}} {
+		}{a: {store.KeyPending, 1, 2}, bb: {store.KeyPending, 2, 2}, n: {"pending:x", 1, 1}} {
 			d, err := s.JobDetail(ctx, id)
 			if err != nil || d == nil || d.Queue != want.q || d.Position != want.pos || d.QueueLen != want.l {
 				t.Errorf("%s: %+v %v, want %+v", id, d, err, want)

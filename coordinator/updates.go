@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
@@ -16,7 +17,7 @@ import (
 // reconnects with backoff and subscribes again; messages published in
 // between are lost, which is why the analyzer also sweeps `working`.
 type Updates struct {
-	store *Store
+	store *store.Store
 	log   *slog.Logger
 
 	mu       sync.Mutex
@@ -29,7 +30,7 @@ type Updates struct {
 }
 
 // NewUpdates returns a listener over store; Run starts it.
-func NewUpdates(store *Store, log *slog.Logger) *Updates {
+func NewUpdates(store *store.Store, log *slog.Logger) *Updates {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -83,7 +84,7 @@ func (u *Updates) Run(ctx context.Context) {
 // fails. It reports whether the subscription was established.
 func (u *Updates) session(ctx context.Context) (bool, error) {
 	return u.store.ListenUpdates(ctx, func() {
-		u.log.Debug("subscribed", "channel", ChannelUpdates)
+		u.log.Debug("subscribed", "channel", store.ChannelUpdates)
 		u.mu.Lock()
 		subs := append([]func(context.Context){}, u.onSub...)
 		u.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // dropSubscriber cuts the listener's connection: miniredis is restarted
@@ -64,7 +65,7 @@ func TestUpdatesReconnect(t *testing.T) {
 		c := redis.NewClient(opt)
 		defer c.Close()
 
-		u := NewUpdates(NewStore(c), svcLog(t))
+		u := NewUpdates(store.NewStore(c), svcLog(t))
 		u.MinBackoff = 5 * time.Millisecond
 		prefix := name + ":"
 		got := make(chan string, 100)
@@ -106,7 +107,7 @@ func TestUpdatesReconnect(t *testing.T) {
 		}
 		pub := func(id string) {
 			t.Helper()
-			if err := b.Client.Publish(context.Background(), ChannelUpdates, prefix+id).Err(); err != nil {
+			if err := b.Client.Publish(context.Background(), store.ChannelUpdates, prefix+id).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}

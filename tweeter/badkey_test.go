@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/tweeter"
 )
 
@@ -20,13 +20,13 @@ func TestBadKey_StringJobInWorking(t *testing.T) {
 		r := newRig(t, b, tweeter.Config{})
 		r.job(t, "jobrun", "url", "https://run.example/", "started_at", "1")
 		r.c.Set(ctx, "strjob", "x", 0)
-		r.c.LPush(ctx, coordinator.KeyWorking, "strjob", "jobrun")
+		r.c.LPush(ctx, store.KeyWorking, "strjob", "jobrun")
 		for i := 0; i < 3; i++ {
 			if err := r.tw.Sweep(ctx); err != nil {
 				t.Errorf("sweep %d: %v", i+1, err)
 			}
 		}
-		if diff := cmp.Diff([]string{"Archiving https://run.example/"}, r.members(t, coordinator.KeyTweetsQueue)); diff != "" {
+		if diff := cmp.Diff([]string{"Archiving https://run.example/"}, r.members(t, store.KeyTweetsQueue)); diff != "" {
 			t.Errorf("tweets:queue (-want +got):\n%s", diff)
 		}
 		n := 0

@@ -10,9 +10,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 	"github.com/archiveteam/archivebot-go/tweeter"
 )
 
@@ -45,12 +46,12 @@ func (h signalHandler) WithGroup(name string) slog.Handler {
 func TestEndToEnd(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		store := coordinator.NewStore(b.Client)
+		jobs := store.NewStore(b.Client)
 
 		base, logs := newLogger(t)
 		posts := make(chan slog.Record, 10)
 		logger := slog.New(signalHandler{base.Handler(), "would post", posts})
-		tw, err := tweeter.New(store, tweeter.Config{Logger: logger, Interval: 10 * time.Millisecond, Delay: -1, SweepInterval: -1})
+		tw, err := tweeter.New(jobs, tweeter.Config{Logger: logger, Interval: 10 * time.Millisecond, Delay: -1, SweepInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +60,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 
 		// The wiring cmd/archivebot does.
-		updates := coordinator.NewUpdates(coordinator.NewStore(b.Client), logger)
+		updates := coordinator.NewUpdates(store.NewStore(b.Client), logger)
 		updates.OnUpdate(tw.JobUpdated)
 		updates.OnSubscribe(tw.SweepSoon)
 		subscribed := make(chan struct{}, 1)
@@ -91,9 +92,9 @@ func TestEndToEnd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = store.Register(ctx, coordinator.NewJob{
+			err = jobs.Register(ctx, store.NewJob{
 				Ident: id, URL: url, FetchDepth: "inf", Slug: "e2e-inf", StartedBy: "alice", StartedIn: "#test",
-				DelayMin: 250, DelayMax: 375, Concurrency: 3, SettingsAge: 1, Queue: coordinator.KeyPending,
+				DelayMin: 250, DelayMax: 375, Concurrency: 3, SettingsAge: 1, Queue: store.KeyPending,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -104,7 +105,7 @@ func TestEndToEnd(t *testing.T) {
 		startedURL, startedID := register("https://tweeter-e2e-started-" + b.Name + ".example/")
 
 		// Aborted while queued: finished at once, updates published.
-		if res, _, err := store.Abort(ctx, abortedID); err != nil || res != coordinator.AbortedQueued {
+		if res, _, err := jobs.Abort(ctx, abortedID); err != nil || res != store.AbortedQueued {
 			t.Fatalf("Abort = %v, %v; want the queued job aborted", res, err)
 		}
 
@@ -143,9 +144,9 @@ func TestEndToEnd(t *testing.T) {
 		// order: the aborted job's update was handled before the post.
 		tw.Stop()
 		st := state{
-			Queued: membersOf(t, b, coordinator.KeyTweetsQueue),
-			Done:   membersOf(t, b, coordinator.KeyTweetsDone),
-			Failed: membersOf(t, b, coordinator.KeyTweetsFailed),
+			Queued: membersOf(t, b, store.KeyTweetsQueue),
+			Done:   membersOf(t, b, store.KeyTweetsDone),
+			Failed: membersOf(t, b, store.KeyTweetsFailed),
 		}
 		want := state{Done: []string{"Archiving " + startedURL}}
 		if diff := cmp.Diff(want, st, cmpEmpty); diff != "" {

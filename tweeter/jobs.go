@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
@@ -78,7 +78,7 @@ func (t *Tweeter) CheckJob(ctx context.Context, ident string) error {
 		return nil
 	}
 	job, err := t.store.GetJob(ctx, ident)
-	var naj *coordinator.NotAJobError
+	var naj *store.NotAJobError
 	if errors.As(err, &naj) {
 		// Another program's key listed in working: skip it, say so once
 		// (it is remembered for SeenTTL).
@@ -106,10 +106,10 @@ func (t *Tweeter) CheckJob(ctx context.Context, ident string) error {
 	if err != nil {
 		return fmt.Errorf("tweeter: %w", err)
 	}
-	if res != coordinator.TweetNotStarted {
+	if res != store.TweetNotStarted {
 		t.remember(ident)
 	}
-	if res == coordinator.TweetQueued {
+	if res == store.TweetQueued {
 		t.log.Info("queued", "ident", ident, "text", text)
 	} else {
 		t.log.Debug("not queued", "ident", ident, "why", res.String())
@@ -129,7 +129,7 @@ func (t *Tweeter) Sweep(ctx context.Context) error {
 	for _, id := range ids {
 		if err := t.CheckJob(ctx, id); err != nil {
 			errs = append(errs, err)
-			if coordinator.IsUnavailable(err) || ctx.Err() != nil {
+			if store.IsUnavailable(err) || ctx.Err() != nil {
 				break
 			}
 		}

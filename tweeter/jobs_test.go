@@ -11,8 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/tweeter"
 )
 
@@ -89,7 +89,7 @@ func TestCheckJob(t *testing.T) {
 					r.job(t, ident, tc.fields...)
 				}
 				for _, s := range tc.seed {
-					r.c.ZAdd(ctx, coordinator.KeyTweetsDone, redis.Z{Score: 1, Member: s})
+					r.c.ZAdd(ctx, store.KeyTweetsDone, redis.Z{Score: 1, Member: s})
 				}
 				n := countLookups(r.c)
 				for range 2 {
@@ -97,7 +97,7 @@ func TestCheckJob(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				if diff := cmp.Diff(tc.queued, r.members(t, coordinator.KeyTweetsQueue), cmpEmpty); diff != "" {
+				if diff := cmp.Diff(tc.queued, r.members(t, store.KeyTweetsQueue), cmpEmpty); diff != "" {
 					t.Errorf("tweets:queue (-want +got):\n%s", diff)
 				}
 				want := 2
@@ -150,7 +150,7 @@ func TestCheckJobLooksUpOnce(t *testing.T) {
 		if got := n.get("jobA"); got != 5 {
 			t.Errorf("jobA looked up %d times after two others, want 5", got)
 		}
-		if diff := cmp.Diff([]string{"Archiving https://a.example/"}, r.members(t, coordinator.KeyTweetsQueue)); diff != "" {
+		if diff := cmp.Diff([]string{"Archiving https://a.example/"}, r.members(t, store.KeyTweetsQueue)); diff != "" {
 			t.Errorf("tweets:queue (-want +got):\n%s", diff)
 		}
 	})
@@ -162,11 +162,11 @@ func TestSweep(t *testing.T) {
 		r := newRig(t, b, tweeter.Config{})
 		r.job(t, "jobrun", "url", "https://run.example/", "started_at", "1")
 		r.job(t, "jobabort", "url", "https://abort.example/", "started_at", "1", "abort_requested", "true")
-		r.c.LPush(ctx, coordinator.KeyWorking, "jobrun", "jobabort", "jobgone")
+		r.c.LPush(ctx, store.KeyWorking, "jobrun", "jobabort", "jobgone")
 		if err := r.tw.Sweep(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff([]string{"Archiving https://run.example/"}, r.members(t, coordinator.KeyTweetsQueue)); diff != "" {
+		if diff := cmp.Diff([]string{"Archiving https://run.example/"}, r.members(t, store.KeyTweetsQueue)); diff != "" {
 			t.Errorf("tweets:queue (-want +got):\n%s", diff)
 		}
 	})
@@ -178,18 +178,18 @@ func TestPrune(t *testing.T) {
 		r := newRig(t, b, tweeter.Config{})
 		day := 24 * time.Hour
 		at := func(d time.Duration) float64 { return float64(r.now.Add(-d).Unix()) }
-		r.c.ZAdd(ctx, coordinator.KeyTweetsDone,
+		r.c.ZAdd(ctx, store.KeyTweetsDone,
 			redis.Z{Score: at(31 * day), Member: "Archiving https://old.example/"},
 			redis.Z{Score: at(29 * day), Member: "Archiving https://recent.example/"})
-		r.c.ZAdd(ctx, coordinator.KeyTweetsFailed, redis.Z{Score: at(40 * day), Member: "Archiving https://failed.example/"})
+		r.c.ZAdd(ctx, store.KeyTweetsFailed, redis.Z{Score: at(40 * day), Member: "Archiving https://failed.example/"})
 		got, err := r.tw.Prune(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(coordinator.PrunedTweets{Done: 1, Failed: 1}, got); diff != "" {
+		if diff := cmp.Diff(store.PrunedTweets{Done: 1, Failed: 1}, got); diff != "" {
 			t.Errorf("pruned (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff([]string{"Archiving https://recent.example/"}, r.members(t, coordinator.KeyTweetsDone)); diff != "" {
+		if diff := cmp.Diff([]string{"Archiving https://recent.example/"}, r.members(t, store.KeyTweetsDone)); diff != "" {
 			t.Errorf("tweets:done (-want +got):\n%s", diff)
 		}
 		// Two days later the other one is 31 days old.
@@ -197,7 +197,7 @@ func TestPrune(t *testing.T) {
 		if _, err := r.tw.Prune(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got := r.members(t, coordinator.KeyTweetsDone); len(got) != 0 {
+		if got := r.members(t, store.KeyTweetsDone); len(got) != 0 {
 			t.Errorf("tweets:done after 31 days = %q, want empty", got)
 		}
 	})
@@ -255,7 +255,7 @@ func TestStartStop(t *testing.T) {
 
 		// A lost message: the sweep, woken on (re)subscription, finds it.
 		r.job(t, "jobstart3", "url", "https://three.example/", "started_at", "1")
-		r.c.LPush(ctx, coordinator.KeyWorking, "jobstart3")
+		r.c.LPush(ctx, store.KeyWorking, "jobstart3")
 		r.tw.SweepSoon(ctx)
 		if third := waitPost(t, p.posts); third.text != "Archiving https://three.example/" {
 			t.Errorf("posted %q", third.text)
@@ -263,7 +263,7 @@ func TestStartStop(t *testing.T) {
 
 		r.tw.Stop()
 		want := []string{"Archiving https://one.example/", "Archiving https://two.example/", "Archiving https://three.example/"}
-		if diff := cmp.Diff(want, r.members(t, coordinator.KeyTweetsDone), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		if diff := cmp.Diff(want, r.members(t, store.KeyTweetsDone), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 			t.Errorf("tweets:done (-want +got):\n%s", diff)
 		}
 		select {

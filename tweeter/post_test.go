@@ -12,8 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/tweeter"
 )
 
@@ -22,7 +22,7 @@ var apis = []string{tweeter.APIv2, tweeter.APIv11}
 // rig is a tweeter on a test backend with a settable clock.
 type rig struct {
 	tw    *tweeter.Tweeter
-	store *coordinator.Store
+	store *store.Store
 	c     *redis.Client
 	log   *logBuffer
 	now   time.Time
@@ -37,7 +37,7 @@ func newRig(t *testing.T, b *redistest.Backend, cfg tweeter.Config) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{c: b.Client, now: time.Unix(1_700_000_000, 0)}
-	r.store = coordinator.NewStore(b.Client)
+	r.store = store.NewStore(b.Client)
 	r.store.Now = func() time.Time { return r.now }
 	if cfg.RetryBackoff == 0 {
 		cfg.RetryBackoff = time.Millisecond
@@ -60,7 +60,7 @@ func (r *rig) queue(t *testing.T, texts ...string) {
 	t.Helper()
 	for i, text := range texts {
 		// Oldest first, in the order given.
-		if err := r.c.ZAdd(context.Background(), coordinator.KeyTweetsQueue, redis.Z{Score: float64(r.now.Unix() - int64(len(texts)-i)), Member: text}).Err(); err != nil {
+		if err := r.c.ZAdd(context.Background(), store.KeyTweetsQueue, redis.Z{Score: float64(r.now.Unix() - int64(len(texts)-i)), Member: text}).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -77,7 +77,7 @@ func (r *rig) members(t *testing.T, key string) []string {
 
 func (r *rig) attempts(t *testing.T) map[string]string {
 	t.Helper()
-	m, err := r.c.HGetAll(context.Background(), coordinator.KeyTweetsAttempt).Result()
+	m, err := r.c.HGetAll(context.Background(), store.KeyTweetsAttempt).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,9 +92,9 @@ type state struct {
 
 func (r *rig) state(t *testing.T) state {
 	return state{
-		Queued:   r.members(t, coordinator.KeyTweetsQueue),
-		Done:     r.members(t, coordinator.KeyTweetsDone),
-		Failed:   r.members(t, coordinator.KeyTweetsFailed),
+		Queued:   r.members(t, store.KeyTweetsQueue),
+		Done:     r.members(t, store.KeyTweetsDone),
+		Failed:   r.members(t, store.KeyTweetsFailed),
 		Attempts: r.attempts(t),
 	}
 }

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
@@ -111,7 +111,7 @@ func (o Outcome) String() string {
 // Prune, CheckJob and Sweep run one step each and are safe to call directly
 // (tests do), also while it runs.
 type Tweeter struct {
-	store  *coordinator.Store
+	store  *store.Store
 	cfg    Config
 	poster Poster
 	dryRun bool
@@ -136,7 +136,7 @@ type Tweeter struct {
 // New returns a tweeter over store. It posts through cfg.Poster if set,
 // else logs only (dry run) when cfg.Credentials is empty, else through the
 // API version cfg.API.
-func New(store *coordinator.Store, cfg Config) (*Tweeter, error) {
+func New(store *store.Store, cfg Config) (*Tweeter, error) {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -414,12 +414,12 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // Prune removes tweets:done and archivebot:tweets:failed entries older than
 // Retention (30 days).
-func (t *Tweeter) Prune(ctx context.Context) (coordinator.PrunedTweets, error) {
+func (t *Tweeter) Prune(ctx context.Context) (store.PrunedTweets, error) {
 	p, err := t.store.PruneTweets(ctx, t.cfg.Retention)
 	if err != nil {
 		return p, err
 	}
-	if p != (coordinator.PrunedTweets{}) {
+	if p != (store.PrunedTweets{}) {
 		t.log.Info("pruned old tweet records", "done", p.Done, "failed", p.Failed, "attempts", p.Attempts)
 	}
 	return p, nil

@@ -7,10 +7,10 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // benchRunning is the number of running jobs the benchmarks serve.
@@ -21,7 +21,7 @@ const benchRunning = 100
 func seedRunning(b *testing.B, be *redistest.Backend, n int) string {
 	b.Helper()
 	ctx := context.Background()
-	store := coordinator.NewStore(be.Client)
+	st := store.NewStore(be.Client)
 	p := pipelinesim.New(be.Client, pipelinesim.Config{Nickname: "bench"})
 	if err := p.Report(ctx, "Running"); err != nil {
 		b.Fatal(err)
@@ -30,8 +30,8 @@ func seedRunning(b *testing.B, be *redistest.Backend, n int) string {
 	for i := range n {
 		url := fmt.Sprintf("http://bench%d.example.com/", i)
 		id := ident.Of(url)
-		if err := store.Register(ctx, coordinator.NewJob{Ident: id, URL: url, FetchDepth: "inf", StartedBy: "b",
-			StartedIn: "#b", DelayMin: 250, DelayMax: 375, Concurrency: 3, Queue: coordinator.KeyPending,
+		if err := st.Register(ctx, store.NewJob{Ident: id, URL: url, FetchDepth: "inf", StartedBy: "b",
+			StartedIn: "#b", DelayMin: 250, DelayMax: 375, Concurrency: 3, Queue: store.KeyPending,
 			Patterns: []string{"^x", "^y"}}); err != nil {
 			b.Fatal(err)
 		}
@@ -66,7 +66,7 @@ func BenchmarkEndpoints(b *testing.B) {
 				b.Skipf("%s not set", redistest.EnvURL)
 			}
 			id := seedRunning(b, be, benchRunning)
-			srv := New(Options{Store: coordinator.NewStore(be.Client)})
+			srv := New(Options{Store: store.NewStore(be.Client)})
 			h := srv.Handler()
 			rt := redistest.CountRoundTrips(be.Client)
 			for _, path := range []string{"/status", "/logs/recent", "/jobs/" + id} {

@@ -11,9 +11,10 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // t0 is the fixture's clock: 1732900000 = 2024-11-29T17:06:40Z.
@@ -33,7 +34,7 @@ var testSets = map[string][]string{
 // fail path will record it, tweets as the tweeter writes them.
 type fixture struct {
 	b     *redistest.Backend
-	store *coordinator.Store
+	store *store.Store
 	srv   *Server
 	pipe  *pipelinesim.Pipeline
 
@@ -51,7 +52,7 @@ type fixture struct {
 func register(t testing.TB, f *fixture, url, queue, depth string, patterns ...string) string {
 	t.Helper()
 	id := ident.Of(url)
-	err := f.store.Register(context.Background(), coordinator.NewJob{
+	err := f.store.Register(context.Background(), store.NewJob{
 		Ident: id, URL: url, FetchDepth: depth, Slug: "x-" + depth, StartedBy: "alice", StartedIn: "#archivebot",
 		DelayMin: 250, DelayMax: 375, Concurrency: 3, SettingsAge: 4, Patterns: patterns, Queue: queue,
 	})
@@ -65,7 +66,7 @@ func register(t testing.TB, f *fixture, url, queue, depth string, patterns ...st
 func newFixture(t testing.TB, b *redistest.Backend) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	f := &fixture{b: b, store: coordinator.NewStore(b.Client), urls: map[string]string{}}
+	f := &fixture{b: b, store: store.NewStore(b.Client), urls: map[string]string{}}
 	f.store.Now = fixedNow
 	f.srv = New(Options{Store: f.store, Now: fixedNow, IgnoreSets: func() map[string][]string { return testSets }})
 	f.pipe = pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "simpipe", Now: fixedNow})
@@ -82,9 +83,9 @@ func newFixture(t testing.TB, b *redistest.Backend) *fixture {
 	}
 
 	// Two running jobs with log entries and counters.
-	f.run1 = register(t, f, "http://run1.example.com/", coordinator.KeyPending, "inf",
+	f.run1 = register(t, f, "http://run1.example.com/", store.KeyPending, "inf",
 		testSets["global"][0], testSets["global"][1], `^http://run1\.example\.com/private/`)
-	f.run2 = register(t, f, "http://run2.example.com/", coordinator.KeyPending, "inf")
+	f.run2 = register(t, f, "http://run2.example.com/", store.KeyPending, "inf")
 	j1, j2 := take(f.run1), take(f.run2)
 	for i, code := range []int{200, 200, 301, 404, 500} {
 		if _, err := j1.LogDownload(ctx, fmt.Sprintf("http://run1.example.com/p%d", i), code); err != nil {
@@ -111,7 +112,7 @@ func newFixture(t testing.TB, b *redistest.Backend) *fixture {
 	}
 
 	// A finished and an aborted job, indexed as the finish notifier does.
-	f.finished = register(t, f, "http://done.example.com/", coordinator.KeyPending, "inf")
+	f.finished = register(t, f, "http://done.example.com/", store.KeyPending, "inf")
 	jd := take(f.finished)
 	if _, err := jd.LogDownload(ctx, "http://done.example.com/", 200); err != nil {
 		t.Fatal(err)
@@ -119,7 +120,7 @@ func newFixture(t testing.TB, b *redistest.Backend) *fixture {
 	if err := jd.Done(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.aborted = register(t, f, "http://aborted.example.com/", coordinator.KeyPending, "inf")
+	f.aborted = register(t, f, "http://aborted.example.com/", store.KeyPending, "inf")
 	ja := take(f.aborted)
 	if _, _, err := f.store.Abort(ctx, f.aborted); err != nil {
 		t.Fatal(err)
@@ -138,7 +139,7 @@ func newFixture(t testing.TB, b *redistest.Backend) *fixture {
 
 	// A failed job: the fail path expires its record in 5 s and keeps a
 	// failure record.
-	f.failed = register(t, f, "http://failed.example.com/", coordinator.KeyPendingAO, "shallow")
+	f.failed = register(t, f, "http://failed.example.com/", store.KeyPendingAO, "shallow")
 	job, err := f.store.GetJob(ctx, f.failed)
 	if err != nil {
 		t.Fatal(err)
@@ -146,23 +147,23 @@ func newFixture(t testing.TB, b *redistest.Backend) *fixture {
 	if _, err := f.store.FailJob(ctx, f.failed, "failed by bob"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.store.RecordFailure(ctx, coordinator.Failure{Ident: f.failed, URL: job.URL(), Reason: "failed by bob",
-		FailedBy: "bob", FailedAt: 1732900100.5, Queue: coordinator.KeyPendingAO, Job: job.Fields}); err != nil {
+	if err := f.store.RecordFailure(ctx, store.Failure{Ident: f.failed, URL: job.URL(), Reason: "failed by bob",
+		FailedBy: "bob", FailedAt: 1732900100.5, Queue: store.KeyPendingAO, Job: job.Fields}); err != nil {
 		t.Fatal(err)
 	}
 
 	// Queued jobs in every queue kind.
-	f.pend1 = register(t, f, "http://pend1.example.com/", coordinator.KeyPending, "inf")
-	f.pend2 = register(t, f, "http://pend2.example.com/", coordinator.KeyPending, "inf")
-	f.ao = register(t, f, "http://ao.example.com/page", coordinator.KeyPendingAO, "shallow")
-	f.large = register(t, f, "http://large.example.com/", coordinator.KeyPendingLarge, "inf")
-	f.named = register(t, f, "http://named.example.com/", coordinator.KeyPendingNamed("foo"), "inf")
+	f.pend1 = register(t, f, "http://pend1.example.com/", store.KeyPending, "inf")
+	f.pend2 = register(t, f, "http://pend2.example.com/", store.KeyPending, "inf")
+	f.ao = register(t, f, "http://ao.example.com/page", store.KeyPendingAO, "shallow")
+	f.large = register(t, f, "http://large.example.com/", store.KeyPendingLarge, "inf")
+	f.named = register(t, f, "http://named.example.com/", store.KeyPendingNamed("foo"), "inf")
 
 	// Tweets as the tweeter records them.
 	f.tweet1, f.tweet1At = "Archiving http://run1.example.com/", 1732900000
 	f.tweet2, f.tweet2At = "Archiving http://run2.example.com/?a=1&b=<2>", 1732900001.5
 	for text, at := range map[string]float64{f.tweet1: f.tweet1At, f.tweet2: f.tweet2At} {
-		if err := b.Client.Do(ctx, "ZADD", coordinator.KeyTweetsDone, at, text).Err(); err != nil {
+		if err := b.Client.Do(ctx, "ZADD", store.KeyTweetsDone, at, text).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,23 +6,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // Issue 14: with HA, /readyz names this node's role and the lease holder;
 // a standby (no IRC, no services) is ready when Redis answers.
 func TestReadyzRole(t *testing.T) {
 	b := redistest.Mini(t)
-	store := coordinator.NewStore(b.Client)
+	st := store.NewStore(b.Client)
 	var role atomic.Value
 	role.Store("standby")
-	s := New(Options{Store: store, IRCConnected: func() bool { return false }, Role: func() string { return role.Load().(string) }})
+	s := New(Options{Store: st, IRCConnected: func() bool { return false }, Role: func() string { return role.Load().(string) }})
 	code, body := readyz(t, s)
 	if code != 200 || !body.Ready || body.Role != "standby" || body.Leader != nil {
 		t.Fatalf("standby, no leader: %d %+v", code, body)
 	}
-	if _, _, err := store.AcquireLease(context.Background(), "node-x", time.Minute); err != nil {
+	if _, _, err := st.AcquireLease(context.Background(), "node-x", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	code, body = readyz(t, s)

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 )
 
@@ -25,7 +25,7 @@ func TestReadyz(t *testing.T) {
 	var connected atomic.Bool
 	connected.Store(true)
 	var offset atomic.Int64 // how far the server's clock is ahead
-	s := New(Options{Store: coordinator.NewStore(b.Client), IRCConnected: connected.Load,
+	s := New(Options{Store: store.NewStore(b.Client), IRCConnected: connected.Load,
 		Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }})
 	metrics.RegisterService("test-service", time.Minute)
 	t.Cleanup(func() { metrics.UnregisterService("test-service") })

@@ -3,7 +3,7 @@ package web
 import (
 	"strconv"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // JobData is a job as upstream's Job#as_json typed it: the `job_data` of
@@ -124,7 +124,7 @@ func jobData(ident string, fields map[string]string) JobData {
 // A failed job's record has usually expired (5 s after the fail): its
 // data then comes from the job record kept in the failure record, and
 // finished_at is the time it failed.
-func finishedData(fj coordinator.FinishedJob) JobData {
+func finishedData(fj store.FinishedJob) JobData {
 	fields := map[string]string{}
 	if fj.Failure != nil && fj.Failure.Job != nil {
 		fields = fj.Failure.Job

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // Job states of /jobs and /jobs/IDENT.
@@ -54,7 +54,7 @@ type JobView struct {
 	ExpiresIn *int64 `json:"expires_in"`
 	// History is every recorded change of the job, oldest first
 	// (doc/protocol.md, Job history).
-	History []coordinator.HistoryEntry `json:"history"`
+	History []store.HistoryEntry `json:"history"`
 }
 
 // PipelineRef names a pipeline.
@@ -131,7 +131,7 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 }
 
 // jobView builds the view from what the store read.
-func jobView(d *coordinator.JobDetail) JobView {
+func jobView(d *store.JobDetail) JobView {
 	fields := map[string]string{}
 	if d.Failure != nil && d.Failure.Job != nil {
 		fields = d.Failure.Job
@@ -164,7 +164,7 @@ func jobView(d *coordinator.JobDetail) JobView {
 	}
 	v.History = d.History
 	if v.History == nil {
-		v.History = []coordinator.HistoryEntry{}
+		v.History = []store.HistoryEntry{}
 	}
 	for _, b := range []string{"r1xx", "r2xx", "r3xx", "r4xx", "r5xx", "runk"} {
 		v.Progress.Responses[b] = f.num(b)
@@ -246,7 +246,7 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 	pipeline, by := q.Get("pipeline"), q.Get("started_by")
 	var pipelineIDs map[string]bool
 	if pipeline != "" {
-		pipelineIDs = map[string]bool{pipeline: true, coordinator.PipelinePrefix + pipeline: true}
+		pipelineIDs = map[string]bool{pipeline: true, store.PipelinePrefix + pipeline: true}
 		ps, err := s.store.Pipelines(r.Context())
 		if err != nil {
 			s.storeError(w, r, err)
@@ -272,7 +272,7 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 		js := JobSummary{Ident: j.Ident, URL: j.Fields["url"], PipelineID: j.Fields["pipeline_id"],
 			Depth: j.Fields["fetch_depth"], StartedBy: j.Fields["started_by"], StartedIn: j.Fields["started_in"],
 			Note: f.str("note"), QueuedAt: f.optNum("queued_at"), StartedAt: f.optNum("started_at")}
-		if j.Queue == coordinator.KeyWorking {
+		if j.Queue == store.KeyWorking {
 			js.State = StateRunning
 		} else {
 			js.State, js.Queue, js.Position = StateQueued, j.Queue, j.Position

@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // TestPagesByAccept: a browser gets the dashboard's pages; */*, no Accept
 // and application/json still get the data; the assets are embedded.
 func TestPagesByAccept(t *testing.T) {
-	srv := New(Options{Store: coordinator.NewStore(redistest.Mini(t).Client)})
+	srv := New(Options{Store: store.NewStore(redistest.Mini(t).Client)})
 	const browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 	tests := []struct {
 		path, accept, wantType, wantBody string

@@ -6,15 +6,15 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // Serve answers over TCP until its context ends, then returns; Listen on
 // a taken address says so.
 func TestServeAndShutdown(t *testing.T) {
 	b := redistest.Mini(t)
-	s := New(Options{Store: coordinator.NewStore(b.Client)})
+	s := New(Options{Store: store.NewStore(b.Client)})
 	ln, err := Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 )
 
@@ -41,7 +41,7 @@ const (
 
 // Options configures the server.
 type Options struct {
-	Store *coordinator.Store
+	Store *store.Store
 	// IgnoreSets returns every named ignore set with its patterns (the
 	// bot's catalog); used by /ignores/IDENT?compact=true. Nil: every
 	// pattern counts as a manual ignore.
@@ -63,7 +63,7 @@ type Options struct {
 // Server is the HTTP API.
 type Server struct {
 	opt     Options
-	store   *coordinator.Store
+	store   *store.Store
 	log     *slog.Logger
 	handler http.Handler
 	now     func() time.Time
@@ -291,7 +291,7 @@ func accepts(w http.ResponseWriter, r *http.Request, offers ...string) string {
 // storeError answers a failed store call: 503 when Redis is unreachable
 // (or the request ran out of time), 500 otherwise; both logged.
 func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
-	if coordinator.IsUnavailable(err) || errors.Is(err, context.DeadlineExceeded) {
+	if store.IsUnavailable(err) || errors.Is(err, context.DeadlineExceeded) {
 		s.log.Warn("request failed: backend unavailable", "path", r.URL.Path, "err", err)
 		jsonError(w, http.StatusServiceUnavailable, "backend unavailable: Redis cannot be reached right now")
 		return

@@ -39,6 +39,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 )
 
@@ -176,7 +177,7 @@ type entryHead struct {
 
 // StreamLog queues a job's new entries for the next batch. Entries that
 // are not JSON objects are left out (the analyzer logs them).
-func (h *Hub) StreamLog(ident string, job map[string]string, entries []coordinator.LogEntry) {
+func (h *Hub) StreamLog(ident string, job map[string]string, entries []store.LogEntry) {
 	ref := &jobRef{ident: ident, hash: job}
 	now := h.opt.Now()
 	out := make([]streamEntry, 0, len(entries))

@@ -15,7 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // BenchmarkStreamFanout measures the hub alone (no Redis): each op is one
@@ -79,9 +79,9 @@ func BenchmarkStreamFanout(b *testing.B) {
 			job := map[string]string{"url": "http://example.com/", "started_at": "1732900000", "r2xx": "1000",
 				"bytes_downloaded": "123456789", "concurrency": "3", "delay_min": "250", "delay_max": "375",
 				"items_queued": "5000", "items_downloaded": "2000", "started_by": "alice", "note": "bench"}
-			entries := make([]coordinator.LogEntry, perBatch/jobs)
+			entries := make([]store.LogEntry, perBatch/jobs)
 			for i := range entries {
-				entries[i] = coordinator.LogEntry{Score: float64(i), Doc: fmt.Sprintf(
+				entries[i] = store.LogEntry{Score: float64(i), Doc: fmt.Sprintf(
 					`{"type":"download","url":"http://example.com/page/%d","response_code":200,"wget_code":"OK","is_error":false,"is_warning":false,"ts":1732900000.5}`, i)}
 			}
 			want := int64(0)

@@ -17,8 +17,9 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // tap forwards the firehose to the hub and tells the test what arrived,
@@ -31,7 +32,7 @@ type tap struct {
 	ch     chan struct{}
 }
 
-func (t *tap) StreamLog(ident string, job map[string]string, entries []coordinator.LogEntry) {
+func (t *tap) StreamLog(ident string, job map[string]string, entries []store.LogEntry) {
 	t.hub.StreamLog(ident, job, entries)
 	t.mu.Lock()
 	t.logs[ident] += len(entries)
@@ -88,7 +89,7 @@ func (t *tap) hasEvent(ident, event string) bool {
 // both listeners, over one backend.
 type streamRig struct {
 	b      *redistest.Backend
-	store  *coordinator.Store
+	store  *store.Store
 	hub    *Hub
 	tap    *tap
 	fh     *coordinator.Firehose
@@ -104,7 +105,7 @@ func newStreamRig(t *testing.T, b *redistest.Backend, opt HubOptions, manual boo
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r := &streamRig{b: b, store: coordinator.NewStore(b.Client), joined: make(chan struct{}, 16)}
+	r := &streamRig{b: b, store: store.NewStore(b.Client), joined: make(chan struct{}, 16)}
 	opt.Logger = log
 	r.hub = NewHub(opt)
 	r.hub.onJoin = func() { r.joined <- struct{}{} }
@@ -153,7 +154,7 @@ func newStreamRig(t *testing.T, b *redistest.Backend, opt HubOptions, manual boo
 func (r *streamRig) queueAndTake(t *testing.T, id, url string) *pipelinesim.Job {
 	t.Helper()
 	ctx := context.Background()
-	err := r.store.Register(ctx, coordinator.NewJob{Ident: id, URL: url, FetchDepth: "inf", Slug: "x-inf",
+	err := r.store.Register(ctx, store.NewJob{Ident: id, URL: url, FetchDepth: "inf", Slug: "x-inf",
 		StartedBy: "alice", StartedIn: "#archivebot", DelayMin: 250, DelayMax: 375, Concurrency: 3,
 		SettingsAge: 1, Queue: "pending", Note: "a note"})
 	if err != nil {
@@ -565,7 +566,7 @@ func TestStreamOverflowOfEventsCloses(t *testing.T) {
 		r.hub.beforeWrite.Store(&block)
 		publish := func(ident, event string) {
 			doc := fmt.Sprintf(`{"ts":1732900000.5,"ident":%q,"event":%q,"by":"alice","detail":{"url":"http://x.example/"}}`, ident, event)
-			if err := b.Client.Publish(ctx, coordinator.ChannelJobEvents, doc).Err(); err != nil {
+			if err := b.Client.Publish(ctx, store.ChannelJobEvents, doc).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -13,9 +13,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 const (
@@ -374,7 +374,7 @@ func testJob(t *testing.T, f *fixture, h http.Handler) {
 		IgnorePatterns: []string{`/\.git/`, `^http://run1\.example\.com/private/`, `^https?://[^/]+/cgi-bin/`},
 		QueuedAt:       ptr(int64(1732900000)), StartedAt: ptr(int64(1732900000)),
 		// The job's history: its registration, written by the same script.
-		History: []coordinator.HistoryEntry{{TS: 1732900000, Ident: f.run1, Event: "queued", By: "alice",
+		History: []store.HistoryEntry{{TS: 1732900000, Ident: f.run1, Event: "queued", By: "alice",
 			Detail: map[string]any{"channel": "#archivebot", "queue": "pending", "url": "http://run1.example.com/"}}},
 	}
 	if d := cmp.Diff(want, v); d != "" {

@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // TestWrongTypedSharedKeys (issue 18, finding 13): a shared key that
@@ -16,10 +16,10 @@ import (
 // archivebot_redis_up 1, and the skip is counted by key.
 func TestWrongTypedSharedKeys(t *testing.T) {
 	ctx := context.Background()
-	for _, key := range []string{coordinator.KeyPipelines, coordinator.KeyWorking, coordinator.KeyPending, coordinator.KeyQueues,
-		coordinator.KeyTweetsDone, coordinator.KeyFinishedIndex, coordinator.KeyJobsCompleted} {
+	for _, key := range []string{store.KeyPipelines, store.KeyWorking, store.KeyPending, store.KeyQueues,
+		store.KeyTweetsDone, store.KeyFinishedIndex, store.KeyJobsCompleted} {
 		for _, kind := range []string{"string", "hash"} {
-			if key == coordinator.KeyJobsCompleted && kind == "string" {
+			if key == store.KeyJobsCompleted && kind == "string" {
 				continue // a string is its type
 			}
 			t.Run(key+"/"+kind, func(t *testing.T) {
@@ -49,7 +49,7 @@ func TestWrongTypedSharedKeys(t *testing.T) {
 				// The rest still reads: the queue that is not the bad key.
 				var st map[string]any
 				decode(t, get(t, h, "/status", ""), &st)
-				if key != coordinator.KeyPending && key != coordinator.KeyQueues && st["pending-ao"] != float64(1) {
+				if key != store.KeyPending && key != store.KeyQueues && st["pending-ao"] != float64(1) {
 					t.Errorf("/status: %v", st)
 				}
 			})

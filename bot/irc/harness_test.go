@@ -13,7 +13,7 @@ import (
 	"github.com/archiveteam/archivebot-go/bot"
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // The real ngircd and the scripted IRC users come from package irctest;
@@ -82,7 +82,7 @@ func newTestBot(t testing.TB) (*bot.Bot, *miniredis.Miniredis, *redis.Client) {
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	b := bot.New(coordinator.NewStore(rdb), bot.Options{Logger: testLogger(t)})
+	b := bot.New(store.NewStore(rdb), bot.Options{Logger: testLogger(t)})
 	return b, m, rdb
 }
 

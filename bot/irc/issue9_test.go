@@ -15,7 +15,8 @@ import (
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/ident"
 )
 
 // Tests for issue 9, findings 1, 2 and 6 ("nothing silently dropped, no
@@ -170,7 +171,7 @@ func TestIssue9ThrottleAnswersEveryCommand(t *testing.T) {
 	}
 	applied := 0
 	for i := range patterns {
-		if h.rdb.SIsMember(context.Background(), coordinator.KeyIgnores(id), fmt.Sprintf("p%03dz", i)).Val() {
+		if h.rdb.SIsMember(context.Background(), store.KeyIgnores(id), fmt.Sprintf("p%03dz", i)).Val() {
 			applied++
 		}
 	}
@@ -354,12 +355,12 @@ func TestIssue9FinishNoticesCombined(t *testing.T) {
 			channel = "#elsewhere"
 		}
 		doc := fmt.Sprintf(`{"aborted":%v,"started_by":"nick%d","started_in":%q,"url":%q}`, i%7 == 0, i%5, channel, url)
-		h.rdb.RPush(ctx, coordinator.KeyFinishNotifications, doc)
+		h.rdb.RPush(ctx, store.KeyFinishNotifications, doc)
 	}
-	f := coordinator.NewFinishNotifier(coordinator.NewStore(h.rdb), h.client, coordinator.FinishConfig{}, testLogger(t))
+	f := coordinator.NewFinishNotifier(store.NewStore(h.rdb), h.client, coordinator.FinishConfig{}, testLogger(t))
 	watcher.Mark()
 	start := time.Now()
-	for h.rdb.LLen(ctx, coordinator.KeyFinishNotifications).Val()+h.rdb.LLen(ctx, coordinator.KeyFinishProcessing).Val() > 0 {
+	for h.rdb.LLen(ctx, store.KeyFinishNotifications).Val()+h.rdb.LLen(ctx, store.KeyFinishProcessing).Val() > 0 {
 		if err := f.RunOnce(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/text"
 )
 
@@ -41,7 +41,7 @@ type adminCmd struct {
 	stderr      io.Writer
 
 	cfg   *config.Config
-	store *coordinator.Store
+	store *store.Store
 	close func()
 }
 
@@ -179,15 +179,15 @@ func (a *adminCmd) parseIdent(args []string, allowURL bool) (string, int) {
 
 // refusal reports a store error; exit status 1.
 func (a *adminCmd) refusal(id string, err error) int {
-	var notJob *coordinator.NotAJobError
+	var notJob *store.NotAJobError
 	switch {
-	case errors.Is(err, coordinator.ErrNoJob):
+	case errors.Is(err, store.ErrNoJob):
 		a.failf("no job %s (neither a job record nor a failure record); nothing was done", id)
 	case errors.As(err, &notJob):
 		a.failf("key %s is not a job record (it holds another kind of value); nothing was done", notJob.Key)
-	case coordinator.IsUnavailable(err):
+	case store.IsUnavailable(err):
 		a.failf("Redis stopped answering: %v; nothing may have been done", err)
-	case errors.Is(err, coordinator.ErrOutcomeUnknown):
+	case errors.Is(err, store.ErrOutcomeUnknown):
 		a.failf("%v; run \"archivebot job %s\" to see whether it took effect", err, id)
 	default:
 		a.failf("%v", err)
@@ -239,7 +239,7 @@ func runJobs(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				URL: j.Fields["url"], StartedBy: j.Fields["started_by"], StartedIn: j.Fields["started_in"],
 				QueuedAt: j.Fields["queued_at"], StartedAt: j.Fields["started_at"], Pipeline: j.Fields["pipeline_id"],
 				Depth: j.Fields["fetch_depth"], Note: j.Fields["note"]}
-			if j.Queue == coordinator.KeyWorking {
+			if j.Queue == store.KeyWorking {
 				r.State = "running"
 			}
 			switch {
@@ -271,7 +271,7 @@ func runJobs(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			}
 			// Every field but pos and age is what Redis holds: cleaned.
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tc(r.Ident), r.State, tc(r.Queue), pos, age(now, since),
-				tc(r.StartedBy), tc(strings.TrimPrefix(r.Pipeline, coordinator.PipelinePrefix)), tc(r.URL))
+				tc(r.StartedBy), tc(strings.TrimPrefix(r.Pipeline, store.PipelinePrefix)), tc(r.URL))
 		}
 		tw.Flush()
 		return 0
@@ -286,10 +286,10 @@ func tc(s string) string { return text.Terminal(s) }
 
 // pipelineKey turns a pipeline id or key into the key.
 func pipelineKey(s string) string {
-	if s == "" || strings.HasPrefix(s, coordinator.PipelinePrefix) {
+	if s == "" || strings.HasPrefix(s, store.PipelinePrefix) {
 		return s
 	}
-	return coordinator.PipelinePrefix + s
+	return store.PipelinePrefix + s
 }
 
 // age writes how long ago a UNIX time (seconds, maybe with a fraction) was.
@@ -334,15 +334,15 @@ type failureView struct {
 	Extra    map[string]string `json:"extra,omitempty"`
 }
 
-func stateName(j *coordinator.Job) string {
+func stateName(j *store.Job) string {
 	switch j.State() {
-	case coordinator.StateRunning:
+	case store.StateRunning:
 		return "running"
-	case coordinator.StateFinished:
+	case store.StateFinished:
 		return "finished"
-	case coordinator.StateAborted:
+	case store.StateAborted:
 		return "aborted"
-	case coordinator.StateFailed:
+	case store.StateFailed:
 		return "failed"
 	}
 	return "queued"
@@ -360,7 +360,7 @@ func runJob(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return a.refusal(id, err)
 		}
 		if d == nil {
-			return a.refusal(id, coordinator.ErrNoJob)
+			return a.refusal(id, store.ErrNoJob)
 		}
 		v := jobView{Ident: id, Queue: d.Queue, Position: d.Position, QueueLen: d.QueueLen, Working: d.Working, Ignores: d.Ignores}
 		if v.Ignores == nil {
@@ -457,7 +457,7 @@ type actionResult struct {
 	Queue   string `json:"queue,omitempty"`
 	Ignores *int64 `json:"ignores,omitempty"`
 	// Notice is the line queued for the channel (delivered by the node).
-	Notice *coordinator.AdminNotice `json:"notice,omitempty"`
+	Notice *store.AdminNotice `json:"notice,omitempty"`
 }
 
 func (a *adminCmd) report(r actionResult, text string) int {
@@ -477,7 +477,7 @@ func (a *adminCmd) report(r actionResult, text string) int {
 
 // notify queues a line for the channel; a failure is reported (the change
 // itself is made) with exit status 1.
-func (a *adminCmd) notify(ctx context.Context, n coordinator.AdminNotice) (*coordinator.AdminNotice, error) {
+func (a *adminCmd) notify(ctx context.Context, n store.AdminNotice) (*store.AdminNotice, error) {
 	if err := a.store.PushAdminNotice(ctx, n); err != nil {
 		a.failf("the change was made, but the line for %s could not be queued: %v", n.Channel, err)
 		return nil, err
@@ -505,7 +505,7 @@ func runFail(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return a.session(func(ctx context.Context) int {
 		who := operator()
 		job, err := a.store.FailJobBy(ctx, id, "failed by "+who, who)
-		if errors.Is(err, coordinator.ErrJobFinished) {
+		if errors.Is(err, store.ErrJobFinished) {
 			a.failf("job %s has already finished; there is nothing to fail", id)
 			return 1
 		}
@@ -513,7 +513,7 @@ func runFail(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return a.refusal(id, err)
 		}
 		r := actionResult{Ident: id, URL: job.URL(), Result: "failed"}
-		n, err := a.notify(ctx, coordinator.AdminNotice{Channel: job.Get("started_in"),
+		n, err := a.notify(ctx, store.AdminNotice{Channel: job.Get("started_in"),
 			Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): removed from its queue, it will not run any more.", id, job.URL(), who)})
 		r.Notice = n
 		if out := a.report(r, fmt.Sprintf("Job %s for %s failed: removed from its queue, it will not run any more.", id, job.URL())); err != nil || out != 0 {
@@ -530,7 +530,7 @@ func runAbort(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	return a.session(func(ctx context.Context) int {
 		res, url, err := a.store.AbortBy(ctx, id, operator())
-		if errors.Is(err, coordinator.ErrJobFinished) {
+		if errors.Is(err, store.ErrJobFinished) {
 			a.failf("job %s has already finished; there is nothing to abort", id)
 			return 1
 		}
@@ -539,7 +539,7 @@ func runAbort(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 		// The channel hears of it through the finish notice: the pipeline
 		// writes one when it stops, abort.lua one for a job not yet started.
-		if res == coordinator.AbortedQueued {
+		if res == store.AbortedQueued {
 			return a.report(actionResult{Ident: id, URL: url, Result: "aborted"},
 				fmt.Sprintf("Job %s for %s was aborted before it started.", id, url))
 		}
@@ -555,7 +555,7 @@ func runExpire(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	return a.session(func(ctx context.Context) int {
 		err := a.store.ExpireBy(ctx, id, operator())
-		if errors.Is(err, coordinator.ErrNoExpiry) {
+		if errors.Is(err, store.ErrNoExpiry) {
 			a.failf("job %s does not yet have an expiry timer (it has not finished)", id)
 			return 1
 		}
@@ -578,15 +578,15 @@ func runRequeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	return a.session(func(ctx context.Context) int {
 		res, err := a.store.Requeue(ctx, id, *force, a.cfg.Notifier.PipelineSilentAfter.Duration)
-		var alive *coordinator.PipelineAliveError
+		var alive *store.PipelineAliveError
 		switch {
 		case errors.As(err, &alive):
 			a.failf("job %s: %v (failing a job does not stop its pipeline, whose mark-done would finish the new run); nothing was done. Use -force to requeue it anyway", id, alive)
 			return 1
-		case errors.Is(err, coordinator.ErrJobFinished):
+		case errors.Is(err, store.ErrJobFinished):
 			a.failf("job %s has finished; nothing was done (archivebot expire %s, then !a, archives it again)", id, id)
 			return 1
-		case errors.Is(err, coordinator.ErrJobNotRequeueable), errors.Is(err, coordinator.ErrFailureWithoutJob):
+		case errors.Is(err, store.ErrJobNotRequeueable), errors.Is(err, store.ErrFailureWithoutJob):
 			a.failf("job %s: %v; nothing was done", id, err)
 			return 1
 		case err != nil:
@@ -598,10 +598,10 @@ func runRequeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if nick := res.Job["started_by"]; nick != "" {
 			text = nick + ": " + text
 		}
-		n, nerr := a.notify(ctx, coordinator.AdminNotice{Channel: res.Job["started_in"], Text: text})
+		n, nerr := a.notify(ctx, store.AdminNotice{Channel: res.Job["started_in"], Text: text})
 		r.Notice = n
 		out := a.report(r, fmt.Sprintf("Job %s for %s requeued in %s (%s job; %d ignore patterns; reset: %s).",
-			id, url, res.Queue, res.Source, res.Ignores, strings.Join(coordinator.RequeueResetFields, " ")))
+			id, url, res.Queue, res.Source, res.Ignores, strings.Join(store.RequeueResetFields, " ")))
 		if nerr != nil || out != 0 {
 			return 1
 		}
@@ -627,7 +627,7 @@ type pipelineView struct {
 	Fields     map[string]string `json:"fields,omitempty"`
 }
 
-func (v *pipelineView) fill(p *coordinator.Pipeline, now time.Time, silentAfter time.Duration) {
+func (v *pipelineView) fill(p *store.Pipeline, now time.Time, silentAfter time.Duration) {
 	v.Key, v.Fields = p.Key, p.Fields
 	v.Nickname, v.Version, v.Hostname, v.Status = p.Fields["nickname"], p.Fields["version"], p.Fields["hostname"], p.Fields["status"]
 	v.TS, _ = strconv.ParseFloat(p.Fields["ts"], 64)
@@ -653,7 +653,7 @@ func runPipelines(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 		byPipe := map[string][]string{}
 		for _, j := range jobs {
-			if p := j.Fields["pipeline_id"]; j.Queue == coordinator.KeyWorking && p != "" {
+			if p := j.Fields["pipeline_id"]; j.Queue == store.KeyWorking && p != "" {
 				byPipe[p] = append(byPipe[p], j.Ident)
 			}
 		}
@@ -695,7 +695,7 @@ func runPipelines(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 					last += " (silent)"
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tc(strings.TrimPrefix(v.Key, coordinator.PipelinePrefix)),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tc(strings.TrimPrefix(v.Key, store.PipelinePrefix)),
 				tc(v.Nickname), tc(v.Version), tc(v.Hostname), tc(v.Status), last, tc(strings.Join(v.Jobs, " ")))
 		}
 		tw.Flush()
@@ -719,7 +719,7 @@ func runReapPipeline(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	key := pipelineKey(pos[0])
-	hex := strings.TrimPrefix(key, coordinator.PipelinePrefix)
+	hex := strings.TrimPrefix(key, store.PipelinePrefix)
 	if hex == "" || strings.Trim(hex, "0123456789abcdef") != "" {
 		a.failf("%q is not a pipeline id (pipeline:<md5hex> or the hex after it; archivebot pipelines lists them)", pos[0])
 		return 2
@@ -747,11 +747,11 @@ func runReapPipeline(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		res := reapResult{Pipeline: key, Failed: []actionResult{}}
 		status := 0
 		for _, j := range jobs {
-			if j.Queue != coordinator.KeyWorking || j.Fields["pipeline_id"] != key {
+			if j.Queue != store.KeyWorking || j.Fields["pipeline_id"] != key {
 				continue
 			}
 			job, err := a.store.FailJobBy(ctx, j.Ident, fmt.Sprintf("pipeline %s is gone; failed by %s", hex, who), who)
-			if errors.Is(err, coordinator.ErrJobFinished) || errors.Is(err, coordinator.ErrNoJob) {
+			if errors.Is(err, store.ErrJobFinished) || errors.Is(err, store.ErrNoJob) {
 				continue // it ended meanwhile
 			}
 			if err != nil {
@@ -760,7 +760,7 @@ func runReapPipeline(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				continue
 			}
 			r := actionResult{Ident: j.Ident, URL: job.URL(), Result: "failed"}
-			n, err := a.notify(ctx, coordinator.AdminNotice{Channel: job.Get("started_in"),
+			n, err := a.notify(ctx, store.AdminNotice{Channel: job.Get("started_in"),
 				Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): its pipeline %s is gone.", j.Ident, job.URL(), who, hex)})
 			if err != nil {
 				status = 1

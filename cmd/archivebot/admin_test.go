@@ -11,10 +11,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // admin runs `archivebot ARGS...` against backend b (through REDIS_URL).
@@ -41,17 +41,17 @@ func adminJSON(t *testing.T, b *redistest.Backend, v any, args ...string) {
 }
 
 // queueJob registers a job as !a would.
-func queueJob(t *testing.T, s *coordinator.Store, rawURL, nick, queue string) string {
+func queueJob(t *testing.T, s *store.Store, rawURL, nick, queue string) string {
 	t.Helper()
 	norm, id, err := ident.FromURL(rawURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	depth := "inf"
-	if queue == coordinator.KeyPendingAO {
+	if queue == store.KeyPendingAO {
 		depth = "shallow"
 	}
-	if err := s.Register(context.Background(), coordinator.NewJob{
+	if err := s.Register(context.Background(), store.NewJob{
 		Ident: id, URL: norm, FetchDepth: depth, Slug: "slug", StartedBy: nick, StartedIn: "#archivebot",
 		DelayMin: 250, DelayMax: 375, Concurrency: 3, SettingsAge: 4, Queue: queue, Patterns: []string{"global"},
 	}); err != nil {
@@ -61,15 +61,15 @@ func queueJob(t *testing.T, s *coordinator.Store, rawURL, nick, queue string) st
 }
 
 // adminNotices returns what the admin notice list holds.
-func adminNotices(t *testing.T, b *redistest.Backend) []coordinator.AdminNotice {
+func adminNotices(t *testing.T, b *redistest.Backend) []store.AdminNotice {
 	t.Helper()
-	docs, err := b.Client.LRange(context.Background(), coordinator.KeyAdminNotices, 0, -1).Result()
+	docs, err := b.Client.LRange(context.Background(), store.KeyAdminNotices, 0, -1).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []coordinator.AdminNotice
+	var out []store.AdminNotice
 	for _, d := range docs {
-		var n coordinator.AdminNotice
+		var n store.AdminNotice
 		if err := json.Unmarshal([]byte(d), &n); err != nil {
 			t.Fatalf("notice %q: %v", d, err)
 		}
@@ -123,9 +123,9 @@ func TestAdminBadArguments(t *testing.T) {
 func TestAdminJobsAndJob(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := coordinator.NewStore(b.Client)
-		running := queueJob(t, s, "http://running.example.com/", "alice", coordinator.KeyPending)
-		queued := queueJob(t, s, "http://queued.example.com/", "bob", coordinator.KeyPendingAO)
+		s := store.NewStore(b.Client)
+		running := queueJob(t, s, "http://running.example.com/", "alice", store.KeyPending)
+		queued := queueJob(t, s, "http://queued.example.com/", "bob", store.KeyPendingAO)
 		named := queueJob(t, s, "http://named.example.com/", "bob", "pending:fast")
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "slowpipe", ID: "aa11"})
 		if err := p.Report(ctx, "Running"); err != nil {
@@ -183,8 +183,8 @@ func TestAdminJobsAndJob(t *testing.T) {
 func TestAdminFailAbortExpire(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := coordinator.NewStore(b.Client)
-		id := queueJob(t, s, "http://fail.example.com/", "alice", coordinator.KeyPending)
+		s := store.NewStore(b.Client)
+		id := queueJob(t, s, "http://fail.example.com/", "alice", store.KeyPending)
 		var r actionResult
 		adminJSON(t, b, &r, "fail", id)
 		if r.Result != "failed" || r.URL != "http://fail.example.com/" || r.Notice == nil || r.Notice.Channel != "#archivebot" {
@@ -194,7 +194,7 @@ func TestAdminFailAbortExpire(t *testing.T) {
 		if job == nil || !job.Flag("failed") || !strings.HasPrefix(job.Get("failed_reason"), "failed by ") {
 			t.Fatalf("job after fail: %+v", job)
 		}
-		if n, _ := b.Client.LLen(ctx, coordinator.KeyPending).Result(); n != 0 {
+		if n, _ := b.Client.LLen(ctx, store.KeyPending).Result(); n != 0 {
 			t.Fatal("still queued")
 		}
 		notices := adminNotices(t, b)
@@ -206,7 +206,7 @@ func TestAdminFailAbortExpire(t *testing.T) {
 			t.Fatalf("second fail: %d %q", code, errs)
 		}
 
-		id2 := queueJob(t, s, "http://abort.example.com/", "alice", coordinator.KeyPending)
+		id2 := queueJob(t, s, "http://abort.example.com/", "alice", store.KeyPending)
 		adminJSON(t, b, &r, "abort", id2)
 		if r.Result != "aborted" {
 			t.Fatalf("abort: %+v", r)
@@ -219,7 +219,7 @@ func TestAdminFailAbortExpire(t *testing.T) {
 		if ok, _ := s.Exists(ctx, id2); ok {
 			t.Fatal("record left after expire")
 		}
-		id3 := queueJob(t, s, "http://noexpiry.example.com/", "alice", coordinator.KeyPending)
+		id3 := queueJob(t, s, "http://noexpiry.example.com/", "alice", store.KeyPending)
 		code, _, errs = admin(t, b, "expire", id3)
 		if code != 1 || !strings.Contains(errs, "does not yet have an expiry timer") {
 			t.Fatalf("expire of a queued job: %d %q", code, errs)
@@ -230,8 +230,8 @@ func TestAdminFailAbortExpire(t *testing.T) {
 func TestAdminPipelinesAndReap(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := coordinator.NewStore(b.Client)
-		id := queueJob(t, s, "http://reap.example.com/", "carol", coordinator.KeyPending)
+		s := store.NewStore(b.Client)
+		id := queueJob(t, s, "http://reap.example.com/", "carol", store.KeyPending)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "gonepipe", ID: "bb22", Version: "v9"})
 		if err := p.Report(ctx, "Running"); err != nil {
 			t.Fatal(err)
@@ -264,7 +264,7 @@ func TestAdminPipelinesAndReap(t *testing.T) {
 		if job == nil || !job.Flag("failed") || !strings.Contains(job.Get("failed_reason"), "bb22 is gone") {
 			t.Fatalf("job after reap: %+v", job)
 		}
-		if n, _ := b.Client.Exists(ctx, p.Key(), coordinator.KeyPipelines, coordinator.KeyWorking).Result(); n != 0 {
+		if n, _ := b.Client.Exists(ctx, p.Key(), store.KeyPipelines, store.KeyWorking).Result(); n != 0 {
 			t.Fatalf("%d of record, pipelines, working left", n)
 		}
 		if len(adminNotices(t, b)) != 1 {
@@ -279,7 +279,7 @@ func TestAdminPipelinesAndReap(t *testing.T) {
 func TestAdminRequeueRunsAgain(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := coordinator.NewStore(b.Client)
+		s := store.NewStore(b.Client)
 		norm, id, _ := ident.FromURL("http://again.example.com/")
 		job := map[string]string{
 			"url": norm, "fetch_depth": "inf", "log_key": id + "_log", "ignore_patterns_set_key": id + "_ignores",
@@ -290,7 +290,7 @@ func TestAdminRequeueRunsAgain(t *testing.T) {
 			"log_score": "99", "failed": "true", "failed_reason": "no heartbeat for 2h0m",
 		}
 		jb, _ := json.Marshal(job)
-		b.Client.HSet(ctx, coordinator.KeyFailed(id), "url", norm, "reason", "no heartbeat for 2h0m", "failed_by", "reaper",
+		b.Client.HSet(ctx, store.KeyFailed(id), "url", norm, "reason", "no heartbeat for 2h0m", "failed_by", "reaper",
 			"failed_at", "1732807200", "queue", "working", "job", string(jb), "ignores", `["ig1","ig2"]`)
 		b.Client.HSet(ctx, "archivebot:origin:"+id, "queue", "pending:again")
 
@@ -331,7 +331,7 @@ func TestAdminRequeueRunsAgain(t *testing.T) {
 
 		// A dead job whose pipeline still reports: refused without -force,
 		// requeued with it (the flag after the argument).
-		id2 := queueJob(t, s, "http://dead.example.com/", "erin", coordinator.KeyPending)
+		id2 := queueJob(t, s, "http://dead.example.com/", "erin", store.KeyPending)
 		p2 := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p2"})
 		p2.Report(ctx, "Running")
 		if _, err := p2.Take(ctx); err != nil {
@@ -355,21 +355,21 @@ func TestAdminRequeueRunsAgain(t *testing.T) {
 func TestAdminFailThenRequeueFromRecords(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := coordinator.NewStore(b.Client)
-		queue := coordinator.PendingNamedPrefix + "again"
+		s := store.NewStore(b.Client)
+		queue := store.PendingNamedPrefix + "again"
 		id := queueJob(t, s, "http://records.example.com/", "erin", queue)
-		b.Client.SAdd(ctx, coordinator.KeyIgnores(id), "^http://records\\.example\\.com/skip/")
+		b.Client.SAdd(ctx, store.KeyIgnores(id), "^http://records\\.example\\.com/skip/")
 		var r actionResult
 		adminJSON(t, b, &r, "fail", id)
 		if r.Result != "failed" {
 			t.Fatalf("fail: %+v", r)
 		}
 		// The failure record names the operator, as !fail names the op.
-		if by := b.Client.HGet(ctx, coordinator.KeyFailed(id), "failed_by").Val(); by != operator() {
+		if by := b.Client.HGet(ctx, store.KeyFailed(id), "failed_by").Val(); by != operator() {
 			t.Fatalf("failure record failed_by = %q, want the operator %q", by, operator())
 		}
 		// The job record expires 5 s after a fail; the records stay.
-		b.Client.Del(ctx, coordinator.KeyJob(id), coordinator.KeyIgnores(id))
+		b.Client.Del(ctx, store.KeyJob(id), store.KeyIgnores(id))
 		adminJSON(t, b, &r, "requeue", id)
 		if r.Result != "requeued" || r.Queue != queue || r.Ignores == nil || *r.Ignores != 2 {
 			t.Fatalf("requeue: %+v (ignores %v)", r, r.Ignores)
@@ -382,7 +382,7 @@ func TestAdminFailThenRequeueFromRecords(t *testing.T) {
 		if err != nil || job == nil || job.Get("started_by") != "erin" || job.Get("delay_min") != "250" || job.Flag("failed") {
 			t.Fatalf("requeued job: %+v, %v", job, err)
 		}
-		patterns, _ := b.Client.SMembers(ctx, coordinator.KeyIgnores(id)).Result()
+		patterns, _ := b.Client.SMembers(ctx, store.KeyIgnores(id)).Result()
 		if len(patterns) != 2 {
 			t.Fatalf("ignore patterns after requeue: %v", patterns)
 		}
@@ -396,8 +396,8 @@ func TestAdminFailThenRequeueFromRecords(t *testing.T) {
 func TestAdminTablesCleanTerminalEscapes(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := coordinator.NewStore(b.Client)
-		id := queueJob(t, s, "http://escape.example.com/", "alice", coordinator.KeyPending)
+		s := store.NewStore(b.Client)
+		id := queueJob(t, s, "http://escape.example.com/", "alice", store.KeyPending)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "pipe\x1b]0;pwned\x07", ID: "cc33", Version: "\x1b[2J\x1b[H"})
 		if err := p.Report(ctx, "Running"); err != nil {
 			t.Fatal(err)

@@ -16,9 +16,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // Browser tests for issue 18 (findings 10, 12 and 15).
@@ -187,7 +187,7 @@ func TestDashboardBoundedAndSafeLinks(t *testing.T) {
 	// 300 "finished" events for jobs nobody queued.
 	for i := 0; i < 300; i++ {
 		ev := fmt.Sprintf(`{"ts":%d,"ident":"ghost%d","event":"finished","by":"x","detail":{"url":"http://ghost%d.example/"}}`, time.Now().Unix(), i, i)
-		if err := d.rdb.Publish(bg, coordinator.ChannelJobEvents, ev).Err(); err != nil {
+		if err := d.rdb.Publish(bg, store.ChannelJobEvents, ev).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,9 +11,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // TestDashboardPerf is the dashboard under load in headless chromium:
@@ -46,13 +46,13 @@ func TestDashboardPerf(t *testing.T) {
 	s := start(t, "-config", cfg)
 	s.expect("ArchiveBot console")
 	bg := context.Background()
-	store := coordinator.NewStore(b.Client)
+	st := store.NewStore(b.Client)
 	pipe := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "perfpipe"})
 	pipe.Report(bg, "Running")
 	var running []*pipelinesim.Job
 	for i := range jobs {
 		id := fmt.Sprintf("perfjob%04d", i)
-		err := store.Register(bg, coordinator.NewJob{Ident: id, URL: fmt.Sprintf("http://perf%d.example/", i), FetchDepth: "inf",
+		err := st.Register(bg, store.NewJob{Ident: id, URL: fmt.Sprintf("http://perf%d.example/", i), FetchDepth: "inf",
 			Slug: "x", StartedBy: "perf", StartedIn: "#ab", DelayMin: 250, DelayMax: 375, Concurrency: 3, SettingsAge: 1, Queue: "pending"})
 		if err != nil {
 			t.Fatal(err)

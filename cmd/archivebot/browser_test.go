@@ -15,9 +15,9 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // chromiumPath finds Debian's chromium. Without it the browser tests skip,
@@ -132,7 +132,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	base := "http://" + addr
 
 	bg := context.Background()
-	store := coordinator.NewStore(b.Client)
+	st := store.NewStore(b.Client)
 	pipe := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "browserpipe"})
 	if err := pipe.Report(bg, "Running"); err != nil {
 		t.Fatal(err)
@@ -208,11 +208,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	// An ignore pattern and a nick with markup, for the job page's history:
 	// Redis-provided strings, to show as text.
 	evilPattern := `<img src=x onerror="document.body.dataset.pwned=1">`
-	if _, err := store.ChangeSettings(bg, fai.Ident, coordinator.Change{Bump: 1, By: "<b>mallory</b>",
+	if _, err := st.ChangeSettings(bg, fai.Ident, store.Change{Bump: 1, By: "<b>mallory</b>",
 		AddPatterns: []string{evilPattern}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.FailJob(bg, fai.Ident, "failed by an operator"); err != nil {
+	if _, err := st.FailJob(bg, fai.Ident, "failed by an operator"); err != nil {
 		t.Fatal(err)
 	}
 	for id, state := range map[string]string{fin.Ident: "finished", abo.Ident: "aborted", fai.Ident: "failed", run.Ident: "running"} {

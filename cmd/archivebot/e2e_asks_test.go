@@ -14,9 +14,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
-	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 func TestE2EQueueToolsMatrix(t *testing.T) {
@@ -103,10 +103,10 @@ func TestE2EQueueToolsMatrix(t *testing.T) {
 		if q, _ := rdb.LRange(ctx, "pending:askpipe", 0, -1).Result(); !cmp.Equal(q, []string{id}) {
 			t.Errorf("pending:askpipe = %q", q)
 		}
-		if n, _ := rdb.LLen(ctx, coordinator.KeyPending).Result(); n != 0 {
+		if n, _ := rdb.LLen(ctx, store.KeyPending).Result(); n != 0 {
 			t.Errorf("pending still holds %d", n)
 		}
-		if q, _ := rdb.HGet(ctx, coordinator.KeyOrigin(id), "queue").Result(); q != "pending:askpipe" {
+		if q, _ := rdb.HGet(ctx, store.KeyOrigin(id), "queue").Result(); q != "pending:askpipe" {
 			t.Errorf("origin queue %q", q)
 		}
 		j, err := p.Take(ctx)

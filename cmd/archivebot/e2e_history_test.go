@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
-	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // TestE2EHistory drives one job through queue, three settings changes by
@@ -31,7 +31,7 @@ func TestE2EHistory(t *testing.T) {
 		plain.WaitBotIn(botNick, ch)
 		url, id := identOf(t, "https://example.com/history")
 		history := func() []string {
-			es, err := coordinator.NewStore(rdb).History(ctx, id, 100)
+			es, err := store.NewStore(rdb).History(ctx, id, 100)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +60,7 @@ func TestE2EHistory(t *testing.T) {
 			t.Fatalf("user_agent %q", ua)
 		}
 		step(op, "!move "+id+" pending-large", "to the back of pending-large", "", "")
-		if n, _ := rdb.LLen(ctx, coordinator.KeyPendingLarge).Result(); n != 1 {
+		if n, _ := rdb.LLen(ctx, store.KeyPendingLarge).Result(); n != 1 {
 			t.Fatalf("pending-large holds %d", n)
 		}
 		step(op, "!move "+id+" pending", "to the back of pending", "", "")
@@ -102,13 +102,13 @@ func TestE2EHistory(t *testing.T) {
 		if inCh := plain.Ask(botNick, ch, "!history "+id); len(inCh) != 6 || !strings.Contains(inCh[5], "aborted by "+pk) {
 			t.Errorf("channel !history: %q", inCh)
 		}
-		ttl, _ := rdb.TTL(ctx, coordinator.KeyHistory(id)).Result()
-		if ttl <= coordinator.HistoryEndedTTL-time.Minute || ttl > coordinator.HistoryEndedTTL {
-			t.Errorf("history TTL %v, want about %v", ttl, coordinator.HistoryEndedTTL)
+		ttl, _ := rdb.TTL(ctx, store.KeyHistory(id)).Result()
+		if ttl <= store.HistoryEndedTTL-time.Minute || ttl > store.HistoryEndedTTL {
+			t.Errorf("history TTL %v, want about %v", ttl, store.HistoryEndedTTL)
 		}
 		if b.Mini != nil {
-			b.Mini.FastForward(coordinator.HistoryEndedTTL + time.Second)
-			if n, _ := rdb.Exists(ctx, coordinator.KeyHistory(id), coordinator.KeyOrigin(id)).Result(); n != 0 {
+			b.Mini.FastForward(store.HistoryEndedTTL + time.Second)
+			if n, _ := rdb.Exists(ctx, store.KeyHistory(id), store.KeyOrigin(id)).Result(); n != 0 {
 				t.Error("history and origin records outlived their TTL")
 			}
 			if got := ask(plain, ch, "!history "+id); !strings.Contains(got, "no history") {

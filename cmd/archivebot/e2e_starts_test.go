@@ -14,9 +14,9 @@ import (
 	"github.com/ergochat/irc-go/ircmsg"
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
-	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // startLineOf matches the start line of job id on the pipeline nick.
@@ -32,7 +32,7 @@ func TestE2EStartNotices(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client
-		store := coordinator.NewStore(rdb)
+		st := store.NewStore(rdb)
 		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 		const ch = "#starts"
 		cfg := nodeConfig{ircURL: irc.URL(), channels: []string{ch}, redisURL: b.URL}.write(t)
@@ -60,7 +60,7 @@ func TestE2EStartNotices(t *testing.T) {
 			if got := ask(voice, ch, j.text); !strings.Contains(got, "Queued") {
 				t.Fatalf("%s: %q", j.text, got)
 			}
-			if n, _ := rdb.HGet(ctx, coordinator.KeyOrigin(j.id), "notify_start").Result(); n != j.notify {
+			if n, _ := rdb.HGet(ctx, store.KeyOrigin(j.id), "notify_start").Result(); n != j.notify {
 				t.Errorf("%s: notify_start %q, want %q", j.text, n, j.notify)
 			}
 		}
@@ -82,10 +82,10 @@ func TestE2EStartNotices(t *testing.T) {
 		// Every start was observed, nothing is left to deliver; a reply to
 		// a later command is the barrier for lines still in flight.
 		eventually(t, "all seven starts observed", func() bool {
-			n, _ := rdb.SCard(ctx, coordinator.KeyStarted).Result()
+			n, _ := rdb.SCard(ctx, store.KeyStarted).Result()
 			return n == 7
 		})
-		if n, _ := rdb.LLen(ctx, coordinator.KeyStartNotifications).Result(); n != 0 {
+		if n, _ := rdb.LLen(ctx, store.KeyStartNotifications).Result(); n != 0 {
 			t.Errorf("%d start notices still queued", n)
 		}
 		got := ask(plain, ch, "!history "+optOut)
@@ -111,8 +111,8 @@ func TestE2EStartNotices(t *testing.T) {
 		bot.log.waitFor(t, from, "disconnected from IRC")
 		register := func(raw string) string {
 			url, id := identOf(t, raw)
-			err := store.Register(ctx, coordinator.NewJob{Ident: id, URL: url, FetchDepth: "inf", Slug: "s",
-				StartedBy: "vera", StartedIn: ch, Queue: coordinator.KeyPending, NotifyStart: true})
+			err := st.Register(ctx, store.NewJob{Ident: id, URL: url, FetchDepth: "inf", Slug: "s",
+				StartedBy: "vera", StartedIn: ch, Queue: store.KeyPending, NotifyStart: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,9 +123,9 @@ func TestE2EStartNotices(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, "the start observed and its notice queued, not announced", func() bool {
-			seen, _ := rdb.SIsMember(ctx, coordinator.KeyStarted, killedID).Result()
-			q, _ := rdb.LLen(ctx, coordinator.KeyStartNotifications).Result()
-			pr, _ := rdb.LLen(ctx, coordinator.KeyStartProcessing).Result()
+			seen, _ := rdb.SIsMember(ctx, store.KeyStarted, killedID).Result()
+			q, _ := rdb.LLen(ctx, store.KeyStartNotifications).Result()
+			pr, _ := rdb.LLen(ctx, store.KeyStartProcessing).Result()
 			return seen && q+pr == 1
 		})
 		bot.kill()

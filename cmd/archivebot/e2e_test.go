@@ -3,7 +3,7 @@ package main
 // Whole-process end-to-end tests: the real control node (run(), as main
 // calls it, with a TOML configuration) on a real ngircd, with real IRC
 // clients and simulated pipelines doing exactly what upstream pipelines do
-// in Redis (coordinator/pipelinesim). Each runs on miniredis and, when
+// in Redis (pipelinesim). Each runs on miniredis and, when
 // ARCHIVEBOT_TEST_REDIS is set, on a real redis-server.
 //
 // These nodes run in this process and are stopped with SIGTERM, so they
@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // TestE2EJobLifecycle: a job queued with !a by a voiced user goes queued →

@@ -12,6 +12,7 @@ import (
 	botirc "github.com/archiveteam/archivebot-go/bot/irc"
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
 )
 
@@ -58,7 +59,7 @@ func (h *haFrontEnd) Channels() []string            { return nil }
 // the lease's local deadline) and runs the services under the fencing
 // token; otherwise it only serves the web API. See doc/architecture.md,
 // High availability.
-func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, store *coordinator.Store,
+func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, store *store.Store,
 	b *bot.Bot, catalog *bot.Catalog, webLn, streamLn net.Listener) error {
 	lease := coordinator.NewLease(store, cfg.HA.NodeID, cfg.HA.LeaseTTL.Duration, logger)
 	// Commands a deposed leader still had buffered are refused too.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // Issue 14: `archivebot status` names the lease holder and its age, and
@@ -20,7 +20,7 @@ func TestStatusCommand(t *testing.T) {
 	if code := run([]string{"status", "-config", cfg}, strings.NewReader(""), &out, &errb); code != 3 || !strings.Contains(out.String(), "leader: none") {
 		t.Fatalf("no leader: exit %d, %q %q", code, out.String(), errb.String())
 	}
-	s := coordinator.NewStore(b.Client)
+	s := store.NewStore(b.Client)
 	s.Now = func() time.Time { return time.Now().Add(-90 * time.Second) }
 	if _, _, err := s.AcquireLease(context.Background(), "node-7", 10*time.Second); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 func TestOneServicePerLine(t *testing.T) {
@@ -88,7 +88,7 @@ func TestRedisLogThroughSlog(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, _, err = adminStore(context.Background(), cfg)
-	if err == nil || !coordinator.IsUnavailable(err) {
+	if err == nil || !store.IsUnavailable(err) {
 		t.Fatalf("connect to a closed port: %v", err)
 	}
 	var found bool

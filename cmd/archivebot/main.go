@@ -19,8 +19,8 @@ import (
 	"syscall"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator/embedded"
-	"github.com/archiveteam/archivebot-go/coordinator/ident"
+	"github.com/archiveteam/archivebot-go/embeddedredis"
+	"github.com/archiveteam/archivebot-go/ident"
 )
 
 func main() {
@@ -89,7 +89,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := serve(ctx, cfg, logger, stdin, stdout); err != nil {
 		logger.Error("archivebot stopped", "err", err)
 		fmt.Fprintf(stderr, "archivebot: %v\n", err)
-		if errors.Is(err, embedded.ErrAddrInUse) {
+		if errors.Is(err, embeddedredis.ErrAddrInUse) {
 			fmt.Fprintf(stderr, "archivebot: without a configuration file: -redis-listen ADDR or %s=ADDR picks another address; %s=redis://HOST:PORT/0 uses the running Redis\n",
 				config.EnvRedisListen, config.EnvRedisURL)
 		}

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 // The whole node (console front end, external Redis) with
@@ -51,11 +51,11 @@ listen = ""
 			return err == nil && n["updates"] > 0
 		})
 
-		s := coordinator.NewStore(b.Client)
+		s := store.NewStore(b.Client)
 		pipe := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "pushpipe"})
 		for i := range 3 {
 			url := fmt.Sprintf("http://push%d.example.net/", i)
-			id := queueJob(t, s, url, "alice", coordinator.KeyPending)
+			id := queueJob(t, s, url, "alice", store.KeyPending)
 			job, err := pipe.Take(ctx)
 			if err != nil || job == nil {
 				t.Fatalf("take: %v %v", job, err)
@@ -69,7 +69,7 @@ listen = ""
 			t.Logf("%s: finish report printed %v after mark-done", b.Name, time.Since(doneAt).Round(time.Millisecond))
 		}
 
-		id := queueJob(t, s, "http://opfail.example.net/", "bob", coordinator.KeyPending)
+		id := queueJob(t, s, "http://opfail.example.net/", "bob", store.KeyPending)
 		from := out.len()
 		if code, _, errs := admin(t, b, "fail", id); code != 0 {
 			t.Fatalf("fail: %s", errs)

@@ -19,7 +19,8 @@ import (
 	botirc "github.com/archiveteam/archivebot-go/bot/irc"
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/embedded"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/embeddedredis"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
 )
@@ -67,7 +68,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 		defer streamLn.Close()
 	}
 
-	store := coordinator.NewStore(rdb)
+	store := store.NewStore(rdb)
 	store.WaitReplicas = cfg.Redis.WaitReplicas
 	store.WaitTimeout = cfg.Redis.WaitTimeout.Duration
 	if err := store.Ping(ctx); err != nil {
@@ -130,7 +131,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 
 // openRedis connects to the configured Redis (through Sentinel when
 // redis.sentinels is set) or starts the embedded one.
-func openRedis(cfg *config.Config, logger *slog.Logger, stdout io.Writer) (*redis.Client, *embedded.Server, error) {
+func openRedis(cfg *config.Config, logger *slog.Logger, stdout io.Writer) (*redis.Client, *embeddedredis.Server, error) {
 	if len(cfg.Redis.Sentinels) > 0 {
 		logger.Info("using redis through sentinel", "master_name", cfg.Redis.MasterName, "sentinels", cfg.Redis.Sentinels, "db", cfg.Redis.DB)
 		return redis.NewFailoverClient(failoverOptions(cfg)), nil, nil
@@ -143,7 +144,7 @@ func openRedis(cfg *config.Config, logger *slog.Logger, stdout io.Writer) (*redi
 		logger.Info("using redis", "url", redactURL(cfg.Redis.URL))
 		return redis.NewClient(opt), nil, nil
 	}
-	srv, err := embedded.Start(embedded.Options{
+	srv, err := embeddedredis.Start(embeddedredis.Options{
 		Addr:         cfg.Redis.Listen,
 		DataDir:      cfg.Redis.DataDir,
 		Password:     cfg.Redis.Password,
@@ -204,7 +205,7 @@ func checkConfig(cfg *config.Config, logger *slog.Logger) error {
 // master the sentinels name, the configured URL, or the embedded Redis of
 // a running node at redis.listen (never starting one). It fails, with what
 // to do, when Redis does not answer. where names the Redis for messages.
-func adminStore(ctx context.Context, cfg *config.Config) (store *coordinator.Store, closeFn func(), where string, err error) {
+func adminStore(ctx context.Context, cfg *config.Config) (st *store.Store, closeFn func(), where string, err error) {
 	// Fail fast: an operator is waiting, and a write is never resent on
 	// its own (the store's writes say so themselves).
 	const dialTimeout = 2 * time.Second
@@ -233,18 +234,18 @@ func adminStore(ctx context.Context, cfg *config.Config) (store *coordinator.Sto
 		opt.DialTimeout, opt.DialerRetries, opt.MaxRetries = dialTimeout, 1, -1
 		rdb = redis.NewClient(opt)
 	}
-	store = coordinator.NewStore(rdb)
+	st = store.NewStore(rdb)
 	// The operator's writes wait for replicas as the bot's do.
-	store.WaitReplicas = cfg.Redis.WaitReplicas
-	store.WaitTimeout = cfg.Redis.WaitTimeout.Duration
+	st.WaitReplicas = cfg.Redis.WaitReplicas
+	st.WaitTimeout = cfg.Redis.WaitTimeout.Duration
 	pingCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	if err := store.Ping(pingCtx); err != nil {
+	if err := st.Ping(pingCtx); err != nil {
 		rdb.Close()
 		return nil, nil, where, fmt.Errorf("cannot reach Redis (%s): %w; nothing was done. "+
 			"Start the node, or name the Redis the pipelines use with REDIS_URL or -config", where, err)
 	}
-	return store, func() { rdb.Close() }, where, nil
+	return st, func() { rdb.Close() }, where, nil
 }
 
 // failoverOptions is the go-redis Sentinel client configuration: the

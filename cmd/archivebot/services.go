@@ -11,7 +11,8 @@ import (
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/pipelinesim"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 	"github.com/archiveteam/archivebot-go/tweeter"
 )
 
@@ -29,7 +30,7 @@ func (r *running) Stop() {
 
 // startServices starts the coordinator services and the tweeter, reporting
 // to ann.
-func startServices(ctx context.Context, cfg *config.Config, store *coordinator.Store, ann coordinator.Announcer, logger *slog.Logger) (*running, error) {
+func startServices(ctx context.Context, cfg *config.Config, store *store.Store, ann coordinator.Announcer, logger *slog.Logger) (*running, error) {
 	svc := coordinator.NewServices(store, ann, coordinator.ServicesConfig{
 		Reaper: coordinator.ReaperConfig{
 			Interval:  cfg.Reaper.Interval.Duration,

@@ -18,8 +18,8 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // logEntryScript is what a pipeline runs per log entry (its log script).
@@ -113,11 +113,11 @@ func TestStreamLoad(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	ctx := context.Background()
-	store := coordinator.NewStore(b.Client)
+	st := store.NewStore(b.Client)
 	idents := make([]string, jobs)
 	for i := range jobs {
 		idents[i] = fmt.Sprintf("loadjob%04d", i)
-		if err := store.Register(ctx, coordinator.NewJob{Ident: idents[i], URL: fmt.Sprintf("http://load%d.example/", i),
+		if err := st.Register(ctx, store.NewJob{Ident: idents[i], URL: fmt.Sprintf("http://load%d.example/", i),
 			FetchDepth: "inf", Slug: "x", StartedBy: "load", StartedIn: "#ab", DelayMin: 250, DelayMax: 375,
 			Concurrency: 3, SettingsAge: 1, Queue: "pending"}); err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/archiveteam/archivebot-go/bot"
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/web"
 )
@@ -55,7 +56,7 @@ func listenStream(cfg *config.Config, stdout io.Writer) (net.Listener, error) {
 // startWeb serves the HTTP API on ln and the live stream (its hub, on ln
 // and on streamLn) until ctx ends (wg waits for the graceful shutdown). It
 // returns the hub for startFirehose, nil when the web server is off.
-func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener, store *coordinator.Store,
+func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener, store *store.Store,
 	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger) *web.Hub {
 	if ln == nil {
 		return nil
@@ -102,7 +103,7 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener
 // startFirehose feeds hub from the job logs, following updates, until ctx
 // ends. It writes the broadcast bookmarks, so under ha.enabled only the
 // leader runs it (one per term); the hub and its clients stay.
-func startFirehose(ctx context.Context, wg *sync.WaitGroup, store *coordinator.Store, updates *coordinator.Updates,
+func startFirehose(ctx context.Context, wg *sync.WaitGroup, store *store.Store, updates *coordinator.Updates,
 	hub *web.Hub, logger *slog.Logger) {
 	if hub == nil {
 		return

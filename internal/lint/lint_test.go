@@ -24,19 +24,14 @@ const goRedis = "github.com/redis/go-redis/"
 // the store, the one seam between the control node and Redis (paths from
 // the module root; a trailing * matches a prefix).
 var storeFiles = []string{
-	"coordinator/store.go",
-	"coordinator/store_*",
-	"coordinator/scripts.go",
-	"coordinator/settings.go",
-	"coordinator/fail.go",
-	"coordinator/tweets.go",
+	"coordinator/store/*",
 }
 
 // redisExempt stand in for other programs, or only build a client.
 var redisExempt = map[string]string{
-	"coordinator/pipelinesim/": "the pipeline simulator plays a pipeline, a program of its own",
-	"coordinator/redistest/":   "test helper: starts and inspects the Redis the tests run against",
-	"coordinator/embedded/":    "the embedded Redis server is the other side of the seam; its client hook only makes our writes durable",
+	"pipelinesim/":           "the pipeline simulator plays a pipeline, a program of its own",
+	"coordinator/redistest/": "test helper: starts and inspects the Redis the tests run against",
+	"embeddedredis/":         "the embedded Redis server is the other side of the seam; its client hook only makes our writes durable",
 }
 
 // clientBuilders may name these go-redis objects and nothing else: they
@@ -216,9 +211,9 @@ func TestNoSpecCitations(t *testing.T) {
 // survive a panic goes through internal/run (Guard, Go), the one panic
 // guard, so every panic is logged the same way with its stack.
 var recoverAllowed = map[string]string{
-	"internal/run/run.go":         "the panic guard itself",
-	"web/server.go":               "a panicking request is answered 500, not only logged",
-	"coordinator/embedded/aof.go": "a damaged log record that panics the decoder ends the replay of its segment",
+	"internal/run/run.go":  "the panic guard itself",
+	"web/server.go":        "a panicking request is answered 500, not only logged",
+	"embeddedredis/aof.go": "a damaged log record that panics the decoder ends the replay of its segment",
 }
 
 // TestOnePanicGuard fails on a recover() outside internal/run and the

@@ -1,4 +1,0 @@
-package coordinator
-
-// FencedSourcesForTest lists the sources of the fenced scripts.
-func FencedSourcesForTest() []string { return append([]string(nil), fencedList...) }

@@ -1,0 +1,195 @@
+package store
+
+// Failing a job (!fail, the reaper's auto-fail) and the failure records
+// kept after it (doc/protocol.md, Failed jobs).
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// failExpiry is how long a failed job's keys live, as for aborted jobs.
+const failExpiry = 5
+
+// FailJob gives up on a job (reaper auto-fail, or an operator's !fail) in
+// one atomic step: it sets `failed` and `failed_reason`, INCRs
+// jobs_failed, removes the ident from every queue (pending, pending-ao,
+// pending-large, every pending:NAME) and from working, and expires the
+// hash, log and ignore set in 5 seconds. It returns the record after the
+// change, for the caller to report.
+//
+// Named queues are read from the queue index just before the atomic step:
+// a job is queued exactly once, so a queue created in between cannot hold
+// it.
+//
+// The same step writes the failure record archivebot:failed:IDENT (kept 7
+// days, see doc/web.md, Failure records), indexes it among finished jobs,
+// appends "failed" to the job's history and gives the history and origin
+// records the failure record's TTL. by is who failed it: an operator's
+// nick, or "reaper".
+// ErrNoJob and ErrJobFinished leave Redis unchanged; with
+// ErrJobFinished the job as it is is returned too.
+func (s *Store) FailJob(ctx context.Context, ident, reason string) (*Job, error) {
+	return s.FailJobBy(ctx, ident, reason, "node")
+}
+
+// FailJobBy is FailJob recording by (an operator's nick, or "reaper") as
+// who failed the job.
+func (s *Store) FailJobBy(ctx context.Context, ident, reason, by string) (*Job, error) {
+	named, err := s.NamedQueues(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("fail job %s: %w", ident, err)
+	}
+	keys := []string{KeyJob(ident), KeyLog(ident), KeyIgnores(ident), KeyJobsFailed,
+		KeyHistory(ident), KeyFailed(ident), KeyOrigin(ident), KeyFinishedIndex, KeyWorking}
+	keys = append(keys, FixedQueues...)
+	keys = append(keys, named...)
+	at := s.nowFloat()
+	entry := s.entry(ident, EventFailed, by, map[string]any{"reason": reason})
+	res, err := s.runWrite(ctx, "fail job "+ident, failScript.Script, failScript.src, keys, reason, failExpiry,
+		entry, by, strconv.FormatFloat(at, 'f', -1, 64), secs(FailureTTL)).Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(res) == 0 {
+		return nil, fmt.Errorf("fail job %s: empty reply", ident)
+	}
+	code, _ := res[0].(int64)
+	switch code {
+	case 0:
+		return nil, ErrNoJob
+	case -3:
+		return nil, &NotAJobError{Key: KeyJob(ident)}
+	}
+	job := &Job{Ident: ident, Fields: scriptFields(res[1:])}
+	if code == 2 {
+		return job, ErrJobFinished
+	}
+	return job, nil
+}
+
+// FailureTTL is how long a failure record (and its index entry) is kept.
+const FailureTTL = 7 * 24 * time.Hour
+
+// Failure is a failure record, archivebot:failed:IDENT (hash, kept
+// FailureTTL): what operators need after a job failed, since its job
+// record expires 5 seconds after the fail. Fields (all strings):
+//
+//	url         the job's URL
+//	reason      why it failed ("no heartbeat for 2h0m", "failed by NICK")
+//	failed_by   who or what failed it: "reaper", or the operator's nick
+//	failed_at   UNIX seconds (may have a fraction)
+//	queue       where it was: pending, pending-ao, pending-large,
+//	            pending:NAME, or working (it was running)
+//	job         JSON object: the job record as it was at the fail (every
+//	            field a string, as in Redis): fetch_depth, started_by,
+//	            started_in, queued_at, settings… — what a requeue needs
+//
+// Unknown fields are kept in Extra.
+type Failure struct {
+	Ident    string
+	URL      string
+	Reason   string
+	FailedBy string
+	FailedAt float64
+	Queue    string
+	// Job is the job record at the time of the fail (nil when absent).
+	Job   map[string]string
+	Extra map[string]string
+}
+
+// RecordFailure writes f as archivebot:failed:IDENT with a TTL of
+// FailureTTL and adds it to the index of finished jobs, in one step (one
+// round trip). FailedAt zero means now.
+func (s *Store) RecordFailure(ctx context.Context, f Failure) error {
+	if f.FailedAt == 0 {
+		now := s.Now()
+		f.FailedAt = float64(now.UnixMilli()) / 1000
+	}
+	at := strconv.FormatFloat(f.FailedAt, 'f', -1, 64)
+	args := []any{f.Ident, at, int64(FailureTTL / time.Second),
+		"url", f.URL, "reason", f.Reason, "failed_by", f.FailedBy, "failed_at", at, "queue", f.Queue}
+	if f.Job != nil {
+		b, err := json.Marshal(f.Job)
+		if err != nil {
+			return err
+		}
+		args = append(args, "job", string(b))
+	}
+	for k, v := range f.Extra {
+		args = append(args, k, v)
+	}
+	n, err := recordFailureScript.Run(ctx, s.rdb, []string{KeyFailed(f.Ident), KeyFinishedIndex}, args...).Int()
+	if err != nil {
+		return wrap("record failure of "+f.Ident, err)
+	}
+	if n < 0 {
+		return fmt.Errorf("record failure of %s: %w", f.Ident, ErrWrongType)
+	}
+	return nil
+}
+
+// parseFailure turns a failure record hash into a Failure (nil for none).
+func parseFailure(ident string, m map[string]string) *Failure {
+	if len(m) == 0 {
+		return nil
+	}
+	f := &Failure{Ident: ident, URL: m["url"], Reason: m["reason"], FailedBy: m["failed_by"], Queue: m["queue"]}
+	f.FailedAt, _ = strconv.ParseFloat(m["failed_at"], 64)
+	if raw := m["job"]; raw != "" {
+		var job map[string]any
+		if json.Unmarshal([]byte(raw), &job) == nil {
+			f.Job = make(map[string]string, len(job))
+			for k, v := range job {
+				switch v := v.(type) {
+				case string:
+					f.Job[k] = v
+				case nil:
+				default:
+					b, _ := json.Marshal(v)
+					f.Job[k] = string(b)
+				}
+			}
+		}
+	}
+	for k, v := range m {
+		switch k {
+		case "url", "reason", "failed_by", "failed_at", "queue", "job":
+		default:
+			if f.Extra == nil {
+				f.Extra = map[string]string{}
+			}
+			f.Extra[k] = v
+		}
+	}
+	return f
+}
+
+// GetFailure reads ident's failure record; nil, nil when there is none.
+// One round trip.
+func (s *Store) GetFailure(ctx context.Context, ident string) (*Failure, error) {
+	m, err := s.rdb.HGetAll(ctx, KeyFailed(ident)).Result()
+	if err != nil && !isWrongType(err) {
+		return nil, wrap("get failure "+ident, err)
+	}
+	return parseFailure(ident, m), nil
+}
+
+// FailReasons returns the failed_reason of each ident whose record has one
+// (one pipeline of HGETs): the jobs among idents that were failed.
+func (s *Store) FailReasons(ctx context.Context, idents []string) (map[string]string, error) {
+	all, err := s.hgetMany(ctx, idents, "failed_reason")
+	if err != nil {
+		return nil, err
+	}
+	for id, r := range all {
+		if r == "" {
+			delete(all, id)
+		}
+	}
+	return all, nil
+}

@@ -1,0 +1,224 @@
+// Package store is the only code that reads or writes Redis keys. It
+// holds the job store used by the bot's commands, the web, the tweeter and
+// the background services (package coordinator), the key names (keys.go)
+// and the Lua scripts that make every multi-key change atomic (scripts.go,
+// scripts/). Files are grouped by subject: jobs, commands, queues,
+// notices, failures, history, lease, logs, stream, pipelines, tweets,
+// status.
+package store
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/redis/go-redis/v9"
+)
+
+// scriptFields turns a flat field/value reply (HGETALL inside a script) into a map.
+func scriptFields(flat []any) map[string]string {
+	m := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		k, _ := flat[i].(string)
+		v, _ := flat[i+1].(string)
+		m[k] = v
+	}
+	return m
+}
+
+// secs formats a TTL for a script argument.
+func secs(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) }
+
+// ErrWrongType is returned when a key of ours holds a value of another type.
+var ErrWrongType = errors.New("key holds the wrong kind of value")
+
+// hgetMany reads one field of many job records in one pipeline.
+func (s *Store) hgetMany(ctx context.Context, idents []string, field string) (map[string]string, error) {
+	cmds := make([]*redis.StringCmd, len(idents))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range idents {
+			cmds[i] = p.HGet(ctx, KeyJob(id), field)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
+		return nil, wrap("read job "+field, err)
+	}
+	out := make(map[string]string, len(idents))
+	for i, id := range idents {
+		out[id] = cmds[i].Val()
+	}
+	return out, nil
+}
+
+func dedupe(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := ids[:0]
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// stringsOf reads a Lua array of strings from a script reply.
+func stringsOf(v any) []string {
+	items, _ := v.([]any)
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		if s, ok := it.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ErrUnavailable is wrapped by errors caused by Redis being unreachable, so
+// that front ends can answer "backend unavailable" instead of failing.
+var ErrUnavailable = errors.New("backend unavailable")
+
+// Store is the job store: typed operations over the shared Redis layout.
+type Store struct {
+	rdb redis.UniversalClient
+	// Now is the clock; tests replace it.
+	Now func() time.Time
+	// WaitReplicas, when positive, makes every user-command write wait
+	// (Redis WAIT, at most WaitTimeout) until that many replicas have it;
+	// see runWrite. Set it before use.
+	WaitReplicas int
+	WaitTimeout  time.Duration
+	// CommandFence, when set (ha.enabled), gives the fencing token of the
+	// user-command writes whose context carries none (see WithFence): a
+	// node that lost the lease refuses the commands it still had buffered.
+	// Lease.CommandFence is the one to use.
+	CommandFence func() string
+
+	indexMu    sync.Mutex
+	indexBuilt bool // the queue index was rebuilt by this store
+
+	wrongMu   sync.Mutex
+	wrongKeys map[string]struct{} // shared keys of the wrong type, logged once
+}
+
+// NewStore returns a store over rdb.
+func NewStore(rdb redis.UniversalClient) *Store {
+	return &Store{rdb: rdb, Now: time.Now}
+}
+
+// wrap classifies err: Redis server replies stay as they are, anything else
+// (refused connections, timeouts, closed pools) wraps ErrUnavailable.
+func wrap(op string, err error) error {
+	if err == nil || errors.Is(err, redis.Nil) {
+		return err
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) && !isConnReply(rerr.Error()) {
+		metrics.RedisError(false)
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	metrics.RedisError(true)
+	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+}
+
+// isConnReply reports server replies that mean "not usable right now".
+func isConnReply(msg string) bool {
+	for _, p := range []string{"LOADING", "MASTERDOWN", "NOAUTH", "WRONGPASS"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// NotAJobError says that the key where a job record was expected holds
+// something else (a queue, a counter, another program's key): the key is
+// skipped and left as it is, and a command answers "not a job".
+type NotAJobError struct{ Key string }
+
+func (e *NotAJobError) Error() string { return e.Key + " is not a job" }
+
+// isWrongType reports Redis's WRONGTYPE reply: a key of another type than
+// the command expects.
+// wrongTypeSkipped reports whether err is a WRONGTYPE reply to a read of
+// key, a key we share with upstream's programs (pipelines, working, a
+// queue, the counters, tweets:done) or one of ours that another program
+// wrote with another type. Such a key reads as empty, so the reply, the
+// page or /metrics goes on; the skip is counted
+// (archivebot_wrong_type_keys_skipped_total) and logged once per key, as
+// the services skip keys that are not jobs.
+func (s *Store) wrongTypeSkipped(key string, err error) bool {
+	if !isWrongType(err) {
+		return false
+	}
+	label := key
+	if strings.HasPrefix(key, PendingNamedPrefix) {
+		label = PendingNamedPrefix + "NAME" // any name: keep the series few
+	}
+	metrics.WrongTypeKeySkipped(label)
+	s.wrongMu.Lock()
+	_, said := s.wrongKeys[key]
+	if !said && len(s.wrongKeys) < maxWrongKeys {
+		if s.wrongKeys == nil {
+			s.wrongKeys = map[string]struct{}{}
+		}
+		s.wrongKeys[key] = struct{}{}
+	}
+	s.wrongMu.Unlock()
+	if !said {
+		slog.Warn("skipping a shared key of the wrong type: it reads as empty", "service", "store", "key", key, "err", err)
+	}
+	return true
+}
+
+// maxWrongKeys bounds the wrong-typed keys a store remembers having logged
+// (pending:NAME queues are the only ones without a fixed name); past it,
+// each further one is logged on every read and still counted.
+const maxWrongKeys = 1000
+
+// readErr is the first error among the replies of a pipeline of reads of
+// one key each that is neither "no such key" nor a wrong-typed key
+// (skipped, see wrongTypeSkipped).
+func (s *Store) readErr(cmds []redis.Cmder) error {
+	for _, c := range cmds {
+		err := c.Err()
+		if err == nil || errors.Is(err, redis.Nil) {
+			continue
+		}
+		if args := c.Args(); len(args) > 1 {
+			if key, ok := args[1].(string); ok && s.wrongTypeSkipped(key, err) {
+				continue
+			}
+		}
+		return err
+	}
+	return nil
+}
+
+func isWrongType(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE")
+}
+
+// IsUnavailable reports whether err means Redis could not be reached.
+func IsUnavailable(err error) bool {
+	if errors.Is(err, ErrUnavailable) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
+}
+
+// Ping checks that Redis answers.
+func (s *Store) Ping(ctx context.Context) error {
+	return wrap("ping", s.rdb.Ping(ctx).Err())
+}
