@@ -324,6 +324,7 @@ func (a *Analyzer) runOnce(ctx context.Context) error {
 			}
 		}
 	}
+	a.badKeys.endCycle(a.log, "working (keys that are not jobs, not analyzed)", time.Now())
 	return firstErr
 }
 

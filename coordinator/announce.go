@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"strings"
 	"sync"
@@ -75,28 +77,70 @@ func shortDuration(d time.Duration) string {
 }
 
 // onceLog remembers the keys a service complained about, so that a bad key
-// is logged once, not every cycle. It forgets everything when it holds too
-// many, so memory stays bounded whatever other programs write.
+// is logged once, not every cycle. Memory and log stay bounded whatever
+// other programs write: it remembers at most onceLogMax keys, as 64-bit
+// hashes (a key's length does not matter), and never forgets them; a bad
+// key beyond those is counted instead of logged, and endCycle logs the
+// count ("N more bad members of working") when it changes, at most once
+// per onceLogEvery.
 type onceLog struct {
 	mu   sync.Mutex
-	seen map[string]struct{}
+	seed maphash.Seed
+	seen map[uint64]struct{}
+	// more counts this cycle's bad keys that were not logged one by one;
+	// told is the count the last summary gave, at toldAt.
+	more, told int
+	toldAt     time.Time
 }
 
-// onceLogMax bounds the keys an onceLog remembers.
+// onceLogMax bounds the keys an onceLog remembers (and so logs one by one).
 const onceLogMax = 10000
 
-// first reports whether key is complained about for the first time.
+// onceLogEvery is the least time between two summaries of one onceLog.
+const onceLogEvery = time.Minute
+
+// first reports whether key is complained about for the first time and
+// should be logged on its own line.
 func (o *onceLog) first(key string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if _, ok := o.seen[key]; ok {
+	if o.seen == nil {
+		o.seed, o.seen = maphash.MakeSeed(), map[uint64]struct{}{}
+	}
+	h := maphash.String(o.seed, key)
+	if _, ok := o.seen[h]; ok {
 		return false
 	}
-	if o.seen == nil || len(o.seen) >= onceLogMax {
-		o.seen = map[string]struct{}{}
+	if len(o.seen) >= onceLogMax {
+		o.more++
+		return false
 	}
-	o.seen[key] = struct{}{}
+	o.seen[h] = struct{}{}
 	return true
+}
+
+// endCycle ends one pass over what (a key or "keys"): when bad keys were
+// left unlogged because onceLogMax were logged already, it says how many,
+// once per change of that number and at most once per onceLogEvery.
+func (o *onceLog) endCycle(log *slog.Logger, what string, now time.Time) {
+	o.mu.Lock()
+	n := o.more
+	o.more = 0
+	switch {
+	case n == o.told:
+		n = 0
+	case n == 0:
+		o.told = 0 // all gone: a later rise is news again
+	case !o.toldAt.IsZero() && now.Sub(o.toldAt) < onceLogEvery:
+		n = 0 // said recently; the next cycle after the pause says it
+	default:
+		o.told, o.toldAt = n, now
+	}
+	o.mu.Unlock()
+	if n > 0 {
+		log.Warn(fmt.Sprintf("%d more bad members of %s", n, what), "more", n,
+			"logged_one_by_one", onceLogMax, "note", "not logged one by one; the count is said again when it changes")
+	}
 }
 
 // orDefault sets *v to def when it is zero or negative: a service built

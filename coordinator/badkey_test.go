@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -190,4 +191,99 @@ func TestBadKey_StringJobInWorking(t *testing.T) {
 			t.Errorf("good job's history after the scans: %q %v", hist, err)
 		}
 	})
+}
+
+// warnCounter counts WARN records and keeps the summaries, without
+// keeping (or printing) every line: a test of 12,000 bad keys.
+type warnCounter struct {
+	mu        sync.Mutex
+	warns     int
+	summaries []string
+}
+
+func (w *warnCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (w *warnCounter) WithAttrs([]slog.Attr) slog.Handler       { return w }
+func (w *warnCounter) WithGroup(string) slog.Handler            { return w }
+func (w *warnCounter) Handle(_ context.Context, r slog.Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r.Level >= slog.LevelWarn {
+		w.warns++
+	}
+	if strings.Contains(r.Message, "more bad members") {
+		w.summaries = append(w.summaries, r.Message)
+	}
+	return nil
+}
+
+// "Logged once" holds past onceLogMax bad keys (issue 18, finding 6):
+// 12,000 junk members of `working`, scanned again and again, give at most
+// onceLogMax lines of their own and one summary per service ("2000 more
+// bad members of working"); the services never forget and start again.
+func TestBadKey_ManyJunkMembersLoggedOnce(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := store.NewStore(b.Client)
+		const junk = onceLogMax + 2000
+		pipe := b.Client.Pipeline()
+		for i := 0; i < junk; i++ {
+			k := fmt.Sprintf("junk%05d", i)
+			pipe.Set(ctx, k, "x", 0)
+			pipe.RPush(ctx, store.KeyWorking, k)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, svc := range []struct {
+			name string
+			run  func(*slog.Logger) func() error
+		}{
+			{"start notifier", func(l *slog.Logger) func() error {
+				n := NewStartNotifier(s, newSvcAnnouncer("#ab"), StartConfig{}, l)
+				return func() error { return n.runOnce(ctx) }
+			}},
+			{"analyzer", func(l *slog.Logger) func() error {
+				a := NewAnalyzer(s, AnalyzerConfig{TrimAfter: 1 << 30}, l)
+				return func() error { return a.runOnce(ctx) }
+			}},
+		} {
+			w := &warnCounter{}
+			run := svc.run(slog.New(w))
+			for i := 0; i < 4; i++ {
+				if err := run(); err != nil {
+					t.Fatalf("%s cycle %d: %v", svc.name, i+1, err)
+				}
+			}
+			if w.warns > onceLogMax+1 {
+				t.Errorf("%s: %d WARN lines for %d bad keys in 4 cycles, want at most %d", svc.name, w.warns, junk, onceLogMax+1)
+			}
+			if len(w.summaries) != 1 || !strings.HasPrefix(w.summaries[0], "2000 more bad members of working") {
+				t.Errorf("%s: summaries %q, want one saying 2000 more", svc.name, w.summaries)
+			}
+		}
+	})
+}
+
+// The summary is said again when the count changes, at most once a minute.
+func TestOnceLogSummary(t *testing.T) {
+	w := &warnCounter{}
+	log := slog.New(w)
+	var o onceLog
+	now := time.Unix(1700000000, 0)
+	cycle := func(n int, at time.Duration) {
+		for i := 0; i < n; i++ {
+			o.first(fmt.Sprintf("k%d", i))
+		}
+		o.endCycle(log, "working", now.Add(at))
+	}
+	cycle(onceLogMax+5, 0)             // 10,000 lines, "5 more"
+	cycle(onceLogMax+5, time.Second)   // nothing new
+	cycle(onceLogMax+9, 2*time.Second) // changed, but within a minute
+	cycle(onceLogMax+9, 2*time.Minute) // now said
+	cycle(onceLogMax, 3*time.Minute)   // none over: quiet
+	cycle(onceLogMax+9, 5*time.Minute) // back: said again
+	want := []string{"5 more bad members of working", "9 more bad members of working", "9 more bad members of working"}
+	if strings.Join(w.summaries, "|") != strings.Join(want, "|") || w.warns != 3 {
+		t.Errorf("summaries %q, %d warnings; want %q and 3", w.summaries, w.warns, want)
+	}
 }

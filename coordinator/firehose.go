@@ -235,6 +235,7 @@ func (f *Firehose) work(ctx context.Context) {
 			}
 			ids = ids[n:]
 		}
+		f.badKeys.endCycle(f.log, "working (keys that are not jobs, not streamed)", time.Now())
 	}
 }
 

@@ -205,6 +205,7 @@ func TestStartNotices(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		s := store.NewStore(b.Client)
+		nodeStarted(t, s)
 		var ids []string
 		for i := 0; i < 5; i++ {
 			ids = append(ids, queueNotify(t, s, fmt.Sprintf("http://start%d.example.com/", i), store.KeyPending, true))
@@ -252,6 +253,77 @@ func TestStartNotices(t *testing.T) {
 	})
 }
 
+// nodeStarted runs a first start scan, as a node does when it starts:
+// the jobs in `working` then (none, in these tests) are its baseline, and
+// jobs taken afterwards get start notices.
+func nodeStarted(t *testing.T, s *store.Store) {
+	t.Helper()
+	if _, err := s.ScanStarts(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStartNoticesBaseline (issue 18, finding 11): the first start against
+// a Redis where pipelines already run jobs (a switch-over from upstream's
+// node) announces none of them: they started before this node did, so
+// "has started" would be untrue, and hundreds of lines would take the
+// channel for minutes. Their starts are recorded; the count is logged. A
+// job taken afterwards is announced, once; a restart announces nothing
+// again.
+func TestStartNoticesBaseline(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := store.NewStore(b.Client)
+		var before []string
+		for i := 0; i < 30; i++ {
+			before = append(before, queueNotify(t, s, fmt.Sprintf("http://before%d.example.com/", i), store.KeyPending, true))
+		}
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "upstreamnode"})
+		for range before {
+			if j, err := p.Take(ctx); err != nil || j == nil {
+				t.Fatalf("take: %v %v", j, err)
+			}
+		}
+		ann := newSvcAnnouncer("#ab")
+		logs, log := newLogCounter(t)
+		n := NewStartNotifier(s, ann, StartConfig{Notify: true}, log)
+		if err := n.runOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if lines := ann.take(); len(lines) != 0 {
+			t.Fatalf("%d start lines for jobs running before the node's first start: %q", len(lines), lines)
+		}
+		logs.mu.Lock()
+		said := slices.ContainsFunc(logs.lines, func(l string) bool {
+			return strings.Contains(l, "get no start notice") && strings.Contains(l, "jobs=30")
+		})
+		logs.mu.Unlock()
+		if !said {
+			t.Error("the jobs left unannounced are not logged")
+		}
+		for _, id := range before[:3] {
+			if h := historyOf(t, s, id); len(h) != 2 || h[1] != "started by "+p.Key() {
+				t.Errorf("history of %s: %q", id, h)
+			}
+		}
+		after := queueNotify(t, s, "http://after.example.com/", store.KeyPending, true)
+		if _, err := p.Take(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// A restart (a new notifier) changes nothing: the baseline is in Redis.
+		n = NewStartNotifier(s, ann, StartConfig{Notify: true}, log)
+		for i := 0; i < 2; i++ {
+			if err := n.runOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lines := ann.take()
+		if len(lines) != 1 || !strings.Contains(lines[0].Text, "("+after+")") {
+			t.Fatalf("lines after the first start: %q, want one for %s", lines, after)
+		}
+	})
+}
+
 // queueNotify registers a job for bob that asks for a start notice or not.
 func queueNotify(t *testing.T, s *store.Store, url, queue string, notify bool) string {
 	t.Helper()
@@ -271,6 +343,7 @@ func TestStartNoticeSurvivesCrash(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		s := store.NewStore(b.Client)
+		nodeStarted(t, s)
 		id := queueNotify(t, s, "http://crash.example.com/", store.KeyPending, true)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "crashy"})
 		if err := p.Report(ctx, ""); err != nil {
@@ -311,6 +384,7 @@ func TestStartNoticesDefault(t *testing.T) {
 			b := redistest.Mini(t)
 			ctx := context.Background()
 			s := store.NewStore(b.Client)
+			nodeStarted(t, s)
 			inf := svcQueue(t, s, "http://inf.example.com/", "alice", "#ab", store.KeyPending)
 			ao := svcQueue(t, s, "http://ao.example.com/", "alice", "#ab", store.KeyPendingAO)
 			b.Client.Del(ctx, store.KeyOrigin(inf), store.KeyOrigin(ao))

@@ -87,6 +87,7 @@ func (n *PipelineNotifier) runOnce(ctx context.Context) error {
 			n.log.Warn("skipping a member of pipelines that is not a pipeline record", "key", k)
 		}
 	}
+	n.badKeys.endCycle(n.log, "pipelines (not pipeline records)", n.Now())
 	now := n.Now()
 	for k, p := range cur {
 		if p.TS.After(now.Add(maxClockSkew)) {

@@ -119,11 +119,16 @@ func (n *StartNotifier) runOnce(ctx context.Context) error {
 	if sc.Started > 0 {
 		n.log.Debug("jobs started", "count", sc.Started, "notices", sc.Notices)
 	}
+	if sc.Unannounced > 0 {
+		n.log.Info("first start scan against this Redis: jobs already running before this node first started get no start notice",
+			"jobs", sc.Unannounced)
+	}
 	for _, id := range sc.Skipped {
 		if n.badKeys.first(id) {
 			n.log.Warn("skipping a member of working that is not a job (no start notice, no history)", "key", id)
 		}
 	}
+	n.badKeys.endCycle(n.log, "working (not jobs: no start notice, no history)", time.Now())
 	n.rememberWorking(ctx, sc.Working)
 	sent := 0
 	left, err := n.store.StartNoticesInDelivery(ctx, n.cfg.Batch)

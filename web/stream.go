@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -201,6 +202,7 @@ type streamEntry struct {
 	typ   string
 	isErr bool
 	at    time.Time // when the firehose read it
+	score float64   // its score in the job's log: clients show each once
 }
 
 // upstreamTypes are the entry types upstream's dashboard.js renders (it
@@ -218,7 +220,7 @@ func (h *Hub) StreamLog(ident string, job map[string]string, entries []store.Log
 		if e.Kind != store.EntryObject {
 			continue
 		}
-		out = append(out, streamEntry{job: ref, doc: []byte(e.Doc), typ: e.Type, isErr: e.IsError, at: now})
+		out = append(out, streamEntry{job: ref, doc: []byte(e.Doc), typ: e.Type, isErr: e.IsError, at: now, score: e.Score})
 	}
 	if len(out) == 0 {
 		return
@@ -450,6 +452,11 @@ func logFrame(seq uint64, entries []streamEntry, idx []int) ([]byte, time.Time) 
 		if len(inner) > 0 {
 			b.WriteByte(',')
 			b.Write(inner)
+		}
+		if !math.IsInf(e.score, 0) && !math.IsNaN(e.score) {
+			// Last, so it wins over a "score" the pipeline wrote.
+			b.WriteString(`,"score":`)
+			b.WriteString(strconv.FormatFloat(e.score, 'f', -1, 64))
 		}
 		b.WriteByte('}')
 		if _, ok := jobs[e.job.ident]; !ok {

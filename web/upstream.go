@@ -198,6 +198,7 @@ func (s *Server) handleRecent(w http.ResponseWriter, r *http.Request) {
 				buf.WriteByte(',')
 			}
 			first = false
+			entry = withScore(entry, e.Score)
 			appendWithJobData(&buf, entry, jd)
 		}
 	}
@@ -208,6 +209,25 @@ func (s *Server) handleRecent(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	w.Write(buf.Bytes())
+}
+
+// withScore returns entry, a JSON object, with "score": the entry's score
+// in the job's log, added last so that it wins over a "score" a pipeline
+// wrote (JSON.parse keeps the last). The dashboard and the job page load
+// /logs/recent after subscribing to the stream and show each score once.
+// Upstream's dashboard.js reads only the fields it knows.
+func withScore(entry []byte, score float64) []byte {
+	if math.IsInf(score, 0) || math.IsNaN(score) {
+		return entry // not a JSON number
+	}
+	out := make([]byte, 0, len(entry)+32)
+	out = append(out, entry[:len(entry)-1]...)
+	if len(bytes.TrimSpace(entry[1:len(entry)-1])) > 0 {
+		out = append(out, ',')
+	}
+	out = append(out, `"score":`...)
+	out = strconv.AppendFloat(out, score, 'f', -1, 64)
+	return append(out, '}')
 }
 
 // appendWithJobData writes entry, a valid JSON object, with "job_data":

@@ -26,6 +26,7 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/internal/text"
 )
 
 // adminCmd is what every operator's command shares: -config, -json, the
@@ -320,13 +321,20 @@ func runJobs(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			if r.State == "running" {
 				since = r.StartedAt
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Ident, r.State, r.Queue, pos, age(now, since),
-				r.StartedBy, strings.TrimPrefix(r.Pipeline, store.PipelinePrefix), r.URL)
+			// Every field but pos and age is what Redis holds: cleaned.
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tc(r.Ident), r.State, tc(r.Queue), pos, age(now, since),
+				tc(r.StartedBy), tc(strings.TrimPrefix(r.Pipeline, store.PipelinePrefix)), tc(r.URL))
 		}
 		tw.Flush()
 		return 0
 	})
 }
+
+// tc makes a field read from Redis safe to print on the operator's
+// terminal: pipelines write most of what the tables show, and an escape
+// sequence in a title, a nickname or a URL must not reach the terminal
+// (title changes, screen clears, forged rows).
+func tc(s string) string { return text.Terminal(s) }
 
 // pipelineKey turns a pipeline id or key into the key.
 func pipelineKey(s string) string {
@@ -452,7 +460,7 @@ func runJob(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		line := func(k, val string) {
 			if val != "" {
-				fmt.Fprintf(tw, "%s:\t%s\n", k, val)
+				fmt.Fprintf(tw, "%s:\t%s\n", k, tc(val))
 			}
 		}
 		line("ident", v.Ident)
@@ -488,11 +496,11 @@ func runJob(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			fmt.Fprintf(tw, "  %s:\t%s\n", k, v.Fields[k])
+			fmt.Fprintf(tw, "  %s:\t%s\n", tc(k), tc(v.Fields[k]))
 		}
 		fmt.Fprintf(tw, "ignores:\t%d patterns\n", len(v.Ignores))
 		for _, p := range v.Ignores {
-			fmt.Fprintf(tw, "  \t%s\n", p)
+			fmt.Fprintf(tw, "  \t%s\n", tc(p))
 		}
 		tw.Flush()
 		return 0
@@ -518,13 +526,13 @@ func (a *adminCmd) report(r actionResult, text string) int {
 	if a.json {
 		return a.writeJSON(r)
 	}
-	fmt.Fprintln(a.stdout, text)
+	fmt.Fprintln(a.stdout, tc(text))
 	if r.Notice != nil {
 		where := r.Notice.Channel
 		if where == "" {
 			where = "every channel"
 		}
-		fmt.Fprintf(a.stdout, "Queued for %s: %s\n", where, r.Notice.Text)
+		fmt.Fprintf(a.stdout, "Queued for %s: %s\n", tc(where), tc(r.Notice.Text))
 	}
 	return 0
 }
@@ -749,8 +757,8 @@ func runPipelines(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 					last += " (silent)"
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", strings.TrimPrefix(v.Key, store.PipelinePrefix),
-				v.Nickname, v.Version, v.Hostname, v.Status, last, strings.Join(v.Jobs, " "))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tc(strings.TrimPrefix(v.Key, store.PipelinePrefix)),
+				tc(v.Nickname), tc(v.Version), tc(v.Hostname), tc(v.Status), last, tc(strings.Join(v.Jobs, " ")))
 		}
 		tw.Flush()
 		return 0
@@ -840,7 +848,7 @@ func runReapPipeline(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return status
 		}
 		for _, r := range res.Failed {
-			fmt.Fprintf(stdout, "Failed job %s for %s.\n", r.Ident, r.URL)
+			fmt.Fprintf(stdout, "Failed job %s for %s.\n", tc(r.Ident), tc(r.URL))
 		}
 		fmt.Fprintf(stdout, "Pipeline %s: %d jobs failed; record removed: %v.\n", key, len(res.Failed), removed)
 		return status

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
@@ -384,6 +385,53 @@ func TestAdminFailThenRequeueFromRecords(t *testing.T) {
 		patterns, _ := b.Client.SMembers(ctx, store.KeyIgnores(id)).Result()
 		if len(patterns) != 2 {
 			t.Fatalf("ignore patterns after requeue: %v", patterns)
+		}
+	})
+}
+
+// What pipelines write reaches the operator's terminal through the tables
+// of `archivebot pipelines`, `jobs` and `job`: no escape sequence, CR, LF
+// or tab from Redis may reach it raw (a title change, a screen clear, a
+// forged row or column).
+func TestAdminTablesCleanTerminalEscapes(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := store.NewStore(b.Client)
+		id := queueJob(t, s, "http://escape.example.com/", "alice", store.KeyPending)
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "pipe\x1b]0;pwned\x07", ID: "cc33", Version: "\x1b[2J\x1b[H"})
+		if err := p.Report(ctx, "Running"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Take(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Client.HSet(ctx, p.Key(), "hostname", "host\r\nforged\trow", "status", "\u009b31mred").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Client.HSet(ctx, id, "started_by", "alice\x1b[8m", "title\x1b]8;;x\x07", "a\nb\tc\xff").Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"pipelines"}, {"jobs"}, {"job", id}} {
+			code, out, errs := admin(t, b, args...)
+			if code != 0 {
+				t.Fatalf("%v: exit %d: %s", args, code, errs)
+			}
+			if i := strings.IndexFunc(out, func(r rune) bool {
+				return r != '\n' && (r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError)
+			}); i >= 0 {
+				t.Errorf("%v: raw control character %q in %q", args, out[i:min(len(out), i+8)], out)
+			}
+			if !strings.Contains(out, `\x1b`) {
+				t.Errorf("%v: escapes not shown visibly: %q", args, out)
+			}
+		}
+		_, out, _ := admin(t, b, "pipelines")
+		if n := strings.Count(out, "\n"); n != 2 {
+			t.Errorf("pipelines: %d lines, want header and one row: %q", n, out)
+		}
+		_, out, _ = admin(t, b, "jobs")
+		if n := strings.Count(out, "\n"); n != 2 {
+			t.Errorf("jobs: %d lines, want header and one row: %q", n, out)
 		}
 	})
 }

@@ -131,7 +131,7 @@ type FinishedJob struct {
 // ZREM.
 func (s *Store) FinishedJobs(ctx context.Context) ([]FinishedJob, error) {
 	idents, err := s.rdb.ZRange(ctx, KeyFinishedIndex, 0, -1).Result()
-	if err != nil {
+	if err != nil && !s.wrongTypeSkipped(KeyFinishedIndex, err) {
 		return nil, wrap("read finished index", err)
 	}
 	jobs := make([]*redis.MapStringStringCmd, len(idents))

@@ -176,14 +176,16 @@ func (s *Store) ActiveJobs(ctx context.Context) ([]ActiveJob, error) {
 	}
 	names := append(append(named, FixedQueues...), KeyWorking)
 	ranges := make([]*redis.StringSliceCmd, len(names))
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	reads, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, q := range names {
 			ranges[i] = p.LRange(ctx, q, 0, -1)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, wrap("list queues", err)
+		if err = s.readErr(reads); err != nil {
+			return nil, wrap("list queues", err)
+		}
 	}
 	var out []ActiveJob
 	for i, q := range names {
@@ -233,6 +235,9 @@ func (s *Store) ActiveJobs(ctx context.Context) ([]ActiveJob, error) {
 // WorkingJobs lists the idents in `working` (jobs a pipeline has taken).
 func (s *Store) WorkingJobs(ctx context.Context) ([]string, error) {
 	ids, err := s.rdb.LRange(ctx, KeyWorking, 0, -1).Result()
+	if s.wrongTypeSkipped(KeyWorking, err) {
+		return nil, nil
+	}
 	return ids, wrap("list working", err)
 }
 

@@ -156,6 +156,10 @@ const (
 	// notice to deliver; KeyStartProcessing holds the ones being delivered.
 	KeyStartNotifications = "archivebot:start_notifications"
 	KeyStartProcessing    = "archivebot:start_notifications:processing"
+	// KeyStartBaseline (string, ours) is the time of the first start scan
+	// against this Redis; while it is absent, the jobs in `working` were
+	// running before this node first started and get no start notice.
+	KeyStartBaseline = "archivebot:start_baseline"
 	// QueuedByPrefix prefixes the per-nick sets of queued idents used by
 	// the per-user pending limit: archivebot:queued_by:FOLDEDNICK.
 	QueuedByPrefix = "archivebot:queued_by:"

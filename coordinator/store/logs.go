@@ -30,7 +30,7 @@ type JobLog struct {
 // (and one more when Redis had not loaded the script yet).
 func (s *Store) RecentLogs(ctx context.Context, count int) ([]JobLog, error) {
 	idents, err := s.rdb.LRange(ctx, KeyWorking, 0, -1).Result()
-	if err != nil {
+	if err != nil && !s.wrongTypeSkipped(KeyWorking, err) {
 		return nil, wrap("list working", err)
 	}
 	idents = dedupe(idents)

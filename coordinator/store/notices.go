@@ -53,20 +53,21 @@ func (s *Store) ScanStarts(ctx context.Context, notifyDefault bool) (StartScan, 
 		def = "1"
 	}
 	now := strconv.FormatFloat(s.nowFloat(), 'f', -1, 64)
-	res, err := startScanScript.Run(ctx, s.rdb, []string{KeyWorking, KeyStarted, KeyStartNotifications},
+	res, err := startScanScript.Run(ctx, s.rdb, []string{KeyWorking, KeyStarted, KeyStartNotifications, KeyStartBaseline},
 		now, def, KeyHistory(""), KeyOrigin("")).Slice()
 	if err != nil {
 		return StartScan{}, wrap("scan started jobs", err)
 	}
 	var sc StartScan
-	var ok1, ok2 bool
-	if len(res) == 4 {
+	var ok1, ok2, ok3 bool
+	if len(res) == 5 {
 		sc.Started, ok1 = res[0].(int64)
 		sc.Notices, ok2 = res[1].(int64)
 		sc.Working = stringsOf(res[2])
 		sc.Skipped = stringsOf(res[3])
+		sc.Unannounced, ok3 = res[4].(int64)
 	}
-	if !ok1 || !ok2 {
+	if !ok1 || !ok2 || !ok3 {
 		return StartScan{}, errors.New("scan started jobs: unexpected reply")
 	}
 	return sc, nil
@@ -78,6 +79,10 @@ type StartScan struct {
 	Notices int64    // start notices queued
 	Working []string // the idents in `working`, as the scan read them
 	Skipped []string // idents in `working` that cannot be jobs, left alone
+	// Unannounced is how many jobs the first scan against this Redis found
+	// already running: marked seen, no notice (doc/protocol.md, Start
+	// notices).
+	Unannounced int64
 }
 
 // StartNoticesInDelivery returns up to limit start notices taken earlier

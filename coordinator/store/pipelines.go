@@ -20,7 +20,7 @@ import (
 // Round trips: SMEMBERS, then one pipeline of HGETALL.
 func (s *Store) Pipelines(ctx context.Context) ([]*Pipeline, error) {
 	keys, err := s.rdb.SMembers(ctx, KeyPipelines).Result()
-	if err != nil {
+	if err != nil && !s.wrongTypeSkipped(KeyPipelines, err) {
 		return nil, wrap("list pipelines", err)
 	}
 	slices.Sort(keys)
@@ -60,7 +60,7 @@ type PipelineInfo struct {
 // out and returned in bad, for the caller to log.
 func (s *Store) PipelineSnapshot(ctx context.Context) (pipelines map[string]PipelineInfo, bad []string, err error) {
 	keys, err := s.rdb.SMembers(ctx, KeyPipelines).Result()
-	if err != nil {
+	if err != nil && !s.wrongTypeSkipped(KeyPipelines, err) {
 		return nil, nil, wrap("list pipelines", err)
 	}
 	out := make(map[string]PipelineInfo, len(keys))

@@ -28,14 +28,16 @@ func (s *Store) PendingQueues(ctx context.Context) ([]Queue, error) {
 	names := append(slices.Clone(FixedQueues), named...)
 	slices.SortFunc(names, func(a, b string) int { return strings.Compare(strings.ToLower(a), strings.ToLower(b)) })
 	ranges := make([]*redis.StringSliceCmd, len(names))
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, q := range names {
 			ranges[i] = p.LRange(ctx, q, 0, -1)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, wrap("list pending queues", err)
+		if err = s.readErr(cmds); err != nil {
+			return nil, wrap("list pending queues", err)
+		}
 	}
 	var out []Queue
 	var idents []string
@@ -192,6 +194,9 @@ func (s *Store) RebuildQueueIndex(ctx context.Context) ([]NamedQueue, error) {
 
 func (s *Store) readQueueIndex(ctx context.Context, add []any) ([]NamedQueue, error) {
 	res, err := queueIndexScript.Run(ctx, s.rdb, []string{KeyQueues}, add...).Slice()
+	if s.wrongTypeSkipped(KeyQueues, err) {
+		return nil, nil // no named queues can be known
+	}
 	if err != nil {
 		return nil, wrap("read queue index", err)
 	}
@@ -235,7 +240,7 @@ func (s *Store) Queues(ctx context.Context, limit int) ([]Queue, error) {
 	names := append(named, FixedQueues...)
 	lens := make([]*redis.IntCmd, len(names))
 	heads := make([]*redis.StringSliceCmd, len(names))
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, q := range names {
 			lens[i] = p.LLen(ctx, q)
 			// The right end is the head: the last `limit` entries.
@@ -244,7 +249,9 @@ func (s *Store) Queues(ctx context.Context, limit int) ([]Queue, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, wrap("list queues", err)
+		if err = s.readErr(cmds); err != nil {
+			return nil, wrap("list queues", err)
+		}
 	}
 	var out []Queue
 	var idents []string

@@ -5,7 +5,6 @@ package store
 import (
 	"context"
 	_ "embed"
-	"errors"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -54,14 +53,16 @@ func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
 		return Gauges{}, err
 	}
 	var card, n1, n2 *redis.IntCmd
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		card = p.SCard(ctx, KeyPipelines)
 		n1 = p.LLen(ctx, KeyFinishNotifications)
 		n2 = p.LLen(ctx, KeyFinishProcessing)
 		return nil
 	})
 	if err != nil {
-		return Gauges{}, wrap("read gauges", err)
+		if err = s.readErr(cmds); err != nil {
+			return Gauges{}, wrap("read gauges", err)
+		}
 	}
 	return Gauges{Status: st, Pipelines: card.Val(), FinishNotices: n1.Val() + n2.Val()}, nil
 }
@@ -95,8 +96,10 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 		p.LLen(ctx, KeyPendingLarge)
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return sum, wrap("status summary", err)
+	if err != nil {
+		if err = s.readErr(cmds); err != nil {
+			return sum, wrap("status summary", err)
+		}
 	}
 	counter := func(c redis.Cmder) int64 {
 		n, _ := c.(*redis.StringCmd).Int64()

@@ -12,6 +12,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -104,6 +105,9 @@ type Store struct {
 
 	indexMu    sync.Mutex
 	indexBuilt bool // the queue index was rebuilt by this store
+
+	wrongMu   sync.Mutex
+	wrongKeys map[string]struct{} // shared keys of the wrong type, logged once
 }
 
 // NewStore returns a store over rdb.
@@ -145,6 +149,61 @@ func (e *NotAJobError) Error() string { return e.Key + " is not a job" }
 
 // isWrongType reports Redis's WRONGTYPE reply: a key of another type than
 // the command expects.
+// wrongTypeSkipped reports whether err is a WRONGTYPE reply to a read of
+// key, a key we share with upstream's programs (pipelines, working, a
+// queue, the counters, tweets:done) or one of ours that another program
+// wrote with another type. Such a key reads as empty, so the reply, the
+// page or /metrics goes on; the skip is counted
+// (archivebot_wrong_type_keys_skipped_total) and logged once per key, as
+// the services skip keys that are not jobs.
+func (s *Store) wrongTypeSkipped(key string, err error) bool {
+	if !isWrongType(err) {
+		return false
+	}
+	label := key
+	if strings.HasPrefix(key, PendingNamedPrefix) {
+		label = PendingNamedPrefix + "NAME" // any name: keep the series few
+	}
+	metrics.WrongTypeKeySkipped(label)
+	s.wrongMu.Lock()
+	_, said := s.wrongKeys[key]
+	if !said && len(s.wrongKeys) < maxWrongKeys {
+		if s.wrongKeys == nil {
+			s.wrongKeys = map[string]struct{}{}
+		}
+		s.wrongKeys[key] = struct{}{}
+	}
+	s.wrongMu.Unlock()
+	if !said {
+		slog.Warn("skipping a shared key of the wrong type: it reads as empty", "service", "store", "key", key, "err", err)
+	}
+	return true
+}
+
+// maxWrongKeys bounds the wrong-typed keys a store remembers having logged
+// (pending:NAME queues are the only ones without a fixed name); past it,
+// each further one is logged on every read and still counted.
+const maxWrongKeys = 1000
+
+// readErr is the first error among the replies of a pipeline of reads of
+// one key each that is neither "no such key" nor a wrong-typed key
+// (skipped, see wrongTypeSkipped).
+func (s *Store) readErr(cmds []redis.Cmder) error {
+	for _, c := range cmds {
+		err := c.Err()
+		if err == nil || errors.Is(err, redis.Nil) {
+			continue
+		}
+		if args := c.Args(); len(args) > 1 {
+			if key, ok := args[1].(string); ok && s.wrongTypeSkipped(key, err) {
+				continue
+			}
+		}
+		return err
+	}
+	return nil
+}
+
 func isWrongType(err error) bool {
 	var rerr redis.Error
 	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE")

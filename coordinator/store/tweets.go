@@ -23,7 +23,7 @@ type Tweet struct {
 // One round trip (ZRANGE -n -1 WITHSCORES, as upstream's feed).
 func (s *Store) RecentTweets(ctx context.Context, n int) ([]Tweet, error) {
 	zs, err := s.rdb.ZRangeWithScores(ctx, KeyTweetsDone, int64(-n), -1).Result()
-	if err != nil {
+	if err != nil && !s.wrongTypeSkipped(KeyTweetsDone, err) {
 		return nil, wrap("read tweets", err)
 	}
 	out := make([]Tweet, 0, len(zs))

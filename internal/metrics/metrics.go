@@ -80,6 +80,10 @@ var (
 		Name: "archivebot_stream_clients",
 		Help: `WebSocket clients of the live stream, by protocol: "upstream" or "v2".`,
 	}, []string{"protocol"})
+	wrongTypeKeys = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "archivebot_wrong_type_keys_skipped_total",
+		Help: "Reads of a shared key (pipelines, working, a queue, a counter, tweets:done, archivebot:queues, archivebot:finished) that held another type, written by another program; the key read as empty.",
+	}, []string{"key"})
 	tweets = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "archivebot_tweets_total",
 		Help: `Tweets by result: "posted" or "failed" (given up after retries).`,
@@ -104,7 +108,7 @@ var (
 
 func init() {
 	Registry.MustRegister(commands, outboxQueued, outboxSent, redisErrors, cycleSeconds,
-		cycleFailures, logEntries, logOversized, tweets, feedPosts, feedFailures, feedBudgetLeft, feedPending, streamSkipped, streamDropped, streamClients,
+		cycleFailures, logEntries, logOversized, tweets, feedPosts, feedFailures, feedBudgetLeft, feedPending, streamSkipped, streamDropped, streamClients, wrongTypeKeys,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series that exist from the start, so a scrape before the first event
 	// already shows them at zero.
@@ -142,6 +146,10 @@ func LogEntriesAnalyzed(n int) { logEntries.Add(float64(n)) }
 
 // LogEntryOversized counts one log entry read as its size alone.
 func LogEntryOversized() { logOversized.Inc() }
+
+// WrongTypeKeySkipped counts one read of a shared key that held another
+// type; key is a fixed key name (or "pending:NAME").
+func WrongTypeKeySkipped(key string) { wrongTypeKeys.WithLabelValues(key).Inc() }
 
 // StreamSkipped counts log entries trimmed before the stream sent them.
 func StreamSkipped(n int) { streamSkipped.Add(float64(n)) }

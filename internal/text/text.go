@@ -4,8 +4,10 @@
 package text
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
 
 	"github.com/ergochat/irc-go/ircfmt"
 	"unicode/utf8"
@@ -16,8 +18,12 @@ type Source int
 
 const (
 	// Bot is text the bot composed (replies, which may quote what a user
-	// typed): CR, LF, NUL, the other C0 control characters and DEL
-	// become U+FFFD, a visible stand-in; IRC formatting codes are kept.
+	// typed or what a pipeline wrote: a nickname, a job's URL, a note):
+	// CR, LF, NUL, the other C0 control characters and DEL become U+FFFD,
+	// a visible stand-in. IRC colour and formatting codes are removed, as
+	// for Untrusted: the bot composes none itself, and a reply is the
+	// only path by which a pipeline's text reaches the channel, so every
+	// path is cleaned here.
 	Bot Source = iota
 	// Untrusted is text another program wrote into Redis (a pipeline's
 	// finish notice, its nickname, a job's URL): IRC colour and formatting
@@ -39,17 +45,17 @@ const formatCodes = "\x02\x03\x04\x0f\x11\x16\x1d\x1e\x1f"
 // split it or smuggle a command into it. Valid UTF-8 stays as it is apart
 // from the characters named on Source.
 func Clean(s string, from Source) string {
+	if strings.ContainsAny(s, formatCodes) {
+		s = ircfmt.Strip(hexColour.ReplaceAllString(s, ""))
+		// ircfmt leaves codes it does not parse (a bare \x04).
+		s = strings.Map(func(r rune) rune {
+			if strings.ContainsRune(formatCodes, r) {
+				return -1
+			}
+			return r
+		}, s)
+	}
 	if from == Untrusted {
-		if strings.ContainsAny(s, formatCodes) {
-			s = ircfmt.Strip(hexColour.ReplaceAllString(s, ""))
-			// ircfmt leaves codes it does not parse (a bare \x04).
-			s = strings.Map(func(r rune) rune {
-				if strings.ContainsRune(formatCodes, r) {
-					return -1
-				}
-				return r
-			}, s)
-		}
 		if strings.ContainsAny(s, "\r\n\x00") {
 			s = strings.Map(func(r rune) rune {
 				switch r {
@@ -74,12 +80,8 @@ func Clean(s string, from Source) string {
 }
 
 // unsafeRune reports the control characters Clean replaces: every C0
-// character but the formatting codes, and DEL.
+// character (the formatting codes are gone by then), and DEL.
 func unsafeRune(r rune) bool {
-	switch r {
-	case 0x02, 0x03, 0x0f, 0x16, 0x1d, 0x1f:
-		return false
-	}
 	return r < 0x20 || r == 0x7f
 }
 
@@ -94,4 +96,38 @@ func Cut(s string, max int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// Terminal makes s safe to print in one cell of an operator's terminal
+// table: every character that is not graphic (C0 and C1 controls with ESC,
+// CSI and OSC among them, CR, LF, TAB, DEL, invisible format characters
+// such as bidi overrides) and every byte that is not UTF-8 is written as a
+// visible Go-style escape (\x1b, \u202e), so text from Redis can neither
+// drive the terminal nor forge rows or columns. Backslashes stay as they
+// are; a plain string comes back unchanged.
+func Terminal(s string) string {
+	if !strings.ContainsFunc(s, terminalUnsafe) && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case terminalUnsafe(r) && r < 0x100:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case terminalUnsafe(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// terminalUnsafe reports the runes Terminal escapes.
+func terminalUnsafe(r rune) bool {
+	return r != ' ' && !unicode.IsGraphic(r)
 }

@@ -15,12 +15,36 @@ function el(tag, attrs, ...children) {
 	return e;
 }
 
+// safeURL returns url when it is an absolute http(s) URL, the only kind
+// that may become a live link; null for anything else (javascript:, data:,
+// vbscript:, relative or unparsable), which pages show as plain text.
+// Pipelines write the URLs: they are untrusted.
+function safeURL(url) {
+	if (typeof url !== "string" || !/^https?:\/\//i.test(url)) return null;
+	try {
+		const u = new URL(url);
+		return u.protocol === "http:" || u.protocol === "https:" ? url : null;
+	} catch (_) {
+		return null;
+	}
+}
+
+// link is a live link to url when safeURL allows it, otherwise the same
+// text in a span of the same class.
+function link(url, attrs) {
+	const text = url === null || url === undefined ? "" : String(url);
+	const href = safeURL(text);
+	return href ? el("a", { ...(attrs || {}), href }, text) : el("span", { ...(attrs || {}), title: "not an http(s) URL: not a link" }, text);
+}
+
 async function getJSON(path) {
 	const r = await fetch(path, { headers: { Accept: "application/json" }, cache: "no-store" });
 	if (!r.ok) {
 		let msg = `${r.status}`;
 		try { msg = (await r.json()).error || msg; } catch (_) { /* not JSON */ }
-		throw new Error(`${path}: ${msg}`);
+		const err = new Error(`${path}: ${msg}`);
+		err.status = r.status;
+		throw err;
 	}
 	return r.json();
 }
@@ -126,11 +150,11 @@ function logLine(e) {
 		if (e.is_warning === true || e.is_warning === "true") cls = "line-warning";
 		else if (e.is_error === true || e.is_error === "true") cls = "line-error";
 		else if (code >= 300 && code < 400) cls = "line-redirect";
-		return el("div", { class: cls }, `${e.response_code} ${e.wget_code} `, el("a", { href: e.url, rel: "noreferrer" }, e.url));
+		return el("div", { class: cls }, `${e.response_code} ${e.wget_code} `, link(e.url, { rel: "noreferrer" }));
 	}
 	if (e.type === "ignore") {
 		return el("div", { class: "line-ignore" }, e.source ? `IGNOR (${e.source}): ` : "IGNOR ",
-			el("a", { href: e.url, rel: "noreferrer" }, e.url), el("b", {}, " by "), String(e.pattern));
+			link(e.url, { rel: "noreferrer" }), el("b", {}, " by "), String(e.pattern));
 	}
 	if (e.type === "stdout") {
 		const msg = String(e.message || "").replace(/[\r\n]+$/, "");

@@ -5,6 +5,11 @@
 "use strict";
 
 const HISTORY = 500; // log lines kept per job
+// The page stays bounded: a job that ended (finished, aborted, failed)
+// stays for endedKeepS seconds, and at most maxEnded ended jobs are kept
+// (the oldest go first); events about jobs the page never showed create
+// nothing. Tests set window.dashboardConfig before the page loads.
+const CFG = Object.assign({ endedKeepS: 600, maxEnded: 50 }, window.dashboardConfig || {});
 
 const S = {
 	jobs: new Map(), // ident -> job
@@ -18,7 +23,14 @@ const S = {
 	dropped: 0,
 	connected: false,
 	everConnected: false,
+	// Log history (/logs/recent) is loaded after the stream said hello, so
+	// nothing written in between is lost; stream entries that come first
+	// wait in buffer (at most BUFFER), and each job shows an entry only
+	// when its score is above the last it showed (no duplicates).
+	historyLoaded: false,
+	buffer: [],
 };
+const BUFFER = 5000;
 
 const main = el("main", { id: "main" });
 const list = el("div", { id: "jobs" });
@@ -61,7 +73,7 @@ function getJob(ident, data) {
 	let j = S.jobs.get(ident);
 	if (!j) {
 		j = { ident, data: {}, state: "running", paused: false, lines: 0 };
-		j.url = el("a", { class: "url", href: "#" }, "");
+		j.url = el("a", { class: "url" }, "");
 		j.stats = el("span", { class: "stats" }, "");
 		j.stateEl = el("span", { class: "state" }, "");
 		j.log = el("div", { class: "log", onmouseenter: () => pause(j, true), onmouseleave: () => pause(j, false) });
@@ -86,7 +98,12 @@ function getJob(ident, data) {
 
 function renderHeader(j) {
 	const d = j.data;
-	if (d.url) { j.url.textContent = d.url; j.url.href = d.url; }
+	if (d.url) {
+		j.url.textContent = d.url;
+		// Only http(s) URLs become links (a pipeline writes the URL).
+		const href = safeURL(String(d.url));
+		if (href) j.url.href = href; else j.url.removeAttribute("href");
+	}
 	const total = ["r1xx", "r2xx", "r3xx", "r4xx", "r5xx", "runk"].reduce((a, k) => a + num(d[k]), 0);
 	const secs = Math.max(1, Date.now() / 1000 - num(d.started_at));
 	const parts = [];
@@ -109,10 +126,36 @@ function renderHeader(j) {
 function setState(j, state, reason) {
 	if (j.state === state && !reason) return;
 	j.state = state;
+	if (state === "running") delete j.endedAt;
+	else if (j.endedAt === undefined) { j.endedAt = Date.now(); setTimeout(pruneEnded, 0); }
 	j.el.className = `job state-${state}` + (j.el.classList.contains("hidden") ? " hidden" : "");
 	j.stateEl.textContent = state === "running" ? "" : state;
 	if (reason) j.stateEl.title = reason;
 	if (reason && state === "failed") appendEntries(j, [{ type: "stdout", message: `job failed: ${reason}` }]);
+}
+
+// removeJob takes a job off the page and out of every structure.
+function removeJob(j) {
+	observer.unobserve(j.el);
+	j.el.remove();
+	S.jobs.delete(j.ident);
+	S.onScreen.delete(j.ident);
+	updateCount();
+	scheduleSubscribe();
+}
+
+// pruneEnded removes ended jobs older than CFG.endedKeepS, and the oldest
+// ended jobs beyond CFG.maxEnded.
+function pruneEnded() {
+	const now = Date.now();
+	const ended = [...S.jobs.values()].filter((j) => j.endedAt !== undefined).sort((a, b) => a.endedAt - b.endedAt);
+	let over = ended.length - CFG.maxEnded;
+	for (const j of ended) {
+		if (over > 0 || now - j.endedAt >= CFG.endedKeepS * 1000) {
+			removeJob(j);
+			over--;
+		}
+	}
 }
 
 function pause(j, on) {
@@ -133,6 +176,10 @@ function appendEntries(j, entries) {
 	const frag = document.createDocumentFragment();
 	let n = 0;
 	for (const e of entries) {
+		if (typeof e.score === "number") {
+			if (j.maxScore !== undefined && e.score <= j.maxScore) continue; // shown already
+			j.maxScore = e.score;
+		}
 		const line = logLine(e);
 		if (!line) continue;
 		frag.append(line);
@@ -254,6 +301,9 @@ function onFrame(f) {
 		scheduleSubscribe();
 		if (S.everConnected) resync(); // events may have been missed while away
 		S.everConnected = true;
+		// Subscribed (to everything, until our subscription narrows it):
+		// now the history, then what the stream sent meanwhile.
+		loadHistory();
 		return;
 	}
 	if (f.subscribed) {
@@ -263,6 +313,16 @@ function onFrame(f) {
 	}
 	if (f.dropped) S.dropped += f.dropped;
 	if (f.events) for (const ev of f.events) onEvent(ev);
+	if (f.entries && !S.historyLoaded) {
+		S.buffer.push({ entries: f.entries, jobs: f.jobs }); // events and drops are counted already
+		let n = S.buffer.reduce((a, b) => a + b.entries.length, 0);
+		while (n > BUFFER && S.buffer.length > 1) {
+			const lost = S.buffer.shift();
+			n -= lost.entries.length;
+			S.dropped += lost.entries.length;
+		}
+		return;
+	}
 	if (f.entries) {
 		const by = new Map();
 		for (const e of f.entries) {
@@ -286,7 +346,10 @@ function onEvent(ev) {
 		break;
 	}
 	case "finished": case "aborted": case "failed": {
-		const j = S.jobs.get(ev.ident) || getJob(ev.ident, { url: d.url });
+		// Only for a job on the page: an event about a job it never
+		// showed creates nothing (anyone can publish events).
+		const j = S.jobs.get(ev.ident);
+		if (!j) break;
 		setState(j, ev.event, d.reason);
 		updateCount();
 		break;
@@ -310,7 +373,12 @@ async function fillJob(ident) {
 		};
 		const j = getJob(ident, data);
 		if (r.state !== "running" && r.state !== "queued") setState(j, r.state, r.failure && r.failure.reason);
-	} catch (_) { /* the job may have expired */ }
+	} catch (e) {
+		// No such job (a "started" event nobody's job sent, or it expired):
+		// a section with nothing in it goes.
+		const j = S.jobs.get(ident);
+		if (e.status === 404 && j && !j.lines) removeJob(j);
+	}
 }
 
 // resync reloads the running jobs and the state of jobs shown as running.
@@ -354,19 +422,20 @@ function connect() {
 
 let lastLines = 0;
 setInterval(() => {
+	pruneEnded();
 	if (!S.connected) return;
 	const rate = S.lines - lastLines;
 	lastLines = S.lines;
 	setStatus(`live · ${rate} lines/s` + (S.dropped ? ` · ${commas(S.dropped)} lines dropped (too slow)` : ""));
 }, 1000);
 
-async function start() {
-	setStatus("loading…");
+// loadHistory reads the last lines of every running job (/logs/recent),
+// then replays what the stream sent while it loaded; entries are shown in
+// score order, each once.
+async function loadHistory() {
+	S.historyLoaded = false;
 	try {
-		const [jobs, recent] = await Promise.all([getJSON("/jobs?state=running"), getJSON("/logs/recent?count=10")]);
-		for (const it of jobs.jobs) {
-			getJob(it.ident, { url: it.url, started_by: it.started_by, note: it.note, started_at: it.started_at });
-		}
+		const recent = await getJSON("/logs/recent?count=10");
 		const by = new Map();
 		for (const e of recent) {
 			const id = e.job_data && e.job_data.ident;
@@ -374,7 +443,27 @@ async function start() {
 			if (!by.has(id)) by.set(id, { data: e.job_data, entries: [] });
 			by.get(id).entries.push(e);
 		}
-		for (const [id, { data, entries }] of by) appendEntries(getJob(id, data), entries);
+		for (const [id, { data, entries }] of by) {
+			entries.sort((a, b) => num(a.score) - num(b.score));
+			appendEntries(getJob(id, data), entries);
+		}
+	} catch (e) {
+		setStatus(`loading the recent log failed: ${e.message}`, true);
+	}
+	S.historyLoaded = true;
+	const frames = S.buffer;
+	S.buffer = [];
+	for (const f of frames) onFrame(f);
+	document.body.dataset.history = "loaded";
+}
+
+async function start() {
+	setStatus("loading…");
+	try {
+		const jobs = await getJSON("/jobs?state=running");
+		for (const it of jobs.jobs) {
+			getJob(it.ident, { url: it.url, started_by: it.started_by, note: it.note, started_at: it.started_at });
+		}
 	} catch (e) {
 		setStatus(`loading failed: ${e.message}`, true);
 	}

@@ -71,7 +71,7 @@ async function jobPage(ident) {
 	const s = r.settings || {}, p = r.progress || {}, resp = p.responses || {};
 	const log = el("div", { class: "log", id: "job-log" });
 	const box = el("section", { class: `job state-${r.state === "queued" ? "running" : r.state}`, id: `job-${ident}`, "data-ident": ident },
-		el("div", { class: "job-header" }, el("a", { class: "url", href: r.url }, r.url),
+		el("div", { class: "job-header" }, link(r.url, { class: "url" }),
 			el("span", { class: "state", id: "job-state" }, r.state),
 			el("a", { class: "ident", href: location.pathname }, ident)),
 		log);
@@ -98,7 +98,7 @@ async function jobPage(ident) {
 		el("h2", {}, "Job ", el("code", {}, ident)),
 		el("p", {}, "Permalink: ", el("a", { href: location.href }, location.href)),
 		kv([
-			["URL", el("a", { href: r.url }, r.url)], ["state", r.state],
+			["URL", link(r.url)], ["state", r.state],
 			["queue", r.queue ? `${r.queue}, position ${r.position} of ${r.queue_length}` : undefined],
 			["pipeline", r.pipeline ? `${r.pipeline.nickname || ""} (${r.pipeline.id})` : undefined],
 			["failure", r.failure ? [r.failure.reason, r.failure.failed_by && `by ${r.failure.failed_by}`, r.failure.failed_at && when(r.failure.failed_at)].filter(Boolean).join(", ") : undefined],
@@ -123,16 +123,46 @@ async function jobPage(ident) {
 		while (log.childNodes.length > 500) log.firstChild.remove();
 		log.scrollTop = log.scrollHeight;
 	};
-	try {
-		add((await getJSON("/logs/recent?count=10")).filter((e) => e.job_data && e.job_data.ident === ident));
-	} catch (_) { /* no recent log */ }
+	// The stream first, then the recent log (so nothing written in between
+	// is lost); stream entries wait until the history is in, and an entry
+	// shows only when its score is above the last one shown.
+	let maxScore, loaded = false, buffered = [];
+	const addNew = (entries) => {
+		const fresh = [];
+		for (const e of entries) {
+			if (typeof e.score === "number") {
+				if (maxScore !== undefined && e.score <= maxScore) continue;
+				maxScore = e.score;
+			}
+			fresh.push(e);
+		}
+		add(fresh);
+	};
+	const loadHistory = async () => {
+		loaded = false;
+		try {
+			const rec = (await getJSON("/logs/recent?count=10")).filter((e) => e.job_data && e.job_data.ident === ident);
+			rec.sort((a, b) => num(a.score) - num(b.score));
+			addNew(rec);
+		} catch (_) { /* no recent log */ }
+		loaded = true;
+		const b = buffered;
+		buffered = [];
+		addNew(b);
+		document.body.dataset.history = "loaded";
+	};
 	const proto = location.protocol === "https:" ? "wss:" : "ws:";
 	const connect = () => {
 		const ws = new WebSocket(`${proto}//${location.host}/stream?v=2&jobs=${encodeURIComponent(ident)}`);
 		ws.onopen = () => setStatus("live");
 		ws.onmessage = (m) => {
 			const f = JSON.parse(m.data);
-			if (f.entries) add(f.entries.filter((e) => e.ident === ident));
+			if (f.hello) loadHistory(); // subscribed to this job since connect
+			if (f.entries) {
+				const es = f.entries.filter((e) => e.ident === ident);
+				if (loaded) addNew(es);
+				else if (buffered.length < 5000) buffered.push(...es);
+			}
 			for (const ev of f.events || []) {
 				if (ev.ident !== ident) continue;
 				addHistory(ev);
@@ -180,7 +210,7 @@ async function pendingPage() {
 	for (const [q, jobs] of byQueue) {
 		parts.push(el("h3", {}, `${q} (${jobs.length})`),
 			el("table", { class: "pending" }, el("tr", {}, ["#", "URL", "ident", "by", "queued"].map((h) => el("th", {}, h))),
-				jobs.map((j) => el("tr", {}, el("td", { class: "num" }, j.position), el("td", {}, el("a", { href: j.url }, j.url)),
+				jobs.map((j) => el("tr", {}, el("td", { class: "num" }, j.position), el("td", {}, link(j.url)),
 					el("td", {}, el("a", { href: `/jobs/${j.ident}` }, j.ident)), el("td", {}, j.started_by || ""), el("td", {}, ago(j.queued_at))))));
 	}
 	if (!r.jobs.length) parts.push(el("p", {}, "Nothing is pending."));
@@ -195,7 +225,7 @@ async function finishedPage() {
 	main.replaceChildren(el("h2", {}, `Finished in the last 48 hours (${r.length})`),
 		el("table", { id: "finished" }, el("tr", {}, ["finished", "state", "URL", "ident", "by", "MB", "responses", "reason"].map((h) => el("th", {}, h))),
 			r.map((j) => el("tr", { class: `state-${state(j)}` },
-				el("td", {}, when(j.finished_at)), el("td", {}, state(j)), el("td", {}, el("a", { href: j.url }, j.url)),
+				el("td", {}, when(j.finished_at)), el("td", {}, state(j)), el("td", {}, link(j.url)),
 				el("td", {}, el("a", { href: `/jobs/${j.ident}` }, j.ident)), el("td", {}, j.started_by || ""),
 				el("td", { class: "num" }, mb(j.bytes_downloaded)),
 				el("td", { class: "num" }, commas(["r1xx", "r2xx", "r3xx", "r4xx", "r5xx", "runk"].reduce((a, k) => a + num(j[k]), 0))),

@@ -5,6 +5,7 @@
 --
 -- KEYS[1] working   KEYS[2] archivebot:started (idents already seen)
 -- KEYS[3] archivebot:start_notifications
+-- KEYS[4] archivebot:start_baseline (string: when the first scan ran)
 -- ARGV[1] now (UNIX seconds with fraction, a JSON number)
 -- ARGV[2] "1" when start notices are on by default, "0" when off
 -- ARGV[3] history key prefix   ARGV[4] origin key prefix
@@ -18,21 +19,31 @@
 -- follows ARGV[2], except shallow (!ao) jobs, which get none. Idents of
 -- KEYS[2] no longer in `working` are forgotten.
 -- Job hashes are read by the idents found in `working`, as reap.lua does.
--- Returns {started, notices, working, skipped}: how many jobs were seen
--- starting, how many notices were queued, the idents read from `working`
--- (so the caller needs no second read), and the idents of `working` that
--- cannot be jobs (not a hash, no url, a history key of another type),
--- which are left alone and reported so the caller can log them.
+-- The first scan ever against this Redis (KEYS[4] absent: a new
+-- deployment, or a switch-over from upstream's node) takes a baseline:
+-- the jobs already in `working` were running before this node first
+-- started, so they are marked seen and get their history entry, but no
+-- notice ("has started" would be untrue, and 300 of them would take the
+-- channel for minutes); KEYS[4] is then set to ARGV[1].
+-- Returns {started, notices, working, skipped, baseline}: how many jobs
+-- were seen starting, how many notices were queued, the idents read from
+-- `working` (so the caller needs no second read), the idents of `working`
+-- that cannot be jobs (not a hash, no url, a history key of another type),
+-- which are left alone and reported so the caller can log them, and how
+-- many jobs the baseline left unannounced.
 local function expect(key, want)
   local t = redis.call('TYPE', key)['ok']
   if t ~= 'none' and t ~= want then
     return redis.error_reply('WRONGTYPE ' .. key .. ' is a ' .. t .. ', not a ' .. want)
   end
 end
-local bad = expect(KEYS[1], 'list') or expect(KEYS[2], 'set') or expect(KEYS[3], 'list')
+local bad = expect(KEYS[1], 'list') or expect(KEYS[2], 'set') or expect(KEYS[3], 'list') or
+  expect(KEYS[4], 'string')
 if bad then
   return bad
 end
+local baseline = redis.call('EXISTS', KEYS[4]) == 0
+local unannounced = 0
 local function str(v)
   if v then return cjson.encode(v) end
   return 'null'
@@ -67,7 +78,9 @@ for _, ident in ipairs(idents) do
       else
         want = ARGV[2] == '1' and f[6] ~= 'shallow'
       end
-      if want and not f[7] and f[8] ~= 'true' then
+      if want and baseline then
+        unannounced = unannounced + 1
+      elseif want and not f[7] and f[8] ~= 'true' then
         redis.call('RPUSH', KEYS[3], '{"ident":' .. cjson.encode(ident) .. ',"url":' .. str(f[1]) ..
           ',"started_by":' .. str(f[2]) .. ',"started_in":' .. str(f[3]) ..
           ',"pipeline_id":' .. str(f[4]) .. ',"pipeline":' .. str(nick) .. '}')
@@ -81,4 +94,7 @@ for _, ident in ipairs(redis.call('SMEMBERS', KEYS[2])) do
     redis.call('SREM', KEYS[2], ident)
   end
 end
-return {started, notices, idents, skipped}
+if baseline then
+  redis.call('SET', KEYS[4], ARGV[1])
+end
+return {started, notices, idents, skipped, unannounced}
