@@ -12,6 +12,7 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/internal/text"
 )
 
 // FinishConfig configures the finish notifier (see doc/protocol.md,
@@ -98,12 +99,11 @@ func (n FinishNotice) Line() string {
 }
 
 // FinishNotifier turns finish_notifications into channel lines, at least
-// once and, in normal operation, exactly once: each document is moved into
-// delivery (Store.TakeFinishNotice) before its line is sent, and
-// acknowledged (Store.AckFinishNotice) only once Announce reports the line
-// written to the IRC socket.
-// Whatever is left in the processing list (a crash, IRC down) is delivered
-// first on the next cycle, in order.
+// once and, in normal operation, exactly once (store.DeliveryQueue, the
+// drain loop of deliver.go): each document is moved into delivery before
+// its line is sent, and acknowledged only once the front end reports the
+// line written to the IRC socket. Whatever is left in the processing list
+// (a crash, IRC down) is delivered first on the next cycle, in order.
 type FinishNotifier struct {
 	store *store.Store
 	ann   Announcer
@@ -125,37 +125,15 @@ func NewFinishNotifier(store *store.Store, ann Announcer, cfg FinishConfig, log 
 }
 
 // runOnce delivers what the processing list holds, then up to Batch new
-// notices. The first Announce error ends the cycle: the notice stays in the
+// notices. The first failure ends the cycle: the notice stays in the
 // processing list and is the first delivered next time.
 func (f *FinishNotifier) runOnce(ctx context.Context) error {
-	if fa, ok := f.ann.(FinishAnnouncer); ok {
-		return f.runBatch(ctx, fa)
-	}
-	sent := 0
-	left, err := f.store.FinishNoticesInDelivery(ctx, f.cfg.Batch)
-	if err != nil {
-		return err
-	}
-	if len(left) > 0 {
-		f.log.Info("delivering notices left from an earlier run", "count", len(left))
-	}
-	for _, doc := range left {
-		if err := f.deliver(ctx, doc); err != nil {
-			return err
-		}
-		sent++
-	}
-	for ; sent < f.cfg.Batch; sent++ {
-		doc, ok, err := f.store.TakeFinishNotice(ctx)
-		if err != nil || !ok {
-			return err
-		}
-		if err := f.deliver(ctx, doc); err != nil {
-			return err
-		}
-	}
-	return nil
+	return drain(ctx, f.store.FinishNotices(), f.cfg.Batch, f.ann, f.log, f.hand)
 }
+
+// RunOnce runs one cycle now, as the service's timer would: for tests of
+// front ends, which drive the notifier without its schedule.
+func (f *FinishNotifier) RunOnce(ctx context.Context) error { return f.runOnce(ctx) }
 
 // observe does what the node does once it sees a job has ended, before
 // its report goes out: the analyzer reads the job's last log entries, the
@@ -175,26 +153,44 @@ func (f *FinishNotifier) observe(ctx context.Context, n FinishNotice) {
 	}
 }
 
-// deliver posts doc's line and acknowledges it. A document that cannot be
-// read is logged and acknowledged: retrying would never succeed.
-func (f *FinishNotifier) deliver(ctx context.Context, doc string) error {
+// hand delivers doc (a handOff): to a front end that combines reports
+// (FinishAnnouncer) without waiting for its line, else with Announce. A
+// document that cannot be read is logged and reported delivered: retrying
+// would never succeed.
+func (f *FinishNotifier) hand(ctx context.Context, doc string, done func(error)) {
 	n, err := ParseFinishNotice(doc)
 	if err != nil {
 		f.log.Error("dropping malformed finish notification", "doc", doc, "err", err)
-	} else {
-		f.observe(ctx, n)
-		line := n.Line()
-		if err := announceIn(ctx, f.ann, f.log, n.StartedIn, line); err != nil {
-			return fmt.Errorf("announce finish of %s: %w", n.URL, err)
-		}
-		msg := "job finished"
-		if n.Aborted {
-			msg = "job aborted"
-		}
-		f.log.Info(msg, "ident", ident.Of(n.URL), "channel", n.StartedIn, "line", line)
+		done(nil)
+		return
 	}
-	// The line is out: acknowledging must not be cut short by shutdown.
-	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	return f.store.AckFinishNotice(ackCtx, doc)
+	f.observe(ctx, n)
+	id := ident.Of(n.URL)
+	if fa, ok := f.ann.(FinishAnnouncer); ok {
+		r := FinishReport{Channel: n.StartedIn, Nick: n.StartedBy, URL: n.URL, Ident: id, Aborted: bool(n.Aborted), Line: text.Clean(n.Line(), text.Untrusted)}
+		fa.AnnounceFinish(ctx, r, func(err error) {
+			switch {
+			case err == nil:
+				f.log.Info("finish reported", "ident", id, "channel", n.StartedIn, "line", n.Line())
+			case errors.Is(err, ErrCannotDeliver):
+				f.log.Warn("cannot deliver line, dropping it", "ident", id, "channel", n.StartedIn, "line", n.Line(), "err", err)
+				err = nil
+			default:
+				err = fmt.Errorf("announce finish of %s: %w", n.URL, err)
+			}
+			done(err)
+		})
+		return
+	}
+	line := n.Line()
+	if err := announceIn(ctx, f.ann, f.log, n.StartedIn, line); err != nil {
+		done(fmt.Errorf("announce finish of %s: %w", n.URL, err))
+		return
+	}
+	msg := "job finished"
+	if n.Aborted {
+		msg = "job aborted"
+	}
+	f.log.Info(msg, "ident", id, "channel", n.StartedIn, "line", line)
+	done(nil)
 }

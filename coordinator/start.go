@@ -3,7 +3,6 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -67,7 +66,8 @@ func (n StartNotice) Line() string {
 // operation. The scan marks a job seen and queues its notice in one atomic
 // step (Store.ScanStarts); the notice moves into a processing list while
 // its line is sent, and is acknowledged only once Announce reports it
-// written to the IRC socket, as the finish notifier does.
+// written to the IRC socket (store.DeliveryQueue and the drain loop of
+// deliver.go, as for finish notices).
 type StartNotifier struct {
 	store *store.Store
 	ann   Announcer
@@ -130,27 +130,7 @@ func (n *StartNotifier) runOnce(ctx context.Context) error {
 	}
 	n.badKeys.endCycle(n.log, "working (not jobs: no start notice, no history)", time.Now())
 	n.rememberWorking(ctx, sc.Working)
-	sent := 0
-	left, err := n.store.StartNoticesInDelivery(ctx, n.cfg.Batch)
-	if err != nil {
-		return err
-	}
-	for _, doc := range left {
-		if err := n.deliver(ctx, doc); err != nil {
-			return err
-		}
-		sent++
-	}
-	for ; sent < n.cfg.Batch; sent++ {
-		doc, ok, err := n.store.TakeStartNotice(ctx)
-		if err != nil || !ok {
-			return err
-		}
-		if err := n.deliver(ctx, doc); err != nil {
-			return err
-		}
-	}
-	return nil
+	return drain(ctx, n.store.StartNotices(), n.cfg.Batch, n.ann, n.log, n.hand)
 }
 
 // rememberWorking keeps the idents the scan read from `working` as seen,
@@ -167,23 +147,20 @@ func (n *StartNotifier) rememberWorking(ctx context.Context, ids []string) {
 	n.mu.Unlock()
 }
 
-// deliver posts doc's line and acknowledges it. A document that cannot be
-// read is logged and acknowledged: retrying would never succeed.
-func (n *StartNotifier) deliver(ctx context.Context, doc string) error {
+// hand posts doc's line (a handOff). A document that cannot be read is
+// logged and reported delivered: retrying would never succeed.
+func (n *StartNotifier) hand(ctx context.Context, doc string, done func(error)) {
 	var sn StartNotice
 	if err := json.Unmarshal([]byte(doc), &sn); err != nil || sn.Ident == "" {
 		n.log.Error("dropping malformed start notice", "doc", doc, "err", err)
-	} else {
-		line := sn.Line()
-		if err := announceIn(ctx, n.ann, n.log, sn.StartedIn, line); err != nil {
-			return fmt.Errorf("announce start of %s: %w", sn.Ident, err)
-		}
-		n.log.Info("start reported", "ident", sn.Ident, "channel", sn.StartedIn, "line", line)
+		done(nil)
+		return
 	}
-	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := n.store.AckStartNotice(ackCtx, doc); err != nil && !errors.Is(err, context.Canceled) {
-		return err
+	line := sn.Line()
+	if err := announceIn(ctx, n.ann, n.log, sn.StartedIn, line); err != nil {
+		done(fmt.Errorf("announce start of %s: %w", sn.Ident, err))
+		return
 	}
-	return nil
+	n.log.Info("start reported", "ident", sn.Ident, "channel", sn.StartedIn, "line", line)
+	done(nil)
 }

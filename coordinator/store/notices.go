@@ -1,8 +1,8 @@
 package store
 
-// The channel notice queues (finish, start, admin): take, acknowledge and
-// the in-delivery lists (doc/protocol.md, Finish notifications, Start
-// notices, Operator commands), and the start scan of working.
+// What fills the channel notice queues: the start scan of working and the
+// operator's admin notices (doc/protocol.md, Start notices, Operator
+// commands). Their delivery is DeliveryQueue's (queue.go).
 
 import (
 	"context"
@@ -10,37 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-
-	"github.com/redis/go-redis/v9"
 )
-
-// FinishNoticesInDelivery returns up to limit notices taken earlier whose
-// delivery was not acknowledged (the bot stopped or IRC was down), oldest
-// first.
-func (s *Store) FinishNoticesInDelivery(ctx context.Context, limit int) ([]string, error) {
-	docs, err := s.rdb.LRange(ctx, KeyFinishProcessing, 0, int64(limit)-1).Result()
-	return docs, wrap("read "+KeyFinishProcessing, err)
-}
-
-// TakeFinishNotice moves the oldest notice of finish_notifications into
-// delivery and returns it; ok is false when there is none.
-func (s *Store) TakeFinishNotice(ctx context.Context) (doc string, ok bool, err error) {
-	doc, err = finishTakeScript.Run(ctx, s.rdb, []string{KeyFinishNotifications, KeyFinishProcessing}).Text()
-	if errors.Is(err, redis.Nil) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, wrap("take finish notification", err)
-	}
-	return doc, true, nil
-}
-
-// AckFinishNotice ends the delivery of doc (its line was sent, or it can
-// never be).
-func (s *Store) AckFinishNotice(ctx context.Context, doc string) error {
-	err := finishAckScript.Run(ctx, s.rdb, []string{KeyFinishProcessing}, doc).Err()
-	return wrap("acknowledge finish notification", err)
-}
 
 // ScanStarts notices the jobs pipelines have taken since the last scan
 // (start_scan.lua, one round trip): each gets a "started" history entry
@@ -85,33 +55,6 @@ type StartScan struct {
 	Unannounced int64
 }
 
-// StartNoticesInDelivery returns up to limit start notices taken earlier
-// whose delivery was not acknowledged, oldest first.
-func (s *Store) StartNoticesInDelivery(ctx context.Context, limit int) ([]string, error) {
-	docs, err := s.rdb.LRange(ctx, KeyStartProcessing, 0, int64(limit)-1).Result()
-	return docs, wrap("read "+KeyStartProcessing, err)
-}
-
-// TakeStartNotice moves the oldest start notice into delivery and returns
-// it; ok is false when there is none.
-func (s *Store) TakeStartNotice(ctx context.Context) (doc string, ok bool, err error) {
-	doc, err = finishTakeScript.Run(ctx, s.rdb, []string{KeyStartNotifications, KeyStartProcessing}).Text()
-	if errors.Is(err, redis.Nil) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, wrap("take start notice", err)
-	}
-	return doc, true, nil
-}
-
-// AckStartNotice ends the delivery of doc (its line was sent, or it can
-// never be).
-func (s *Store) AckStartNotice(ctx context.Context, doc string) error {
-	err := finishAckScript.Run(ctx, s.rdb, []string{KeyStartProcessing}, doc).Err()
-	return wrap("acknowledge start notice", err)
-}
-
 // AdminNotice is a line an operator's command wants said in a channel.
 type AdminNotice struct {
 	// Channel to say it in; "" means every channel.
@@ -126,30 +69,4 @@ func (s *Store) PushAdminNotice(ctx context.Context, n AdminNotice) error {
 		return err
 	}
 	return wrap("queue admin notice", s.rdb.RPush(ctx, KeyAdminNotices, b).Err())
-}
-
-// AdminNoticesInDelivery returns up to limit admin notices taken earlier
-// whose delivery was not acknowledged, oldest first.
-func (s *Store) AdminNoticesInDelivery(ctx context.Context, limit int) ([]string, error) {
-	docs, err := s.rdb.LRange(ctx, KeyAdminNoticesProcessing, 0, int64(limit)-1).Result()
-	return docs, wrap("read "+KeyAdminNoticesProcessing, err)
-}
-
-// TakeAdminNotice moves the oldest admin notice into delivery (the finish
-// notices' script over the admin lists); ok is false when there is none.
-func (s *Store) TakeAdminNotice(ctx context.Context) (doc string, ok bool, err error) {
-	doc, err = finishTakeScript.Run(ctx, s.rdb, []string{KeyAdminNotices, KeyAdminNoticesProcessing}).Text()
-	if errors.Is(err, redis.Nil) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, wrap("take admin notice", err)
-	}
-	return doc, true, nil
-}
-
-// AckAdminNotice ends the delivery of doc.
-func (s *Store) AckAdminNotice(ctx context.Context, doc string) error {
-	err := finishAckScript.Run(ctx, s.rdb, []string{KeyAdminNoticesProcessing}, doc).Err()
-	return wrap("acknowledge admin notice", err)
 }

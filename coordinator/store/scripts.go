@@ -93,13 +93,14 @@ var (
 	reapReportedSrc    string
 	reapReportedScript = fenced(reapReportedSrc)
 
-	//go:embed scripts/finish_take.lua
-	finishTakeSrc    string
-	finishTakeScript = fenced(finishTakeSrc)
+	// The delivery queues' take and acknowledge (queue.go).
+	//go:embed scripts/notice_take.lua
+	noticeTakeSrc    string
+	noticeTakeScript = fenced(noticeTakeSrc)
 
-	//go:embed scripts/finish_ack.lua
-	finishAckSrc    string
-	finishAckScript = fenced(finishAckSrc)
+	//go:embed scripts/notice_ack.lua
+	noticeAckSrc    string
+	noticeAckScript = fenced(noticeAckSrc)
 
 	//go:embed scripts/analyze_commit.lua
 	analyzeCommitSrc    string

@@ -1,8 +1,11 @@
--- finish_take: move the oldest finish notice into our processing list, so
--- it is not lost if the bot dies before its line is sent (the notifier's
--- LMOVE, as a script so that every write of a service is one script).
+-- notice_take: move the oldest notice of a delivery queue into its
+-- processing list, so it is not lost if the bot dies before its line is
+-- sent (LMOVE, as a script so that every write of a service is one
+-- script). One script for every DeliveryQueue (finish, start and admin
+-- notices; see queue.go).
 --
--- KEYS[1] finish_notifications   KEYS[2] archivebot:finish_notifications:processing
+-- KEYS[1] the pending list (e.g. finish_notifications)
+-- KEYS[2] its processing list (e.g. archivebot:finish_notifications:processing)
 -- Returns the notice moved, or false (nil) when there is none.
 local function expect(key, want)
   local t = redis.call('TYPE', key)['ok']

@@ -1,0 +1,166 @@
+package coordinator
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/run"
+)
+
+// The one drain loop of the notice queues (finish, start and admin
+// notices; store.DeliveryQueue). Delivery is at least once and, in normal
+// operation, exactly once: a notice moves into the processing list before
+// its line is sent, and is acknowledged only once its line was written.
+// What the processing list holds (a crash, IRC down) is delivered first
+// on the next cycle, in order.
+
+// handOff hands one notice document to the front end. It calls done
+// exactly once, from any goroutine: with nil once the document's line was
+// written, or once it is known it never can be (a malformed document,
+// ErrCannotDeliver), else with the reason it was not (the document stays
+// in the processing list). A front end that sends one line at a time
+// calls done before handOff returns.
+type handOff func(ctx context.Context, doc string, done func(error))
+
+// ackTimeout bounds one acknowledgement; shutdown does not cut it short
+// (the line is out).
+const ackTimeout = 5 * time.Second
+
+// drain runs one cycle over q: once the front end is connected (or
+// connectWait has passed, see awaitConnected) it hands over what the processing list
+// holds, then up to batch notices in all, taking new ones one by one. The
+// first failure known stops the handing over (the failed notice is the
+// first delivered next cycle). Each notice is acknowledged as soon as its
+// line is reported written, while the loop goes on taking: a written line
+// never waits for the rest of the cycle to be acknowledged, so a kill
+// repeats at most the lines in flight. drain returns once every notice
+// handed over has its answer, so no notice is handed over twice at once;
+// it returns the first failure.
+func drain(ctx context.Context, q store.DeliveryQueue, batch int, ann Announcer, log *slog.Logger, hand handOff) error {
+	awaitConnected(ctx, ann)
+	left, err := q.InDelivery(ctx, batch)
+	if err != nil {
+		return err
+	}
+	if len(left) > 0 {
+		log.Info("delivering notices left from an earlier run", "count", len(left))
+	}
+
+	var (
+		mu       sync.Mutex
+		firstErr error
+		answers  sync.WaitGroup // notices handed over without an answer yet
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+	}
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr != nil
+	}
+	ack := func(doc string) {
+		ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+		defer cancel()
+		if err := q.Ack(ackCtx, doc); err != nil {
+			fail(err)
+		}
+	}
+	// Answers that come later are acknowledged here, in the order they
+	// come. At most batch notices are handed over: acks never blocks.
+	acks := make(chan string, batch)
+	acked := make(chan struct{})
+	go run.Guard(log, "acknowledgements", func() {
+		defer close(acked)
+		for doc := range acks {
+			ack(doc)
+		}
+	})
+	give := func(doc string) {
+		answers.Add(1)
+		var gmu sync.Mutex
+		handing := true
+		hand(ctx, doc, func(err error) {
+			defer answers.Done()
+			if err != nil {
+				fail(err)
+				return
+			}
+			gmu.Lock()
+			now := handing
+			gmu.Unlock()
+			if now {
+				// Answered at once: acknowledged before the next
+				// notice is taken, one at a time.
+				ack(doc)
+			} else {
+				acks <- doc
+			}
+		})
+		gmu.Lock()
+		handing = false
+		gmu.Unlock()
+	}
+
+	sent := 0
+	for _, doc := range left {
+		if failed() {
+			break
+		}
+		give(doc)
+		sent++
+	}
+	for ; sent < batch && !failed() && ctx.Err() == nil; sent++ {
+		doc, ok, err := q.Take(ctx)
+		if err != nil {
+			fail(err)
+			break
+		}
+		if !ok {
+			break
+		}
+		give(doc)
+	}
+	answers.Wait()
+	close(acks)
+	<-acked
+	mu.Lock()
+	defer mu.Unlock()
+	return firstErr
+}
+
+// connectWait bounds how long a cycle waits for the front end to connect.
+const connectWait = 2 * time.Second
+
+// awaitConnected waits, up to connectWait, until a front end that can tell
+// (the IRC client: Connected) is connected. Right after a start the first
+// cycle would otherwise hand the notices left from the earlier run to a
+// client still connecting, fail on the first ("irc: not connected") and
+// leave them all to the next cycle. While IRC is down the cycle goes on
+// after the wait and fails as before, the notice kept for later.
+func awaitConnected(ctx context.Context, ann Announcer) {
+	c, ok := ann.(interface{ Connected() bool })
+	if !ok || c.Connected() {
+		return
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.NewTimer(connectWait)
+	defer deadline.Stop()
+	for !c.Connected() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			return
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package coordinator
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/ident"
+)
+
+// TestDrainAcksWhileTaking: a notice whose line the front end reports
+// written is acknowledged at once, while the cycle is still taking and
+// handing over later notices, not once the whole cycle was handed over.
+//
+// This was the flake of TestE2EFinishNoticesSurviveKill ("round 2: 4
+// duplicates … want at most those of the line in flight"): the cycle
+// acknowledged nothing until its take loop ended, and the take loop (one
+// take and the job-end bookkeeping per notice) was slower under load than
+// the front end writing lines, so a kill repeated every line written
+// during it, one duplicate per line; a notice left over from an earlier
+// kill and written again in such a cycle came a third time.
+func TestDrainAcksWhileTaking(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := store.NewStore(b.Client)
+		urls := []string{"http://a.example.com/", "http://b.example.com/", "http://c.example.com/"}
+		var docs []string
+		for _, u := range urls {
+			docs = append(docs, svcNotice(u, "alice", "#ab", false))
+			b.Client.RPush(ctx, store.KeyFinishNotifications, docs[len(docs)-1])
+		}
+		ann := &batchAnnouncer{svcAnnouncer: *newSvcAnnouncer("#ab"), got: make(chan batchCall, 10)}
+		f := NewFinishNotifier(s, ann, FinishConfig{}, svcLog(t))
+		// While the cycle takes the second notice, the first one's line
+		// is written (answered below): its acknowledgement must not wait
+		// for the cycle.
+		ackedWhileTaking := make(chan bool, 1)
+		f.onNotice = func(_ context.Context, id string) {
+			if id != ident.Of(urls[1]) {
+				return
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for time.Now().Before(deadline) {
+				if !slices.Contains(svcLists(t, b)[1], docs[0]) {
+					ackedWhileTaking <- true
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			ackedWhileTaking <- false
+		}
+		errc := make(chan error, 1)
+		go func() { errc <- f.runOnce(ctx) }()
+		(<-ann.got).done(nil)
+		if !<-ackedWhileTaking {
+			t.Error("the first notice's line was written, but it was not acknowledged while the cycle took the next one")
+		}
+		for range 2 {
+			(<-ann.got).done(nil)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if l := svcLists(t, b); len(l[0]) != 0 || len(l[1]) != 0 {
+			t.Fatalf("after the cycle: queue %v, processing %v; want both empty", l[0], l[1])
+		}
+	})
+}
