@@ -68,10 +68,11 @@ const (
 	// rebuilt with a SCAN, to find queues other programs created.
 	DefaultQueueIndexRebuild = 10 * time.Minute
 
-	// DefaultUpdatesMinBackoff and DefaultUpdatesMaxBackoff bound the wait
-	// between attempts to resubscribe to `updates`.
-	DefaultUpdatesMinBackoff = 100 * time.Millisecond
-	DefaultUpdatesMaxBackoff = 10 * time.Second
+	// DefaultPubSubMinBackoff and DefaultPubSubMaxBackoff bound the wait
+	// between attempts to resubscribe to a pub/sub channel (`updates`,
+	// job events).
+	DefaultPubSubMinBackoff = 100 * time.Millisecond
+	DefaultPubSubMaxBackoff = 10 * time.Second
 
 	DefaultTweeterInterval       = 2 * time.Minute
 	DefaultTweeterDelay          = 2 * time.Minute

@@ -411,9 +411,8 @@ func (f *Firehose) watchWorking(ctx context.Context) {
 
 // listenEvents follows ChannelJobEvents, reconnecting with backoff.
 func (f *Firehose) listenEvents(ctx context.Context) {
-	backoff := time.Second
-	for ctx.Err() == nil {
-		got, err := f.store.ListenJobEvents(ctx, func() { f.markReady(true, false) }, func(doc string) {
+	run.Reconnect(ctx, f.log, "job events subscription", pubSubBackoff, func(ctx context.Context) (bool, error) {
+		return f.store.ListenJobEvents(ctx, func() { f.markReady(true, false) }, func(doc string) {
 			var ev JobEvent
 			if err := json.Unmarshal([]byte(doc), &ev); err != nil || ev.Ident == "" || ev.Event == "" {
 				f.log.Warn("ignoring a job event that is not one", "doc", text.Cut(doc, 200))
@@ -421,22 +420,7 @@ func (f *Firehose) listenEvents(ctx context.Context) {
 			}
 			f.emit(ev)
 		})
-		if ctx.Err() != nil {
-			return
-		}
-		if got {
-			backoff = time.Second
-		}
-		f.log.Warn("job events subscription lost, reconnecting", "err", err, "in", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		backoff = min(backoff*2, 30*time.Second)
-	}
+	})
 }
 
 // emit hands ev to the sink, once per lifecycle event and run of a job: a

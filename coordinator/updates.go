@@ -11,6 +11,10 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
+// pubSubBackoff bounds the reconnection waits of every pub/sub listener
+// (`updates` here, job events in the firehose): run.Reconnect.
+var pubSubBackoff = run.Backoff{Min: config.DefaultPubSubMinBackoff, Max: config.DefaultPubSubMaxBackoff}
+
 // Updates listens on the `updates` channel (a job ident on every log
 // entry, finish and abort) and fans each ident out to the registered
 // callbacks. When the connection drops (Redis restarted, client killed) it
@@ -25,7 +29,7 @@ type Updates struct {
 	onSub    []func(ctx context.Context)
 
 	// MinBackoff and MaxBackoff bound the wait between reconnection
-	// attempts.
+	// attempts (pubSubBackoff unless a test changes them).
 	MinBackoff, MaxBackoff time.Duration
 }
 
@@ -35,7 +39,7 @@ func NewUpdates(store *store.Store, log *slog.Logger) *Updates {
 		log = slog.Default()
 	}
 	return &Updates{store: store, log: log.With("service", "updates"),
-		MinBackoff: config.DefaultUpdatesMinBackoff, MaxBackoff: config.DefaultUpdatesMaxBackoff}
+		MinBackoff: pubSubBackoff.Min, MaxBackoff: pubSubBackoff.Max}
 }
 
 // OnUpdate registers fn to be called with the ident of every `updates`
@@ -59,25 +63,7 @@ func (u *Updates) OnSubscribe(fn func(ctx context.Context)) {
 
 // Run listens until ctx ends.
 func (u *Updates) Run(ctx context.Context) {
-	backoff := u.MinBackoff
-	for ctx.Err() == nil {
-		got, err := u.session(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if got {
-			backoff = u.MinBackoff
-		}
-		u.log.Warn("updates subscription lost, reconnecting", "err", err, "in", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		backoff = min(backoff*2, u.MaxBackoff)
-	}
+	run.Reconnect(ctx, u.log, "updates subscription", run.Backoff{Min: u.MinBackoff, Max: u.MaxBackoff}, u.session)
 }
 
 // session subscribes once and delivers messages until the connection

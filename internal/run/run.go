@@ -1,7 +1,8 @@
-// Package run holds the two primitives every long-lived goroutine of the
-// control node is built from: Guard, the one panic guard, and Every, the
-// one scheduling primitive (a ticker around a run-once function, as river's
-// maintenance services do).
+// Package run holds the primitives every long-lived goroutine of the
+// control node is built from: Guard, the one panic guard, Every, the one
+// scheduling primitive (a ticker around a run-once function, as river's
+// maintenance services do), and Reconnect, the one reconnect loop of the
+// pub/sub listeners.
 package run
 
 import (
@@ -68,5 +69,37 @@ func Every(ctx context.Context, log *slog.Logger, name string, s Schedule, fn fu
 			return
 		}
 		Guard(log, name, func() { fn(ctx) })
+	}
+}
+
+// Backoff bounds the waits of Reconnect: Min after a session that was
+// established, doubled after each attempt that failed, up to Max.
+type Backoff struct{ Min, Max time.Duration }
+
+// Reconnect runs session until ctx ends, again after every failure: a
+// long-lived connection (a pub/sub subscription) that must come back when
+// Redis restarts or drops the client. session returns when its connection
+// fails, reporting whether it was established (the next wait starts again
+// from b.Min) and why it ended. Each loss is logged as "WHAT lost,
+// reconnecting" with the error and the wait.
+func Reconnect(ctx context.Context, log *slog.Logger, what string, b Backoff, session func(context.Context) (bool, error)) {
+	backoff := b.Min
+	for ctx.Err() == nil {
+		up, err := session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if up {
+			backoff = b.Min
+		}
+		log.Warn(what+" lost, reconnecting", "err", err, "in", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(backoff*2, b.Max)
 	}
 }

@@ -3,10 +3,12 @@ package run
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestGuardLogsPanic(t *testing.T) {
@@ -46,4 +48,33 @@ func TestEvery(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
+}
+
+// Reconnect runs the session again after each failure, waiting from Min,
+// doubling up to Max, back to Min after a session that was established,
+// and returns when the context ends.
+func TestReconnect(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	ups := []bool{false, false, false, true, false}
+	n := 0
+	Reconnect(ctx, log, "test subscription", Backoff{Min: time.Millisecond, Max: 2 * time.Millisecond}, func(context.Context) (bool, error) {
+		if n == len(ups) {
+			cancel()
+			return false, context.Canceled
+		}
+		n++
+		return ups[n-1], errors.New("lost")
+	})
+	var waits []string
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if !strings.Contains(l, `msg="test subscription lost, reconnecting"`) || !strings.Contains(l, "err=lost") {
+			t.Fatalf("log line %q", l)
+		}
+		waits = append(waits, l[strings.Index(l, " in=")+4:])
+	}
+	if want := []string{"1ms", "2ms", "2ms", "1ms", "2ms"}; strings.Join(waits, " ") != strings.Join(want, " ") {
+		t.Errorf("waits %v, want %v", waits, want)
+	}
 }
