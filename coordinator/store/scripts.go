@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	_ "embed"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -11,6 +12,9 @@ import (
 // The scripts of user commands include scripts/cmdrecord.lua (their
 // outcome record, see outcome.go; it takes the two ARGV before the
 // fence's) after the fence prologue.
+//
+// Every script starts with the prologue libSrc (scripts/lib.lua: the
+// shared type checks, and the key names scripts compare against).
 //
 // Every script that writes is fenced (a one-line change): a service
 // script is declared with fenced(), a user-command script's source is
@@ -78,7 +82,7 @@ var (
 	// read_log.lua only reads: not fenced.
 	//go:embed scripts/read_log.lua
 	readLogSrc    string
-	readLogScript = redis.NewScript(readLogSrc)
+	readLogScript = plain(readLogSrc)
 
 	//go:embed scripts/fail.lua
 	failBody string
@@ -171,19 +175,40 @@ var (
 var (
 	//go:embed scripts/lease_acquire.lua
 	leaseAcquireSrc    string
-	leaseAcquireScript = redis.NewScript(leaseAcquireSrc)
+	leaseAcquireScript = plain(leaseAcquireSrc)
 
 	//go:embed scripts/lease_renew.lua
 	leaseRenewSrc    string
-	leaseRenewScript = redis.NewScript(leaseRenewSrc)
+	leaseRenewScript = plain(leaseRenewSrc)
 
 	//go:embed scripts/lease_release.lua
 	leaseReleaseSrc    string
-	leaseReleaseScript = redis.NewScript(leaseReleaseSrc)
+	leaseReleaseScript = plain(leaseReleaseSrc)
 )
 
 //go:embed scripts/fence.lua
 var fenceSrc string
+
+//go:embed scripts/lib.lua
+var libBody string
+
+// libSrc is the prologue of every script (scripts/lib.lua): the table K
+// of the names scripts compare against or publish to, spelled here from
+// keys.go (key names reach Lua only from the Go side: keys a script reads
+// or writes as KEYS, these as K), then the shared type checks typed and
+// expect. It is the same on every load, and so is every script's SHA1.
+var libSrc = "local K = {" +
+	"pending = " + strconv.Quote(KeyPending) +
+	", pending_ao = " + strconv.Quote(KeyPendingAO) +
+	", pending_large = " + strconv.Quote(KeyPendingLarge) +
+	", named_prefix = " + strconv.Quote(PendingNamedPrefix) +
+	", job_events = " + strconv.Quote(ChannelJobEvents) + "}\n" + libBody
+
+// plain declares a script that is not fenced (it only reads, or it is the
+// lease itself): src behind the prologue.
+func plain(src string) *redis.Script {
+	return redis.NewScript(libSrc + src)
+}
 
 // fencedScript is a service write script with the fence prologue
 // (scripts/fence.lua). Its Run takes the same arguments as redis.Script's
@@ -207,10 +232,11 @@ func fenced(src string) *fencedScript {
 	return &fencedScript{Script: redis.NewScript(full), src: full}
 }
 
-// fencedSrc returns src behind the fence prologue, for a script run with
-// runWrite (user commands), which then appends the fence arguments.
+// fencedSrc returns src behind the fence and the prologue (libSrc), for a
+// script run with runWrite (user commands), which then appends the fence
+// arguments.
 func fencedSrc(src string) string {
-	full := fenceSrc + src
+	full := fenceSrc + libSrc + src
 	fencedHashes[redis.NewScript(full).Hash()] = true
 	fencedList = append(fencedList, full)
 	return full

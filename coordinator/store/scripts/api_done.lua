@@ -12,9 +12,8 @@
 local why = held_check()
 if why then return {0, why} end
 for k = 5, 8 do
-  local t = redis.call('TYPE', KEYS[k])['ok']
   local want = (k == 5 or k == 8) and 'list' or 'string'
-  if t ~= 'none' and t ~= want then
+  if not typed(KEYS[k], want) then
     return redis.error_reply('WRONGTYPE ' .. KEYS[k] .. ' is not a ' .. want)
   end
 end

@@ -6,8 +6,7 @@
 -- ARGV[1] last seen (UNIX seconds, '' none)   ARGV[2] refusals to add
 -- ARGV[3] the last refusal ('' none)
 -- Returns 1; an error when the key has the wrong type.
-local t = redis.call('TYPE', KEYS[1])['ok']
-if t ~= 'none' and t ~= 'hash' then
+if not typed(KEYS[1], 'hash') then
   return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is not a hash')
 end
 if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], 'last_seen', ARGV[1]) end

@@ -7,8 +7,7 @@
 -- ARGV[4] window (seconds kept)   ARGV[5] most nonces kept
 -- Returns 1 recorded; 0 seen before (replay); -1 too many in the window
 -- (nothing written but the pruning of expired nonces).
-local t = redis.call('TYPE', KEYS[1])['ok']
-if t ~= 'none' and t ~= 'zset' then
+if not typed(KEYS[1], 'zset') then
   return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is not a sorted set')
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (tonumber(ARGV[3]) - tonumber(ARGV[4])))

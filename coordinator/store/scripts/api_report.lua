@@ -5,9 +5,7 @@
 -- ARGV[1] the pipeline_updates channel   ARGV[2] 1 report, 0 unregister
 -- ARGV[3 ..] field/value pairs (report)
 -- Returns 1; an error when a key has the wrong type (nothing written).
-local t = redis.call('TYPE', KEYS[1])['ok']
-local st = redis.call('TYPE', KEYS[2])['ok']
-if (t ~= 'none' and t ~= 'hash') or (st ~= 'none' and st ~= 'set') then
+if not typed(KEYS[1], 'hash') or not typed(KEYS[2], 'set') then
   return redis.error_reply('WRONGTYPE the pipeline record or pipelines has the wrong type')
 end
 if ARGV[2] == '1' then

@@ -10,9 +10,7 @@
 -- out of working again and the next one is tried; one that is not a hash
 -- is left in working, as a direct pipeline's failed HSET leaves it (the
 -- start scan reports it), and the next one is tried.
-local wt = redis.call('TYPE', KEYS[1])['ok']
-local ht = redis.call('TYPE', KEYS[2])['ok']
-if (wt ~= 'none' and wt ~= 'list') or (ht ~= 'none' and ht ~= 'set') then
+if not typed(KEYS[1], 'list') or not typed(KEYS[2], 'set') then
   return redis.error_reply('WRONGTYPE working or the held set is not a list/set')
 end
 for i = 3, #KEYS do

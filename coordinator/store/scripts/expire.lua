@@ -11,8 +11,7 @@
 -- Returns 0 when the job does not exist, -1 when it has no expiry timer,
 -- 1 when the keys were removed, -2 when the key is not a job (not a hash;
 -- nothing written).
-local t = redis.call('TYPE', KEYS[1])['ok']
-if t ~= 'none' and t ~= 'hash' then
+if not typed(KEYS[1], 'hash') then
   return -2
 end
 local bad = history_bad(KEYS[4])

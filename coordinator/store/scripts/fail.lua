@@ -33,12 +33,6 @@ end
 if t ~= 'hash' then
   return {-3}
 end
-local function expect(key, want)
-  local kt = redis.call('TYPE', key)['ok']
-  if kt ~= 'none' and kt ~= want then
-    return redis.error_reply('WRONGTYPE ' .. key .. ' is a ' .. kt .. ', not a ' .. want)
-  end
-end
 local bad = history_bad(KEYS[5]) or expect(KEYS[6], 'hash') or expect(KEYS[7], 'hash')
   or expect(KEYS[8], 'zset') or expect(KEYS[3], 'set')
 if bad then

@@ -4,16 +4,13 @@
 --
 -- history(key, entry) appends the JSON entry to the job's history list
 -- (archivebot:history:IDENT), keeps the last 100 entries, and publishes the
--- same entry on archivebot:job_events. An empty entry appends nothing.
+-- same entry on archivebot:job_events (K.job_events). An empty entry appends nothing.
 -- history_bad(key) returns an error reply when key is not a list (to be
 -- checked before the script's first write), nil otherwise.
 local HISTORY_MAX = 100
-local JOB_EVENTS = 'archivebot:job_events'
+local JOB_EVENTS = K.job_events
 local function history_bad(key)
-  local t = redis.call('TYPE', key)['ok']
-  if t ~= 'none' and t ~= 'list' then
-    return redis.error_reply('WRONGTYPE ' .. key .. ' is a ' .. t .. ', not a list')
-  end
+  return expect(key, 'list')
 end
 local function history(key, entry)
   if not entry or entry == '' then

@@ -9,10 +9,7 @@
 --
 -- Returns 1 when the job was indexed, 0 when it has no finished_at (or no
 -- record), -1 when a key has the wrong type (nothing written).
-local t = redis.call('TYPE', KEYS[1]).ok
-if t ~= 'hash' and t ~= 'none' then return -1 end
-t = redis.call('TYPE', KEYS[2]).ok
-if t ~= 'zset' and t ~= 'none' then return -1 end
+if not typed(KEYS[1], 'hash') or not typed(KEYS[2], 'zset') then return -1 end
 local at = redis.call('HGET', KEYS[1], 'finished_at')
 local done = 0
 if at and tonumber(at) then

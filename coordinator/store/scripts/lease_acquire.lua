@@ -7,9 +7,9 @@
 -- holder's value otherwise. value = "TOKEN NODE ACQUIRED_MS"; TOKEN comes
 -- from INCR on KEYS[2], so every term has a new, larger one.
 for _, k in ipairs(KEYS) do
-  local t = redis.call('TYPE', k).ok
-  if t ~= 'none' and t ~= 'string' then
-    return redis.error_reply('WRONGTYPE ' .. k .. ' is a ' .. t .. ', not a string')
+  local bad = expect(k, 'string')
+  if bad then
+    return bad
   end
 end
 local cur = redis.call('GET', KEYS[1])

@@ -23,12 +23,6 @@ end
 if t ~= 'hash' then
   return {-3, ''}
 end
-local function expect(key, want)
-  local kt = redis.call('TYPE', key)['ok']
-  if kt ~= 'none' and kt ~= want then
-    return redis.error_reply('WRONGTYPE ' .. key .. ' is a ' .. kt .. ', not a ' .. want)
-  end
-end
 local bad = history_bad(KEYS[2]) or expect(KEYS[3], 'hash') or expect(KEYS[4], 'set')
   or expect(KEYS[5], 'list')
 if bad then
@@ -60,8 +54,8 @@ if where == 'queue' then
     return {-5, from}
   end
   local shallow = f[5] == 'shallow'
-  local named = string.sub(to, 1, 8) == 'pending:'
-  if not named and ((shallow and to ~= 'pending-ao') or (not shallow and to == 'pending-ao')) then
+  local named = string.sub(to, 1, #K.named_prefix) == K.named_prefix
+  if not named and ((shallow and to ~= K.pending_ao) or (not shallow and to == K.pending_ao)) then
     return {-4, from}
   end
 end
@@ -71,7 +65,7 @@ if where == 'front' then
 else
   redis.call('LPUSH', to, KEYS[1])
 end
-if string.sub(to, 1, 8) == 'pending:' then
+if string.sub(to, 1, #K.named_prefix) == K.named_prefix then
   redis.call('SADD', KEYS[4], to)
 end
 redis.call('HSET', KEYS[3], 'queue', to)

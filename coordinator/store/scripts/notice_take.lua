@@ -7,12 +7,6 @@
 -- KEYS[1] the pending list (e.g. finish_notifications)
 -- KEYS[2] its processing list (e.g. archivebot:finish_notifications:processing)
 -- Returns the notice moved, or false (nil) when there is none.
-local function expect(key, want)
-  local t = redis.call('TYPE', key)['ok']
-  if t ~= 'none' and t ~= want then
-    return redis.error_reply('WRONGTYPE ' .. key .. ' is a ' .. t .. ', not a ' .. want)
-  end
-end
 local bad = expect(KEYS[1], 'list') or expect(KEYS[2], 'list')
 if bad then
   return bad

@@ -9,9 +9,8 @@
 -- Returns {1} when removed, {0} when there was neither record nor member,
 -- {-5, ts} when it reported within ARGV[2] seconds (nothing written),
 -- {-3} when a key has the wrong type (nothing written).
-local t = redis.call('TYPE', KEYS[1])['ok']
-local st = redis.call('TYPE', KEYS[2])['ok']
-if (t ~= 'none' and t ~= 'hash') or (st ~= 'none' and st ~= 'set') then
+local job_ok, t = typed(KEYS[1], 'hash')
+if not job_ok or not typed(KEYS[2], 'set') then
   return {-3}
 end
 if t == 'hash' and tonumber(ARGV[2]) >= 0 then

@@ -11,9 +11,9 @@
 --           when the index is rebuilt; none on an ordinary read)
 -- Returns {name, length, name, length, ...} of the non-empty named queues,
 -- sorted by name. A wrong-typed index is an error.
-local t = redis.call('TYPE', KEYS[1])['ok']
-if t ~= 'none' and t ~= 'set' then
-  return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is a ' .. t .. ', not a set')
+local bad = expect(KEYS[1], 'set')
+if bad then
+  return bad
 end
 local names = redis.call('SMEMBERS', KEYS[1])
 local seen = {}

@@ -5,8 +5,8 @@
 -- KEYS[1] archivebot:reaper:reported (set)
 -- ARGV[1] the job's ident
 -- Returns 1 when newly remembered, 0 when it already was.
-local t = redis.call('TYPE', KEYS[1])['ok']
-if t ~= 'none' and t ~= 'set' then
-  return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is a ' .. t .. ', not a set')
+local bad = expect(KEYS[1], 'set')
+if bad then
+  return bad
 end
 return redis.call('SADD', KEYS[1], ARGV[1])

@@ -10,10 +10,7 @@
 -- ARGV[4…] field, value, field, value, …
 --
 -- Returns 1, or -1 when a key has the wrong type (nothing written).
-local t = redis.call('TYPE', KEYS[1]).ok
-if t ~= 'hash' and t ~= 'none' then return -1 end
-t = redis.call('TYPE', KEYS[2]).ok
-if t ~= 'zset' and t ~= 'none' then return -1 end
+if not typed(KEYS[1], 'hash') or not typed(KEYS[2], 'zset') then return -1 end
 redis.call('DEL', KEYS[1])
 for i = 4, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])

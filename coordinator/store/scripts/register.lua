@@ -26,12 +26,6 @@
 -- A Redis script is not rolled back when a command fails half-way, so
 -- every key's type is checked before the first write: a wrong-typed key
 -- is an error with nothing written, never a record without its queue entry.
-local function expect(key, want)
-  local t = redis.call('TYPE', key)['ok']
-  if t ~= 'none' and t ~= want then
-    return redis.error_reply('WRONGTYPE ' .. key .. ' is a ' .. t .. ', not a ' .. want)
-  end
-end
 local bad = expect(KEYS[2], 'set') or expect(KEYS[3], 'list') or expect(KEYS[4], 'list')
   or expect(KEYS[5], 'set') or history_bad(KEYS[6]) or expect(KEYS[7], 'hash')
   or expect(KEYS[8], 'set')
@@ -83,7 +77,7 @@ if first <= last then
   end
 end
 redis.call('LPUSH', KEYS[3], KEYS[1])
-if string.sub(KEYS[3], 1, 8) == 'pending:' then
+if string.sub(KEYS[3], 1, #K.named_prefix) == K.named_prefix then
   redis.call('SADD', KEYS[5], KEYS[3])
 end
 -- Our own records of the job: where it was queued, whether its start is

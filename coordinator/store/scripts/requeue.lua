@@ -33,12 +33,6 @@
 --   {-7}           a failure record without the job's settings (`job`)
 --   {-9, queue, pipeline}  KEYS[6] or KEYS[10] are not what the records
 --       say: call again with these
-local function expect(key, want)
-  local t = redis.call('TYPE', key)['ok']
-  if t ~= 'none' and t ~= want then
-    return redis.error_reply('WRONGTYPE ' .. key .. ' is a ' .. t .. ', not a ' .. want)
-  end
-end
 local bad = expect(KEYS[2], 'set') or expect(KEYS[3], 'zset') or expect(KEYS[4], 'hash')
   or expect(KEYS[5], 'hash') or expect(KEYS[6], 'list') or expect(KEYS[7], 'list')
   or expect(KEYS[8], 'zset') or expect(KEYS[9], 'set') or expect(KEYS[11], 'set')
@@ -51,8 +45,8 @@ if jt ~= 'none' and jt ~= 'hash' then
 end
 
 local function pendingQueue(q)
-  return q == 'pending' or q == 'pending-ao' or q == 'pending-large'
-    or (string.sub(q, 1, 8) == 'pending:' and #q > 8)
+  return q == K.pending or q == K.pending_ao or q == K.pending_large
+    or (string.sub(q, 1, #K.named_prefix) == K.named_prefix and #q > #K.named_prefix)
 end
 
 -- The job's fields, as a Lua table, and where they came from.
@@ -121,9 +115,9 @@ if not (queue and pendingQueue(queue)) then
   queue = failure['queue']
   if not (queue and pendingQueue(queue)) then
     if fields['fetch_depth'] == 'shallow' then
-      queue = 'pending-ao'
+      queue = K.pending_ao
     else
-      queue = 'pending'
+      queue = K.pending
     end
   end
 end
@@ -182,7 +176,7 @@ redis.call('PERSIST', KEYS[2])
 local nIgnores = redis.call('SCARD', KEYS[2])
 redis.call('LREM', KEYS[7], 0, KEYS[1])
 redis.call('LPUSH', KEYS[6], KEYS[1])
-if string.sub(KEYS[6], 1, 8) == 'pending:' then
+if string.sub(KEYS[6], 1, #K.named_prefix) == K.named_prefix then
   redis.call('SADD', KEYS[11], KEYS[6])
 end
 redis.call('DEL', KEYS[4])

@@ -31,12 +31,6 @@
 -- that cannot be jobs (not a hash, no url, a history key of another type),
 -- which are left alone and reported so the caller can log them, and how
 -- many jobs the baseline left unannounced.
-local function expect(key, want)
-  local t = redis.call('TYPE', key)['ok']
-  if t ~= 'none' and t ~= want then
-    return redis.error_reply('WRONGTYPE ' .. key .. ' is a ' .. t .. ', not a ' .. want)
-  end
-end
 local bad = expect(KEYS[1], 'list') or expect(KEYS[2], 'set') or expect(KEYS[3], 'list') or
   expect(KEYS[4], 'string')
 if bad then
