@@ -30,8 +30,9 @@ type handOff func(ctx context.Context, doc string, done func(error))
 const ackTimeout = 5 * time.Second
 
 // drain runs one cycle over q: once the front end is connected (or
-// connectWait has passed, see awaitConnected) it hands over what the processing list
-// holds, then up to batch notices in all, taking new ones one by one. The
+// connectWait has passed, see awaitConnected) it hands over what the
+// processing list holds, then up to batch notices in all, taking new ones
+// one by one. The
 // first failure known stops the handing over (the failed notice is the
 // first delivered next cycle). Each notice is acknowledged as soon as its
 // line is reported written, while the loop goes on taking: a written line

@@ -29,11 +29,12 @@ type ServicesConfig struct {
 	QueueIndexRebuild time.Duration
 }
 
-// Services runs the coordinator's background services inside the bot:
-// the reaper, the finish and pipeline notifiers and the analyzer sweep,
-// each on its own goroutine around its runOnce (run.Every), plus the
-// `updates` listener feeding the analyzer (and whoever else registers with
-// Updates.OnUpdate before Start).
+// Services is the leader's one list of background work (Work): the
+// services of this package, each on its own goroutine around its runOnce
+// (run.Every), the `updates` listener feeding the analyzer (and whoever
+// else registers with Updates.OnUpdate before Start), and what the caller
+// adds (Add: the tweeter, the firehose, the pipeline API's term). Start
+// starts all of it under one context, the leader's term; Stop ends it.
 //
 // A cycle that is still running when its next tick comes is skipped, never
 // run twice at once; a panicking cycle is logged and the schedule goes on.
@@ -52,12 +53,12 @@ type Services struct {
 	finishKick    chan struct{}
 	finishTrigger chan struct{}
 
-	store             *store.Store
-	queueIndexRebuild time.Duration
-	log               *slog.Logger
-	cancel            context.CancelFunc
-	wg                sync.WaitGroup
-	once              sync.Once
+	store  *store.Store
+	work   []Work
+	log    *slog.Logger
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
 }
 
 // NewServices builds the services over store; ann receives their lines.
@@ -79,8 +80,26 @@ func NewServices(store *store.Store, ann Announcer, cfg ServicesConfig, log *slo
 		finishKick:    make(chan struct{}, 1),
 		finishTrigger: make(chan struct{}),
 	}
-	s.queueIndexRebuild = cfg.QueueIndexRebuild
-	orDefault(&s.queueIndexRebuild, config.DefaultQueueIndexRebuild)
+	queueIndexRebuild := cfg.QueueIndexRebuild
+	orDefault(&queueIndexRebuild, config.DefaultQueueIndexRebuild)
+	every := func(interval time.Duration, now bool) run.Schedule {
+		return run.Schedule{Interval: interval, Now: now}
+	}
+	s.work = []Work{
+		{Name: "reaper", Schedule: every(s.Reaper.cfg.Interval, false), RunOnce: s.Reaper.runOnce},
+		{Name: "finish-notifier", Schedule: run.Schedule{Interval: s.Finish.cfg.Interval, Now: true, Trigger: s.finishTrigger}, RunOnce: s.Finish.runOnce},
+		{Name: "finish-push", Loop: s.pushFinish},
+		{Name: "start-notifier", Schedule: run.Schedule{Interval: s.Starts.cfg.Interval, Now: true, Trigger: s.Starts.trigger}, RunOnce: s.Starts.runOnce},
+		{Name: "admin-notices", Schedule: every(DefaultAdminNoticeInterval, true), RunOnce: s.Admin.runOnce},
+		{Name: "pipeline-notifier", Schedule: every(s.Pipelines.cfg.Interval, false), RunOnce: s.Pipelines.runOnce},
+		{Name: "analyzer-sweep", Schedule: every(s.Analyzer.cfg.SweepInterval, false), RunOnce: s.Analyzer.runOnce},
+		{Name: "queue-index", Schedule: every(queueIndexRebuild, true), RunOnce: func(ctx context.Context) error {
+			_, err := s.store.RebuildQueueIndex(ctx)
+			return err
+		}},
+		{Name: "updates listener", Loop: s.Updates.Run},
+		{Name: "analyzer", Loop: s.Analyzer.work},
+	}
 	s.Updates.OnUpdate(s.Analyzer.Notify)
 	s.Updates.OnUpdate(s.Starts.Notify)
 	// A pipeline publishes the ident on `updates` right after it pushed
@@ -105,36 +124,57 @@ func NewServices(store *store.Store, ann Announcer, cfg ServicesConfig, log *slo
 	return s
 }
 
+// Work is one entry of the leader's list of background work, in one of
+// three shapes: a cycle (RunOnce on Schedule, under run.Every: a failing
+// service is logged once, not every cycle, and again when it recovers;
+// each cycle is counted in the metrics), a loop (Loop runs until its
+// context ends), or a component with goroutines of its own (Start, then
+// Stop, which waits for them). doc/architecture.md, Goroutines, lists
+// every entry.
+type Work struct {
+	Name string
+
+	Schedule run.Schedule
+	RunOnce  func(context.Context) error
+
+	Loop func(context.Context)
+
+	Start func(context.Context)
+	Stop  func()
+}
+
+// Add appends w to the list; call it before Start.
+func (s *Services) Add(w Work) { s.work = append(s.work, w) }
+
+// WorkNames lists the names of the background work, in starting order.
+func (s *Services) WorkNames() []string {
+	names := make([]string, len(s.work))
+	for i, w := range s.work {
+		names[i] = w.Name
+	}
+	return names
+}
+
 // Start takes the pipeline notifier's startup snapshot (so pipelines that
-// exist now are not announced), delivers finish notices left by an
-// earlier run, and starts the schedules, the `updates` listener and the
-// analyzer. It returns at once; Stop ends everything.
+// exist now are not announced), then starts every entry of the list, in
+// order: the finish notifier's first cycle delivers the notices an earlier
+// run left. It returns at once; Stop ends everything.
 func (s *Services) Start(ctx context.Context) {
 	ctx, s.cancel = context.WithCancel(ctx)
 	if err := s.Pipelines.runOnce(ctx); err != nil {
 		s.log.Warn("pipeline snapshot at startup failed; the first successful one is the baseline",
 			"service", "pipeline-notifier", "err", err)
 	}
-	s.every(ctx, "reaper", s.Reaper.cfg.Interval, false, s.Reaper.runOnce)
-	s.everyOr(ctx, "finish-notifier", s.Finish.cfg.Interval, true, s.finishTrigger, s.Finish.runOnce)
-	run.Go(&s.wg, s.log, "finish-push", func() { s.pushFinish(ctx) })
-	s.everyOr(ctx, "start-notifier", s.Starts.cfg.Interval, true, s.Starts.trigger, s.Starts.runOnce)
-	s.every(ctx, "admin-notices", DefaultAdminNoticeInterval, true, s.Admin.runOnce)
-	s.every(ctx, "pipeline-notifier", s.Pipelines.cfg.Interval, false, s.Pipelines.runOnce)
-	s.every(ctx, "analyzer-sweep", s.Analyzer.cfg.SweepInterval, false, s.Analyzer.runOnce)
-	s.every(ctx, "queue-index", s.queueIndexRebuild, true, func(ctx context.Context) error {
-		_, err := s.store.RebuildQueueIndex(ctx)
-		return err
-	})
-	run.Go(&s.wg, s.log, "updates listener", func() { s.Updates.Run(ctx) })
-	run.Go(&s.wg, s.log, "analyzer", func() { s.Analyzer.work(ctx) })
-}
-
-// every runs runOnce every interval (and at once when now is set) on a
-// goroutine of its own. A failing service is logged once, not every cycle,
-// and again when it recovers.
-func (s *Services) every(ctx context.Context, name string, interval time.Duration, now bool, runOnce func(context.Context) error) {
-	s.everyOr(ctx, name, interval, now, nil, runOnce)
+	for _, w := range s.work {
+		switch {
+		case w.RunOnce != nil:
+			s.cycle(ctx, w.Name, w.Schedule, w.RunOnce)
+		case w.Loop != nil:
+			run.Go(&s.wg, s.log, w.Name, func() { w.Loop(ctx) })
+		case w.Start != nil:
+			w.Start(ctx)
+		}
+	}
 }
 
 // pushFinish turns `updates` messages into finish cycles, at most one per
@@ -165,12 +205,13 @@ func (s *Services) pushFinish(ctx context.Context) {
 	}
 }
 
-// everyOr is every, also running runOnce whenever trigger receives.
-func (s *Services) everyOr(ctx context.Context, name string, interval time.Duration, now bool, trigger <-chan struct{}, runOnce func(context.Context) error) {
+// cycle runs runOnce as sched says on a goroutine of its own. A failing
+// service is logged once, not every cycle, and again when it recovers.
+func (s *Services) cycle(ctx context.Context, name string, sched run.Schedule, runOnce func(context.Context) error) {
 	var failing bool
-	metrics.RegisterService(name, interval)
+	metrics.RegisterService(name, sched.Interval)
 	run.Go(&s.wg, s.log, name, func() {
-		run.Every(ctx, s.log, name, run.Schedule{Interval: interval, Now: now, Trigger: trigger}, func(ctx context.Context) {
+		run.Every(ctx, s.log, name, sched, func(ctx context.Context) {
 			start := time.Now()
 			err := runOnce(ctx)
 			if ctx.Err() == nil {
@@ -188,14 +229,21 @@ func (s *Services) everyOr(ctx context.Context, name string, interval time.Durat
 	})
 }
 
-// Stop ends the services and waits for running cycles. A finish notice
-// whose line was not sent stays in Redis for the next start.
+// Stop ends the background work and waits for it: the components added
+// last are stopped first (the caller's, such as the tweeter, before the
+// services), then running cycles and loops. A finish notice whose line was
+// not sent stays in Redis for the next start.
 func (s *Services) Stop() {
 	s.once.Do(func() {
 		if s.cancel == nil {
 			return
 		}
 		s.cancel()
+		for i := len(s.work) - 1; i >= 0; i-- {
+			if w := s.work[i]; w.Stop != nil {
+				w.Stop()
+			}
+		}
 		s.wg.Wait()
 	})
 }

@@ -78,15 +78,12 @@ func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, store
 	lease.Run(runCtx, func(leadCtx context.Context) {
 		c := botirc.New(cfg.IRC, b, logger.With("service", "irc", "node", cfg.HA.NodeID))
 		c.Gate = lease.Valid
-		services, err := startServices(leadCtx, cfg, store, c, logger)
+		services, err := startServices(leadCtx, cfg, store, c, hub, papi, logger)
 		if err != nil {
 			fatal = err
 			cancel()
 			return
 		}
-		var termWG sync.WaitGroup
-		startFirehose(leadCtx, &termWG, store, services.services.Updates, hub, logger)
-		runPipelineAPI(leadCtx, &termWG, papi, hub, logger)
 		fe.set(c)
 		if err := c.Run(leadCtx); err != nil && !errors.Is(err, context.Canceled) {
 			fatal = err
@@ -94,7 +91,6 @@ func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, store
 		}
 		fe.set(nil)
 		services.Stop()
-		termWG.Wait()
 	})
 	logger.Info("shutting down")
 	cancel()

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/pipelineapi"
@@ -38,7 +39,7 @@ func listenPipelines(cfg *config.Config, stdout io.Writer) (net.Listener, error)
 }
 
 // newPipelineAPI builds the pipeline API server and serves it on ln until
-// ctx ends; nil when ln is nil. It answers 503 until runPipelineAPI starts
+// ctx ends; nil when ln is nil. It answers 503 until pipelineAPIWork starts
 // a term. leading (nil on a single node) is asked before every request.
 func newPipelineAPI(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, cfg *config.Config,
 	store *store.Store, leading func() bool, logger *slog.Logger) *pipelineapi.Server {
@@ -61,17 +62,14 @@ func newPipelineAPI(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, cf
 	return srv
 }
 
-// runPipelineAPI serves one term of the pipeline API (the whole run on a
+// pipelineAPIWork is one term of the pipeline API (the whole run on a
 // single node, each leadership term under ha.enabled), its log entries
-// going to hub.
-func runPipelineAPI(ctx context.Context, wg *sync.WaitGroup, srv *pipelineapi.Server, hub *web.Hub, logger *slog.Logger) {
-	if srv == nil {
-		return
-	}
+// going to hub, as an entry of the leader's background work.
+func pipelineAPIWork(srv *pipelineapi.Server, hub *web.Hub) coordinator.Work {
 	if hub != nil {
 		srv.SetSink(hub)
 	}
-	irun.Go(wg, logger, "pipeline API term", func() { srv.Run(ctx) })
+	return coordinator.Work{Name: "pipeline API term", Loop: func(ctx context.Context) { srv.Run(ctx) }}
 }
 
 // recentAPI is what /logs/recent asks for the API's in-memory entries.

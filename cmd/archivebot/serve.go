@@ -121,14 +121,12 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	var wg sync.WaitGroup
 	irun.Go(&wg, logger, "catalog", func() { catalog.Watch(runCtx, 5*time.Second) })
 
-	services, err := startServices(runCtx, cfg, store, fe, logger)
+	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, store, nil, logger)
+	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi))
+	services, err := startServices(runCtx, cfg, store, fe, hub, papi, logger)
 	if err != nil {
 		return err
 	}
-	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, store, nil, logger)
-	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi))
-	startFirehose(runCtx, &wg, store, services.services.Updates, hub, logger)
-	runPipelineAPI(runCtx, &wg, papi, hub, logger)
 
 	feErr := fe.Run(runCtx)
 	logger.Info("front end stopped; shutting down")

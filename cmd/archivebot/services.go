@@ -12,25 +12,18 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/pipelineapi"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 	"github.com/archiveteam/archivebot-go/tweeter"
+	"github.com/archiveteam/archivebot-go/web"
 )
 
-// running is what startServices started; Stop ends it in order.
-type running struct {
-	services *coordinator.Services
-	tweeter  *tweeter.Tweeter
-}
-
-// Stop ends the tweeter, then the coordinator services.
-func (r *running) Stop() {
-	r.tweeter.Stop()
-	r.services.Stop()
-}
-
-// startServices starts the coordinator services and the tweeter, reporting
-// to ann.
-func startServices(ctx context.Context, cfg *config.Config, store *store.Store, ann coordinator.Announcer, logger *slog.Logger) (*running, error) {
+// startServices starts the leader's one list of background work
+// (coordinator.Services): the coordinator services, then the tweeter, the
+// firehose feeding hub (when the web server is on) and the pipeline API's
+// term (when it is on), reporting to ann. Stop on the result ends it all.
+func startServices(ctx context.Context, cfg *config.Config, store *store.Store, ann coordinator.Announcer,
+	hub *web.Hub, papi *pipelineapi.Server, logger *slog.Logger) (*coordinator.Services, error) {
 	svc := coordinator.NewServices(store, ann, coordinator.ServicesConfig{
 		Reaper: coordinator.ReaperConfig{
 			Interval:  cfg.Reaper.Interval.Duration,
@@ -99,9 +92,15 @@ func startServices(ctx context.Context, cfg *config.Config, store *store.Store, 
 	}
 	svc.Updates.OnUpdate(tw.JobUpdated)
 	svc.Updates.OnSubscribe(tw.SweepSoon)
+	svc.Add(coordinator.Work{Name: "tweeter", Start: tw.Start, Stop: tw.Stop})
+	if hub != nil {
+		svc.Add(firehoseWork(store, svc.Updates, hub, logger))
+	}
+	if papi != nil {
+		svc.Add(pipelineAPIWork(papi, hub))
+	}
 	svc.Start(ctx)
-	tw.Start(ctx)
-	return &running{services: svc, tweeter: tw}, nil
+	return svc, nil
 }
 
 // streamMaxLag is the trimmer's bound for the live stream: none for an

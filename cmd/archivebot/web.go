@@ -55,7 +55,7 @@ func listenStream(cfg *config.Config, stdout io.Writer) (net.Listener, error) {
 
 // startWeb serves the HTTP API on ln and the live stream (its hub, on ln
 // and on streamLn) until ctx ends (wg waits for the graceful shutdown). It
-// returns the hub for startFirehose, nil when the web server is off.
+// returns the hub for the firehose (firehoseWork), nil when the web server is off.
 func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener, store *store.Store,
 	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger, recent func(string, int) []string) *web.Hub {
 	if ln == nil {
@@ -101,18 +101,16 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener
 	return hub
 }
 
-// startFirehose feeds hub from the job logs, following updates, until ctx
-// ends. It writes the broadcast bookmarks, so under ha.enabled only the
-// leader runs it (one per term); the hub and its clients stay.
-func startFirehose(ctx context.Context, wg *sync.WaitGroup, store *store.Store, updates *coordinator.Updates,
-	hub *web.Hub, logger *slog.Logger) {
-	if hub == nil {
-		return
-	}
+// firehoseWork is the firehose feeding hub from the job logs, following
+// updates, as an entry of the leader's background work: it writes the
+// broadcast bookmarks, so under ha.enabled only the leader runs it (one per
+// term); the hub and its clients stay.
+func firehoseWork(store *store.Store, updates *coordinator.Updates, hub *web.Hub, logger *slog.Logger) coordinator.Work {
 	fh := coordinator.NewFirehose(store, hub, coordinator.FirehoseConfig{}, logger)
 	updates.OnUpdate(fh.Notify)
 	updates.OnSubscribe(fh.CatchUp)
-	fh.Start(ctx)
-	fh.CatchUp(ctx) // the subscription may already be up
-	irun.Go(wg, logger, "firehose", func() { <-ctx.Done(); fh.Stop() })
+	return coordinator.Work{Name: "firehose", Start: func(ctx context.Context) {
+		fh.Start(ctx)
+		fh.CatchUp(ctx) // the subscription may already be up
+	}, Stop: fh.Stop}
 }
