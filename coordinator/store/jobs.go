@@ -233,22 +233,29 @@ func (s *Store) ActiveJobs(ctx context.Context) ([]ActiveJob, error) {
 	}
 	kept := out[:0]
 	for i, j := range out {
-		vals := cmds[i].Val()
-		fields := make(map[string]string, len(activeFields))
-		for k, f := range activeFields {
-			if k < len(vals) {
-				if v, ok := vals[k].(string); ok {
-					fields[f] = v
-				}
-			}
-		}
-		if len(fields) == 0 {
+		if j.Job = hmgetJob(j.Ident, activeFields, cmds[i].Val()); j.Job == nil {
 			continue
 		}
-		j.Job = DecodeJob(j.Ident, fields)
 		kept = append(kept, j)
 	}
 	return kept, nil
+}
+
+// hmgetJob decodes the reply of HMGET IDENT fields…: the record with
+// those of fields it has, nil when it has none of them.
+func hmgetJob(ident string, fields []string, vals []any) *Job {
+	m := make(map[string]string, len(fields))
+	for k, f := range fields {
+		if k < len(vals) {
+			if v, ok := vals[k].(string); ok {
+				m[f] = v
+			}
+		}
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return DecodeJob(ident, m)
 }
 
 // WorkingJobs lists the idents in `working` (jobs a pipeline has taken).
@@ -334,7 +341,7 @@ func (s *Store) RunningJobs(ctx context.Context) ([]RunningJob, error) {
 	cmds := make([]*redis.SliceCmd, len(ids))
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
-			cmds[i] = p.HMGet(ctx, KeyJob(id), "url", "pipeline_id", "started_at")
+			cmds[i] = p.HMGet(ctx, KeyJob(id), runningFields...)
 		}
 		return nil
 	})
@@ -343,15 +350,20 @@ func (s *Store) RunningJobs(ctx context.Context) ([]RunningJob, error) {
 	}
 	out := make([]RunningJob, 0, len(ids))
 	for i, id := range ids {
-		v := cmds[i].Val()
-		if cmds[i].Err() != nil || len(v) < 3 {
+		if cmds[i].Err() != nil || len(cmds[i].Val()) < len(runningFields) {
 			continue
 		}
-		str := func(j int) string { s, _ := v[j].(string); return s }
-		out = append(out, RunningJob{Ident: id, URL: str(0), PipelineID: str(1), StartedAt: str(2)})
+		j := hmgetJob(id, runningFields, cmds[i].Val())
+		if j == nil {
+			j = DecodeJob(id, nil)
+		}
+		out = append(out, RunningJob{Ident: id, URL: j.URL.Value, PipelineID: j.PipelineID.Value, StartedAt: j.StartedAt.Value})
 	}
 	return out, nil
 }
+
+// runningFields are the job fields RunningJobs reads.
+var runningFields = []string{"url", "pipeline_id", "started_at"}
 
 // NewJob is everything the bot decided about a job before creating it.
 type NewJob struct {
