@@ -163,14 +163,33 @@ func DecodeJob(ident string, fields map[string]string) *Job {
 // part; ok is false (and the values 0) for anything else, NaN, ±Inf and
 // floats outside the int64 range included.
 func parseNumber(v string) (n int64, f float64, ok bool) {
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return n, float64(n), true
+	if v == "" {
+		return 0, 0, false // most counters, before the pipeline writes them
+	}
+	if isDecimal(v) {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n, float64(n), true
+		}
 	}
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || math.IsNaN(f) || f < math.MinInt64 || f >= math.MaxInt64 {
 		return 0, 0, false
 	}
 	return int64(f), f, true
+}
+
+// isDecimal reports whether v is digits with an optional sign: worth
+// trying as an integer (a failed parse costs an allocated error).
+func isDecimal(v string) bool {
+	if v[0] == '-' || v[0] == '+' {
+		v = v[1:]
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return v != ""
 }
 
 // Get returns a field of the hash as read ("" when absent). The node's

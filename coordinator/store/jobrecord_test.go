@@ -20,6 +20,9 @@ func TestDecodeJobNumbers(t *testing.T) {
 		{"1732900000", true, 1732900000, 1732900000},
 		{"1732900000.75", true, 1732900000, 1732900000.75},
 		{"-5", true, -5, -5},
+		{"+7", true, 7, 7},
+		{"-", false, 0, 0},
+		{"0x10", false, 0, 0},
 		{"-2.9", true, -2, -2.9},
 		{"12.0", true, 12, 12},
 		{"1e3", true, 1000, 1000},
@@ -178,5 +181,20 @@ func TestJobState(t *testing.T) {
 		if s.Ended() != (s >= store.StateFinished) {
 			t.Errorf("%s: Ended %v", name, s.Ended())
 		}
+	}
+}
+
+// BenchmarkDecodeJob: the cost of the one decode, paid once per hash read
+// (a running job's hash, as the stream reads it).
+func BenchmarkDecodeJob(b *testing.B) {
+	m := map[string]string{"url": "http://example.com/", "fetch_depth": "inf", "started_by": "alice",
+		"started_in": "#archivebot", "queued_at": "1732900000", "started_at": "1732900001.25",
+		"pipeline_id": "pipeline:abc", "delay_min": "250", "delay_max": "375", "concurrency": "3",
+		"settings_age": "1", "bytes_downloaded": "123456789", "items_downloaded": "2000",
+		"items_queued": "5000", "r2xx": "1000", "r4xx": "3", "error_count": "3",
+		"last_broadcasted_log_entry": "12345", "heartbeat": "400", "log_key": "abc_log"}
+	b.ReportAllocs()
+	for range b.N {
+		_ = store.DecodeJob("abc", m)
 	}
 }
