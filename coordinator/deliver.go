@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/coordinator/store"
-	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
 // The one drain loop of the notice queues (finish, start and admin
@@ -37,7 +36,7 @@ const ackTimeout = 5 * time.Second
 // first delivered next cycle). Each notice is acknowledged as soon as its
 // line is reported written, while the loop goes on taking: a written line
 // never waits for the rest of the cycle to be acknowledged, so a kill
-// repeats at most the lines in flight. drain returns once every notice
+// repeats at most the line in flight. drain returns once every notice
 // handed over has its answer, so no notice is handed over twice at once;
 // it returns the first failure.
 func drain(ctx context.Context, q store.DeliveryQueue, batch int, ann Announcer, log *slog.Logger, hand handOff) error {
@@ -67,47 +66,24 @@ func drain(ctx context.Context, q store.DeliveryQueue, batch int, ann Announcer,
 		defer mu.Unlock()
 		return firstErr != nil
 	}
-	ack := func(doc string) {
-		ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
-		defer cancel()
-		if err := q.Ack(ackCtx, doc); err != nil {
-			fail(err)
-		}
-	}
-	// Answers that come later are acknowledged here, in the order they
-	// come. At most batch notices are handed over: acks never blocks.
-	acks := make(chan string, batch)
-	acked := make(chan struct{})
-	go run.Guard(log, "acknowledgements", func() {
-		defer close(acked)
-		for doc := range acks {
-			ack(doc)
-		}
-	})
+	// A notice is acknowledged as soon as its answer comes, on the
+	// goroutine that answers: the front end's sender for a channel does
+	// not write its next line before the last one is acknowledged, so a
+	// kill repeats at most the one line in flight per channel.
 	give := func(doc string) {
 		answers.Add(1)
-		var gmu sync.Mutex
-		handing := true
 		hand(ctx, doc, func(err error) {
 			defer answers.Done()
 			if err != nil {
 				fail(err)
 				return
 			}
-			gmu.Lock()
-			now := handing
-			gmu.Unlock()
-			if now {
-				// Answered at once: acknowledged before the next
-				// notice is taken, one at a time.
-				ack(doc)
-			} else {
-				acks <- doc
+			ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+			defer cancel()
+			if err := q.Ack(ackCtx, doc); err != nil {
+				fail(err)
 			}
 		})
-		gmu.Lock()
-		handing = false
-		gmu.Unlock()
 	}
 
 	sent := 0
@@ -130,8 +106,6 @@ func drain(ctx context.Context, q store.DeliveryQueue, batch int, ann Announcer,
 		give(doc)
 	}
 	answers.Wait()
-	close(acks)
-	<-acked
 	mu.Lock()
 	defer mu.Unlock()
 	return firstErr
