@@ -16,6 +16,7 @@ import (
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 // scrape reads /metrics with the Prometheus text parser.
@@ -197,11 +198,5 @@ func TestMetricsMove(t *testing.T) {
 // nothing else a test could wait on.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testproc.Eventually(t, what, cond)
 }

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -24,16 +23,7 @@ import (
 // except in CI (CI set), where they fail: .ci/run installs it.
 func chromiumPath(t *testing.T) string {
 	t.Helper()
-	for _, p := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium is not installed (CI is set: .ci/run installs it with apt-get install chromium)")
-	}
-	t.Skip("chromium is not installed; apt-get install chromium to run the browser tests")
-	return ""
+	return testproc.Bin(t, "chromium", "chromium-browser", "google-chrome")
 }
 
 // browser opens a headless chromium tab.
@@ -90,15 +80,7 @@ func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
 	return v
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+func freeAddr(t testing.TB) string { return testproc.FreeAddr(t) }
 
 // TestDashboardInBrowser drives the dashboard in headless chromium against
 // the whole node (console front end, real Redis when configured) and the

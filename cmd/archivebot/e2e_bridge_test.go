@@ -8,7 +8,6 @@ package main
 // effects and the dashboard stream must be the same.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -28,18 +27,14 @@ import (
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 const debianPython = "/usr/bin/python3"
 
-// proc is this test binary re-executed as `archivebot ARGS...`, its stdout
-// lines on a channel.
-type proc struct {
-	cmd   *exec.Cmd
-	lines chan string
-	mu    sync.Mutex
-	out   bytes.Buffer
-}
+// proc is this test binary re-executed as `archivebot ARGS...`, or
+// another program, its stdout lines on a channel.
+type proc struct{ *testproc.Proc }
 
 func startProc(t testing.TB, name string, args ...string) *proc {
 	t.Helper()
@@ -52,65 +47,15 @@ func startProc(t testing.TB, name string, args ...string) *proc {
 
 func startExec(t testing.TB, name string, env []string, exe string, args ...string) *proc {
 	t.Helper()
-	p := &proc{lines: make(chan string, 10000)}
-	p.cmd = exec.Command(exe, args...)
-	p.cmd.Env = env
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd.Stderr = writerTo(func(b []byte) { p.mu.Lock(); p.out.Write(b); p.mu.Unlock() })
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.out.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		p.cmd.Wait()
-		if t.Failed() || os.Getenv("E2E_LOG") != "" {
-			p.mu.Lock()
-			out := p.out.String()
-			p.mu.Unlock()
-			if len(out) > 6000 {
-				out = "…" + out[len(out)-6000:]
-			}
-			t.Logf("%s output:\n%s", name, out)
-		}
-	})
-	return p
+	return &proc{testproc.Start(t, name, exe, args, testproc.Options{Env: env, Lines: 10000, Tail: 100,
+		LogAlways: os.Getenv("E2E_LOG") != ""})}
 }
-
-type writerTo func([]byte)
-
-func (f writerTo) Write(b []byte) (int, error) { f(b); return len(b), nil }
 
 // expect waits for the next stdout line starting with prefix and returns
 // its fields.
 func (p *proc) expect(t testing.TB, prefix string) []string {
 	t.Helper()
-	timeout := time.After(irctest.WaitFor + 30*time.Second)
-	for {
-		select {
-		case l, ok := <-p.lines:
-			if !ok {
-				t.Fatalf("exited before %q", prefix)
-			}
-			if l == prefix || strings.HasPrefix(l, prefix+" ") {
-				return strings.Fields(l)
-			}
-		case <-timeout:
-			t.Fatalf("no %q in time", prefix)
-		}
-	}
+	return p.Expect(t, prefix, irctest.WaitFor+30*time.Second)
 }
 
 // streamCounter counts the dashboard stream's frames (upstream's format,
@@ -238,8 +183,8 @@ func historyEvents(ctx context.Context, rdb *redis.Client, ident string) []strin
 }
 
 func TestE2EBridgeUpstreamPipeline(t *testing.T) {
-	if out, err := exec.Command(debianPython, "-c", "import redis").CombinedOutput(); err != nil {
-		t.Fatalf("%s with python3-redis is needed (apt-get install python3-redis): %v %s", debianPython, err, out)
+	if out, err := exec.Command(testproc.Bin(t, debianPython), "-c", "import redis").CombinedOutput(); err != nil {
+		testproc.Missing(t, "%s with python3-redis is needed (apt-get install python3-redis): %v %s", debianPython, err, out)
 	}
 	b := redistest.RealRedis(t)
 	if b == nil {

@@ -316,7 +316,7 @@ func TestE2EHighAvailability(t *testing.T) {
 		rdb.LPush(ctx, keyWorking, id)
 
 		from := b.log.len()
-		a.cmd.Process.Signal(syscall.SIGSTOP)
+		a.Signal(syscall.SIGSTOP)
 		stopped := time.Now()
 		// A command only the frozen leader hears (the standby is not in
 		// the channel yet): when it wakes, it must not queue the job.
@@ -337,8 +337,8 @@ func TestE2EHighAvailability(t *testing.T) {
 
 		// Freeze the new leader: it renews every 2 s, so its lease has at
 		// least 4 s left, which outlives the check below.
-		b.cmd.Process.Signal(syscall.SIGSTOP)
-		defer b.cmd.Process.Signal(syscall.SIGCONT)
+		b.Signal(syscall.SIGSTOP)
+		defer b.Signal(syscall.SIGCONT)
 		pushNotice(t, rdb, notice("vera", ch, "https://example.com/e2e/ha/after-freeze"))
 		before, err := redistest.Dump(ctx, rdb)
 		if err != nil {
@@ -346,7 +346,7 @@ func TestE2EHighAvailability(t *testing.T) {
 		}
 		pos := op.Pos()
 		afrom := a.log.len()
-		a.cmd.Process.Signal(syscall.SIGCONT)
+		a.Signal(syscall.SIGCONT)
 		a.log.waitFor(t, afrom, "stepped down: standby")
 		a.log.waitFor(t, afrom, "standby: another node leads")
 		after, err := redistest.Dump(ctx, rdb)
@@ -368,7 +368,7 @@ func TestE2EHighAvailability(t *testing.T) {
 		if n, _ := rdb.Exists(ctx, lateID).Result(); n != 0 {
 			t.Errorf("the old leader queued %s, a command it heard while frozen", lateURL)
 		}
-		b.cmd.Process.Signal(syscall.SIGCONT)
+		b.Signal(syscall.SIGCONT)
 		// The old session's socket closed: the new leader takes the nick
 		// back and answers under it.
 		op.Expect("the new leader taking the nick back", func(m ircmsg.Message) bool {
