@@ -82,6 +82,13 @@ func newHarness(t *testing.T, b *redistest.Backend, opt Options) *harness {
 	return h
 }
 
+// eachHarness runs fn with a fresh harness on each backend
+// (redistest.Each).
+func eachHarness(t *testing.T, opt Options, fn func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context)) {
+	t.Helper()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) { fn(t, b, newHarness(t, b, opt), context.Background()) })
+}
+
 func (h *harness) waitFor(what string, cond func() bool) {
 	h.t.Helper()
 	testproc.Eventually(h.t, what, cond)
@@ -117,6 +124,18 @@ func (h *harness) queue(ident, queue string) {
 	if err != nil {
 		h.t.Fatalf("register %s: %v", ident, err)
 	}
+}
+
+// holding registers key name, queues job ident on pending and has the new
+// client take it: the start of most tests.
+func (h *harness) holding(name, ident string) *client.Client {
+	h.t.Helper()
+	c := h.addKey(name)
+	h.queue(ident, store.KeyPending)
+	if _, err := c.Take(context.Background(), wire.TakeRequest{}); err != nil {
+		h.t.Fatal(err)
+	}
+	return c
 }
 
 // dump is the database without the keys every authenticated request may
@@ -175,9 +194,7 @@ func refusals(key, reason string) float64 {
 }
 
 func TestTakeUpdateDone(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
 		c := h.addKey("alpha")
 		h.queue("job1", store.KeyPending)
 		j, err := c.Take(ctx, wire.TakeRequest{})
@@ -278,9 +295,7 @@ func TestTakeUpdateDone(t *testing.T) {
 }
 
 func TestAbortThenDone(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
 		c := h.addKey("alpha")
 		h.queue("job2", store.KeyPendingAO)
 		j, err := c.Take(ctx, wire.TakeRequest{AOOnly: true})
@@ -307,9 +322,7 @@ func TestAbortThenDone(t *testing.T) {
 }
 
 func TestTakeQueueChoice(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
 		c := h.addKey("big-alpha")
 		h.queue("plain", store.KeyPending)
 		h.queue("named", store.KeyPendingNamed("alpha"))
@@ -349,9 +362,7 @@ func TestTakeQueueChoice(t *testing.T) {
 // Another pipeline's job is refused for every operation, and nothing is
 // written.
 func TestOtherPipelinesJobRefused(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
 		alpha, beta := h.addKey("alpha"), h.addKey("beta")
 		h.queue("ajob", store.KeyPendingNamed("alpha"))
 		h.queue("free", store.KeyPending) // in no one's hands yet
@@ -401,14 +412,8 @@ func TestOtherPipelinesJobRefused(t *testing.T) {
 // fails and requeues it, another pipeline takes it) is not the key's any
 // more: the batched write finds out and writes nothing.
 func TestHoldLostInRedis(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
-		alpha := h.addKey("alpha")
-		h.queue("j", store.KeyPending)
-		if _, err := alpha.Take(ctx, wire.TakeRequest{}); err != nil {
-			t.Fatal(err)
-		}
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
+		alpha := h.holding("alpha", "j")
 		// Another pipeline now runs it (as after a requeue and a direct take).
 		b.Client.HSet(ctx, "j", "pipeline_id", "pipeline:someoneelse")
 		// Heartbeats may still be accepted into the batch (the node does
@@ -424,14 +429,8 @@ func TestHoldLostInRedis(t *testing.T) {
 }
 
 func TestReplayedAndAlteredRefused(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
-		c := h.addKey("alpha")
-		h.queue("j", store.KeyPending)
-		if _, err := c.Take(ctx, wire.TakeRequest{}); err != nil {
-			t.Fatal(err)
-		}
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
+		c := h.holding("alpha", "j")
 		body := []byte(`{"heartbeat":1}`)
 		req, err := c.NewRequest(ctx, "POST", "/v1/jobs/j/update", body)
 		if err != nil {
@@ -475,9 +474,7 @@ func TestReplayedAndAlteredRefused(t *testing.T) {
 }
 
 func TestStaleTimestampRefused(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
 		pub, priv, _ := ed25519.GenerateKey(nil)
 		if err := h.store.AddPipelineKey(ctx, "alpha", wire.FormatPublicKey(pub)); err != nil {
 			t.Fatal(err)
@@ -495,9 +492,7 @@ func TestStaleTimestampRefused(t *testing.T) {
 }
 
 func TestMissingAndWrongKeysRefused(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
 		h.addKey("alpha")
 		h.queue("j", store.KeyPending)
 		before := h.dump()
@@ -531,14 +526,8 @@ func TestMissingAndWrongKeysRefused(t *testing.T) {
 // A revoked key is refused, and its open control stream closed, within
 // the key refresh (250 ms by default; the test measures and logs it).
 func TestRevokedKeyRefused(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{KeyRefresh: DefaultKeyRefresh})
-		ctx := context.Background()
-		c := h.addKey("alpha")
-		h.queue("j", store.KeyPending)
-		if _, err := c.Take(ctx, wire.TakeRequest{}); err != nil {
-			t.Fatal(err)
-		}
+	eachHarness(t, Options{KeyRefresh: DefaultKeyRefresh}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
+		c := h.holding("alpha", "j")
 		events := make(chan client.Event, 16)
 		streamErr := make(chan error, 1)
 		go func() {
@@ -588,14 +577,8 @@ func TestRevokedKeyRefused(t *testing.T) {
 }
 
 func TestControlSettings(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
-		c := h.addKey("alpha")
-		h.queue("j", store.KeyPending)
-		if _, err := c.Take(ctx, wire.TakeRequest{}); err != nil {
-			t.Fatal(err)
-		}
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
+		c := h.holding("alpha", "j")
 		events := make(chan client.Event, 16)
 		sctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -648,9 +631,7 @@ func TestControlSettings(t *testing.T) {
 }
 
 func TestReportAndUnregister(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
 		c := h.addKey("alpha")
 		pr, err := c.Report(ctx, map[string]string{"nickname": "pretender", "version": "20250101.01", "id": "pipeline:forged", "hostname": "h"})
 		if err != nil {
@@ -692,14 +673,8 @@ func TestReportAndUnregister(t *testing.T) {
 }
 
 func TestLimitsRefused(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{Rate: 2, LogRate: 10})
-		ctx := context.Background()
-		c := h.addKey("alpha")
-		h.queue("j", store.KeyPending)
-		if _, err := c.Take(ctx, wire.TakeRequest{}); err != nil {
-			t.Fatal(err)
-		}
+	eachHarness(t, Options{Rate: 2, LogRate: 10}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
+		c := h.holding("alpha", "j")
 		time.Sleep(1100 * time.Millisecond) // refill
 		entry := json.RawMessage(`{"type":"stdout","message":"x"}`)
 		many := make([]json.RawMessage, 15)
