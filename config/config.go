@@ -97,6 +97,12 @@ const (
 	DefaultTweeterBlueskyBudgetWindow  = time.Hour
 	DefaultTweeterBlueskyService       = "https://bsky.social"
 
+	// The embedded Redis server's (redis.listen, redis.save_interval,
+	// redis.proto_max_bulk_len); package embeddedredis takes the same.
+	DefaultRedisListen          = "127.0.0.1:6379"
+	DefaultRedisSaveInterval    = 30 * time.Second
+	DefaultRedisProtoMaxBulkLen = 64 << 20
+
 	// DefaultWaitTimeout bounds WAIT after a command's write when
 	// redis.wait_replicas is set.
 	DefaultWaitTimeout = time.Second
@@ -433,14 +439,14 @@ func (c *Config) setDefaults() {
 		c.IRC.CommandsPerMinute = 20
 	}
 	if c.Redis.Listen == "" {
-		c.Redis.Listen = "127.0.0.1:6379"
+		c.Redis.Listen = DefaultRedisListen
 	}
 	if c.Redis.DataDir == "" {
 		c.Redis.DataDir = "data"
 	}
-	def(&c.Redis.SaveInterval, 30*time.Second)
+	def(&c.Redis.SaveInterval, DefaultRedisSaveInterval)
 	if c.Redis.ProtoMaxBulkLen == 0 {
-		c.Redis.ProtoMaxBulkLen = 64 << 20
+		c.Redis.ProtoMaxBulkLen = DefaultRedisProtoMaxBulkLen
 	}
 	def(&c.Redis.WaitTimeout, DefaultWaitTimeout)
 	def(&c.HA.LeaseTTL, DefaultLeaseTTL)
