@@ -82,6 +82,44 @@ func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
 
 func freeAddr(t testing.TB) string { return testproc.FreeAddr(t) }
 
+// consoleNode is the node run in this process with its console on a pipe
+// (session), on a Redis of the test's, serving the web API at base.
+type consoleNode struct {
+	*session
+	t              *testing.T
+	cfg, dir, base string
+}
+
+// startConsoleNode writes the configuration (the web API on a free
+// address, the upstream stream on stream, "" for none) and starts the
+// node; it returns once the console is up, and logs the node's stderr when
+// the test fails.
+func startConsoleNode(t *testing.T, b *redistest.Backend, stream string) *consoleNode {
+	t.Helper()
+	n := &consoleNode{t: t, dir: t.TempDir(), base: "http://" + freeAddr(t)}
+	n.cfg = filepath.Join(n.dir, "node.toml")
+	text := fmt.Sprintf("[redis]\nurl = %q\n[http]\nlisten = %q\nstream_listen = %q\n", b.URL, strings.TrimPrefix(n.base, "http://"), stream)
+	if err := os.WriteFile(n.cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("node stderr:\n%s", n.err.String())
+		}
+	})
+	n.restart()
+	return n
+}
+
+// restart starts the node again (after session.stop) and returns its new
+// session once the console is up.
+func (n *consoleNode) restart() *session {
+	n.t.Helper()
+	n.session = start(n.t, "-config", n.cfg)
+	n.expect("ArchiveBot console")
+	return n.session
+}
+
 // TestDashboardInBrowser drives the dashboard in headless chromium against
 // the whole node (console front end, real Redis when configured) and the
 // pipeline simulator: a job queued by a command appears when a pipeline
@@ -93,25 +131,9 @@ func freeAddr(t testing.TB) string { return testproc.FreeAddr(t) }
 func TestDashboardInBrowser(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
 	ctx := browser(t)
-	b := redistest.RealRedis(t)
-	if b == nil {
-		b = redistest.Mini(t)
-	}
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	cfg := filepath.Join(dir, "node.toml")
-	text := fmt.Sprintf("[redis]\nurl = %q\n[http]\nlisten = %q\nstream_listen = \"127.0.0.1:0\"\n", b.URL, addr)
-	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s := start(t, "-config", cfg)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("node stderr:\n%s", s.err.String())
-		}
-	})
-	s.expect("ArchiveBot console")
-	base := "http://" + addr
+	b := redistest.RealOrMini(t)
+	n := startConsoleNode(t, b, "127.0.0.1:0")
+	s, dir, base := n.session, n.dir, n.base
 
 	bg := context.Background()
 	st := store.NewStore(b.Client)
@@ -309,8 +331,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("node exit code %d", code)
 	}
 	waitJS(t, ctx, "the page sees the node go", `document.getElementById("status").textContent.startsWith("disconnected")`)
-	s = start(t, "-config", cfg)
-	s.expect("ArchiveBot console")
+	s = n.restart()
 	waitJS(t, ctx, "the page reconnects", `document.getElementById("status").textContent.startsWith("live")`)
 	run.LogDownload(bg, "http://running.example/after-restart", 200)
 	waitJS(t, ctx, "a line after the restart", fmt.Sprintf(`[...document.querySelectorAll("#job-%s .log div")].some(d => d.textContent.includes("after-restart"))`, run.Ident))

@@ -186,10 +186,7 @@ func TestE2EBridgeUpstreamPipeline(t *testing.T) {
 	if out, err := exec.Command(testproc.Bin(t, debianPython), "-c", "import redis").CombinedOutput(); err != nil {
 		testproc.Missing(t, "%s with python3-redis is needed (apt-get install python3-redis): %v %s", debianPython, err, out)
 	}
-	b := redistest.RealRedis(t)
-	if b == nil {
-		b = redistest.Mini(t)
-	}
+	b := redistest.RealOrMini(t)
 	ctx := context.Background()
 	rdb := b.Client
 	irc := irctest.StartNgircd(t, irctest.NgircdOptions{})

@@ -219,10 +219,7 @@ func run(t *testing.T, ctx context.Context, st *store.Store, rdb *redis.Client, 
 // comes and goes.
 func TestUpstreamPipelineThroughBridge(t *testing.T) {
 	needPython(t)
-	b := redistest.RealRedis(t)
-	if b == nil {
-		b = redistest.Mini(t)
-	}
+	b := redistest.RealOrMini(t)
 	ctx := context.Background()
 	rdb := b.Client
 	st := store.NewStore(rdb)
