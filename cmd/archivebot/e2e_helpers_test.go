@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
@@ -369,6 +370,16 @@ func rolesIn(t testing.TB, irc *irctest.Ngircd, channel string) (op, voice, plai
 		return m.Command == "MODE" && len(m.Params) == 3 && m.Params[1] == "+v" && m.Params[2] == "vera"
 	})
 	return op, voice, plain
+}
+
+// channelWithRoles starts ngircd with an op, a voiced and a plain user in
+// ch (rolesIn), and writes the configuration of a node in ch on b.
+func channelWithRoles(t testing.TB, b *redistest.Backend, ch string) (irc *irctest.Ngircd, cfg string, op, voice, plain *irctest.User) {
+	t.Helper()
+	irc = irctest.StartNgircd(t, irctest.NgircdOptions{})
+	cfg = nodeConfig{ircURL: irc.URL(), channels: []string{ch}, redisURL: b.URL}.write(t)
+	op, voice, plain = rolesIn(t, irc, ch)
+	return irc, cfg, op, voice, plain
 }
 
 // ask sends text in channel and returns the bot's answers, joined.

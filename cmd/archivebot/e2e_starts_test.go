@@ -33,10 +33,8 @@ func TestE2EStartNotices(t *testing.T) {
 		ctx := context.Background()
 		rdb := b.Client
 		st := store.NewStore(rdb)
-		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 		const ch = "#starts"
-		cfg := nodeConfig{ircURL: irc.URL(), channels: []string{ch}, redisURL: b.URL}.write(t)
-		_, voice, plain := rolesIn(t, irc, ch)
+		irc, cfg, _, voice, plain := channelWithRoles(t, b, ch)
 		bot := startChild(t, cfg)
 		plain.WaitBotIn(botNick, ch)
 

@@ -32,11 +32,10 @@ func TestE2EJobLifecycle(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client
-		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 		const ch = "#ab"
-		op, voice, plain := rolesIn(t, irc, ch)
+		_, cfg, op, voice, plain := channelWithRoles(t, b, ch)
 		started := time.Now()
-		startNode(t, nodeConfig{ircURL: irc.URL(), channels: []string{ch}, redisURL: b.URL}.write(t))
+		startNode(t, cfg)
 		op.WaitBotIn(botNick, ch)
 		t.Logf("node up and in the channel after %s", ms(time.Since(started)))
 
@@ -253,10 +252,9 @@ func TestE2EDeadJob(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client
-		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 		const ch = "#dead"
-		op, voice, _ := rolesIn(t, irc, ch)
-		startNode(t, nodeConfig{ircURL: irc.URL(), channels: []string{ch}, redisURL: b.URL}.write(t))
+		_, cfg, op, voice, _ := channelWithRoles(t, b, ch)
+		startNode(t, cfg)
 		op.WaitBotIn(botNick, ch)
 
 		url, id := identOf(t, "https://example.com/e2e/dead")
@@ -334,11 +332,10 @@ func TestE2EPlantedText(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client
-		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 		const ch = "#planted"
 		const smuggle = "\r\nPRIVMSG " + ch + " :x\x00"
-		watcher, voice, plain := rolesIn(t, irc, ch)
-		startNode(t, nodeConfig{ircURL: irc.URL(), channels: []string{ch}, redisURL: b.URL}.write(t))
+		_, cfg, watcher, voice, plain := channelWithRoles(t, b, ch)
+		startNode(t, cfg)
 		watcher.WaitBotIn(botNick, ch)
 
 		evil := runSim(t, rdb, pipelinesim.Config{Nickname: "evil" + smuggle}, fastRun(100000, 50*time.Millisecond, 0))
