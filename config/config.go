@@ -58,6 +58,10 @@ const (
 	// DefaultStreamMaxLag: entries of one job the trimmer keeps for a
 	// lagging live stream.
 	DefaultStreamMaxLag = 10000
+	// DefaultStreamQueueBytes and DefaultStreamTotalBytes bound what the
+	// live stream queues for one client and for all clients together.
+	DefaultStreamQueueBytes = 4 << 20
+	DefaultStreamTotalBytes = 64 << 20
 	// DefaultAnalyzerBatch is the most log entries one atomic step reads.
 	DefaultAnalyzerBatch = 5000
 	// DefaultAnalyzerDebounce is how long `updates` messages pile up
@@ -327,6 +331,12 @@ type HTTP struct {
 	// not broadcast, it trims anyway and counts them as skipped. Default
 	// 10000; 0 means no waiting for the stream at all.
 	StreamMaxLag int `toml:"stream_max_lag"`
+	// StreamQueueBytes and StreamTotalBytes bound the bytes the live
+	// stream holds for one slow client and for all clients together
+	// (defaults 4 MiB and 64 MiB); past them clients lose their oldest
+	// log frames, counted (doc/web.md, Backpressure).
+	StreamQueueBytes int64 `toml:"stream_queue_bytes"`
+	StreamTotalBytes int64 `toml:"stream_total_bytes"`
 }
 
 // Pipelines configures the pipeline API listener (doc/pipeline-api.md).
@@ -482,6 +492,8 @@ func (c *Config) setDefaults() {
 	zero(&c.Log.Level, "info")
 	zero(&c.HTTP.StreamListen, DefaultStreamListen)
 	zero(&c.HTTP.StreamMaxLag, DefaultStreamMaxLag)
+	zero(&c.HTTP.StreamQueueBytes, DefaultStreamQueueBytes)
+	zero(&c.HTTP.StreamTotalBytes, DefaultStreamTotalBytes)
 }
 
 // Load reads path (if non-empty), applies REDIS_URL,
@@ -697,6 +709,9 @@ func (c *Config) validate() error {
 	}
 	if c.HTTP.StreamMaxLag < 0 {
 		bad("http.stream_max_lag", "must be 0 (no bound) or more")
+	}
+	if c.HTTP.StreamQueueBytes < 0 || c.HTTP.StreamTotalBytes < 0 {
+		bad("http.stream_queue_bytes", "http.stream_queue_bytes and http.stream_total_bytes must be 0 (the default) or more")
 	}
 	if c.Pipelines.Listen != "" {
 		if err := checkListen(c.Pipelines.Listen); err != nil {

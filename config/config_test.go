@@ -194,8 +194,13 @@ func TestSentinelsAreNotEmbedded(t *testing.T) {
 func TestHTTPStreamKeys(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
 	c, err := Load(write(t, "[irc]\nnick = \"x\"\n"))
-	if err != nil || c.HTTP.StreamListen != "127.0.0.1:4568" || c.HTTP.StreamMaxLag != 10000 || !c.HTTP.StreamOn() {
+	if err != nil || c.HTTP.StreamListen != "127.0.0.1:4568" || c.HTTP.StreamMaxLag != 10000 || !c.HTTP.StreamOn() ||
+		c.HTTP.StreamQueueBytes != 4<<20 || c.HTTP.StreamTotalBytes != 64<<20 {
 		t.Fatalf("defaults: %+v, %v", c.HTTP, err)
+	}
+	c, err = Load(write(t, "[http]\nstream_queue_bytes = 1000\nstream_total_bytes = 50000\n"))
+	if err != nil || c.HTTP.StreamQueueBytes != 1000 || c.HTTP.StreamTotalBytes != 50000 {
+		t.Fatalf("queue bytes: %+v, %v", c.HTTP, err)
 	}
 	c, err = Load(write(t, "[http]\nstream_listen = \"\"\nstream_max_lag = 0\n"))
 	if err != nil || c.HTTP.StreamListen != "" || c.HTTP.StreamMaxLag != 0 || !c.HTTP.StreamOn() {
@@ -208,6 +213,7 @@ func TestHTTPStreamKeys(t *testing.T) {
 	for text, key := range map[string]string{
 		"[http]\nstream_listen = \"nope\"\n": "http.stream_listen",
 		"[http]\nstream_max_lag = -1\n":      "http.stream_max_lag",
+		"[http]\nstream_total_bytes = -1\n":  "http.stream_total_bytes",
 	} {
 		if _, err := Load(write(t, text)); err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("%q: %v, want an error naming %s", text, err, key)

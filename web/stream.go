@@ -39,6 +39,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
@@ -52,13 +53,19 @@ const (
 	DefaultQueueV2 = 256
 	// DefaultQueueUpstream frames per upstream client, as upstream.
 	DefaultQueueUpstream = 1000
-	// DefaultClientBytes bounds the bytes one client's queue holds.
-	DefaultClientBytes = 4 << 20
-	// DefaultTotalBytes bounds the bytes all clients' queues hold.
-	DefaultTotalBytes = 256 << 20
+	// DefaultClientBytes bounds the bytes one client's queue holds
+	// (http.stream_queue_bytes).
+	DefaultClientBytes = config.DefaultStreamQueueBytes
+	// DefaultTotalBytes bounds the bytes all clients' queues hold
+	// (http.stream_total_bytes).
+	DefaultTotalBytes = config.DefaultStreamTotalBytes
 	// DefaultMaxAge is the latency budget: a log frame whose oldest entry
 	// was read longer ago is dropped rather than sent late.
 	DefaultMaxAge = time.Second
+	// maxFrameEntries and maxFrameBytes bound one log frame of our
+	// protocol (a larger batch is split over several frames).
+	maxFrameEntries = 500
+	maxFrameBytes   = 256 << 10
 	// DefaultMinFlushGap is the wait between two batches while the stream
 	// is quiet; a batch of CoalesceAbove entries or more means load, and
 	// the next waits FlushInterval.
@@ -364,35 +371,66 @@ func (h *Hub) Flush() int {
 	for i, e := range entries {
 		byJob[e.job.ident] = append(byJob[e.job.ident], i)
 	}
-	frames := map[string]qframe{}
-	for _, c := range v2s {
+	// A frame several clients share is prepared once (compressed at most
+	// once); a frame only one client gets is kept as its bytes alone and
+	// compressed as it is written: a prepared message would also hold a
+	// full uncompressed copy for as long as the frame waits. Only shared
+	// frames are kept for the rest of the flush, and no frame carries more
+	// than maxFrameEntries entries or about maxFrameBytes: a batch that
+	// piled up while the stream lagged, built for many clients with their
+	// own subscriptions, must not be held whole in memory at once.
+	type filterOf struct {
+		key       string
+		all, errs bool
+		subs      []string
+	}
+	filters := make([]filterOf, len(v2s))
+	sharing := map[string]int{}
+	for i, c := range v2s {
 		key, all, subs, errorsOnly := c.filter()
-		f, ok := frames[key]
+		filters[i] = filterOf{key: key, all: all, subs: subs, errs: errorsOnly}
+		sharing[key]++
+	}
+	shared := map[string][]qframe{}
+	for ci, c := range v2s {
+		flt := filters[ci]
+		fs, ok := shared[flt.key]
 		if !ok {
 			var idx []int
-			if all {
+			if flt.all {
 				for i := range entries {
 					idx = append(idx, i)
 				}
 			} else {
-				for _, id := range subs {
+				for _, id := range flt.subs {
 					idx = append(idx, byJob[id]...)
 				}
 				slices.Sort(idx)
 			}
-			if errorsOnly {
+			if flt.errs {
 				idx = slices.DeleteFunc(idx, func(i int) bool { return !entries[i].isErr })
 			}
-			if len(idx) > 0 {
-				b, oldest := logFrame(seq, entries, idx)
-				if pm, err := websocket.NewPreparedMessage(websocket.TextMessage, b); err == nil {
-					f = qframe{pm: pm, n: len(idx), size: len(b), at: oldest}
+			fs = nil
+			for len(idx) > 0 {
+				n, size := 0, 0
+				for n < len(idx) && n < maxFrameEntries && size < maxFrameBytes {
+					size += len(entries[idx[n]].doc)
+					n++
+				}
+				b, oldest := logFrame(seq, entries, idx[:n])
+				idx = idx[n:]
+				if sharing[flt.key] == 1 {
+					fs = append(fs, qframe{raw: b, n: n, size: len(b), at: oldest})
+				} else if pm, err := websocket.NewPreparedMessage(websocket.TextMessage, b); err == nil {
+					fs = append(fs, qframe{pm: pm, n: n, size: len(b), at: oldest})
 				}
 			}
-			frames[key] = f
+			if sharing[flt.key] > 1 {
+				shared[flt.key] = fs
+			}
 		}
-		if f.pm != nil {
-			c.pushLogs([]qframe{f})
+		if len(fs) > 0 {
+			c.pushLogs(fs)
 		}
 	}
 	return len(entries)
@@ -430,7 +468,22 @@ func logFrame(seq uint64, entries []streamEntry, idx []int) ([]byte, time.Time) 
 			oldest = entries[i].at
 		}
 	}
+	// Sized up front: a frame is held until sent, and a buffer grown by
+	// doubling would hold up to twice its bytes (and leave the smaller
+	// ones as garbage).
+	size := 64
+	seen := map[string]bool{}
+	for _, i := range idx {
+		e := entries[i]
+		size += len(e.doc) + len(e.job.ident) + 48
+		if !seen[e.job.ident] {
+			seen[e.job.ident] = true
+			e.job.encode()
+			size += len(e.job.ident) + len(e.job.raw) + 8
+		}
+	}
 	var b bytes.Buffer
+	b.Grow(size)
 	b.WriteString(`{"seq":`)
 	b.WriteString(strconv.FormatUint(seq, 10))
 	b.WriteString(`,"n":`)
@@ -576,6 +629,12 @@ func (c *client) pushLogs(fs []qframe) {
 	}
 	lost := 0
 	for _, f := range fs {
+		// What the writer would shed as too old when it got to it is shed
+		// now: a client that does not read holds about one latency budget
+		// of frames, not its byte limit.
+		for c.logs.len() > 0 && c.lim.maxAge > 0 && f.at.Sub(c.logs.peek().at) > c.lim.maxAge {
+			lost += c.dropOldestLocked()
+		}
 		for c.logs.len() > 0 && (c.logs.len() >= c.lim.frames || c.bytes+f.size > c.lim.bytes ||
 			c.lim.total.Load()+int64(f.size) > c.lim.maxTot) {
 			lost += c.dropOldestLocked()
@@ -719,7 +778,13 @@ func (c *client) drain() bool {
 				break
 			}
 		}
-		if err := c.conn.WritePreparedMessage(f.pm); err != nil {
+		var err error
+		if f.pm != nil {
+			err = c.conn.WritePreparedMessage(f.pm)
+		} else {
+			err = c.conn.WriteMessage(websocket.TextMessage, f.raw)
+		}
+		if err != nil {
 			ok = false
 		}
 	}

@@ -25,7 +25,8 @@ import (
 // size bytes of payload, at when its oldest entry was read, seq its push
 // order.
 type qframe struct {
-	pm    *websocket.PreparedMessage
+	pm    *websocket.PreparedMessage // shared by several clients
+	raw   []byte                     // or one client's frame, unprepared
 	event bool
 	n     int
 	size  int

@@ -126,7 +126,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 		return err
 	}
 	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, store, nil, logger)
-	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi))
+	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi), hubOptions(cfg))
 	startFirehose(runCtx, &wg, store, services.services.Updates, hub, logger)
 	runPipelineAPI(runCtx, &wg, papi, hub, logger)
 

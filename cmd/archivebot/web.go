@@ -53,15 +53,21 @@ func listenStream(cfg *config.Config, stdout io.Writer) (net.Listener, error) {
 	return ln, nil
 }
 
+// hubOptions are the live stream's limits from the configuration.
+func hubOptions(cfg *config.Config) web.HubOptions {
+	return web.HubOptions{ClientBytes: int(cfg.HTTP.StreamQueueBytes), TotalBytes: cfg.HTTP.StreamTotalBytes}
+}
+
 // startWeb serves the HTTP API on ln and the live stream (its hub, on ln
 // and on streamLn) until ctx ends (wg waits for the graceful shutdown). It
 // returns the hub for startFirehose, nil when the web server is off.
 func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener, store *store.Store,
-	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger, recent func(string, int) []string) *web.Hub {
+	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger, recent func(string, int) []string, hubOpt web.HubOptions) *web.Hub {
 	if ln == nil {
 		return nil
 	}
-	hub := web.NewHub(web.HubOptions{Logger: logger})
+	hubOpt.Logger = logger
+	hub := web.NewHub(hubOpt)
 	irun.Go(wg, logger, "stream hub", func() { hub.Run(ctx) })
 	opt := web.Options{
 		Store:     store,
