@@ -430,6 +430,14 @@ func foldChannel(s string) string {
 	return string(b)
 }
 
+// Positive sets *p to the default v when it is zero or negative: how a
+// package that takes options (tests, tools) fills what was not given.
+func Positive[T ~int | ~int64 | ~float64](p *T, v T) {
+	if *p <= 0 {
+		*p = v
+	}
+}
+
 // zero sets *p to v when it is the zero value (the key was not set).
 func zero[T comparable](p *T, v T) {
 	var z T
