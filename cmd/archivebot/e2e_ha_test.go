@@ -73,6 +73,23 @@ stream_listen = "127.0.0.1:0"
 	return writeTemp(t, "archivebot.toml", body)
 }
 
+// haLeader starts node (haNodeConfig) and returns once it took the
+// leader lease.
+func haLeader(t testing.TB, irc *irctest.Ngircd, ch string, cl *redistest.Cluster, node, leaseTTL string) *child {
+	t.Helper()
+	c := startChild(t, haNodeConfig(t, irc.URL(), ch, cl, node, leaseTTL))
+	c.log.waitFor(t, 0, "took the leader lease")
+	return c
+}
+
+// haStandby starts node and returns once it stands by.
+func haStandby(t testing.TB, irc *irctest.Ngircd, ch string, cl *redistest.Cluster, node, leaseTTL string) *child {
+	t.Helper()
+	c := startChild(t, haNodeConfig(t, irc.URL(), ch, cl, node, leaseTTL))
+	c.log.waitFor(t, 0, "standby: another node leads")
+	return c
+}
+
 func writeTemp(t testing.TB, name, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
@@ -167,11 +184,9 @@ func TestE2EHighAvailability(t *testing.T) {
 	t.Run("kill-leader", func(t *testing.T) {
 		const ch = "#ha-kill"
 		op, voice, _ := rolesIn(t, irc, ch)
-		a := startChild(t, haNodeConfig(t, irc.URL(), ch, cl, "node-a", "2s"))
-		a.log.waitFor(t, 0, "took the leader lease")
+		a := haLeader(t, irc, ch, cl, "node-a", "2s")
 		op.WaitBotIn(botNick, ch)
-		b := startChild(t, haNodeConfig(t, irc.URL(), ch, cl, "node-b", "2s"))
-		b.log.waitFor(t, 0, "standby: another node leads")
+		b := haStandby(t, irc, ch, cl, "node-b", "2s")
 		if role, leader := readyRole(t, a); role != "leader" || leader != "node-a" {
 			t.Errorf("node-a /readyz: role %q, leader %q", role, leader)
 		}
@@ -269,8 +284,7 @@ func TestE2EHighAvailability(t *testing.T) {
 			dups += roundDups
 			leader = standby
 			if r+1 < rounds {
-				standby = startChild(t, haNodeConfig(t, irc.URL(), ch, cl, fmt.Sprintf("node-%d", r+2), "2s"))
-				standby.log.waitFor(t, 0, "standby: another node leads")
+				standby = haStandby(t, irc, ch, cl, fmt.Sprintf("node-%d", r+2), "2s")
 			}
 		}
 		t.Logf("kill -9 of the leader (lease_ttl 2s), %d rounds: standby took the lease after %v; answered a command after %v (kill to reply)",
@@ -300,11 +314,9 @@ func TestE2EHighAvailability(t *testing.T) {
 	t.Run("freeze-leader", func(t *testing.T) {
 		const ch = "#ha-freeze"
 		op, voice, _ := rolesIn(t, irc, ch)
-		a := startChild(t, haNodeConfig(t, irc.URL(), ch, cl, "node-a", "6s"))
-		a.log.waitFor(t, 0, "took the leader lease")
+		a := haLeader(t, irc, ch, cl, "node-a", "6s")
 		op.WaitBotIn(botNick, ch)
-		b := startChild(t, haNodeConfig(t, irc.URL(), ch, cl, "node-b", "6s"))
-		b.log.waitFor(t, 0, "standby: another node leads")
+		b := haStandby(t, irc, ch, cl, "node-b", "6s")
 		// Work for the services of both, so that the old leader has
 		// writes to attempt when it wakes: a notice waiting, a dying job.
 		url, id := identOf(t, "https://example.com/e2e/ha/frozen")
@@ -412,8 +424,7 @@ func TestE2EHighAvailability(t *testing.T) {
 		const ch = "#ha-master"
 		// The operator queues: voiced users may have 5 jobs pending.
 		op, _, _ := rolesIn(t, irc, ch)
-		a := startChild(t, haNodeConfig(t, irc.URL(), ch, cl, "node-a", "10s"))
-		a.log.waitFor(t, 0, "took the leader lease")
+		a := haLeader(t, irc, ch, cl, "node-a", "10s")
 		op.WaitBotIn(botNick, ch)
 		oldMaster, err := cl.MasterAddr(ctx)
 		if err != nil {
