@@ -78,7 +78,7 @@ func newHarness(t *testing.T, b *redistest.Backend, opt Options) *harness {
 	h.stop, h.done = cancel, make(chan struct{})
 	go func() { defer close(h.done); h.srv.Run(ctx) }()
 	t.Cleanup(func() { h.stop(); <-h.done; h.hs.Close() })
-	h.waitFor("the term to start", func() bool { return h.srv.currentTerm() != nil })
+	testproc.Eventually(h.t, "the term to start", func() bool { return h.srv.currentTerm() != nil })
 	return h
 }
 
@@ -87,11 +87,6 @@ func newHarness(t *testing.T, b *redistest.Backend, opt Options) *harness {
 func eachHarness(t *testing.T, opt Options, fn func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context)) {
 	t.Helper()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) { fn(t, b, newHarness(t, b, opt), context.Background()) })
-}
-
-func (h *harness) waitFor(what string, cond func() bool) {
-	h.t.Helper()
-	testproc.Eventually(h.t, what, cond)
 }
 
 // addKey registers a new key and returns a client signing with it, once
@@ -105,7 +100,7 @@ func (h *harness) addKey(name string, opts ...client.Option) *client.Client {
 	if err := h.store.AddPipelineKey(context.Background(), name, wire.FormatPublicKey(pub)); err != nil {
 		h.t.Fatal(err)
 	}
-	h.waitFor("key "+name, func() bool { p, _ := h.srv.currentTerm().publicKey(name); return p != nil })
+	testproc.Eventually(h.t, "key "+name, func() bool { p, _ := h.srv.currentTerm().publicKey(name); return p != nil })
 	c, err := client.New(h.hs.URL, name, priv, opts...)
 	if err != nil {
 		h.t.Fatal(err)
@@ -242,7 +237,7 @@ func TestTakeUpdateDone(t *testing.T) {
 		if r := h.srv.Recent("job1", 10); len(r) != 3 {
 			t.Errorf("recent = %v", r)
 		}
-		h.waitFor("the batched write", func() bool { return rdb.HGet(ctx, "job1", "heartbeat").Val() == "2" })
+		testproc.Eventually(h.t, "the batched write", func() bool { return rdb.HGet(ctx, "job1", "heartbeat").Val() == "2" })
 		f := rdb.HGetAll(ctx, "job1").Val()
 		for k, v := range map[string]string{"bytes_downloaded": "100", "warc_size": "42", "log_score": "3",
 			"r2xx": "1", "r4xx": "1", "r5xx": "1", "error_count": "1", "pipeline_id": pid} {
@@ -392,7 +387,7 @@ func TestOtherPipelinesJobRefused(t *testing.T) {
 		if got := refusals("beta", "not_held") - n0; got != 15 {
 			t.Errorf("refusals counted for beta: %v, want 15", got)
 		}
-		h.waitFor("beta's refusals in its statistics", func() bool {
+		testproc.Eventually(h.t, "beta's refusals in its statistics", func() bool {
 			ks, _ := h.store.ListPipelineKeys(ctx)
 			for _, k := range ks {
 				if k.Name == "beta" {
@@ -418,7 +413,7 @@ func TestHoldLostInRedis(t *testing.T) {
 		b.Client.HSet(ctx, "j", "pipeline_id", "pipeline:someoneelse")
 		// Heartbeats may still be accepted into the batch (the node does
 		// not know yet); none may be written, and the node finds out.
-		h.waitFor("the hold to be dropped", func() bool {
+		testproc.Eventually(h.t, "the hold to be dropped", func() bool {
 			_, err := alpha.Heartbeat(ctx, "j")
 			return client.IsCode(err, "not_held")
 		})
@@ -441,7 +436,7 @@ func TestReplayedAndAlteredRefused(t *testing.T) {
 		if err := c.Send(req, nil); err != nil {
 			t.Fatal(err)
 		}
-		h.waitFor("the heartbeat", func() bool { return b.Client.HGet(ctx, "j", "heartbeat").Val() == "1" })
+		testproc.Eventually(h.t, "the heartbeat", func() bool { return b.Client.HGet(ctx, "j", "heartbeat").Val() == "1" })
 		before := h.dump()
 		wantCode(t, c.Send(replay, nil), 401, "replayed_nonce")
 
@@ -479,7 +474,7 @@ func TestStaleTimestampRefused(t *testing.T) {
 		if err := h.store.AddPipelineKey(ctx, "alpha", wire.FormatPublicKey(pub)); err != nil {
 			t.Fatal(err)
 		}
-		h.waitFor("the key", func() bool { p, _ := h.srv.currentTerm().publicKey("alpha"); return p != nil })
+		testproc.Eventually(h.t, "the key", func() bool { p, _ := h.srv.currentTerm().publicKey("alpha"); return p != nil })
 		h.queue("j", store.KeyPending)
 		before := h.dump()
 		for _, skew := range []time.Duration{-61 * time.Second, 61 * time.Second, -time.Hour} {
@@ -684,7 +679,7 @@ func TestLimitsRefused(t *testing.T) {
 		if _, err := c.Update(ctx, "j", wire.UpdateRequest{Log: many}); err != nil {
 			t.Fatal(err)
 		}
-		h.waitFor("the batched write", func() bool { return b.Client.HGet(ctx, "j", "log_score").Val() == "15" })
+		testproc.Eventually(h.t, "the batched write", func() bool { return b.Client.HGet(ctx, "j", "log_score").Val() == "15" })
 		before := h.dump()
 		_, err := c.Update(ctx, "j", wire.UpdateRequest{Log: many})
 		e, ok := err.(*client.Error)

@@ -179,7 +179,7 @@ func TestMetricsMove(t *testing.T) {
 			t.Fatal("no finish report")
 		}
 	}
-	waitFor(t, "a reaper cycle, the finish notices gone and the analyzer counting", func() bool {
+	testproc.Eventually(t, "a reaper cycle, the finish notices gone and the analyzer counting", func() bool {
 		m := scrape(t, h)
 		return value(m, "archivebot_service_cycle_seconds", "service", "reaper") > value(before, "archivebot_service_cycle_seconds", "service", "reaper") &&
 			value(m, "archivebot_finish_notices_waiting") == 0 &&
@@ -192,11 +192,4 @@ func TestMetricsMove(t *testing.T) {
 	if len(fin) != 3 {
 		t.Errorf("/finished after the notifier ran: %d entries", len(fin))
 	}
-}
-
-// waitFor polls cond (a scrape) until it holds; the services signal
-// nothing else a test could wait on.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testproc.Eventually(t, what, cond)
 }

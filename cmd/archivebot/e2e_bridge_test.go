@@ -252,7 +252,7 @@ func TestE2EBridgeUpstreamPipeline(t *testing.T) {
 		d.expect(t, "LOGGED")
 		// The analyzer's counts (in the node for both kinds) before the
 		// abort, since an aborted record lives 5 s.
-		eventually(t, mode+" analyzer counts", func() bool {
+		testproc.Eventually(t, mode+" analyzer counts", func() bool {
 			v, _ := rdb.HMGet(ctx, r.idA, "r2xx", "r5xx").Result()
 			return v[0] == "101" && v[1] == "33"
 		})
@@ -282,7 +282,7 @@ func TestE2EBridgeUpstreamPipeline(t *testing.T) {
 			t.Errorf("%s: done with aborted=%s", mode, f[2])
 		}
 		op.Expect(mode+" finish line", fromBot(ch, textIs(finishLine("vera", r.urlB, false))))
-		eventually(t, mode+" analyzer counts of the second job", func() bool {
+		testproc.Eventually(t, mode+" analyzer counts of the second job", func() bool {
 			v, _ := rdb.HMGet(ctx, r.idB, "r2xx", "r5xx").Result()
 			return v[0] == "26" && v[1] == "8"
 		})
@@ -304,7 +304,7 @@ func TestE2EBridgeUpstreamPipeline(t *testing.T) {
 			t.Errorf("%s: Redis effects differ\ndirect: %+v\nbridge: %+v", c.what, c.direct, c.api)
 		}
 		for _, id := range c.ids {
-			eventually(t, fmt.Sprintf("%d entries of %s on the dashboard stream (%v)", c.entries, id, stream.all()), func() bool { return stream.get(id) >= c.entries })
+			testproc.Eventually(t, fmt.Sprintf("%d entries of %s on the dashboard stream (%v)", c.entries, id, stream.all()), func() bool { return stream.get(id) >= c.entries })
 			if n := stream.get(id); n != c.entries {
 				t.Errorf("%s: the stream sent %d entries of %s, want %d", c.what, n, id, c.entries)
 			}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 // haNodeConfig is a node of the HA tests: Redis through the sentinels,
@@ -171,7 +172,7 @@ func TestE2EHighAvailability(t *testing.T) {
 	// Each subtest ends with its nodes stopped and the lease free.
 	leaseFree := func(t *testing.T) {
 		t.Helper()
-		eventually(t, "the leader lease to be free", func() bool {
+		testproc.Eventually(t, "the leader lease to be free", func() bool {
 			n, err := rdb.Exists(ctx, "archivebot:leader").Result()
 			return err == nil && n == 0
 		})
@@ -206,7 +207,7 @@ func TestE2EHighAvailability(t *testing.T) {
 		rdb.LRem(ctx, "pending", 0, id)
 		rdb.HSet(ctx, id, "heartbeat", 1)
 		rdb.LPush(ctx, keyWorking, id)
-		eventually(t, "the death timer to climb", func() bool {
+		testproc.Eventually(t, "the death timer to climb", func() bool {
 			v, err := rdb.HGet(ctx, id, "death_timer").Int()
 			return err == nil && v >= 5
 		})
@@ -256,7 +257,7 @@ func TestE2EHighAvailability(t *testing.T) {
 				// The new leader's first reaper cycles step the timer on
 				// from where the old one left it.
 				var next int
-				eventually(t, "the new leader's reaper to step the death timer", func() bool {
+				testproc.Eventually(t, "the new leader's reaper to step the death timer", func() bool {
 					v, err := rdb.HGet(ctx, id, "death_timer").Int()
 					next = v
 					return err == nil && v != after
@@ -266,7 +267,7 @@ func TestE2EHighAvailability(t *testing.T) {
 				}
 				op.Expect("no heartbeat line", fromBot(ch, textHas("has had no heartbeat", id)))
 			}
-			eventually(t, "every notice of the round delivered", func() bool {
+			testproc.Eventually(t, "every notice of the round delivered", func() bool {
 				for _, nid := range ids {
 					if count(nid) == 0 {
 						return false
@@ -294,7 +295,7 @@ func TestE2EHighAvailability(t *testing.T) {
 		}
 		t.Logf("%d pending notices: all delivered, %d twice (killed between the write and the acknowledgement)", len(all), dups)
 		for _, key := range []string{keyNotices, keyProcessing} {
-			eventually(t, key+" to be empty", func() bool {
+			testproc.Eventually(t, key+" to be empty", func() bool {
 				n, err := rdb.LLen(ctx, key).Result()
 				return err == nil && n == 0
 			})

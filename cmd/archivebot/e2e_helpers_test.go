@@ -154,13 +154,6 @@ func (l *lineLog) tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// eventually polls cond until it holds, failing the test after
-// irctest.WaitFor; it returns how long it took.
-func eventually(t testing.TB, what string, cond func() bool) time.Duration {
-	t.Helper()
-	return testproc.Eventually(t, what, cond)
-}
-
 func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
 
 // ---------------------------------------------------------------------
@@ -623,7 +616,7 @@ func reaperCycles(t testing.TB, rdb *redis.Client, n int) {
 		rdb.LRem(ctx, keyWorking, 0, probe)
 		rdb.Del(ctx, probe)
 	}()
-	eventually(t, fmt.Sprintf("%d reaper cycles", n), func() bool {
+	testproc.Eventually(t, fmt.Sprintf("%d reaper cycles", n), func() bool {
 		v, err := rdb.HGet(ctx, probe, "death_timer").Int()
 		return err == nil && v >= n
 	})

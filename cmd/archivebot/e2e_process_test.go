@@ -20,6 +20,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 // TestE2EFinishNoticesSurviveKill pushes finish notifications, as pipelines
@@ -86,7 +87,7 @@ func TestE2EFinishNoticesSurviveKill(t *testing.T) {
 			irc.Stop()
 			bot.log.waitFor(t, from, "disconnected from IRC")
 			ids := push(tag, n)
-			eventually(t, "a notice taken while IRC is down", func() bool {
+			testproc.Eventually(t, "a notice taken while IRC is down", func() bool {
 				n, _ := rdb.LLen(ctx, keyProcessing).Result()
 				return n >= 1
 			})
@@ -173,7 +174,7 @@ func TestE2EFinishNoticesSurviveKill(t *testing.T) {
 			}
 			bot.kill()
 			bot = startChild(t, cfg)
-			eventually(t, "every notice of the batch delivered", func() bool {
+			testproc.Eventually(t, "every notice of the batch delivered", func() bool {
 				for _, id := range ids {
 					if count(id) == 0 {
 						return false
@@ -221,7 +222,7 @@ func TestE2EFinishNoticesSurviveKill(t *testing.T) {
 		t.Logf("SIGKILL the moment a line is seen: %d kills, %d notices, %d delivered twice (line written, killed before the acknowledgement), none lost",
 			rounds, rounds*perRound, dups)
 		for _, key := range []string{keyNotices, keyProcessing} {
-			eventually(t, key+" to be empty", func() bool {
+			testproc.Eventually(t, key+" to be empty", func() bool {
 				n, err := rdb.LLen(ctx, key).Result()
 				return err == nil && n == 0
 			})

@@ -20,6 +20,7 @@ import (
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -88,7 +89,7 @@ func TestE2EJobLifecycle(t *testing.T) {
 		}
 		job.LogIgnore(ctx, url1+"wp-login.php", "/wp-login\\.php", "global")
 		job.Log(ctx, "not json {")
-		took := eventually(t, "analyzer counts", func() bool {
+		took := testproc.Eventually(t, "analyzer counts", func() bool {
 			v, _ := rdb.HMGet(ctx, id1, "r2xx", "r3xx", "r4xx", "r5xx", "error_count", "last_analyzed_log_entry").Result()
 			want := []string{"3", "1", "1", "1", "1", "8"}
 			for i := range want {
@@ -167,7 +168,7 @@ func TestE2EJobLifecycle(t *testing.T) {
 		// The sentinel's notice is acknowledged just after its line was
 		// written: the lists drain right after the line is seen.
 		for _, key := range []string{keyNotices, keyProcessing, keyWorking} {
-			eventually(t, key+" to be empty", func() bool {
+			testproc.Eventually(t, key+" to be empty", func() bool {
 				n, err := rdb.LLen(ctx, key).Result()
 				return err == nil && n == 0
 			})
@@ -270,7 +271,7 @@ func TestE2EDeadJob(t *testing.T) {
 
 		// The death timer climbs, one step per reaper cycle.
 		var seen []int
-		eventually(t, "death timer to climb to the threshold", func() bool {
+		testproc.Eventually(t, "death timer to climb to the threshold", func() bool {
 			v, err := rdb.HGet(ctx, id, "death_timer").Int()
 			if err == nil && (len(seen) == 0 || v != seen[len(seen)-1]) {
 				seen = append(seen, v)
@@ -291,7 +292,7 @@ func TestE2EDeadJob(t *testing.T) {
 		if !strings.HasPrefix(m.Params[1], "vera: ") || !strings.Contains(m.Params[1], "failed") || !strings.Contains(m.Params[1], `"e2e-crash"`) {
 			t.Errorf("no heartbeat line %q: want it addressed to vera, naming the pipeline and saying the job failed", m.Params[1])
 		}
-		eventually(t, "job out of working", func() bool {
+		testproc.Eventually(t, "job out of working", func() bool {
 			ids, _ := rdb.LRange(ctx, keyWorking, 0, -1).Result()
 			return len(ids) == 0
 		})
@@ -364,7 +365,7 @@ func TestE2EPlantedText(t *testing.T) {
 		// The pipeline crashes: its nickname is in the death and silent
 		// lines. The reaper (as upstream's) skips jobs that never sent a
 		// heartbeat, so crash only after the first one.
-		eventually(t, "first heartbeat", func() bool {
+		testproc.Eventually(t, "first heartbeat", func() bool {
 			n, _ := rdb.HGet(ctx, id, "heartbeat").Int()
 			return n > 0
 		})
@@ -391,7 +392,7 @@ func TestE2EPlantedText(t *testing.T) {
 		}
 		watcher.Expect("sentinel line", fromBot(ch, textIs(finishLine("vera", sentinel, false))))
 		for _, key := range []string{keyNotices, keyProcessing} {
-			eventually(t, key+" to be empty (no planted notice stuck)", func() bool {
+			testproc.Eventually(t, key+" to be empty (no planted notice stuck)", func() bool {
 				n, err := rdb.LLen(ctx, key).Result()
 				return err == nil && n == 0
 			})
