@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -29,8 +28,6 @@ import (
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
-
-const debianPython = "/usr/bin/python3"
 
 // proc is this test binary re-executed as `archivebot ARGS...`, or
 // another program, its stdout lines on a channel.
@@ -183,9 +180,7 @@ func historyEvents(ctx context.Context, rdb *redis.Client, ident string) []strin
 }
 
 func TestE2EBridgeUpstreamPipeline(t *testing.T) {
-	if out, err := exec.Command(testproc.Bin(t, debianPython), "-c", "import redis").CombinedOutput(); err != nil {
-		testproc.Missing(t, "%s with python3-redis is needed (apt-get install python3-redis): %v %s", debianPython, err, out)
-	}
+	python := testproc.Python(t, "redis")
 	b := redistest.RealOrMini(t)
 	ctx := context.Background()
 	rdb := b.Client
@@ -237,7 +232,7 @@ func TestE2EBridgeUpstreamPipeline(t *testing.T) {
 			t.Fatalf("!a: %q", a)
 		}
 		before := jobCounters(ctx, rdb)
-		d := startExec(t, mode+" pipeline", os.Environ(), debianPython, "../../pipelineapi/bridge/testdata/upstream_pipeline.py",
+		d := startExec(t, mode+" pipeline", os.Environ(), python, "../../pipelineapi/bridge/testdata/upstream_pipeline.py",
 			redisURL, mode, "e2e-"+tag, "2")
 		if f := d.expect(t, "TAKEN"); f[1] != r.idA {
 			t.Fatalf("%s took %v, want %s", mode, f, r.idA)

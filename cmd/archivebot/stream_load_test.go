@@ -155,7 +155,7 @@ func TestStreamLoad(t *testing.T) {
 	if wspy != "" {
 		pyAddr = freeAddr(t)
 		_, port, _ := strings.Cut(pyAddr, ":")
-		p := testproc.Start(t, "websocket.py", testproc.Bin(t, debianPython), []string{"testdata/wspy_shim.py", wspy, port},
+		p := testproc.Start(t, "websocket.py", testproc.Python(t, "websockets"), []string{"testdata/wspy_shim.py", wspy, port},
 			testproc.Options{Env: append(os.Environ(), "PYTHONUNBUFFERED=1"), Stdin: true})
 		py, pyIn = p.Cmd, p.Stdin
 		waitUp(t, "websocket.py", func() bool {

@@ -402,3 +402,23 @@ func (p *Proc) Expect(t testing.TB, word string, within time.Duration) []string 
 		}
 	}
 }
+
+// DebianPython is the interpreter the Python-driven tests run: Debian's,
+// which has the distribution's modules (python3-redis, python3-websockets;
+// .ci/run installs them), not the first python3 on PATH.
+const DebianPython = "/usr/bin/python3"
+
+// Python returns DebianPython once it imports every one of modules (their
+// versions are logged); otherwise Missing.
+func Python(t testing.TB, modules ...string) string {
+	t.Helper()
+	py := Bin(t, DebianPython)
+	for _, m := range modules {
+		out, err := exec.Command(py, "-c", "import "+m+"; print(getattr("+m+", '__version__', '?'))").CombinedOutput()
+		if err != nil {
+			Missing(t, "%s cannot import %s (apt-get install python3-%s): %v\n%s", py, m, m, err, out)
+		}
+		t.Logf("%s: %s %s", py, m, strings.TrimSpace(string(out)))
+	}
+	return py
+}

@@ -71,3 +71,17 @@ func TestBinMissingSkipsOutsideCI(t *testing.T) {
 		t.Fatal("Bin returned for a missing program")
 	}
 }
+
+func TestPythonMissingModuleSkipsOutsideCI(t *testing.T) {
+	if InCI() {
+		t.Skip("in CI a missing module fails the test")
+	}
+	ran := false
+	t.Run("missing", func(t *testing.T) {
+		Python(t, "no_such_module_archivebot")
+		ran = true
+	})
+	if ran {
+		t.Fatal("Python returned for a module it cannot import")
+	}
+}

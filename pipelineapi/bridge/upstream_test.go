@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http/httptest"
-	"os/exec"
 	"reflect"
 	"sort"
 	"strings"
@@ -36,18 +35,7 @@ import (
 
 // Python is Debian's interpreter, which has python3-redis (.ci/run
 // installs it): not the one first on PATH.
-const Python = "/usr/bin/python3"
-
-// needPython skips the test (fails it in CI, which installs them) when
-// Debian's python3 with python3-redis is missing.
-func needPython(t testing.TB) {
-	t.Helper()
-	out, err := exec.Command(testproc.Bin(t, Python), "-c", "import redis; print(redis.__version__)").CombinedOutput()
-	if err != nil {
-		testproc.Missing(t, "%s with python3-redis is needed (apt-get install python3-redis): %v\n%s", Python, err, out)
-	}
-	t.Logf("python3-redis %s", strings.TrimSpace(string(out)))
-}
+const Python = testproc.DebianPython
 
 type sink struct {
 	mu      sync.Mutex
@@ -218,7 +206,7 @@ func run(t *testing.T, ctx context.Context, st *store.Store, rdb *redis.Client, 
 // in Redis; every log entry reaches the live stream; the pipeline record
 // comes and goes.
 func TestUpstreamPipelineThroughBridge(t *testing.T) {
-	needPython(t)
+	testproc.Python(t, "redis")
 	b := redistest.RealOrMini(t)
 	ctx := context.Background()
 	rdb := b.Client
