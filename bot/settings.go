@@ -280,6 +280,6 @@ func runFail(ctx context.Context, b *Bot, c *Call) error {
 	case err != nil:
 		return err
 	}
-	c.Reply("Job %s for %s failed: removed from its queue, it will not run any more.", id, job.URL())
+	c.Reply("Job %s for %s failed: removed from its queue, it will not run any more.", id, job.URL.Value)
 	return nil
 }

@@ -71,7 +71,7 @@ func (b *Bot) replyJob(ctx context.Context, c *Call, job *store.Job) error {
 		}
 		if f != nil {
 			line := failureStatus(f)
-			if n := job.Get("note"); n != "" {
+			if n := job.Note.Value; n != "" {
 				line += " Note: " + n
 			}
 			c.Reply("%s", line)
@@ -102,14 +102,15 @@ func (b *Bot) replyFailure(ctx context.Context, c *Call, id string, none func())
 func failureStatus(f *store.Failure) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Job %s <%s>.", f.Ident, f.URL)
-	if by := f.Job["started_by"]; by != "" {
+	job := f.JobRecord()
+	if by := job.StartedBy.Value; by != "" {
 		fmt.Fprintf(&b, " Started by %s.", by)
 	}
 	fmt.Fprintf(&b, " Failed")
 	if f.Reason != "" {
 		fmt.Fprintf(&b, ": %s", f.Reason)
 	}
-	switch p, nick := f.Job["pipeline_id"], f.Extra["pipeline"]; {
+	switch p, nick := job.PipelineID.Value, f.Extra["pipeline"]; {
 	case f.FailedBy == "reaper" && nick != "":
 		fmt.Fprintf(&b, " (reaped by the death timer with its pipeline %q, %s)", nick, p)
 	case f.FailedBy == "reaper" && p != "":
@@ -133,11 +134,11 @@ func failureStatus(f *store.Failure) string {
 // jobStatus is the one-line status of a job.
 func jobStatus(j *store.Job) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Job %s <%s>. Started by %s.", j.Ident, j.URL(), j.Get("started_by"))
+	fmt.Fprintf(&b, "Job %s <%s>. Started by %s.", j.Ident, j.URL.Value, j.StartedBy.Value)
 	switch j.State() {
 	case store.StateQueued:
 		b.WriteString(" In queue.")
-		if j.Flag("abort_requested") {
+		if j.AbortRequested {
 			b.WriteString(" Abort requested.")
 		}
 	case store.StateRunning:
@@ -147,7 +148,7 @@ func jobStatus(j *store.Job) string {
 			fmt.Fprintf(&b, " Responses: %d 2xx, %d 3xx, %d 4xx, %d 5xx, %d other.",
 				c.R2xx, c.R3xx, c.R4xx, c.R5xx, c.R1xx+c.Runk)
 		}
-		if j.Flag("abort_requested") {
+		if j.AbortRequested {
 			b.WriteString(" Abort requested.")
 		}
 	case store.StateFinished:
@@ -156,12 +157,12 @@ func jobStatus(j *store.Job) string {
 		b.WriteString(" Aborted.")
 	case store.StateFailed:
 		b.WriteString(" Failed")
-		if r := j.Get("failed_reason"); r != "" {
+		if r := j.FailedReason.Value; r != "" {
 			fmt.Fprintf(&b, " (%s)", r)
 		}
 		b.WriteString(".")
 	}
-	if n := j.Get("note"); n != "" {
+	if n := j.Note.Value; n != "" {
 		fmt.Fprintf(&b, " Note: %s", n)
 	}
 	return b.String()
@@ -210,7 +211,7 @@ func runWhereis(ctx context.Context, b *Bot, c *Call) error {
 	if job == nil {
 		return err
 	}
-	key := job.Get("pipeline_id")
+	key := job.PipelineID.Value
 	if key == "" {
 		c.Reply("Job %s is not on a pipeline.", id)
 		return nil

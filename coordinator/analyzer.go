@@ -340,21 +340,16 @@ type Progress struct {
 	DelayMax        float64
 }
 
-// JobProgress reads the progress counters of j.
+// JobProgress is the progress of j, from its record.
 func JobProgress(j *store.Job) Progress {
-	f := func(k string) float64 { v, _ := strconv.ParseFloat(j.Get(k), 64); return v }
 	return Progress{
-		BytesDownloaded: j.Int("bytes_downloaded"),
-		ItemsDownloaded: j.Int("items_downloaded"),
-		ItemsQueued:     j.Int("items_queued"),
-		Counts: store.LogCounts{
-			R1xx: j.Int("r1xx"), R2xx: j.Int("r2xx"), R3xx: j.Int("r3xx"),
-			R4xx: j.Int("r4xx"), R5xx: j.Int("r5xx"), Runk: j.Int("runk"),
-			Errors: j.Int("error_count"),
-		},
-		Concurrency: j.Int("concurrency"),
-		DelayMin:    f("delay_min"),
-		DelayMax:    f("delay_max"),
+		BytesDownloaded: j.BytesDownloaded,
+		ItemsDownloaded: j.ItemsDownloaded,
+		ItemsQueued:     j.ItemsQueued,
+		Counts:          j.Counts,
+		Concurrency:     j.Concurrency.Int,
+		DelayMin:        j.DelayMin.Float,
+		DelayMax:        j.DelayMax.Float,
 	}
 }
 

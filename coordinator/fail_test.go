@@ -175,7 +175,7 @@ func TestFailJob(t *testing.T) {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("FailJob error %v, want %v", err, tc.wantErr)
 				}
-				if err == nil && (job == nil || !job.Flag("failed") || job.URL() != url || job.State() != store.StateFailed) {
+				if err == nil && (job == nil || !job.Flag("failed") || job.URL.Value != url || job.State() != store.StateFailed) {
 					t.Errorf("returned job %+v, want the failed record", job)
 				}
 				if errors.Is(err, store.ErrJobFinished) && (job == nil || job.State() != store.StateFinished) {

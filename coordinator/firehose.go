@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -38,9 +37,9 @@ func isEndEvent(e string) bool {
 // StreamSink receives what the firehose reads. Both methods are called
 // from the firehose's goroutines and must not block for long.
 type StreamSink interface {
-	// StreamLog gets a job's new log entries, in score order, with its raw
-	// hash as read just before them.
-	StreamLog(ident string, job map[string]string, entries []store.LogEntry)
+	// StreamLog gets a job's new log entries, in score order, with its
+	// record as read just before them.
+	StreamLog(job *store.Job, entries []store.LogEntry)
 	// StreamEvent gets a job event; a lifecycle event (queued, started,
 	// finished, aborted, failed, expired) comes once per run of a job.
 	StreamEvent(ev JobEvent)
@@ -269,7 +268,7 @@ func (f *Firehose) broadcastMany(ctx context.Context, ids []string) error {
 				continue
 			}
 			if u := us[i]; u.Job != nil && len(u.Entries) > 0 {
-				f.sink.StreamLog(id, u.Job, u.Entries)
+				f.sink.StreamLog(u.Job, u.Entries)
 				marks = append(marks, store.BroadcastMark{Ident: id, From: u.Bookmark,
 					To: u.Entries[len(u.Entries)-1].Score, Now: unixFloat(f.cfg.Now())})
 			}
@@ -308,41 +307,42 @@ func (f *Firehose) broadcastMany(ctx context.Context, ids []string) error {
 // Ingest hands the sink log entries that reached the node in process
 // (the pipeline API) rather than through IDENT_log: the same decoded type
 // (NewLogEntry) and the same path as the entries Broadcast reads. job is
-// the job's raw hash as the caller last knew it.
-func (f *Firehose) Ingest(ident string, job map[string]string, entries []store.LogEntry) {
-	if ident == "" || len(entries) == 0 {
+// the job's record as the caller last knew it.
+func (f *Firehose) Ingest(job *store.Job, entries []store.LogEntry) {
+	if job == nil || job.Ident == "" || len(entries) == 0 {
 		return
 	}
-	f.sink.StreamLog(ident, job, entries)
+	f.sink.StreamLog(job, entries)
 }
 
 func unixFloat(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
-// endFromHash tells from a job hash (and its failure record) whether and
-// how the job ended.
-func endFromHash(ident string, job map[string]string, fail *store.Failure) (JobEvent, bool) {
+// endFromHash tells from a job record (nil when expired) and its failure
+// record whether and how the job ended (store.StateOf).
+func endFromHash(ident string, job *store.Job, fail *store.Failure) (JobEvent, bool) {
+	if job == nil {
+		job = store.DecodeJob(ident, nil)
+	}
 	ev := JobEvent{Ident: ident}
 	detail := map[string]any{}
-	switch {
-	case fail != nil || job["failed"] == "true":
+	switch store.StateOf(job, fail, false) {
+	case store.StateFailed:
 		ev.Event = store.EventFailed
-		reason := job["failed_reason"]
+		reason := job.FailedReason.Value
 		if fail != nil {
 			reason = fail.Reason
 			ev.By = fail.FailedBy
 			ev.TS = fail.FailedAt
 		}
 		detail["reason"] = reason
-	case job["finished_at"] != "":
-		ev.Event = store.EventFinished
-		if job["aborted"] == "true" {
-			ev.Event = store.EventAborted
-		}
-		ev.TS, _ = strconv.ParseFloat(job["finished_at"], 64)
+	case store.StateFinished:
+		ev.Event, ev.TS = store.EventFinished, job.FinishedAt.Float
+	case store.StateAborted:
+		ev.Event, ev.TS = store.EventAborted, job.FinishedAt.Float
 	default:
 		return ev, false
 	}
-	if u := job["url"]; u != "" {
+	if u := job.URL.Value; u != "" {
 		detail["url"] = u
 	} else if fail != nil {
 		detail["url"] = fail.URL
@@ -371,8 +371,8 @@ func (f *Firehose) watchWorking(ctx context.Context) {
 			}
 			detail := map[string]any{}
 			if st.Job != nil {
-				detail["url"] = st.Job["url"]
-				detail["pipeline_id"] = st.Job["pipeline_id"]
+				detail["url"] = st.Job.URL.Value
+				detail["pipeline_id"] = st.Job.PipelineID.Value
 			}
 			b, _ := json.Marshal(detail)
 			f.emit(JobEvent{TS: unixFloat(f.cfg.Now()), Ident: id, Event: store.EventStarted, Detail: b})
@@ -392,16 +392,12 @@ func (f *Firehose) watchWorking(ctx context.Context) {
 			f.log.Warn("cannot read an ended job", "ident", id, "err", err)
 			return
 		}
-		if st.Job != nil && st.Failure == nil && st.Job["failed"] != "true" && st.Job["finished_at"] == "" && tries < 10 {
+		if st.Job != nil && !st.State().Ended() && tries < 10 {
 			f.ending[id] = tries + 1
 			continue
 		}
 		delete(f.ending, id)
-		job := st.Job
-		if job == nil {
-			job = map[string]string{}
-		}
-		if ev, ok := endFromHash(id, job, st.Failure); ok {
+		if ev, ok := endFromHash(id, st.Job, st.Failure); ok {
 			f.Notify(ctx, id) // stream the last entries first, if any are left
 			f.emit(ev)
 		}

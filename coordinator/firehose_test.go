@@ -17,11 +17,11 @@ type sinkRec struct {
 	events  []JobEvent
 }
 
-func (s *sinkRec) StreamLog(ident string, job map[string]string, es []store.LogEntry) {
+func (s *sinkRec) StreamLog(job *store.Job, es []store.LogEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.entries[ident] = append(s.entries[ident], es...)
-	s.jobs[ident] = job
+	s.entries[job.Ident] = append(s.entries[job.Ident], es...)
+	s.jobs[job.Ident] = job.Fields
 }
 
 func (s *sinkRec) StreamEvent(ev JobEvent) {

@@ -235,7 +235,7 @@ func TestStartNotices(t *testing.T) {
 		var want []string
 		for _, id := range ids {
 			j, _ := s.GetJob(ctx, id)
-			want = append(want, fmt.Sprintf("bob: Your job for %s has started on starter. (%s)", j.URL(), id))
+			want = append(want, fmt.Sprintf("bob: Your job for %s has started on starter. (%s)", j.URL.Value, id))
 		}
 		slices.Sort(got)
 		slices.Sort(want)

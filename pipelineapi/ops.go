@@ -410,5 +410,5 @@ func jsonString(v any) string {
 // it reads from Redis: the job's hash (with the counters not yet written)
 // and the entries in score order.
 func (s *Server) streamLog(sink coordinator.StreamSink, ident string, job map[string]string, entries []store.LogEntry) {
-	sink.StreamLog(ident, job, entries)
+	sink.StreamLog(store.DecodeJob(ident, job), entries)
 }

@@ -32,14 +32,15 @@ type recSink struct {
 	jobs    map[string]map[string]string
 }
 
-func (r *recSink) StreamLog(ident string, job map[string]string, es []store.LogEntry) {
+func (r *recSink) StreamLog(job *store.Job, es []store.LogEntry) {
+	ident := job.Ident
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.entries == nil {
 		r.entries, r.jobs = map[string][]store.LogEntry{}, map[string]map[string]string{}
 	}
 	r.entries[ident] = append(r.entries[ident], es...)
-	r.jobs[ident] = job
+	r.jobs[ident] = job.Fields
 }
 func (r *recSink) StreamEvent(coordinator.JobEvent) {}
 

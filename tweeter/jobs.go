@@ -94,15 +94,15 @@ func (t *Tweeter) CheckJob(ctx context.Context, ident string) error {
 		// Gone (an aborted job expires in 5 s): nothing to tweet.
 		t.remember(ident)
 		return nil
-	case job.Finished(), job.Flag("aborted"), job.Flag("abort_requested"):
+	case job.Finished(), job.Aborted, job.AbortRequested:
 		t.remember(ident)
 		return nil
-	case job.Get("started_at") == "":
+	case job.StartedAt.Value == "":
 		// Not taken by a pipeline yet: look again on its next update.
 		return nil
 	}
-	text := ArchivingText(job.URL())
-	res, err := t.store.QueueTweet(ctx, ident, job.URL(), text)
+	text := ArchivingText(job.URL.Value)
+	res, err := t.store.QueueTweet(ctx, ident, job.URL.Value, text)
 	if err != nil {
 		return fmt.Errorf("tweeter: %w", err)
 	}

@@ -147,7 +147,7 @@ func newFixture(t testing.TB, b *redistest.Backend) *fixture {
 	if _, err := f.store.FailJob(ctx, f.failed, "failed by bob"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.store.RecordFailure(ctx, store.Failure{Ident: f.failed, URL: job.URL(), Reason: "failed by bob",
+	if err := f.store.RecordFailure(ctx, store.Failure{Ident: f.failed, URL: job.URL.Value, Reason: "failed by bob",
 		FailedBy: "bob", FailedAt: 1732900100.5, Queue: store.KeyPendingAO, Job: job.Fields}); err != nil {
 		t.Fatal(err)
 	}

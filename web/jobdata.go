@@ -1,8 +1,6 @@
 package web
 
 import (
-	"strconv"
-
 	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
@@ -45,98 +43,52 @@ type JobData struct {
 	FailedBy     *string `json:"failed_by,omitempty"`
 }
 
-// fieldsOf gives typed access to a raw job hash.
-type fieldsOf map[string]string
-
-func (f fieldsOf) str(k string) *string {
-	if v, ok := f[k]; ok {
-		return &v
-	}
-	return nil
-}
-
-// num parses a counter as upstream's to_i would: 0 when absent or junk;
-// a float such as "12.0" is cut to its integer part.
-func (f fieldsOf) num(k string) int64 {
-	v := f[k]
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return n
-	}
-	if x, err := strconv.ParseFloat(v, 64); err == nil {
-		return int64(x)
-	}
-	return 0
-}
-
-// optNum is num, or null when the field is absent or not a number.
-func (f fieldsOf) optNum(k string) *int64 {
-	v, ok := f[k]
-	if !ok {
-		return nil
-	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return &n
-	}
-	if x, err := strconv.ParseFloat(v, 64); err == nil {
-		n := int64(x)
-		return &n
-	}
-	return nil
-}
-
-func (f fieldsOf) flag(k string) bool { return f[k] == "true" }
-
-// jobData types a job hash. ident is the job's ident (the hash has none).
-func jobData(ident string, fields map[string]string) JobData {
-	f := fieldsOf(fields)
+// jobData is j as upstream's Job#as_json typed it.
+func jobData(j *store.Job) JobData {
 	return JobData{
-		Ident:                 ident,
-		URL:                   f.str("url"),
-		Depth:                 f.str("fetch_depth"),
-		Aborted:               f.flag("aborted"),
-		Finished:              f["finished_at"] != "",
-		BytesDownloaded:       f.num("bytes_downloaded"),
-		ItemsDownloaded:       f.num("items_downloaded"),
-		ItemsQueued:           f.num("items_queued"),
-		ErrorCount:            f.num("error_count"),
-		WarcSize:              f.num("warc_size"),
-		PipelineID:            f.str("pipeline_id"),
-		QueuedAt:              f.optNum("queued_at"),
-		StartedAt:             f.optNum("started_at"),
-		FinishedAt:            f.optNum("finished_at"),
-		StartedBy:             f.str("started_by"),
-		StartedIn:             f.str("started_in"),
-		SuppressIgnoreReports: f.flag("suppress_ignore_reports"),
-		Concurrency:           f.optNum("concurrency"),
-		DelayMin:              f.optNum("delay_min"),
-		DelayMax:              f.optNum("delay_max"),
-		Note:                  f.str("note"),
-		R1xx:                  f.num("r1xx"),
-		R2xx:                  f.num("r2xx"),
-		R3xx:                  f.num("r3xx"),
-		R4xx:                  f.num("r4xx"),
-		R5xx:                  f.num("r5xx"),
-		Runk:                  f.num("runk"),
+		Ident:                 j.Ident,
+		URL:                   j.URL.Ptr(),
+		Depth:                 j.FetchDepth.Ptr(),
+		Aborted:               j.Aborted,
+		Finished:              j.Done(),
+		BytesDownloaded:       j.BytesDownloaded,
+		ItemsDownloaded:       j.ItemsDownloaded,
+		ItemsQueued:           j.ItemsQueued,
+		ErrorCount:            j.Counts.Errors,
+		WarcSize:              j.WarcSize,
+		PipelineID:            j.PipelineID.Ptr(),
+		QueuedAt:              j.QueuedAt.Ptr(),
+		StartedAt:             j.StartedAt.Ptr(),
+		FinishedAt:            j.FinishedAt.Ptr(),
+		StartedBy:             j.StartedBy.Ptr(),
+		StartedIn:             j.StartedIn.Ptr(),
+		SuppressIgnoreReports: j.SuppressIgnoreReports,
+		Concurrency:           j.Concurrency.Ptr(),
+		DelayMin:              j.DelayMin.Ptr(),
+		DelayMax:              j.DelayMax.Ptr(),
+		Note:                  j.Note.Ptr(),
+		R1xx:                  j.Counts.R1xx,
+		R2xx:                  j.Counts.R2xx,
+		R3xx:                  j.Counts.R3xx,
+		R4xx:                  j.Counts.R4xx,
+		R5xx:                  j.Counts.R5xx,
+		Runk:                  j.Counts.Runk,
 	}
 }
 
 // finishedData is the /finished entry of a finished, aborted or failed job.
 // A failed job's record has usually expired (5 s after the fail): its
-// data then comes from the job record kept in the failure record, and
-// finished_at is the time it failed.
+// data then comes from the job record kept in the failure record (its URL
+// from the failure record when that copy has none), and finished_at is
+// the time it failed.
 func finishedData(fj store.FinishedJob) JobData {
-	fields := map[string]string{}
-	if fj.Failure != nil && fj.Failure.Job != nil {
-		fields = fj.Failure.Job
+	rec := fj.Record()
+	d := jobData(rec)
+	if fj.Failure != nil && rec.URL.Value == "" && fj.Failure.URL != "" {
+		url := fj.Failure.URL
+		d.URL = &url
 	}
-	if fj.Job != nil {
-		fields = fj.Job.Fields
-	}
-	if fj.Failure != nil && fields["url"] == "" && fj.Failure.URL != "" {
-		fields = cloneWith(fields, "url", fj.Failure.URL)
-	}
-	d := jobData(fj.Ident, fields)
-	failed := fj.Failure != nil || fields["failed"] == "true"
+	failed := fj.State() == store.StateFailed
 	d.Failed = &failed
 	if fj.Failure != nil {
 		d.Finished = true
@@ -148,18 +100,7 @@ func finishedData(fj store.FinishedJob) JobData {
 		d.FailedBy = &fj.Failure.FailedBy
 	} else if failed {
 		d.Finished = true
-		if r, ok := fields["failed_reason"]; ok {
-			d.FailedReason = &r
-		}
+		d.FailedReason = rec.FailedReason.Ptr()
 	}
 	return d
-}
-
-func cloneWith(m map[string]string, k, v string) map[string]string {
-	out := make(map[string]string, len(m)+1)
-	for a, b := range m {
-		out[a] = b
-	}
-	out[k] = v
-	return out
 }

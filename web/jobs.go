@@ -8,13 +8,13 @@ import (
 	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
-// Job states of /jobs and /jobs/IDENT.
-const (
-	StateQueued   = "queued"
-	StateRunning  = "running"
-	StateFinished = "finished"
-	StateAborted  = "aborted"
-	StateFailed   = "failed"
+// Job states of /jobs and /jobs/IDENT: the store's names (store.JobState).
+var (
+	StateQueued   = store.StateQueued.String()
+	StateRunning  = store.StateRunning.String()
+	StateFinished = store.StateFinished.String()
+	StateAborted  = store.StateAborted.String()
+	StateFailed   = store.StateFailed.String()
 )
 
 // JobView is /jobs/IDENT: one job's whole state. doc/web.md documents
@@ -132,32 +132,28 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 
 // jobView builds the view from what the store read.
 func jobView(d *store.JobDetail) JobView {
-	fields := map[string]string{}
-	if d.Failure != nil && d.Failure.Job != nil {
-		fields = d.Failure.Job
-	}
-	if d.Job != nil {
-		fields = d.Job.Fields
-	}
-	f := fieldsOf(fields)
+	j := d.Record()
 	v := JobView{
-		Ident: d.Ident, URL: fields["url"], Depth: fields["fetch_depth"],
-		URLFile: fields["url_file"] != "", Slug: fields["slug"], Note: f.str("note"),
-		StartedBy: fields["started_by"], StartedIn: fields["started_in"],
-		AbortRequested: f.flag("abort_requested"),
+		Ident: d.Ident, URL: j.URL.Value, Depth: j.FetchDepth.Value,
+		URLFile: j.URLFile.Value != "", Slug: j.Slug.Value, Note: j.Note.Ptr(),
+		StartedBy: j.StartedBy.Value, StartedIn: j.StartedIn.Value,
+		AbortRequested: j.AbortRequested,
 		Settings: JobSettings{
-			DelayMin: f.optNum("delay_min"), DelayMax: f.optNum("delay_max"),
-			Concurrency: f.optNum("concurrency"), SuppressIgnoreReports: f.flag("suppress_ignore_reports"),
-			NoOffsiteLinks: f.flag("no_offsite_links"), UserAgent: fields["user_agent"],
-			SettingsAge: f.num("settings_age"),
+			DelayMin: j.DelayMin.Ptr(), DelayMax: j.DelayMax.Ptr(),
+			Concurrency: j.Concurrency.Ptr(), SuppressIgnoreReports: j.SuppressIgnoreReports,
+			NoOffsiteLinks: j.NoOffsiteLinks, UserAgent: j.UserAgent.Value,
+			SettingsAge: j.SettingsAge,
 		},
 		Progress: JobProgress{
-			BytesDownloaded: f.num("bytes_downloaded"), ItemsDownloaded: f.num("items_downloaded"),
-			ItemsQueued: f.num("items_queued"), ErrorCount: f.num("error_count"),
-			Responses: map[string]int64{},
+			BytesDownloaded: j.BytesDownloaded, ItemsDownloaded: j.ItemsDownloaded,
+			ItemsQueued: j.ItemsQueued, ErrorCount: j.Counts.Errors,
+			Responses: map[string]int64{
+				"r1xx": j.Counts.R1xx, "r2xx": j.Counts.R2xx, "r3xx": j.Counts.R3xx,
+				"r4xx": j.Counts.R4xx, "r5xx": j.Counts.R5xx, "runk": j.Counts.Runk,
+			},
 		},
 		IgnorePatterns: d.Ignores,
-		QueuedAt:       f.optNum("queued_at"), StartedAt: f.optNum("started_at"), FinishedAt: f.optNum("finished_at"),
+		QueuedAt:       j.QueuedAt.Ptr(), StartedAt: j.StartedAt.Ptr(), FinishedAt: j.FinishedAt.Ptr(),
 	}
 	if v.IgnorePatterns == nil {
 		v.IgnorePatterns = []string{}
@@ -166,20 +162,18 @@ func jobView(d *store.JobDetail) JobView {
 	if v.History == nil {
 		v.History = []store.HistoryEntry{}
 	}
-	for _, b := range []string{"r1xx", "r2xx", "r3xx", "r4xx", "r5xx", "runk"} {
-		v.Progress.Responses[b] = f.num(b)
-	}
-	if pid := fields["pipeline_id"]; pid != "" {
+	if pid := j.PipelineID.Value; pid != "" {
 		v.Pipeline = &PipelineRef{ID: pid}
 	}
 	if d.Job != nil && d.TTL > 0 {
 		secs := int64((d.TTL + time.Second - 1) / time.Second)
 		v.ExpiresIn = &secs
 	}
-	switch {
-	case d.Failure != nil || f.flag("failed"):
-		v.State = StateFailed
-		fv := &FailureView{Reason: fields["failed_reason"]}
+	st := d.State()
+	v.State = st.String()
+	switch st {
+	case store.StateFailed:
+		fv := &FailureView{Reason: j.FailedReason.Value}
 		if d.Failure != nil {
 			at := int64(d.Failure.FailedAt)
 			fv = &FailureView{Reason: d.Failure.Reason, FailedBy: d.Failure.FailedBy, FailedAt: &at, Queue: d.Failure.Queue}
@@ -188,14 +182,7 @@ func jobView(d *store.JobDetail) JobView {
 			}
 		}
 		v.Failure = fv
-	case fields["finished_at"] != "" && f.flag("aborted"):
-		v.State = StateAborted
-	case fields["finished_at"] != "":
-		v.State = StateFinished
-	case fields["started_at"] != "" || fields["pipeline_id"] != "" || d.Working:
-		v.State = StateRunning
-	default:
-		v.State = StateQueued
+	case store.StateQueued:
 		v.Queue, v.Position, v.QueueLength = d.Queue, d.Position, d.QueueLen
 	}
 	return v
@@ -264,18 +251,16 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := make([]JobSummary, 0, len(jobs))
-	for _, j := range jobs {
-		f := fieldsOf(j.Fields)
-		if j.Fields["finished_at"] != "" {
+	for _, a := range jobs {
+		j := a.Job
+		if j.Done() {
 			continue // between mark-done steps: not active any more
 		}
-		js := JobSummary{Ident: j.Ident, URL: j.Fields["url"], PipelineID: j.Fields["pipeline_id"],
-			Depth: j.Fields["fetch_depth"], StartedBy: j.Fields["started_by"], StartedIn: j.Fields["started_in"],
-			Note: f.str("note"), QueuedAt: f.optNum("queued_at"), StartedAt: f.optNum("started_at")}
-		if j.Queue == store.KeyWorking {
-			js.State = StateRunning
-		} else {
-			js.State, js.Queue, js.Position = StateQueued, j.Queue, j.Position
+		js := JobSummary{Ident: a.Ident, URL: j.URL.Value, PipelineID: j.PipelineID.Value,
+			Depth: j.FetchDepth.Value, StartedBy: j.StartedBy.Value, StartedIn: j.StartedIn.Value,
+			Note: j.Note.Ptr(), QueuedAt: j.QueuedAt.Ptr(), StartedAt: j.StartedAt.Ptr(), State: a.State().String()}
+		if a.State() == store.StateQueued {
+			js.Queue, js.Position = a.Queue, a.Position
 		}
 		if state != "" && js.State != state {
 			continue

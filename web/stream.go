@@ -165,12 +165,13 @@ func NewHub(opt HubOptions) *Hub {
 	return h
 }
 
-// jobRef is a job hash as one firehose read saw it, encoded once.
+// jobRef is a job record as one firehose read saw it, encoded once.
 type jobRef struct {
 	ident string
-	hash  map[string]string
-	// upstream is the hash plus "ident", as job_data of upstream frames;
-	// raw is the hash alone (v2 "jobs").
+	job   *store.Job
+	// upstream is the hash as read plus "ident", as job_data of upstream
+	// frames; raw is the hash alone (v2 "jobs"): both echo what the
+	// pipeline wrote, byte for byte.
 	upstream, raw []byte
 }
 
@@ -178,24 +179,22 @@ func (j *jobRef) encode() {
 	if j.raw != nil {
 		return
 	}
-	j.raw, _ = marshalCompact(j.hash)
-	m := make(map[string]string, len(j.hash)+1)
-	for k, v := range j.hash {
+	hash := j.job.Fields
+	j.raw, _ = marshalCompact(hash)
+	m := make(map[string]string, len(hash)+1)
+	for k, v := range hash {
 		m[k] = v
 	}
 	m["ident"] = j.ident
 	// Counters the analyzer and the pipeline have not written yet read as
 	// "0": dashboard.js adds them up with parseInt, and NaN would stick.
-	for _, k := range zeroCounters {
+	for _, k := range store.JobCounterFields {
 		if _, ok := m[k]; !ok {
 			m[k] = "0"
 		}
 	}
 	j.upstream, _ = marshalCompact(m)
 }
-
-var zeroCounters = []string{"r1xx", "r2xx", "r3xx", "r4xx", "r5xx", "runk", "error_count",
-	"bytes_downloaded", "items_downloaded", "items_queued"}
 
 func marshalCompact(v any) ([]byte, error) {
 	b, err := marshal(v)
@@ -219,8 +218,8 @@ func upstreamType(t string) bool { return t == "download" || t == "ignore" || t 
 // StreamLog queues a job's new entries for the next batch. Entries that
 // are not JSON objects, and oversized ones, are left out (the analyzer
 // counts them). The entries come decoded (store.LogEntry).
-func (h *Hub) StreamLog(ident string, job map[string]string, entries []store.LogEntry) {
-	ref := &jobRef{ident: ident, hash: job}
+func (h *Hub) StreamLog(job *store.Job, entries []store.LogEntry) {
+	ref := &jobRef{ident: job.Ident, job: job}
 	now := h.opt.Now()
 	out := make([]streamEntry, 0, len(entries))
 	for _, e := range entries {

@@ -57,7 +57,7 @@ func TestBatchSplitIntoBoundedFrames(t *testing.T) {
 	for i := range 1200 {
 		entries = append(entries, store.NewLogEntry(fmt.Sprintf(`{"type":"download","url":"http://x.example/%d","pad":"%s"}`, i, pad), float64(i+1)))
 	}
-	hub.StreamLog("splitjob", map[string]string{"url": "http://x.example/"}, entries)
+	hub.StreamLog(store.DecodeJob("splitjob", map[string]string{"url": "http://x.example/"}), entries)
 	if n := hub.Flush(); n != 1200 {
 		t.Fatalf("flushed %d entries", n)
 	}

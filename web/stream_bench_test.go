@@ -94,7 +94,7 @@ func BenchmarkStreamFanout(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				for j := range jobs {
-					hub.StreamLog("benchjob"+strconv.Itoa(j), job, entries)
+					hub.StreamLog(store.DecodeJob("benchjob"+strconv.Itoa(j), job), entries)
 				}
 				hub.Flush()
 				want += clients * perBatch
@@ -170,7 +170,7 @@ func BenchmarkHubFlush(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				for j := range 10 {
-					h.StreamLog("benchjob"+strconv.Itoa(j), benchJob, entries)
+					h.StreamLog(store.DecodeJob("benchjob"+strconv.Itoa(j), benchJob), entries)
 				}
 				h.Flush()
 			}

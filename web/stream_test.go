@@ -32,10 +32,10 @@ type tap struct {
 	ch     chan struct{}
 }
 
-func (t *tap) StreamLog(ident string, job map[string]string, entries []store.LogEntry) {
-	t.hub.StreamLog(ident, job, entries)
+func (t *tap) StreamLog(job *store.Job, entries []store.LogEntry) {
+	t.hub.StreamLog(job, entries)
 	t.mu.Lock()
-	t.logs[ident] += len(entries)
+	t.logs[job.Ident] += len(entries)
 	t.mu.Unlock()
 	t.poke()
 }

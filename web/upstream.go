@@ -164,7 +164,7 @@ func (s *Server) handleRecent(w http.ResponseWriter, r *http.Request) {
 	jds := make([][]byte, len(logs))
 	size := 3
 	for i, jl := range logs {
-		if b, err := marshal(jobData(jl.Job.Ident, jl.Job.Fields)); err == nil {
+		if b, err := marshal(jobData(jl.Job)); err == nil {
 			jds[i] = bytes.TrimSuffix(b, []byte("\n"))
 		}
 		if len(jl.Entries) == 0 && s.opt.RecentAPI != nil {

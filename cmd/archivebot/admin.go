@@ -275,7 +275,7 @@ func runJobs(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if _, code := a.parse(args, 0); code >= 0 {
 		return code
 	}
-	if *state != "" && *state != "queued" && *state != "running" {
+	if *state != "" && *state != store.StateQueued.String() && *state != store.StateRunning.String() {
 		a.failf("-state must be queued or running, got %q", *state)
 		return 2
 	}
@@ -287,13 +287,10 @@ func runJobs(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		pipeKey := pipelineKey(*pipeline)
 		rows := []jobRow{}
 		for _, j := range jobs {
-			r := jobRow{Ident: j.Ident, Queue: j.Queue, Position: j.Position, State: "queued",
-				URL: j.Fields["url"], StartedBy: j.Fields["started_by"], StartedIn: j.Fields["started_in"],
-				QueuedAt: unixField(j.Fields["queued_at"]), StartedAt: unixField(j.Fields["started_at"]), Pipeline: j.Fields["pipeline_id"],
-				Depth: j.Fields["fetch_depth"], Note: j.Fields["note"]}
-			if j.Queue == store.KeyWorking {
-				r.State = "running"
-			}
+			r := jobRow{Ident: j.Ident, Queue: j.Queue, Position: j.Position, State: j.State().String(),
+				URL: j.Job.URL.Value, StartedBy: j.Job.StartedBy.Value, StartedIn: j.Job.StartedIn.Value,
+				QueuedAt: unixField(j.Job.QueuedAt), StartedAt: unixField(j.Job.StartedAt), Pipeline: j.Job.PipelineID.Value,
+				Depth: j.Job.FetchDepth.Value, Note: j.Job.Note.Value}
 			switch {
 			case *queue != "" && r.Queue != *queue,
 				*state != "" && r.State != *state,
@@ -346,13 +343,11 @@ func pipelineKey(s string) string {
 
 // unixField reads a UNIX time field (seconds, maybe with a fraction) as
 // whole seconds; nil when it is missing or not a number.
-func unixField(v string) *int64 {
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f <= 0 {
+func unixField(v store.Number) *int64 {
+	if !v.OK || v.Float <= 0 {
 		return nil
 	}
-	n := int64(f)
-	return &n
+	return v.Ptr()
 }
 
 // age writes how long ago a UNIX time was.
@@ -396,20 +391,6 @@ type failureView struct {
 	Extra    map[string]string `json:"extra,omitempty"`
 }
 
-func stateName(j *store.Job) string {
-	switch j.State() {
-	case store.StateRunning:
-		return "running"
-	case store.StateFinished:
-		return "finished"
-	case store.StateAborted:
-		return "aborted"
-	case store.StateFailed:
-		return "failed"
-	}
-	return "queued"
-}
-
 func runJob(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	a := newAdminCmd("job", stdout, stderr)
 	id, code := a.parseIdent(args, true)
@@ -432,12 +413,12 @@ func runJob(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return a.refusal(id, err)
 		}
 		if d.Job != nil {
-			v.Fields, v.URL, v.State = d.Job.Fields, d.Job.URL(), stateName(d.Job)
+			v.Fields, v.URL, v.State = d.Job.Fields, d.Job.URL.Value, d.Job.State().String()
 			if d.TTL >= 0 {
 				s := d.TTL.Seconds()
 				v.TTL = &s
 			}
-			if p := d.Job.Get("pipeline_id"); p != "" {
+			if p := d.Job.PipelineID.Value; p != "" {
 				pl, err := a.store.GetPipeline(ctx, p)
 				if err != nil {
 					return a.refusal(id, err)
@@ -451,7 +432,7 @@ func runJob(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if f := d.Failure; f != nil {
 			v.Failure = &failureView{Reason: f.Reason, FailedBy: f.FailedBy, FailedAt: f.FailedAt, Queue: f.Queue, Job: f.Job, Extra: f.Extra}
 			if d.Job == nil {
-				v.State, v.URL = "failed", f.URL
+				v.State, v.URL = store.StateFailed.String(), f.URL
 			}
 		}
 		if a.json {
@@ -574,11 +555,11 @@ func runFail(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if err != nil {
 			return a.refusal(id, err)
 		}
-		r := actionResult{Ident: id, URL: job.URL(), Result: "failed"}
-		n, err := a.notify(ctx, store.AdminNotice{Channel: job.Get("started_in"),
-			Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): removed from its queue, it will not run any more.", id, job.URL(), who)})
+		r := actionResult{Ident: id, URL: job.URL.Value, Result: "failed"}
+		n, err := a.notify(ctx, store.AdminNotice{Channel: job.StartedIn.Value,
+			Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): removed from its queue, it will not run any more.", id, job.URL.Value, who)})
 		r.Notice = n
-		if out := a.report(r, fmt.Sprintf("Job %s for %s failed: removed from its queue, it will not run any more.", id, job.URL())); err != nil || out != 0 {
+		if out := a.report(r, fmt.Sprintf("Job %s for %s failed: removed from its queue, it will not run any more.", id, job.URL.Value)); err != nil || out != 0 {
 			return 1
 		}
 		return 0
@@ -654,13 +635,14 @@ func runRequeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		case err != nil:
 			return a.refusal(id, err)
 		}
-		url := res.Job["url"]
+		job := store.DecodeJob(id, res.Job)
+		url := job.URL.Value
 		r := actionResult{Ident: id, URL: url, Result: "requeued", Queue: res.Queue, Ignores: &res.Ignores}
 		text := fmt.Sprintf("Job %s for %s was put back in %s by %s (operator).", id, url, res.Queue, operator())
-		if nick := res.Job["started_by"]; nick != "" {
+		if nick := job.StartedBy.Value; nick != "" {
 			text = nick + ": " + text
 		}
-		n, nerr := a.notify(ctx, store.AdminNotice{Channel: res.Job["started_in"], Text: text})
+		n, nerr := a.notify(ctx, store.AdminNotice{Channel: job.StartedIn.Value, Text: text})
 		r.Notice = n
 		out := a.report(r, fmt.Sprintf("Job %s for %s requeued in %s (%s job; %d ignore patterns; reset: %s).",
 			id, url, res.Queue, res.Source, res.Ignores, strings.Join(store.RequeueResetFields, " ")))
@@ -715,7 +697,7 @@ func runPipelines(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 		byPipe := map[string][]string{}
 		for _, j := range jobs {
-			if p := j.Fields["pipeline_id"]; j.Queue == store.KeyWorking && p != "" {
+			if p := j.Job.PipelineID.Value; j.Queue == store.KeyWorking && p != "" {
 				byPipe[p] = append(byPipe[p], j.Ident)
 			}
 		}
@@ -809,7 +791,7 @@ func runReapPipeline(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		res := reapResult{Pipeline: key, Failed: []actionResult{}}
 		status := 0
 		for _, j := range jobs {
-			if j.Queue != store.KeyWorking || j.Fields["pipeline_id"] != key {
+			if j.Queue != store.KeyWorking || j.Job.PipelineID.Value != key {
 				continue
 			}
 			job, err := a.store.FailJobBy(ctx, j.Ident, fmt.Sprintf("pipeline %s is gone; failed by %s", hex, who), who)
@@ -821,9 +803,9 @@ func runReapPipeline(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				status = 1
 				continue
 			}
-			r := actionResult{Ident: j.Ident, URL: job.URL(), Result: "failed"}
-			n, err := a.notify(ctx, store.AdminNotice{Channel: job.Get("started_in"),
-				Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): its pipeline %s is gone.", j.Ident, job.URL(), who, hex)})
+			r := actionResult{Ident: j.Ident, URL: job.URL.Value, Result: "failed"}
+			n, err := a.notify(ctx, store.AdminNotice{Channel: job.StartedIn.Value,
+				Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): its pipeline %s is gone.", j.Ident, job.URL.Value, who, hex)})
 			if err != nil {
 				status = 1
 			}

@@ -65,7 +65,7 @@ func (s *Store) FailJobBy(ctx context.Context, ident, reason, by string) (*Job, 
 	case -3:
 		return nil, &NotAJobError{Key: KeyJob(ident)}
 	}
-	job := &Job{Ident: ident, Fields: scriptFields(res[1:])}
+	job := DecodeJob(ident, scriptFields(res[1:]))
 	if code == 2 {
 		return job, ErrJobFinished
 	}

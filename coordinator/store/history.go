@@ -122,6 +122,13 @@ type FinishedJob struct {
 	Failure *Failure // nil when the job did not fail
 }
 
+// State is the job's state (StateOf its record and failure record).
+func (fj FinishedJob) State() JobState { return StateOf(fj.Job, fj.Failure, false) }
+
+// Record is the job record to show: the record, else the copy the
+// failure record keeps.
+func (fj FinishedJob) Record() *Job { return recordOf(fj.Ident, fj.Job, fj.Failure) }
+
 // FinishedJobs lists the jobs of the finished index that still have a job
 // record with finished_at or a failure record, oldest first. It never
 // scans the keyspace: its cost grows with the jobs finished in the last
@@ -150,8 +157,10 @@ func (s *Store) FinishedJobs(ctx context.Context) ([]FinishedJob, error) {
 	var stale []any
 	for i, id := range idents {
 		fj := FinishedJob{Ident: id, Failure: parseFailure(id, fails[i].Val())}
-		if m := jobs[i].Val(); m["finished_at"] != "" || (len(m) > 0 && m["failed"] == "true") {
-			fj.Job = &Job{Ident: id, Fields: m}
+		if m := jobs[i].Val(); len(m) > 0 {
+			if j := DecodeJob(id, m); j.Finished() {
+				fj.Job = j
+			}
 		}
 		if fj.Job == nil && fj.Failure == nil {
 			stale = append(stale, id)

@@ -66,6 +66,14 @@ type JobDetail struct {
 	Working bool
 }
 
+// State is the job's state (StateOf its record, failure record and
+// place in `working`).
+func (d *JobDetail) State() JobState { return StateOf(d.Job, d.Failure, d.Working) }
+
+// Record is the job record to show: the record, else the copy the
+// failure record keeps.
+func (d *JobDetail) Record() *Job { return recordOf(d.Ident, d.Job, d.Failure) }
+
 // JobDetail reads one job. It returns nil, nil when there is neither a job
 // record nor a failure record.
 // Round trips: one pipeline (HGETALL, SMEMBERS, PTTL, HGETALL of the
@@ -94,7 +102,7 @@ func (s *Store) JobDetail(ctx context.Context, ident string) (*JobDetail, error)
 	}
 	d := &JobDetail{Ident: ident, Failure: parseFailure(ident, fail.Val()), TTL: ttl.Val(), History: parseHistory(hist.Val())}
 	if m := job.Val(); len(m) > 0 {
-		d.Job = &Job{Ident: ident, Fields: m}
+		d.Job = DecodeJob(ident, m)
 	}
 	if d.Job == nil && d.Failure == nil {
 		return nil, nil
@@ -155,9 +163,19 @@ type ActiveJob struct {
 	Queue string
 	// Position in its queue, 1 = next to run (0 for running jobs).
 	Position int64
-	// Fields holds url, started_by, started_in, queued_at, started_at,
-	// pipeline_id, fetch_depth, note (those present).
-	Fields map[string]string
+	// Job holds the fields of activeFields only (those present): its
+	// State() tells queued, running and finished apart, not aborted or
+	// failed.
+	Job *Job
+}
+
+// State is running for a job in `working`, queued for one in a pending
+// queue: where ActiveJobs found it, whatever its record says.
+func (a ActiveJob) State() JobState {
+	if a.Queue == KeyWorking {
+		return StateRunning
+	}
+	return StateQueued
 }
 
 // activeFields are the job fields ActiveJobs reads.
@@ -215,21 +233,29 @@ func (s *Store) ActiveJobs(ctx context.Context) ([]ActiveJob, error) {
 	}
 	kept := out[:0]
 	for i, j := range out {
-		vals := cmds[i].Val()
-		j.Fields = make(map[string]string, len(activeFields))
-		for k, f := range activeFields {
-			if k < len(vals) {
-				if v, ok := vals[k].(string); ok {
-					j.Fields[f] = v
-				}
-			}
-		}
-		if len(j.Fields) == 0 {
+		if j.Job = hmgetJob(j.Ident, activeFields, cmds[i].Val()); j.Job == nil {
 			continue
 		}
 		kept = append(kept, j)
 	}
 	return kept, nil
+}
+
+// hmgetJob decodes the reply of HMGET IDENT fields…: the record with
+// those of fields it has, nil when it has none of them.
+func hmgetJob(ident string, fields []string, vals []any) *Job {
+	m := make(map[string]string, len(fields))
+	for k, f := range fields {
+		if k < len(vals) {
+			if v, ok := vals[k].(string); ok {
+				m[f] = v
+			}
+		}
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return DecodeJob(ident, m)
 }
 
 // WorkingJobs lists the idents in `working` (jobs a pipeline has taken).
@@ -315,7 +341,7 @@ func (s *Store) RunningJobs(ctx context.Context) ([]RunningJob, error) {
 	cmds := make([]*redis.SliceCmd, len(ids))
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
-			cmds[i] = p.HMGet(ctx, KeyJob(id), "url", "pipeline_id", "started_at")
+			cmds[i] = p.HMGet(ctx, KeyJob(id), runningFields...)
 		}
 		return nil
 	})
@@ -324,15 +350,20 @@ func (s *Store) RunningJobs(ctx context.Context) ([]RunningJob, error) {
 	}
 	out := make([]RunningJob, 0, len(ids))
 	for i, id := range ids {
-		v := cmds[i].Val()
-		if cmds[i].Err() != nil || len(v) < 3 {
+		if cmds[i].Err() != nil || len(cmds[i].Val()) < len(runningFields) {
 			continue
 		}
-		str := func(j int) string { s, _ := v[j].(string); return s }
-		out = append(out, RunningJob{Ident: id, URL: str(0), PipelineID: str(1), StartedAt: str(2)})
+		j := hmgetJob(id, runningFields, cmds[i].Val())
+		if j == nil {
+			j = DecodeJob(id, nil)
+		}
+		out = append(out, RunningJob{Ident: id, URL: j.URL.Value, PipelineID: j.PipelineID.Value, StartedAt: j.StartedAt.Value})
 	}
 	return out, nil
 }
+
+// runningFields are the job fields RunningJobs reads.
+var runningFields = []string{"url", "pipeline_id", "started_at"}
 
 // NewJob is everything the bot decided about a job before creating it.
 type NewJob struct {
@@ -457,57 +488,6 @@ func (s *Store) Exists(ctx context.Context, ident string) (bool, error) {
 	return n == 1, wrap("exists "+ident, err)
 }
 
-// Job is a job record as stored in Redis.
-type Job struct {
-	Ident  string
-	Fields map[string]string
-}
-
-// Get returns a field of the record ("" when absent).
-func (j *Job) Get(field string) string { return j.Fields[field] }
-
-// Int returns a numeric field, 0 when absent or not a number.
-func (j *Job) Int(field string) int64 {
-	v, _ := strconv.ParseFloat(j.Fields[field], 64)
-	return int64(v)
-}
-
-// Flag reports whether a boolean field is "true".
-func (j *Job) Flag(field string) bool { return j.Fields[field] == "true" }
-
-// URL is the job's URL.
-func (j *Job) URL() string { return j.Fields["url"] }
-
-// JobState is where a job is in its life.
-type JobState int
-
-// Job states, in the order a job passes through them.
-const (
-	StateQueued JobState = iota
-	StateRunning
-	StateFinished
-	StateAborted
-	StateFailed
-)
-
-// State derives the job's state from its fields.
-func (j *Job) State() JobState {
-	switch {
-	case j.Flag("failed"):
-		return StateFailed
-	case j.Get("finished_at") != "" && j.Flag("aborted"):
-		return StateAborted
-	case j.Get("finished_at") != "":
-		return StateFinished
-	case j.Get("started_at") != "" || j.Get("pipeline_id") != "":
-		return StateRunning
-	}
-	return StateQueued
-}
-
-// Finished reports whether the job will not run any more.
-func (j *Job) Finished() bool { return j.State() >= StateFinished }
-
 // GetJob reads a job record; it returns nil, nil when there is none, and
 // a *NotAJobError when the key holds something else.
 func (s *Store) GetJob(ctx context.Context, ident string) (*Job, error) {
@@ -521,5 +501,5 @@ func (s *Store) GetJob(ctx context.Context, ident string) (*Job, error) {
 	if len(m) == 0 {
 		return nil, nil
 	}
-	return &Job{Ident: ident, Fields: m}, nil
+	return DecodeJob(ident, m), nil
 }

@@ -62,7 +62,7 @@ func (s *Store) RecentLogs(ctx context.Context, count int) ([]JobLog, error) {
 		// The log key the pipeline writes is the one the record names
 		// (always IDENT_log for jobs this node registered).
 		entries, _ := parseLogRead(logs[i].Val())
-		out = append(out, JobLog{Job: &Job{Ident: id, Fields: m}, Entries: entries})
+		out = append(out, JobLog{Job: DecodeJob(id, m), Entries: entries})
 	}
 	return out, nil
 }

@@ -50,9 +50,8 @@ func (s *Store) listen(ctx context.Context, channel string, onSubscribed func(),
 
 // Unbroadcast is what a job logged since the stream last sent its log.
 type Unbroadcast struct {
-	// Job is the raw job hash (every value a string); nil when the job
-	// record does not exist.
-	Job map[string]string
+	// Job is the job record as read; nil when it does not exist.
+	Job *Job
 	// Bookmark is last_broadcasted_log_entry as read ("" = none).
 	Bookmark string
 	// Entries past the bookmark, in score order.
@@ -73,7 +72,8 @@ func (s *Store) ReadUnbroadcast(ctx context.Context, ident string, limit int) (U
 	if len(job) == 0 {
 		return Unbroadcast{}, nil
 	}
-	u := Unbroadcast{Job: job, Bookmark: job["last_broadcasted_log_entry"]}
+	j := DecodeJob(ident, job)
+	u := Unbroadcast{Job: j, Bookmark: j.LastBroadcast}
 	u.Entries, err = s.ReadLog(ctx, ident, u.Bookmark, limit)
 	if isWrongType(err) {
 		return u, nil // not a log: nothing to stream
@@ -94,11 +94,14 @@ func (s *Store) MarkBroadcast(ctx context.Context, ident, from string, to float6
 }
 
 // EndState is what the stream needs to tell how a job that left
-// `working` ended: its hash (nil when expired) and its failure record.
+// `working` ended: its record (nil when expired) and its failure record.
 type EndState struct {
-	Job     map[string]string
+	Job     *Job
 	Failure *Failure
 }
+
+// State is the job's state (StateOf its record and failure record).
+func (e EndState) State() JobState { return StateOf(e.Job, e.Failure, false) }
 
 // ReadEndState reads the job hash and its failure record in one round
 // trip.
@@ -114,7 +117,7 @@ func (s *Store) ReadEndState(ctx context.Context, ident string) (EndState, error
 	}
 	var st EndState
 	if m := job.Val(); len(m) > 0 {
-		st.Job = m
+		st.Job = DecodeJob(ident, m)
 	}
 	if m := fail.Val(); len(m) > 0 {
 		st.Failure = parseFailure(ident, m)
@@ -171,7 +174,8 @@ func (s *Store) ReadUnbroadcastMany(ctx context.Context, idents []string, limit 
 		case isWrongType(c.Err()):
 			errs[i] = &NotAJobError{Key: KeyJob(idents[i])}
 		case len(c.Val()) > 0:
-			out[i] = Unbroadcast{Job: c.Val(), Bookmark: c.Val()["last_broadcasted_log_entry"]}
+			j := DecodeJob(idents[i], c.Val())
+			out[i] = Unbroadcast{Job: j, Bookmark: j.LastBroadcast}
 			live = append(live, i)
 		}
 	}

@@ -42,7 +42,8 @@ type sink struct {
 	entries map[string]int
 }
 
-func (s *sink) StreamLog(ident string, _ map[string]string, es []store.LogEntry) {
+func (s *sink) StreamLog(job *store.Job, es []store.LogEntry) {
+	ident := job.Ident
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.entries == nil {

@@ -19,9 +19,17 @@ func Preload(L *lua.LState) {
 func Loader(L *lua.LState) int {
 	t := L.NewTable()
 	L.SetFuncs(t, api)
+	// cjson.null, as in Redis: a value that encodes as JSON null (a Lua
+	// nil would remove the key from its table instead).
+	null := L.NewUserData()
+	null.Value = nullValue{}
+	t.RawSetString("null", null)
 	L.Push(t)
 	return 1
 }
+
+// nullValue marks the cjson.null userdata.
+type nullValue struct{}
 
 var api = map[string]lua.LGFunction{
 	"decode": apiDecode,
@@ -94,6 +102,11 @@ func (j jsonValue) MarshalJSON() (data []byte, err error) {
 	case lua.LNumber:
 		data, err = json.Marshal(float64(converted))
 	case *lua.LNilType:
+		data = []byte(`null`)
+	case *lua.LUserData:
+		if _, ok := converted.Value.(nullValue); !ok {
+			return nil, invalidTypeError(lua.LTUserData)
+		}
 		data = []byte(`null`)
 	case lua.LString:
 		data, err = json.Marshal(string(converted))
