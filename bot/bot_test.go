@@ -12,6 +12,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 func newTestBot(t *testing.T, be *redistest.Backend) *Bot {
@@ -320,13 +321,10 @@ func TestCatalogReload(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { cat.Watch(ctx, 10*time.Millisecond); close(done) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for p, _ := cat.Set("custom"); len(p) != 2; p, _ = cat.Set("custom") {
-		if time.Now().After(deadline) {
-			t.Fatal("changed file not reloaded by the watcher")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testproc.EventuallyWithin(t, 5*time.Second, "changed file reloaded by the watcher", func() bool {
+		p, _ := cat.Set("custom")
+		return len(p) == 2
+	})
 	cancel()
 	<-done
 	got := say(b, RankOp, "#a", "!igset "+refIdent+" custom")
@@ -472,17 +470,14 @@ func TestBackendUnavailable(t *testing.T) {
 	}
 	// go-redis redials in the background about once a second after a
 	// run of dial errors: the bot recovers by itself shortly after.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testproc.Eventually(t, "!a to work again after Redis came back", func() bool {
 		got := say(b, RankOp, "#a", "!a http://example.org/")
-		if strings.HasPrefix(got[0], "carol: Queued") {
-			break
+		if !strings.HasPrefix(got[0], "carol: Queued") {
+			time.Sleep(90 * time.Millisecond) // one command every 100 ms, not a flood of them
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still failing after Redis came back: %q", got)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return true
+	})
 }
 
 func TestStatusOfRunningJob(t *testing.T) {

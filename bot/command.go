@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 )
@@ -163,7 +164,7 @@ type Options struct {
 	// --notify-start).
 	StartNotices bool
 	// OutcomeWait is how long the bot keeps finding out what happened to
-	// a command Redis did not answer (DefaultOutcomeWait when 0).
+	// a command Redis did not answer (config.DefaultOutcomeWait when 0).
 	OutcomeWait time.Duration
 	// OutcomePoll is the first pause before checking Redis again after
 	// an unknown outcome; later pauses double, up to 5 s. Default 250 ms.
@@ -201,7 +202,7 @@ func New(store *store.Store, opts Options) *Bot {
 		opts.PendingShown = 10
 	}
 	if opts.OutcomeWait <= 0 {
-		opts.OutcomeWait = DefaultOutcomeWait
+		opts.OutcomeWait = config.DefaultOutcomeWait
 	}
 	if opts.OutcomePoll <= 0 {
 		opts.OutcomePoll = 250 * time.Millisecond

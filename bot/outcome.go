@@ -26,9 +26,9 @@ import (
 // OutcomeWait without an answer it tells the user the outcome is still
 // unknown.
 
-// Defaults of the follow-up.
+// Bounds of the follow-up (its wait, config.DefaultOutcomeWait, is
+// configurable).
 const (
-	DefaultOutcomeWait = 3 * time.Minute
 	// outcomePollMax bounds the pause between two checks of Redis.
 	outcomePollMax = 5 * time.Second
 	// outcomeRunTimeout bounds one resend of a command.

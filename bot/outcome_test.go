@@ -2,9 +2,7 @@ package bot
 
 import (
 	"context"
-	"fmt"
 	"net"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
@@ -24,43 +23,6 @@ type chanReplier struct {
 
 func (r *chanReplier) Reply(text string)   { r.lines <- r.nick + ": " + text }
 func (r *chanReplier) Private(text string) { r.lines <- "[privmsg " + r.nick + "] " + text }
-
-// startRedis runs a redis-server of the test's own on a free port (the
-// test stops and continues it, so it cannot share one).
-func startRedis(t *testing.T) (*exec.Cmd, string) {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server not installed")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGCONT)
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("redis-server did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return cmd, addr
-}
 
 // waitReply returns the next reply, failing the test after a generous
 // bound (the bound only catches a hang; nothing is timed).
@@ -81,7 +43,8 @@ func waitReply(t *testing.T, lines chan string) string {
 // is unknown, the bot says so, and once Redis answers it says what finally
 // happened — exactly once, without applying the command twice.
 func TestOutcomeUnknownSIGSTOP(t *testing.T) {
-	proc, addr := startRedis(t)
+	proc := redistest.StartServer(t)
+	addr := proc.Addr()
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
 	b := newOutcomeBot(t, rdb)
@@ -96,7 +59,7 @@ func TestOutcomeUnknownSIGSTOP(t *testing.T) {
 	}
 	waitReply(t, out.lines) // "Use !status …"
 
-	if err := proc.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := proc.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	handle("!a http://example.org/")
@@ -109,7 +72,7 @@ func TestOutcomeUnknownSIGSTOP(t *testing.T) {
 	if strings.Contains(got, "unavailable") || !strings.Contains(got, "don't know yet") {
 		t.Fatalf("!ig with Redis stopped: %q, want an unknown outcome, not a failure", got)
 	}
-	if err := proc.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := proc.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	var queued, added bool

@@ -102,6 +102,12 @@ const (
 	DefaultTweeterBlueskyBudgetWindow  = time.Hour
 	DefaultTweeterBlueskyService       = "https://bsky.social"
 
+	// The embedded Redis server's (redis.listen, redis.save_interval,
+	// redis.proto_max_bulk_len); package embeddedredis takes the same.
+	DefaultRedisListen          = "127.0.0.1:6379"
+	DefaultRedisSaveInterval    = 30 * time.Second
+	DefaultRedisProtoMaxBulkLen = 64 << 20
+
 	// DefaultWaitTimeout bounds WAIT after a command's write when
 	// redis.wait_replicas is set.
 	DefaultWaitTimeout = time.Second
@@ -425,34 +431,36 @@ func foldChannel(s string) string {
 	return string(b)
 }
 
+// Positive sets *p to the default v when it is zero or negative: how a
+// package that takes options (tests, tools) fills what was not given.
+func Positive[T ~int | ~int64 | ~float64](p *T, v T) {
+	if *p <= 0 {
+		*p = v
+	}
+}
+
+// zero sets *p to v when it is the zero value (the key was not set).
+func zero[T comparable](p *T, v T) {
+	var z T
+	if *p == z {
+		*p = v
+	}
+}
+
 func (c *Config) setDefaults() {
 	def := func(d *Duration, v time.Duration) {
 		if d.Duration == 0 {
 			d.Duration = v
 		}
 	}
-	if c.IRC.Nick == "" {
-		c.IRC.Nick = "ArchiveBot"
-	}
-	if c.IRC.MessagesPerSecond == 0 {
-		c.IRC.MessagesPerSecond = 1.0
-	}
-	if c.IRC.Burst == 0 {
-		c.IRC.Burst = 3
-	}
-	if c.IRC.CommandsPerMinute == 0 {
-		c.IRC.CommandsPerMinute = 20
-	}
-	if c.Redis.Listen == "" {
-		c.Redis.Listen = "127.0.0.1:6379"
-	}
-	if c.Redis.DataDir == "" {
-		c.Redis.DataDir = "data"
-	}
-	def(&c.Redis.SaveInterval, 30*time.Second)
-	if c.Redis.ProtoMaxBulkLen == 0 {
-		c.Redis.ProtoMaxBulkLen = 64 << 20
-	}
+	zero(&c.IRC.Nick, "ArchiveBot")
+	zero(&c.IRC.MessagesPerSecond, 1.0)
+	zero(&c.IRC.Burst, 3)
+	zero(&c.IRC.CommandsPerMinute, 20)
+	zero(&c.Redis.Listen, DefaultRedisListen)
+	zero(&c.Redis.DataDir, "data")
+	def(&c.Redis.SaveInterval, DefaultRedisSaveInterval)
+	zero(&c.Redis.ProtoMaxBulkLen, DefaultRedisProtoMaxBulkLen)
 	def(&c.Redis.WaitTimeout, DefaultWaitTimeout)
 	def(&c.HA.LeaseTTL, DefaultLeaseTTL)
 	if c.HA.NodeID == "" {
@@ -465,72 +473,36 @@ func (c *Config) setDefaults() {
 	if len(c.Jobs.Schemes) == 0 {
 		c.Jobs.Schemes = []string{"http", "https", "ftp"}
 	}
-	if c.Jobs.PendingLimit == 0 {
-		c.Jobs.PendingLimit = 5
-	}
-	if c.Pipelines.Rate == 0 {
-		c.Pipelines.Rate = DefaultPipelineRate
-	}
-	if c.Pipelines.LogRate == 0 {
-		c.Pipelines.LogRate = DefaultPipelineLogRate
-	}
-	if c.Pipelines.MaxStreams == 0 {
-		c.Pipelines.MaxStreams = DefaultPipelineMaxStreams
-	}
+	zero(&c.Jobs.PendingLimit, 5)
+	zero(&c.Pipelines.Rate, DefaultPipelineRate)
+	zero(&c.Pipelines.LogRate, DefaultPipelineLogRate)
+	zero(&c.Pipelines.MaxStreams, DefaultPipelineMaxStreams)
 	def(&c.Bot.OutcomeWait, DefaultOutcomeWait)
 	def(&c.Reaper.Interval, DefaultReaperInterval)
-	if c.Reaper.Threshold == 0 {
-		c.Reaper.Threshold = DefaultReaperThreshold
-	}
+	zero(&c.Reaper.Threshold, DefaultReaperThreshold)
 	def(&c.Notifier.FinishInterval, DefaultFinishInterval)
 	def(&c.Notifier.PipelineInterval, DefaultPipelineInterval)
 	def(&c.Notifier.StartInterval, DefaultStartInterval)
 	def(&c.Notifier.PipelineSilentAfter, DefaultPipelineSilentAfter)
 	def(&c.Analyzer.SweepInterval, DefaultAnalyzerSweepInterval)
-	if c.Analyzer.TrimAfter == 0 {
-		c.Analyzer.TrimAfter = DefaultAnalyzerTrimAfter
-	}
+	zero(&c.Analyzer.TrimAfter, DefaultAnalyzerTrimAfter)
 	def(&c.Tweeter.Interval, DefaultTweeterInterval)
 	def(&c.Tweeter.Delay, DefaultTweeterDelay)
-	if c.Tweeter.API == "" {
-		c.Tweeter.API = DefaultTweeterAPI
-	}
-	if c.Tweeter.Budget == 0 {
-		c.Tweeter.Budget = DefaultTweeterBudget
-	}
+	zero(&c.Tweeter.API, DefaultTweeterAPI)
+	zero(&c.Tweeter.Budget, DefaultTweeterBudget)
 	def(&c.Tweeter.BudgetWindow, DefaultTweeterBudgetWindow)
-	if c.Tweeter.Mastodon.Budget == 0 {
-		c.Tweeter.Mastodon.Budget = DefaultTweeterMastodonBudget
-	}
+	zero(&c.Tweeter.Mastodon.Budget, DefaultTweeterMastodonBudget)
 	def(&c.Tweeter.Mastodon.BudgetWindow, DefaultTweeterMastodonBudgetWindow)
-	if c.Tweeter.Bluesky.Budget == 0 {
-		c.Tweeter.Bluesky.Budget = DefaultTweeterBlueskyBudget
-	}
+	zero(&c.Tweeter.Bluesky.Budget, DefaultTweeterBlueskyBudget)
 	def(&c.Tweeter.Bluesky.BudgetWindow, DefaultTweeterBlueskyBudgetWindow)
-	if c.Tweeter.Bluesky.Service == "" {
-		c.Tweeter.Bluesky.Service = DefaultTweeterBlueskyService
-	}
-	if c.HTTP.Listen == "" {
-		c.HTTP.Listen = "127.0.0.1:4567"
-	}
-	if c.Log.Format == "" {
-		c.Log.Format = "text"
-	}
-	if c.Log.Level == "" {
-		c.Log.Level = "info"
-	}
-	if c.HTTP.StreamListen == "" {
-		c.HTTP.StreamListen = DefaultStreamListen
-	}
-	if c.HTTP.StreamMaxLag == 0 {
-		c.HTTP.StreamMaxLag = DefaultStreamMaxLag
-	}
-	if c.HTTP.StreamQueueBytes == 0 {
-		c.HTTP.StreamQueueBytes = DefaultStreamQueueBytes
-	}
-	if c.HTTP.StreamTotalBytes == 0 {
-		c.HTTP.StreamTotalBytes = DefaultStreamTotalBytes
-	}
+	zero(&c.Tweeter.Bluesky.Service, DefaultTweeterBlueskyService)
+	zero(&c.HTTP.Listen, "127.0.0.1:4567")
+	zero(&c.Log.Format, "text")
+	zero(&c.Log.Level, "info")
+	zero(&c.HTTP.StreamListen, DefaultStreamListen)
+	zero(&c.HTTP.StreamMaxLag, DefaultStreamMaxLag)
+	zero(&c.HTTP.StreamQueueBytes, DefaultStreamQueueBytes)
+	zero(&c.HTTP.StreamTotalBytes, DefaultStreamTotalBytes)
 }
 
 // Load reads path (if non-empty), applies REDIS_URL,

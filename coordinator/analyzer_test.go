@@ -126,9 +126,7 @@ func jobCounts(t *testing.T, s *store.Store, id string) store.LogCounts {
 // batches, with entries arriving in between and four analyzers racing on
 // the same job, equal a brute-force count of the whole log.
 func TestAnalyzerMatchesBruteForce(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://count.example.com/", "alice", "#ab", store.KeyPending)
 		j, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}).Take(ctx)
 		if err != nil || j == nil {

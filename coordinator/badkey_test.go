@@ -135,9 +135,7 @@ func TestBadKey_StringNamedQueue(t *testing.T) {
 // A string key listed in `working` must not stop the analyzer's sweep or
 // the reaper, and is complained about once, not every cycle.
 func TestBadKey_StringJobInWorking(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		if err := s.Register(ctx, store.NewJob{Ident: "goodjob", URL: "http://good.example/", FetchDepth: "inf",
 			Queue: store.KeyPending, DelayMin: 250, DelayMax: 375, Concurrency: 3}); err != nil {
 			t.Fatal(err)
@@ -221,9 +219,7 @@ func (w *warnCounter) Handle(_ context.Context, r slog.Record) error {
 // onceLogMax lines of their own and one summary per service ("2000 more
 // bad members of working"); the services never forget and start again.
 func TestBadKey_ManyJunkMembersLoggedOnce(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		const junk = onceLogMax + 2000
 		pipe := b.Client.Pipeline()
 		for i := 0; i < junk; i++ {

@@ -18,6 +18,12 @@ import (
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
+// eachStore runs fn on each backend (redistest.Each) with a store on it.
+func eachStore(t *testing.T, fn func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context)) {
+	t.Helper()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) { fn(t, b, store.NewStore(b.Client), context.Background()) })
+}
+
 // historyOf is the job's history as "event by WHO" strings.
 func historyOf(t *testing.T, s *store.Store, id string) []string {
 	t.Helper()
@@ -63,9 +69,7 @@ func jobEvents(t *testing.T, b *redistest.Backend) func(n int) []string {
 // published on archivebot:job_events, and that the list expires with the
 // job.
 func TestJobHistory(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		events := jobEvents(t, b)
 		id := svcQueue(t, s, "http://history.example.com/", "alice", "#ab", store.KeyPending)
 		changes := []store.Change{
@@ -148,9 +152,7 @@ func TestJobHistory(t *testing.T) {
 // TestJobHistoryFinished: a finished job's history lives as long as its
 // record (48 h), and !expire keeps it (with an "expired" entry).
 func TestJobHistoryFinished(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://finished.example.com/", "carol", "#ab", store.KeyPendingAO)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"})
 		j, err := p.Take(ctx)
@@ -202,9 +204,7 @@ func TestHistoryCapped(t *testing.T) {
 // notice get exactly one line each, the one that opted out and the !ao job
 // none; every start is in the history; scanning again sends nothing.
 func TestStartNotices(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		nodeStarted(t, s)
 		var ids []string
 		for i := 0; i < 5; i++ {
@@ -271,9 +271,7 @@ func nodeStarted(t *testing.T, s *store.Store) {
 // job taken afterwards is announced, once; a restart announces nothing
 // again.
 func TestStartNoticesBaseline(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		var before []string
 		for i := 0; i < 30; i++ {
 			before = append(before, queueNotify(t, s, fmt.Sprintf("http://before%d.example.com/", i), store.KeyPending, true))
@@ -340,9 +338,7 @@ func queueNotify(t *testing.T, s *store.Store, url, queue string, notify bool) s
 // not written (IRC down, or the node killed between take and announce) is
 // delivered by the next notifier, once.
 func TestStartNoticeSurvivesCrash(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		nodeStarted(t, s)
 		id := queueNotify(t, s, "http://crash.example.com/", store.KeyPending, true)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "crashy"})
@@ -412,9 +408,7 @@ func TestStartNoticesDefault(t *testing.T) {
 
 // TestMove covers every outcome of !move with the state after it.
 func TestMove(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		a := svcQueue(t, s, "http://a.example.com/", "alice", "#ab", store.KeyPending)
 		bb := svcQueue(t, s, "http://b.example.com/", "alice", "#ab", store.KeyPending)
 		c := svcQueue(t, s, "http://c.example.com/", "alice", "#ab", store.KeyPending)
@@ -503,9 +497,7 @@ func TestMove(t *testing.T) {
 // TestUserAgentQueuedOnly: the user agent of a queued job changes (history
 // "useragent"); a running job's is refused with nothing written.
 func TestUserAgentQueuedOnly(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://ua.example.com/", "alice", "#ab", store.KeyPending)
 		ch := store.Change{QueuedOnly: true, Event: store.EventUserAgent, By: "bob", Set: map[string]string{"user_agent": "UA/1"}}
 		if _, err := s.ChangeSettings(ctx, id, ch); err != nil {
@@ -536,9 +528,7 @@ func TestUserAgentQueuedOnly(t *testing.T) {
 // queued; jobs a pipeline took no longer count; the refusal writes nothing
 // and says how many are queued.
 func TestPerUserPendingLimit(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		reg := func(url, key string) error {
 			norm, id := identOfURL(t, url)
 			return s.Register(ctx, store.NewJob{Ident: id, URL: norm, FetchDepth: "inf", StartedBy: "Nick[1]", NickKey: key,

@@ -13,9 +13,7 @@ import (
 )
 
 func TestJobWatchLogsTakenAndFailed(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		var buf bytes.Buffer
 		w := NewStartNotifier(s, nil, StartConfig{}, slog.New(slog.NewTextHandler(&buf, nil)))
 		// What a scan does with what it read of working.

@@ -18,9 +18,7 @@ import (
 // created are found); later reads use the index alone, pruning queues
 // pipelines emptied and keys that are not lists.
 func TestQueueIndex(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		for i, q := range []string{"a", "b", "b"} {
 			id := fmt.Sprintf("queuedjob%d", i)
 			if err := s.Register(ctx, store.NewJob{Ident: id, URL: "http://" + id + ".example/", FetchDepth: "inf",

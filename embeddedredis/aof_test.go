@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 // crashCopy copies the data directory as it is on disk now, as kill -9
@@ -385,13 +386,7 @@ func TestUnsyncedWritesReachDisk(t *testing.T) {
 	if err := c.Set(ctx, "pipeline-write", "1", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(records(t, crashCopy(t, s))) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the write is not on disk after 10 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testproc.Eventually(t, "the write on disk", func() bool { return len(records(t, crashCopy(t, s))) > 0 })
 }
 
 // A snapshot written before the log existed (no aof_gen) still loads, and

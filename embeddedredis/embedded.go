@@ -48,16 +48,18 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/alicebob/miniredis/v2/server"
+
+	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
 // DefaultAddr is the address the embedded server listens on when
 // Options.Addr is empty: the standard Redis port, on loopback only.
-const DefaultAddr = "127.0.0.1:6379"
+const DefaultAddr = config.DefaultRedisListen
 
 // DefaultSaveInterval is how often the data set is written to disk when
 // Options.SaveInterval is zero.
-const DefaultSaveInterval = 30 * time.Second
+const DefaultSaveInterval = config.DefaultRedisSaveInterval
 
 // SnapshotFile is the name of the snapshot file inside Options.DataDir.
 const SnapshotFile = "redis.json"
@@ -77,7 +79,7 @@ const expiryMaxLoad = 10
 // longest string a command may build, when Options.MaxBulkLen is zero
 // (Redis's proto-max-bulk-len; Redis's own default is 512 MiB, far more
 // than ArchiveBot's pipelines write).
-const DefaultMaxBulkLen = 64 << 20
+const DefaultMaxBulkLen = config.DefaultRedisProtoMaxBulkLen
 
 // Limits on what a client can make the server read and allocate (see
 // Options.MaxBulkLen). Before AUTH, when a password is set, the limits are

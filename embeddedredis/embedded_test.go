@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -334,13 +336,9 @@ func TestRealTimeExpiry(t *testing.T) {
 	if c.Exists(ctx, "k").Val() != 1 {
 		t.Fatal("k gone right after SET")
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for c.Exists(ctx, "k", "h").Val() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("keys with a 300/400 ms TTL still there after 3s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testproc.EventuallyWithin(t, 3*time.Second, "keys with a 300/400 ms TTL to expire", func() bool {
+		return c.Exists(ctx, "k", "h").Val() == 0
+	})
 	// Gone from miniredis itself, not just hidden from reads.
 	if s.Miniredis().Exists("k") {
 		t.Error("expired key still in miniredis")
@@ -596,17 +594,10 @@ func TestPeriodicSave(t *testing.T) {
 	s := start(t, Options{DataDir: dir, SaveInterval: 50 * time.Millisecond})
 	client(t, s, "", 0).Set(ctx, "periodic", "yes", 0)
 	path := filepath.Join(dir, SnapshotFile)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testproc.EventuallyWithin(t, 5*time.Second, "a periodic snapshot with the key", func() bool {
 		b, _ := os.ReadFile(path)
-		if bytes.Contains(b, []byte(`"periodic"`)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no periodic snapshot with the key after 5s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return bytes.Contains(b, []byte(`"periodic"`))
+	})
 }
 
 func TestPanicInBackgroundIsRecovered(t *testing.T) {

@@ -289,7 +289,9 @@ func (s *Server) update(req *request, ident string) (any, *refusal) {
 	return res, nil
 }
 
-func (s *Server) abort(req *request, ident string) (any, *refusal) {
+// ending checks an abort or done request (an empty body, a job this key
+// holds) and writes the job's pending log entries before it ends.
+func (s *Server) ending(req *request, ident string) (*heldJob, *refusal) {
 	if rf := decode(req.body, &struct{}{}); rf != nil {
 		return nil, rf
 	}
@@ -298,6 +300,14 @@ func (s *Server) abort(req *request, ident string) (any, *refusal) {
 		return nil, rf
 	}
 	if rf := s.flushBefore(req, j); rf != nil {
+		return nil, rf
+	}
+	return j, nil
+}
+
+func (s *Server) abort(req *request, ident string) (any, *refusal) {
+	j, rf := s.ending(req, ident)
+	if rf != nil {
 		return nil, rf
 	}
 	j.opMu.Lock()
@@ -313,14 +323,8 @@ func (s *Server) abort(req *request, ident string) (any, *refusal) {
 }
 
 func (s *Server) done(req *request, ident string) (any, *refusal) {
-	if rf := decode(req.body, &struct{}{}); rf != nil {
-		return nil, rf
-	}
-	j, rf := req.t.held(req.r.Context(), req.key, ident)
+	j, rf := s.ending(req, ident)
 	if rf != nil {
-		return nil, rf
-	}
-	if rf := s.flushBefore(req, j); rf != nil {
 		return nil, rf
 	}
 	j.opMu.Lock()

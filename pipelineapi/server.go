@@ -98,27 +98,13 @@ type Server struct {
 
 // New returns a server; it answers 503 until Run starts a term.
 func New(opt Options) *Server {
-	if opt.Rate <= 0 {
-		opt.Rate = DefaultRate
-	}
-	if opt.LogRate <= 0 {
-		opt.LogRate = DefaultLogRate
-	}
-	if opt.MaxStreams <= 0 {
-		opt.MaxStreams = DefaultMaxStreams
-	}
-	if opt.KeyRefresh <= 0 {
-		opt.KeyRefresh = DefaultKeyRefresh
-	}
-	if opt.FlushInterval <= 0 {
-		opt.FlushInterval = DefaultFlushInterval
-	}
-	if opt.TakePoll <= 0 {
-		opt.TakePoll = DefaultTakePoll
-	}
-	if opt.Ping <= 0 {
-		opt.Ping = 15 * time.Second
-	}
+	config.Positive(&opt.Rate, DefaultRate)
+	config.Positive(&opt.LogRate, DefaultLogRate)
+	config.Positive(&opt.MaxStreams, DefaultMaxStreams)
+	config.Positive(&opt.KeyRefresh, DefaultKeyRefresh)
+	config.Positive(&opt.FlushInterval, DefaultFlushInterval)
+	config.Positive(&opt.TakePoll, DefaultTakePoll)
+	config.Positive(&opt.Ping, 15*time.Second)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
@@ -78,19 +79,15 @@ func newHarness(t *testing.T, b *redistest.Backend, opt Options) *harness {
 	h.stop, h.done = cancel, make(chan struct{})
 	go func() { defer close(h.done); h.srv.Run(ctx) }()
 	t.Cleanup(func() { h.stop(); <-h.done; h.hs.Close() })
-	h.waitFor("the term to start", func() bool { return h.srv.currentTerm() != nil })
+	testproc.Eventually(h.t, "the term to start", func() bool { return h.srv.currentTerm() != nil })
 	return h
 }
 
-func (h *harness) waitFor(what string, cond func() bool) {
-	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+// eachHarness runs fn with a fresh harness on each backend
+// (redistest.Each).
+func eachHarness(t *testing.T, opt Options, fn func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context)) {
+	t.Helper()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) { fn(t, b, newHarness(t, b, opt), context.Background()) })
 }
 
 // addKey registers a new key and returns a client signing with it, once
@@ -104,7 +101,7 @@ func (h *harness) addKey(name string, opts ...client.Option) *client.Client {
 	if err := h.store.AddPipelineKey(context.Background(), name, wire.FormatPublicKey(pub)); err != nil {
 		h.t.Fatal(err)
 	}
-	h.waitFor("key "+name, func() bool { p, _ := h.srv.currentTerm().publicKey(name); return p != nil })
+	testproc.Eventually(h.t, "key "+name, func() bool { p, _ := h.srv.currentTerm().publicKey(name); return p != nil })
 	c, err := client.New(h.hs.URL, name, priv, opts...)
 	if err != nil {
 		h.t.Fatal(err)
@@ -123,6 +120,18 @@ func (h *harness) queue(ident, queue string) {
 	if err != nil {
 		h.t.Fatalf("register %s: %v", ident, err)
 	}
+}
+
+// holding registers key name, queues job ident on pending and has the new
+// client take it: the start of most tests.
+func (h *harness) holding(name, ident string) *client.Client {
+	h.t.Helper()
+	c := h.addKey(name)
+	h.queue(ident, store.KeyPending)
+	if _, err := c.Take(context.Background(), wire.TakeRequest{}); err != nil {
+		h.t.Fatal(err)
+	}
+	return c
 }
 
 // dump is the database without the keys every authenticated request may
@@ -181,9 +190,7 @@ func refusals(key, reason string) float64 {
 }
 
 func TestTakeUpdateDone(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
 		c := h.addKey("alpha")
 		h.queue("job1", store.KeyPending)
 		j, err := c.Take(ctx, wire.TakeRequest{})
@@ -231,7 +238,7 @@ func TestTakeUpdateDone(t *testing.T) {
 		if r := h.srv.Recent("job1", 10); len(r) != 3 {
 			t.Errorf("recent = %v", r)
 		}
-		h.waitFor("the batched write", func() bool { return rdb.HGet(ctx, "job1", "heartbeat").Val() == "2" })
+		testproc.Eventually(h.t, "the batched write", func() bool { return rdb.HGet(ctx, "job1", "heartbeat").Val() == "2" })
 		f := rdb.HGetAll(ctx, "job1").Val()
 		for k, v := range map[string]string{"bytes_downloaded": "100", "warc_size": "42", "log_score": "3",
 			"r2xx": "1", "r4xx": "1", "r5xx": "1", "error_count": "1", "pipeline_id": pid} {
@@ -284,9 +291,7 @@ func TestTakeUpdateDone(t *testing.T) {
 }
 
 func TestAbortThenDone(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
 		c := h.addKey("alpha")
 		h.queue("job2", store.KeyPendingAO)
 		j, err := c.Take(ctx, wire.TakeRequest{AOOnly: true})
@@ -313,9 +318,7 @@ func TestAbortThenDone(t *testing.T) {
 }
 
 func TestTakeQueueChoice(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
 		c := h.addKey("big-alpha")
 		h.queue("plain", store.KeyPending)
 		h.queue("named", store.KeyPendingNamed("alpha"))
@@ -355,9 +358,7 @@ func TestTakeQueueChoice(t *testing.T) {
 // Another pipeline's job is refused for every operation, and nothing is
 // written.
 func TestOtherPipelinesJobRefused(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
 		alpha, beta := h.addKey("alpha"), h.addKey("beta")
 		h.queue("ajob", store.KeyPendingNamed("alpha"))
 		h.queue("free", store.KeyPending) // in no one's hands yet
@@ -387,7 +388,7 @@ func TestOtherPipelinesJobRefused(t *testing.T) {
 		if got := refusals("beta", "not_held") - n0; got != 15 {
 			t.Errorf("refusals counted for beta: %v, want 15", got)
 		}
-		h.waitFor("beta's refusals in its statistics", func() bool {
+		testproc.Eventually(h.t, "beta's refusals in its statistics", func() bool {
 			ks, _ := h.store.ListPipelineKeys(ctx)
 			for _, k := range ks {
 				if k.Name == "beta" {
@@ -407,19 +408,13 @@ func TestOtherPipelinesJobRefused(t *testing.T) {
 // fails and requeues it, another pipeline takes it) is not the key's any
 // more: the batched write finds out and writes nothing.
 func TestHoldLostInRedis(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
-		alpha := h.addKey("alpha")
-		h.queue("j", store.KeyPending)
-		if _, err := alpha.Take(ctx, wire.TakeRequest{}); err != nil {
-			t.Fatal(err)
-		}
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
+		alpha := h.holding("alpha", "j")
 		// Another pipeline now runs it (as after a requeue and a direct take).
 		b.Client.HSet(ctx, "j", "pipeline_id", "pipeline:someoneelse")
 		// Heartbeats may still be accepted into the batch (the node does
 		// not know yet); none may be written, and the node finds out.
-		h.waitFor("the hold to be dropped", func() bool {
+		testproc.Eventually(h.t, "the hold to be dropped", func() bool {
 			_, err := alpha.Heartbeat(ctx, "j")
 			return client.IsCode(err, "not_held")
 		})
@@ -430,14 +425,8 @@ func TestHoldLostInRedis(t *testing.T) {
 }
 
 func TestReplayedAndAlteredRefused(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
-		c := h.addKey("alpha")
-		h.queue("j", store.KeyPending)
-		if _, err := c.Take(ctx, wire.TakeRequest{}); err != nil {
-			t.Fatal(err)
-		}
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
+		c := h.holding("alpha", "j")
 		body := []byte(`{"heartbeat":1}`)
 		req, err := c.NewRequest(ctx, "POST", "/v1/jobs/j/update", body)
 		if err != nil {
@@ -448,7 +437,7 @@ func TestReplayedAndAlteredRefused(t *testing.T) {
 		if err := c.Send(req, nil); err != nil {
 			t.Fatal(err)
 		}
-		h.waitFor("the heartbeat", func() bool { return b.Client.HGet(ctx, "j", "heartbeat").Val() == "1" })
+		testproc.Eventually(h.t, "the heartbeat", func() bool { return b.Client.HGet(ctx, "j", "heartbeat").Val() == "1" })
 		before := h.dump()
 		wantCode(t, c.Send(replay, nil), 401, "replayed_nonce")
 
@@ -481,14 +470,12 @@ func TestReplayedAndAlteredRefused(t *testing.T) {
 }
 
 func TestStaleTimestampRefused(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
 		pub, priv, _ := ed25519.GenerateKey(nil)
 		if err := h.store.AddPipelineKey(ctx, "alpha", wire.FormatPublicKey(pub)); err != nil {
 			t.Fatal(err)
 		}
-		h.waitFor("the key", func() bool { p, _ := h.srv.currentTerm().publicKey("alpha"); return p != nil })
+		testproc.Eventually(h.t, "the key", func() bool { p, _ := h.srv.currentTerm().publicKey("alpha"); return p != nil })
 		h.queue("j", store.KeyPending)
 		before := h.dump()
 		for _, skew := range []time.Duration{-61 * time.Second, 61 * time.Second, -time.Hour} {
@@ -501,9 +488,7 @@ func TestStaleTimestampRefused(t *testing.T) {
 }
 
 func TestMissingAndWrongKeysRefused(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
 		h.addKey("alpha")
 		h.queue("j", store.KeyPending)
 		before := h.dump()
@@ -537,14 +522,8 @@ func TestMissingAndWrongKeysRefused(t *testing.T) {
 // A revoked key is refused, and its open control stream closed, within
 // the key refresh (250 ms by default; the test measures and logs it).
 func TestRevokedKeyRefused(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{KeyRefresh: DefaultKeyRefresh})
-		ctx := context.Background()
-		c := h.addKey("alpha")
-		h.queue("j", store.KeyPending)
-		if _, err := c.Take(ctx, wire.TakeRequest{}); err != nil {
-			t.Fatal(err)
-		}
+	eachHarness(t, Options{KeyRefresh: DefaultKeyRefresh}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
+		c := h.holding("alpha", "j")
 		events := make(chan client.Event, 16)
 		streamErr := make(chan error, 1)
 		go func() {
@@ -594,14 +573,8 @@ func TestRevokedKeyRefused(t *testing.T) {
 }
 
 func TestControlSettings(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
-		c := h.addKey("alpha")
-		h.queue("j", store.KeyPending)
-		if _, err := c.Take(ctx, wire.TakeRequest{}); err != nil {
-			t.Fatal(err)
-		}
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
+		c := h.holding("alpha", "j")
 		events := make(chan client.Event, 16)
 		sctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -654,9 +627,7 @@ func TestControlSettings(t *testing.T) {
 }
 
 func TestReportAndUnregister(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
 		c := h.addKey("alpha")
 		pr, err := c.Report(ctx, map[string]string{"nickname": "pretender", "version": "20250101.01", "id": "pipeline:forged", "hostname": "h"})
 		if err != nil {
@@ -698,14 +669,8 @@ func TestReportAndUnregister(t *testing.T) {
 }
 
 func TestLimitsRefused(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{Rate: 2, LogRate: 10})
-		ctx := context.Background()
-		c := h.addKey("alpha")
-		h.queue("j", store.KeyPending)
-		if _, err := c.Take(ctx, wire.TakeRequest{}); err != nil {
-			t.Fatal(err)
-		}
+	eachHarness(t, Options{Rate: 2, LogRate: 10}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
+		c := h.holding("alpha", "j")
 		time.Sleep(1100 * time.Millisecond) // refill
 		entry := json.RawMessage(`{"type":"stdout","message":"x"}`)
 		many := make([]json.RawMessage, 15)
@@ -715,7 +680,7 @@ func TestLimitsRefused(t *testing.T) {
 		if _, err := c.Update(ctx, "j", wire.UpdateRequest{Log: many}); err != nil {
 			t.Fatal(err)
 		}
-		h.waitFor("the batched write", func() bool { return b.Client.HGet(ctx, "j", "log_score").Val() == "15" })
+		testproc.Eventually(h.t, "the batched write", func() bool { return b.Client.HGet(ctx, "j", "log_score").Val() == "15" })
 		before := h.dump()
 		_, err := c.Update(ctx, "j", wire.UpdateRequest{Log: many})
 		e, ok := err.(*client.Error)

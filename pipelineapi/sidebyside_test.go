@@ -26,9 +26,7 @@ func (r *replies) Private(text string) { r.lines = append(r.lines, text) }
 // !whereis and !jobs show both, the API one by its key name, and
 // /logs/recent shows the API job's entries from memory.
 func TestSideBySide(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h := newHarness(t, b, Options{})
-		ctx := context.Background()
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
 		c := h.addKey("api-pipe")
 		h.queue("apijob", store.KeyPending)
 		j, err := c.Take(ctx, wire.TakeRequest{})

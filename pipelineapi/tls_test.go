@@ -22,6 +22,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
@@ -66,14 +67,10 @@ func TestServeTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testproc.Eventually(t, "the server to lead", func() bool {
 		_, err = c.Report(ctx, map[string]string{"version": "1"})
-		if err == nil || !client.IsCode(err, "not_leader") || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil || !client.IsCode(err, "not_leader")
+	})
 	if err != nil {
 		t.Fatalf("report over TLS: %v", err)
 	}

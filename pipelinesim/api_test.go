@@ -13,6 +13,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelineapi"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
@@ -38,13 +39,10 @@ func TestAPIMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, _ := client.New(hs.URL, "sim-api", priv)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := c.Job(ctx, "x"); client.IsCode(err, "not_held") {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-	}
+	testproc.EventuallyWithin(t, 5*time.Second, "the server to know the key", func() bool {
+		_, err := c.Job(ctx, "x")
+		return client.IsCode(err, "not_held")
+	})
 	var ids []string
 	for i := range 4 {
 		id := fmt.Sprintf("simapi%d", i)

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 var t0 = time.Unix(1_800_000_000, 250_000_000)
@@ -286,13 +287,10 @@ func TestRunAbortAndCrash(t *testing.T) {
 		waitEvent(t, events, EventLog)
 		// Reports run on their own ticker: crash only once one has landed,
 		// so there is a record for the crash to leave behind.
-		deadline := time.Now().Add(5 * time.Second)
-		for ok, _ := c.SIsMember(ctx, "pipelines", p.Key()).Result(); !ok; ok, _ = c.SIsMember(ctx, "pipelines", p.Key()).Result() {
-			if time.Now().After(deadline) {
-				t.Fatal("the pipeline never reported")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		testproc.EventuallyWithin(t, 5*time.Second, "the pipeline to report", func() bool {
+			ok, _ := c.SIsMember(ctx, "pipelines", p.Key()).Result()
+			return ok
+		})
 		p.Crash()
 		wg.Wait()
 		if !errors.Is(runErr, ErrCrashed) {

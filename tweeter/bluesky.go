@@ -13,11 +13,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
 )
 
 // DefaultBlueskyService is the PDS entryway used when none is configured.
-const DefaultBlueskyService = "https://bsky.social"
+const DefaultBlueskyService = config.DefaultTweeterBlueskyService
 
 // BlueskyPoster posts app.bsky.feed.post records through the AT Protocol's
 // XRPC over HTTP: com.atproto.server.createSession logs in with an app

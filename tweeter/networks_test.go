@@ -76,6 +76,30 @@ func TestMastodonPostShape(t *testing.T) {
 	})
 }
 
+// eachLostAnswer runs a subtest for each way the answer to a post can be
+// lost after the send (a timeout, the connection lost): setup gives the
+// network answering so and a check of what the network received. The one
+// queued text must end posted and done.
+func eachLostAnswer(t *testing.T, b *redistest.Backend, setup func(t *testing.T, a fakeAnswer) (tweeter.Network, func(t *testing.T))) {
+	for _, tc := range []struct {
+		name string
+		a    fakeAnswer
+	}{{"timeout after the send", fakeAnswer{slow: 3 * time.Second}}, {"connection lost after the send", fakeAnswer{hangup: true}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, check := setup(t, tc.a)
+			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{n}})
+			texts := r.queueURL(t, "https://example.com/")
+			if out := r.runOnce(t); out != tweeter.Posted {
+				t.Fatalf("RunOnce = %v, want posted", out)
+			}
+			check(t)
+			if diff := cmp.Diff(state{Done: texts}, r.state(t), cmpEmpty); diff != "" {
+				t.Errorf("redis (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestMastodonErrors(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		t.Run("401", func(t *testing.T) {
@@ -149,26 +173,15 @@ func TestMastodonErrors(t *testing.T) {
 				t.Errorf("failures = %+v", fl)
 			}
 		})
-		for _, tc := range []struct {
-			name string
-			a    fakeAnswer
-		}{{"timeout after the send", fakeAnswer{slow: 3 * time.Second}}, {"connection lost after the send", fakeAnswer{hangup: true}}} {
-			t.Run(tc.name, func(t *testing.T) {
-				f := newFakeMastodon(t)
-				r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{mastoNet(f, 0, deadline{d: 300 * time.Millisecond})}})
-				texts := r.queueURL(t, "https://example.com/")
-				f.reply(tc.a)
-				if out := r.runOnce(t); out != tweeter.Posted {
-					t.Fatalf("RunOnce = %v, want posted", out)
-				}
+		eachLostAnswer(t, b, func(t *testing.T, a fakeAnswer) (tweeter.Network, func(t *testing.T)) {
+			f := newFakeMastodon(t)
+			f.reply(a)
+			return mastoNet(f, 0, deadline{d: 300 * time.Millisecond}), func(t *testing.T) {
 				if got := f.posted(); len(got) != 1 || f.requests != 2 {
 					t.Errorf("%d statuses from %d requests; want the retry (same Idempotency-Key) to make none", len(got), f.requests)
 				}
-				if diff := cmp.Diff(state{Done: texts}, r.state(t), cmpEmpty); diff != "" {
-					t.Errorf("redis (-want +got):\n%s", diff)
-				}
-			})
-		}
+			}
+		})
 	})
 }
 
@@ -338,18 +351,10 @@ func TestBlueskyErrors(t *testing.T) {
 				t.Errorf("failures = %+v", fl)
 			}
 		})
-		for _, tc := range []struct {
-			name string
-			a    fakeAnswer
-		}{{"timeout after the send", fakeAnswer{slow: 3 * time.Second}}, {"connection lost after the send", fakeAnswer{hangup: true}}} {
-			t.Run(tc.name, func(t *testing.T) {
-				f := newFakeBluesky(t)
-				r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{bskyNet(f, 0, deadline{d: 300 * time.Millisecond})}})
-				texts := r.queueURL(t, "https://example.com/")
-				f.reply(tc.a)
-				if out := r.runOnce(t); out != tweeter.Posted {
-					t.Fatalf("RunOnce = %v", out)
-				}
+		eachLostAnswer(t, b, func(t *testing.T, a fakeAnswer) (tweeter.Network, func(t *testing.T)) {
+			f := newFakeBluesky(t)
+			f.reply(a)
+			return bskyNet(f, 0, deadline{d: 300 * time.Millisecond}), func(t *testing.T) {
 				if n := len(f.posts()); n != 1 {
 					t.Errorf("%d posts, want 1: the retry asks getRecord first", n)
 				}
@@ -357,11 +362,8 @@ func TestBlueskyErrors(t *testing.T) {
 				if calls[len(calls)-1] != "com.atproto.repo.getRecord" {
 					t.Errorf("calls %v: the retry should find the record with getRecord", calls)
 				}
-				if diff := cmp.Diff(state{Done: texts}, r.state(t), cmpEmpty); diff != "" {
-					t.Errorf("redis (-want +got):\n%s", diff)
-				}
-			})
-		}
+			}
+		})
 	})
 }
 

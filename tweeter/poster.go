@@ -106,13 +106,7 @@ type PermanentError struct {
 }
 
 func (e *PermanentError) Error() string {
-	s := fmt.Sprintf("%s: HTTP %d", apiName(e.API), e.Status)
-	if e.Code != 0 {
-		s += fmt.Sprintf(" code %d", e.Code)
-	}
-	if e.Message != "" {
-		s += ": " + e.Message
-	}
+	s := answerText(e.API, e.Status, e.Code, e.Message)
 	if e.Kind != nil {
 		s += " (" + e.Kind.Error() + ")"
 	}
@@ -131,13 +125,17 @@ type TemporaryError struct {
 	Message string
 }
 
-func (e *TemporaryError) Error() string {
-	s := fmt.Sprintf("%s: HTTP %d", apiName(e.API), e.Status)
-	if e.Code != 0 {
-		s += fmt.Sprintf(" code %d", e.Code)
+func (e *TemporaryError) Error() string { return answerText(e.API, e.Status, e.Code, e.Message) }
+
+// answerText is "API: HTTP status[ code N][: message]", how both kinds of
+// error name the answer.
+func answerText(api string, status, code int, message string) string {
+	s := fmt.Sprintf("%s: HTTP %d", apiName(api), status)
+	if code != 0 {
+		s += fmt.Sprintf(" code %d", code)
 	}
-	if e.Message != "" {
-		s += ": " + e.Message
+	if message != "" {
+		s += ": " + message
 	}
 	return s
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 // scrape reads /metrics with the Prometheus text parser.
@@ -178,7 +179,7 @@ func TestMetricsMove(t *testing.T) {
 			t.Fatal("no finish report")
 		}
 	}
-	waitFor(t, "a reaper cycle, the finish notices gone and the analyzer counting", func() bool {
+	testproc.Eventually(t, "a reaper cycle, the finish notices gone and the analyzer counting", func() bool {
 		m := scrape(t, h)
 		return value(m, "archivebot_service_cycle_seconds", "service", "reaper") > value(before, "archivebot_service_cycle_seconds", "service", "reaper") &&
 			value(m, "archivebot_finish_notices_waiting") == 0 &&
@@ -190,18 +191,5 @@ func TestMetricsMove(t *testing.T) {
 	decode(t, get(t, h, "/finished", ""), &fin)
 	if len(fin) != 3 {
 		t.Errorf("/finished after the notifier ran: %d entries", len(fin))
-	}
-}
-
-// waitFor polls cond (a scrape) until it holds; the services signal
-// nothing else a test could wait on.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

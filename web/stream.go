@@ -39,6 +39,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
@@ -52,10 +53,12 @@ const (
 	DefaultQueueV2 = 256
 	// DefaultQueueUpstream frames per upstream client, as upstream.
 	DefaultQueueUpstream = 1000
-	// DefaultClientBytes bounds the bytes one client's queue holds.
-	DefaultClientBytes = 4 << 20
-	// DefaultTotalBytes bounds the bytes all clients' queues hold.
-	DefaultTotalBytes = 64 << 20
+	// DefaultClientBytes bounds the bytes one client's queue holds
+	// (http.stream_queue_bytes).
+	DefaultClientBytes = config.DefaultStreamQueueBytes
+	// DefaultTotalBytes bounds the bytes all clients' queues hold
+	// (http.stream_total_bytes).
+	DefaultTotalBytes = config.DefaultStreamTotalBytes
 	// DefaultMaxAge is the latency budget: a log frame whose oldest entry
 	// was read longer ago is dropped rather than sent late.
 	DefaultMaxAge = time.Second

@@ -28,6 +28,18 @@ func admin(t *testing.T, b *redistest.Backend, args ...string) (code int, stdout
 	return code, out.String(), errb.String()
 }
 
+// adminRefused runs a command that must be refused: exit code 1, each of
+// wants in stderr.
+func adminRefused(t *testing.T, b *redistest.Backend, wants []string, args ...string) {
+	t.Helper()
+	code, _, errs := admin(t, b, args...)
+	for _, w := range wants {
+		if code != 1 || !strings.Contains(errs, w) {
+			t.Fatalf("archivebot %v: exit %d, stderr %q; want exit 1 saying %q", args, code, errs, w)
+		}
+	}
+}
+
 // adminJSON runs a command with -json, expects success and decodes stdout.
 func adminJSON(t *testing.T, b *redistest.Backend, v any, args ...string) {
 	t.Helper()
@@ -173,10 +185,7 @@ func TestAdminJobsAndJob(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "pending-ao, position 1 of 1") {
 			t.Fatalf("job table: %q", out)
 		}
-		code, _, errs := admin(t, b, "job", "nosuchjob")
-		if code != 1 || !strings.Contains(errs, "no job nosuchjob") {
-			t.Fatalf("unknown job: %d %q", code, errs)
-		}
+		adminRefused(t, b, []string{"no job nosuchjob"}, "job", "nosuchjob")
 	})
 }
 
@@ -201,10 +210,7 @@ func TestAdminFailAbortExpire(t *testing.T) {
 		if len(notices) != 1 || !strings.Contains(notices[0].Text, id) || notices[0].Channel != "#archivebot" {
 			t.Fatalf("notices: %+v", notices)
 		}
-		code, _, errs := admin(t, b, "fail", id)
-		if code != 1 || !strings.Contains(errs, "already finished") {
-			t.Fatalf("second fail: %d %q", code, errs)
-		}
+		adminRefused(t, b, []string{"already finished"}, "fail", id)
 
 		id2 := queueJob(t, s, "http://abort.example.com/", "alice", store.KeyPending)
 		adminJSON(t, b, &r, "abort", id2)
@@ -220,10 +226,7 @@ func TestAdminFailAbortExpire(t *testing.T) {
 			t.Fatal("record left after expire")
 		}
 		id3 := queueJob(t, s, "http://noexpiry.example.com/", "alice", store.KeyPending)
-		code, _, errs = admin(t, b, "expire", id3)
-		if code != 1 || !strings.Contains(errs, "does not yet have an expiry timer") {
-			t.Fatalf("expire of a queued job: %d %q", code, errs)
-		}
+		adminRefused(t, b, []string{"does not yet have an expiry timer"}, "expire", id3)
 	})
 }
 
@@ -246,10 +249,7 @@ func TestAdminPipelinesAndReap(t *testing.T) {
 			t.Fatalf("pipelines: %+v", views)
 		}
 		// It still reports: refused, nothing done.
-		code, _, errs := admin(t, b, "reap-pipeline", "bb22")
-		if code != 1 || !strings.Contains(errs, "still reports") {
-			t.Fatalf("reap of a live pipeline: %d %q", code, errs)
-		}
+		adminRefused(t, b, []string{"still reports"}, "reap-pipeline", "bb22")
 		// Silent for an hour: reaped.
 		old := strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10)
 		if err := b.Client.HSet(ctx, p.Key(), "ts", old).Err(); err != nil {
@@ -337,10 +337,7 @@ func TestAdminRequeueRunsAgain(t *testing.T) {
 		if _, err := p2.Take(ctx); err != nil {
 			t.Fatal(err)
 		}
-		code, _, errs := admin(t, b, "requeue", id2)
-		if code != 1 || !strings.Contains(errs, "still reports") || !strings.Contains(errs, "-force") {
-			t.Fatalf("requeue of a live job: %d %q", code, errs)
-		}
+		adminRefused(t, b, []string{"still reports", "-force"}, "requeue", id2)
 		code, out, errs := admin(t, b, "requeue", id2, "--force")
 		if code != 0 || !strings.Contains(out, fmt.Sprintf("Job %s for http://dead.example.com/ requeued in pending", id2)) {
 			t.Fatalf("forced requeue: %d %q %q", code, out, errs)

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 // TestAttackRSS measures the node's peak memory (VmHWM) under the
@@ -174,35 +173,23 @@ func startAttackNode(t *testing.T, redisURL, bin string) (addr string, pid int, 
 	addr = freeAddr(t)
 	cfg := filepath.Join(dir, "node.toml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf("[redis]\nurl = %q\n[http]\nlisten = %q\nstream_listen = \"\"\n", redisURL, addr)), 0o644)
-	var cmd *exec.Cmd
-	if bin != "" {
-		cmd = exec.Command(bin, "-config", cfg)
-	} else {
-		exe, _ := os.Executable()
-		cmd = exec.Command(exe, "-config", cfg)
-		cmd.Env = append(os.Environ(), envChild+"=1")
+	exe, env := bin, []string(nil)
+	if bin == "" {
+		exe, _ = os.Executable()
+		env = append(os.Environ(), envChild+"=1")
 	}
-	stdin, _ := cmd.StdinPipe() // the console runs until EOF
-	var logBuf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; ; i++ {
-		if r, err := http.Get("http://" + addr + "/healthz"); err == nil {
+	// The console runs until its stdin ends.
+	p := testproc.Start(t, "attack node", exe, []string{"-config", cfg}, testproc.Options{Env: env, Stdin: true})
+	waitUp(t, "the node", func() bool {
+		r, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
 			r.Body.Close()
-			break
 		}
-		if i > 200 {
-			cmd.Process.Kill()
-			t.Fatalf("node did not come up:\n%s", logBuf.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return addr, cmd.Process.Pid, func() {
-		stdin.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
+		return err == nil
+	})
+	return addr, p.Pid(), func() {
+		p.Stdin.Close()
+		p.Kill()
 	}
 }
 

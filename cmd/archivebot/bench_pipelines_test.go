@@ -17,9 +17,7 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -32,6 +30,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
@@ -98,19 +97,13 @@ func benchLoad(b *testing.B, be *redistest.Backend, mode string, dur time.Durati
 	ctx := context.Background()
 	rdb := be.Client
 	st := store.NewStore(rdb)
-	httpAddr, apiAddr := benchAddr(b), benchAddr(b)
+	httpAddr, apiAddr := testproc.FreeAddr(b), testproc.FreeAddr(b)
 	dir := b.TempDir()
 	cfg := filepath.Join(dir, "node.toml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf("[redis]\nurl = %q\n[http]\nlisten = %q\nstream_listen = \"\"\n[pipelines]\nlisten = %q\nrate = 1000\n",
 		be.URL, httpAddr, apiAddr)), 0o644)
-	exe, _ := os.Executable()
-	node := exec.Command(exe, "-config", cfg)
-	node.Env = append(os.Environ(), envChild+"=1")
-	stdin, _ := node.StdinPipe()
-	if err := node.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { stdin.Close(); node.Process.Kill(); node.Wait() }()
+	node := startChildWith(b, []string{"-config", cfg}, testproc.Options{Env: append(os.Environ(), envChild+"=1"), Stdin: true}).Cmd
+	defer node.Process.Kill() // and the end of the benchmark waits for it
 	time.Sleep(2 * time.Second)
 
 	jobs := benchPipelines * benchJobsEach
@@ -206,13 +199,4 @@ func benchLoad(b *testing.B, be *redistest.Backend, mode string, dur time.Durati
 		b.ReportMetric(float64(pct(takes, 0.99).Milliseconds()), "take-p99-ms")
 	}
 	b.Logf("%s: %d jobs running, %d control messages measured, %d takes, over %s", mode, len(running), len(control), len(takes), elapsed.Round(time.Millisecond))
-}
-
-func benchAddr(b *testing.B) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,16 +22,8 @@ func TestPagesTextAndRecentInBrowser(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
 	ctx := browser(t)
 	b := redistest.Mini(t)
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	cfg := filepath.Join(dir, "node.toml")
-	text := fmt.Sprintf("[redis]\nurl = %q\n[http]\nlisten = %q\nstream_listen = \"127.0.0.1:0\"\n", b.URL, addr)
-	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s := start(t, "-config", cfg)
-	s.expect("ArchiveBot console")
-	base := "http://" + addr
+	n := startConsoleNode(t, b, "127.0.0.1:0")
+	s, dir, base := n.session, n.dir, n.base
 	bg := context.Background()
 	pipe := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "recentpipe"})
 	if err := pipe.Report(bg, "Running"); err != nil {

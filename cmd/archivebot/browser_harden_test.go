@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -36,30 +34,15 @@ type dashNode struct {
 func startDashNode(t *testing.T) *dashNode {
 	t.Helper()
 	t.Setenv("REDIS_URL", "")
-	b := redistest.RealRedis(t)
-	if b == nil {
-		b = redistest.Mini(t)
-	}
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	cfg := filepath.Join(dir, "node.toml")
-	text := fmt.Sprintf("[redis]\nurl = %q\n[http]\nlisten = %q\nstream_listen = \"127.0.0.1:0\"\n", b.URL, addr)
-	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s := start(t, "-config", cfg)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("node stderr:\n%s", s.err.String())
-		}
-	})
-	s.expect("ArchiveBot console")
+	b := redistest.RealOrMini(t)
+	n := startConsoleNode(t, b, "127.0.0.1:0")
+	s := n.session
 	bg := context.Background()
 	pipe := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "hardpipe"})
 	if err := pipe.Report(bg, "Running"); err != nil {
 		t.Fatal(err)
 	}
-	d := &dashNode{base: "http://" + addr, dir: dir, rdb: b.Client, pipe: pipe}
+	d := &dashNode{base: n.base, dir: n.dir, rdb: b.Client, pipe: pipe}
 	d.queue = func(url string) *pipelinesim.Job {
 		t.Helper()
 		s.send("!a " + url)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -32,19 +31,9 @@ func TestDashboardPerf(t *testing.T) {
 	}
 	t.Setenv("REDIS_URL", "")
 	ctx := browser(t)
-	b := redistest.RealRedis(t)
-	if b == nil {
-		b = redistest.Mini(t)
-	}
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	cfg := filepath.Join(dir, "node.toml")
-	text := fmt.Sprintf("[redis]\nurl = %q\n[http]\nlisten = %q\nstream_listen = \"\"\n", b.URL, addr)
-	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s := start(t, "-config", cfg)
-	s.expect("ArchiveBot console")
+	b := redistest.RealOrMini(t)
+	node := startConsoleNode(t, b, "")
+	s, dir, base := node.session, node.dir, node.base
 	bg := context.Background()
 	st := store.NewStore(b.Client)
 	pipe := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "perfpipe"})
@@ -63,7 +52,7 @@ func TestDashboardPerf(t *testing.T) {
 		}
 		running = append(running, j)
 	}
-	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+addr+"/")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/")); err != nil {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the stream", `document.getElementById("status").textContent.startsWith("live")`)

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -24,16 +23,7 @@ import (
 // except in CI (CI set), where they fail: .ci/run installs it.
 func chromiumPath(t *testing.T) string {
 	t.Helper()
-	for _, p := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium is not installed (CI is set: .ci/run installs it with apt-get install chromium)")
-	}
-	t.Skip("chromium is not installed; apt-get install chromium to run the browser tests")
-	return ""
+	return testproc.Bin(t, "chromium", "chromium-browser", "google-chrome")
 }
 
 // browser opens a headless chromium tab.
@@ -90,14 +80,44 @@ func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
 	return v
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string { return testproc.FreeAddr(t) }
+
+// consoleNode is the node run in this process with its console on a pipe
+// (session), on a Redis of the test's, serving the web API at base.
+type consoleNode struct {
+	*session
+	t              *testing.T
+	cfg, dir, base string
+}
+
+// startConsoleNode writes the configuration (the web API on a free
+// address, the upstream stream on stream, "" for none) and starts the
+// node; it returns once the console is up, and logs the node's stderr when
+// the test fails.
+func startConsoleNode(t *testing.T, b *redistest.Backend, stream string) *consoleNode {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	n := &consoleNode{t: t, dir: t.TempDir(), base: "http://" + freeAddr(t)}
+	n.cfg = filepath.Join(n.dir, "node.toml")
+	text := fmt.Sprintf("[redis]\nurl = %q\n[http]\nlisten = %q\nstream_listen = %q\n", b.URL, strings.TrimPrefix(n.base, "http://"), stream)
+	if err := os.WriteFile(n.cfg, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("node stderr:\n%s", n.err.String())
+		}
+	})
+	n.restart()
+	return n
+}
+
+// restart starts the node again (after session.stop) and returns its new
+// session once the console is up.
+func (n *consoleNode) restart() *session {
+	n.t.Helper()
+	n.session = start(n.t, "-config", n.cfg)
+	n.expect("ArchiveBot console")
+	return n.session
 }
 
 // TestDashboardInBrowser drives the dashboard in headless chromium against
@@ -111,25 +131,9 @@ func freeAddr(t *testing.T) string {
 func TestDashboardInBrowser(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
 	ctx := browser(t)
-	b := redistest.RealRedis(t)
-	if b == nil {
-		b = redistest.Mini(t)
-	}
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	cfg := filepath.Join(dir, "node.toml")
-	text := fmt.Sprintf("[redis]\nurl = %q\n[http]\nlisten = %q\nstream_listen = \"127.0.0.1:0\"\n", b.URL, addr)
-	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s := start(t, "-config", cfg)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("node stderr:\n%s", s.err.String())
-		}
-	})
-	s.expect("ArchiveBot console")
-	base := "http://" + addr
+	b := redistest.RealOrMini(t)
+	n := startConsoleNode(t, b, "127.0.0.1:0")
+	s, dir, base := n.session, n.dir, n.base
 
 	bg := context.Background()
 	st := store.NewStore(b.Client)
@@ -327,8 +331,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("node exit code %d", code)
 	}
 	waitJS(t, ctx, "the page sees the node go", `document.getElementById("status").textContent.startsWith("disconnected")`)
-	s = start(t, "-config", cfg)
-	s.expect("ArchiveBot console")
+	s = n.restart()
 	waitJS(t, ctx, "the page reconnects", `document.getElementById("status").textContent.startsWith("live")`)
 	run.LogDownload(bg, "http://running.example/after-restart", 200)
 	waitJS(t, ctx, "a line after the restart", fmt.Sprintf(`[...document.querySelectorAll("#job-%s .log div")].some(d => d.textContent.includes("after-restart"))`, run.Ident))

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 // dockerfile is what the Dockerfile says about running the binary.
@@ -113,12 +115,6 @@ stream_listen = "127.0.0.1:0"
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &child{t: t, log: newLineLog(), exited: make(chan struct{})}
-	c.cmd = exec.Command(exe, args...)
 	env := []string{envChild + "=1", "PATH=" + os.Getenv("PATH"), "HOME=" + root}
 	for k, v := range d.env {
 		if k == "ARCHIVEBOT_REDIS_LISTEN" {
@@ -126,22 +122,8 @@ stream_listen = "127.0.0.1:0"
 		}
 		env = append(env, k+"="+mapPath(v))
 	}
-	c.cmd.Env = env
-	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		c.cmd.Wait()
-		c.state = c.cmd.ProcessState
-		close(c.exited)
-	}()
-	t.Cleanup(func() {
-		c.kill()
-		if t.Failed() {
-			t.Logf("log:\n%s", c.log.tail(100))
-		}
-	})
+	c := startChildWith(t, args, testproc.Options{Env: env})
+	exe := c.Cmd.Path
 	c.log.waitFor(t, 0, "Data directory: "+volume)
 	c.log.waitFor(t, 0, "pipelines connect with REDIS_URL=redis://:secret@127.0.0.1:")
 	// The HEALTHCHECK, run as the image runs it (its web address moved to

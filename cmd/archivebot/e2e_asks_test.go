@@ -23,10 +23,8 @@ func TestE2EQueueToolsMatrix(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client
-		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 		const ch = "#asks"
-		cfg := nodeConfig{ircURL: irc.URL(), channels: []string{ch}, redisURL: b.URL}.write(t)
-		op, voice, plain := rolesIn(t, irc, ch)
+		_, cfg, op, voice, plain := channelWithRoles(t, b, ch)
 		startChild(t, cfg)
 		plain.WaitBotIn(botNick, ch)
 		url, id := identOf(t, "https://example.com/asks/queued")

@@ -8,13 +8,11 @@ package main
 // effects and the dashboard stream must be the same.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -28,18 +26,12 @@ import (
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
-const debianPython = "/usr/bin/python3"
-
-// proc is this test binary re-executed as `archivebot ARGS...`, its stdout
-// lines on a channel.
-type proc struct {
-	cmd   *exec.Cmd
-	lines chan string
-	mu    sync.Mutex
-	out   bytes.Buffer
-}
+// proc is this test binary re-executed as `archivebot ARGS...`, or
+// another program, its stdout lines on a channel.
+type proc struct{ *testproc.Proc }
 
 func startProc(t testing.TB, name string, args ...string) *proc {
 	t.Helper()
@@ -52,65 +44,15 @@ func startProc(t testing.TB, name string, args ...string) *proc {
 
 func startExec(t testing.TB, name string, env []string, exe string, args ...string) *proc {
 	t.Helper()
-	p := &proc{lines: make(chan string, 10000)}
-	p.cmd = exec.Command(exe, args...)
-	p.cmd.Env = env
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd.Stderr = writerTo(func(b []byte) { p.mu.Lock(); p.out.Write(b); p.mu.Unlock() })
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.out.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		p.cmd.Wait()
-		if t.Failed() || os.Getenv("E2E_LOG") != "" {
-			p.mu.Lock()
-			out := p.out.String()
-			p.mu.Unlock()
-			if len(out) > 6000 {
-				out = "…" + out[len(out)-6000:]
-			}
-			t.Logf("%s output:\n%s", name, out)
-		}
-	})
-	return p
+	return &proc{testproc.Start(t, name, exe, args, testproc.Options{Env: env, Lines: 10000, Tail: 100,
+		LogAlways: os.Getenv("E2E_LOG") != ""})}
 }
-
-type writerTo func([]byte)
-
-func (f writerTo) Write(b []byte) (int, error) { f(b); return len(b), nil }
 
 // expect waits for the next stdout line starting with prefix and returns
 // its fields.
 func (p *proc) expect(t testing.TB, prefix string) []string {
 	t.Helper()
-	timeout := time.After(irctest.WaitFor + 30*time.Second)
-	for {
-		select {
-		case l, ok := <-p.lines:
-			if !ok {
-				t.Fatalf("exited before %q", prefix)
-			}
-			if l == prefix || strings.HasPrefix(l, prefix+" ") {
-				return strings.Fields(l)
-			}
-		case <-timeout:
-			t.Fatalf("no %q in time", prefix)
-		}
-	}
+	return p.Expect(t, prefix, irctest.WaitFor+30*time.Second)
 }
 
 // streamCounter counts the dashboard stream's frames (upstream's format,
@@ -238,13 +180,8 @@ func historyEvents(ctx context.Context, rdb *redis.Client, ident string) []strin
 }
 
 func TestE2EBridgeUpstreamPipeline(t *testing.T) {
-	if out, err := exec.Command(debianPython, "-c", "import redis").CombinedOutput(); err != nil {
-		t.Fatalf("%s with python3-redis is needed (apt-get install python3-redis): %v %s", debianPython, err, out)
-	}
-	b := redistest.RealRedis(t)
-	if b == nil {
-		b = redistest.Mini(t)
-	}
+	python := testproc.Python(t, "redis")
+	b := redistest.RealOrMini(t)
 	ctx := context.Background()
 	rdb := b.Client
 	irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
@@ -295,7 +232,7 @@ func TestE2EBridgeUpstreamPipeline(t *testing.T) {
 			t.Fatalf("!a: %q", a)
 		}
 		before := jobCounters(ctx, rdb)
-		d := startExec(t, mode+" pipeline", os.Environ(), debianPython, "../../pipelineapi/bridge/testdata/upstream_pipeline.py",
+		d := startExec(t, mode+" pipeline", os.Environ(), python, "../../pipelineapi/bridge/testdata/upstream_pipeline.py",
 			redisURL, mode, "e2e-"+tag, "2")
 		if f := d.expect(t, "TAKEN"); f[1] != r.idA {
 			t.Fatalf("%s took %v, want %s", mode, f, r.idA)
@@ -310,7 +247,7 @@ func TestE2EBridgeUpstreamPipeline(t *testing.T) {
 		d.expect(t, "LOGGED")
 		// The analyzer's counts (in the node for both kinds) before the
 		// abort, since an aborted record lives 5 s.
-		eventually(t, mode+" analyzer counts", func() bool {
+		testproc.Eventually(t, mode+" analyzer counts", func() bool {
 			v, _ := rdb.HMGet(ctx, r.idA, "r2xx", "r5xx").Result()
 			return v[0] == "101" && v[1] == "33"
 		})
@@ -340,7 +277,7 @@ func TestE2EBridgeUpstreamPipeline(t *testing.T) {
 			t.Errorf("%s: done with aborted=%s", mode, f[2])
 		}
 		op.Expect(mode+" finish line", fromBot(ch, textIs(finishLine("vera", r.urlB, false))))
-		eventually(t, mode+" analyzer counts of the second job", func() bool {
+		testproc.Eventually(t, mode+" analyzer counts of the second job", func() bool {
 			v, _ := rdb.HMGet(ctx, r.idB, "r2xx", "r5xx").Result()
 			return v[0] == "26" && v[1] == "8"
 		})
@@ -362,7 +299,7 @@ func TestE2EBridgeUpstreamPipeline(t *testing.T) {
 			t.Errorf("%s: Redis effects differ\ndirect: %+v\nbridge: %+v", c.what, c.direct, c.api)
 		}
 		for _, id := range c.ids {
-			eventually(t, fmt.Sprintf("%d entries of %s on the dashboard stream (%v)", c.entries, id, stream.all()), func() bool { return stream.get(id) >= c.entries })
+			testproc.Eventually(t, fmt.Sprintf("%d entries of %s on the dashboard stream (%v)", c.entries, id, stream.all()), func() bool { return stream.get(id) >= c.entries })
 			if n := stream.get(id); n != c.entries {
 				t.Errorf("%s: the stream sent %d entries of %s, want %d", c.what, n, id, c.entries)
 			}

@@ -10,7 +10,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 // TestE2EAcknowledgedJobsSurviveKill runs the node with the embedded Redis
@@ -121,38 +122,6 @@ func containsString(list []string, s string) bool {
 // the process and its stdin.
 func startConsoleChild(t testing.TB, cfg string) (*child, io.WriteCloser) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &child{t: t, log: newLineLog(), exited: make(chan struct{})}
-	c.cmd = exec.Command(exe, "-config", cfg)
-	env := []string{envChild + "=1", "GORACE=atexit_sleep_ms=0"}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "REDIS_URL=") && !strings.HasPrefix(kv, envChild+"=") && !strings.HasPrefix(kv, "GORACE=") {
-			env = append(env, kv)
-		}
-	}
-	c.cmd.Env = env
-	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
-	stdin, err := c.cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.start = time.Now()
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		c.cmd.Wait()
-		c.state = c.cmd.ProcessState
-		close(c.exited)
-	}()
-	t.Cleanup(func() {
-		c.kill()
-		if t.Failed() || os.Getenv("E2E_LOG") != "" {
-			t.Logf("child %d log (tail):\n%s", c.cmd.Process.Pid, c.log.tail(60))
-		}
-	})
-	return c, stdin
+	c := startChildWith(t, []string{"-config", cfg}, testproc.Options{Env: childEnv(), Stdin: true})
+	return c, c.Stdin
 }

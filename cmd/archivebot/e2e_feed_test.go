@@ -17,6 +17,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 // Issue 22: the node is killed (SIGKILL) after it sent a post to Mastodon
@@ -90,7 +91,7 @@ func TestE2EFeedKillMastodon(t *testing.T) {
 	}
 
 	c2 := startChild(t, cfg)
-	eventually(t, "the restarted node records the post", func() bool {
+	testproc.Eventually(t, "the restarted node records the post", func() bool {
 		n, _ := b.Client.ZCard(ctx, "tweets:done").Result()
 		return n == 1
 	})

@@ -25,6 +25,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 // haNodeConfig is a node of the HA tests: Redis through the sentinels,
@@ -71,6 +72,23 @@ listen = "127.0.0.1:0"
 stream_listen = "127.0.0.1:0"
 `, ircURL, botNick, channel, sentinels, redistest.SentinelMaster, leaseTTL, node)
 	return writeTemp(t, "archivebot.toml", body)
+}
+
+// haLeader starts node (haNodeConfig) and returns once it took the
+// leader lease.
+func haLeader(t testing.TB, irc *irctest.Ngircd, ch string, cl *redistest.Cluster, node, leaseTTL string) *child {
+	t.Helper()
+	c := startChild(t, haNodeConfig(t, irc.URL(), ch, cl, node, leaseTTL))
+	c.log.waitFor(t, 0, "took the leader lease")
+	return c
+}
+
+// haStandby starts node and returns once it stands by.
+func haStandby(t testing.TB, irc *irctest.Ngircd, ch string, cl *redistest.Cluster, node, leaseTTL string) *child {
+	t.Helper()
+	c := startChild(t, haNodeConfig(t, irc.URL(), ch, cl, node, leaseTTL))
+	c.log.waitFor(t, 0, "standby: another node leads")
+	return c
 }
 
 func writeTemp(t testing.TB, name, body string) string {
@@ -154,7 +172,7 @@ func TestE2EHighAvailability(t *testing.T) {
 	// Each subtest ends with its nodes stopped and the lease free.
 	leaseFree := func(t *testing.T) {
 		t.Helper()
-		eventually(t, "the leader lease to be free", func() bool {
+		testproc.Eventually(t, "the leader lease to be free", func() bool {
 			n, err := rdb.Exists(ctx, "archivebot:leader").Result()
 			return err == nil && n == 0
 		})
@@ -167,11 +185,9 @@ func TestE2EHighAvailability(t *testing.T) {
 	t.Run("kill-leader", func(t *testing.T) {
 		const ch = "#ha-kill"
 		op, voice, _ := rolesIn(t, irc, ch)
-		a := startChild(t, haNodeConfig(t, irc.URL(), ch, cl, "node-a", "2s"))
-		a.log.waitFor(t, 0, "took the leader lease")
+		a := haLeader(t, irc, ch, cl, "node-a", "2s")
 		op.WaitBotIn(botNick, ch)
-		b := startChild(t, haNodeConfig(t, irc.URL(), ch, cl, "node-b", "2s"))
-		b.log.waitFor(t, 0, "standby: another node leads")
+		b := haStandby(t, irc, ch, cl, "node-b", "2s")
 		if role, leader := readyRole(t, a); role != "leader" || leader != "node-a" {
 			t.Errorf("node-a /readyz: role %q, leader %q", role, leader)
 		}
@@ -191,7 +207,7 @@ func TestE2EHighAvailability(t *testing.T) {
 		rdb.LRem(ctx, "pending", 0, id)
 		rdb.HSet(ctx, id, "heartbeat", 1)
 		rdb.LPush(ctx, keyWorking, id)
-		eventually(t, "the death timer to climb", func() bool {
+		testproc.Eventually(t, "the death timer to climb", func() bool {
 			v, err := rdb.HGet(ctx, id, "death_timer").Int()
 			return err == nil && v >= 5
 		})
@@ -241,7 +257,7 @@ func TestE2EHighAvailability(t *testing.T) {
 				// The new leader's first reaper cycles step the timer on
 				// from where the old one left it.
 				var next int
-				eventually(t, "the new leader's reaper to step the death timer", func() bool {
+				testproc.Eventually(t, "the new leader's reaper to step the death timer", func() bool {
 					v, err := rdb.HGet(ctx, id, "death_timer").Int()
 					next = v
 					return err == nil && v != after
@@ -251,7 +267,7 @@ func TestE2EHighAvailability(t *testing.T) {
 				}
 				op.Expect("no heartbeat line", fromBot(ch, textHas("has had no heartbeat", id)))
 			}
-			eventually(t, "every notice of the round delivered", func() bool {
+			testproc.Eventually(t, "every notice of the round delivered", func() bool {
 				for _, nid := range ids {
 					if count(nid) == 0 {
 						return false
@@ -269,8 +285,7 @@ func TestE2EHighAvailability(t *testing.T) {
 			dups += roundDups
 			leader = standby
 			if r+1 < rounds {
-				standby = startChild(t, haNodeConfig(t, irc.URL(), ch, cl, fmt.Sprintf("node-%d", r+2), "2s"))
-				standby.log.waitFor(t, 0, "standby: another node leads")
+				standby = haStandby(t, irc, ch, cl, fmt.Sprintf("node-%d", r+2), "2s")
 			}
 		}
 		t.Logf("kill -9 of the leader (lease_ttl 2s), %d rounds: standby took the lease after %v; answered a command after %v (kill to reply)",
@@ -280,7 +295,7 @@ func TestE2EHighAvailability(t *testing.T) {
 		}
 		t.Logf("%d pending notices: all delivered, %d twice (killed between the write and the acknowledgement)", len(all), dups)
 		for _, key := range []string{keyNotices, keyProcessing} {
-			eventually(t, key+" to be empty", func() bool {
+			testproc.Eventually(t, key+" to be empty", func() bool {
 				n, err := rdb.LLen(ctx, key).Result()
 				return err == nil && n == 0
 			})
@@ -300,11 +315,9 @@ func TestE2EHighAvailability(t *testing.T) {
 	t.Run("freeze-leader", func(t *testing.T) {
 		const ch = "#ha-freeze"
 		op, voice, _ := rolesIn(t, irc, ch)
-		a := startChild(t, haNodeConfig(t, irc.URL(), ch, cl, "node-a", "6s"))
-		a.log.waitFor(t, 0, "took the leader lease")
+		a := haLeader(t, irc, ch, cl, "node-a", "6s")
 		op.WaitBotIn(botNick, ch)
-		b := startChild(t, haNodeConfig(t, irc.URL(), ch, cl, "node-b", "6s"))
-		b.log.waitFor(t, 0, "standby: another node leads")
+		b := haStandby(t, irc, ch, cl, "node-b", "6s")
 		// Work for the services of both, so that the old leader has
 		// writes to attempt when it wakes: a notice waiting, a dying job.
 		url, id := identOf(t, "https://example.com/e2e/ha/frozen")
@@ -316,7 +329,7 @@ func TestE2EHighAvailability(t *testing.T) {
 		rdb.LPush(ctx, keyWorking, id)
 
 		from := b.log.len()
-		a.cmd.Process.Signal(syscall.SIGSTOP)
+		a.Signal(syscall.SIGSTOP)
 		stopped := time.Now()
 		// A command only the frozen leader hears (the standby is not in
 		// the channel yet): when it wakes, it must not queue the job.
@@ -337,8 +350,8 @@ func TestE2EHighAvailability(t *testing.T) {
 
 		// Freeze the new leader: it renews every 2 s, so its lease has at
 		// least 4 s left, which outlives the check below.
-		b.cmd.Process.Signal(syscall.SIGSTOP)
-		defer b.cmd.Process.Signal(syscall.SIGCONT)
+		b.Signal(syscall.SIGSTOP)
+		defer b.Signal(syscall.SIGCONT)
 		pushNotice(t, rdb, notice("vera", ch, "https://example.com/e2e/ha/after-freeze"))
 		before, err := redistest.Dump(ctx, rdb)
 		if err != nil {
@@ -346,7 +359,7 @@ func TestE2EHighAvailability(t *testing.T) {
 		}
 		pos := op.Pos()
 		afrom := a.log.len()
-		a.cmd.Process.Signal(syscall.SIGCONT)
+		a.Signal(syscall.SIGCONT)
 		a.log.waitFor(t, afrom, "stepped down: standby")
 		a.log.waitFor(t, afrom, "standby: another node leads")
 		after, err := redistest.Dump(ctx, rdb)
@@ -368,7 +381,7 @@ func TestE2EHighAvailability(t *testing.T) {
 		if n, _ := rdb.Exists(ctx, lateID).Result(); n != 0 {
 			t.Errorf("the old leader queued %s, a command it heard while frozen", lateURL)
 		}
-		b.cmd.Process.Signal(syscall.SIGCONT)
+		b.Signal(syscall.SIGCONT)
 		// The old session's socket closed: the new leader takes the nick
 		// back and answers under it.
 		op.Expect("the new leader taking the nick back", func(m ircmsg.Message) bool {
@@ -412,8 +425,7 @@ func TestE2EHighAvailability(t *testing.T) {
 		const ch = "#ha-master"
 		// The operator queues: voiced users may have 5 jobs pending.
 		op, _, _ := rolesIn(t, irc, ch)
-		a := startChild(t, haNodeConfig(t, irc.URL(), ch, cl, "node-a", "10s"))
-		a.log.waitFor(t, 0, "took the leader lease")
+		a := haLeader(t, irc, ch, cl, "node-a", "10s")
 		op.WaitBotIn(botNick, ch)
 		oldMaster, err := cl.MasterAddr(ctx)
 		if err != nil {

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -23,7 +22,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -151,20 +152,6 @@ func (l *lineLog) tail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// eventually polls cond every 10 ms until it holds, failing the test
-// after irctest.WaitFor. It returns how long it took.
-func eventually(t testing.TB, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > irctest.WaitFor {
-			t.Fatalf("%s: not within %v", what, irctest.WaitFor)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
 }
 
 func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
@@ -303,25 +290,17 @@ func (n *node) stop() time.Duration {
 // envChild set, so that it can be killed.
 
 type child struct {
-	t      testing.TB
-	cmd    *exec.Cmd
-	log    *lineLog // stdout and stderr
-	exited chan struct{}
-	state  *os.ProcessState
-	start  time.Time
+	*testproc.Proc
+	log   *lineLog // stdout and stderr
+	start time.Time
 }
 
-func startChild(t testing.TB, cfg string) *child {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &child{t: t, log: newLineLog(), exited: make(chan struct{})}
-	c.cmd = exec.Command(exe, "-config", cfg)
-	// Under -race the child would sleep a second before exiting (to let
-	// race reports out), which would be measured as shutdown time; race
-	// reports still make it exit with code 66.
+// childEnv is this process's environment for a child node: envChild set,
+// REDIS_URL unset, and the race detector's exit delay off (under -race the
+// child would sleep a second before exiting, to let race reports out,
+// which would be measured as shutdown time; race reports still make it
+// exit with code 66).
+func childEnv() []string {
 	gorace := "atexit_sleep_ms=0"
 	env := []string{envChild + "=1"}
 	for _, kv := range os.Environ() {
@@ -332,59 +311,39 @@ func startChild(t testing.TB, cfg string) *child {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, "GORACE="+gorace)
-	c.cmd.Env = env
-	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
-	c.start = time.Now()
-	if err := c.cmd.Start(); err != nil {
+	return append(env, "GORACE="+gorace)
+}
+
+// startChild runs the node with the configuration file cfg as a child.
+func startChild(t testing.TB, cfg string) *child {
+	t.Helper()
+	return startChildWith(t, []string{"-config", cfg}, testproc.Options{Env: childEnv()})
+}
+
+// startChildWith runs this test binary as the node with args and o (its
+// output also goes to the child's lineLog; E2E_LOG logs it when the test
+// passed too).
+func startChildWith(t testing.TB, args []string, o testproc.Options) *child {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		c.cmd.Wait()
-		c.state = c.cmd.ProcessState
-		close(c.exited)
-	}()
-	t.Cleanup(func() {
-		c.kill()
-		if t.Failed() || os.Getenv("E2E_LOG") != "" {
-			t.Logf("child %d log (tail):\n%s", c.cmd.Process.Pid, c.log.tail(200))
-		}
-	})
+	c := &child{log: newLineLog(), start: time.Now()}
+	o.Output, o.Tail, o.LogAlways = c.log, 200, os.Getenv("E2E_LOG") != ""
+	c.Proc = testproc.Start(t, "child node", exe, args, o)
 	return c
 }
 
-func (c *child) running() bool {
-	select {
-	case <-c.exited:
-		return false
-	default:
-		return true
-	}
-}
+func (c *child) running() bool { return c.Running() }
 
 // kill sends SIGKILL and waits for the process to be gone.
-func (c *child) kill() {
-	if !c.running() {
-		return
-	}
-	c.cmd.Process.Signal(syscall.SIGKILL)
-	<-c.exited
-}
+func (c *child) kill() { c.Kill() }
 
 // term sends SIGTERM and returns the exit code and how long the process
 // took to exit; -1 when it did not exit within irctest.WaitFor (then it
 // is killed).
-func (c *child) term() (int, time.Duration) {
-	start := time.Now()
-	c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.exited:
-		return c.state.ExitCode(), time.Since(start)
-	case <-time.After(irctest.WaitFor):
-		c.kill()
-		return -1, time.Since(start)
-	}
-}
+func (c *child) term() (int, time.Duration) { return c.Term(irctest.WaitFor) }
 
 // ---------------------------------------------------------------------
 // IRC.
@@ -404,6 +363,16 @@ func rolesIn(t testing.TB, irc *irctest.Ngircd, channel string) (op, voice, plai
 		return m.Command == "MODE" && len(m.Params) == 3 && m.Params[1] == "+v" && m.Params[2] == "vera"
 	})
 	return op, voice, plain
+}
+
+// channelWithRoles starts ngircd with an op, a voiced and a plain user in
+// ch (rolesIn), and writes the configuration of a node in ch on b.
+func channelWithRoles(t testing.TB, b *redistest.Backend, ch string) (irc *irctest.Ngircd, cfg string, op, voice, plain *irctest.User) {
+	t.Helper()
+	irc = irctest.StartNgircd(t, irctest.NgircdOptions{})
+	cfg = nodeConfig{ircURL: irc.URL(), channels: []string{ch}, redisURL: b.URL}.write(t)
+	op, voice, plain = rolesIn(t, irc, ch)
+	return irc, cfg, op, voice, plain
 }
 
 // ask sends text in channel and returns the bot's answers, joined.
@@ -647,7 +616,7 @@ func reaperCycles(t testing.TB, rdb *redis.Client, n int) {
 		rdb.LRem(ctx, keyWorking, 0, probe)
 		rdb.Del(ctx, probe)
 	}()
-	eventually(t, fmt.Sprintf("%d reaper cycles", n), func() bool {
+	testproc.Eventually(t, fmt.Sprintf("%d reaper cycles", n), func() bool {
 		v, err := rdb.HGet(ctx, probe, "death_timer").Int()
 		return err == nil && v >= n
 	})

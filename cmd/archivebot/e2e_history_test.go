@@ -12,6 +12,7 @@ import (
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -23,10 +24,8 @@ func TestE2EHistory(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client
-		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 		const ch = "#history"
-		cfg := nodeConfig{ircURL: irc.URL(), channels: []string{ch}, redisURL: b.URL}.write(t)
-		op, voice, plain := rolesIn(t, irc, ch)
+		_, cfg, op, voice, plain := channelWithRoles(t, b, ch)
 		startChild(t, cfg)
 		plain.WaitBotIn(botNick, ch)
 		url, id := identOf(t, "https://example.com/history")
@@ -86,7 +85,7 @@ func TestE2EHistory(t *testing.T) {
 		pk := p.Key()
 		want := []string{"queued by vera", "settings by vera", "settings by opal", "useragent by opal",
 			"moved by opal", "moved by opal", "started by " + pk, "aborted by vera", "aborted by " + pk}
-		eventually(t, "the finish recorded in the history", func() bool { return len(history()) == len(want) })
+		testproc.Eventually(t, "the finish recorded in the history", func() bool { return len(history()) == len(want) })
 		if got := history(); strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("history %q, want %q", got, want)
 		}

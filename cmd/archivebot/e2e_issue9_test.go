@@ -10,6 +10,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 // TestE2EForeignChannel (issue 9, finding 1): a finish notice a pipeline
@@ -37,7 +38,7 @@ func TestE2EForeignChannel(t *testing.T) {
 		want := fmt.Sprintf("[for #victim] mallory: Your job for https://example.com/e2e/planted has finished. (%s)", planted)
 		op.Expect("the report in "+ch, fromBot(ch, textIs(want)))
 		for _, key := range []string{keyNotices, keyProcessing} {
-			eventually(t, key+" to be empty", func() bool {
+			testproc.Eventually(t, key+" to be empty", func() bool {
 				n, err := rdb.LLen(ctx, key).Result()
 				return err == nil && n == 0
 			})

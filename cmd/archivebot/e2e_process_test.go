@@ -20,6 +20,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 // TestE2EFinishNoticesSurviveKill pushes finish notifications, as pipelines
@@ -89,7 +90,7 @@ func TestE2EFinishNoticesSurviveKill(t *testing.T) {
 			// One of these notices, not the last one delivered before
 			// ngircd stopped (its acknowledgement may still be on its
 			// way: a kill now would repeat it).
-			eventually(t, "a notice taken while IRC is down", func() bool {
+			testproc.Eventually(t, "a notice taken while IRC is down", func() bool {
 				docs, _ := rdb.LRange(ctx, keyProcessing, 0, -1).Result()
 				for _, d := range docs {
 					if strings.Contains(d, "/e2e/"+tag+"/") {
@@ -181,7 +182,7 @@ func TestE2EFinishNoticesSurviveKill(t *testing.T) {
 			}
 			bot.kill()
 			bot = startChild(t, cfg)
-			eventually(t, "every notice of the batch delivered", func() bool {
+			testproc.Eventually(t, "every notice of the batch delivered", func() bool {
 				for _, id := range ids {
 					if count(id) == 0 {
 						return false
@@ -229,7 +230,7 @@ func TestE2EFinishNoticesSurviveKill(t *testing.T) {
 		t.Logf("SIGKILL the moment a line is seen: %d kills, %d notices, %d delivered twice (line written, killed before the acknowledgement), none lost",
 			rounds, rounds*perRound, dups)
 		for _, key := range []string{keyNotices, keyProcessing} {
-			eventually(t, key+" to be empty", func() bool {
+			testproc.Eventually(t, key+" to be empty", func() bool {
 				n, err := rdb.LLen(ctx, key).Result()
 				return err == nil && n == 0
 			})

@@ -16,6 +16,7 @@ import (
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -33,10 +34,8 @@ func TestE2EStartNotices(t *testing.T) {
 		ctx := context.Background()
 		rdb := b.Client
 		st := store.NewStore(rdb)
-		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 		const ch = "#starts"
-		cfg := nodeConfig{ircURL: irc.URL(), channels: []string{ch}, redisURL: b.URL}.write(t)
-		_, voice, plain := rolesIn(t, irc, ch)
+		irc, cfg, _, voice, plain := channelWithRoles(t, b, ch)
 		bot := startChild(t, cfg)
 		plain.WaitBotIn(botNick, ch)
 
@@ -81,7 +80,7 @@ func TestE2EStartNotices(t *testing.T) {
 		expectEach(plain, "start lines", preds...)
 		// Every start was observed, nothing is left to deliver; a reply to
 		// a later command is the barrier for lines still in flight.
-		eventually(t, "all seven starts observed", func() bool {
+		testproc.Eventually(t, "all seven starts observed", func() bool {
 			n, _ := rdb.SCard(ctx, store.KeyStarted).Result()
 			return n == 7
 		})
@@ -122,7 +121,7 @@ func TestE2EStartNotices(t *testing.T) {
 		if _, err := p.Take(ctx); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the start observed and its notice queued, not announced", func() bool {
+		testproc.Eventually(t, "the start observed and its notice queued, not announced", func() bool {
 			seen, _ := rdb.SIsMember(ctx, store.KeyStarted, killedID).Result()
 			q, _ := rdb.LLen(ctx, store.KeyStartNotifications).Result()
 			pr, _ := rdb.LLen(ctx, store.KeyStartProcessing).Result()

@@ -20,6 +20,7 @@ import (
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -32,11 +33,10 @@ func TestE2EJobLifecycle(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client
-		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 		const ch = "#ab"
-		op, voice, plain := rolesIn(t, irc, ch)
+		_, cfg, op, voice, plain := channelWithRoles(t, b, ch)
 		started := time.Now()
-		startNode(t, nodeConfig{ircURL: irc.URL(), channels: []string{ch}, redisURL: b.URL}.write(t))
+		startNode(t, cfg)
 		op.WaitBotIn(botNick, ch)
 		t.Logf("node up and in the channel after %s", ms(time.Since(started)))
 
@@ -89,7 +89,7 @@ func TestE2EJobLifecycle(t *testing.T) {
 		}
 		job.LogIgnore(ctx, url1+"wp-login.php", "/wp-login\\.php", "global")
 		job.Log(ctx, "not json {")
-		took := eventually(t, "analyzer counts", func() bool {
+		took := testproc.Eventually(t, "analyzer counts", func() bool {
 			v, _ := rdb.HMGet(ctx, id1, "r2xx", "r3xx", "r4xx", "r5xx", "error_count", "last_analyzed_log_entry").Result()
 			want := []string{"3", "1", "1", "1", "1", "8"}
 			for i := range want {
@@ -168,7 +168,7 @@ func TestE2EJobLifecycle(t *testing.T) {
 		// The sentinel's notice is acknowledged just after its line was
 		// written: the lists drain right after the line is seen.
 		for _, key := range []string{keyNotices, keyProcessing, keyWorking} {
-			eventually(t, key+" to be empty", func() bool {
+			testproc.Eventually(t, key+" to be empty", func() bool {
 				n, err := rdb.LLen(ctx, key).Result()
 				return err == nil && n == 0
 			})
@@ -253,10 +253,9 @@ func TestE2EDeadJob(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client
-		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 		const ch = "#dead"
-		op, voice, _ := rolesIn(t, irc, ch)
-		startNode(t, nodeConfig{ircURL: irc.URL(), channels: []string{ch}, redisURL: b.URL}.write(t))
+		_, cfg, op, voice, _ := channelWithRoles(t, b, ch)
+		startNode(t, cfg)
 		op.WaitBotIn(botNick, ch)
 
 		url, id := identOf(t, "https://example.com/e2e/dead")
@@ -272,7 +271,7 @@ func TestE2EDeadJob(t *testing.T) {
 
 		// The death timer climbs, one step per reaper cycle.
 		var seen []int
-		eventually(t, "death timer to climb to the threshold", func() bool {
+		testproc.Eventually(t, "death timer to climb to the threshold", func() bool {
 			v, err := rdb.HGet(ctx, id, "death_timer").Int()
 			if err == nil && (len(seen) == 0 || v != seen[len(seen)-1]) {
 				seen = append(seen, v)
@@ -293,7 +292,7 @@ func TestE2EDeadJob(t *testing.T) {
 		if !strings.HasPrefix(m.Params[1], "vera: ") || !strings.Contains(m.Params[1], "failed") || !strings.Contains(m.Params[1], `"e2e-crash"`) {
 			t.Errorf("no heartbeat line %q: want it addressed to vera, naming the pipeline and saying the job failed", m.Params[1])
 		}
-		eventually(t, "job out of working", func() bool {
+		testproc.Eventually(t, "job out of working", func() bool {
 			ids, _ := rdb.LRange(ctx, keyWorking, 0, -1).Result()
 			return len(ids) == 0
 		})
@@ -334,11 +333,10 @@ func TestE2EPlantedText(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client
-		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 		const ch = "#planted"
 		const smuggle = "\r\nPRIVMSG " + ch + " :x\x00"
-		watcher, voice, plain := rolesIn(t, irc, ch)
-		startNode(t, nodeConfig{ircURL: irc.URL(), channels: []string{ch}, redisURL: b.URL}.write(t))
+		_, cfg, watcher, voice, plain := channelWithRoles(t, b, ch)
+		startNode(t, cfg)
 		watcher.WaitBotIn(botNick, ch)
 
 		evil := runSim(t, rdb, pipelinesim.Config{Nickname: "evil" + smuggle}, fastRun(100000, 50*time.Millisecond, 0))
@@ -367,7 +365,7 @@ func TestE2EPlantedText(t *testing.T) {
 		// The pipeline crashes: its nickname is in the death and silent
 		// lines. The reaper (as upstream's) skips jobs that never sent a
 		// heartbeat, so crash only after the first one.
-		eventually(t, "first heartbeat", func() bool {
+		testproc.Eventually(t, "first heartbeat", func() bool {
 			n, _ := rdb.HGet(ctx, id, "heartbeat").Int()
 			return n > 0
 		})
@@ -394,7 +392,7 @@ func TestE2EPlantedText(t *testing.T) {
 		}
 		watcher.Expect("sentinel line", fromBot(ch, textIs(finishLine("vera", sentinel, false))))
 		for _, key := range []string{keyNotices, keyProcessing} {
-			eventually(t, key+" to be empty (no planted notice stuck)", func() bool {
+			testproc.Eventually(t, key+" to be empty (no planted notice stuck)", func() bool {
 				n, err := rdb.LLen(ctx, key).Result()
 				return err == nil && n == 0
 			})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -46,7 +47,7 @@ listen = ""
 			}
 		}()
 		// Wait until the node listens on `updates`.
-		eventually(t, "the node subscribes to updates", func() bool {
+		testproc.Eventually(t, "the node subscribes to updates", func() bool {
 			n, err := b.Client.PubSubNumSub(ctx, "updates").Result()
 			return err == nil && n["updates"] > 0
 		})

@@ -23,6 +23,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 // logEntryScript is what a pipeline runs per log entry (its log script).
@@ -108,30 +109,22 @@ func TestStreamLoad(t *testing.T) {
 	addr := freeAddr(t)
 	cfg := filepath.Join(dir, "node.toml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf("[redis]\nurl = %q\n[http]\nlisten = %q\nstream_listen = \"\"\n", b.URL, addr)), 0o644)
-	exe, _ := os.Executable()
 	args := []string{"-config", cfg}
 	if p := os.Getenv("ARCHIVEBOT_STREAM_LOAD_PROFILE"); p != "" {
 		args = append(args, "-cpuprofile", p)
 	}
-	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), envChild+"=1")
-	stdin, _ := cmd.StdinPipe() // kept open: the console runs until EOF
-	var logBuf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stdin.Close(); cmd.Wait() }()
-	for i := 0; ; i++ {
-		if r, err := http.Get("http://" + addr + "/healthz"); err == nil {
+	// The console runs until its stdin (kept open) ends: closing it stops
+	// the node cleanly, writing the profile.
+	node := startChildWith(t, args, testproc.Options{Env: append(os.Environ(), envChild+"=1"), Stdin: true})
+	defer func() { node.Stdin.Close(); <-node.Exited() }()
+	cmd := node.Cmd
+	waitUp(t, "the node", func() bool {
+		r, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
 			r.Body.Close()
-			break
 		}
-		if i > 200 {
-			t.Fatalf("node did not come up:\n%s", logBuf.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil
+	})
 	ctx := context.Background()
 	st := store.NewStore(b.Client)
 	idents := make([]string, jobs)
@@ -162,25 +155,16 @@ func TestStreamLoad(t *testing.T) {
 	if wspy != "" {
 		pyAddr = freeAddr(t)
 		_, port, _ := strings.Cut(pyAddr, ":")
-		py = exec.Command("/usr/bin/python3", "testdata/wspy_shim.py", wspy, port)
-		py.Env = append(os.Environ(), "PYTHONUNBUFFERED=1")
-		pyIn, _ = py.StdinPipe()
-		var pyLog bytes.Buffer
-		py.Stdout, py.Stderr = &pyLog, &pyLog
-		if err := py.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { pyIn.Close(); py.Process.Kill(); py.Wait() }()
-		for i := 0; ; i++ {
-			if c, err := net.Dial("tcp", pyAddr); err == nil {
+		p := testproc.Start(t, "websocket.py", testproc.Python(t, "websockets"), []string{"testdata/wspy_shim.py", wspy, port},
+			testproc.Options{Env: append(os.Environ(), "PYTHONUNBUFFERED=1"), Stdin: true})
+		py, pyIn = p.Cmd, p.Stdin
+		waitUp(t, "websocket.py", func() bool {
+			c, err := net.Dial("tcp", pyAddr)
+			if err == nil {
 				c.Close()
-				break
 			}
-			if i > 200 {
-				t.Fatalf("websocket.py did not come up:\n%s", pyLog.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return err == nil
+		})
 	}
 	script := redis.NewScript(logEntryScript)
 	script.Load(ctx, b.Client)
@@ -348,4 +332,10 @@ func dialLoad(t *testing.T, url string) *loadClient {
 		}
 	}()
 	return c
+}
+
+// waitUp waits up to 10 s for a started program to answer.
+func waitUp(t testing.TB, what string, up func() bool) {
+	t.Helper()
+	testproc.EventuallyWithin(t, 10*time.Second, what+" to come up", up)
 }

@@ -97,6 +97,16 @@ func RealRedis(t testing.TB) *Backend {
 	return &Backend{Name: "redis", Client: c, URL: url}
 }
 
+// RealOrMini is RealRedis when it is configured, else Mini: for tests
+// too slow to run on both.
+func RealOrMini(t testing.TB) *Backend {
+	t.Helper()
+	if b := RealRedis(t); b != nil {
+		return b
+	}
+	return Mini(t)
+}
+
 // Each runs fn as a subtest on miniredis and, when configured, on the real
 // server.
 func Each(t *testing.T, fn func(t *testing.T, b *Backend)) {

@@ -101,15 +101,23 @@ func TestHandshakeAndTake(t *testing.T) {
 	}
 }
 
+// holding starts a bridge on node with a client that took ident from
+// pending (queued on node first).
+func holding(ctx context.Context, t *testing.T, node *fakeNode, ident string) (*Bridge, *redis.Client) {
+	t.Helper()
+	node.queue("pending", ident, nil)
+	b, addr := startBridge(t, node)
+	c := dial(t, addr)
+	if id := takeCycle(ctx, t, c, "pending"); id != ident {
+		t.Fatalf("take = %q", id)
+	}
+	return b, c
+}
+
 func TestLogShipperBatch(t *testing.T) {
 	ctx := context.Background()
 	node := newFakeNode()
-	node.queue("pending", "j1", nil)
-	_, addr := startBridge(t, node)
-	c := dial(t, addr)
-	if id := takeCycle(ctx, t, c, "pending"); id != "j1" {
-		t.Fatalf("take = %q", id)
-	}
+	_, c := holding(ctx, t, node, "j1")
 	// upstream's ship_logs: SCRIPT EXISTS on its own, then one pipelined
 	// batch of log script calls and counter increments.
 	ex, err := c.ScriptExists(ctx, SHALog).Result()
@@ -165,12 +173,7 @@ func TestLogShipperBatch(t *testing.T) {
 func TestSettingsThroughSubscription(t *testing.T) {
 	ctx := context.Background()
 	node := newFakeNode()
-	node.queue("pending", "j2", nil)
-	_, addr := startBridge(t, node)
-	c := dial(t, addr)
-	if id := takeCycle(ctx, t, c, "pending"); id != "j2" {
-		t.Fatalf("take = %q", id)
-	}
+	_, c := holding(ctx, t, node, "j2")
 	ps := c.Subscribe(ctx, "archivebot:job:j2")
 	defer ps.Close()
 	if _, err := ps.Receive(ctx); err != nil {
@@ -221,12 +224,7 @@ func TestSettingsThroughSubscription(t *testing.T) {
 func TestRefused(t *testing.T) {
 	ctx := context.Background()
 	node := newFakeNode()
-	node.queue("pending", "j3", nil)
-	b, addr := startBridge(t, node)
-	c := dial(t, addr)
-	if id := takeCycle(ctx, t, c, "pending"); id != "j3" {
-		t.Fatalf("take = %q", id)
-	}
+	b, c := holding(ctx, t, node, "j3")
 	before := node.callList()
 	for _, tc := range []struct {
 		args []any
@@ -280,13 +278,8 @@ func TestRefused(t *testing.T) {
 func TestNotHeld(t *testing.T) {
 	ctx := context.Background()
 	node := newFakeNode()
-	node.queue("pending", "mine", nil)
 	node.queue("another-pipelines-queue", "theirs", nil)
-	_, addr := startBridge(t, node)
-	c := dial(t, addr)
-	if id := takeCycle(ctx, t, c, "pending"); id != "mine" {
-		t.Fatalf("take = %q", id)
-	}
+	_, c := holding(ctx, t, node, "mine")
 	for _, args := range [][]any{
 		{"HINCRBY", "theirs", "heartbeat", 1},
 		{"EVALSHA", SHALog, 1, "theirs", `{"type":"stdout"}`, "updates", "theirs_log"},

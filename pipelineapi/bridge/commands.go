@@ -198,10 +198,7 @@ func (b *Bridge) flush(c redcon.Conn, cs *connState) {
 				part.Log, u.Log = u.Log, nil
 			}
 			u.Incr = nil
-			err := b.call("update", func(ctx context.Context) error {
-				_, err := b.node.Update(ctx, ident, part)
-				return err
-			})
+			err := b.call("update", b.update(ident, part))
 			if err != nil {
 				b.releaseIfNotHeld(ident, err)
 				failed[ident] = nodeReply(err)
@@ -340,14 +337,8 @@ func (b *Bridge) dispatch(c redcon.Conn, cs *connState, name string, args []stri
 			wrongArgs(c, name)
 			return
 		}
-		js, reply := b.held(args[0])
-		if reply != "" {
-			c.WriteError(reply)
-			return
-		}
-		rec, reply := b.record(js)
-		if reply != "" {
-			c.WriteError(reply)
+		rec := b.heldRecord(c, args[0])
+		if rec == nil {
 			return
 		}
 		f := map[string]string{}
@@ -368,14 +359,8 @@ func (b *Bridge) dispatch(c redcon.Conn, cs *connState, name string, args []stri
 			wrongArgs(c, name)
 			return
 		}
-		js, reply := b.held(args[0])
-		if reply != "" {
-			c.WriteError(reply)
-			return
-		}
-		rec, reply := b.record(js)
-		if reply != "" {
-			c.WriteError(reply)
+		rec := b.heldRecord(c, args[0])
+		if rec == nil {
 			return
 		}
 		if name == "hmget" {
@@ -479,9 +464,8 @@ func (b *Bridge) hset(c redcon.Conn, name string, args []string) {
 		reply()
 		return
 	}
-	js, r := b.held(key)
-	if r != "" {
-		c.WriteError(r)
+	js := b.heldJob(c, key)
+	if js == nil {
 		return
 	}
 	set := map[string]string{}
@@ -491,13 +475,7 @@ func (b *Bridge) hset(c redcon.Conn, name string, args []string) {
 		}
 	}
 	if len(set) > 0 {
-		err := b.call("update", func(ctx context.Context) error {
-			_, err := b.node.Update(ctx, js.ident, wire.UpdateRequest{Set: set})
-			return err
-		})
-		if err != nil {
-			b.releaseIfNotHeld(js.ident, err)
-			c.WriteError(nodeReply(err))
+		if !b.nodeCall(c, "update", js.ident, b.update(js.ident, wire.UpdateRequest{Set: set})) {
 			return
 		}
 	}
@@ -627,14 +605,8 @@ func (b *Bridge) smembers(c redcon.Conn, key string) {
 		c.WriteError(errNotHeld(key))
 		return
 	}
-	js, reply := b.held(ident)
-	if reply != "" {
-		c.WriteError(reply)
-		return
-	}
-	rec, reply := b.record(js)
-	if reply != "" {
-		c.WriteError(reply)
+	rec := b.heldRecord(c, ident)
+	if rec == nil {
 		return
 	}
 	if k := rec.Fields["ignore_patterns_set_key"]; k != "" && k != key {
@@ -659,9 +631,8 @@ func (b *Bridge) hincrby(c redcon.Conn, args []string) {
 		return
 	}
 	field := args[1]
-	js, reply := b.held(args[0])
-	if reply != "" {
-		c.WriteError(reply)
+	js := b.heldJob(c, args[0])
+	if js == nil {
 		return
 	}
 	var req wire.UpdateRequest
@@ -670,13 +641,7 @@ func (b *Bridge) hincrby(c redcon.Conn, args []string) {
 	} else {
 		req.Incr = map[string]int64{field: n}
 	}
-	err = b.call("update", func(ctx context.Context) error {
-		_, err := b.node.Update(ctx, js.ident, req)
-		return err
-	})
-	if err != nil {
-		b.releaseIfNotHeld(js.ident, err)
-		c.WriteError(nodeReply(err))
+	if !b.nodeCall(c, "update", js.ident, b.update(js.ident, req)) {
 		return
 	}
 	b.mu.Lock()
@@ -719,18 +684,11 @@ func (b *Bridge) eval(c redcon.Conn, name string, args []string) {
 		b.flush(c, cs)
 		return
 	case scriptMarkAborted:
-		js, reply := b.held(ident)
-		if reply != "" {
-			c.WriteError(reply)
-			return
-		}
-		err := b.call("abort", func(ctx context.Context) error {
+		js := b.heldJob(c, ident)
+		if js == nil || !b.nodeCall(c, "abort", js.ident, func(ctx context.Context) error {
 			_, err := b.node.Abort(ctx, js.ident)
 			return err
-		})
-		if err != nil {
-			b.releaseIfNotHeld(js.ident, err)
-			c.WriteError(nodeReply(err))
+		}) {
 			return
 		}
 		b.mu.Lock()
@@ -738,18 +696,11 @@ func (b *Bridge) eval(c redcon.Conn, name string, args []string) {
 		b.mu.Unlock()
 		c.WriteNull()
 	case scriptMarkDone:
-		js, reply := b.held(ident)
-		if reply != "" {
-			c.WriteError(reply)
-			return
-		}
-		err := b.call("done", func(ctx context.Context) error {
+		js := b.heldJob(c, ident)
+		if js == nil || !b.nodeCall(c, "done", js.ident, func(ctx context.Context) error {
 			_, err := b.node.Done(ctx, js.ident)
 			return err
-		})
-		if err != nil {
-			b.releaseIfNotHeld(js.ident, err)
-			c.WriteError(nodeReply(err))
+		}) {
 			return
 		}
 		b.mu.Lock()
@@ -789,4 +740,51 @@ func (b *Bridge) script(c redcon.Conn, args []string) {
 	default:
 		b.refuse(c, "script "+strings.ToLower(args[0]), "only SCRIPT EXISTS and SCRIPT LOAD")
 	}
+}
+
+// heldJob returns the job when this pipeline holds it; otherwise it writes
+// why not as the Redis error and returns nil.
+func (b *Bridge) heldJob(c redcon.Conn, ident string) *jobState {
+	js, reply := b.held(ident)
+	if reply != "" {
+		c.WriteError(reply)
+		return nil
+	}
+	return js
+}
+
+// heldRecord is heldJob's record (cached for a moment); nil when it wrote
+// an error.
+func (b *Bridge) heldRecord(c redcon.Conn, ident string) *wire.Job {
+	js := b.heldJob(c, ident)
+	if js == nil {
+		return nil
+	}
+	rec, reply := b.record(js)
+	if reply != "" {
+		c.WriteError(reply)
+		return nil
+	}
+	return rec
+}
+
+// update is the node call that sends req for ident.
+func (b *Bridge) update(ident string, req wire.UpdateRequest) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := b.node.Update(ctx, ident, req)
+		return err
+	}
+}
+
+// nodeCall runs op (b.call: retried while the failure is transient) for
+// the held job ident. When it fails it forgets a job the node no longer
+// gives this pipeline, writes the node's refusal as the Redis error and
+// returns false.
+func (b *Bridge) nodeCall(c redcon.Conn, what, ident string, op func(context.Context) error) bool {
+	if err := b.call(what, op); err != nil {
+		b.releaseIfNotHeld(ident, err)
+		c.WriteError(nodeReply(err))
+		return false
+	}
+	return true
 }

@@ -6,7 +6,6 @@ package bridge_test
 // to Redis directly.
 
 import (
-	"bufio"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -15,7 +14,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http/httptest"
-	"os/exec"
 	"reflect"
 	"sort"
 	"strings"
@@ -28,6 +26,7 @@ import (
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelineapi"
 	"github.com/archiveteam/archivebot-go/pipelineapi/bridge"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
@@ -36,18 +35,7 @@ import (
 
 // Python is Debian's interpreter, which has python3-redis (.ci/run
 // installs it): not the one first on PATH.
-const Python = "/usr/bin/python3"
-
-// needPython fails (never skips: CI must run this) when Debian's python3
-// with python3-redis is missing.
-func needPython(t testing.TB) {
-	t.Helper()
-	out, err := exec.Command(Python, "-c", "import redis; print(redis.__version__)").CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s with python3-redis is needed (apt-get install python3-redis): %v\n%s", Python, err, out)
-	}
-	t.Logf("python3-redis %s", strings.TrimSpace(string(out)))
-}
+const Python = testproc.DebianPython
 
 type sink struct {
 	mu      sync.Mutex
@@ -70,73 +58,24 @@ func (s *sink) count(ident string) int {
 	return s.entries[ident]
 }
 
-// driver is a running testdata/upstream_pipeline.py.
+// driver is a running testdata/upstream_pipeline.py: its stdout lines
+// report what it did.
 type driver struct {
-	t     testing.TB
-	cmd   *exec.Cmd
-	lines chan string
-	log   *strings.Builder
-	mu    sync.Mutex
+	t testing.TB
+	p *testproc.Proc
 }
 
 func startDriver(t testing.TB, redisURL, mode, nick string, jobs int) *driver {
 	t.Helper()
-	d := &driver{t: t, lines: make(chan string, 1000), log: &strings.Builder{}}
-	d.cmd = exec.Command(Python, "testdata/upstream_pipeline.py", redisURL, mode, nick, fmt.Sprint(jobs))
-	stdout, err := d.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.cmd.Stderr = writerFunc(func(p []byte) {
-		d.mu.Lock()
-		d.log.Write(p)
-		d.mu.Unlock()
-	})
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			d.lines <- sc.Text()
-		}
-		close(d.lines)
-	}()
-	t.Cleanup(func() {
-		d.cmd.Process.Kill()
-		d.cmd.Wait()
-		if t.Failed() {
-			d.mu.Lock()
-			t.Logf("%s driver stderr:\n%s", mode, d.log.String())
-			d.mu.Unlock()
-		}
-	})
-	return d
+	return &driver{t: t, p: testproc.Start(t, mode+" driver", Python,
+		[]string{"testdata/upstream_pipeline.py", redisURL, mode, nick, fmt.Sprint(jobs)}, testproc.Options{Lines: 1000})}
 }
-
-type writerFunc func([]byte)
-
-func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
 
 // expect waits for the next line starting with prefix (earlier lines are
 // logged) and returns its fields.
 func (d *driver) expect(prefix string) []string {
 	d.t.Helper()
-	timeout := time.After(60 * time.Second)
-	for {
-		select {
-		case l, ok := <-d.lines:
-			if !ok {
-				d.t.Fatalf("driver exited before %q", prefix)
-			}
-			if strings.HasPrefix(l, prefix+" ") || l == prefix {
-				return strings.Fields(l)
-			}
-			d.t.Logf("driver: %s", l)
-		case <-timeout:
-			d.t.Fatalf("driver: no %q within 60 s", prefix)
-		}
-	}
+	return d.p.Expect(d.t, prefix, 60*time.Second)
 }
 
 // jobEffects is what a job run leaves in Redis, without what differs by
@@ -268,11 +207,8 @@ func run(t *testing.T, ctx context.Context, st *store.Store, rdb *redis.Client, 
 // in Redis; every log entry reaches the live stream; the pipeline record
 // comes and goes.
 func TestUpstreamPipelineThroughBridge(t *testing.T) {
-	needPython(t)
-	b := redistest.RealRedis(t)
-	if b == nil {
-		b = redistest.Mini(t)
-	}
+	testproc.Python(t, "redis")
+	b := redistest.RealOrMini(t)
 	ctx := context.Background()
 	rdb := b.Client
 	st := store.NewStore(rdb)
@@ -293,15 +229,10 @@ func TestUpstreamPipelineThroughBridge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := cl.Job(ctx, "none"); client.IsCode(err, "not_held") {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("the server does not know the key: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testproc.Eventually(t, "the server to know the key", func() bool {
+		_, err := cl.Job(ctx, "none")
+		return client.IsCode(err, "not_held")
+	})
 	br := bridge.New(bridge.Config{Node: cl})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -12,22 +12,20 @@
 package irctest
 
 import (
-	"bufio"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
-// WaitFor bounds every wait of this package; each step normally takes
-// milliseconds.
-const WaitFor = 10 * time.Second
+// WaitFor bounds every wait of this package (testproc's bound); each step
+// normally takes milliseconds.
+const WaitFor = testproc.WaitFor
 
 // NgircdOptions shape one ngircd instance.
 type NgircdOptions struct {
@@ -49,8 +47,7 @@ type Ngircd struct {
 	sslPort int
 
 	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	proc    *testproc.Proc
 	logFile *os.File
 }
 
@@ -58,28 +55,7 @@ type Ngircd struct {
 // environment variable CI is set).
 func NgircdPath(t testing.TB) string {
 	t.Helper()
-	p, err := exec.LookPath("ngircd")
-	if err != nil {
-		if _, serr := os.Stat("/usr/sbin/ngircd"); serr == nil {
-			return "/usr/sbin/ngircd"
-		}
-		if os.Getenv("CI") != "" {
-			t.Fatalf("ngircd not found (CI must install it): %v", err)
-		}
-		t.Skipf("ngircd not installed: %v", err)
-	}
-	return p
-}
-
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return testproc.Bin(t, "ngircd", "/usr/sbin/ngircd")
 }
 
 // ReadableTempDir is a t.TempDir that ngircd can read after it dropped
@@ -100,10 +76,10 @@ func ReadableTempDir(t testing.TB) string {
 
 // StartNgircd starts ngircd on free ports and returns once it accepts
 // connections. It is stopped when the test ends; when the test failed, the
-// tail of its log is logged.
+// tail of its output is logged.
 func StartNgircd(t testing.TB, o NgircdOptions) *Ngircd {
 	t.Helper()
-	n := &Ngircd{t: t, bin: NgircdPath(t), dir: ReadableTempDir(t), port: FreePort(t)}
+	n := &Ngircd{t: t, bin: NgircdPath(t), dir: ReadableTempDir(t), port: testproc.FreePort(t)}
 	var b strings.Builder
 	fmt.Fprintf(&b, `[Global]
 	Name = irc.test
@@ -130,7 +106,7 @@ func StartNgircd(t testing.TB, o NgircdOptions) *Ngircd {
 	PAM = no
 `)
 	if o.CertFile != "" {
-		n.sslPort = FreePort(t)
+		n.sslPort = testproc.FreePort(t)
 		fmt.Fprintf(&b, "[SSL]\n\tCertFile = %s\n\tKeyFile = %s\n\tPorts = %d\n", o.CertFile, o.KeyFile, n.sslPort)
 	}
 	n.conf = filepath.Join(n.dir, "ngircd.conf")
@@ -142,18 +118,11 @@ func StartNgircd(t testing.TB, o NgircdOptions) *Ngircd {
 		t.Fatal(err)
 	}
 	n.logFile = lf
+	// Each run's process logs its own output's tail when the test failed
+	// (testproc), and is stopped before this closes the file.
 	t.Cleanup(func() {
 		n.Stop()
 		lf.Close()
-		if t.Failed() {
-			if data, err := os.ReadFile(lf.Name()); err == nil {
-				lines := strings.Split(string(data), "\n")
-				if len(lines) > 60 {
-					lines = lines[len(lines)-60:]
-				}
-				t.Logf("ngircd log (tail):\n%s", strings.Join(lines, "\n"))
-			}
-		}
 	})
 	n.Start()
 	return n
@@ -161,61 +130,28 @@ func StartNgircd(t testing.TB, o NgircdOptions) *Ngircd {
 
 // Start runs ngircd in the foreground and returns once it says it is
 // ready (it prints that after it listens). StartNgircd calls it; call it
-// again after Stop to restart the server.
+// again after Stop to restart the server. Its output goes to the log file.
 func (n *Ngircd) Start() {
 	n.t.Helper()
-	cmd := exec.Command(n.bin, "-n", "-f", n.conf)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		n.t.Fatalf("start ngircd: %v", err)
-	}
-	ready := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(out)
-		once := sync.Once{}
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(n.logFile, line)
-			if strings.Contains(line, "ready.") {
-				once.Do(func() { close(ready) })
-			}
-		}
-		cmd.Wait()
-		close(exited)
-	}()
+	p := testproc.Start(n.t, "ngircd", n.bin, []string{"-n", "-f", n.conf}, testproc.Options{
+		Output: n.logFile,
+		Ready:  func(line string) bool { return strings.Contains(line, "ready.") },
+		Stop:   syscall.SIGTERM,
+	})
 	n.mu.Lock()
-	n.cmd, n.exited = cmd, exited
+	n.proc = p
 	n.mu.Unlock()
-	select {
-	case <-ready:
-	case <-exited:
-		n.t.Fatalf("ngircd exited at startup; see %s", n.logFile.Name())
-	case <-time.After(WaitFor):
-		n.t.Fatal("ngircd did not become ready")
-	}
 }
 
 // Stop terminates ngircd (SIGTERM; SIGKILL if it lingers) and waits for
 // it to exit. Stopping a stopped server does nothing.
 func (n *Ngircd) Stop() {
 	n.mu.Lock()
-	cmd, exited := n.cmd, n.exited
-	n.cmd = nil
+	p := n.proc
+	n.proc = nil
 	n.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(WaitFor):
-		cmd.Process.Kill()
-		<-exited
+	if p != nil {
+		p.Stop()
 	}
 }
 

@@ -1,0 +1,87 @@
+package testproc
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestStartReadyLinesAndStop(t *testing.T) {
+	sh := Bin(t, "sh")
+	p := Start(t, "sh", sh, []string{"-c", "echo one; echo err >&2; echo ready now; exec sleep 30"},
+		Options{Lines: 10, Ready: func(l string) bool { return strings.HasPrefix(l, "ready") }, Stop: syscall.SIGTERM})
+	if got := <-p.Lines; got != "one" {
+		t.Fatalf("first stdout line %q", got)
+	}
+	if got := <-p.Lines; got != "ready now" {
+		t.Fatalf("second stdout line %q (stderr must not reach Lines)", got)
+	}
+	Eventually(t, "stderr in the output", func() bool { return strings.Contains(p.Output(), "err\n") })
+	if !p.Running() || p.ExitCode() != -1 {
+		t.Fatal("not running")
+	}
+	code, _ := p.Term(WaitFor)
+	if code != -1 || p.State() == nil || p.Running() {
+		t.Fatalf("after SIGTERM: code %d, state %v", code, p.State())
+	}
+	if _, ok := <-p.Lines; ok {
+		t.Fatal("Lines not closed at exit")
+	}
+}
+
+func TestStartStdinAndExitCode(t *testing.T) {
+	p := Start(t, "cat", Bin(t, "sh"), []string{"-c", "cat; exit 3"}, Options{Stdin: true})
+	p.Stdin.Write([]byte("hello\n"))
+	p.Stdin.Close()
+	select {
+	case <-p.Exited():
+	case <-time.After(WaitFor):
+		t.Fatal("did not exit")
+	}
+	if p.ExitCode() != 3 || p.Output() != "hello\n" || p.Tail(1) != "hello" {
+		t.Fatalf("exit %d, output %q", p.ExitCode(), p.Output())
+	}
+}
+
+func TestEventuallyReturnsTheWait(t *testing.T) {
+	start := time.Now()
+	d := Eventually(t, "30 ms", func() bool { return time.Since(start) > 30*time.Millisecond })
+	if d < 30*time.Millisecond || d > WaitFor {
+		t.Fatalf("took %v", d)
+	}
+}
+
+func TestFreeAddr(t *testing.T) {
+	if a := FreeAddr(t); !strings.HasPrefix(a, "127.0.0.1:") || FreePort(t) <= 0 {
+		t.Fatalf("addr %q", a)
+	}
+}
+
+func TestBinMissingSkipsOutsideCI(t *testing.T) {
+	if InCI() {
+		t.Skip("in CI a missing program fails the test")
+	}
+	ran := false
+	t.Run("missing", func(t *testing.T) {
+		Bin(t, "no-such-program-archivebot", "/no/such/path")
+		ran = true
+	})
+	if ran {
+		t.Fatal("Bin returned for a missing program")
+	}
+}
+
+func TestPythonMissingModuleSkipsOutsideCI(t *testing.T) {
+	if InCI() {
+		t.Skip("in CI a missing module fails the test")
+	}
+	ran := false
+	t.Run("missing", func(t *testing.T) {
+		Python(t, "no_such_module_archivebot")
+		ran = true
+	})
+	if ran {
+		t.Fatal("Python returned for a module it cannot import")
+	}
+}
