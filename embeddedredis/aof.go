@@ -475,21 +475,11 @@ func mayWrite(cmd redis.Cmder) bool {
 
 // syncLoop writes and fsyncs the log every aofSyncInterval.
 func (s *Server) syncLoop() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.syncEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
+	s.every(s.syncEvery, "log sync", func() {
+		if err := s.aof.flush(); err != nil {
+			s.logSyncError(err)
 		}
-		s.safely("log sync", func() {
-			if err := s.aof.flush(); err != nil {
-				s.logSyncError(err)
-			}
-		})
-	}
+	})
 }
 
 func (s *Server) logSyncError(err error) {

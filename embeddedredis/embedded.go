@@ -452,8 +452,17 @@ func (s *Server) expiryLoop(last time.Time) {
 
 // saveLoop writes a snapshot every s.interval.
 func (s *Server) saveLoop() {
+	s.every(s.interval, "periodic save", func() {
+		if err := s.Save(); err != nil && !errors.Is(err, ErrClosed) {
+			s.log.Error("embedded redis: periodic save failed", "err", err)
+		}
+	})
+}
+
+// every runs fn (guarded, named what) every d until the server stops.
+func (s *Server) every(d time.Duration, what string, fn func()) {
 	defer s.wg.Done()
-	t := time.NewTicker(s.interval)
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -461,11 +470,7 @@ func (s *Server) saveLoop() {
 			return
 		case <-t.C:
 		}
-		s.safely("periodic save", func() {
-			if err := s.Save(); err != nil && !errors.Is(err, ErrClosed) {
-				s.log.Error("embedded redis: periodic save failed", "err", err)
-			}
-		})
+		s.safely(what, fn)
 	}
 }
 
