@@ -44,12 +44,7 @@ func (s *Store) RecentLogs(ctx context.Context, count int) ([]JobLog, error) {
 		}
 		return nil
 	}
-	_, err = s.rdb.Pipelined(ctx, read)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = readLogScript.Load(ctx, s.rdb).Err(); err == nil {
-			_, err = s.rdb.Pipelined(ctx, read)
-		}
-	}
+	err = s.pipelinedScript(ctx, readLogScript, read)
 	if err != nil && !isWrongType(err) && !errors.Is(err, redis.Nil) {
 		return nil, wrap("read recent logs", err)
 	}

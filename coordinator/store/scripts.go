@@ -290,3 +290,16 @@ var (
 	apiKeyStatsSrc    string
 	apiKeyStatsScript = fenced(apiKeyStatsSrc)
 )
+
+// pipelinedScript runs fill's pipeline of EVALSHAs of script; when Redis
+// does not have the script yet (NOSCRIPT, a pipeline cannot fall back to
+// EVAL per command) it loads it and runs the pipeline once more.
+func (s *Store) pipelinedScript(ctx context.Context, script *redis.Script, fill func(redis.Pipeliner) error) error {
+	_, err := s.rdb.Pipelined(ctx, fill)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err = script.Load(ctx, s.rdb).Err(); err == nil {
+			_, err = s.rdb.Pipelined(ctx, fill)
+		}
+	}
+	return err
+}

@@ -194,12 +194,7 @@ func (s *Store) ReadUnbroadcastMany(ctx context.Context, idents []string, limit 
 		}
 		return nil
 	}
-	_, err = s.rdb.Pipelined(ctx, read)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = readLogScript.Load(ctx, s.rdb).Err(); err == nil {
-			_, err = s.rdb.Pipelined(ctx, read)
-		}
-	}
+	err = s.pipelinedScript(ctx, readLogScript, read)
 	if err != nil && !isWrongType(err) {
 		return nil, nil, wrap("read logs to stream", err)
 	}
@@ -234,12 +229,7 @@ func (s *Store) MarkBroadcastMany(ctx context.Context, marks []BroadcastMark) ([
 		}
 		return nil
 	}
-	_, err := s.rdb.Pipelined(ctx, run)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = broadcastScript.Script.Load(ctx, s.rdb).Err(); err == nil {
-			_, err = s.rdb.Pipelined(ctx, run)
-		}
-	}
+	err := s.pipelinedScript(ctx, broadcastScript.Script, run)
 	if err != nil {
 		return nil, wrap("mark broadcast", err)
 	}
