@@ -353,25 +353,10 @@ func (s *Store) APIKeyStats(ctx context.Context, name string, lastSeen time.Time
 // until the connection fails or ctx ends. It reports whether the
 // subscription was established.
 func (s *Store) ListenJobSettings(ctx context.Context, onSubscribed func(), onMessage func(ident, age string)) (bool, error) {
-	ps := s.rdb.PSubscribe(ctx)
-	defer ps.Close()
-	stop := context.AfterFunc(ctx, func() { ps.Close() })
-	defer stop()
 	prefix := ChannelJob("")
-	if err := ps.PSubscribe(ctx, ChannelJob("*")); err != nil {
-		return false, err
-	}
-	if _, err := ps.Receive(ctx); err != nil {
-		return false, err
-	}
-	onSubscribed()
-	for {
-		msg, err := ps.Receive(ctx)
-		if err != nil {
-			return true, err
-		}
-		if m, ok := msg.(*redis.Message); ok && strings.HasPrefix(m.Channel, prefix) {
+	return s.follow(ctx, true, ChannelJob("*"), onSubscribed, func(m *redis.Message) {
+		if strings.HasPrefix(m.Channel, prefix) {
 			onMessage(strings.TrimPrefix(m.Channel, prefix), m.Payload)
 		}
-	}
+	})
 }

@@ -21,16 +21,27 @@ func (s *Store) ListenUpdates(ctx context.Context, onSubscribed func(), onMessag
 	return s.listen(ctx, ChannelUpdates, onSubscribed, onMessage)
 }
 
-// listen subscribes to channel and delivers its messages (ListenUpdates).
+// listen subscribes to channel and delivers its messages' payloads
+// (ListenUpdates, ListenJobEvents).
 func (s *Store) listen(ctx context.Context, channel string, onSubscribed func(), onMessage func(string)) (bool, error) {
-	ps := s.rdb.Subscribe(ctx)
+	return s.follow(ctx, false, channel, onSubscribed, func(m *redis.Message) { onMessage(m.Payload) })
+}
+
+// follow subscribes to channel (a pattern when pattern is set) and calls
+// onMessage for each message until the connection fails or ctx ends;
+// onSubscribed once the server confirmed the subscription. It reports
+// whether the subscription was established.
+func (s *Store) follow(ctx context.Context, pattern bool, channel string, onSubscribed func(), onMessage func(*redis.Message)) (bool, error) {
+	var ps *redis.PubSub
+	if pattern {
+		ps = s.rdb.PSubscribe(ctx, channel)
+	} else {
+		ps = s.rdb.Subscribe(ctx, channel)
+	}
 	defer ps.Close()
 	// A blocked read does not watch ctx: closing the PubSub ends it.
 	stop := context.AfterFunc(ctx, func() { ps.Close() })
 	defer stop()
-	if err := ps.Subscribe(ctx, channel); err != nil {
-		return false, err
-	}
 	// Wait for the server's confirmation so callers know we are listening.
 	if _, err := ps.Receive(ctx); err != nil {
 		return false, err
@@ -42,7 +53,7 @@ func (s *Store) listen(ctx context.Context, channel string, onSubscribed func(),
 			return true, err
 		}
 		if m, ok := msg.(*redis.Message); ok {
-			onMessage(m.Payload)
+			onMessage(m)
 		}
 		// Anything else is a pong or a subscription confirmation.
 	}
