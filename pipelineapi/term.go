@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
 
@@ -107,18 +108,11 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 func (t *term) refreshLoop(ctx context.Context) {
-	tick := time.NewTicker(t.s.opt.KeyRefresh)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	run.Every(ctx, t.s.log, "pipeline key refresh", run.Schedule{Interval: t.s.opt.KeyRefresh}, func(ctx context.Context) {
 		if err := t.refreshKeys(ctx); err != nil && ctx.Err() == nil {
 			t.s.log.Warn("refreshing pipeline keys failed", "err", err)
 		}
-	}
+	})
 }
 
 // refreshKeys reads the keys; streams of keys revoked, removed or
@@ -308,17 +302,10 @@ func (t *term) release(j *heldJob, reason string) {
 }
 
 func (t *term) flushLoop(ctx context.Context) {
-	tick := time.NewTicker(t.s.opt.FlushInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	run.Every(ctx, t.s.log, "pipeline API flush", run.Schedule{Interval: t.s.opt.FlushInterval}, func(ctx context.Context) {
 		t.flushAll(ctx)
 		t.flushStats(ctx)
-	}
+	})
 }
 
 // flushAll writes every job's pending counters: one script per job with
