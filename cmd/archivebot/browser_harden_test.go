@@ -225,3 +225,49 @@ func TestDashboardBoundedAndSafeLinks(t *testing.T) {
 	waitJS(t, ctx, "finished", fmt.Sprintf(`document.querySelector("#job-%s.state-finished") !== null`, j.Ident))
 	waitJS(t, ctx, "the ended job gone", fmt.Sprintf(`document.getElementById("job-%s") === null`, j.Ident))
 }
+
+// TestDashboardJobEndedBeforeStream: a job that ends after the dashboard
+// loaded the running jobs but before its stream connected (the
+// "finished" event went out before the page was subscribed) does not stay
+// on the page as running: the first hello resyncs, as a reconnect does.
+// The page's WebSocket is made to connect 2 s late to hold that window
+// open.
+func TestDashboardJobEndedBeforeStream(t *testing.T) {
+	ctx := browser(t)
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+		Source: `(() => {
+	const Real = window.WebSocket;
+	function Late(url) {
+		const self = this;
+		let ws = null;
+		this.send = (d) => ws && ws.send(d);
+		this.close = (...a) => ws && ws.close(...a);
+		Object.defineProperty(this, "readyState", { get: () => ws ? ws.readyState : 0 });
+		setTimeout(() => {
+			ws = new Real(url);
+			ws.onmessage = (m) => self.onmessage && self.onmessage(m);
+			ws.onclose = (e) => self.onclose && self.onclose(e);
+			window.__streamOpened = true;
+		}, 2000);
+	}
+	Late.CONNECTING = 0; Late.OPEN = 1; Late.CLOSING = 2; Late.CLOSED = 3;
+	window.WebSocket = Late;
+})();`}); err != nil {
+		t.Fatal(err)
+	}
+	d := startDashNode(t)
+	bg := context.Background()
+	j := d.queue("http://ended-early.example/")
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.base+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the running job from /jobs", fmt.Sprintf(`document.getElementById("job-%s") !== null`, j.Ident))
+	if evalJS[bool](t, ctx, `!!window.__streamOpened`) {
+		t.Fatal("the stream connected before the job ended: the test did not hold the window open")
+	}
+	if err := j.Done(bg); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the stream", `document.getElementById("status").textContent.startsWith("live")`)
+	waitJS(t, ctx, "finished", fmt.Sprintf(`document.querySelector("#job-%s.state-finished") !== null`, j.Ident))
+}

@@ -22,7 +22,6 @@ const S = {
 	lines: 0,
 	dropped: 0,
 	connected: false,
-	everConnected: false,
 	// Log history (/logs/recent) is loaded after the stream said hello, so
 	// nothing written in between is lost; stream entries that come first
 	// wait in buffer (at most BUFFER), and each job shows an entry only
@@ -299,8 +298,10 @@ function onFrame(f) {
 		S.sentSubs = null;
 		send({ errors_only: S.errorsOnly });
 		scheduleSubscribe();
-		if (S.everConnected) resync(); // events may have been missed while away
-		S.everConnected = true;
+		// Events may have been missed: while away, or, on the first
+		// connection, between start()'s load of /jobs and now (a job that
+		// ended then would show as running for good).
+		resync();
 		// Subscribed (to everything, until our subscription narrows it):
 		// now the history, then what the stream sent meanwhile.
 		loadHistory();
