@@ -101,7 +101,7 @@ func TestFencedServiceWrite(t *testing.T) {
 }
 
 // Issue 14: every Lua script that writes is fenced (declared with
-// fenced() or fencedSrc(), starting with scripts/fence.lua) or one of the
+// fenced() or command(), starting with scripts/fence.lua) or one of the
 // lease scripts listed here. A new script that writes fails this test
 // until it is wrapped.
 func TestWriteScriptsFenced(t *testing.T) {
@@ -140,7 +140,7 @@ func TestWriteScriptsFenced(t *testing.T) {
 			}
 		}
 		if !isFenced {
-			t.Errorf("%s writes but is not fenced: declare it with fenced(...), or wrap its source in fencedSrc(...) for runWrite (scripts.go)", name)
+			t.Errorf("%s writes but is not fenced: declare it with fenced(...), or with command(...) for runWrite (scripts.go)", name)
 		}
 	}
 }

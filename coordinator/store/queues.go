@@ -5,7 +5,6 @@ package store
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,7 +115,7 @@ func (s *Store) Move(ctx context.Context, ident, where, by string) (string, erro
 	// The script closes the entry with the queue it found the job in.
 	e := s.entry(ident, EventMoved, by, nil)
 	prefix := strings.TrimSuffix(e, "{}}") + strings.TrimSuffix(string(detail), "}") + `,"from":`
-	res, err := s.runWrite(ctx, "move "+ident, moveScript, moveSrc, keys, mode, prefix).Slice()
+	res, err := s.runWrite(ctx, "move "+ident, moveScript, keys, mode, prefix).Slice()
 	if err != nil {
 		return "", err
 	}
