@@ -91,11 +91,8 @@ type Analyzer struct {
 
 // NewAnalyzer returns an analyzer; zero config values take defaults.
 func NewAnalyzer(store *store.Store, cfg AnalyzerConfig, log *slog.Logger) *Analyzer {
-	if log == nil {
-		log = slog.Default()
-	}
 	return &Analyzer{
-		store: store, cfg: cfg.orDefaults(), log: log.With("service", "analyzer"),
+		store: store, cfg: cfg.orDefaults(), log: serviceLog(log, "analyzer"),
 		pending: map[string]struct{}{}, wake: make(chan struct{}, 1),
 	}
 }

@@ -129,9 +129,6 @@ func lifecycleBit(e string) uint8 {
 
 // NewFirehose returns a firehose feeding sink; Start runs it.
 func NewFirehose(store *store.Store, sink StreamSink, cfg FirehoseConfig, log *slog.Logger) *Firehose {
-	if log == nil {
-		log = slog.Default()
-	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = 5000
 	}
@@ -144,7 +141,7 @@ func NewFirehose(store *store.Store, sink StreamSink, cfg FirehoseConfig, log *s
 	if cfg.MaxSeen <= 0 {
 		cfg.MaxSeen = 50_000
 	}
-	return &Firehose{store: store, sink: sink, cfg: cfg, log: log.With("service", "firehose"),
+	return &Firehose{store: store, sink: sink, cfg: cfg, log: serviceLog(log, "firehose"),
 		pending: map[string]struct{}{}, wake: make(chan struct{}, 1), seen: map[string]*seenEvents{},
 		working: map[string]bool{}, ending: map[string]int{}, ready: make(chan struct{})}
 }
