@@ -99,3 +99,26 @@ func TestStatusRoundTrips(t *testing.T) {
 		}
 	})
 }
+
+// A queued job's place: the right end of a queue is its head.
+func TestJobDetailPosition(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := store.NewStore(b.Client)
+		a := svcQueue(t, s, "http://a.example.com/", "alice", "#ab", store.KeyPending)
+		bb := svcQueue(t, s, "http://b.example.com/", "alice", "#ab", store.KeyPending)
+		n := svcQueue(t, s, "http://n.example.com/", "alice", "#ab", store.KeyPendingNamed("x"))
+		for id, want := range map[string]struct {
+			q      string
+			pos, l int64
+		}{a: {store.KeyPending, 1, 2}, bb: {store.KeyPending, 2, 2}, n: {"pending:x", 1, 1}} {
+			d, err := s.JobDetail(ctx, id)
+			if err != nil || d == nil || d.Queue != want.q || d.Position != want.pos || d.QueueLen != want.l {
+				t.Errorf("%s: %+v %v, want %+v", id, d, err, want)
+			}
+		}
+		if d, err := s.JobDetail(ctx, "nosuchjob"); d != nil || err != nil {
+			t.Errorf("unknown: %+v %v", d, err)
+		}
+	})
+}
