@@ -23,9 +23,7 @@ import (
 // during it, one duplicate per line; a notice left over from an earlier
 // kill and written again in such a cycle came a third time.
 func TestDrainAcksWhileTaking(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		urls := []string{"http://a.example.com/", "http://b.example.com/", "http://c.example.com/"}
 		var docs []string
 		for _, u := range urls {

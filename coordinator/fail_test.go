@@ -167,9 +167,7 @@ func TestFailJob(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-				ctx := context.Background()
-				s := store.NewStore(b.Client)
+			eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 				id := tc.setup(t, s, b)
 				job, err := s.FailJob(ctx, id, "failed by op")
 				if !errors.Is(err, tc.wantErr) {

@@ -102,9 +102,7 @@ func TestStatusRoundTrips(t *testing.T) {
 
 // A queued job's place: the right end of a queue is its head.
 func TestJobDetailPosition(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		a := svcQueue(t, s, "http://a.example.com/", "alice", "#ab", store.KeyPending)
 		bb := svcQueue(t, s, "http://b.example.com/", "alice", "#ab", store.KeyPending)
 		n := svcQueue(t, s, "http://n.example.com/", "alice", "#ab", store.KeyPendingNamed("x"))

@@ -151,9 +151,7 @@ func svcQueue(t *testing.T, s *store.Store, rawURL, nick, channel, queue string)
 // channel gets exactly one finish line with the ident, and the analyzer's
 // counts match the log.
 func TestServicesEndToEnd(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		st := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		ann := newSvcAnnouncer("#archivebot", "#other")
 		id := svcQueue(t, st, "http://e2e.example.org/", "alice", "#archivebot", store.KeyPending)
 

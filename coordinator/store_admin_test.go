@@ -55,9 +55,7 @@ func failedJobFields(id, url string) map[string]string {
 }
 
 func TestRequeueFailedJob(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		s.Now = func() time.Time { return time.Unix(1732950000, 0) }
 		const id, url = "requeue1", "http://requeue.example.com/"
 		writeFailureRecord(t, b, id, failedJobFields(id, url), store.KeyWorking, "pending:fast", []string{"p1", "(?i)p2"})
@@ -106,9 +104,7 @@ func TestRequeueFailedJob(t *testing.T) {
 }
 
 func TestRequeueQueueFallbacks(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		// No origin record: the failure record's pending queue.
 		j := failedJobFields("rq2", "http://a.example.com/")
 		writeFailureRecord(t, b, "rq2", j, store.KeyPendingLarge, "", nil)
@@ -128,9 +124,7 @@ func TestRequeueQueueFallbacks(t *testing.T) {
 // A job failed less than 5 s ago still has its record (failed=true, TTL):
 // it is rebuilt all the same and loses the TTL.
 func TestRequeueJustFailed(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://justfailed.example.com/", "bob", "#ab", store.KeyPendingAO)
 		if _, err := s.FailJob(ctx, id, "failed by op"); err != nil {
 			t.Fatal(err)
@@ -150,9 +144,7 @@ func TestRequeueJustFailed(t *testing.T) {
 }
 
 func TestRequeueDeadJob(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://dead.example.com/", "carol", "#ab", store.KeyPending)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p", ID: "d1"})
 		if err := p.Report(ctx, "Running"); err != nil {
@@ -206,9 +198,7 @@ func TestRequeueDeadJob(t *testing.T) {
 }
 
 func TestRequeueRefusals(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		if _, err := s.Requeue(ctx, "nosuchjob", false, time.Minute); !errors.Is(err, store.ErrNoJob) {
 			t.Errorf("unknown job: %v", err)
 		}
@@ -233,9 +223,7 @@ func TestRequeueRefusals(t *testing.T) {
 }
 
 func TestAdminNotices(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		for _, n := range []store.AdminNotice{{Channel: "#a", Text: "one"}, {Channel: "", Text: "two"}} {
 			if err := s.PushAdminNotice(ctx, n); err != nil {
 				t.Fatal(err)
@@ -267,9 +255,7 @@ func TestAdminNotices(t *testing.T) {
 }
 
 func TestRemovePipeline(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p", ID: "r1"})
 		if err := p.Report(ctx, "Running"); err != nil {
 			t.Fatal(err)
@@ -294,9 +280,7 @@ func TestRemovePipeline(t *testing.T) {
 // still reports, its mark-done would finish the requeued record, so the
 // requeue needs force.
 func TestRequeueFailedJobOfLivePipeline(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://stillrunning.example.com/", "alice", "#ab", store.KeyPending)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "live", ID: "e5"})
 		if err := p.Report(ctx, "Running"); err != nil {

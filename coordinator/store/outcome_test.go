@@ -20,9 +20,7 @@ import (
 // the bot does when a reply was lost), it returns the recorded result and
 // changes nothing; refusals write no record.
 func TestOutcomeRecord(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		under := func(id string) context.Context { return store.WithCommand(ctx, id, time.Minute) }
 		record := func(id string) string {
 			t.Helper()

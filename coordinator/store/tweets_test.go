@@ -199,9 +199,7 @@ func TestTweetPrune(t *testing.T) {
 }
 
 func TestWorkingJobs(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		b.Client.LPush(ctx, store.KeyWorking, "a", "b")
 		got, err := s.WorkingJobs(ctx)
 		if err != nil {
