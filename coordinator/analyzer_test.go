@@ -128,10 +128,7 @@ func jobCounts(t *testing.T, s *store.Store, id string) store.LogCounts {
 func TestAnalyzerMatchesBruteForce(t *testing.T) {
 	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://count.example.com/", "alice", "#ab", store.KeyPending)
-		j, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}).Take(ctx)
-		if err != nil || j == nil {
-			t.Fatalf("take: %v %v", j, err)
-		}
+		j := mustTake(t, ctx, pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}))
 		for _, e := range oddEntries { // each shape at least once
 			if _, err := j.Log(ctx, e); err != nil {
 				t.Fatal(err)
@@ -272,10 +269,7 @@ func TestAnalyzerUpdatesAndSweep(t *testing.T) {
 		defer cancel()
 		s := store.NewStore(b.Client)
 		id := svcQueue(t, s, "http://listen.example.com/", "alice", "#ab", store.KeyPending)
-		j, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}).Take(ctx)
-		if err != nil || j == nil {
-			t.Fatalf("take: %v %v", j, err)
-		}
+		j := mustTake(t, ctx, pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}))
 		rng := rand.New(rand.NewPCG(3, 4))
 		a := NewAnalyzer(s, AnalyzerConfig{Debounce: -1, TrimAfter: 1 << 30}, svcLog(t))
 		analyzed := make(chan AnalyzeResult, 1000)

@@ -140,10 +140,7 @@ func TestBadKey_StringJobInWorking(t *testing.T) {
 			Queue: store.KeyPending, DelayMin: 250, DelayMax: 375, Concurrency: 3}); err != nil {
 			t.Fatal(err)
 		}
-		j, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}).Take(ctx)
-		if err != nil || j == nil {
-			t.Fatalf("take: %v %v", j, err)
-		}
+		j := mustTake(t, ctx, pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}))
 		if _, err := j.Log(ctx, `{"type":"download","response_code":200}`); err != nil {
 			t.Fatal(err)
 		}

@@ -104,10 +104,7 @@ func TestFailJob(t *testing.T) {
 			name: "running on a pipeline, with a log",
 			setup: func(t *testing.T, s *store.Store, b *redistest.Backend) string {
 				id := svcQueue(t, s, url, "alice", "#ab", store.KeyPending)
-				j, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p1"}).Take(context.Background())
-				if err != nil || j == nil {
-					t.Fatalf("take: %v %v", j, err)
-				}
+				j := mustTake(t, context.Background(), pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p1"}))
 				if _, err := j.LogDownload(context.Background(), url, 200); err != nil {
 					t.Fatal(err)
 				}
@@ -140,10 +137,7 @@ func TestFailJob(t *testing.T) {
 			name: "already finished",
 			setup: func(t *testing.T, s *store.Store, b *redistest.Backend) string {
 				id := svcQueue(t, s, url, "alice", "#ab", store.KeyPendingAO)
-				j, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p1"}).Take(context.Background())
-				if err != nil || j == nil {
-					t.Fatalf("take: %v %v", j, err)
-				}
+				j := mustTake(t, context.Background(), pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p1"}))
 				if err := j.Done(context.Background()); err != nil {
 					t.Fatal(err)
 				}

@@ -339,21 +339,13 @@ func TestFinishReportPushedByUpdates(t *testing.T) {
 			Pipelines: PipelineNotifierConfig{Interval: time.Hour, SilentAfter: time.Hour},
 			Analyzer:  AnalyzerConfig{SweepInterval: time.Hour, Debounce: -1, TrimAfter: 1000},
 		}, svcLog(t))
-		subscribed := make(chan struct{})
-		var once sync.Once
-		svc.Updates.OnSubscribe(func(context.Context) { once.Do(func() { close(subscribed) }) })
-		svc.Start(ctx)
-		t.Cleanup(svc.Stop)
-		<-subscribed
+		startSubscribed(t, ctx, svc)
 
 		pipe := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "pushpipe"})
 		for i := range 3 {
 			url := fmt.Sprintf("http://push%d.example.org/", i)
 			id := svcQueue(t, st, url, "alice", "#archivebot", store.KeyPending)
-			job, err := pipe.Take(ctx)
-			if err != nil || job == nil {
-				t.Fatalf("take: %v %v", job, err)
-			}
+			job := mustTake(t, ctx, pipe)
 			// Log traffic just before the end, as a crawl has: the
 			// messages of the log entries start cycles too, and the
 			// mark-done message must not be lost among them.

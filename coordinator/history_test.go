@@ -24,6 +24,19 @@ func eachStore(t *testing.T, fn func(t *testing.T, b *redistest.Backend, s *stor
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) { fn(t, b, store.NewStore(b.Client), context.Background()) })
 }
 
+// writesNothing runs fn, a step Redis must refuse, and fails the test
+// (saying what, and the difference) if it changed the database.
+func writesNothing(t *testing.T, b *redistest.Backend, what string, fn func()) {
+	t.Helper()
+	ctx := context.Background()
+	before, _ := redistest.Dump(ctx, b.Client)
+	fn()
+	after, _ := redistest.Dump(ctx, b.Client)
+	if diff := cmp.Diff(before, after); diff != "" {
+		t.Errorf("%s:\n%s", what, diff)
+	}
+}
+
 // historyOf is the job's history as "event by WHO" strings.
 func historyOf(t *testing.T, s *store.Store, id string) []string {
 	t.Helper()
@@ -86,10 +99,7 @@ func TestJobHistory(t *testing.T) {
 		if err := p.Report(ctx, ""); err != nil {
 			t.Fatal(err)
 		}
-		j, err := p.Take(ctx)
-		if err != nil || j == nil {
-			t.Fatalf("take: %v %v", j, err)
-		}
+		j := mustTake(t, ctx, p)
 		if _, err := s.ScanStarts(ctx, true); err != nil {
 			t.Fatal(err)
 		}
@@ -155,10 +165,7 @@ func TestJobHistoryFinished(t *testing.T) {
 	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://finished.example.com/", "carol", "#ab", store.KeyPendingAO)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"})
-		j, err := p.Take(ctx)
-		if err != nil || j == nil {
-			t.Fatalf("take: %v %v", j, err)
-		}
+		j := mustTake(t, ctx, p)
 		if err := j.Done(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -483,14 +490,11 @@ func TestMove(t *testing.T) {
 		if j == nil {
 			t.Fatal("nothing taken")
 		}
-		before, _ = redistest.Dump(ctx, b.Client)
-		if _, err := s.Move(ctx, j.Ident, store.MoveFront, "op"); !errors.Is(err, store.ErrJobStarted) {
-			t.Errorf("move of a running job: %v", err)
-		}
-		after, _ := redistest.Dump(ctx, b.Client)
-		if diff := cmp.Diff(before, after); diff != "" {
-			t.Errorf("refused move changed Redis:\n%s", diff)
-		}
+		writesNothing(t, b, "refused move changed Redis", func() {
+			if _, err := s.Move(ctx, j.Ident, store.MoveFront, "op"); !errors.Is(err, store.ErrJobStarted) {
+				t.Errorf("move of a running job: %v", err)
+			}
+		})
 	})
 }
 
@@ -512,15 +516,12 @@ func TestUserAgentQueuedOnly(t *testing.T) {
 		if _, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}).Take(ctx); err != nil {
 			t.Fatal(err)
 		}
-		before, _ := redistest.Dump(ctx, b.Client)
 		ch.Set["user_agent"] = "UA/2"
-		if _, err := s.ChangeSettings(ctx, id, ch); !errors.Is(err, store.ErrJobStarted) {
-			t.Fatalf("change of a running job: %v", err)
-		}
-		after, _ := redistest.Dump(ctx, b.Client)
-		if diff := cmp.Diff(before, after); diff != "" {
-			t.Errorf("refused change wrote:\n%s", diff)
-		}
+		writesNothing(t, b, "refused change wrote", func() {
+			if _, err := s.ChangeSettings(ctx, id, ch); !errors.Is(err, store.ErrJobStarted) {
+				t.Fatalf("change of a running job: %v", err)
+			}
+		})
 	})
 }
 
@@ -540,15 +541,12 @@ func TestPerUserPendingLimit(t *testing.T) {
 		if err := reg("http://u2.example.com/", "nick{1}"); err != nil {
 			t.Fatal(err)
 		}
-		before, _ := redistest.Dump(ctx, b.Client)
-		var le *store.UserLimitError
-		if err := reg("http://u3.example.com/", "nick{1}"); !errors.As(err, &le) || le.Queued != 2 {
-			t.Fatalf("third job: %v", err)
-		}
-		after, _ := redistest.Dump(ctx, b.Client)
-		if diff := cmp.Diff(before, after); diff != "" {
-			t.Errorf("refusal wrote:\n%s", diff)
-		}
+		writesNothing(t, b, "refusal wrote", func() {
+			var le *store.UserLimitError
+			if err := reg("http://u3.example.com/", "nick{1}"); !errors.As(err, &le) || le.Queued != 2 {
+				t.Fatalf("third job: %v", err)
+			}
+		})
 		if _, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}).Take(ctx); err != nil {
 			t.Fatal(err)
 		}

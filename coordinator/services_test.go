@@ -123,6 +123,17 @@ func (c *svcClock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// mustTake takes the next job on pipeline p and fails the test if there
+// is none.
+func mustTake(t *testing.T, ctx context.Context, p *pipelinesim.Pipeline) *pipelinesim.Job {
+	t.Helper()
+	j, err := p.Take(ctx)
+	if err != nil || j == nil {
+		t.Fatalf("take: %v %v", j, err)
+	}
+	return j
+}
+
 // svcQueue registers a job for url as nick in channel on queue, the way
 // !a does, and returns its ident.
 func svcQueue(t *testing.T, s *store.Store, rawURL, nick, channel, queue string) string {
@@ -146,6 +157,19 @@ func svcQueue(t *testing.T, s *store.Store, rawURL, nick, channel, queue string)
 	return id
 }
 
+// startSubscribed starts svc, stopped when the test ends, and returns once
+// its `updates` listener is subscribed (messages published before that
+// would be lost).
+func startSubscribed(t *testing.T, ctx context.Context, svc *Services) {
+	t.Helper()
+	subscribed := make(chan struct{})
+	var once sync.Once
+	svc.Updates.OnSubscribe(func(context.Context) { once.Do(func() { close(subscribed) }) })
+	svc.Start(ctx)
+	t.Cleanup(svc.Stop)
+	<-subscribed
+}
+
 // TestServicesEndToEnd runs the scheduled services against an autonomous
 // simulated pipeline: a job goes queued → taken → logging → finished, the
 // channel gets exactly one finish line with the ident, and the analyzer's
@@ -167,12 +191,7 @@ func TestServicesEndToEnd(t *testing.T) {
 				analyzed <- res
 			}
 		}
-		subscribed := make(chan struct{})
-		var once sync.Once
-		svc.Updates.OnSubscribe(func(context.Context) { once.Do(func() { close(subscribed) }) })
-		svc.Start(ctx)
-		t.Cleanup(svc.Stop)
-		<-subscribed
+		startSubscribed(t, ctx, svc)
 
 		pipe := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "e2epipe"})
 		runDone := make(chan error, 1)

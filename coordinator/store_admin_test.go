@@ -54,6 +54,17 @@ func failedJobFields(id, url string) map[string]string {
 	})
 }
 
+// livePipeline is a simulated pipeline with the nickname and id given
+// that has reported itself running.
+func livePipeline(t *testing.T, ctx context.Context, b *redistest.Backend, nick, id string) *pipelinesim.Pipeline {
+	t.Helper()
+	p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: nick, ID: id})
+	if err := p.Report(ctx, "Running"); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func TestRequeueFailedJob(t *testing.T) {
 	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		s.Now = func() time.Time { return time.Unix(1732950000, 0) }
@@ -146,19 +157,13 @@ func TestRequeueJustFailed(t *testing.T) {
 func TestRequeueDeadJob(t *testing.T) {
 	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://dead.example.com/", "carol", "#ab", store.KeyPending)
-		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p", ID: "d1"})
-		if err := p.Report(ctx, "Running"); err != nil {
-			t.Fatal(err)
-		}
-		job, err := p.Take(ctx)
-		if err != nil || job == nil {
-			t.Fatalf("take: %v", err)
-		}
+		p := livePipeline(t, ctx, b, "p", "d1")
+		job := mustTake(t, ctx, p)
 		if _, err := job.LogDownload(ctx, "http://dead.example.com/a", 200); err != nil {
 			t.Fatal(err)
 		}
 		before := svcDump(t, b)
-		_, err = s.Requeue(ctx, id, false, time.Minute)
+		_, err := s.Requeue(ctx, id, false, time.Minute)
 		var alive *store.PipelineAliveError
 		if !errors.As(err, &alive) || alive.Pipeline != p.Key() {
 			t.Fatalf("requeue of a job whose pipeline reports: %v", err)
@@ -256,10 +261,7 @@ func TestAdminNotices(t *testing.T) {
 
 func TestRemovePipeline(t *testing.T) {
 	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
-		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p", ID: "r1"})
-		if err := p.Report(ctx, "Running"); err != nil {
-			t.Fatal(err)
-		}
+		p := livePipeline(t, ctx, b, "p", "r1")
 		var alive *store.PipelineAliveError
 		if _, err := s.RemovePipeline(ctx, p.Key(), time.Minute, false); !errors.As(err, &alive) {
 			t.Fatalf("live pipeline: %v", err)
@@ -282,14 +284,8 @@ func TestRemovePipeline(t *testing.T) {
 func TestRequeueFailedJobOfLivePipeline(t *testing.T) {
 	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://stillrunning.example.com/", "alice", "#ab", store.KeyPending)
-		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "live", ID: "e5"})
-		if err := p.Report(ctx, "Running"); err != nil {
-			t.Fatal(err)
-		}
-		job, err := p.Take(ctx)
-		if err != nil || job == nil {
-			t.Fatalf("take: %v", err)
-		}
+		p := livePipeline(t, ctx, b, "live", "e5")
+		mustTake(t, ctx, p)
 		if _, err := s.FailJob(ctx, id, "failed by op"); err != nil {
 			t.Fatal(err)
 		}
