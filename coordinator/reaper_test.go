@@ -2,7 +2,9 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,4 +247,39 @@ func TestReaperRoundTrips(t *testing.T) {
 			t.Errorf("round trips at 10 and 300 jobs (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestFailureRecordFromReaper: the reaper's auto-fail writes the failure
+// record (failed_by reaper, the pipeline in the reason) in the fail step.
+func TestFailureRecordFromReaper(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := context.Background()
+	s := store.NewStore(b.Client)
+	id := svcQueue(t, s, "http://reaped.example.com/", "alice", "#ab", store.KeyPending)
+	b.Client.SAdd(ctx, store.KeyIgnores(id), "/x/")
+	p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "reaped-pipe"})
+	if err := p.Report(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Take(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FailJobBy(ctx, id, "no heartbeat for 2h0m", "reaper"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.GetFailure(ctx, id)
+	if err != nil || f == nil {
+		t.Fatalf("failure record: %v %v", f, err)
+	}
+	if f.FailedBy != "reaper" || f.Queue != store.KeyWorking || f.Job["started_by"] != "alice" || f.Extra["origin_queue"] != store.KeyPending ||
+		f.Extra["pipeline"] != "reaped-pipe" || f.Job["pipeline_id"] != p.Key() {
+		t.Errorf("failure record %+v", f)
+	}
+	var ign []string
+	if err := json.Unmarshal([]byte(f.Extra["ignores"]), &ign); err != nil || !slices.Equal(ign, []string{"/x/", "global-pattern"}) {
+		t.Errorf("ignores %q: %v", f.Extra["ignores"], err)
+	}
+	if ttl, _ := b.Client.TTL(ctx, store.KeyFailed(id)).Result(); ttl != store.FailureTTL {
+		t.Errorf("failure record TTL %v", ttl)
+	}
 }

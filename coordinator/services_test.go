@@ -170,6 +170,35 @@ func startSubscribed(t *testing.T, ctx context.Context, svc *Services) {
 	<-subscribed
 }
 
+// eachStore runs fn on each backend (redistest.Each) with a store on it.
+func eachStore(t *testing.T, fn func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context)) {
+	t.Helper()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) { fn(t, b, store.NewStore(b.Client), context.Background()) })
+}
+
+// writesNothing runs fn, a step Redis must refuse, and fails the test
+// (saying what, and the difference) if it changed the database.
+func writesNothing(t *testing.T, b *redistest.Backend, what string, fn func()) {
+	t.Helper()
+	ctx := context.Background()
+	before, _ := redistest.Dump(ctx, b.Client)
+	fn()
+	after, _ := redistest.Dump(ctx, b.Client)
+	if diff := cmp.Diff(before, after); diff != "" {
+		t.Errorf("%s:\n%s", what, diff)
+	}
+}
+
+// identOfURL is the normalized URL and ident of raw.
+func identOfURL(t *testing.T, raw string) (string, string) {
+	t.Helper()
+	norm, id, err := ident.FromURL(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return norm, id
+}
+
 // TestServicesEndToEnd runs the scheduled services against an autonomous
 // simulated pipeline: a job goes queued → taken → logging → finished, the
 // channel gets exactly one finish line with the ident, and the analyzer's
