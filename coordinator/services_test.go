@@ -180,11 +180,9 @@ func eachStore(t *testing.T, fn func(t *testing.T, b *redistest.Backend, s *stor
 // (saying what, and the difference) if it changed the database.
 func writesNothing(t *testing.T, b *redistest.Backend, what string, fn func()) {
 	t.Helper()
-	ctx := context.Background()
-	before, _ := redistest.Dump(ctx, b.Client)
+	before := b.Dump(t)
 	fn()
-	after, _ := redistest.Dump(ctx, b.Client)
-	if diff := cmp.Diff(before, after); diff != "" {
+	if diff := cmp.Diff(before, b.Dump(t)); diff != "" {
 		t.Errorf("%s:\n%s", what, diff)
 	}
 }

@@ -308,10 +308,7 @@ func TestRequeueFailedJobOfLivePipeline(t *testing.T) {
 // svcDump is the database minus fields that change with the clock.
 func svcDump(t *testing.T, b *redistest.Backend) map[string]redistest.Entry {
 	t.Helper()
-	d, err := redistest.Dump(context.Background(), b.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := b.Dump(t)
 	for k, e := range d {
 		// A history shows as its events, "event by WHO".
 		if strings.HasPrefix(k, "archivebot:history:") {

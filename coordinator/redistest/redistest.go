@@ -168,6 +168,16 @@ func Dump(ctx context.Context, c *redis.Client) (map[string]Entry, error) {
 	return out, nil
 }
 
+// Dump is Dump of the backend's database; an error fails the test.
+func (b *Backend) Dump(t testing.TB) map[string]Entry {
+	t.Helper()
+	d, err := Dump(context.Background(), b.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // Entry is one key of a Dump.
 type Entry struct {
 	Type  string `json:"type"`

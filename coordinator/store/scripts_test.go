@@ -11,13 +11,33 @@ import (
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 )
 
-func dump(t *testing.T, b *redistest.Backend) map[string]redistest.Entry {
-	t.Helper()
-	d, err := redistest.Dump(context.Background(), b.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
+// TestPipelinedScriptsAfterScriptFlush: the reads and marks that send a
+// pipeline of EVALSHAs load their script and run again when Redis answers
+// NOSCRIPT (a restarted Redis, SCRIPT FLUSH), rather than failing.
+func TestPipelinedScriptsAfterScriptFlush(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := NewStore(b.Client)
+		b.Client.HSet(ctx, "nsjob", "url", "http://example.com/")
+		b.Client.RPush(ctx, KeyWorking, "nsjob")
+		b.Client.ZAdd(ctx, KeyLog("nsjob"), redis.Z{Score: 1, Member: `{"type":"download","url":"http://example.com/1"}`})
+
+		b.Client.ScriptFlush(ctx)
+		logs, err := s.RecentLogs(ctx, 10)
+		if err != nil || len(logs) != 1 || len(logs[0].Entries) != 1 {
+			t.Fatalf("RecentLogs after SCRIPT FLUSH: %+v, %v", logs, err)
+		}
+		b.Client.ScriptFlush(ctx)
+		out, _, err := s.ReadUnbroadcastMany(ctx, []string{"nsjob"}, 10)
+		if err != nil || len(out) != 1 || len(out[0].Entries) != 1 {
+			t.Fatalf("ReadUnbroadcastMany after SCRIPT FLUSH: %+v, %v", out, err)
+		}
+		b.Client.ScriptFlush(ctx)
+		moved, err := s.MarkBroadcastMany(ctx, []BroadcastMark{{Ident: "nsjob", From: "", To: 1, Now: 1}})
+		if err != nil || len(moved) != 1 || !moved[0] {
+			t.Fatalf("MarkBroadcastMany after SCRIPT FLUSH: %v, %v", moved, err)
+		}
+	})
 }
 
 // TestAnalyzeCommitCAS: a batch read before another analyzer moved the
@@ -29,7 +49,7 @@ func TestAnalyzeCommitCAS(t *testing.T) {
 			b.Client.ZAdd(ctx, KeyLog("casjob"), redis.Z{Score: float64(i), Member: fmt.Sprintf(`{"type":"download","url":"http://example.com/%d","response_code":200,"ts":1}`, i)})
 		}
 		b.Client.HSet(ctx, "casjob", "last_analyzed_log_entry", "4", "r2xx", "4")
-		before := dump(t, b)
+		before := b.Dump(t)
 		keys := []string{"casjob", "casjob_log"}
 		for _, stale := range []string{"", "3", "4.0"} {
 			res, err := analyzeCommitScript.Run(ctx, b.Client, keys, stale, "10", 0, 6, 0, 0, 0, 0, 0, 1000, "0", 0).Int64Slice()
@@ -40,7 +60,7 @@ func TestAnalyzeCommitCAS(t *testing.T) {
 				t.Errorf("commit from bookmark %q (-want +got):\n%s", stale, diff)
 			}
 		}
-		if diff := cmp.Diff(before, dump(t, b)); diff != "" {
+		if diff := cmp.Diff(before, b.Dump(t)); diff != "" {
 			t.Errorf("stale commits changed Redis (-before +after):\n%s", diff)
 		}
 		res, err := analyzeCommitScript.Run(ctx, b.Client, keys, "4", "10", 0, 6, 0, 0, 0, 0, 0, 1000, "0").Int64Slice()
