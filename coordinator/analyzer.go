@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
@@ -78,9 +77,7 @@ type Analyzer struct {
 	cfg   AnalyzerConfig
 	log   *slog.Logger
 
-	mu      sync.Mutex
-	pending map[string]struct{}
-	wake    chan struct{}
+	notified *wakeSet // jobs to analyze soon
 
 	badKeys onceLog // non-job keys already logged
 
@@ -93,7 +90,7 @@ type Analyzer struct {
 func NewAnalyzer(store *store.Store, cfg AnalyzerConfig, log *slog.Logger) *Analyzer {
 	return &Analyzer{
 		store: store, cfg: cfg.orDefaults(), log: serviceLog(log, "analyzer"),
-		pending: map[string]struct{}{}, wake: make(chan struct{}, 1),
+		notified: newWakeSet(),
 	}
 }
 
@@ -244,16 +241,7 @@ func countEntries(zs []store.LogEntry) batchCount {
 // Notify asks for ident's log to be analyzed soon. It never blocks: the
 // `updates` listener calls it on every message.
 func (a *Analyzer) Notify(_ context.Context, ident string) {
-	if ident == "" {
-		return
-	}
-	a.mu.Lock()
-	a.pending[ident] = struct{}{}
-	a.mu.Unlock()
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
+	a.notified.add(ident)
 }
 
 // work analyzes notified jobs until ctx ends.
@@ -262,7 +250,7 @@ func (a *Analyzer) work(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-a.wake:
+		case <-a.notified.woken():
 		}
 		if a.cfg.Debounce > 0 {
 			t := time.NewTimer(a.cfg.Debounce)
@@ -273,11 +261,7 @@ func (a *Analyzer) work(ctx context.Context) {
 			case <-t.C:
 			}
 		}
-		a.mu.Lock()
-		batch := a.pending
-		a.pending = map[string]struct{}{}
-		a.mu.Unlock()
-		for ident := range batch {
+		for ident := range a.notified.take() {
 			if ctx.Err() != nil {
 				return
 			}

@@ -75,9 +75,7 @@ type Firehose struct {
 	cfg   FirehoseConfig
 	log   *slog.Logger
 
-	mu      sync.Mutex
-	pending map[string]struct{}
-	wake    chan struct{}
+	notified *wakeSet // jobs to stream soon
 
 	seenMu    sync.Mutex
 	seen      map[string]*seenEvents
@@ -142,7 +140,7 @@ func NewFirehose(store *store.Store, sink StreamSink, cfg FirehoseConfig, log *s
 		cfg.MaxSeen = 50_000
 	}
 	return &Firehose{store: store, sink: sink, cfg: cfg, log: serviceLog(log, "firehose"),
-		pending: map[string]struct{}{}, wake: make(chan struct{}, 1), seen: map[string]*seenEvents{},
+		notified: newWakeSet(), seen: map[string]*seenEvents{},
 		working: map[string]bool{}, ending: map[string]int{}, ready: make(chan struct{})}
 }
 
@@ -164,16 +162,7 @@ func (f *Firehose) markReady(events, working bool) {
 // Notify asks for ident's new log entries to be streamed soon. It never
 // blocks: register it with Updates.OnUpdate.
 func (f *Firehose) Notify(_ context.Context, ident string) {
-	if ident == "" {
-		return
-	}
-	f.mu.Lock()
-	f.pending[ident] = struct{}{}
-	f.mu.Unlock()
-	select {
-	case f.wake <- struct{}{}:
-	default:
-	}
+	f.notified.add(ident)
 }
 
 // CatchUp notifies every job in `working`: register it with
@@ -214,12 +203,9 @@ func (f *Firehose) work(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-f.wake:
+		case <-f.notified.woken():
 		}
-		f.mu.Lock()
-		batch := f.pending
-		f.pending = map[string]struct{}{}
-		f.mu.Unlock()
+		batch := f.notified.take()
 		ids := make([]string, 0, len(batch))
 		for ident := range batch {
 			ids = append(ids, ident)
