@@ -246,12 +246,7 @@ func (a *Analyzer) Notify(_ context.Context, ident string) {
 
 // work analyzes notified jobs until ctx ends.
 func (a *Analyzer) work(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-a.notified.woken():
-		}
+	for a.notified.wait(ctx) {
 		if a.cfg.Debounce > 0 {
 			t := time.NewTimer(a.cfg.Debounce)
 			select {

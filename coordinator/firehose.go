@@ -199,12 +199,7 @@ func (f *Firehose) Stop() {
 }
 
 func (f *Firehose) work(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-f.notified.woken():
-		}
+	for f.notified.wait(ctx) {
 		batch := f.notified.take()
 		ids := make([]string, 0, len(batch))
 		for ident := range batch {

@@ -1,6 +1,9 @@
 package coordinator
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // wakeSet is the set of jobs a worker is asked to look at soon (the
 // analyzer's and the firehose's, filled from `updates` messages): add
@@ -29,8 +32,16 @@ func (w *wakeSet) add(ident string) {
 	}
 }
 
-// woken receives once after one or more adds.
-func (w *wakeSet) woken() <-chan struct{} { return w.wake }
+// wait blocks until an add since the last wait, or until ctx ends; it
+// reports whether the worker goes on (false: ctx ended).
+func (w *wakeSet) wait(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-w.wake:
+		return true
+	}
+}
 
 // take empties the set and returns what it held.
 func (w *wakeSet) take() map[string]struct{} {
