@@ -192,21 +192,13 @@ func (s *Store) ActiveJobs(ctx context.Context) ([]ActiveJob, error) {
 		return nil, err
 	}
 	names := append(append(named, FixedQueues...), KeyWorking)
-	ranges := make([]*redis.StringSliceCmd, len(names))
-	reads, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, q := range names {
-			ranges[i] = p.LRange(ctx, q, 0, -1)
-		}
-		return nil
-	})
+	lists, err := s.readLists(ctx, names, "list queues")
 	if err != nil {
-		if err = s.readErr(reads); err != nil {
-			return nil, wrap("list queues", err)
-		}
+		return nil, err
 	}
 	var out []ActiveJob
 	for i, q := range names {
-		ids := ranges[i].Val()
+		ids := lists[i]
 		if q == KeyWorking {
 			for _, id := range dedupe(ids) {
 				out = append(out, ActiveJob{Ident: id, Queue: q})
