@@ -138,15 +138,12 @@ func mustTake(t *testing.T, ctx context.Context, p *pipelinesim.Pipeline) *pipel
 // !a does, and returns its ident.
 func svcQueue(t *testing.T, s *store.Store, rawURL, nick, channel, queue string) string {
 	t.Helper()
-	norm, id, err := ident.FromURL(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	norm, id := identOfURL(t, rawURL)
 	depth := "inf"
 	if queue == store.KeyPendingAO {
 		depth = "shallow"
 	}
-	err = s.Register(context.Background(), store.NewJob{
+	err := s.Register(context.Background(), store.NewJob{
 		Ident: id, URL: norm, FetchDepth: depth, Slug: "slug-" + depth,
 		StartedBy: nick, StartedIn: channel, DelayMin: 250, DelayMax: 375,
 		Concurrency: 3, SettingsAge: 4, Queue: queue, Patterns: []string{"global-pattern"},
