@@ -129,19 +129,10 @@ func perJobReap(ctx context.Context, c redis.UniversalClient, threshold int64) (
 	return dead, nil
 }
 
-// benchBackends are the Redis servers benchmarks run on.
-func benchBackends(b *testing.B) []*redistest.Backend {
-	out := []*redistest.Backend{redistest.Mini(b)}
-	if r := redistest.RealRedis(b); r != nil {
-		out = append(out, r)
-	}
-	return out
-}
-
 func BenchmarkReaperCycle(b *testing.B) {
 	ctx := context.Background()
 	const threshold = 1 << 30 // nobody dies: every cycle does the same work
-	for _, be := range benchBackends(b) {
+	for _, be := range redistest.All(b) {
 		for _, n := range []int{100, 1000, 10000} {
 			seedWorking(b, be.Client, n)
 			b.Run(fmt.Sprintf("%s/jobs=%d/one-script", be.Name, n), func(b *testing.B) {
@@ -315,7 +306,7 @@ func BenchmarkAnalyzer(b *testing.B) {
 	ctx := context.Background()
 	const entries = 100000
 	const id = "benchlogjob"
-	for _, be := range benchBackends(b) {
+	for _, be := range redistest.All(b) {
 		seedLog(b, be.Client, id, entries)
 		run := func(name string, analyze func(c *redis.Client) (int, error)) {
 			b.Run(fmt.Sprintf("%s/entries=%d/%s", be.Name, entries, name), func(b *testing.B) {
@@ -357,7 +348,7 @@ func BenchmarkAnalyzer(b *testing.B) {
 //	  go test -run='^$' -bench=Status -benchtime=20x ./coordinator/
 func BenchmarkStatus(b *testing.B) {
 	const keys = 300_000
-	for _, be := range benchBackends(b) {
+	for _, be := range redistest.All(b) {
 		ctx := context.Background()
 		be.Client.FlushDB(ctx)
 		for lo := 0; lo < keys; lo += 1000 {
@@ -415,7 +406,7 @@ func BenchmarkStatus(b *testing.B) {
 //	  go test -run='^$' -bench='ScanStarts|ChangeSettings' ./coordinator/
 func BenchmarkScanStarts(b *testing.B) {
 	for _, n := range []int{100, 1000} {
-		for _, be := range benchBackends(b) {
+		for _, be := range redistest.All(b) {
 			b.Run(fmt.Sprintf("%s/%d", be.Name, n), func(b *testing.B) {
 				ctx := context.Background()
 				be.Client.FlushDB(ctx)
@@ -442,7 +433,7 @@ func BenchmarkScanStarts(b *testing.B) {
 // BenchmarkChangeSettings: one settings change, the history append in the
 // settings script included.
 func BenchmarkChangeSettings(b *testing.B) {
-	for _, be := range benchBackends(b) {
+	for _, be := range redistest.All(b) {
 		b.Run(be.Name, func(b *testing.B) {
 			ctx := context.Background()
 			be.Client.FlushDB(ctx)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -131,29 +130,7 @@ func TestWriteFailureClassified(t *testing.T) {
 	}
 
 	// A server that reads everything and never answers.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				buf := make([]byte, 4096)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						c.Close()
-						return
-					}
-				}
-			}()
-		}
-	}()
-	rdb := redis.NewClient(&redis.Options{Addr: l.Addr().String(), ReadTimeout: 100 * time.Millisecond, Protocol: 2})
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.Silent(t), ReadTimeout: 100 * time.Millisecond, Protocol: 2})
 	defer rdb.Close()
 	silent := store.NewStore(rdb)
 	for name, run := range map[string]func() error{
@@ -170,11 +147,7 @@ func TestWriteFailureClassified(t *testing.T) {
 // BenchmarkCommandRecord measures what the outcome record costs a command:
 // a settings change with and without a command id.
 func BenchmarkCommandRecord(b *testing.B) {
-	backends := []*redistest.Backend{redistest.Mini(b)}
-	if r := redistest.RealRedis(b); r != nil {
-		backends = append(backends, r)
-	}
-	for _, be := range backends {
+	for _, be := range redistest.All(b) {
 		for _, withID := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/record=%v", be.Name, withID), func(b *testing.B) {
 				ctx := context.Background()
