@@ -124,19 +124,17 @@ func TestWriteScriptsCheckTypesFirst(t *testing.T) {
 	for _, tc := range cases {
 		for _, key := range tc.keys {
 			t.Run(tc.name+"/"+key, func(t *testing.T) {
-				redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-					ctx := context.Background()
-					s := store.NewStore(b.Client)
+				eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 					s.Now = func() time.Time { return now }
 					tc.setup(ctx, s, b.Client)
 					b.Client.Del(ctx, key)
 					b.Client.Set(ctx, key, "junk", 0)
-					before := dumpAll(t, b)
+					before := b.Dump(t)
 					err := tc.run(ctx, s)
 					if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 						t.Errorf("with %s a string: error %v, want WRONGTYPE", key, err)
 					}
-					if diff := cmp.Diff(before, dumpAll(t, b)); diff != "" {
+					if diff := cmp.Diff(before, b.Dump(t)); diff != "" {
 						t.Errorf("with %s a string, the script changed Redis (-before +after):\n%s", key, diff)
 					}
 				})
@@ -153,13 +151,13 @@ func TestWriteScriptsNonIntegerFields(t *testing.T) {
 		const ident = "nijob"
 		b.Client.HSet(ctx, store.KeyJob(ident), "url", tweetURL, "r1xx", "1", "r2xx", "lots")
 		b.Client.ZAdd(ctx, store.KeyLog(ident), redis.Z{Score: 1, Member: "{}"})
-		before := dumpAll(t, b)
+		before := b.Dump(t)
 		s := store.NewStore(b.Client)
 		_, _, err := s.CommitLogCounts(ctx, ident, "", "1", store.LogCounts{R1xx: 1, R2xx: 1}, 0, false, 0)
 		if err == nil {
 			t.Error("commit onto r2xx = lots: no error")
 		}
-		if diff := cmp.Diff(before, dumpAll(t, b)); diff != "" {
+		if diff := cmp.Diff(before, b.Dump(t)); diff != "" {
 			t.Errorf("the commit changed Redis (-before +after):\n%s", diff)
 		}
 	})
@@ -191,13 +189,4 @@ func TestReapJunkDeathTimer(t *testing.T) {
 			t.Errorf("dead after two cycles at threshold 2: %d jobs, want 2", len(dead))
 		}
 	})
-}
-
-func dumpAll(t *testing.T, b *redistest.Backend) map[string]redistest.Entry {
-	t.Helper()
-	d, err := redistest.Dump(context.Background(), b.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
 }
