@@ -432,3 +432,91 @@ func TestAnnounce(t *testing.T) {
 		t.Errorf("Announce to #elsewhere without a report channel: %v, want ErrCannotDeliver", err)
 	}
 }
+
+// TestIssue9ForeignChannel (issue 9, finding 1): a report for a channel
+// that is not configured goes to the report channel saying where it was
+// meant to go; the bot never joins that channel, so its operators cannot
+// command the bot from there.
+func TestIssue9ForeignChannel(t *testing.T) {
+	t.Parallel()
+	n := irctest.StartNgircd(t, irctest.NgircdOptions{})
+	mallory := irctest.Dial(t, n.Addr(), "mallory")
+	mallory.Join("#victim") // first in: op there
+	watcher := irctest.Dial(t, n.Addr(), "watcher")
+	watcher.Join("#test")
+	h := startBot(t, testIRCConfig(n.URL(), "#test"), nil)
+	watcher.WaitBotIn("ArchiveBot", "#test")
+	ctx := context.Background()
+	h.rdb.HSet(ctx, "plantedjob", map[string]any{"url": "https://example.com/planted", "started_by": "x", "started_in": "#test"})
+	h.rdb.LPush(ctx, "pending", "plantedjob")
+
+	line := "mallory: Your job for https://example.com/x has finished. (abc)"
+	if err := h.client.Announce(ctx, "#victim", line); err != nil {
+		t.Fatalf("Announce for #victim: %v", err)
+	}
+	m := watcher.Expect("the report in #test", func(m ircmsg.Message) bool { return irctest.IsFrom(m, "ArchiveBot", "#test") })
+	if want := "[for #victim] " + line; m.Params[1] != want {
+		t.Errorf("report channel line %q, want %q", m.Params[1], want)
+	}
+
+	// #victim's op tries to command the bot from there.
+	mallory.Say("#victim", "!a https://example.com/evil")
+	mallory.Say("#victim", "!fail plantedjob")
+	// A private command after them: the bot runs one user's commands in
+	// order, so once it is answered the channel ones would have run.
+	if r := mallory.Ask("ArchiveBot", "", "!status"); len(r) != 1 || !strings.HasPrefix(r[0], "Job status:") {
+		t.Errorf("private answers: %q", r)
+	}
+	if got := h.rdb.LRange(ctx, "pending", 0, -1).Val(); strings.Join(got, ",") != "plantedjob" {
+		t.Errorf("pending = %v: a command from #victim was obeyed", got)
+	}
+	if got := h.rdb.HGet(ctx, "plantedjob", "url").Val(); got == "" {
+		t.Error("plantedjob was failed from #victim")
+	}
+	if botJoined(mallory, "#victim") {
+		t.Error("the bot joined #victim")
+	}
+	for _, l := range botLinesTo(mallory, 0, "#victim") {
+		t.Errorf("the bot posted in #victim: %q", l)
+	}
+	// Nor will it on a reconnect: only configured channels are wanted.
+	h.client.mu.Lock()
+	wanted := len(h.client.wanted)
+	h.client.mu.Unlock()
+	if wanted != 1 {
+		t.Errorf("%d channels to rejoin after reconnects, want only #test", wanted)
+	}
+}
+
+// TestIssue9ForcedJoinAndCaseMapping (issue 9, finding 1): a channel the
+// server puts the bot in is left, and commands from it are ignored; a
+// configured channel is recognised under the server's CASEMAPPING.
+func TestIssue9ForcedJoinAndCaseMapping(t *testing.T) {
+	t.Parallel()
+	s := newFakeServer(t)
+	h := startBot(t, testIRCConfig(s.url(), "#ops[1]"), nil)
+	p := s.accept()
+	p.Expect("NICK", cmdIs("NICK", "ArchiveBot"))
+	p.Send(":fake 001 ArchiveBot :Welcome")
+	p.Line(":fake 005 ArchiveBot CASEMAPPING=rfc1459 CHANTYPES=# :are supported")
+	p.Send(":fake 376 ArchiveBot :End of MOTD")
+	h.waitState(true)
+	p.Expect("JOIN", cmdIs("JOIN", "#ops[1]"))
+	p.Send(":ArchiveBot!u@h JOIN #OPS{1}")
+	p.Send(":fake 353 ArchiveBot = #OPS{1} :@op ArchiveBot")
+	p.Send(":fake 366 ArchiveBot #OPS{1} :End of /NAMES list.")
+	// Forced into #victim, with its op.
+	p.Send(":ArchiveBot!u@h JOIN #victim")
+	p.Send(":fake 353 ArchiveBot = #victim :@mallory ArchiveBot")
+	p.Send(":fake 366 ArchiveBot #victim :End of /NAMES list.")
+	p.Expect("PART #victim", cmdIs("PART", "#victim"))
+	p.Send(":mallory!u@h PRIVMSG #victim :!a https://example.com/evil")
+	p.Send(":op!u@h PRIVMSG #ops{1} :!a https://example.com/good")
+	m := p.Expect("an answer", cmdIs("PRIVMSG"))
+	if m.Params[0] != "#ops{1}" || !strings.HasPrefix(m.Params[1], "op: Queued https://example.com/good") {
+		t.Errorf("answer %q", m.Params)
+	}
+	if got := h.rdb.LLen(context.Background(), "pending").Val(); got != 1 {
+		t.Errorf("%d jobs pending, want 1 (only op's)", got)
+	}
+}

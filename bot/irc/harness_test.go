@@ -108,6 +108,27 @@ func startBot(t testing.TB, cfg config.IRC, tune func(*Client)) *harness {
 	return h
 }
 
+// botAmong starts a real ngircd with opts, connects a user for each nick
+// and joins them to channel in turn (the first in is its op), then starts
+// the bot in channel on testIRCConfig, changed by tune unless nil, and
+// waits until the last user sees the bot there.
+func botAmong(t *testing.T, opts irctest.NgircdOptions, channel string, tune func(*config.IRC), nicks ...string) (*irctest.Ngircd, *harness, []*irctest.User) {
+	t.Helper()
+	n := irctest.StartNgircd(t, opts)
+	users := make([]*irctest.User, len(nicks))
+	for i, nick := range nicks {
+		users[i] = irctest.Dial(t, n.Addr(), nick)
+		users[i].Join(channel)
+	}
+	cfg := testIRCConfig(n.URL(), channel)
+	if tune != nil {
+		tune(&cfg)
+	}
+	h := startBot(t, cfg, nil)
+	users[len(users)-1].WaitBotIn("ArchiveBot", channel)
+	return n, h, users
+}
+
 // stop ends Run and checks it returns nil promptly.
 func (h *harness) stop() {
 	h.t.Helper()
@@ -141,4 +162,25 @@ func (h *harness) waitState(up bool) {
 			h.t.Fatalf("bot did not become connected=%v", up)
 		}
 	}
+}
+
+// botLinesTo lists the text of every PRIVMSG the bot sent to target that
+// u saw, from scan position from.
+func botLinesTo(u *irctest.User, from int, target string) []string {
+	var out []string
+	for _, m := range u.Messages(from) {
+		if irctest.IsFrom(m, "ArchiveBot", target) {
+			out = append(out, m.Params[1])
+		}
+	}
+	return out
+}
+
+func botJoined(u *irctest.User, channel string) bool {
+	for _, m := range u.Messages(0) {
+		if m.Command == "JOIN" && strings.EqualFold(m.Nick(), "ArchiveBot") && len(m.Params) > 0 && strings.EqualFold(m.Params[0], channel) {
+			return true
+		}
+	}
+	return false
 }
