@@ -45,17 +45,7 @@ func TestFlood(t *testing.T) {
 	watcher := joined[0]
 	h.waitState(true)
 
-	us := make([]*irctest.User, users)
-	for i := range us {
-		us[i] = irctest.Connect(t, n.Addr(), fmt.Sprintf("flooder%d", i))
-	}
-	for _, u := range us {
-		u.Registered()
-		u.Send("JOIN #flood")
-	}
-	for _, u := range us {
-		u.Expect("end of NAMES", func(m ircmsg.Message) bool { return m.Command == "366" })
-	}
+	us := crowd(t, n, "#flood", "flooder%d", users)
 	watcher.Mark()
 	start := time.Now()
 	for i, u := range us {
@@ -157,14 +147,7 @@ func TestIssue9CommandsRunOnArrival(t *testing.T) {
 		return false
 	})
 
-	us := make([]*irctest.User, users)
-	for i := range us {
-		us[i] = irctest.Connect(t, n.Addr(), fmt.Sprintf("user%02d", i))
-	}
-	for _, u := range us {
-		u.Registered()
-		u.Join("#flood")
-	}
+	us := crowd(t, n, "#flood", "user%02d", users)
 	watcher.Mark()
 	start := time.Now()
 	for i, u := range us {

@@ -2,12 +2,14 @@ package irc
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/ergochat/irc-go/ircmsg"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/bot"
@@ -127,6 +129,24 @@ func botAmong(t *testing.T, opts irctest.NgircdOptions, channel string, tune fun
 	h := startBot(t, cfg, nil)
 	users[len(users)-1].WaitBotIn("ArchiveBot", channel)
 	return n, h, users
+}
+
+// crowd connects count users to n, named by nameFormat and their index,
+// and joins them all to channel: a crowd to fire commands at the bot.
+func crowd(t *testing.T, n *irctest.Ngircd, channel, nameFormat string, count int) []*irctest.User {
+	t.Helper()
+	us := make([]*irctest.User, count)
+	for i := range us {
+		us[i] = irctest.Connect(t, n.Addr(), fmt.Sprintf(nameFormat, i))
+	}
+	for _, u := range us {
+		u.Registered()
+		u.Send("JOIN %s", channel)
+	}
+	for _, u := range us {
+		u.Expect("end of NAMES", func(m ircmsg.Message) bool { return m.Command == "366" })
+	}
+	return us
 }
 
 // stop ends Run and checks it returns nil promptly.
