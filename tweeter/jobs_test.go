@@ -285,9 +285,7 @@ func TestDryRun(t *testing.T) {
 		if out := r.runOnce(t); out != tweeter.Posted {
 			t.Errorf("RunOnce = %v, want posted", out)
 		}
-		if diff := cmp.Diff(state{Done: []string{text1}}, r.state(t), cmpEmpty); diff != "" {
-			t.Errorf("redis (-want +got):\n%s", diff)
-		}
+		r.wantState(t, "", state{Done: []string{text1}})
 		if log := r.log.String(); !strings.Contains(log, "would post") || !strings.Contains(log, "example.com") {
 			t.Errorf("dry run did not log the text:\n%s", log)
 		}
