@@ -396,13 +396,18 @@ func TestInjection(t *testing.T) {
 		return ""
 	}
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		t.Run("x", func(t *testing.T) {
-			fx := newFakeTwitter(t)
-			r := newRig(t, b, tweeter.Config{Credentials: testCreds, Transport: fx.transport()})
+		// postAll posts a text for each of urls through cfg's network.
+		postAll := func(t *testing.T, cfg tweeter.Config) {
+			t.Helper()
+			r := newRig(t, b, cfg)
 			r.queueURL(t, urls...)
 			for range urls {
 				r.runOnce(t)
 			}
+		}
+		t.Run("x", func(t *testing.T) {
+			fx := newFakeTwitter(t)
+			postAll(t, tweeter.Config{Credentials: testCreds, Transport: fx.transport()})
 			_, posted := fx.snapshot()
 			if len(posted) != len(urls) {
 				t.Fatalf("posted %q", posted)
@@ -418,11 +423,7 @@ func TestInjection(t *testing.T) {
 		})
 		t.Run("mastodon", func(t *testing.T) {
 			f := newFakeMastodon(t)
-			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{mastoNet(f, 0, nil)}})
-			r.queueURL(t, urls...)
-			for range urls {
-				r.runOnce(t)
-			}
+			postAll(t, tweeter.Config{Networks: []tweeter.Network{mastoNet(f, 0, nil)}})
 			posted := f.posted()
 			if len(posted) != len(urls) {
 				t.Fatalf("posted %+v", posted)
@@ -438,11 +439,7 @@ func TestInjection(t *testing.T) {
 		})
 		t.Run("bluesky", func(t *testing.T) {
 			f := newFakeBluesky(t)
-			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{bskyNet(f, 0, nil)}})
-			r.queueURL(t, urls...)
-			for range urls {
-				r.runOnce(t)
-			}
+			postAll(t, tweeter.Config{Networks: []tweeter.Network{bskyNet(f, 0, nil)}})
 			posts := f.posts()
 			if len(posts) != len(urls) {
 				t.Fatalf("%d posts", len(posts))
