@@ -1,7 +1,10 @@
 package bot
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -550,4 +553,83 @@ func TestConsoleAnnounce(t *testing.T) {
 	if out.String() != want {
 		t.Fatalf("console printed %q, want %q", out.String(), want)
 	}
+}
+
+// A key that is not a job record (a queue, a counter, some other program's
+// key) is "not a job", never "something went wrong", and is left as it is.
+func TestBadKey_StatusAbortNotAJob(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+		ctx := context.Background()
+		be.Client.LPush(ctx, "pending", "somejob")
+		be.Client.Set(ctx, "jobs", "x", 0)
+		b := newTestBot(t, be)
+		for _, text := range []string{"!status pending", "!abort pending", "!status jobs", "!abort jobs", "!ig jobs foo", "!fail pending"} {
+			got := say(b, RankOp, "#archivebot", text)
+			if len(got) != 1 || !strings.Contains(got[0], "not a job") {
+				t.Errorf("%q: replies %q, want one saying it is not a job", text, got)
+			}
+		}
+		if n, _ := be.Client.LLen(ctx, "pending").Result(); n != 1 {
+			t.Errorf("pending holds %d entries, want 1", n)
+		}
+		if v, _ := be.Client.Get(ctx, "jobs").Result(); v != "x" {
+			t.Errorf("jobs = %q, want x", v)
+		}
+	})
+}
+
+// Every accepted command that changes state writes one INFO line
+// msg=command with who, where, the command, the ident and the outcome;
+// refused and read-only commands write none, and a URL's password does not
+// reach the log.
+func TestAuditLine(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+		var buf bytes.Buffer
+		b := New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t),
+			Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+		say(b, RankOp, "#a", "!a http://example.com/")
+		say(b, RankVoice, "#a", "!fail "+refIdent)  // refused: rank
+		say(b, RankOp, "", "!abort "+refIdent)      // refused: private
+		say(b, RankOp, "#a", "!status "+refIdent)   // reads only
+		say(b, RankOp, "#a", "!d "+refIdent+" 1")   // usage
+		say(b, RankOp, "#a", "!ig "+refIdent+" ^x") // accepted
+		say(b, RankOp, "#a", "!a http://bob:hunter2@example.org/")
+		var lines []map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("%q: %v", l, err)
+			}
+			if m["msg"] == "command" {
+				lines = append(lines, m)
+			}
+		}
+		if len(lines) != 3 {
+			t.Fatalf("%d audit lines, want 3:\n%s", len(lines), buf.String())
+		}
+		want := []map[string]string{
+			{"nick": "carol", "where": "#a", "command": "!archive", "ident": refIdent, "outcome": "ok"},
+			{"nick": "carol", "where": "#a", "command": "!ignore", "ident": refIdent, "outcome": "ok"},
+			{"nick": "carol", "where": "#a", "command": "!archive", "outcome": "ok"},
+		}
+		for i, w := range want {
+			if lines[i]["level"] != "INFO" {
+				t.Errorf("line %d level %v", i, lines[i]["level"])
+			}
+			for k, v := range w {
+				if lines[i][k] != v {
+					t.Errorf("line %d: %s = %v, want %q", i, k, lines[i][k], v)
+				}
+			}
+			if r, _ := lines[i]["reply"].(string); r == "" {
+				t.Errorf("line %d has no reply", i)
+			}
+		}
+		if lines[2]["ident"] == "" {
+			t.Error("!a line has no ident")
+		}
+		if strings.Contains(buf.String(), "hunter2") {
+			t.Errorf("password logged:\n%s", buf.String())
+		}
+	})
 }
