@@ -33,15 +33,7 @@ type APIPipeline struct {
 
 // NewAPI returns a pipeline calling the node through c.
 func NewAPI(c *client.Client, cfg Config) *APIPipeline {
-	if cfg.Version == "" {
-		cfg.Version = "20250101.01"
-	}
-	if cfg.Hostname == "" {
-		cfg.Hostname = "sim.invalid"
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.defaults()
 	return &APIPipeline{c: c, cfg: cfg, settings: map[string]chan wire.Settings{}}
 }
 
