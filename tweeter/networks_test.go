@@ -27,6 +27,22 @@ func bskyNet(f *fakeBluesky, budget int, tr http.RoundTripper) tweeter.Network {
 	return tweeter.BlueskyNetwork(f.srv.URL, bskyHandle, bskyPassword, budget, time.Hour, tr)
 }
 
+// onMastodon is a rig posting only to a new fake Mastodon, with cfg's
+// other settings.
+func onMastodon(t *testing.T, b *redistest.Backend, cfg tweeter.Config) (*fakeMastodon, *rig) {
+	f := newFakeMastodon(t)
+	cfg.Networks = []tweeter.Network{mastoNet(f, 0, nil)}
+	return f, newRig(t, b, cfg)
+}
+
+// onBluesky is a rig posting only to a new fake Bluesky, with cfg's other
+// settings.
+func onBluesky(t *testing.T, b *redistest.Backend, cfg tweeter.Config) (*fakeBluesky, *rig) {
+	f := newFakeBluesky(t)
+	cfg.Networks = []tweeter.Network{bskyNet(f, 0, nil)}
+	return f, newRig(t, b, cfg)
+}
+
 // queueURL queues "Archiving URL" for u the way CheckJob does (text and
 // URL), oldest first in call order.
 func (r *rig) queueURL(t *testing.T, urls ...string) []string {
@@ -57,8 +73,7 @@ func (r *rig) failures(t *testing.T, net string) []store.FeedFailure {
 
 func TestMastodonPostShape(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		f := newFakeMastodon(t)
-		r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{mastoNet(f, 0, nil)}})
+		f, r := onMastodon(t, b, tweeter.Config{})
 		texts := r.queueURL(t, "https://example.com/")
 		r.mustRun(t, tweeter.Posted)
 		got := f.posted()
@@ -95,8 +110,7 @@ func eachLostAnswer(t *testing.T, b *redistest.Backend, setup func(t *testing.T,
 func TestMastodonErrors(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		t.Run("401", func(t *testing.T) {
-			f := newFakeMastodon(t)
-			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{mastoNet(f, 0, nil)}})
+			f, r := onMastodon(t, b, tweeter.Config{})
 			texts := r.queueURL(t, "https://example.com/")
 			f.reply(fakeAnswer{status: 401, body: `{"error":"The access token is invalid"}`})
 			r.mustRun(t, tweeter.GaveUp)
@@ -107,8 +121,7 @@ func TestMastodonErrors(t *testing.T) {
 			r.wantState(t, "", state{Failed: texts})
 		})
 		t.Run("429", func(t *testing.T) {
-			f := newFakeMastodon(t)
-			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{mastoNet(f, 0, nil)}})
+			f, r := onMastodon(t, b, tweeter.Config{})
 			texts := r.queueURL(t, "https://example.com/")
 			reset := r.now.Add(17 * time.Minute).UTC()
 			f.reply(fakeAnswer{status: 429, header: map[string]string{
@@ -128,8 +141,7 @@ func TestMastodonErrors(t *testing.T) {
 			}
 		})
 		t.Run("429 Retry-After", func(t *testing.T) {
-			f := newFakeMastodon(t)
-			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{mastoNet(f, 0, nil)}, Now: time.Now})
+			f, r := onMastodon(t, b, tweeter.Config{Now: time.Now})
 			r.queueURL(t, "https://example.com/")
 			f.reply(fakeAnswer{status: 429, header: map[string]string{"Retry-After": "120"}})
 			before := time.Now()
@@ -139,8 +151,7 @@ func TestMastodonErrors(t *testing.T) {
 			}
 		})
 		t.Run("5xx", func(t *testing.T) {
-			f := newFakeMastodon(t)
-			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{mastoNet(f, 0, nil)}, MaxTries: 3})
+			f, r := onMastodon(t, b, tweeter.Config{MaxTries: 3})
 			texts := r.queueURL(t, "https://example.com/", "https://second.example/")
 			f.reply(fakeAnswer{status: 503}, fakeAnswer{status: 502})
 			if out := r.runOnce(t); out != tweeter.Posted || len(f.posted()) != 1 || f.requests != 3 {
@@ -173,8 +184,7 @@ func TestMastodonErrors(t *testing.T) {
 // cmd/archivebot's TestFeedKillMastodon.)
 func TestMastodonRestartAfterSend(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		f := newFakeMastodon(t)
-		r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{mastoNet(f, 0, nil)}})
+		f, r := onMastodon(t, b, tweeter.Config{})
 		texts := r.queueURL(t, "https://example.com/")
 		f.reply(fakeAnswer{slow: time.Minute})
 		ctx, cancel := context.WithCancel(context.Background())
@@ -232,8 +242,7 @@ func facetsOf(t *testing.T, rec map[string]any) (text string, links []tweeter.Li
 
 func TestBlueskyPostShape(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		f := newFakeBluesky(t)
-		r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{bskyNet(f, 0, nil)}})
+		f, r := onBluesky(t, b, tweeter.Config{})
 		u := "https://例え.jp/ünïcode?q=🙂"
 		texts := r.queueURL(t, u)
 		r.mustRun(t, tweeter.Posted)
@@ -286,8 +295,7 @@ func TestBlueskyErrors(t *testing.T) {
 			r.wantState(t, "", state{Failed: texts})
 		})
 		t.Run("429", func(t *testing.T) {
-			f := newFakeBluesky(t)
-			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{bskyNet(f, 0, nil)}})
+			f, r := onBluesky(t, b, tweeter.Config{})
 			texts := r.queueURL(t, "https://example.com/")
 			reset := r.now.Add(40 * time.Minute)
 			f.reply(fakeAnswer{status: 429, header: map[string]string{
@@ -304,8 +312,7 @@ func TestBlueskyErrors(t *testing.T) {
 			}
 		})
 		t.Run("5xx", func(t *testing.T) {
-			f := newFakeBluesky(t)
-			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{bskyNet(f, 0, nil)}, MaxTries: 2})
+			f, r := onBluesky(t, b, tweeter.Config{MaxTries: 2})
 			r.queueURL(t, "https://example.com/", "https://second.example/")
 			f.reply(fakeAnswer{status: 502, body: "<html>bad gateway</html>"})
 			if out := r.runOnce(t); out != tweeter.Posted || len(f.posts()) != 1 {
