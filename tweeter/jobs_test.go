@@ -58,6 +58,14 @@ func (r *rig) job(t *testing.T, ident string, fields ...string) {
 	}
 }
 
+// wantQueued checks the texts in tweets:queue, oldest first.
+func (r *rig) wantQueued(t *testing.T, texts ...string) {
+	t.Helper()
+	if diff := cmp.Diff(texts, r.members(t, store.KeyTweetsQueue)); diff != "" {
+		t.Errorf("tweets:queue (-want +got):\n%s", diff)
+	}
+}
+
 func TestCheckJob(t *testing.T) {
 	const url = "https://example.com/"
 	running := []string{"url", url, "started_at", "1700000000.25", "pipeline_id", "pipeline:x", "heartbeat", "3"}
@@ -150,9 +158,7 @@ func TestCheckJobLooksUpOnce(t *testing.T) {
 		if got := n.get("jobA"); got != 5 {
 			t.Errorf("jobA looked up %d times after two others, want 5", got)
 		}
-		if diff := cmp.Diff([]string{"Archiving https://a.example/"}, r.members(t, store.KeyTweetsQueue)); diff != "" {
-			t.Errorf("tweets:queue (-want +got):\n%s", diff)
-		}
+		r.wantQueued(t, "Archiving https://a.example/")
 	})
 }
 
@@ -166,9 +172,7 @@ func TestSweep(t *testing.T) {
 		if err := r.tw.Sweep(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff([]string{"Archiving https://run.example/"}, r.members(t, store.KeyTweetsQueue)); diff != "" {
-			t.Errorf("tweets:queue (-want +got):\n%s", diff)
-		}
+		r.wantQueued(t, "Archiving https://run.example/")
 	})
 }
 
@@ -186,9 +190,7 @@ func TestBadKey_StringJobInWorking(t *testing.T) {
 				t.Errorf("sweep %d: %v", i+1, err)
 			}
 		}
-		if diff := cmp.Diff([]string{"Archiving https://run.example/"}, r.members(t, store.KeyTweetsQueue)); diff != "" {
-			t.Errorf("tweets:queue (-want +got):\n%s", diff)
-		}
+		r.wantQueued(t, "Archiving https://run.example/")
 		n := 0
 		for _, l := range strings.Split(r.log.String(), "\n") {
 			if strings.Contains(l, "strjob") && (strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR")) {
