@@ -23,6 +23,17 @@ func newTestBot(t *testing.T, be *redistest.Backend) *Bot {
 	return New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t)})
 }
 
+// eachWithJob runs test on each backend with a new bot that an op has
+// just asked to archive http://example.com/ (refIdent) with args.
+func eachWithJob(t *testing.T, args string, test func(t *testing.T, be *redistest.Backend, b *Bot)) {
+	t.Helper()
+	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+		b := newTestBot(t, be)
+		say(b, RankOp, "#a", "!a http://example.com/"+args)
+		test(t, be, b)
+	})
+}
+
 func say(b *Bot, rank Rank, channel, text string) []string {
 	rec := &recorder{nick: "carol"}
 	b.Handle(context.Background(), Request{Nick: "carol", Channel: channel, Rank: rank, Text: text}, rec)
@@ -88,9 +99,7 @@ func TestBadArchiveInput(t *testing.T) {
 // Malformed job-control commands get a usage line (or the reason) and
 // change nothing; ordinary chat starting with "!" stays ignored.
 func TestBadControlInput(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
-		b := newTestBot(t, be)
-		say(b, RankOp, "#a", "!a http://example.com/")
+	eachWithJob(t, "", func(t *testing.T, be *redistest.Backend, b *Bot) {
 		ctx := context.Background()
 		before, err := redistest.Dump(ctx, be.Client)
 		if err != nil {
@@ -220,10 +229,8 @@ func TestPendingLongQueue(t *testing.T) {
 // already finished; a running job only gets abort_requested and a
 // published settings change.
 func TestAbort(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+	eachWithJob(t, " --pipeline=fast", func(t *testing.T, be *redistest.Backend, b *Bot) {
 		ctx := context.Background()
-		b := newTestBot(t, be)
-		say(b, RankOp, "#a", "!a http://example.com/ --pipeline=fast")
 		got := say(b, RankVoice, "#a", "!abort "+refIdent)
 		if len(got) != 1 || !strings.Contains(got[0], "aborted") || !strings.Contains(got[0], refIdent) {
 			t.Fatalf("abort queued: %q", got)
@@ -425,10 +432,8 @@ func FuzzHandle(f *testing.F) {
 }
 
 func TestFail(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+	eachWithJob(t, " --pipeline=slow", func(t *testing.T, be *redistest.Backend, b *Bot) {
 		ctx := context.Background()
-		b := newTestBot(t, be)
-		say(b, RankOp, "#a", "!a http://example.com/ --pipeline=slow")
 		if got := say(b, RankVoice, "#a", "!fail "+refIdent); !strings.Contains(got[0], "only channel operators may") {
 			t.Fatalf("voice !fail: %q", got)
 		}

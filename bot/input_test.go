@@ -17,9 +17,7 @@ import (
 // Python's re refuses a group name used twice; the pipeline would fail to
 // compile the pattern, so the bot refuses it and writes nothing.
 func TestInputGapDuplicateGroupName(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
-		b := newTestBot(t, be)
-		say(b, RankOp, "#a", "!a http://example.com/")
+	eachWithJob(t, "", func(t *testing.T, be *redistest.Backend, b *Bot) {
 		before := keyCount(t, be)
 		ctx := context.Background()
 		age, _ := be.Client.HGet(ctx, refIdent, "settings_age").Result()
@@ -97,9 +95,7 @@ func TestInputGapHostRefused(t *testing.T) {
 // A TAB (or other white space) between the command and its argument
 // separates them as a space does.
 func TestInputGapTabSeparator(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
-		b := newTestBot(t, be)
-		say(b, RankOp, "#a", "!a http://example.com/")
+	eachWithJob(t, "", func(t *testing.T, be *redistest.Backend, b *Bot) {
 		for _, text := range []string{"!status\t" + refIdent, "!status \t" + refIdent, "!status\v" + refIdent} {
 			got := say(b, RankNone, "#a", text)
 			if len(got) != 1 || !strings.Contains(got[0], refIdent) || !strings.Contains(got[0], "In queue") {
@@ -142,9 +138,7 @@ func TestInputGapIgsetUnknownJobFirst(t *testing.T) {
 // Nested quantifiers can backtrack for ever in the pipeline's Python re:
 // the pattern is added (it is valid), but the reply warns.
 func TestInputGapNestedQuantifierWarning(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
-		b := newTestBot(t, be)
-		say(b, RankOp, "#a", "!a http://example.com/")
+	eachWithJob(t, "", func(t *testing.T, be *redistest.Backend, b *Bot) {
 		for _, p := range []string{`(x+x+)+y`, `(a*)*b`, `(?:\d+)*$`, `((ab)+c?)+`, `(a|b+)+`, `(x+){2,}`} {
 			got := say(b, RankOp, "#a", "!ig "+refIdent+" "+p)
 			if len(got) != 2 || !strings.Contains(got[0], "Added ignore pattern") || !strings.Contains(got[1], "Warning") || !strings.Contains(got[1], "nested") {
@@ -190,9 +184,7 @@ func TestInvalidPatternQuotesUsersPattern(t *testing.T) {
 	if !strings.Contains(err.Error(), p) || strings.Contains(err.Error(), `\k<n>`) {
 		t.Fatalf("error %q does not quote %q", err, p)
 	}
-	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
-		b := newTestBot(t, be)
-		say(b, RankOp, "#a", "!a http://example.com/")
+	eachWithJob(t, "", func(t *testing.T, be *redistest.Backend, b *Bot) {
 		got := say(b, RankOp, "#a", "!ig "+refIdent+" "+p)
 		if len(got) != 1 || strings.Contains(got[0], `\k<n>`) || strings.Count(got[0], p) != 2 {
 			t.Fatalf("reply %q", got)

@@ -16,10 +16,8 @@ import (
 // does it: it hears the new age on archivebot:job:IDENT, re-reads the
 // settings, and on abort_requested aborts and marks the job done.
 func TestRunningJobSeesChangesAndAbort(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+	eachWithJob(t, "", func(t *testing.T, be *redistest.Backend, b *Bot) {
 		ctx := context.Background()
-		b := newTestBot(t, be)
-		say(b, RankOp, "#a", "!a http://example.com/")
 		p := pipelinesim.New(be.Client, pipelinesim.Config{Nickname: "sim"})
 		j, err := p.Take(ctx)
 		if err != nil || j == nil {
