@@ -318,14 +318,19 @@ func TestRestartServer(t *testing.T) {
 		d := New(config.IRC{}, nil, nil)
 		c.backoffMin, c.backoffMax = d.backoffMin, d.backoffMax
 	})
-	h.waitState(true)
-	u := irctest.Dial(t, n.Addr(), "rita")
-	u.Join("#test")
-	u.WaitBotPresent("ArchiveBot", "#test")
-	u.Say("#test", "!status")
-	if r := u.Reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
-		t.Fatalf("!status: %q", r)
+	// answers has a new user join #test and checks the bot answers there.
+	answers := func(when string) {
+		t.Helper()
+		u := irctest.Dial(t, n.Addr(), "rita")
+		u.Join("#test")
+		u.WaitBotPresent("ArchiveBot", "#test")
+		u.Say("#test", "!status")
+		if r := u.Reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
+			t.Fatalf("!status%s: %q", when, r)
+		}
 	}
+	h.waitState(true)
+	answers("")
 
 	stopped := time.Now()
 	n.Stop()
@@ -341,13 +346,7 @@ func TestRestartServer(t *testing.T) {
 	restarted := time.Now()
 	h.waitState(true)
 	reconnected := time.Since(restarted)
-	u2 := irctest.Dial(t, n.Addr(), "rita")
-	u2.Join("#test")
-	u2.WaitBotPresent("ArchiveBot", "#test")
-	u2.Say("#test", "!status")
-	if r := u2.Reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
-		t.Fatalf("!status after restart: %q", r)
-	}
+	answers(" after restart")
 	answering := time.Since(restarted)
 	if err := h.client.Announce(context.Background(), "#other", "back again"); err != nil {
 		t.Errorf("Announce after reconnect: %v", err)
