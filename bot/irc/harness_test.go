@@ -144,7 +144,9 @@ func crowd(t *testing.T, n *irctest.Ngircd, channel, nameFormat string, count in
 		u.Send("JOIN %s", channel)
 	}
 	for _, u := range us {
-		u.Expect("end of NAMES", func(m ircmsg.Message) bool { return m.Command == "366" })
+		u.Expect("end of NAMES for "+channel, func(m ircmsg.Message) bool {
+			return m.Command == "366" && len(m.Params) > 1 && strings.EqualFold(m.Params[1], channel)
+		})
 	}
 	return us
 }
