@@ -247,10 +247,9 @@ func TestAnalyzerTrim(t *testing.T) {
 // TestAnalyzerMissingJob: a log without its job record (expired) is not
 // counted into a new record.
 func TestAnalyzerMissingJob(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		b.Client.ZAdd(ctx, store.KeyLog("gonejob"), redis.Z{Score: 1, Member: `{"type":"download","response_code":200}`})
-		res, err := NewAnalyzer(store.NewStore(b.Client), AnalyzerConfig{}, svcLog(t)).Analyze(ctx, "gonejob")
+		res, err := NewAnalyzer(s, AnalyzerConfig{}, svcLog(t)).Analyze(ctx, "gonejob")
 		if err != nil || !res.Missing {
 			t.Fatalf("Analyze = %+v, %v; want Missing", res, err)
 		}

@@ -62,13 +62,12 @@ func newLogCounter(t testing.TB) (*logCounter, *slog.Logger) {
 
 // A list-typed member of `pipelines` must not stop pipeline notices.
 func TestBadKey_PipelineListMember(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		b.Client.RPush(ctx, "pipeline:bad", "x")
 		b.Client.SAdd(ctx, store.KeyPipelines, "pipeline:bad")
 		ann := newSvcAnnouncer("#ab")
 		logs, log := newLogCounter(t)
-		n := NewPipelineNotifier(store.NewStore(b.Client), ann, PipelineNotifierConfig{SilentAfter: time.Hour}, log)
+		n := NewPipelineNotifier(s, ann, PipelineNotifierConfig{SilentAfter: time.Hour}, log)
 		if err := n.runOnce(ctx); err != nil {
 			t.Fatalf("first cycle: %v", err)
 		}
@@ -93,10 +92,8 @@ func TestBadKey_PipelineListMember(t *testing.T) {
 
 // A string pending:str must not break !pending, !status, !abort or !fail.
 func TestBadKey_StringNamedQueue(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		b.Client.Set(ctx, "pending:str", "x", 0)
-		s := store.NewStore(b.Client)
 		for _, id := range []string{"goodjob1", "goodjob2"} {
 			if err := s.Register(ctx, store.NewJob{Ident: id, URL: "http://" + id + ".example/", FetchDepth: "inf",
 				Queue: store.KeyPendingNamed("good"), DelayMin: 250, DelayMax: 375, Concurrency: 3}); err != nil {

@@ -94,11 +94,10 @@ func TestFirehoseBroadcast(t *testing.T) {
 // forgotten once the firehose sees the jobs do not exist; a job that
 // exists is still remembered, so its duplicate events are still dropped.
 func TestFirehoseForgetsEventsOfJobsThatDoNotExist(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		now := time.Unix(1732900000, 0)
 		sink := newSinkRec()
-		f := NewFirehose(store.NewStore(b.Client), sink, FirehoseConfig{Now: func() time.Time { return now }}, svcLog(t))
+		f := NewFirehose(s, sink, FirehoseConfig{Now: func() time.Time { return now }}, svcLog(t))
 		b.Client.HSet(ctx, "realjob", "url", "http://real.example/")
 		f.emit(JobEvent{Ident: "realjob", Event: store.EventQueued})
 		const junk = 3000

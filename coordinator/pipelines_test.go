@@ -18,8 +18,7 @@ import (
 // going silent and disconnecting is announced once each, in every channel;
 // lines that could not be posted while IRC was down come out once later.
 func TestPipelineNotifier(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	eachStore(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		clock := &svcClock{t: time.Unix(1_800_000_000, 0)}
 		pipe := func(nick, version string) *pipelinesim.Pipeline {
 			return pipelinesim.New(b.Client, pipelinesim.Config{Nickname: nick, Version: version, Now: clock.Now})
@@ -39,7 +38,7 @@ func TestPipelineNotifier(t *testing.T) {
 		report(old)
 
 		ann := newSvcAnnouncer("#a", "#b")
-		n := NewPipelineNotifier(store.NewStore(b.Client), ann, PipelineNotifierConfig{SilentAfter: 5 * time.Minute}, svcLog(t))
+		n := NewPipelineNotifier(st, ann, PipelineNotifierConfig{SilentAfter: 5 * time.Minute}, svcLog(t))
 		n.Now = clock.Now
 		cycle := func() []svcLine {
 			t.Helper()
@@ -109,11 +108,10 @@ func md5s(s string) string {
 // it is reported once as unreadable, and IRC formatting codes in pipeline
 // names never reach the channel.
 func TestPipelineBadTS(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		now := time.Unix(1_800_000_000, 0)
 		ann := newSvcAnnouncer("#a")
-		n := NewPipelineNotifier(store.NewStore(b.Client), ann, PipelineNotifierConfig{SilentAfter: 5 * time.Minute}, svcLog(t))
+		n := NewPipelineNotifier(s, ann, PipelineNotifierConfig{SilentAfter: 5 * time.Minute}, svcLog(t))
 		n.Now = func() time.Time { return now }
 		if err := n.runOnce(ctx); err != nil {
 			t.Fatal(err)
@@ -149,13 +147,12 @@ func TestPipelineBadTS(t *testing.T) {
 // IRC colour and formatting codes in text a pipeline wrote (red on red
 // hides text) are removed before the line is posted.
 func TestFormattingCodesStripped(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		doc := `{"aborted":false,"started_by":"\u0002ev\u0003il\u000f","started_in":"#ab",` +
 			`"url":"http://x.example.com/\u000304,04hidden\u0003 \u0004ff0000,ff0000red\u0004 \u0011\u0016\u001d\u001e\u001fend"}`
 		b.Client.RPush(ctx, store.KeyFinishNotifications, doc)
 		ann := newSvcAnnouncer("#ab")
-		f := NewFinishNotifier(store.NewStore(b.Client), ann, FinishConfig{}, svcLog(t))
+		f := NewFinishNotifier(s, ann, FinishConfig{}, svcLog(t))
 		if err := f.runOnce(ctx); err != nil {
 			t.Fatal(err)
 		}

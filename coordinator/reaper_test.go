@@ -60,8 +60,7 @@ func TestReaperTimers(t *testing.T) {
 			want: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "failed": "true"},
 		},
 	}
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	eachStore(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		for i, tc := range tests {
 			id := fmt.Sprintf("timerjob%d", i)
 			b.Client.HSet(ctx, id, tc.seed)
@@ -70,7 +69,7 @@ func TestReaperTimers(t *testing.T) {
 		// A ghost in working (record expired) must not stop the cycle.
 		b.Client.LPush(ctx, store.KeyWorking, "ghostjob")
 		ann := newSvcAnnouncer("#ab")
-		r := NewReaper(store.NewStore(b.Client), ann, ReaperConfig{Threshold: 100}, svcLog(t))
+		r := NewReaper(st, ann, ReaperConfig{Threshold: 100}, svcLog(t))
 		if err := r.runOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -222,11 +221,10 @@ func TestReaperAutoFail(t *testing.T) {
 // TestReaperRoundTrips: one cycle is one round trip whatever the number
 // of working jobs.
 func TestReaperRoundTrips(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	eachStore(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		// One cycle first loads the script (EVAL caches it), so EVALSHA
 		// does not fall back to EVAL in the counted cycles.
-		if err := NewReaper(store.NewStore(b.Client), newSvcAnnouncer("#ab"), ReaperConfig{}, svcLog(t)).runOnce(ctx); err != nil {
+		if err := NewReaper(st, newSvcAnnouncer("#ab"), ReaperConfig{}, svcLog(t)).runOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
 		var got []int64
