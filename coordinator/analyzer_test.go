@@ -16,6 +16,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -126,7 +127,7 @@ func jobCounts(t *testing.T, s *store.Store, id string) store.LogCounts {
 // batches, with entries arriving in between and four analyzers racing on
 // the same job, equal a brute-force count of the whole log.
 func TestAnalyzerMatchesBruteForce(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://count.example.com/", "alice", "#ab", store.KeyPending)
 		j := mustTake(t, ctx, pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}))
 		for _, e := range oddEntries { // each shape at least once
@@ -247,7 +248,7 @@ func TestAnalyzerTrim(t *testing.T) {
 // TestAnalyzerMissingJob: a log without its job record (expired) is not
 // counted into a new record.
 func TestAnalyzerMissingJob(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		b.Client.ZAdd(ctx, store.KeyLog("gonejob"), redis.Z{Score: 1, Member: `{"type":"download","response_code":200}`})
 		res, err := NewAnalyzer(s, AnalyzerConfig{}, svcLog(t)).Analyze(ctx, "gonejob")
 		if err != nil || !res.Missing {

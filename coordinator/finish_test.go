@@ -20,6 +20,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
@@ -52,7 +53,7 @@ func svcLists(t *testing.T, b *redistest.Backend) [2][]string {
 // settings age), and the channel gets exactly one line per job, with the
 // ident.
 func TestFinishNotifierJobLifecycle(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		done := svcQueue(t, s, "http://finished.example.com/", "alice", "#ab", store.KeyPending)
 		abort := svcQueue(t, s, "http://aborted.example.com/", "bob", "#other", store.KeyPending)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "sim"})
@@ -273,7 +274,7 @@ func (a *batchAnnouncer) AnnounceFinish(ctx context.Context, r FinishReport, don
 // when its report's line is written (or can never be), and keeps the one
 // whose line failed for the next cycle.
 func TestFinishNotifierBatch(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		docs := []string{
 			`{"no":"url"}`, // acknowledged before the next is taken
 			svcNotice("http://a.example.com/", "alice", "#ab", false),
@@ -331,7 +332,7 @@ func TestFinishNotifierBatch(t *testing.T) {
 // PUBLISH updates after mark-done) can deliver the report. The latency
 // from mark-done to the line is logged, not asserted.
 func TestFinishReportPushedByUpdates(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		ann := newSvcAnnouncer("#archivebot")
 		svc := NewServices(st, ann, ServicesConfig{
 			Reaper:    ReaperConfig{Interval: time.Hour, Threshold: 1000},
@@ -371,7 +372,7 @@ func TestFinishReportPushedByUpdates(t *testing.T) {
 // The finish notifier puts every job it reports into the index of
 // finished jobs, which /finished reads instead of scanning the keyspace.
 func TestFinishNotifierIndexesFinishedJobs(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		done := svcQueue(t, s, "http://finished.example.com/", "alice", "#ab", store.KeyPending)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "sim"})
 		j, err := p.Take(ctx)
@@ -400,7 +401,7 @@ func TestFinishNotifierIndexesFinishedJobs(t *testing.T) {
 // when read; entries older than the failure records' lifetime are pruned
 // when one is added; failure records carry what operators need.
 func TestFinishedIndexExpiry(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		now := time.Unix(1732900000, 0)
 		s.Now = func() time.Time { return now }
 		c := b.Client

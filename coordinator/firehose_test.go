@@ -9,6 +9,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 )
 
 type sinkRec struct {
@@ -94,7 +95,7 @@ func TestFirehoseBroadcast(t *testing.T) {
 // forgotten once the firehose sees the jobs do not exist; a job that
 // exists is still remembered, so its duplicate events are still dropped.
 func TestFirehoseForgetsEventsOfJobsThatDoNotExist(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		now := time.Unix(1732900000, 0)
 		sink := newSinkRec()
 		f := NewFirehose(s, sink, FirehoseConfig{Now: func() time.Time { return now }}, svcLog(t))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -59,7 +60,7 @@ func jobEvents(t *testing.T, b *redistest.Backend) func(n int) []string {
 // published on archivebot:job_events, and that the list expires with the
 // job.
 func TestJobHistory(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		events := jobEvents(t, b)
 		id := svcQueue(t, s, "http://history.example.com/", "alice", "#ab", store.KeyPending)
 		changes := []store.Change{
@@ -139,7 +140,7 @@ func TestJobHistory(t *testing.T) {
 // TestJobHistoryFinished: a finished job's history lives as long as its
 // record (48 h), and !expire keeps it (with an "expired" entry).
 func TestJobHistoryFinished(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://finished.example.com/", "carol", "#ab", store.KeyPendingAO)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"})
 		j := mustTake(t, ctx, p)
@@ -187,7 +188,7 @@ func TestHistoryCapped(t *testing.T) {
 // TestUserAgentQueuedOnly: the user agent of a queued job changes (history
 // "useragent"); a running job's is refused with nothing written.
 func TestUserAgentQueuedOnly(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://ua.example.com/", "alice", "#ab", store.KeyPending)
 		ch := store.Change{QueuedOnly: true, Event: store.EventUserAgent, By: "bob", Set: map[string]string{"user_agent": "UA/1"}}
 		if _, err := s.ChangeSettings(ctx, id, ch); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -18,7 +19,7 @@ import (
 // going silent and disconnecting is announced once each, in every channel;
 // lines that could not be posted while IRC was down come out once later.
 func TestPipelineNotifier(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		clock := &svcClock{t: time.Unix(1_800_000_000, 0)}
 		pipe := func(nick, version string) *pipelinesim.Pipeline {
 			return pipelinesim.New(b.Client, pipelinesim.Config{Nickname: nick, Version: version, Now: clock.Now})
@@ -108,7 +109,7 @@ func md5s(s string) string {
 // it is reported once as unreadable, and IRC formatting codes in pipeline
 // names never reach the channel.
 func TestPipelineBadTS(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		now := time.Unix(1_800_000_000, 0)
 		ann := newSvcAnnouncer("#a")
 		n := NewPipelineNotifier(s, ann, PipelineNotifierConfig{SilentAfter: 5 * time.Minute}, svcLog(t))
@@ -147,7 +148,7 @@ func TestPipelineBadTS(t *testing.T) {
 // IRC colour and formatting codes in text a pipeline wrote (red on red
 // hides text) are removed before the line is posted.
 func TestFormattingCodesStripped(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		doc := `{"aborted":false,"started_by":"\u0002ev\u0003il\u000f","started_in":"#ab",` +
 			`"url":"http://x.example.com/\u000304,04hidden\u0003 \u0004ff0000,ff0000red\u0004 \u0011\u0016\u001d\u001e\u001fend"}`
 		b.Client.RPush(ctx, store.KeyFinishNotifications, doc)

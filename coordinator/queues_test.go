@@ -12,6 +12,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -20,7 +21,7 @@ import (
 // created are found); later reads use the index alone, pruning queues
 // pipelines emptied and keys that are not lists.
 func TestQueueIndex(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		for i, q := range []string{"a", "b", "b"} {
 			id := fmt.Sprintf("queuedjob%d", i)
 			if err := s.Register(ctx, store.NewJob{Ident: id, URL: "http://" + id + ".example/", FetchDepth: "inf",
@@ -104,7 +105,7 @@ func TestStatusRoundTrips(t *testing.T) {
 
 // A queued job's place: the right end of a queue is its head.
 func TestJobDetailPosition(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		a := svcQueue(t, s, "http://a.example.com/", "alice", "#ab", store.KeyPending)
 		bb := svcQueue(t, s, "http://b.example.com/", "alice", "#ab", store.KeyPending)
 		n := svcQueue(t, s, "http://n.example.com/", "alice", "#ab", store.KeyPendingNamed("x"))
@@ -125,7 +126,7 @@ func TestJobDetailPosition(t *testing.T) {
 
 // TestMove covers every outcome of !move with the state after it.
 func TestMove(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		a := svcQueue(t, s, "http://a.example.com/", "alice", "#ab", store.KeyPending)
 		bb := svcQueue(t, s, "http://b.example.com/", "alice", "#ab", store.KeyPending)
 		c := svcQueue(t, s, "http://c.example.com/", "alice", "#ab", store.KeyPending)
@@ -212,7 +213,7 @@ func TestMove(t *testing.T) {
 // queued; jobs a pipeline took no longer count; the refusal writes nothing
 // and says how many are queued.
 func TestPerUserPendingLimit(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		reg := func(url, key string) error {
 			norm, id := identOfURL(t, url)
 			return s.Register(ctx, store.NewJob{Ident: id, URL: norm, FetchDepth: "inf", StartedBy: "Nick[1]", NickKey: key,

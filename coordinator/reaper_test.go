@@ -13,6 +13,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -60,7 +61,7 @@ func TestReaperTimers(t *testing.T) {
 			want: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "failed": "true"},
 		},
 	}
-	eachStore(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		for i, tc := range tests {
 			id := fmt.Sprintf("timerjob%d", i)
 			b.Client.HSet(ctx, id, tc.seed)
@@ -221,7 +222,7 @@ func TestReaperAutoFail(t *testing.T) {
 // TestReaperRoundTrips: one cycle is one round trip whatever the number
 // of working jobs.
 func TestReaperRoundTrips(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		// One cycle first loads the script (EVAL caches it), so EVALSHA
 		// does not fall back to EVAL in the counted cycles.
 		if err := NewReaper(st, newSvcAnnouncer("#ab"), ReaperConfig{}, svcLog(t)).runOnce(ctx); err != nil {

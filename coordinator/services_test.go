@@ -17,6 +17,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
@@ -167,12 +168,6 @@ func startSubscribed(t *testing.T, ctx context.Context, svc *Services) {
 	<-subscribed
 }
 
-// eachStore runs fn on each backend (redistest.Each) with a store on it.
-func eachStore(t *testing.T, fn func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context)) {
-	t.Helper()
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) { fn(t, b, store.NewStore(b.Client), context.Background()) })
-}
-
 // writesNothing runs fn, a step Redis must refuse, and fails the test
 // (saying what, and the difference) if it changed the database.
 func writesNothing(t *testing.T, b *redistest.Backend, what string, fn func()) {
@@ -199,7 +194,7 @@ func identOfURL(t *testing.T, raw string) (string, string) {
 // channel gets exactly one finish line with the ident, and the analyzer's
 // counts match the log.
 func TestServicesEndToEnd(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		ann := newSvcAnnouncer("#archivebot", "#other")
 		id := svcQueue(t, st, "http://e2e.example.org/", "alice", "#archivebot", store.KeyPending)
 

@@ -14,11 +14,12 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 func TestJobWatchLogsTakenAndFailed(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		var buf bytes.Buffer
 		w := NewStartNotifier(s, nil, StartConfig{}, slog.New(slog.NewTextHandler(&buf, nil)))
 		// What a scan does with what it read of working.
@@ -58,7 +59,7 @@ func TestJobWatchLogsTakenAndFailed(t *testing.T) {
 // notice get exactly one line each, the one that opted out and the !ao job
 // none; every start is in the history; scanning again sends nothing.
 func TestStartNotices(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		nodeStarted(t, s)
 		var ids []string
 		for i := 0; i < 5; i++ {
@@ -125,7 +126,7 @@ func nodeStarted(t *testing.T, s *store.Store) {
 // job taken afterwards is announced, once; a restart announces nothing
 // again.
 func TestStartNoticesBaseline(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		var before []string
 		for i := 0; i < 30; i++ {
 			before = append(before, queueNotify(t, s, fmt.Sprintf("http://before%d.example.com/", i), store.KeyPending, true))
@@ -192,7 +193,7 @@ func queueNotify(t *testing.T, s *store.Store, url, queue string, notify bool) s
 // not written (IRC down, or the node killed between take and announce) is
 // delivered by the next notifier, once.
 func TestStartNoticeSurvivesCrash(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		nodeStarted(t, s)
 		id := queueNotify(t, s, "http://crash.example.com/", store.KeyPending, true)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "crashy"})

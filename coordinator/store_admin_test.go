@@ -14,6 +14,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
@@ -68,7 +69,7 @@ func livePipeline(t *testing.T, ctx context.Context, b *redistest.Backend, nick,
 }
 
 func TestRequeueFailedJob(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		s.Now = func() time.Time { return time.Unix(1732950000, 0) }
 		const id, url = "requeue1", "http://requeue.example.com/"
 		writeFailureRecord(t, b, id, failedJobFields(id, url), store.KeyWorking, "pending:fast", []string{"p1", "(?i)p2"})
@@ -117,7 +118,7 @@ func TestRequeueFailedJob(t *testing.T) {
 }
 
 func TestRequeueQueueFallbacks(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		// No origin record: the failure record's pending queue.
 		j := failedJobFields("rq2", "http://a.example.com/")
 		writeFailureRecord(t, b, "rq2", j, store.KeyPendingLarge, "", nil)
@@ -137,7 +138,7 @@ func TestRequeueQueueFallbacks(t *testing.T) {
 // A job failed less than 5 s ago still has its record (failed=true, TTL):
 // it is rebuilt all the same and loses the TTL.
 func TestRequeueJustFailed(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://justfailed.example.com/", "bob", "#ab", store.KeyPendingAO)
 		if _, err := s.FailJob(ctx, id, "failed by op"); err != nil {
 			t.Fatal(err)
@@ -157,7 +158,7 @@ func TestRequeueJustFailed(t *testing.T) {
 }
 
 func TestRequeueDeadJob(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://dead.example.com/", "carol", "#ab", store.KeyPending)
 		p := livePipeline(t, ctx, b, "p", "d1")
 		job := mustTake(t, ctx, p)
@@ -205,7 +206,7 @@ func TestRequeueDeadJob(t *testing.T) {
 }
 
 func TestRequeueRefusals(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		if _, err := s.Requeue(ctx, "nosuchjob", false, time.Minute); !errors.Is(err, store.ErrNoJob) {
 			t.Errorf("unknown job: %v", err)
 		}
@@ -230,7 +231,7 @@ func TestRequeueRefusals(t *testing.T) {
 }
 
 func TestAdminNotices(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		for _, n := range []store.AdminNotice{{Channel: "#a", Text: "one"}, {Channel: "", Text: "two"}} {
 			if err := s.PushAdminNotice(ctx, n); err != nil {
 				t.Fatal(err)
@@ -262,7 +263,7 @@ func TestAdminNotices(t *testing.T) {
 }
 
 func TestRemovePipeline(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		p := livePipeline(t, ctx, b, "p", "r1")
 		var alive *store.PipelineAliveError
 		if _, err := s.RemovePipeline(ctx, p.Key(), time.Minute, false); !errors.As(err, &alive) {
@@ -284,7 +285,7 @@ func TestRemovePipeline(t *testing.T) {
 // still reports, its mark-done would finish the requeued record, so the
 // requeue needs force.
 func TestRequeueFailedJobOfLivePipeline(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://stillrunning.example.com/", "alice", "#ab", store.KeyPending)
 		p := livePipeline(t, ctx, b, "live", "e5")
 		mustTake(t, ctx, p)
@@ -448,7 +449,7 @@ func TestFailJob(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+			storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 				id := tc.setup(t, s, b)
 				job, err := s.FailJob(ctx, id, "failed by op")
 				if !errors.Is(err, tc.wantErr) {

@@ -11,12 +11,13 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 )
 
 // Issue 14: the lease is taken by one node only, renewed only by its
 // holder, released only by its holder; each term gets a larger token.
 func TestLeaseAcquireRenewRelease(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		a, won, err := s.AcquireLease(ctx, "node-a", 10*time.Second)
 		if err != nil || !won || a.Node != "node-a" || a.Token < 1 {
 			t.Fatalf("first acquire = %+v, %v, %v; want won by node-a", a, won, err)
@@ -61,7 +62,7 @@ func TestLeaseAcquireRenewRelease(t *testing.T) {
 // the lease is refused and writes nothing; the current holder's token and
 // no token (single node) write.
 func TestFencedServiceWrite(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		old, _, err := s.AcquireLease(ctx, "old", 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -146,7 +147,7 @@ func TestWriteScriptsFenced(t *testing.T) {
 // buffered while it was frozen), and goes through while it does; the
 // admin CLI's store (no CommandFence) is not fenced.
 func TestCommandFence(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		cur, _, err := s.AcquireLease(ctx, "new", 10*time.Second)
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 )
 
 // Issue 9, finding 4: every write of a user command records its outcome in
@@ -19,7 +20,7 @@ import (
 // the bot does when a reply was lost), it returns the recorded result and
 // changes nothing; refusals write no record.
 func TestOutcomeRecord(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		under := func(id string) context.Context { return store.WithCommand(ctx, id, time.Minute) }
 		record := func(id string) string {
 			t.Helper()

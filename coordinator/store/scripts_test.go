@@ -12,13 +12,14 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 )
 
 // TestPipelinedScriptsAfterScriptFlush: the reads and marks that send a
 // pipeline of EVALSHAs load their script and run again when Redis answers
 // NOSCRIPT (a restarted Redis, SCRIPT FLUSH), rather than failing.
 func TestPipelinedScriptsAfterScriptFlush(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		b.Client.HSet(ctx, "nsjob", "url", "http://example.com/")
 		b.Client.RPush(ctx, store.KeyWorking, "nsjob")
 		b.Client.ZAdd(ctx, store.KeyLog("nsjob"), redis.Z{Score: 1, Member: `{"type":"download","url":"http://example.com/1"}`})
@@ -185,7 +186,7 @@ func TestWriteScriptsCheckTypesFirst(t *testing.T) {
 	for _, tc := range cases {
 		for _, key := range tc.keys {
 			t.Run(tc.name+"/"+key, func(t *testing.T) {
-				eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+				storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 					s.Now = func() time.Time { return now }
 					tc.setup(ctx, s, b.Client)
 					b.Client.Del(ctx, key)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 )
 
 // countHook counts the round trips a client makes: one per command sent
@@ -34,12 +35,6 @@ func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	}
 }
 
-// eachStore runs fn on each backend (redistest.Each) with a store on it.
-func eachStore(t *testing.T, fn func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context)) {
-	t.Helper()
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) { fn(t, b, store.NewStore(b.Client), context.Background()) })
-}
-
 func newJob(id string) store.NewJob {
 	return store.NewJob{
 		Ident: id, URL: "http://example.com/", FetchDepth: "inf", Slug: "example.com-inf",
@@ -51,7 +46,7 @@ func newJob(id string) store.NewJob {
 // Registration is one script call: one round trip, so there is no point
 // between writing the record and queueing it where a crash could stop it.
 func TestRegisterIsOneRoundTrip(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		// Load the script first so the count shows the steady state
 		// (EVALSHA), not the one-time NOSCRIPT fallback.
 		if err := st.Register(ctx, newJob("warmup")); err != nil {
@@ -78,7 +73,7 @@ func TestRegisterIsOneRoundTrip(t *testing.T) {
 // A command failing inside the script must not leave a record without its
 // queue entry: the script checks every key's type before the first write.
 func TestRegisterFailureWritesNothing(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		b.Client.Set(ctx, "pending-ao", "not a list", 0)
 		j := newJob("job2")
 		j.Queue = "pending-ao"
@@ -92,7 +87,7 @@ func TestRegisterFailureWritesNothing(t *testing.T) {
 }
 
 func TestRegisterPendingLimit(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		for _, id := range []string{"a1", "a2"} {
 			j := newJob(id)
 			j.PendingLimit = 2

@@ -12,6 +12,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 )
 
 const tweetURL = "https://example.com/"
@@ -199,7 +200,7 @@ func TestTweetPrune(t *testing.T) {
 }
 
 func TestWorkingJobs(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		b.Client.LPush(ctx, store.KeyWorking, "a", "b")
 		got, err := s.WorkingJobs(ctx)
 		if err != nil {
