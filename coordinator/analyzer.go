@@ -12,6 +12,7 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
 // AnalyzerConfig configures the log analyzer and trimmer (see
@@ -121,8 +122,11 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 	defer func() { reads.stop() }()
 	for conflicts := 0; ; {
 		r, ok := <-reads.out
-		if !ok {
-			return total, ctx.Err()
+		if !ok { // ctx ended, or the reader panicked
+			if err := ctx.Err(); err != nil {
+				return total, err
+			}
+			return total, fmt.Errorf("count log of %s: the log reader stopped", ident)
 		}
 		if r.err != nil {
 			return total, r.err
@@ -202,19 +206,21 @@ func (a *Analyzer) readAhead(ctx context.Context, ident, from string) *logReads 
 	ctx, cancel := context.WithCancel(ctx)
 	r := &logReads{out: make(chan logRead, 1), cancel: cancel}
 	go func() {
-		defer close(r.out)
-		for {
-			b, err := a.store.ReadLogBatch(ctx, ident, from, a.cfg.Batch)
-			select {
-			case r.out <- logRead{b, err}:
-			case <-ctx.Done():
-				return
+		defer close(r.out) // also after a panic: Analyze then ends
+		run.Guard(a.log, "analyzer read-ahead", func() {
+			for {
+				b, err := a.store.ReadLogBatch(ctx, ident, from, a.cfg.Batch)
+				select {
+				case r.out <- logRead{b, err}:
+				case <-ctx.Done():
+					return
+				}
+				if err != nil || b.Len() < a.cfg.Batch {
+					return
+				}
+				from = strconv.FormatFloat(b.LastScore(), 'f', -1, 64)
 			}
-			if err != nil || b.Len() < a.cfg.Batch {
-				return
-			}
-			from = strconv.FormatFloat(b.LastScore(), 'f', -1, 64)
-		}
+		})
 	}()
 	return r
 }
