@@ -87,45 +87,38 @@ var (
 // so that each metric is named, described and registered in one place
 // (the var blocks here, in pipelineapi.go and in ha.go).
 
-func newCounter(name, help string) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+func register[C prometheus.Collector](c C) C {
 	Registry.MustRegister(c)
 	return c
+}
+
+func newCounter(name, help string) prometheus.Counter {
+	return register(prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
 }
 
 func newCounterVec(name, help string, labels ...string) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-	Registry.MustRegister(c)
-	return c
+	return register(prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
 }
 
 func newGauge(name, help string) prometheus.Gauge {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
-	Registry.MustRegister(g)
-	return g
+	return register(prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help}))
 }
 
 func newGaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
-	Registry.MustRegister(g)
-	return g
+	return register(prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
 }
 
 func newGaugeFunc(name, help string, f func() float64) prometheus.GaugeFunc {
-	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
-	Registry.MustRegister(g)
-	return g
+	return register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 }
 
 func newHistogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
-	Registry.MustRegister(h)
-	return h
+	return register(prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels))
 }
 
 func init() {
-	Registry.MustRegister(collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	register(collectors.NewGoCollector())
+	register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series that exist from the start, so a scrape before the first event
 	// already shows them at zero.
 	redisErrors.WithLabelValues("unavailable")
