@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,12 +22,9 @@ func listenPipelines(cfg *config.Config, stdout io.Writer) (net.Listener, error)
 	if cfg.Pipelines.Listen == "" {
 		return nil, nil
 	}
-	ln, err := web.Listen(cfg.Pipelines.Listen)
-	if errors.Is(err, web.ErrAddrInUse) {
-		return nil, fmt.Errorf("pipelines.listen: %s is already in use; set pipelines.listen to another address, or leave it out to switch the pipeline API off", cfg.Pipelines.Listen)
-	}
+	ln, err := listenKey("pipelines.listen", cfg.Pipelines.Listen, "; set pipelines.listen to another address, or leave it out to switch the pipeline API off")
 	if err != nil {
-		return nil, fmt.Errorf("pipelines.listen: %w", err)
+		return nil, err
 	}
 	scheme := "http"
 	if cfg.Pipelines.TLSCert != "" {
