@@ -432,3 +432,109 @@ func TestAdminTablesCleanTerminalEscapes(t *testing.T) {
 		}
 	})
 }
+
+// decodeError expects one {"command","error"} object on stdout.
+func decodeError(t *testing.T, what, out string) errorResult {
+	t.Helper()
+	var e errorResult
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil || e.Error == "" || dec.More() {
+		t.Fatalf("%s: stdout is not one JSON error: %v in %q", what, err, out)
+	}
+	return e
+}
+
+// With -json, errors are JSON on stdout and the exit status is not 0:
+// a refusal, a bad flag, and a Redis that does not answer.
+func TestAdminJSONErrors(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		s := store.NewStore(b.Client)
+		id := queueJob(t, s, "http://json.example.com/", "alice", store.KeyPending)
+		var r actionResult
+		adminJSON(t, b, &r, "abort", id)
+		code, out, errs := admin(t, b, "abort", id, "-json")
+		if code != 1 || errs != "" {
+			t.Fatalf("abort of a finished job: exit %d, stderr %q", code, errs)
+		}
+		if e := decodeError(t, "abort", out); e.Command != "abort" || !strings.Contains(e.Error, "already finished") {
+			t.Fatalf("error %+v", e)
+		}
+		code, out, errs = admin(t, b, "jobs", "-json", "-bogus")
+		if code != 2 || errs != "" {
+			t.Fatalf("bad flag: exit %d, stderr %q", code, errs)
+		}
+		if e := decodeError(t, "bad flag", out); !strings.Contains(e.Error, "-bogus") {
+			t.Fatalf("error %+v", e)
+		}
+		code, out, _ = admin(t, b, "job", "-json", "not/an/ident")
+		if code != 2 {
+			t.Fatalf("bad ident: exit %d", code)
+		}
+		decodeError(t, "bad ident", out)
+	})
+	t.Setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+	var out, errb bytes.Buffer
+	if code := run([]string{"jobs", "-json"}, strings.NewReader(""), &out, &errb); code != 1 || errb.Len() != 0 {
+		t.Fatalf("no Redis: exit %d, stderr %q", code, errb.String())
+	}
+	decodeError(t, "no Redis", out.String())
+}
+
+// queued_at (and started_at) are integers, as in the web API.
+func TestJobsTimesAreIntegers(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := store.NewStore(b.Client)
+		queueJob(t, s, "http://int.example.com/", "alice", store.KeyPending)
+		queueJob(t, s, "http://int2.example.com/", "alice", store.KeyPending)
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "intpipe"})
+		if _, err := p.Take(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var rows []map[string]any
+		adminJSON(t, b, &rows, "jobs")
+		if len(rows) != 2 {
+			t.Fatalf("rows %v", rows)
+		}
+		started := 0
+		for _, r := range rows {
+			q, ok := r["queued_at"].(float64)
+			if !ok || q != float64(int64(q)) || q < float64(time.Now().Add(-time.Hour).Unix()) {
+				t.Errorf("queued_at %#v", r["queued_at"])
+			}
+			if v, ok := r["started_at"]; ok {
+				started++
+				if f, ok := v.(float64); !ok || f != float64(int64(f)) {
+					t.Errorf("started_at %#v", v)
+				}
+			}
+		}
+		if started != 1 {
+			t.Errorf("%d rows with started_at", started)
+		}
+	})
+}
+
+// Reaping a pipeline that was reaped already is an error, not "0 jobs
+// failed" with exit 0.
+func TestReapTwice(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "twice", ID: "cc33"})
+		if err := p.Report(ctx, "Running"); err != nil {
+			t.Fatal(err)
+		}
+		old := strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10)
+		if err := b.Client.HSet(ctx, p.Key(), "ts", old).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, errs := admin(t, b, "reap-pipeline", "cc33"); code != 0 {
+			t.Fatalf("first reap: %d %q %q", code, out, errs)
+		}
+		code, out, errs := admin(t, b, "reap-pipeline", "cc33")
+		if code != 1 || !strings.Contains(errs, "no pipeline") {
+			t.Fatalf("second reap: exit %d, %q %q", code, out, errs)
+		}
+	})
+}

@@ -163,6 +163,22 @@ func isJoinOf(channel string, nick func(string) bool) func(ircmsg.Message) bool 
 	}
 }
 
+// dyingJob queues raw with !a as u in ch and moves the job to working, as
+// if a pipeline had taken it whose heartbeat never advances; it returns
+// the job's ident.
+func dyingJob(t *testing.T, rdb *redis.Client, u *irctest.User, ch, raw string) string {
+	t.Helper()
+	ctx := context.Background()
+	url, id := identOf(t, raw)
+	if r := ask(u, ch, "!a "+url); !strings.Contains(r, "Queued "+url) {
+		t.Fatalf("!a: %q", r)
+	}
+	rdb.LRem(ctx, "pending", 0, id)
+	rdb.HSet(ctx, id, "heartbeat", 1)
+	rdb.LPush(ctx, keyWorking, id)
+	return id
+}
+
 func TestE2EHighAvailability(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
@@ -200,13 +216,7 @@ func TestE2EHighAvailability(t *testing.T) {
 
 		// A dying job: queued, taken by a "pipeline" whose heartbeat
 		// never advances.
-		url, id := identOf(t, "https://example.com/e2e/ha/dying")
-		if r := ask(voice, ch, "!a "+url); !strings.Contains(r, "Queued "+url) {
-			t.Fatalf("!a: %q", r)
-		}
-		rdb.LRem(ctx, "pending", 0, id)
-		rdb.HSet(ctx, id, "heartbeat", 1)
-		rdb.LPush(ctx, keyWorking, id)
+		id := dyingJob(t, rdb, voice, ch, "https://example.com/e2e/ha/dying")
 		testproc.Eventually(t, "the death timer to climb", func() bool {
 			v, err := rdb.HGet(ctx, id, "death_timer").Int()
 			return err == nil && v >= 5
@@ -294,12 +304,7 @@ func TestE2EHighAvailability(t *testing.T) {
 			t.Errorf("%d no-heartbeat lines, want 1", n)
 		}
 		t.Logf("%d pending notices: all delivered, %d twice (killed between the write and the acknowledgement)", len(all), dups)
-		for _, key := range []string{keyNotices, keyProcessing} {
-			testproc.Eventually(t, key+" to be empty", func() bool {
-				n, err := rdb.LLen(ctx, key).Result()
-				return err == nil && n == 0
-			})
-		}
+		waitNoticesDrained(t, rdb)
 		b = leader
 		if code, took := b.term(); code != 0 {
 			t.Errorf("node-b exit code %d after SIGTERM (%s)", code, ms(took))
@@ -320,13 +325,7 @@ func TestE2EHighAvailability(t *testing.T) {
 		b := haStandby(t, irc, ch, cl, "node-b", "6s")
 		// Work for the services of both, so that the old leader has
 		// writes to attempt when it wakes: a notice waiting, a dying job.
-		url, id := identOf(t, "https://example.com/e2e/ha/frozen")
-		if r := ask(voice, ch, "!a "+url); !strings.Contains(r, "Queued "+url) {
-			t.Fatalf("!a: %q", r)
-		}
-		rdb.LRem(ctx, "pending", 0, id)
-		rdb.HSet(ctx, id, "heartbeat", 1)
-		rdb.LPush(ctx, keyWorking, id)
+		id := dyingJob(t, rdb, voice, ch, "https://example.com/e2e/ha/frozen")
 
 		from := b.log.len()
 		a.Signal(syscall.SIGSTOP)

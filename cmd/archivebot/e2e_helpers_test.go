@@ -472,6 +472,18 @@ func pushNotice(t testing.TB, rdb *redis.Client, n pipelinesim.FinishNotice) {
 	}
 }
 
+// waitNoticesDrained waits until every finish notice is delivered and
+// acknowledged: the notice list and the in-delivery list are both empty.
+func waitNoticesDrained(t testing.TB, rdb *redis.Client) {
+	t.Helper()
+	for _, key := range []string{keyNotices, keyProcessing} {
+		testproc.Eventually(t, key+" to be empty", func() bool {
+			n, err := rdb.LLen(context.Background(), key).Result()
+			return err == nil && n == 0
+		})
+	}
+}
+
 func notice(nick, channel, url string) pipelinesim.FinishNotice {
 	return pipelinesim.FinishNotice{FetchDepth: "inf", PipelineID: "pipeline:e2e", QueuedAt: time.Now().Unix(),
 		StartedBy: nick, StartedIn: channel, URL: url}

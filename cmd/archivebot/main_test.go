@@ -165,22 +165,6 @@ func TestListenAddressTaken(t *testing.T) {
 	}
 }
 
-func TestCheckConfig(t *testing.T) {
-	t.Setenv("REDIS_URL", "")
-	freeListeners(t)
-	var out, errb bytes.Buffer
-	if code := run([]string{"-check-config", "-config", "../../config.example.toml"}, nil, &out, &errb); code != 0 {
-		t.Fatalf("example config refused: %s", errb.String())
-	}
-	bad := filepath.Join(t.TempDir(), "bad.toml")
-	os.WriteFile(bad, []byte("[reaper]\nthreshhold = 5\n"), 0o644)
-	out.Reset()
-	errb.Reset()
-	if code := run([]string{"-check-config", "-config", bad}, nil, &out, &errb); code == 0 || !strings.Contains(errb.String(), "reaper.threshhold") {
-		t.Fatalf("bad config: code %d, %s", code, errb.String())
-	}
-}
-
 func TestIdentSubcommand(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := run([]string{"ident", "HTTP://Example.COM:80", "example.com"}, nil, &out, &errb)
