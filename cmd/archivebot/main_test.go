@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -142,20 +141,20 @@ func TestConsoleEmbeddedRestart(t *testing.T) {
 	}
 }
 
-func TestListenAddressTaken(t *testing.T) {
-	t.Setenv("REDIS_URL", "")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	dir := t.TempDir()
+// runRefused runs the node with args (and nothing on stdin) where it must
+// not start, and returns what it wrote to stderr.
+func runRefused(t *testing.T, args ...string) string {
+	t.Helper()
 	var out, errb bytes.Buffer
-	code := run([]string{"-config", writeConfig(t, dir, ln.Addr().String())}, strings.NewReader(""), &out, &errb)
-	if code == 0 {
+	if code := run(args, strings.NewReader(""), &out, &errb); code == 0 {
 		t.Fatal("started on a taken address")
 	}
-	msg := errb.String()
+	return errb.String()
+}
+
+func TestListenAddressTaken(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	msg := runRefused(t, "-config", writeConfig(t, t.TempDir(), takenPort(t)))
 	if !strings.Contains(msg, "already in use") || !strings.Contains(msg, "redis.url") || !strings.Contains(msg, "redis.listen") {
 		t.Fatalf("message does not explain what to do:\n%s", msg)
 	}
