@@ -122,17 +122,9 @@ func TestStreamLoad(t *testing.T) {
 		return err == nil
 	})
 	ctx := context.Background()
-	st := store.NewStore(b.Client)
-	idents := make([]string, jobs)
+	idents := runningJobs(t, b.Client, "load", jobs)
 	jobData := make([][]byte, jobs)
 	for i := range jobs {
-		idents[i] = fmt.Sprintf("loadjob%04d", i)
-		if err := st.Register(ctx, store.NewJob{Ident: idents[i], URL: fmt.Sprintf("http://load%d.example/", i),
-			FetchDepth: "inf", Slug: "x", StartedBy: "load", StartedIn: "#ab", DelayMin: 250, DelayMax: 375,
-			Concurrency: 3, SettingsAge: 1, Queue: "pending"}); err != nil {
-			t.Fatal(err)
-		}
-		b.Client.RPush(ctx, "working", idents[i])
 		// websocket.py's input: the frames the node sends, job_data as it
 		// writes it (the hash plus ident and zero counters).
 		h := b.Client.HGetAll(ctx, idents[i]).Val()
@@ -384,7 +376,7 @@ func TestAttackRSS(t *testing.T) {
 			wg.Wait()
 		}},
 		{"slow-v2", "2,000 entries/s of 1 KB for 30 s; 100 v2 clients, each subscribed to its own half of 200 jobs, reading a frame every 3 s (finding 3)", func(t *testing.T, addr string) {
-			idents := attackJobs(t, b.Client, 200)
+			idents := runningJobs(t, b.Client, "attack", 200)
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			for i := range 100 {
@@ -422,7 +414,7 @@ func TestAttackRSS(t *testing.T) {
 			wg.Wait()
 		}},
 		{"big-entries", "30 log entries of 10 MB, then 20 concurrent GET /logs/recent (finding 4)", func(t *testing.T, addr string) {
-			idents := attackJobs(t, b.Client, 1)
+			idents := runningJobs(t, b.Client, "attack", 1)
 			script := redis.NewScript(logEntryScript)
 			big := `{"type":"download","url":"http://x.example/","response_code":200,"wget_code":"OK","is_error":false,"is_warning":false,"pad":"` +
 				strings.Repeat("x", 10<<20) + `"}`
@@ -508,15 +500,16 @@ func startAttackNode(t *testing.T, redisURL, bin string) (addr string, pid int, 
 	}
 }
 
-// attackJobs registers n running jobs.
-func attackJobs(t *testing.T, rdb *redis.Client, n int) []string {
+// runningJobs registers n running jobs (in working, as a pipeline took
+// them), NAMEjob0000 for http://NAME0.example/ and so on.
+func runningJobs(t *testing.T, rdb *redis.Client, name string, n int) []string {
 	t.Helper()
 	ctx := context.Background()
 	st := store.NewStore(rdb)
 	idents := make([]string, n)
 	for i := range idents {
-		idents[i] = fmt.Sprintf("attackjob%04d", i)
-		if err := st.Register(ctx, store.NewJob{Ident: idents[i], URL: fmt.Sprintf("http://attack%d.example/", i),
+		idents[i] = fmt.Sprintf("%sjob%04d", name, i)
+		if err := st.Register(ctx, store.NewJob{Ident: idents[i], URL: fmt.Sprintf("http://%s%d.example/", name, i),
 			FetchDepth: "inf", Slug: "x", StartedBy: "load", StartedIn: "#ab", DelayMin: 250, DelayMax: 375,
 			Concurrency: 3, SettingsAge: 1, Queue: "pending"}); err != nil {
 			t.Fatal(err)
