@@ -185,7 +185,16 @@ func TestE2EHighAvailability(t *testing.T) {
 	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.SentinelMaster, SentinelAddrs: cl.SentinelAddrs()})
 	defer rdb.Close()
 	ctx := context.Background()
-	// Each subtest ends with its nodes stopped and the lease free.
+	// Each subtest starts with an op, a voiced and a plain user in its
+	// channel and node-a leading (its bot in the channel) ...
+	leaderIn := func(t *testing.T, ch, leaseTTL string) (a *child, op, voice *irctest.User) {
+		t.Helper()
+		op, voice, _ = rolesIn(t, irc, ch)
+		a = haLeader(t, irc, ch, cl, "node-a", leaseTTL)
+		op.WaitBotIn(botNick, ch)
+		return a, op, voice
+	}
+	// ... and ends with its nodes stopped and the lease free.
 	leaseFree := func(t *testing.T) {
 		t.Helper()
 		testproc.Eventually(t, "the leader lease to be free", func() bool {
@@ -200,9 +209,7 @@ func TestE2EHighAvailability(t *testing.T) {
 	// in flight at the kill), and the death timer goes on where it was.
 	t.Run("kill-leader", func(t *testing.T) {
 		const ch = "#ha-kill"
-		op, voice, _ := rolesIn(t, irc, ch)
-		a := haLeader(t, irc, ch, cl, "node-a", "2s")
-		op.WaitBotIn(botNick, ch)
+		a, op, voice := leaderIn(t, ch, "2s")
 		b := haStandby(t, irc, ch, cl, "node-b", "2s")
 		if role, leader := readyRole(t, a); role != "leader" || leader != "node-a" {
 			t.Errorf("node-a /readyz: role %q, leader %q", role, leader)
@@ -319,9 +326,7 @@ func TestE2EHighAvailability(t *testing.T) {
 	// that any change in Redis could only come from the old one.
 	t.Run("freeze-leader", func(t *testing.T) {
 		const ch = "#ha-freeze"
-		op, voice, _ := rolesIn(t, irc, ch)
-		a := haLeader(t, irc, ch, cl, "node-a", "6s")
-		op.WaitBotIn(botNick, ch)
+		a, op, voice := leaderIn(t, ch, "6s")
 		b := haStandby(t, irc, ch, cl, "node-b", "6s")
 		// Work for the services of both, so that the old leader has
 		// writes to attempt when it wakes: a notice waiting, a dying job.
@@ -423,9 +428,7 @@ func TestE2EHighAvailability(t *testing.T) {
 	t.Run("kill-master", func(t *testing.T) {
 		const ch = "#ha-master"
 		// The operator queues: voiced users may have 5 jobs pending.
-		op, _, _ := rolesIn(t, irc, ch)
-		a := haLeader(t, irc, ch, cl, "node-a", "10s")
-		op.WaitBotIn(botNick, ch)
+		a, op, _ := leaderIn(t, ch, "10s")
 		oldMaster, err := cl.MasterAddr(ctx)
 		if err != nil {
 			t.Fatal(err)
