@@ -134,3 +134,22 @@ func TestHelpTexts(t *testing.T) {
 		t.Errorf("abort -config help: %q", cfg)
 	}
 }
+
+func TestIdentSubcommand(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"ident", "HTTP://Example.COM:80", "example.com"}, nil, &out, &errb)
+	if code == 0 {
+		t.Fatal("unparsable URL gave exit code 0")
+	}
+	if out.String() != "http://example.com/\t9tfs9o6557kgozy0wlqrzal3o\n" {
+		t.Fatalf("stdout %q", out.String())
+	}
+	if !strings.HasPrefix(errb.String(), "example.com: ") {
+		t.Fatalf("stderr %q", errb.String())
+	}
+	out.Reset()
+	code = run([]string{"ident"}, strings.NewReader("http://example.com/\nftp://ftp.example.org/pub/\n"), &out, &errb)
+	if code != 0 || out.String() != "http://example.com/\t9tfs9o6557kgozy0wlqrzal3o\nftp://ftp.example.org/pub/\t2sav7kxlo07xuzhq48m0kzzg9\n" {
+		t.Fatalf("stdin mode: %d %q", code, out.String())
+	}
+}
