@@ -72,6 +72,22 @@ func queueJob(t *testing.T, s *store.Store, rawURL, nick, queue string) string {
 	return id
 }
 
+// runningPipeline starts a simulated pipeline (cfg) that reports
+// "Running" and takes the next job, which it returns (nil: none queued).
+func runningPipeline(t *testing.T, b *redistest.Backend, cfg pipelinesim.Config) (*pipelinesim.Pipeline, *pipelinesim.Job) {
+	t.Helper()
+	ctx := context.Background()
+	p := pipelinesim.New(b.Client, cfg)
+	if err := p.Report(ctx, "Running"); err != nil {
+		t.Fatal(err)
+	}
+	j, err := p.Take(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, j
+}
+
 // adminNotices returns what the admin notice list holds.
 func adminNotices(t *testing.T, b *redistest.Backend) []store.AdminNotice {
 	t.Helper()
@@ -134,17 +150,13 @@ func TestAdminBadArguments(t *testing.T) {
 
 func TestAdminJobsAndJob(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
 		s := store.NewStore(b.Client)
 		running := queueJob(t, s, "http://running.example.com/", "alice", store.KeyPending)
 		queued := queueJob(t, s, "http://queued.example.com/", "bob", store.KeyPendingAO)
 		named := queueJob(t, s, "http://named.example.com/", "bob", "pending:fast")
-		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "slowpipe", ID: "aa11"})
-		if err := p.Report(ctx, "Running"); err != nil {
-			t.Fatal(err)
-		}
-		if j, err := p.Take(ctx); err != nil || j.Ident != running {
-			t.Fatalf("take: %v %v", j, err)
+		p, j := runningPipeline(t, b, pipelinesim.Config{Nickname: "slowpipe", ID: "aa11"})
+		if j == nil || j.Ident != running {
+			t.Fatalf("take: %v", j)
 		}
 
 		var rows []jobRow
@@ -235,13 +247,7 @@ func TestAdminPipelinesAndReap(t *testing.T) {
 		ctx := context.Background()
 		s := store.NewStore(b.Client)
 		id := queueJob(t, s, "http://reap.example.com/", "carol", store.KeyPending)
-		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "gonepipe", ID: "bb22", Version: "v9"})
-		if err := p.Report(ctx, "Running"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Take(ctx); err != nil {
-			t.Fatal(err)
-		}
+		p, _ := runningPipeline(t, b, pipelinesim.Config{Nickname: "gonepipe", ID: "bb22", Version: "v9"})
 		var views []pipelineView
 		adminJSON(t, b, &views, "pipelines")
 		if len(views) != 1 || views[0].Key != p.Key() || views[0].Nickname != "gonepipe" || views[0].Version != "v9" ||
@@ -332,11 +338,7 @@ func TestAdminRequeueRunsAgain(t *testing.T) {
 		// A dead job whose pipeline still reports: refused without -force,
 		// requeued with it (the flag after the argument).
 		id2 := queueJob(t, s, "http://dead.example.com/", "erin", store.KeyPending)
-		p2 := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p2"})
-		p2.Report(ctx, "Running")
-		if _, err := p2.Take(ctx); err != nil {
-			t.Fatal(err)
-		}
+		runningPipeline(t, b, pipelinesim.Config{Nickname: "p2"})
 		adminRefused(t, b, []string{"still reports", "-force"}, "requeue", id2)
 		code, out, errs := admin(t, b, "requeue", id2, "--force")
 		if code != 0 || !strings.Contains(out, fmt.Sprintf("Job %s for http://dead.example.com/ requeued in pending", id2)) {
@@ -395,13 +397,7 @@ func TestAdminTablesCleanTerminalEscapes(t *testing.T) {
 		ctx := context.Background()
 		s := store.NewStore(b.Client)
 		id := queueJob(t, s, "http://escape.example.com/", "alice", store.KeyPending)
-		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "pipe\x1b]0;pwned\x07", ID: "cc33", Version: "\x1b[2J\x1b[H"})
-		if err := p.Report(ctx, "Running"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Take(ctx); err != nil {
-			t.Fatal(err)
-		}
+		p, _ := runningPipeline(t, b, pipelinesim.Config{Nickname: "pipe\x1b]0;pwned\x07", ID: "cc33", Version: "\x1b[2J\x1b[H"})
 		if err := b.Client.HSet(ctx, p.Key(), "hostname", "host\r\nforged\trow", "status", "\u009b31mred").Err(); err != nil {
 			t.Fatal(err)
 		}
