@@ -183,6 +183,26 @@ func (a *adminCmd) writeJSON(v any) int {
 	return 0
 }
 
+// listed answers a listing of n rows where the caller need not write a
+// table: with -json, rows as JSON; with no rows, empty as the one line.
+// done is false when the caller writes the table.
+func (a *adminCmd) listed(rows any, n int, empty string) (code int, done bool) {
+	if a.json {
+		return a.writeJSON(rows), true
+	}
+	if n == 0 {
+		fmt.Fprintln(a.stdout, empty)
+		return 0, true
+	}
+	return 0, false
+}
+
+// table is a tab-aligned table on stdout, laid out as every command's
+// tables are.
+func (a *adminCmd) table() *tabwriter.Writer {
+	return tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+}
+
 // operator names who ran the command, for reasons and channel lines.
 func operator() string { return localUser() }
 
@@ -300,14 +320,10 @@ func runJobs(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			}
 			rows = append(rows, r)
 		}
-		if a.json {
-			return a.writeJSON(rows)
+		if code, done := a.listed(rows, len(rows), "No jobs."); done {
+			return code
 		}
-		if len(rows) == 0 {
-			fmt.Fprintln(stdout, "No jobs.")
-			return 0
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		tw := a.table()
 		fmt.Fprintln(tw, "IDENT\tSTATE\tQUEUE\tPOS\tAGE\tBY\tPIPELINE\tURL")
 		now := time.Now()
 		for _, r := range rows {
@@ -438,7 +454,7 @@ func runJob(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if a.json {
 			return a.writeJSON(v)
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		tw := a.table()
 		line := func(k, val string) {
 			if val != "" {
 				fmt.Fprintf(tw, "%s:\t%s\n", k, tc(val))
@@ -719,14 +735,10 @@ func runPipelines(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		for _, k := range gone {
 			views = append(views, pipelineView{Key: k, Gone: true, Silent: true, Jobs: byPipe[k]})
 		}
-		if a.json {
-			return a.writeJSON(views)
+		if code, done := a.listed(views, len(views), "No pipelines."); done {
+			return code
 		}
-		if len(views) == 0 {
-			fmt.Fprintln(stdout, "No pipelines.")
-			return 0
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		tw := a.table()
 		fmt.Fprintln(tw, "PIPELINE\tNICKNAME\tVERSION\tHOST\tSTATUS\tLAST REPORT\tJOBS")
 		for _, v := range views {
 			last := "-"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
@@ -47,7 +46,7 @@ func runFeed(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	return a.session(func(ctx context.Context) int {
 		nets := feedNetworks(a.cfg)
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		tw := a.table()
 		if !a.json {
 			fmt.Fprintln(tw, "NETWORK\tPENDING\tIN FLIGHT\tBUDGET USED\tDIGESTS\tGAVE UP\tSUMMARY\tLAST GIVE-UP")
 		}
