@@ -53,6 +53,16 @@ func newAdminCmd(name string, stdout, stderr io.Writer) *adminCmd {
 	return a
 }
 
+// runNoArgs runs the operator command name, which takes no arguments:
+// it parses args and runs fn in a session.
+func runNoArgs(name string, args []string, stdout, stderr io.Writer, fn func(ctx context.Context, a *adminCmd) int) int {
+	a := newAdminCmd(name, stdout, stderr)
+	if _, code := a.parse(args, 0); code >= 0 {
+		return code
+	}
+	return a.session(func(ctx context.Context) int { return fn(ctx, a) })
+}
+
 // parse parses the flags and checks that there are want arguments. The
 // exit status is -1 when the command should go on.
 func (a *adminCmd) parse(args []string, want int) ([]string, int) {
@@ -698,11 +708,7 @@ func (v *pipelineView) fill(p *store.Pipeline, now time.Time, silentAfter time.D
 }
 
 func runPipelines(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	a := newAdminCmd("pipelines", stdout, stderr)
-	if _, code := a.parse(args, 0); code >= 0 {
-		return code
-	}
-	return a.session(func(ctx context.Context) int {
+	return runNoArgs("pipelines", args, stdout, stderr, func(ctx context.Context, a *adminCmd) int {
 		pls, err := a.store.Pipelines(ctx)
 		if err != nil {
 			return a.refusal("", err)

@@ -40,11 +40,7 @@ type feedNetView struct {
 
 // runFeed is `archivebot feed`: each configured network's state in Redis.
 func runFeed(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	a := newAdminCmd("feed", stdout, stderr)
-	if _, code := a.parse(args, 0); code >= 0 {
-		return code
-	}
-	return a.session(func(ctx context.Context) int {
+	return runNoArgs("feed", args, stdout, stderr, func(ctx context.Context, a *adminCmd) int {
 		nets := feedNetworks(a.cfg)
 		tw := a.table()
 		if !a.json {
