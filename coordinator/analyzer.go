@@ -113,7 +113,9 @@ const analyzeConflicts = 10
 // one the batch was read from: atomic, so a crash or a second analyzer can
 // neither lose nor double-count entries. Decoding in Go
 // rather than in Lua keeps the embedded miniredis, whose Lua runs in Go,
-// from being locked for the length of a batch.
+// from being locked for the length of a batch. The next batch is read
+// while this one is decoded and committed (readAhead): Redis and the node
+// work at once.
 func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, error) {
 	var total AnalyzeResult
 	bookmark, ok, err := a.store.LogBookmark(ctx, ident)
@@ -121,12 +123,17 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 		total.Missing = !ok
 		return total, err
 	}
+	reads := a.readAhead(ctx, ident, bookmark)
+	defer func() { reads.stop() }()
 	for conflicts := 0; ; {
-		entries, err := a.store.ReadLog(ctx, ident, bookmark, a.cfg.Batch)
-		if err != nil {
-			return total, err
+		r, ok := <-reads.out
+		if !ok {
+			return total, ctx.Err()
 		}
-		b := countEntries(entries)
+		if r.err != nil {
+			return total, r.err
+		}
+		b := countEntries(r.batch.Entries())
 		next := bookmark
 		if b.entries > 0 {
 			next = strconv.FormatFloat(b.last, 'f', -1, 64)
@@ -141,6 +148,7 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 			total.Missing = true
 			return total, nil
 		case store.LogBookmarkMoved: // another analyzer got there first: start from its bookmark
+			reads.stop()
 			if conflicts++; conflicts > analyzeConflicts {
 				return total, fmt.Errorf("count log of %s: bookmark keeps moving", ident)
 			}
@@ -148,6 +156,7 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 				total.Missing = !ok
 				return total, err
 			}
+			reads = a.readAhead(ctx, ident, bookmark)
 			continue
 		}
 		bookmark = next
@@ -179,6 +188,48 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 		a.log.Debug("trimmed log", "ident", ident, "entries", total.Trimmed, "upto", total.TrimmedTo)
 	}
 	return total, nil
+}
+
+// logReads reads a job's log batch after batch, one batch ahead of the
+// counting, until a batch is short (the end of the log) or a read fails.
+type logReads struct {
+	out    chan logRead // closed when the reader ends
+	cancel context.CancelFunc
+}
+
+type logRead struct {
+	batch store.LogBatch
+	err   error
+}
+
+// readAhead starts reading ident's log past from. At most two batches
+// wait: the one sent and the one being read.
+func (a *Analyzer) readAhead(ctx context.Context, ident, from string) *logReads {
+	ctx, cancel := context.WithCancel(ctx)
+	r := &logReads{out: make(chan logRead, 1), cancel: cancel}
+	go func() {
+		defer close(r.out)
+		for {
+			b, err := a.store.ReadLogBatch(ctx, ident, from, a.cfg.Batch)
+			select {
+			case r.out <- logRead{b, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil || b.Len() < a.cfg.Batch {
+				return
+			}
+			from = strconv.FormatFloat(b.LastScore(), 'f', -1, 64)
+		}
+	}()
+	return r
+}
+
+// stop ends the reader and waits for it.
+func (r *logReads) stop() {
+	r.cancel()
+	for range r.out {
+	}
 }
 
 // batchCount is what one batch of log entries adds up to.

@@ -10,8 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
 
@@ -95,9 +97,9 @@ func (t *term) settingsLoop(ctx context.Context) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		backoff := 100 * time.Millisecond
-		for ctx.Err() == nil {
-			ok, err := t.s.store.ListenJobSettings(ctx, func() {
+		b := run.Backoff{Min: config.DefaultPubSubMinBackoff, Max: config.DefaultPubSubMaxBackoff}
+		run.Reconnect(ctx, t.s.log, "job settings subscription", b, func(ctx context.Context) (bool, error) {
+			return t.s.store.ListenJobSettings(ctx, func() {
 				// Messages are lost while unsubscribed: send every
 				// held job's settings again.
 				t.mu.Lock()
@@ -114,20 +116,7 @@ func (t *term) settingsLoop(ctx context.Context) {
 					t.settingsChanged(ident)
 				}
 			})
-			if ctx.Err() != nil {
-				return
-			}
-			if ok {
-				backoff = 100 * time.Millisecond
-			}
-			t.s.log.Warn("job settings subscription lost; resubscribing", "err", err, "in", backoff)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 5*time.Second)
-		}
+		})
 	}()
 	for {
 		select {

@@ -85,25 +85,36 @@ func (s *Store) LogBookmark(ctx context.Context, ident string) (string, bool, er
 // ReadLog returns up to limit entries of the job's log scored after
 // bookmark ("" = from the start), in score order.
 func (s *Store) ReadLog(ctx context.Context, ident, bookmark string, limit int) ([]LogEntry, error) {
+	b, err := s.ReadLogBatch(ctx, ident, bookmark, limit)
+	if err != nil {
+		return nil, err
+	}
+	return b.Entries(), nil
+}
+
+// ReadLogBatch is ReadLog without the decoding: the entries scored above
+// bookmark, at most limit of them, as read. Its LastScore, known before
+// the entries are decoded, is the bookmark of the next read, so a reader
+// can fetch the next batch while this one is decoded (the analyzer does).
+func (s *Store) ReadLogBatch(ctx context.Context, ident, bookmark string, limit int) (LogBatch, error) {
 	if bookmark == "" {
 		bookmark = "0"
 	}
-	return s.readLog(ctx, ident, "after", bookmark, limit)
+	res, err := s.readLog(ctx, ident, "after", bookmark, limit)
+	if err != nil {
+		return LogBatch{}, err
+	}
+	return newLogBatch(res)
 }
 
 // readLog runs read_log.lua on ident's log: mode "after" (entries scored
-// above bookmark) or "tail" (the last limit entries). Entries come back
-// decoded; one larger than MaxLogEntryBytes comes back as its size alone
-// (EntryOversized, counted in archivebot_log_entries_oversized_total), and
-// a read returns at most MaxLogReadBytes of entries. A log key that is not
-// a sorted set reads as a WRONGTYPE error.
-func (s *Store) readLog(ctx context.Context, ident, mode, bookmark string, limit int) ([]LogEntry, error) {
+// above bookmark) or "tail" (the last limit entries). An entry larger than
+// MaxLogEntryBytes comes back as its size alone, and a read returns at
+// most MaxLogReadBytes of entries.
+func (s *Store) readLog(ctx context.Context, ident, mode, bookmark string, limit int) (any, error) {
 	res, err := readLogScript.Run(ctx, s.rdb, []string{KeyLog(ident)}, mode, bookmark, limit,
 		MaxLogEntryBytes, MaxLogReadBytes).Result()
-	if err != nil {
-		return nil, wrap("read log of "+ident, err)
-	}
-	return parseLogRead(res)
+	return res, wrap("read log of "+ident, err)
 }
 
 // wrongType is a WRONGTYPE reply a script told in its own way.
@@ -112,21 +123,51 @@ type wrongType string
 func (e wrongType) Error() string { return string(e) }
 func (wrongType) RedisError()     {}
 
-func parseLogRead(res any) ([]LogEntry, error) {
+// LogBatch is one read of a job's log (read_log.lua's reply), decoded by
+// Entries.
+type LogBatch struct {
+	raw []any // member, score, member, score, …
+}
+
+// newLogBatch takes read_log.lua's reply: a log key that is not a sorted
+// set reads as a WRONGTYPE error.
+func newLogBatch(res any) (LogBatch, error) {
 	arr, ok := res.([]any)
 	if !ok {
-		return nil, wrongType("WRONGTYPE the log is not a sorted set")
+		return LogBatch{}, wrongType("WRONGTYPE the log is not a sorted set")
 	}
-	out := make([]LogEntry, 0, len(arr)/2)
-	for i := 0; i+1 < len(arr); i += 2 {
-		var score float64
-		switch v := arr[i+1].(type) {
-		case string:
-			score, _ = strconv.ParseFloat(v, 64)
-		case int64:
-			score = float64(v)
-		}
-		switch m := arr[i].(type) {
+	return LogBatch{raw: arr}, nil
+}
+
+// Len is the number of entries read.
+func (b LogBatch) Len() int { return len(b.raw) / 2 }
+
+// LastScore is the score of the last entry read (0 when none).
+func (b LogBatch) LastScore() float64 {
+	if b.Len() == 0 {
+		return 0
+	}
+	return rawScore(b.raw[2*b.Len()-1])
+}
+
+func rawScore(v any) float64 {
+	switch v := v.(type) {
+	case string:
+		f, _ := strconv.ParseFloat(v, 64)
+		return f
+	case int64:
+		return float64(v)
+	}
+	return 0
+}
+
+// Entries decodes the entries read; one that came back as its size alone
+// is EntryOversized (counted in archivebot_log_entries_oversized_total).
+func (b LogBatch) Entries() []LogEntry {
+	out := make([]LogEntry, 0, b.Len())
+	for i := 0; i+1 < len(b.raw); i += 2 {
+		score := rawScore(b.raw[i+1])
+		switch m := b.raw[i].(type) {
 		case string:
 			out = append(out, NewLogEntry(m, score))
 		case int64:
@@ -134,7 +175,15 @@ func parseLogRead(res any) ([]LogEntry, error) {
 			out = append(out, OversizedLogEntry(int(m), score))
 		}
 	}
-	return out, nil
+	return out
+}
+
+func parseLogRead(res any) ([]LogEntry, error) {
+	b, err := newLogBatch(res)
+	if err != nil {
+		return nil, err
+	}
+	return b.Entries(), nil
 }
 
 // LogCounts are the response counters the analyzer keeps on a job.

@@ -17,11 +17,15 @@
 -- ARGV[12] the stream's lag bound (with ARGV[11] = "1"; "0" = none): when
 --          more than this many analyzed entries were not broadcast, trim
 --          anyway, keeping only the newest ARGV[12] of them for the stream
+-- A KEYS of the wrong type, or a count field that is not an integer:
+-- an error, before any write.
 -- Returns {status, entries trimmed, trimmed up to, entries the stream
 -- skipped (trimmed before they were broadcast)}: status 1 when committed,
 -- 0 when the bookmark moved (nothing written: read again), -1 when the job
 -- record does not exist (nothing written: HINCRBY must not re-create an
 -- expired job).
+local e = expects(KEYS[1], 'hash', KEYS[2], 'zset')
+if e then return e end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {-1, 0, 0, 0}
 end
@@ -32,6 +36,8 @@ if (h[1] or '') ~= ARGV[1] then
 end
 if ARGV[2] ~= ARGV[1] then
   local fields = {'r1xx', 'r2xx', 'r3xx', 'r4xx', 'r5xx', 'runk', 'error_count'}
+  e = not_integer(KEYS[1], fields)
+  if e then return e end
   for i = 1, 7 do
     redis.call('HINCRBY', KEYS[1], fields[i], ARGV[2 + i])
   end

@@ -10,6 +10,9 @@
 -- ARGV[3] budget (posts per window; 0 = none)   ARGV[4] attempt key
 -- ARGV[5] attempt JSON   ARGV[6..] the texts the post carries
 -- Returns {1} claimed, {0, 'budget'} or {0, 'gone', text}.
+-- A KEYS of the wrong type: the WRONGTYPE error, before any write.
+local e = expects(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'zset', KEYS[4], 'hash')
+if e then return e end
 local now = tonumber(ARGV[1])
 local budget = tonumber(ARGV[3])
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. tostring(now - tonumber(ARGV[2])))

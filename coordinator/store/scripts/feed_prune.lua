@@ -7,6 +7,9 @@
 -- KEYS[5] tweets:queue
 -- ARGV[1] cutoff (UNIX seconds)   ARGV[2] sends before this go (UNIX ms)
 -- Returns {digests removed, failed removed}.
+-- A KEYS of the wrong type: the WRONGTYPE error, before any write.
+local e = expects(KEYS[1], 'zset', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'hash', KEYS[5], 'zset')
+if e then return e end
 local d = redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1])
 local f = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[2])

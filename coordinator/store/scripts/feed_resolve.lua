@@ -16,6 +16,14 @@
 -- ARGV[4] 'posted', 'failed' or 'release'   ARGV[5] reason (failed)
 -- Returns the number of texts that left the queue, or -1 when the attempt
 -- is not recorded (resolved already).
+-- A KEYS of the wrong type: the WRONGTYPE error, before any write.
+local e = expects(KEYS[1], 'zset', KEYS[2], 'zset', KEYS[3], 'zset', KEYS[4], 'hash',
+  KEYS[5], 'hash', KEYS[6], 'zset', KEYS[7], 'zset', KEYS[8], 'zset')
+if e then return e end
+for i = 9, #KEYS do
+  e = expect(KEYS[i], 'hash')
+  if e then return e end
+end
 local mine = KEYS[8 + tonumber(ARGV[1])]
 local key = ARGV[3]
 local raw = redis.call('HGET', KEYS[5], key)

@@ -11,6 +11,14 @@
 -- expect(key, want) is nil when typed(key, want), else the WRONGTYPE
 -- error reply the script returns before its first write, since Redis does
 -- not roll a script back: "WRONGTYPE KEY is a TYPE, not a WANT".
+-- expects(key1, want1, key2, want2, ...) is expect over each pair in
+-- turn: the first error, or nil.
+-- integer(v) is true when HINCRBY can add to v: an integer written the
+-- way Redis writes one (no sign on 0, no leading zero, no space), short
+-- enough that adding a count cannot overflow.
+-- not_integer(key, fields) is nil when every field of hash key that is
+-- set holds an integer(), else the error reply a script returns before
+-- its first HINCRBY: "ERR KEY field F is not an integer".
 local function typed(key, want)
   local t = redis.call('TYPE', key)['ok']
   return t == 'none' or t == want, t
@@ -19,5 +27,23 @@ local function expect(key, want)
   local ok, t = typed(key, want)
   if not ok then
     return redis.error_reply('WRONGTYPE ' .. key .. ' is a ' .. t .. ', not a ' .. want)
+  end
+end
+local function expects(...)
+  local a = {...}
+  for i = 1, #a, 2 do
+    local e = expect(a[i], a[i + 1])
+    if e then return e end
+  end
+end
+local function integer(v)
+  return v == '0' or (#v <= 18 and string.match(v, '^%-?[1-9]%d*$') ~= nil)
+end
+local function not_integer(key, fields)
+  local v = redis.call('HMGET', key, unpack(fields))
+  for i, f in ipairs(fields) do
+    if v[i] and not integer(v[i]) then
+      return redis.error_reply('ERR ' .. key .. ' field ' .. f .. ' is not an integer')
+    end
   end
 end

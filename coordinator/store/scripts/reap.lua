@@ -13,13 +13,17 @@
 --
 -- Per job, exactly as upstream: no `heartbeat` -> skip; no
 -- `last_acknowledged_heartbeat` -> copy heartbeat into it; heartbeat > LAH ->
--- LAH = heartbeat, death_timer = 0; else HINCRBY death_timer 1. Jobs with
+-- LAH = heartbeat, death_timer = 0; else HINCRBY death_timer 1 (a
+-- death_timer that is not an integer counts as 0, so it becomes 1). Jobs with
 -- `finished_at` or `failed` are left alone. A job whose heartbeat advances
 -- again is forgotten from KEYS[2], and so are idents no longer in `working`,
 -- so a second death is announced again.
 --
+-- A KEYS of the wrong type: the WRONGTYPE error, before any write.
 -- Returns a list of dead jobs, each {ident, url, started_by, started_in,
 -- pipeline_id, pipeline nickname, death_timer, reported (0/1)}.
+local e = expects(KEYS[1], 'list', KEYS[2], 'set')
+if e then return e end
 local threshold = tonumber(ARGV[1])
 local include_reported = ARGV[2] == '1'
 local idents = redis.call('LRANGE', KEYS[1], 0, -1)
@@ -39,7 +43,12 @@ for _, ident in ipairs(idents) do
         redis.call('SREM', KEYS[2], ident)
       end
     else
-      local timer = redis.call('HINCRBY', ident, 'death_timer', 1)
+      local timer = 1
+      if f[3] and integer(f[3]) then
+        timer = redis.call('HINCRBY', ident, 'death_timer', 1)
+      else
+        redis.call('HSET', ident, 'death_timer', 1)
+      end
       if timer >= threshold then
         local reported = redis.call('SISMEMBER', KEYS[2], ident)
         if reported == 0 or include_reported then

@@ -4,7 +4,10 @@
 -- KEYS[1] tweets:done   KEYS[2] archivebot:tweets:failed
 -- KEYS[3] archivebot:tweets:attempt   KEYS[4] tweets:queue
 -- ARGV[1] cutoff (UNIX seconds; entries scored below it go)
+-- A KEYS of the wrong type: the WRONGTYPE error, before any write.
 -- Returns {removed from done, removed from failed, attempt records removed}.
+local e = expects(KEYS[1], 'zset', KEYS[2], 'zset', KEYS[3], 'hash', KEYS[4], 'zset')
+if e then return e end
 local cutoff = tonumber(ARGV[1])
 local done = redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1])
 local failed = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[1])

@@ -8,11 +8,15 @@
 -- network can word its own post)
 -- ARGV[1] text   ARGV[2] now (UNIX seconds, the queue score)
 -- ARGV[3] the job's url the text was made from
+-- A KEYS of the wrong type: the WRONGTYPE error, before any write.
 -- Returns  1 queued
 --          0 the text is already queued, posted, being posted or given up
 --         -1 the job has not started yet (no started_at)
 --         -2 the job will not be tweeted: record gone or replaced (url
 --            differs), finished, aborted, abort requested or failed
+local e = expects(KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'zset',
+  KEYS[4], 'hash', KEYS[5], 'zset', KEYS[6], 'hash')
+if e then return e end
 local f = redis.call('HMGET', KEYS[1], 'url', 'started_at', 'finished_at',
   'aborted', 'abort_requested', 'failed')
 local function set(v) return v and v ~= '' end
