@@ -99,6 +99,22 @@ type streamRig struct {
 	joined chan struct{}
 }
 
+// holdWrites makes every client "slow": each write waits until the
+// returned gate is closed. A write that starts waiting tells entered, if
+// it has room (nil: no one is told).
+func (r *streamRig) holdWrites(entered chan struct{}) chan struct{} {
+	gate := make(chan struct{})
+	block := func(*client) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-gate
+	}
+	r.hub.beforeWrite.Store(&block)
+	return gate
+}
+
 // newStreamRig starts the rig; with manual, the hub is not run: the test
 // calls Flush itself.
 func newStreamRig(t *testing.T, b *redistest.Backend, opt HubOptions, manual bool) *streamRig {
@@ -484,9 +500,8 @@ func TestStreamNoMissedEndOfJob(t *testing.T) {
 		ctx := context.Background()
 		c := r.dial(t, r.main.URL, "?v=2", "")
 		readV2(t, c) // hello
-		gate := make(chan struct{})
-		block := func(*client) { <-gate }
-		r.hub.beforeWrite.Store(&block) // the client is now "slow": nothing is written
+		// The client is now "slow": nothing is written.
+		gate := r.holdWrites(nil)
 		jobs := []*pipelinesim.Job{
 			r.queueAndTake(t, "endfin", "http://fin.example/"),
 			r.queueAndTake(t, "endabort", "http://abort.example/"),
@@ -563,15 +578,8 @@ func TestStreamOverflowOfEventsCloses(t *testing.T) {
 		ctx := context.Background()
 		c := r.dial(t, r.main.URL, "?v=2", "")
 		readV2(t, c) // hello
-		gate, entered := make(chan struct{}), make(chan struct{}, 1)
-		block := func(*client) {
-			select {
-			case entered <- struct{}{}:
-			default:
-			}
-			<-gate
-		}
-		r.hub.beforeWrite.Store(&block)
+		entered := make(chan struct{}, 1)
+		gate := r.holdWrites(entered)
 		publish := func(ident, event string) {
 			doc := fmt.Sprintf(`{"ts":1732900000.5,"ident":%q,"event":%q,"by":"alice","detail":{"url":"http://x.example/"}}`, ident, event)
 			if err := b.Client.Publish(ctx, store.ChannelJobEvents, doc).Err(); err != nil {
@@ -716,9 +724,7 @@ func TestStreamSlowClientsBoundedInBytes(t *testing.T) {
 			conns = append(conns, r.dial(t, r.main.URL, "?v=2&jobs="+id, ""))
 			readV2(t, conns[i]) // hello
 		}
-		gate := make(chan struct{})
-		block := func(*client) { <-gate }
-		r.hub.beforeWrite.Store(&block)
+		gate := r.holdWrites(nil)
 		big := strings.Repeat("y", 60<<10)
 		for k := 1; k <= rounds; k++ {
 			for _, j := range jobs {
