@@ -12,7 +12,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -89,15 +88,6 @@ func haStandby(t testing.TB, irc *irctest.Ngircd, ch string, cl *redistest.Clust
 	c := startChild(t, haNodeConfig(t, irc.URL(), ch, cl, node, leaseTTL))
 	c.log.waitFor(t, 0, "standby: another node leads")
 	return c
-}
-
-func writeTemp(t testing.TB, name, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // webAddr is the child's web server address, from its startup line.

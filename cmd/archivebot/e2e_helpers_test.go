@@ -633,3 +633,12 @@ func reaperCycles(t testing.TB, rdb *redis.Client, n int) {
 		return err == nil && v >= n
 	})
 }
+
+func writeTemp(t testing.TB, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,10 +100,7 @@ func TestStreamLoad(t *testing.T) {
 	rounds, _ := strconv.Atoi(os.Getenv("ARCHIVEBOT_STREAM_LOAD_ROUNDS"))
 	rounds = max(rounds, 1)
 
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	cfg := filepath.Join(dir, "node.toml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("[redis]\nurl = %q\n[http]\nlisten = %q\nstream_listen = \"\"\n", b.URL, addr)), 0o644)
+	cfg, addr := loadNodeConfig(t, b.URL)
 	args := []string{"-config", cfg}
 	if p := os.Getenv("ARCHIVEBOT_STREAM_LOAD_PROFILE"); p != "" {
 		args = append(args, "-cpuprofile", p)
@@ -114,13 +110,7 @@ func TestStreamLoad(t *testing.T) {
 	node := startChildWith(t, args, testproc.Options{Env: append(os.Environ(), envChild+"=1"), Stdin: true})
 	defer func() { node.Stdin.Close(); <-node.Exited() }()
 	cmd := node.Cmd
-	waitUp(t, "the node", func() bool {
-		r, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			r.Body.Close()
-		}
-		return err == nil
-	})
+	waitHealthy(t, addr)
 	ctx := context.Background()
 	idents := runningJobs(t, b.Client, "load", jobs)
 	jobData := make([][]byte, jobs)
@@ -322,6 +312,28 @@ func dialLoad(t *testing.T, url string) *loadClient {
 	return c
 }
 
+// loadNodeConfig writes the configuration of a node on redisURL with its
+// web server on a free address (returned) and no upstream stream
+// listener.
+func loadNodeConfig(t *testing.T, redisURL string) (cfg, addr string) {
+	t.Helper()
+	addr = freeAddr(t)
+	cfg = writeTemp(t, "node.toml", fmt.Sprintf("[redis]\nurl = %q\n[http]\nlisten = %q\nstream_listen = \"\"\n", redisURL, addr))
+	return cfg, addr
+}
+
+// waitHealthy waits until the node's web server at addr answers /healthz.
+func waitHealthy(t *testing.T, addr string) {
+	t.Helper()
+	waitUp(t, "the node", func() bool {
+		r, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			r.Body.Close()
+		}
+		return err == nil
+	})
+}
+
 // waitUp waits up to 10 s for a started program to answer.
 func waitUp(t testing.TB, what string, up func() bool) {
 	t.Helper()
@@ -476,10 +488,7 @@ func TestAttackRSS(t *testing.T) {
 // redisURL with its web server on a free port.
 func startAttackNode(t *testing.T, redisURL, bin string) (addr string, pid int, stop func()) {
 	t.Helper()
-	dir := t.TempDir()
-	addr = freeAddr(t)
-	cfg := filepath.Join(dir, "node.toml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("[redis]\nurl = %q\n[http]\nlisten = %q\nstream_listen = \"\"\n", redisURL, addr)), 0o644)
+	cfg, addr := loadNodeConfig(t, redisURL)
 	exe, env := bin, []string(nil)
 	if bin == "" {
 		exe, _ = os.Executable()
@@ -487,13 +496,7 @@ func startAttackNode(t *testing.T, redisURL, bin string) (addr string, pid int, 
 	}
 	// The console runs until its stdin ends.
 	p := testproc.Start(t, "attack node", exe, []string{"-config", cfg}, testproc.Options{Env: env, Stdin: true})
-	waitUp(t, "the node", func() bool {
-		r, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			r.Body.Close()
-		}
-		return err == nil
-	})
+	waitHealthy(t, addr)
 	return addr, p.Pid(), func() {
 		p.Stdin.Close()
 		p.Kill()
