@@ -375,6 +375,17 @@ func channelWithRoles(t testing.TB, b *redistest.Backend, ch string) (irc *ircte
 	return irc, cfg, op, voice, plain
 }
 
+// childInChannel is channelWithRoles with the node started as a child
+// process in ch; it returns the users once the plain user saw the bot
+// join.
+func childInChannel(t testing.TB, b *redistest.Backend, ch string) (op, voice, plain *irctest.User) {
+	t.Helper()
+	_, cfg, op, voice, plain := channelWithRoles(t, b, ch)
+	startChild(t, cfg)
+	plain.WaitBotIn(botNick, ch)
+	return op, voice, plain
+}
+
 // ask sends text in channel and returns the bot's answers, joined.
 func ask(u *irctest.User, channel, text string) string {
 	return strings.Join(u.Ask(botNick, channel, text), "\n")

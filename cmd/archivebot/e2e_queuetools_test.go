@@ -28,9 +28,7 @@ func TestE2EQueueToolsMatrix(t *testing.T) {
 		ctx := context.Background()
 		rdb := b.Client
 		const ch = "#asks"
-		_, cfg, op, voice, plain := channelWithRoles(t, b, ch)
-		startChild(t, cfg)
-		plain.WaitBotIn(botNick, ch)
+		op, voice, plain := childInChannel(t, b, ch)
 		url, id := identOf(t, "https://example.com/asks/queued")
 		if got := ask(op, ch, "!a "+url); !strings.Contains(got, "Queued") {
 			t.Fatalf("!a: %q", got)
@@ -136,9 +134,7 @@ func TestE2EHistory(t *testing.T) {
 		ctx := context.Background()
 		rdb := b.Client
 		const ch = "#history"
-		_, cfg, op, voice, plain := channelWithRoles(t, b, ch)
-		startChild(t, cfg)
-		plain.WaitBotIn(botNick, ch)
+		op, voice, plain := childInChannel(t, b, ch)
 		url, id := identOf(t, "https://example.com/history")
 		history := func() []string {
 			es, err := store.NewStore(rdb).History(ctx, id, 100)
