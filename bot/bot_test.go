@@ -1,9 +1,13 @@
 package bot
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,11 +17,23 @@ import (
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
 func newTestBot(t *testing.T, be *redistest.Backend) *Bot {
 	t.Helper()
 	return New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t)})
+}
+
+// eachWithJob runs test on each backend with a new bot that an op has
+// just asked to archive http://example.com/ (refIdent) with args.
+func eachWithJob(t *testing.T, args string, test func(t *testing.T, be *redistest.Backend, b *Bot)) {
+	t.Helper()
+	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+		b := newTestBot(t, be)
+		say(b, RankOp, "#a", "!a http://example.com/"+args)
+		test(t, be, b)
+	})
 }
 
 func say(b *Bot, rank Rank, channel, text string) []string {
@@ -85,9 +101,7 @@ func TestBadArchiveInput(t *testing.T) {
 // Malformed job-control commands get a usage line (or the reason) and
 // change nothing; ordinary chat starting with "!" stays ignored.
 func TestBadControlInput(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
-		b := newTestBot(t, be)
-		say(b, RankOp, "#a", "!a http://example.com/")
+	eachWithJob(t, "", func(t *testing.T, be *redistest.Backend, b *Bot) {
 		ctx := context.Background()
 		before, err := redistest.Dump(ctx, be.Client)
 		if err != nil {
@@ -217,10 +231,8 @@ func TestPendingLongQueue(t *testing.T) {
 // already finished; a running job only gets abort_requested and a
 // published settings change.
 func TestAbort(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+	eachWithJob(t, " --pipeline=fast", func(t *testing.T, be *redistest.Backend, b *Bot) {
 		ctx := context.Background()
-		b := newTestBot(t, be)
-		say(b, RankOp, "#a", "!a http://example.com/ --pipeline=fast")
 		got := say(b, RankVoice, "#a", "!abort "+refIdent)
 		if len(got) != 1 || !strings.Contains(got[0], "aborted") || !strings.Contains(got[0], refIdent) {
 			t.Fatalf("abort queued: %q", got)
@@ -270,6 +282,71 @@ func TestAbort(t *testing.T) {
 		}
 		if n, _ := be.Client.LLen(ctx, store.KeyWorking).Result(); n != 1 {
 			t.Fatal("running job left working")
+		}
+	})
+}
+
+// Settings changes on a running job reach a pipeline the way upstream's
+// does it: it hears the new age on archivebot:job:IDENT, re-reads the
+// settings, and on abort_requested aborts and marks the job done.
+func TestRunningJobSeesChangesAndAbort(t *testing.T) {
+	eachWithJob(t, "", func(t *testing.T, be *redistest.Backend, b *Bot) {
+		ctx := context.Background()
+		p := pipelinesim.New(be.Client, pipelinesim.Config{Nickname: "sim"})
+		j, err := p.Take(ctx)
+		if err != nil || j == nil {
+			t.Fatalf("take: %v %v", j, err)
+		}
+		sub := be.Client.Subscribe(ctx, store.ChannelJob(refIdent))
+		defer sub.Close()
+		if _, err := sub.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		nextAge := func() int64 {
+			t.Helper()
+			select {
+			case m := <-sub.Channel():
+				n, err := strconv.ParseInt(m.Payload, 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			case <-time.After(5 * time.Second):
+				t.Fatal("no settings age published")
+				return 0
+			}
+		}
+
+		say(b, RankVoice, "#a", "!d "+refIdent+" 500 750")
+		if ended, err := j.SettingsChanged(ctx, nextAge()); ended || err != nil {
+			t.Fatalf("delay change ended the job: %v", err)
+		}
+		if s, _ := j.Settings(ctx); s.DelayMin != "500" || s.DelayMax != "750" || s.Age != 5 {
+			t.Fatalf("pipeline read %+v", s)
+		}
+		say(b, RankVoice, "#a", `!ig `+refIdent+` ^https?://[^/]+/(?!keep)`)
+		nextAge()
+		if s, _ := j.Settings(ctx); !strings.Contains(strings.Join(s.IgnorePatterns, " "), "(?!keep)") {
+			t.Fatalf("pipeline did not see the pattern: %v", s.IgnorePatterns)
+		}
+		say(b, RankVoice, "#a", "!yahoo "+refIdent)
+		if age := nextAge(); age != 9 {
+			t.Fatalf("yahoo published age %d, want 9 (+3)", age)
+		}
+
+		if got := say(b, RankVoice, "#a", "!abort "+refIdent); !strings.Contains(got[0], "Initiated abort") {
+			t.Fatalf("abort: %q", got)
+		}
+		ended, err := j.SettingsChanged(ctx, nextAge())
+		if err != nil || !ended {
+			t.Fatalf("pipeline did not end the aborted job: %v", err)
+		}
+		m, _ := be.Client.HGetAll(ctx, refIdent).Result()
+		if m["aborted"] != "true" || m["finished_at"] == "" {
+			t.Fatalf("record after abort: %v", m)
+		}
+		if got := say(b, RankNone, "#a", "!status "+refIdent); !strings.Contains(got[0], "Aborted.") {
+			t.Fatalf("status: %q", got)
 		}
 	})
 }
@@ -422,10 +499,8 @@ func FuzzHandle(f *testing.F) {
 }
 
 func TestFail(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+	eachWithJob(t, " --pipeline=slow", func(t *testing.T, be *redistest.Backend, b *Bot) {
 		ctx := context.Background()
-		b := newTestBot(t, be)
-		say(b, RankOp, "#a", "!a http://example.com/ --pipeline=slow")
 		if got := say(b, RankVoice, "#a", "!fail "+refIdent); !strings.Contains(got[0], "only channel operators may") {
 			t.Fatalf("voice !fail: %q", got)
 		}
@@ -550,4 +625,83 @@ func TestConsoleAnnounce(t *testing.T) {
 	if out.String() != want {
 		t.Fatalf("console printed %q, want %q", out.String(), want)
 	}
+}
+
+// A key that is not a job record (a queue, a counter, some other program's
+// key) is "not a job", never "something went wrong", and is left as it is.
+func TestBadKey_StatusAbortNotAJob(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+		ctx := context.Background()
+		be.Client.LPush(ctx, "pending", "somejob")
+		be.Client.Set(ctx, "jobs", "x", 0)
+		b := newTestBot(t, be)
+		for _, text := range []string{"!status pending", "!abort pending", "!status jobs", "!abort jobs", "!ig jobs foo", "!fail pending"} {
+			got := say(b, RankOp, "#archivebot", text)
+			if len(got) != 1 || !strings.Contains(got[0], "not a job") {
+				t.Errorf("%q: replies %q, want one saying it is not a job", text, got)
+			}
+		}
+		if n, _ := be.Client.LLen(ctx, "pending").Result(); n != 1 {
+			t.Errorf("pending holds %d entries, want 1", n)
+		}
+		if v, _ := be.Client.Get(ctx, "jobs").Result(); v != "x" {
+			t.Errorf("jobs = %q, want x", v)
+		}
+	})
+}
+
+// Every accepted command that changes state writes one INFO line
+// msg=command with who, where, the command, the ident and the outcome;
+// refused and read-only commands write none, and a URL's password does not
+// reach the log.
+func TestAuditLine(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+		var buf bytes.Buffer
+		b := New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t),
+			Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+		say(b, RankOp, "#a", "!a http://example.com/")
+		say(b, RankVoice, "#a", "!fail "+refIdent)  // refused: rank
+		say(b, RankOp, "", "!abort "+refIdent)      // refused: private
+		say(b, RankOp, "#a", "!status "+refIdent)   // reads only
+		say(b, RankOp, "#a", "!d "+refIdent+" 1")   // usage
+		say(b, RankOp, "#a", "!ig "+refIdent+" ^x") // accepted
+		say(b, RankOp, "#a", "!a http://bob:hunter2@example.org/")
+		var lines []map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("%q: %v", l, err)
+			}
+			if m["msg"] == "command" {
+				lines = append(lines, m)
+			}
+		}
+		if len(lines) != 3 {
+			t.Fatalf("%d audit lines, want 3:\n%s", len(lines), buf.String())
+		}
+		want := []map[string]string{
+			{"nick": "carol", "where": "#a", "command": "!archive", "ident": refIdent, "outcome": "ok"},
+			{"nick": "carol", "where": "#a", "command": "!ignore", "ident": refIdent, "outcome": "ok"},
+			{"nick": "carol", "where": "#a", "command": "!archive", "outcome": "ok"},
+		}
+		for i, w := range want {
+			if lines[i]["level"] != "INFO" {
+				t.Errorf("line %d level %v", i, lines[i]["level"])
+			}
+			for k, v := range w {
+				if lines[i][k] != v {
+					t.Errorf("line %d: %s = %v, want %q", i, k, lines[i][k], v)
+				}
+			}
+			if r, _ := lines[i]["reply"].(string); r == "" {
+				t.Errorf("line %d has no reply", i)
+			}
+		}
+		if lines[2]["ident"] == "" {
+			t.Error("!a line has no ident")
+		}
+		if strings.Contains(buf.String(), "hunter2") {
+			t.Errorf("password logged:\n%s", buf.String())
+		}
+	})
 }

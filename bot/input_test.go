@@ -8,15 +8,16 @@ import (
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 )
 
-// Issue 9, finding 7 ("input gaps"): each of these inputs was accepted or
-// left unanswered before. Every test names the gap it covers.
+// Input the bot must refuse, or answer saying exactly what it did. The
+// TestInputGap* tests are issue 9, finding 7 ("input gaps"): each of those
+// inputs was accepted or left unanswered before, and each test names the
+// gap it covers. The others are replies a newcomer tripped over in their
+// first hour.
 
 // Python's re refuses a group name used twice; the pipeline would fail to
 // compile the pattern, so the bot refuses it and writes nothing.
 func TestInputGapDuplicateGroupName(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
-		b := newTestBot(t, be)
-		say(b, RankOp, "#a", "!a http://example.com/")
+	eachWithJob(t, "", func(t *testing.T, be *redistest.Backend, b *Bot) {
 		before := keyCount(t, be)
 		ctx := context.Background()
 		age, _ := be.Client.HGet(ctx, refIdent, "settings_age").Result()
@@ -94,9 +95,7 @@ func TestInputGapHostRefused(t *testing.T) {
 // A TAB (or other white space) between the command and its argument
 // separates them as a space does.
 func TestInputGapTabSeparator(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
-		b := newTestBot(t, be)
-		say(b, RankOp, "#a", "!a http://example.com/")
+	eachWithJob(t, "", func(t *testing.T, be *redistest.Backend, b *Bot) {
 		for _, text := range []string{"!status\t" + refIdent, "!status \t" + refIdent, "!status\v" + refIdent} {
 			got := say(b, RankNone, "#a", text)
 			if len(got) != 1 || !strings.Contains(got[0], refIdent) || !strings.Contains(got[0], "In queue") {
@@ -139,9 +138,7 @@ func TestInputGapIgsetUnknownJobFirst(t *testing.T) {
 // Nested quantifiers can backtrack for ever in the pipeline's Python re:
 // the pattern is added (it is valid), but the reply warns.
 func TestInputGapNestedQuantifierWarning(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
-		b := newTestBot(t, be)
-		say(b, RankOp, "#a", "!a http://example.com/")
+	eachWithJob(t, "", func(t *testing.T, be *redistest.Backend, b *Bot) {
 		for _, p := range []string{`(x+x+)+y`, `(a*)*b`, `(?:\d+)*$`, `((ab)+c?)+`, `(a|b+)+`, `(x+){2,}`} {
 			got := say(b, RankOp, "#a", "!ig "+refIdent+" "+p)
 			if len(got) != 2 || !strings.Contains(got[0], "Added ignore pattern") || !strings.Contains(got[1], "Warning") || !strings.Contains(got[1], "nested") {
@@ -157,6 +154,40 @@ func TestInputGapNestedQuantifierWarning(t *testing.T) {
 			if len(got) != 1 || !strings.Contains(got[0], "Added ignore pattern") {
 				t.Errorf("!ig %s: replies %q, want it added without a warning", p, got)
 			}
+		}
+	})
+}
+
+// --large with --pipeline is refused, and the reply says the job was not
+// queued.
+func TestLargeWithPipelineSaysNotQueued(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+		b := newTestBot(t, be)
+		got := say(b, RankOp, "#a", "!a http://example.com/ --large --pipeline=x")
+		if len(got) != 1 || !strings.Contains(got[0], "not queued") {
+			t.Fatalf("reply %q does not say whether the job was queued", got)
+		}
+		if n := keyCount(t, be); n != 0 {
+			t.Fatalf("wrote %d keys", n)
+		}
+	})
+}
+
+// An invalid pattern's error quotes what the user typed, not the pattern
+// rewritten for regexp2.
+func TestInvalidPatternQuotesUsersPattern(t *testing.T) {
+	const p = `(?P<n>a)(?P=n)[z-a]`
+	err := ValidatePattern(p)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	if !strings.Contains(err.Error(), p) || strings.Contains(err.Error(), `\k<n>`) {
+		t.Fatalf("error %q does not quote %q", err, p)
+	}
+	eachWithJob(t, "", func(t *testing.T, be *redistest.Backend, b *Bot) {
+		got := say(b, RankOp, "#a", "!ig "+refIdent+" "+p)
+		if len(got) != 1 || strings.Contains(got[0], `\k<n>`) || strings.Count(got[0], p) != 2 {
+			t.Fatalf("reply %q", got)
 		}
 	})
 }

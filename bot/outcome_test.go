@@ -150,11 +150,19 @@ func silentRedis(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// silentClient is a client of a silentRedis that gives up reading a reply
+// after 50ms.
+func silentClient(t *testing.T) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: silentRedis(t), ReadTimeout: 50 * time.Millisecond, Protocol: 2})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
 // When Redis never answers, the bot says after OutcomeWait that it still
 // does not know, and claims neither success nor failure.
 func TestOutcomeStillUnknown(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: silentRedis(t), ReadTimeout: 50 * time.Millisecond, Protocol: 2})
-	t.Cleanup(func() { rdb.Close() })
+	rdb := silentClient(t)
 	b := New(store.NewStore(rdb), Options{Catalog: referenceCatalog(t), OutcomePoll: 10 * time.Millisecond, OutcomeWait: 200 * time.Millisecond})
 	t.Cleanup(b.Close)
 	out := &chanReplier{nick: "carol", lines: make(chan string, 10)}
@@ -176,8 +184,7 @@ func TestOutcomeStillUnknown(t *testing.T) {
 
 // Close stops a follow-up that is still waiting, without a reply.
 func TestOutcomeFollowUpStopsOnClose(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: silentRedis(t), ReadTimeout: 50 * time.Millisecond, Protocol: 2})
-	t.Cleanup(func() { rdb.Close() })
+	rdb := silentClient(t)
 	b := New(store.NewStore(rdb), Options{Catalog: referenceCatalog(t), OutcomeWait: time.Hour})
 	out := &chanReplier{nick: "carol", lines: make(chan string, 10)}
 	b.Handle(context.Background(), Request{Nick: "carol", Channel: "#a", Rank: RankOp, Text: "!ig " + refIdent + " x"}, out)

@@ -43,9 +43,7 @@ func urlIdent(t *testing.T, raw string) string {
 // TestQueueToolsBadInput: every malformed or refused call of the new
 // commands answers with the reason and changes nothing in Redis.
 func TestQueueToolsBadInput(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
-		b := newTestBot(t, be)
-		say(b, RankOp, "#a", "!a http://example.com/")
+	eachWithJob(t, "", func(t *testing.T, be *redistest.Backend, b *Bot) {
 		say(b, RankOp, "#a", "!ao http://ao.example.com/")
 		id, ao := refIdent, urlIdent(t, "http://ao.example.com/")
 		p := pipelinesim.New(be.Client, pipelinesim.Config{Nickname: "runner"})
@@ -242,4 +240,29 @@ func TestFailureStatus(t *testing.T) {
 	if got := failureStatus(f); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
+}
+
+// One history entry is "the last step", not "the last 1 steps".
+func TestHistoryOneStep(t *testing.T) {
+	eachWithJob(t, "", func(t *testing.T, be *redistest.Backend, b *Bot) {
+		got := say(b, RankNone, "#a", "!history "+refIdent)
+		if len(got) < 1 || !strings.Contains(got[0], "the last step (") || strings.Contains(got[0], "1 steps") {
+			t.Fatalf("!history with one entry: %q", got)
+		}
+	})
+}
+
+// Right after !fail (while the job record still exists) !status says who
+// failed the job and when, as it does once only the failure record is left.
+func TestStatusRightAfterFail(t *testing.T) {
+	eachWithJob(t, " --explain=why", func(t *testing.T, be *redistest.Backend, b *Bot) {
+		say(b, RankOp, "#a", "!fail "+refIdent)
+		for _, arg := range []string{refIdent, "http://example.com/"} {
+			got := say(b, RankNone, "#a", "!status "+arg)
+			if len(got) != 1 || !strings.Contains(got[0], "failed by carol") || !strings.Contains(got[0], ", at 20") ||
+				!strings.Contains(got[0], "Note: why") {
+				t.Fatalf("!status %s right after !fail: %q", arg, got)
+			}
+		}
+	})
 }

@@ -10,6 +10,17 @@ import (
 	"time"
 )
 
+// wantLoadErrors checks that each configuration text fails to load with
+// an error naming its key.
+func wantLoadErrors(t *testing.T, textKey map[string]string) {
+	t.Helper()
+	for text, key := range textKey {
+		if _, err := Load(write(t, text)); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%q: %v, want an error naming %s", text, err, key)
+		}
+	}
+}
+
 func write(t *testing.T, text string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "c.toml")
@@ -210,15 +221,11 @@ func TestHTTPStreamKeys(t *testing.T) {
 	if err != nil || c.HTTP.StreamOn() {
 		t.Fatalf("listen = \"\" must switch the stream off too: %+v, %v", c.HTTP, err)
 	}
-	for text, key := range map[string]string{
+	wantLoadErrors(t, map[string]string{
 		"[http]\nstream_listen = \"nope\"\n": "http.stream_listen",
 		"[http]\nstream_max_lag = -1\n":      "http.stream_max_lag",
 		"[http]\nstream_total_bytes = -1\n":  "http.stream_total_bytes",
-	} {
-		if _, err := Load(write(t, text)); err == nil || !strings.Contains(err.Error(), key) {
-			t.Errorf("%q: %v, want an error naming %s", text, err, key)
-		}
-	}
+	})
 }
 
 // Issue 22: the feed's budgets default per network; an explicit 0 is no
@@ -280,4 +287,19 @@ func TestHTTPListenOverrides(t *testing.T) {
 	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "http.listen") {
 		t.Fatalf("bad env value: %v", err)
 	}
+}
+
+func TestPipelinesConfig(t *testing.T) {
+	c, err := Load(write(t, "[pipelines]\nlisten = \"127.0.0.1:0\"\nrate = 7\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Pipelines.Listen != "127.0.0.1:0" || c.Pipelines.Rate != 7 || c.Pipelines.LogRate != DefaultPipelineLogRate || c.Pipelines.MaxStreams != DefaultPipelineMaxStreams {
+		t.Errorf("pipelines %+v", c.Pipelines)
+	}
+	wantLoadErrors(t, map[string]string{
+		"[pipelines]\nlisten = \"nonsense\"\n":   "pipelines.listen",
+		"[pipelines]\ntls_cert = \"cert.pem\"\n": "pipelines.tls_cert",
+		"[pipelines]\nlog_rate = -1\n":           "pipelines.rate",
+	})
 }

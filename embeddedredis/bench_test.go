@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -37,6 +35,13 @@ func benchServer(b *testing.B, persisted bool) (*embeddedredis.Server, *redis.Cl
 	return srv, rdb
 }
 
+// benchJob is the job "!a URL" registers, with the default settings.
+func benchJob(ident, url string) store.NewJob {
+	return store.NewJob{Ident: ident, URL: url,
+		FetchDepth: "inf", Slug: "x-inf", StartedBy: "alice", StartedIn: "#a", DelayMin: 250,
+		DelayMax: 375, Concurrency: 3, SettingsAge: 4, Queue: store.KeyPending}
+}
+
 // BenchmarkAcknowledgedCommand measures what an acknowledged command
 // costs: registering a job (the register script via EVALSHA) as "!a"
 // does, until the reply may be given — with persistence, including
@@ -48,18 +53,15 @@ func BenchmarkAcknowledgedCommand(b *testing.B) {
 			st := store.NewStore(rdb)
 			ctx := context.Background()
 			i := 0
-			cpu := cpuNow()
+			report := embeddedredis.StartCPU()
 			for b.Loop() {
 				i++
 				id := fmt.Sprintf("bench%07d", i)
-				err := st.Register(ctx, store.NewJob{Ident: id, URL: "http://" + id + ".example/",
-					FetchDepth: "inf", Slug: "x-inf", StartedBy: "alice", StartedIn: "#a", DelayMin: 250,
-					DelayMax: 375, Concurrency: 3, SettingsAge: 4, Queue: store.KeyPending})
-				if err != nil {
+				if err := st.Register(ctx, benchJob(id, "http://"+id+".example/")); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(cpuNow()-cpu)/float64(b.N), "cpu-ns/op")
+			report(b)
 		})
 	}
 }
@@ -73,10 +75,7 @@ func BenchmarkPipelineLogEntry(b *testing.B) {
 		b.Run(fmt.Sprintf("persisted=%v", persisted), func(b *testing.B) {
 			srv, ctl := benchServer(b, persisted)
 			ctx := context.Background()
-			err := store.NewStore(ctl).Register(ctx, store.NewJob{Ident: "benchjob", URL: "http://bench.example/",
-				FetchDepth: "inf", Slug: "x-inf", StartedBy: "alice", StartedIn: "#a", DelayMin: 250,
-				DelayMax: 375, Concurrency: 3, SettingsAge: 4, Queue: store.KeyPending})
-			if err != nil {
+			if err := store.NewStore(ctl).Register(ctx, benchJob("benchjob", "http://bench.example/")); err != nil {
 				b.Fatal(err)
 			}
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -86,22 +85,13 @@ func BenchmarkPipelineLogEntry(b *testing.B) {
 			if err != nil || j == nil {
 				b.Fatal(j, err)
 			}
-			cpu := cpuNow()
+			report := embeddedredis.StartCPU()
 			for b.Loop() {
 				if _, err := j.LogDownload(ctx, "http://bench.example/page", 200); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(cpuNow()-cpu)/float64(b.N), "cpu-ns/op")
+			report(b)
 		})
 	}
-}
-
-// cpuNow is the CPU time of this process (user + system), which the load
-// of other processes on a shared machine disturbs much less than the wall
-// time ns/op reports.
-func cpuNow() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

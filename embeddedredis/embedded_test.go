@@ -535,6 +535,42 @@ func TestAtomicSave(t *testing.T) {
 	}
 }
 
+// The data directory holds every key pipelines and the bot write, the
+// redis.password-protected data included: the write log (redis.aof.N) is
+// created 0600 like the snapshot (redis.json), not 0644.
+func TestDataFilesArePrivate(t *testing.T) {
+	dir := t.TempDir()
+	s := start(t, Options{DataDir: dir})
+	if err := client(t, s, "", 0).Set(context.Background(), "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			fi, err := os.Stat(filepath.Join(dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().IsRegular() && fi.Mode().Perm() != 0o600 {
+				t.Errorf("%s: %s: mode %v, want 0600", when, e.Name(), fi.Mode().Perm())
+			}
+		}
+		if len(entries) == 0 {
+			t.Fatalf("%s: no files", when)
+		}
+	}
+	// While it runs the log segment is there; at Close the final
+	// snapshot is written.
+	check("running")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check("stopped")
+}
+
 func TestCorruptSnapshot(t *testing.T) {
 	good := `{"version":1,"saved_at_ms":1,"dbs":[{"db":0,"keys":[{"key":"k","type":"string","string":"v"}]}]}`
 	for name, content := range map[string]string{

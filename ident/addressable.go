@@ -84,36 +84,31 @@ func splitURI(s string) (scheme, authority *string, path string, query, fragment
 		rest = rest[i+1:]
 	}
 	if strings.HasPrefix(rest, "//") {
-		rest = rest[2:]
-		i := strings.IndexAny(rest, "/?#")
-		if i < 0 {
-			i = len(rest)
-		}
-		a := rest[:i]
+		var a string
+		a, rest = cutBeforeAny(rest[2:], "/?#")
 		authority = &a
-		rest = rest[i:]
 	}
-	i := strings.IndexAny(rest, "?#")
-	if i < 0 {
-		i = len(rest)
-	}
-	path = rest[:i]
-	rest = rest[i:]
+	path, rest = cutBeforeAny(rest, "?#")
 	if strings.HasPrefix(rest, "?") {
-		rest = rest[1:]
-		i := strings.IndexByte(rest, '#')
-		if i < 0 {
-			i = len(rest)
-		}
-		q := rest[:i]
+		var q string
+		q, rest = cutBeforeAny(rest[1:], "#")
 		query = &q
-		rest = rest[i:]
 	}
 	if strings.HasPrefix(rest, "#") {
 		f := rest[1:]
 		fragment = &f
 	}
 	return scheme, authority, path, query, fragment
+}
+
+// cutBeforeAny splits s before its first byte that is one of chars; with
+// none, head is all of s.
+func cutBeforeAny(s, chars string) (head, tail string) {
+	i := strings.IndexAny(s, chars)
+	if i < 0 {
+		i = len(s)
+	}
+	return s[:i], s[i:]
 }
 
 // splitAuthority splits an authority the way Addressable::URI.parse and

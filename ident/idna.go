@@ -116,12 +116,7 @@ func punycodeEncode(s string) (string, error) {
 				if len(out) >= punyMaxOut {
 					return "", tooLong
 				}
-				t := k - bias
-				if t < punyTMin {
-					t = punyTMin
-				} else if t > punyTMax {
-					t = punyTMax
-				}
+				t := punyThreshold(k, bias)
 				if q < t {
 					break
 				}
@@ -137,6 +132,12 @@ func punycodeEncode(s string) (string, error) {
 		n++
 	}
 	return string(out), nil
+}
+
+// punyThreshold is RFC 3492's threshold t for the digit at position k:
+// k - bias, clamped to [tmin, tmax].
+func punyThreshold(k, bias int) int {
+	return min(max(k-bias, punyTMin), punyTMax)
 }
 
 func punyDigit(d int) byte {

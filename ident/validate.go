@@ -115,12 +115,7 @@ func punycodeDecode(s string) (string, error) {
 				return "", bad
 			}
 			i += digit * w
-			t := k - bias
-			if t < punyTMin {
-				t = punyTMin
-			} else if t > punyTMax {
-				t = punyTMax
-			}
+			t := punyThreshold(k, bias)
 			if digit < t {
 				break
 			}

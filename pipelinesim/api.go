@@ -33,15 +33,7 @@ type APIPipeline struct {
 
 // NewAPI returns a pipeline calling the node through c.
 func NewAPI(c *client.Client, cfg Config) *APIPipeline {
-	if cfg.Version == "" {
-		cfg.Version = "20250101.01"
-	}
-	if cfg.Hostname == "" {
-		cfg.Hostname = "sim.invalid"
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.defaults()
 	return &APIPipeline{c: c, cfg: cfg, settings: map[string]chan wire.Settings{}}
 }
 
@@ -117,21 +109,7 @@ func (p *APIPipeline) Run(ctx context.Context, o RunOptions, workers int) error 
 	defer cancel()
 	var bg sync.WaitGroup
 	bg.Add(2)
-	go func() {
-		defer bg.Done()
-		t := time.NewTicker(o.ReportInterval)
-		defer t.Stop()
-		for {
-			if err := p.Report(runCtx, "Running"); runCtx.Err() == nil {
-				emit(Event{Kind: EventReport, Err: err})
-			}
-			select {
-			case <-runCtx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	go func() { defer bg.Done(); reportRunning(runCtx, o.ReportInterval, p.Report, emit) }()
 	go func() { defer bg.Done(); p.control(runCtx, emit) }()
 
 	var mu sync.Mutex

@@ -16,7 +16,7 @@ package pipelinesim
 import (
 	"context"
 	"crypto/md5"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -67,25 +67,27 @@ func jobLogKey(j map[string]string, ident string) string {
 	return keyLog(ident)
 }
 
+// scripts holds the Lua scripts that mirror upstream's pipeline.
+//
+//go:embed scripts/*.lua
+var scripts embed.FS
+
+// script loads scripts/name.lua.
+func script(name string) *redis.Script {
+	src, err := scripts.ReadFile("scripts/" + name + ".lua")
+	if err != nil {
+		panic(err) // embedded at build time: cannot happen
+	}
+	return redis.NewScript(string(src))
+}
+
 var (
-	//go:embed scripts/report.lua
-	reportSrc    string
-	reportScript = redis.NewScript(reportSrc)
-	//go:embed scripts/take.lua
-	takeSrc    string
-	takeScript = redis.NewScript(takeSrc)
-	//go:embed scripts/log.lua
-	logSrc    string
-	logScript = redis.NewScript(logSrc)
-	//go:embed scripts/abort.lua
-	abortSrc    string
-	abortScript = redis.NewScript(abortSrc)
-	//go:embed scripts/done.lua
-	doneSrc    string
-	doneScript = redis.NewScript(doneSrc)
-	//go:embed scripts/exit.lua
-	exitSrc    string
-	exitScript = redis.NewScript(exitSrc)
+	reportScript = script("report")
+	takeScript   = script("take")
+	logScript    = script("log")
+	abortScript  = script("abort")
+	doneScript   = script("done")
+	exitScript   = script("exit")
 )
 
 // Config describes one simulated pipeline.
@@ -108,6 +110,19 @@ type Config struct {
 	Now func() time.Time
 }
 
+// defaults fills in the fields both kinds of pipeline default alike.
+func (cfg *Config) defaults() {
+	if cfg.Version == "" {
+		cfg.Version = "20250101.01"
+	}
+	if cfg.Hostname == "" {
+		cfg.Hostname = "sim.invalid"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+}
+
 // Pipeline is one simulated pipeline.
 type Pipeline struct {
 	rdb redis.UniversalClient
@@ -127,15 +142,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Pipeline {
 	if cfg.ID == "" {
 		cfg.ID = md5hex(cfg.Nickname)
 	}
-	if cfg.Version == "" {
-		cfg.Version = "20250101.01"
-	}
-	if cfg.Hostname == "" {
-		cfg.Hostname = "sim.invalid"
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.defaults()
 	return &Pipeline{rdb: rdb, cfg: cfg, key: keyPipeline(cfg.ID)}
 }
 

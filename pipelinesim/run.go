@@ -139,23 +139,7 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) error {
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(o.ReportInterval)
-		defer t.Stop()
-		for {
-			err := p.Report(runCtx, "Running")
-			if runCtx.Err() != nil {
-				return
-			}
-			emit(Event{Kind: EventReport, Err: err})
-			select {
-			case <-runCtx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	go func() { defer wg.Done(); reportRunning(runCtx, o.ReportInterval, p.Report, emit) }()
 	err := p.work(runCtx, o, emit)
 	cancel()
 	wg.Wait()
@@ -174,6 +158,25 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) error {
 	}
 	emit(Event{Kind: EventExit})
 	return err
+}
+
+// reportRunning reports "Running" at once and then every interval until
+// ctx ends, emitting the outcome of each report made while ctx lasts.
+func reportRunning(ctx context.Context, interval time.Duration, report func(context.Context, string) error, emit func(Event)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		err := report(ctx, "Running")
+		if ctx.Err() != nil {
+			return
+		}
+		emit(Event{Kind: EventReport, Err: err})
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 func (p *Pipeline) work(ctx context.Context, o RunOptions, emit func(Event)) error {

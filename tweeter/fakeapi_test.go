@@ -38,15 +38,36 @@ type answer struct {
 	body   string
 }
 
+// fakeAPI is what the fake services share: their test server, and the
+// answers scripted for them, guarded by mu along with the rest of a fake's
+// state.
+type fakeAPI[A any] struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	script []A
+}
+
+// start serves h until the end of the test.
+func (f *fakeAPI[A]) start(t *testing.T, h http.HandlerFunc) {
+	f.srv = httptest.NewServer(h)
+	t.Cleanup(f.srv.Close)
+}
+
+// reply queues answers the fake gives, in order, before it answers on its
+// own.
+func (f *fakeAPI[A]) reply(as ...A) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.script = append(f.script, as...)
+}
+
 // fakeTwitter is a local stand-in for api.twitter.com serving
 // POST /1.1/statuses/update.json and POST /2/tweets. It replies with the
 // scripted answers in order, then with success, and keeps what was posted.
 type fakeTwitter struct {
-	t   *testing.T
-	srv *httptest.Server
+	t *testing.T
+	fakeAPI[answer]
 
-	mu       sync.Mutex
-	script   []answer
 	requests []string // "API text" of every well-formed request
 	posted   []string // texts accepted
 	nextID   int
@@ -54,16 +75,8 @@ type fakeTwitter struct {
 
 func newFakeTwitter(t *testing.T) *fakeTwitter {
 	f := &fakeTwitter{t: t, nextID: 1000}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
+	f.start(t, f.serve)
 	return f
-}
-
-// reply queues answers given before the next successes.
-func (f *fakeTwitter) reply(as ...answer) {
-	f.mu.Lock()
-	f.script = append(f.script, as...)
-	f.mu.Unlock()
 }
 
 func (f *fakeTwitter) snapshot() (requests, posted []string) {

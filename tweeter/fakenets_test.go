@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,11 +32,9 @@ const mastodonToken = "masto-SECRET-token"
 // makes a second request with the same key return the first status
 // instead of posting again.
 type fakeMastodon struct {
-	t   *testing.T
-	srv *httptest.Server
+	t *testing.T
+	fakeAPI[fakeAnswer]
 
-	mu       sync.Mutex
-	script   []fakeAnswer
 	byKey    map[string]string // Idempotency-Key -> status id
 	statuses []fakeStatus
 	requests int
@@ -52,15 +48,8 @@ type fakeStatus struct {
 
 func newFakeMastodon(t *testing.T) *fakeMastodon {
 	f := &fakeMastodon{t: t, byKey: map[string]string{}, now: time.Now}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
+	f.start(t, f.serve)
 	return f
-}
-
-func (f *fakeMastodon) reply(as ...fakeAnswer) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.script = append(f.script, as...)
 }
 
 func (f *fakeMastodon) posted() []fakeStatus {
@@ -145,11 +134,10 @@ func hangup(w http.ResponseWriter) {
 // expire when the test says (expire), as a PDS's do after a couple of
 // hours, with 400 ExpiredToken.
 type fakeBluesky struct {
-	t   *testing.T
-	srv *httptest.Server
+	t *testing.T
+	// The scripted answers are for createRecord.
+	fakeAPI[fakeAnswer]
 
-	mu       sync.Mutex
-	script   []fakeAnswer // for createRecord
 	access   map[string]bool
 	refresh  map[string]bool
 	n        int
@@ -170,15 +158,8 @@ const (
 func newFakeBluesky(t *testing.T) *fakeBluesky {
 	f := &fakeBluesky{t: t, access: map[string]bool{}, refresh: map[string]bool{},
 		records: map[string]map[string]any{}, at: map[string]time.Time{}, now: time.Now}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
+	f.start(t, f.serve)
 	return f
-}
-
-func (f *fakeBluesky) reply(as ...fakeAnswer) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.script = append(f.script, as...)
 }
 
 // expire makes every access token issued so far expired.

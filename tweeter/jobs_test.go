@@ -58,6 +58,14 @@ func (r *rig) job(t *testing.T, ident string, fields ...string) {
 	}
 }
 
+// wantQueued checks the texts in tweets:queue, oldest first.
+func (r *rig) wantQueued(t *testing.T, texts ...string) {
+	t.Helper()
+	if diff := cmp.Diff(texts, r.members(t, store.KeyTweetsQueue)); diff != "" {
+		t.Errorf("tweets:queue (-want +got):\n%s", diff)
+	}
+}
+
 func TestCheckJob(t *testing.T) {
 	const url = "https://example.com/"
 	running := []string{"url", url, "started_at", "1700000000.25", "pipeline_id", "pipeline:x", "heartbeat", "3"}
@@ -150,9 +158,7 @@ func TestCheckJobLooksUpOnce(t *testing.T) {
 		if got := n.get("jobA"); got != 5 {
 			t.Errorf("jobA looked up %d times after two others, want 5", got)
 		}
-		if diff := cmp.Diff([]string{"Archiving https://a.example/"}, r.members(t, store.KeyTweetsQueue)); diff != "" {
-			t.Errorf("tweets:queue (-want +got):\n%s", diff)
-		}
+		r.wantQueued(t, "Archiving https://a.example/")
 	})
 }
 
@@ -166,8 +172,33 @@ func TestSweep(t *testing.T) {
 		if err := r.tw.Sweep(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff([]string{"Archiving https://run.example/"}, r.members(t, store.KeyTweetsQueue)); diff != "" {
-			t.Errorf("tweets:queue (-want +got):\n%s", diff)
+		r.wantQueued(t, "Archiving https://run.example/")
+	})
+}
+
+// A string key listed in `working` must not make every sweep fail: it is
+// skipped, logged once, and the other jobs are still tweeted.
+func TestBadKey_StringJobInWorking(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		r := newRig(t, b, tweeter.Config{})
+		r.job(t, "jobrun", "url", "https://run.example/", "started_at", "1")
+		r.c.Set(ctx, "strjob", "x", 0)
+		r.c.LPush(ctx, store.KeyWorking, "strjob", "jobrun")
+		for i := 0; i < 3; i++ {
+			if err := r.tw.Sweep(ctx); err != nil {
+				t.Errorf("sweep %d: %v", i+1, err)
+			}
+		}
+		r.wantQueued(t, "Archiving https://run.example/")
+		n := 0
+		for _, l := range strings.Split(r.log.String(), "\n") {
+			if strings.Contains(l, "strjob") && (strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR")) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("strjob logged %d times, want once", n)
 		}
 	})
 }
@@ -285,9 +316,7 @@ func TestDryRun(t *testing.T) {
 		if out := r.runOnce(t); out != tweeter.Posted {
 			t.Errorf("RunOnce = %v, want posted", out)
 		}
-		if diff := cmp.Diff(state{Done: []string{text1}}, r.state(t), cmpEmpty); diff != "" {
-			t.Errorf("redis (-want +got):\n%s", diff)
-		}
+		r.wantState(t, "", state{Done: []string{text1}})
 		if log := r.log.String(); !strings.Contains(log, "would post") || !strings.Contains(log, "example.com") {
 			t.Errorf("dry run did not log the text:\n%s", log)
 		}

@@ -27,6 +27,22 @@ func bskyNet(f *fakeBluesky, budget int, tr http.RoundTripper) tweeter.Network {
 	return tweeter.BlueskyNetwork(f.srv.URL, bskyHandle, bskyPassword, budget, time.Hour, tr)
 }
 
+// onMastodon is a rig posting only to a new fake Mastodon, with cfg's
+// other settings.
+func onMastodon(t *testing.T, b *redistest.Backend, cfg tweeter.Config) (*fakeMastodon, *rig) {
+	f := newFakeMastodon(t)
+	cfg.Networks = []tweeter.Network{mastoNet(f, 0, nil)}
+	return f, newRig(t, b, cfg)
+}
+
+// onBluesky is a rig posting only to a new fake Bluesky, with cfg's other
+// settings.
+func onBluesky(t *testing.T, b *redistest.Backend, cfg tweeter.Config) (*fakeBluesky, *rig) {
+	f := newFakeBluesky(t)
+	cfg.Networks = []tweeter.Network{bskyNet(f, 0, nil)}
+	return f, newRig(t, b, cfg)
+}
+
 // queueURL queues "Archiving URL" for u the way CheckJob does (text and
 // URL), oldest first in call order.
 func (r *rig) queueURL(t *testing.T, urls ...string) []string {
@@ -57,19 +73,14 @@ func (r *rig) failures(t *testing.T, net string) []store.FeedFailure {
 
 func TestMastodonPostShape(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		f := newFakeMastodon(t)
-		r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{mastoNet(f, 0, nil)}})
+		f, r := onMastodon(t, b, tweeter.Config{})
 		texts := r.queueURL(t, "https://example.com/")
-		if out := r.runOnce(t); out != tweeter.Posted {
-			t.Fatalf("RunOnce = %v", out)
-		}
+		r.mustRun(t, tweeter.Posted)
 		got := f.posted()
 		if len(got) != 1 || got[0].Text != "Archiving https://example.com/" || got[0].Visibility != "public" || !tweeter.ValidTID(got[0].Key) {
 			t.Fatalf("posted %+v; want one public status with a TID Idempotency-Key", got)
 		}
-		if diff := cmp.Diff(state{Done: texts}, r.state(t), cmpEmpty); diff != "" {
-			t.Errorf("redis (-want +got):\n%s", diff)
-		}
+		r.wantState(t, "", state{Done: texts})
 		if strings.Contains(r.log.String(), mastodonToken) {
 			t.Error("the access token reached the log")
 		}
@@ -89,13 +100,9 @@ func eachLostAnswer(t *testing.T, b *redistest.Backend, setup func(t *testing.T,
 			n, check := setup(t, tc.a)
 			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{n}})
 			texts := r.queueURL(t, "https://example.com/")
-			if out := r.runOnce(t); out != tweeter.Posted {
-				t.Fatalf("RunOnce = %v, want posted", out)
-			}
+			r.mustRun(t, tweeter.Posted)
 			check(t)
-			if diff := cmp.Diff(state{Done: texts}, r.state(t), cmpEmpty); diff != "" {
-				t.Errorf("redis (-want +got):\n%s", diff)
-			}
+			r.wantState(t, "", state{Done: texts})
 		})
 	}
 }
@@ -103,62 +110,48 @@ func eachLostAnswer(t *testing.T, b *redistest.Backend, setup func(t *testing.T,
 func TestMastodonErrors(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		t.Run("401", func(t *testing.T) {
-			f := newFakeMastodon(t)
-			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{mastoNet(f, 0, nil)}})
+			f, r := onMastodon(t, b, tweeter.Config{})
 			texts := r.queueURL(t, "https://example.com/")
 			f.reply(fakeAnswer{status: 401, body: `{"error":"The access token is invalid"}`})
-			if out := r.runOnce(t); out != tweeter.GaveUp {
-				t.Fatalf("RunOnce = %v, want gave up", out)
-			}
+			r.mustRun(t, tweeter.GaveUp)
 			fl := r.failures(t, tweeter.NetMastodon)
 			if len(fl) != 1 || fl[0].Text != texts[0] || !strings.Contains(fl[0].Reason, "HTTP 401") || !strings.Contains(fl[0].Reason, "access token is invalid") {
 				t.Errorf("failures = %+v, want the 401 recorded", fl)
 			}
-			if diff := cmp.Diff(state{Failed: texts}, r.state(t), cmpEmpty); diff != "" {
-				t.Errorf("redis (-want +got):\n%s", diff)
-			}
+			r.wantState(t, "", state{Failed: texts})
 		})
 		t.Run("429", func(t *testing.T) {
-			f := newFakeMastodon(t)
-			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{mastoNet(f, 0, nil)}})
+			f, r := onMastodon(t, b, tweeter.Config{})
 			texts := r.queueURL(t, "https://example.com/")
 			reset := r.now.Add(17 * time.Minute).UTC()
 			f.reply(fakeAnswer{status: 429, header: map[string]string{
 				"X-RateLimit-Limit": "300", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": reset.Format("2006-01-02T15:04:05.000Z"),
 			}, body: `{"error":"Too many requests"}`})
-			if out := r.runOnce(t); out != tweeter.Paused {
-				t.Fatalf("RunOnce = %v, want paused", out)
-			}
+			r.mustRun(t, tweeter.Paused)
 			if got := r.tw.PausedUntil(); !got.Equal(reset) {
 				t.Errorf("paused until %v, want the reset %v", got, reset)
 			}
 			if out := r.runOnce(t); out != tweeter.Paused || f.requests != 1 {
 				t.Errorf("before the reset: %v after %d requests, want paused after 1", out, f.requests)
 			}
-			if diff := cmp.Diff(state{Queued: texts}, r.state(t), cmpEmpty); diff != "" {
-				t.Errorf("redis while paused (-want +got):\n%s", diff)
-			}
+			r.wantState(t, "while paused", state{Queued: texts})
 			r.now = reset.Add(time.Second)
 			if out := r.runOnce(t); out != tweeter.Posted || len(f.posted()) != 1 {
 				t.Errorf("after the reset: %v, %d posted", out, len(f.posted()))
 			}
 		})
 		t.Run("429 Retry-After", func(t *testing.T) {
-			f := newFakeMastodon(t)
-			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{mastoNet(f, 0, nil)}, Now: time.Now})
+			f, r := onMastodon(t, b, tweeter.Config{Now: time.Now})
 			r.queueURL(t, "https://example.com/")
 			f.reply(fakeAnswer{status: 429, header: map[string]string{"Retry-After": "120"}})
 			before := time.Now()
-			if out := r.runOnce(t); out != tweeter.Paused {
-				t.Fatalf("RunOnce = %v, want paused", out)
-			}
+			r.mustRun(t, tweeter.Paused)
 			if got := r.tw.PausedUntil(); got.Before(before.Add(119*time.Second)) || got.After(time.Now().Add(121*time.Second)) {
 				t.Errorf("paused until %v, want about 120 s from now", got)
 			}
 		})
 		t.Run("5xx", func(t *testing.T) {
-			f := newFakeMastodon(t)
-			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{mastoNet(f, 0, nil)}, MaxTries: 3})
+			f, r := onMastodon(t, b, tweeter.Config{MaxTries: 3})
 			texts := r.queueURL(t, "https://example.com/", "https://second.example/")
 			f.reply(fakeAnswer{status: 503}, fakeAnswer{status: 502})
 			if out := r.runOnce(t); out != tweeter.Posted || len(f.posted()) != 1 || f.requests != 3 {
@@ -191,8 +184,7 @@ func TestMastodonErrors(t *testing.T) {
 // cmd/archivebot's TestFeedKillMastodon.)
 func TestMastodonRestartAfterSend(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		f := newFakeMastodon(t)
-		r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{mastoNet(f, 0, nil)}})
+		f, r := onMastodon(t, b, tweeter.Config{})
 		texts := r.queueURL(t, "https://example.com/")
 		f.reply(fakeAnswer{slow: time.Minute})
 		ctx, cancel := context.WithCancel(context.Background())
@@ -222,9 +214,7 @@ func TestMastodonRestartAfterSend(t *testing.T) {
 		if got := f.posted(); len(got) != 1 || f.requests != 2 {
 			t.Errorf("%d statuses from %d requests; want 1 from 2", len(got), f.requests)
 		}
-		if diff := cmp.Diff(state{Done: texts}, r.state(t), cmpEmpty); diff != "" {
-			t.Errorf("redis (-want +got):\n%s", diff)
-		}
+		r.wantState(t, "", state{Done: texts})
 	})
 }
 
@@ -252,13 +242,10 @@ func facetsOf(t *testing.T, rec map[string]any) (text string, links []tweeter.Li
 
 func TestBlueskyPostShape(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		f := newFakeBluesky(t)
-		r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{bskyNet(f, 0, nil)}})
+		f, r := onBluesky(t, b, tweeter.Config{})
 		u := "https://例え.jp/ünïcode?q=🙂"
 		texts := r.queueURL(t, u)
-		if out := r.runOnce(t); out != tweeter.Posted {
-			t.Fatalf("RunOnce = %v", out)
-		}
+		r.mustRun(t, tweeter.Posted)
 		posts := f.posts()
 		if len(posts) != 1 {
 			t.Fatalf("%d posts", len(posts))
@@ -286,9 +273,7 @@ func TestBlueskyPostShape(t *testing.T) {
 		if diff := cmp.Diff(wantCalls, f.callList()); diff != "" {
 			t.Errorf("calls (-want +got):\n%s", diff)
 		}
-		if diff := cmp.Diff(state{Done: append([]string{"Archiving https://second.example/"}, texts...)}, r.state(t), cmpEmpty); diff != "" {
-			t.Errorf("redis (-want +got):\n%s", diff)
-		}
+		r.wantState(t, "", state{Done: append([]string{"Archiving https://second.example/"}, texts...)})
 		if strings.Contains(r.log.String(), bskyPassword) {
 			t.Error("the app password reached the log")
 		}
@@ -302,42 +287,32 @@ func TestBlueskyErrors(t *testing.T) {
 			n := tweeter.BlueskyNetwork(f.srv.URL, bskyHandle, "wrong", 0, time.Hour, nil)
 			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{n}})
 			texts := r.queueURL(t, "https://example.com/")
-			if out := r.runOnce(t); out != tweeter.GaveUp {
-				t.Fatalf("RunOnce = %v, want gave up", out)
-			}
+			r.mustRun(t, tweeter.GaveUp)
 			fl := r.failures(t, tweeter.NetBluesky)
 			if len(fl) != 1 || !strings.Contains(fl[0].Reason, "HTTP 401") || !strings.Contains(fl[0].Reason, "login failed") {
 				t.Errorf("failures = %+v", fl)
 			}
-			if diff := cmp.Diff(state{Failed: texts}, r.state(t), cmpEmpty); diff != "" {
-				t.Errorf("redis (-want +got):\n%s", diff)
-			}
+			r.wantState(t, "", state{Failed: texts})
 		})
 		t.Run("429", func(t *testing.T) {
-			f := newFakeBluesky(t)
-			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{bskyNet(f, 0, nil)}})
+			f, r := onBluesky(t, b, tweeter.Config{})
 			texts := r.queueURL(t, "https://example.com/")
 			reset := r.now.Add(40 * time.Minute)
 			f.reply(fakeAnswer{status: 429, header: map[string]string{
 				"RateLimit-Limit": "5000", "RateLimit-Remaining": "0", "RateLimit-Reset": strconv.FormatInt(reset.Unix(), 10), "RateLimit-Policy": "5000;w=3600",
 			}, body: `{"error":"RateLimitExceeded","message":"Rate Limit Exceeded"}`})
-			if out := r.runOnce(t); out != tweeter.Paused {
-				t.Fatalf("RunOnce = %v, want paused", out)
-			}
+			r.mustRun(t, tweeter.Paused)
 			if got := r.tw.PausedUntil(); !got.Equal(reset) {
 				t.Errorf("paused until %v, want %v", got, reset)
 			}
-			if diff := cmp.Diff(state{Queued: texts}, r.state(t), cmpEmpty); diff != "" {
-				t.Errorf("redis (-want +got):\n%s", diff)
-			}
+			r.wantState(t, "", state{Queued: texts})
 			r.now = reset
 			if out := r.runOnce(t); out != tweeter.Posted {
 				t.Errorf("after the reset: %v", out)
 			}
 		})
 		t.Run("5xx", func(t *testing.T) {
-			f := newFakeBluesky(t)
-			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{bskyNet(f, 0, nil)}, MaxTries: 2})
+			f, r := onBluesky(t, b, tweeter.Config{MaxTries: 2})
 			r.queueURL(t, "https://example.com/", "https://second.example/")
 			f.reply(fakeAnswer{status: 502, body: "<html>bad gateway</html>"})
 			if out := r.runOnce(t); out != tweeter.Posted || len(f.posts()) != 1 {
@@ -387,15 +362,11 @@ func TestNetworksIndependent(t *testing.T) {
 		if _, posted := fx.snapshot(); len(posted) != 1 || len(fb.posts()) != 1 {
 			t.Fatalf("x posted %d, bluesky %d; want 1 each", len(posted), len(fb.posts()))
 		}
-		if diff := cmp.Diff(state{Queued: texts}, r.state(t), cmpEmpty); diff != "" {
-			t.Errorf("before mastodon is done (-want +got):\n%s", diff)
-		}
+		r.wantState(t, "before mastodon is done", state{Queued: texts})
 		if out, _ := r.tw.RunNetwork(context.Background(), tweeter.NetMastodon); out != tweeter.GaveUp {
 			t.Errorf("mastodon: %v", out)
 		}
-		if diff := cmp.Diff(state{Done: texts}, r.state(t), cmpEmpty); diff != "" {
-			t.Errorf("after (-want +got):\n%s", diff)
-		}
+		r.wantState(t, "after", state{Done: texts})
 		st := r.tw.Status()
 		if len(st) != 3 || st[1].Name != tweeter.NetMastodon || !strings.Contains(st[1].LastError, "503") || st[1].Stats.GaveUp != 1 {
 			t.Errorf("status = %+v", st)
@@ -432,13 +403,18 @@ func TestInjection(t *testing.T) {
 		return ""
 	}
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		t.Run("x", func(t *testing.T) {
-			fx := newFakeTwitter(t)
-			r := newRig(t, b, tweeter.Config{Credentials: testCreds, Transport: fx.transport()})
+		// postAll posts a text for each of urls through cfg's network.
+		postAll := func(t *testing.T, cfg tweeter.Config) {
+			t.Helper()
+			r := newRig(t, b, cfg)
 			r.queueURL(t, urls...)
 			for range urls {
 				r.runOnce(t)
 			}
+		}
+		t.Run("x", func(t *testing.T) {
+			fx := newFakeTwitter(t)
+			postAll(t, tweeter.Config{Credentials: testCreds, Transport: fx.transport()})
 			_, posted := fx.snapshot()
 			if len(posted) != len(urls) {
 				t.Fatalf("posted %q", posted)
@@ -454,11 +430,7 @@ func TestInjection(t *testing.T) {
 		})
 		t.Run("mastodon", func(t *testing.T) {
 			f := newFakeMastodon(t)
-			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{mastoNet(f, 0, nil)}})
-			r.queueURL(t, urls...)
-			for range urls {
-				r.runOnce(t)
-			}
+			postAll(t, tweeter.Config{Networks: []tweeter.Network{mastoNet(f, 0, nil)}})
 			posted := f.posted()
 			if len(posted) != len(urls) {
 				t.Fatalf("posted %+v", posted)
@@ -474,11 +446,7 @@ func TestInjection(t *testing.T) {
 		})
 		t.Run("bluesky", func(t *testing.T) {
 			f := newFakeBluesky(t)
-			r := newRig(t, b, tweeter.Config{Networks: []tweeter.Network{bskyNet(f, 0, nil)}})
-			r.queueURL(t, urls...)
-			for range urls {
-				r.runOnce(t)
-			}
+			postAll(t, tweeter.Config{Networks: []tweeter.Network{bskyNet(f, 0, nil)}})
 			posts := f.posts()
 			if len(posts) != len(urls) {
 				t.Fatalf("%d posts", len(posts))
@@ -527,15 +495,11 @@ func TestXAnswerLostAfterSend(t *testing.T) {
 		r.queue(t, text1)
 		fake.reply(answer{status: 201, body: `{"data":{"id":"1","text":"x"}}`},
 			v2Problem(403, "Forbidden", "You are not allowed to create a Tweet with duplicate content."))
-		if out := r.runOnce(t); out != tweeter.Posted {
-			t.Fatalf("RunOnce = %v", out)
-		}
+		r.mustRun(t, tweeter.Posted)
 		requests, posted := fake.snapshot()
 		if len(requests) != 2 || len(posted) != 1 {
 			t.Errorf("requests %q, posted %q; want the text posted once in two requests", requests, posted)
 		}
-		if diff := cmp.Diff(state{Done: []string{text1}}, r.state(t), cmpEmpty); diff != "" {
-			t.Errorf("redis (-want +got):\n%s", diff)
-		}
+		r.wantState(t, "", state{Done: []string{text1}})
 	})
 }

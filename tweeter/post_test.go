@@ -123,6 +123,27 @@ func (r *rig) runOnce(t *testing.T) tweeter.Outcome {
 	return out
 }
 
+// mustRun runs the tweeter once and stops the test unless the outcome is
+// want.
+func (r *rig) mustRun(t *testing.T, want tweeter.Outcome) {
+	t.Helper()
+	if out := r.runOnce(t); out != want {
+		t.Fatalf("RunOnce = %v, want %v", out, want)
+	}
+}
+
+// wantState checks where texts are in Redis; when names the moment in a
+// test that checks more than once ("" for the end).
+func (r *rig) wantState(t *testing.T, when string, want state) {
+	t.Helper()
+	if when != "" {
+		when = " " + when
+	}
+	if diff := cmp.Diff(want, r.state(t), cmpEmpty); diff != "" {
+		t.Errorf("redis%s (-want +got):\n%s", when, diff)
+	}
+}
+
 // noneTwice fails the test if the fake accepted a text twice.
 func noneTwice(t *testing.T, fake *fakeTwitter) {
 	t.Helper()
@@ -255,9 +276,7 @@ func TestPost(t *testing.T) {
 					if tc.want.Attempts == nil {
 						tc.want.Attempts = map[string]string{}
 					}
-					if diff := cmp.Diff(tc.want, r.state(t), cmpEmpty); diff != "" {
-						t.Errorf("redis (-want +got):\n%s", diff)
-					}
+					r.wantState(t, "", tc.want)
 					if !strings.Contains(r.log.String(), tc.logHas) {
 						t.Errorf("log lacks %q", tc.logHas)
 					}
@@ -303,9 +322,7 @@ func TestPostQueueInOrder(t *testing.T) {
 					t.Errorf("posted (-want +got):\n%s", diff)
 				}
 				wantState := state{Done: []string{texts[0], texts[2], texts[3]}, Failed: []string{texts[1]}}
-				if diff := cmp.Diff(wantState, r.state(t), cmpEmpty); diff != "" {
-					t.Errorf("redis (-want +got):\n%s", diff)
-				}
+				r.wantState(t, "", wantState)
 				noneTwice(t, fake)
 			})
 		}
@@ -331,16 +348,12 @@ func TestPostRateLimited(t *testing.T) {
 				}
 				fake.reply(a)
 
-				if out := r.runOnce(t); out != tweeter.Paused {
-					t.Fatalf("RunOnce = %v, want paused", out)
-				}
+				r.mustRun(t, tweeter.Paused)
 				if got := r.tw.PausedUntil(); !got.Equal(reset) {
 					t.Errorf("PausedUntil = %v, want %v", got, reset)
 				}
 				// The text waits in the queue, its attempt released.
-				if diff := cmp.Diff(state{Queued: []string{text1}}, r.state(t), cmpEmpty); diff != "" {
-					t.Errorf("redis (-want +got):\n%s", diff)
-				}
+				r.wantState(t, "", state{Queued: []string{text1}})
 				// Before the reset nothing is sent.
 				r.now = reset.Add(-time.Second)
 				if out := r.runOnce(t); out != tweeter.Paused {
@@ -353,9 +366,7 @@ func TestPostRateLimited(t *testing.T) {
 				if out := r.runOnce(t); out != tweeter.Posted {
 					t.Errorf("RunOnce after the reset = %v, want posted", out)
 				}
-				if diff := cmp.Diff(state{Done: []string{text1}}, r.state(t), cmpEmpty); diff != "" {
-					t.Errorf("redis (-want +got):\n%s", diff)
-				}
+				r.wantState(t, "", state{Done: []string{text1}})
 				noneTwice(t, fake)
 			})
 		}
@@ -404,9 +415,7 @@ func TestPostRateLimitHeaders(t *testing.T) {
 			a := v2Problem(429, "Too Many Requests", "Too Many Requests")
 			a.header = tc.header(r.now)
 			fake.reply(a)
-			if out := r.runOnce(t); out != tweeter.Paused {
-				t.Fatalf("RunOnce = %v, want paused", out)
-			}
+			r.mustRun(t, tweeter.Paused)
 			if got := r.tw.PausedUntil().Sub(r.now); got != tc.want {
 				t.Errorf("paused for %v, want %v", got, tc.want)
 			}
@@ -435,9 +444,7 @@ func TestPostAfterCrash(t *testing.T) {
 			t.Errorf("requests (-want +got):\n%s", diff)
 		}
 		want := state{Done: []string{text1, "Archiving https://next.example/"}}
-		if diff := cmp.Diff(want, r.state(t), cmpEmpty); diff != "" {
-			t.Errorf("redis (-want +got):\n%s", diff)
-		}
+		r.wantState(t, "", want)
 		if !strings.Contains(r.log.String(), "never resolved") {
 			t.Error("the unresolved attempt was not logged")
 		}
@@ -507,9 +514,7 @@ func TestPostInterrupted(t *testing.T) {
 			if out := <-done; out != tweeter.Interrupted {
 				t.Errorf("RunOnce = %v, want interrupted", out)
 			}
-			if diff := cmp.Diff(state{Queued: []string{text1}}, r.state(t), cmpEmpty); diff != "" {
-				t.Errorf("redis (-want +got):\n%s", diff)
-			}
+			r.wantState(t, "", state{Queued: []string{text1}})
 		})
 	})
 }

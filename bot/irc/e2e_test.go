@@ -211,77 +211,61 @@ func TestRankChanges(t *testing.T) {
 		t.Helper()
 		return strings.Join(u.Ask("ArchiveBot", "#test", text), "\n")
 	}
+	// wantClass checks that u's command is answered as allowed or with
+	// the refusal class; what names the case.
+	wantClass := func(u *irctest.User, text, class, what string) {
+		t.Helper()
+		if r := ask(u, text); classify(r) != class {
+			t.Errorf("%s: %q, want %s", what, r, class)
+		}
+	}
 	if r := ask(voice, "!a https://example.com/1"); classify(r) != "allowed" {
 		t.Fatalf("voiced !a: %q", r)
 	}
 	op.Send("MODE #test -v vera")
 	voice.Expect("-v", isMode("#test", "-v", "vera"))
-	if r := ask(voice, "!a https://example.com/2"); classify(r) != refuseVoice {
-		t.Errorf("devoiced !a: want refusal, got %q", r)
-	}
+	wantClass(voice, "!a https://example.com/2", refuseVoice, "devoiced !a")
 
 	// Several modes in one line, with a non-prefix mode taking a
 	// parameter in between.
 	op.Send("MODE #test +vlv vera 50 paul")
 	voice.Expect("+vlv", isMode("#test", "+vlv", "vera", "50", "paul"))
-	if r := ask(voice, "!a https://example.com/3"); classify(r) != "allowed" {
-		t.Errorf("revoiced !a: %q", r)
-	}
-	if r := ask(plain, "!a https://example.com/4"); classify(r) != "allowed" {
-		t.Errorf("voiced paul !a: %q", r)
-	}
+	wantClass(voice, "!a https://example.com/3", "allowed", "revoiced !a")
+	wantClass(plain, "!a https://example.com/4", "allowed", "voiced paul !a")
 
 	// A nick change keeps the rank.
 	voice.Send("NICK vera2")
 	voice.Expect("own NICK", func(m ircmsg.Message) bool { return m.Command == "NICK" && m.Nick() == "vera" })
 	voice.Nick = "vera2"
-	if r := ask(voice, "!a https://example.com/5"); classify(r) != "allowed" {
-		t.Errorf("renamed voiced !a: %q", r)
-	}
+	wantClass(voice, "!a https://example.com/5", "allowed", "renamed voiced !a")
 	op.Send("NICK opal2")
 	op.Expect("own NICK", func(m ircmsg.Message) bool { return m.Command == "NICK" && m.Nick() == "opal" })
 	op.Nick = "opal2"
-	if r := ask(op, "!a < https://example.com/list.txt"); classify(r) != "allowed" {
-		t.Errorf("renamed op !a <: %q", r)
-	}
+	wantClass(op, "!a < https://example.com/list.txt", "allowed", "renamed op !a <")
 	// The old nick does not keep it: someone else taking it is plain.
 	other := irctest.Dial(t, op.Conn().RemoteAddr().String(), "opal")
 	other.Join("#test")
-	if r := ask(other, "!a https://example.com/6"); classify(r) != refuseVoice {
-		t.Errorf("new user with the op's old nick: %q", r)
-	}
+	wantClass(other, "!a https://example.com/6", refuseVoice, "new user with the op's old nick")
 
 	// Part and rejoin: the voice is gone.
 	plain.Send("PART #test")
 	plain.Expect("own PART", func(m ircmsg.Message) bool { return m.Command == "PART" && m.Nick() == "paul" })
 	plain.Join("#test")
-	if r := ask(plain, "!a https://example.com/7"); classify(r) != refuseVoice {
-		t.Errorf("paul after rejoin: %q", r)
-	}
+	wantClass(plain, "!a https://example.com/7", refuseVoice, "paul after rejoin")
 
 	// Halfop (%) counts as voice; -o leaves a user who was +ov voiced
 	// (the bot asks NAMES again when multi-prefix is not available).
 	op.Send("MODE #test +h paul")
 	plain.Expect("+h", isMode("#test", "+h", "paul"))
-	if r := ask(plain, "!a https://example.com/8"); classify(r) != "allowed" {
-		t.Errorf("halfop !a: %q", r)
-	}
-	if r := ask(plain, "!a < https://example.com/8.txt"); classify(r) != refuseOp {
-		t.Errorf("halfop !a <: want op refusal, got %q", r)
-	}
+	wantClass(plain, "!a https://example.com/8", "allowed", "halfop !a")
+	wantClass(plain, "!a < https://example.com/8.txt", refuseOp, "halfop !a <")
 	op.Send("MODE #test +o vera2")
 	voice.Expect("+o", isMode("#test", "+o", "vera2"))
-	if r := ask(voice, "!a < https://example.com/9.txt"); classify(r) != "allowed" {
-		t.Errorf("op'd vera2 !a <: %q", r)
-	}
+	wantClass(voice, "!a < https://example.com/9.txt", "allowed", "op'd vera2 !a <")
 	op.Send("MODE #test -o vera2")
 	voice.Expect("-o", isMode("#test", "-o", "vera2"))
-	if r := ask(voice, "!a < https://example.com/10.txt"); classify(r) != refuseOp {
-		t.Errorf("de-op'd vera2 !a <: %q", r)
-	}
-	if r := ask(voice, "!a https://example.com/10"); classify(r) != "allowed" {
-		t.Errorf("de-op'd but voiced vera2 !a: %q", r)
-	}
+	wantClass(voice, "!a < https://example.com/10.txt", refuseOp, "de-op'd vera2 !a <")
+	wantClass(voice, "!a https://example.com/10", "allowed", "de-op'd but voiced vera2 !a")
 }
 
 // TestKickAndNick: the bot rejoins after a KICK; it takes an alternate
@@ -334,14 +318,19 @@ func TestRestartServer(t *testing.T) {
 		d := New(config.IRC{}, nil, nil)
 		c.backoffMin, c.backoffMax = d.backoffMin, d.backoffMax
 	})
-	h.waitState(true)
-	u := irctest.Dial(t, n.Addr(), "rita")
-	u.Join("#test")
-	u.WaitBotPresent("ArchiveBot", "#test")
-	u.Say("#test", "!status")
-	if r := u.Reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
-		t.Fatalf("!status: %q", r)
+	// answers has a new user join #test and checks the bot answers there.
+	answers := func(when string) {
+		t.Helper()
+		u := irctest.Dial(t, n.Addr(), "rita")
+		u.Join("#test")
+		u.WaitBotPresent("ArchiveBot", "#test")
+		u.Say("#test", "!status")
+		if r := u.Reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
+			t.Fatalf("!status%s: %q", when, r)
+		}
 	}
+	h.waitState(true)
+	answers("")
 
 	stopped := time.Now()
 	n.Stop()
@@ -357,13 +346,7 @@ func TestRestartServer(t *testing.T) {
 	restarted := time.Now()
 	h.waitState(true)
 	reconnected := time.Since(restarted)
-	u2 := irctest.Dial(t, n.Addr(), "rita")
-	u2.Join("#test")
-	u2.WaitBotPresent("ArchiveBot", "#test")
-	u2.Say("#test", "!status")
-	if r := u2.Reply("ArchiveBot", "#test"); !strings.HasPrefix(r, "Job status:") {
-		t.Fatalf("!status after restart: %q", r)
-	}
+	answers(" after restart")
 	answering := time.Since(restarted)
 	if err := h.client.Announce(context.Background(), "#other", "back again"); err != nil {
 		t.Errorf("Announce after reconnect: %v", err)
@@ -430,5 +413,60 @@ func TestAnnounce(t *testing.T) {
 	h.client.report = ""
 	if err := h.client.Announce(ctx, "#elsewhere", "x"); !errors.Is(err, coordinator.ErrCannotDeliver) {
 		t.Errorf("Announce to #elsewhere without a report channel: %v, want ErrCannotDeliver", err)
+	}
+}
+
+// TestIssue9ForeignChannel (issue 9, finding 1): a report for a channel
+// that is not configured goes to the report channel saying where it was
+// meant to go; the bot never joins that channel, so its operators cannot
+// command the bot from there.
+func TestIssue9ForeignChannel(t *testing.T) {
+	t.Parallel()
+	n := irctest.StartNgircd(t, irctest.NgircdOptions{})
+	mallory := irctest.Dial(t, n.Addr(), "mallory")
+	mallory.Join("#victim") // first in: op there
+	watcher := irctest.Dial(t, n.Addr(), "watcher")
+	watcher.Join("#test")
+	h := startBot(t, testIRCConfig(n.URL(), "#test"), nil)
+	watcher.WaitBotIn("ArchiveBot", "#test")
+	ctx := context.Background()
+	h.rdb.HSet(ctx, "plantedjob", map[string]any{"url": "https://example.com/planted", "started_by": "x", "started_in": "#test"})
+	h.rdb.LPush(ctx, "pending", "plantedjob")
+
+	line := "mallory: Your job for https://example.com/x has finished. (abc)"
+	if err := h.client.Announce(ctx, "#victim", line); err != nil {
+		t.Fatalf("Announce for #victim: %v", err)
+	}
+	m := watcher.Expect("the report in #test", func(m ircmsg.Message) bool { return irctest.IsFrom(m, "ArchiveBot", "#test") })
+	if want := "[for #victim] " + line; m.Params[1] != want {
+		t.Errorf("report channel line %q, want %q", m.Params[1], want)
+	}
+
+	// #victim's op tries to command the bot from there.
+	mallory.Say("#victim", "!a https://example.com/evil")
+	mallory.Say("#victim", "!fail plantedjob")
+	// A private command after them: the bot runs one user's commands in
+	// order, so once it is answered the channel ones would have run.
+	if r := mallory.Ask("ArchiveBot", "", "!status"); len(r) != 1 || !strings.HasPrefix(r[0], "Job status:") {
+		t.Errorf("private answers: %q", r)
+	}
+	if got := h.rdb.LRange(ctx, "pending", 0, -1).Val(); strings.Join(got, ",") != "plantedjob" {
+		t.Errorf("pending = %v: a command from #victim was obeyed", got)
+	}
+	if got := h.rdb.HGet(ctx, "plantedjob", "url").Val(); got == "" {
+		t.Error("plantedjob was failed from #victim")
+	}
+	if botJoined(mallory, "#victim") {
+		t.Error("the bot joined #victim")
+	}
+	for _, l := range botLinesTo(mallory, 0, "#victim") {
+		t.Errorf("the bot posted in #victim: %q", l)
+	}
+	// Nor will it on a reconnect: only configured channels are wanted.
+	h.client.mu.Lock()
+	wanted := len(h.client.wanted)
+	h.client.mu.Unlock()
+	if wanted != 1 {
+		t.Errorf("%d channels to rejoin after reconnects, want only #test", wanted)
 	}
 }

@@ -1,6 +1,7 @@
 package irc
 
 import (
+	"context"
 	"encoding/base64"
 	"net"
 	"strings"
@@ -85,6 +86,27 @@ func negotiate(t *testing.T, p *irctest.User, pass string) {
 	p.Send("AUTHENTICATE +")
 }
 
+// welcome plays the server's answer to a registration: 001, the ISUPPORT
+// line (005) unless isupport is empty, and the end of the MOTD; then it
+// waits until the bot counts itself connected.
+func welcome(h *harness, p *irctest.User, isupport string) {
+	h.t.Helper()
+	p.Line(":fake 001 ArchiveBot :Welcome")
+	if isupport != "" {
+		p.Line(":fake 005 ArchiveBot " + isupport + " :are supported")
+	}
+	p.Line(":fake 376 ArchiveBot :End of MOTD")
+	h.waitState(true)
+}
+
+// joinWith plays the server's side of the bot joining channel (spelt as
+// the server spells it): the JOIN echoed and the NAMES list of names.
+func joinWith(p *irctest.User, channel, names string) {
+	p.Line(":ArchiveBot!u@h JOIN " + channel)
+	p.Line(":fake 353 ArchiveBot = " + channel + " :" + names)
+	p.Line(":fake 366 ArchiveBot " + channel + " :End of /NAMES list.")
+}
+
 // TestSASLAndPassword: the bot sends the server password and logs in with
 // SASL PLAIN before registering; ranks come from the server's PREFIX.
 func TestSASLAndPassword(t *testing.T) {
@@ -104,16 +126,11 @@ func TestSASLAndPassword(t *testing.T) {
 	p.Send(":fake 900 ArchiveBot ArchiveBot!u@h botacct :You are now logged in as botacct")
 	p.Send(":fake 903 ArchiveBot :SASL authentication successful")
 	p.Expect("CAP END", cmdIs("CAP", "END"))
-	p.Send(":fake 001 ArchiveBot :Welcome")
-	p.Line(":fake 005 ArchiveBot PREFIX=(qaohv)~&@%+ CHANTYPES=# :are supported")
-	p.Send(":fake 376 ArchiveBot :End of MOTD")
-	h.waitState(true)
+	welcome(h, p, "PREFIX=(qaohv)~&@%+ CHANTYPES=#")
 
 	p.Expect("JOIN", cmdIs("JOIN", "#c"))
-	p.Send(":ArchiveBot!u@h JOIN #c")
 	// multi-prefix was acknowledged: several prefixes per name.
-	p.Line(":fake 353 ArchiveBot = #c :~owner &admin %half +voice @+opvoice plain ArchiveBot")
-	p.Send(":fake 366 ArchiveBot #c :End of /NAMES list.")
+	joinWith(p, "#c", "~owner &admin %half +voice @+opvoice plain ArchiveBot")
 
 	cases := []struct{ nick, text, want string }{
 		{"owner", "!a < https://example.com/owner.txt", "owner: Queued"},
@@ -180,5 +197,31 @@ func TestSASLFailure(t *testing.T) {
 	case up := <-h.events:
 		t.Errorf("connection state changed to %v", up)
 	default:
+	}
+}
+
+// TestIssue9ForcedJoinAndCaseMapping (issue 9, finding 1): a channel the
+// server puts the bot in is left, and commands from it are ignored; a
+// configured channel is recognised under the server's CASEMAPPING.
+func TestIssue9ForcedJoinAndCaseMapping(t *testing.T) {
+	t.Parallel()
+	s := newFakeServer(t)
+	h := startBot(t, testIRCConfig(s.url(), "#ops[1]"), nil)
+	p := s.accept()
+	p.Expect("NICK", cmdIs("NICK", "ArchiveBot"))
+	welcome(h, p, "CASEMAPPING=rfc1459 CHANTYPES=#")
+	p.Expect("JOIN", cmdIs("JOIN", "#ops[1]"))
+	joinWith(p, "#OPS{1}", "@op ArchiveBot")
+	// Forced into #victim, with its op.
+	joinWith(p, "#victim", "@mallory ArchiveBot")
+	p.Expect("PART #victim", cmdIs("PART", "#victim"))
+	p.Send(":mallory!u@h PRIVMSG #victim :!a https://example.com/evil")
+	p.Send(":op!u@h PRIVMSG #ops{1} :!a https://example.com/good")
+	m := p.Expect("an answer", cmdIs("PRIVMSG"))
+	if m.Params[0] != "#ops{1}" || !strings.HasPrefix(m.Params[1], "op: Queued https://example.com/good") {
+		t.Errorf("answer %q", m.Params)
+	}
+	if got := h.rdb.LLen(context.Background(), "pending").Val(); got != 1 {
+		t.Errorf("%d jobs pending, want 1 (only op's)", got)
 	}
 }

@@ -24,9 +24,7 @@ func TestGateClosedSendsNothing(t *testing.T) {
 	p.Send(":fake CAP * ACK :multi-prefix")
 	p.Expect("USER", cmdIs("USER"))
 	p.Expect("CAP END", cmdIs("CAP", "END"))
-	p.Send(":fake 001 ArchiveBot :Welcome")
-	p.Send(":fake 376 ArchiveBot :End of MOTD")
-	h.waitState(true)
+	welcome(h, p, "")
 	p.Expect("JOIN", cmdIs("JOIN", "#c"))
 	p.Send(":ArchiveBot!u@h JOIN #c")
 	if err := h.client.Announce(context.Background(), "#c", "before"); err != nil {

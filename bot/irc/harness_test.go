@@ -2,12 +2,14 @@ package irc
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/ergochat/irc-go/ircmsg"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/bot"
@@ -108,6 +110,47 @@ func startBot(t testing.TB, cfg config.IRC, tune func(*Client)) *harness {
 	return h
 }
 
+// botAmong starts a real ngircd with opts, connects a user for each nick
+// and joins them to channel in turn (the first in is its op), then starts
+// the bot in channel on testIRCConfig, changed by tune unless nil, and
+// waits until the last user sees the bot there.
+func botAmong(t *testing.T, opts irctest.NgircdOptions, channel string, tune func(*config.IRC), nicks ...string) (*irctest.Ngircd, *harness, []*irctest.User) {
+	t.Helper()
+	n := irctest.StartNgircd(t, opts)
+	users := make([]*irctest.User, len(nicks))
+	for i, nick := range nicks {
+		users[i] = irctest.Dial(t, n.Addr(), nick)
+		users[i].Join(channel)
+	}
+	cfg := testIRCConfig(n.URL(), channel)
+	if tune != nil {
+		tune(&cfg)
+	}
+	h := startBot(t, cfg, nil)
+	users[len(users)-1].WaitBotIn("ArchiveBot", channel)
+	return n, h, users
+}
+
+// crowd connects count users to n, named by nameFormat and their index,
+// and joins them all to channel: a crowd to fire commands at the bot.
+func crowd(t *testing.T, n *irctest.Ngircd, channel, nameFormat string, count int) []*irctest.User {
+	t.Helper()
+	us := make([]*irctest.User, count)
+	for i := range us {
+		us[i] = irctest.Connect(t, n.Addr(), fmt.Sprintf(nameFormat, i))
+	}
+	for _, u := range us {
+		u.Registered()
+		u.Send("JOIN %s", channel)
+	}
+	for _, u := range us {
+		u.Expect("end of NAMES for "+channel, func(m ircmsg.Message) bool {
+			return m.Command == "366" && len(m.Params) > 1 && strings.EqualFold(m.Params[1], channel)
+		})
+	}
+	return us
+}
+
 // stop ends Run and checks it returns nil promptly.
 func (h *harness) stop() {
 	h.t.Helper()
@@ -141,4 +184,25 @@ func (h *harness) waitState(up bool) {
 			h.t.Fatalf("bot did not become connected=%v", up)
 		}
 	}
+}
+
+// botLinesTo lists the text of every PRIVMSG the bot sent to target that
+// u saw, from scan position from.
+func botLinesTo(u *irctest.User, from int, target string) []string {
+	var out []string
+	for _, m := range u.Messages(from) {
+		if irctest.IsFrom(m, "ArchiveBot", target) {
+			out = append(out, m.Params[1])
+		}
+	}
+	return out
+}
+
+func botJoined(u *irctest.User, channel string) bool {
+	for _, m := range u.Messages(0) {
+		if m.Command == "JOIN" && strings.EqualFold(m.Nick(), "ArchiveBot") && len(m.Params) > 0 && strings.EqualFold(m.Params[0], channel) {
+			return true
+		}
+	}
+	return false
 }

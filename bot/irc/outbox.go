@@ -342,7 +342,9 @@ func (o *outbox) flush(ctx context.Context) bool {
 }
 
 // send queues lines under key and waits until all were written, ctx ends
-// or one fails; on failure the lines not yet sent are withdrawn.
+// or one fails; on failure the lines not yet sent are withdrawn. It
+// returns nil exactly when every line was written, even if ctx ended
+// while the last one was being written.
 func (o *outbox) send(ctx context.Context, key string, gen uint64, expires time.Time, control bool, lines ...[]byte) error {
 	items := make([]*item, len(lines))
 	for i, l := range lines {
@@ -363,10 +365,11 @@ func (o *outbox) send(ctx context.Context, key string, gen uint64, expires time.
 			firstErr = err
 		case <-ctx.Done():
 			if !it.cancel() {
-				if err := <-it.done; err != nil {
-					firstErr = err
-					continue
-				}
+				// Being written: its outcome counts, not ctx. A line
+				// the socket took was delivered; the next ones are
+				// withdrawn, and only then did the send fail.
+				firstErr = <-it.done
+				continue
 			}
 			firstErr = ctx.Err()
 		}
