@@ -29,10 +29,7 @@ type AdminNotifier struct {
 
 // NewAdminNotifier returns an admin notifier.
 func NewAdminNotifier(store *store.Store, ann Announcer, log *slog.Logger) *AdminNotifier {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &AdminNotifier{store: store, ann: ann, log: log.With("service", "admin-notices"), batch: 100}
+	return &AdminNotifier{store: store, ann: ann, log: serviceLog(log, "admin-notices"), batch: 100}
 }
 
 // runOnce delivers what the processing list holds, then up to a batch of

@@ -7,12 +7,12 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
 // AnalyzerConfig configures the log analyzer and trimmer (see
@@ -78,9 +78,7 @@ type Analyzer struct {
 	cfg   AnalyzerConfig
 	log   *slog.Logger
 
-	mu      sync.Mutex
-	pending map[string]struct{}
-	wake    chan struct{}
+	notified *wakeSet // jobs to analyze soon
 
 	badKeys onceLog // non-job keys already logged
 
@@ -91,12 +89,9 @@ type Analyzer struct {
 
 // NewAnalyzer returns an analyzer; zero config values take defaults.
 func NewAnalyzer(store *store.Store, cfg AnalyzerConfig, log *slog.Logger) *Analyzer {
-	if log == nil {
-		log = slog.Default()
-	}
 	return &Analyzer{
-		store: store, cfg: cfg.orDefaults(), log: log.With("service", "analyzer"),
-		pending: map[string]struct{}{}, wake: make(chan struct{}, 1),
+		store: store, cfg: cfg.orDefaults(), log: serviceLog(log, "analyzer"),
+		notified: newWakeSet(),
 	}
 }
 
@@ -127,8 +122,11 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 	defer func() { reads.stop() }()
 	for conflicts := 0; ; {
 		r, ok := <-reads.out
-		if !ok {
-			return total, ctx.Err()
+		if !ok { // ctx ended, or the reader panicked
+			if err := ctx.Err(); err != nil {
+				return total, err
+			}
+			return total, fmt.Errorf("count log of %s: the log reader stopped", ident)
 		}
 		if r.err != nil {
 			return total, r.err
@@ -208,19 +206,21 @@ func (a *Analyzer) readAhead(ctx context.Context, ident, from string) *logReads 
 	ctx, cancel := context.WithCancel(ctx)
 	r := &logReads{out: make(chan logRead, 1), cancel: cancel}
 	go func() {
-		defer close(r.out)
-		for {
-			b, err := a.store.ReadLogBatch(ctx, ident, from, a.cfg.Batch)
-			select {
-			case r.out <- logRead{b, err}:
-			case <-ctx.Done():
-				return
+		defer close(r.out) // also after a panic: Analyze then ends
+		run.Guard(a.log, "analyzer read-ahead", func() {
+			for {
+				b, err := a.store.ReadLogBatch(ctx, ident, from, a.cfg.Batch)
+				select {
+				case r.out <- logRead{b, err}:
+				case <-ctx.Done():
+					return
+				}
+				if err != nil || b.Len() < a.cfg.Batch {
+					return
+				}
+				from = strconv.FormatFloat(b.LastScore(), 'f', -1, 64)
 			}
-			if err != nil || b.Len() < a.cfg.Batch {
-				return
-			}
-			from = strconv.FormatFloat(b.LastScore(), 'f', -1, 64)
-		}
+		})
 	}()
 	return r
 }
@@ -298,26 +298,12 @@ func countEntries(zs []store.LogEntry) batchCount {
 // Notify asks for ident's log to be analyzed soon. It never blocks: the
 // `updates` listener calls it on every message.
 func (a *Analyzer) Notify(_ context.Context, ident string) {
-	if ident == "" {
-		return
-	}
-	a.mu.Lock()
-	a.pending[ident] = struct{}{}
-	a.mu.Unlock()
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
+	a.notified.add(ident)
 }
 
 // work analyzes notified jobs until ctx ends.
 func (a *Analyzer) work(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-a.wake:
-		}
+	for a.notified.wait(ctx) {
 		if a.cfg.Debounce > 0 {
 			t := time.NewTimer(a.cfg.Debounce)
 			select {
@@ -327,11 +313,7 @@ func (a *Analyzer) work(ctx context.Context) {
 			case <-t.C:
 			}
 		}
-		a.mu.Lock()
-		batch := a.pending
-		a.pending = map[string]struct{}{}
-		a.mu.Unlock()
-		for ident := range batch {
+		for ident := range a.notified.take() {
 			if ctx.Err() != nil {
 				return
 			}

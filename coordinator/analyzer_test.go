@@ -16,6 +16,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -126,12 +127,9 @@ func jobCounts(t *testing.T, s *store.Store, id string) store.LogCounts {
 // batches, with entries arriving in between and four analyzers racing on
 // the same job, equal a brute-force count of the whole log.
 func TestAnalyzerMatchesBruteForce(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://count.example.com/", "alice", "#ab", store.KeyPending)
-		j, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}).Take(ctx)
-		if err != nil || j == nil {
-			t.Fatalf("take: %v %v", j, err)
-		}
+		j := mustTake(t, ctx, pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}))
 		for _, e := range oddEntries { // each shape at least once
 			if _, err := j.Log(ctx, e); err != nil {
 				t.Fatal(err)
@@ -250,10 +248,9 @@ func TestAnalyzerTrim(t *testing.T) {
 // TestAnalyzerMissingJob: a log without its job record (expired) is not
 // counted into a new record.
 func TestAnalyzerMissingJob(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		b.Client.ZAdd(ctx, store.KeyLog("gonejob"), redis.Z{Score: 1, Member: `{"type":"download","response_code":200}`})
-		res, err := NewAnalyzer(store.NewStore(b.Client), AnalyzerConfig{}, svcLog(t)).Analyze(ctx, "gonejob")
+		res, err := NewAnalyzer(s, AnalyzerConfig{}, svcLog(t)).Analyze(ctx, "gonejob")
 		if err != nil || !res.Missing {
 			t.Fatalf("Analyze = %+v, %v; want Missing", res, err)
 		}
@@ -272,10 +269,7 @@ func TestAnalyzerUpdatesAndSweep(t *testing.T) {
 		defer cancel()
 		s := store.NewStore(b.Client)
 		id := svcQueue(t, s, "http://listen.example.com/", "alice", "#ab", store.KeyPending)
-		j, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}).Take(ctx)
-		if err != nil || j == nil {
-			t.Fatalf("take: %v %v", j, err)
-		}
+		j := mustTake(t, ctx, pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}))
 		rng := rand.New(rand.NewPCG(3, 4))
 		a := NewAnalyzer(s, AnalyzerConfig{Debounce: -1, TrimAfter: 1 << 30}, svcLog(t))
 		analyzed := make(chan AnalyzeResult, 1000)

@@ -143,6 +143,24 @@ func (o *onceLog) endCycle(log *slog.Logger, what string, now time.Time) {
 	}
 }
 
+// serviceLog is the logger of one service: log (slog.Default() when nil)
+// with service=name.
+func serviceLog(log *slog.Logger, name string) *slog.Logger {
+	if log == nil {
+		log = slog.Default()
+	}
+	return log.With("service", name)
+}
+
+// addressed is a channel line addressed to nick ("NICK: text"), or text
+// alone when nick is "" (a job queued without one).
+func addressed(nick, text string) string {
+	if nick == "" {
+		return text
+	}
+	return nick + ": " + text
+}
+
 // orDefault sets *v to def when it is zero or negative: a service built
 // without a value (tests, tools) takes the default of package config, the
 // one place defaults are spelled.

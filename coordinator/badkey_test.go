@@ -11,6 +11,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -62,13 +63,12 @@ func newLogCounter(t testing.TB) (*logCounter, *slog.Logger) {
 
 // A list-typed member of `pipelines` must not stop pipeline notices.
 func TestBadKey_PipelineListMember(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		b.Client.RPush(ctx, "pipeline:bad", "x")
 		b.Client.SAdd(ctx, store.KeyPipelines, "pipeline:bad")
 		ann := newSvcAnnouncer("#ab")
 		logs, log := newLogCounter(t)
-		n := NewPipelineNotifier(store.NewStore(b.Client), ann, PipelineNotifierConfig{SilentAfter: time.Hour}, log)
+		n := NewPipelineNotifier(s, ann, PipelineNotifierConfig{SilentAfter: time.Hour}, log)
 		if err := n.runOnce(ctx); err != nil {
 			t.Fatalf("first cycle: %v", err)
 		}
@@ -93,10 +93,8 @@ func TestBadKey_PipelineListMember(t *testing.T) {
 
 // A string pending:str must not break !pending, !status, !abort or !fail.
 func TestBadKey_StringNamedQueue(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		b.Client.Set(ctx, "pending:str", "x", 0)
-		s := store.NewStore(b.Client)
 		for _, id := range []string{"goodjob1", "goodjob2"} {
 			if err := s.Register(ctx, store.NewJob{Ident: id, URL: "http://" + id + ".example/", FetchDepth: "inf",
 				Queue: store.KeyPendingNamed("good"), DelayMin: 250, DelayMax: 375, Concurrency: 3}); err != nil {
@@ -135,15 +133,12 @@ func TestBadKey_StringNamedQueue(t *testing.T) {
 // A string key listed in `working` must not stop the analyzer's sweep or
 // the reaper, and is complained about once, not every cycle.
 func TestBadKey_StringJobInWorking(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		if err := s.Register(ctx, store.NewJob{Ident: "goodjob", URL: "http://good.example/", FetchDepth: "inf",
 			Queue: store.KeyPending, DelayMin: 250, DelayMax: 375, Concurrency: 3}); err != nil {
 			t.Fatal(err)
 		}
-		j, err := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}).Take(ctx)
-		if err != nil || j == nil {
-			t.Fatalf("take: %v %v", j, err)
-		}
+		j := mustTake(t, ctx, pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}))
 		if _, err := j.Log(ctx, `{"type":"download","response_code":200}`); err != nil {
 			t.Fatal(err)
 		}
@@ -219,7 +214,7 @@ func (w *warnCounter) Handle(_ context.Context, r slog.Record) error {
 // onceLogMax lines of their own and one summary per service ("2000 more
 // bad members of working"); the services never forget and start again.
 func TestBadKey_ManyJunkMembersLoggedOnce(t *testing.T) {
-	eachStore(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		const junk = onceLogMax + 2000
 		pipe := b.Client.Pipeline()
 		for i := 0; i < junk; i++ {

@@ -129,19 +129,10 @@ func perJobReap(ctx context.Context, c redis.UniversalClient, threshold int64) (
 	return dead, nil
 }
 
-// benchBackends are the Redis servers benchmarks run on.
-func benchBackends(b *testing.B) []*redistest.Backend {
-	out := []*redistest.Backend{redistest.Mini(b)}
-	if r := redistest.RealRedis(b); r != nil {
-		out = append(out, r)
-	}
-	return out
-}
-
 func BenchmarkReaperCycle(b *testing.B) {
 	ctx := context.Background()
 	const threshold = 1 << 30 // nobody dies: every cycle does the same work
-	for _, be := range benchBackends(b) {
+	for _, be := range redistest.All(b) {
 		for _, n := range []int{100, 1000, 10000} {
 			seedWorking(b, be.Client, n)
 			b.Run(fmt.Sprintf("%s/jobs=%d/one-script", be.Name, n), func(b *testing.B) {
@@ -315,7 +306,7 @@ func BenchmarkAnalyzer(b *testing.B) {
 	ctx := context.Background()
 	const entries = 100000
 	const id = "benchlogjob"
-	for _, be := range benchBackends(b) {
+	for _, be := range redistest.All(b) {
 		seedLog(b, be.Client, id, entries)
 		run := func(name string, analyze func(c *redis.Client) (int, error)) {
 			b.Run(fmt.Sprintf("%s/entries=%d/%s", be.Name, entries, name), func(b *testing.B) {
@@ -347,5 +338,113 @@ func BenchmarkAnalyzer(b *testing.B) {
 		})
 		run("per-entry", func(c *redis.Client) (int, error) { return perEntryAnalyze(ctx, c, id, 5000) })
 		run("upstream-aggregate", func(c *redis.Client) (int, error) { return upstreamAnalyze(ctx, c, id) })
+	}
+}
+
+// BenchmarkStatus measures what !status (Summary) and !pending (Queues)
+// cost in a big keyspace: 300,000 unrelated keys and 5 named queues.
+//
+//	ARCHIVEBOT_TEST_REDIS=redis://127.0.0.1:16379/0 \
+//	  go test -run='^$' -bench=Status -benchtime=20x ./coordinator/
+func BenchmarkStatus(b *testing.B) {
+	const keys = 300_000
+	for _, be := range redistest.All(b) {
+		ctx := context.Background()
+		be.Client.FlushDB(ctx)
+		for lo := 0; lo < keys; lo += 1000 {
+			_, err := be.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+				kv := make([]any, 0, 2000)
+				for i := lo; i < min(keys, lo+1000); i++ {
+					kv = append(kv, fmt.Sprintf("otherkey%07d", i), "x")
+				}
+				p.MSet(ctx, kv...)
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		seed := store.NewStore(be.Client)
+		for i := range 5 {
+			id := fmt.Sprintf("benchqueued%d", i)
+			if err := seed.Register(ctx, store.NewJob{Ident: id, URL: "http://" + id + ".example/", FetchDepth: "inf",
+				Queue: store.KeyPendingNamed(fmt.Sprintf("pipe%d", i))}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		c, n := countingClient(b, be)
+		s := store.NewStore(c)
+		for _, op := range []struct {
+			name string
+			fn   func() error
+		}{
+			{"summary", func() error { _, err := s.Summary(ctx); return err }},
+			{"queues", func() error { _, err := s.Queues(ctx, 10); return err }},
+		} {
+			b.Run(fmt.Sprintf("%s/keys=%d/%s", be.Name, keys, op.name), func(b *testing.B) {
+				if err := op.fn(); err != nil { // warm: a first read may rebuild an index
+					b.Fatal(err)
+				}
+				n.Store(0)
+				start := time.Now()
+				for b.Loop() {
+					if err := op.fn(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(n.Load())/float64(b.N), "roundtrips/op")
+				b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N)/1000, "ms/op")
+			})
+		}
+	}
+}
+
+// BenchmarkScanStarts: one steady-state scan (every job already seen) of
+// `working` holding n jobs, one round trip whatever n:
+//
+//	ARCHIVEBOT_TEST_REDIS=redis://127.0.0.1:16406/0 \
+//	  go test -run='^$' -bench='ScanStarts|ChangeSettings' ./coordinator/
+func BenchmarkScanStarts(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		for _, be := range redistest.All(b) {
+			b.Run(fmt.Sprintf("%s/%d", be.Name, n), func(b *testing.B) {
+				ctx := context.Background()
+				be.Client.FlushDB(ctx)
+				s := store.NewStore(be.Client)
+				for i := 0; i < n; i++ {
+					id := fmt.Sprintf("job%06d", i)
+					be.Client.HSet(ctx, id, "url", "http://x/"+id, "pipeline_id", "pipeline:1", "started_at", "1")
+					be.Client.RPush(ctx, store.KeyWorking, id)
+				}
+				if sc, err := s.ScanStarts(ctx, false); err != nil || sc.Started != int64(n) {
+					b.Fatalf("first scan: %d %v", sc.Started, err)
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := s.ScanStarts(ctx, false); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkChangeSettings: one settings change, the history append in the
+// settings script included.
+func BenchmarkChangeSettings(b *testing.B) {
+	for _, be := range redistest.All(b) {
+		b.Run(be.Name, func(b *testing.B) {
+			ctx := context.Background()
+			be.Client.FlushDB(ctx)
+			s := store.NewStore(be.Client)
+			be.Client.HSet(ctx, "benchjob", "url", "http://x/", "settings_age", "4")
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := s.ChangeSettings(ctx, "benchjob", store.Change{Bump: 1, By: "bench", Set: map[string]string{"concurrency": "3"}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

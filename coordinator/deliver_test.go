@@ -8,6 +8,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/ident"
 )
 
@@ -23,9 +24,7 @@ import (
 // during it, one duplicate per line; a notice left over from an earlier
 // kill and written again in such a cycle came a third time.
 func TestDrainAcksWhileTaking(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		urls := []string{"http://a.example.com/", "http://b.example.com/", "http://c.example.com/"}
 		var docs []string
 		for _, u := range urls {

@@ -91,11 +91,7 @@ func (n FinishNotice) Line() string {
 	if n.Aborted {
 		how = "was aborted"
 	}
-	text := fmt.Sprintf("Your job for %s %s. (%s)", n.URL, how, ident.Of(n.URL))
-	if n.StartedBy != "" {
-		text = n.StartedBy + ": " + text
-	}
-	return text
+	return addressed(n.StartedBy, fmt.Sprintf("Your job for %s %s. (%s)", n.URL, how, ident.Of(n.URL)))
 }
 
 // FinishNotifier turns finish_notifications into channel lines, at least
@@ -118,10 +114,7 @@ type FinishNotifier struct {
 // NewFinishNotifier returns a finish notifier; zero config values take
 // their defaults.
 func NewFinishNotifier(store *store.Store, ann Announcer, cfg FinishConfig, log *slog.Logger) *FinishNotifier {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &FinishNotifier{store: store, ann: ann, cfg: cfg.orDefaults(), log: log.With("service", "finish-notifier")}
+	return &FinishNotifier{store: store, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "finish-notifier")}
 }
 
 // runOnce delivers what the processing list holds, then up to Batch new

@@ -1,15 +1,26 @@
 package coordinator
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
@@ -42,9 +53,7 @@ func svcLists(t *testing.T, b *redistest.Backend) [2][]string {
 // settings age), and the channel gets exactly one line per job, with the
 // ident.
 func TestFinishNotifierJobLifecycle(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		done := svcQueue(t, s, "http://finished.example.com/", "alice", "#ab", store.KeyPending)
 		abort := svcQueue(t, s, "http://aborted.example.com/", "bob", "#other", store.KeyPending)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "sim"})
@@ -240,6 +249,442 @@ func TestFinishNotifierIRCDown(t *testing.T) {
 		}
 		if diff := cmp.Diff([2][]string{}, svcLists(t, b), cmpEmpty); diff != "" {
 			t.Errorf("notices left in Redis (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// batchAnnouncer takes finish reports without sending them; the test
+// answers each one.
+type batchAnnouncer struct {
+	svcAnnouncer
+	got chan batchCall
+}
+
+type batchCall struct {
+	r    FinishReport
+	done func(error)
+}
+
+func (a *batchAnnouncer) AnnounceFinish(ctx context.Context, r FinishReport, done func(error)) {
+	a.got <- batchCall{r, done}
+}
+
+// TestFinishNotifierBatch: with a front end that combines reports, a
+// cycle hands over every notice at once, acknowledges a document only
+// when its report's line is written (or can never be), and keeps the one
+// whose line failed for the next cycle.
+func TestFinishNotifierBatch(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+		docs := []string{
+			`{"no":"url"}`, // acknowledged before the next is taken
+			svcNotice("http://a.example.com/", "alice", "#ab", false),
+			svcNotice("http://b.example.com/", "alice", "#ab", true),
+			svcNotice("http://c.example.com/", "bob", "#victim", false),
+			svcNotice("http://d.example.com/", "bob", "#ab", false),
+		}
+		for _, d := range docs {
+			b.Client.RPush(ctx, store.KeyFinishNotifications, d)
+		}
+		ann := &batchAnnouncer{svcAnnouncer: *newSvcAnnouncer("#ab"), got: make(chan batchCall, 10)}
+		f := NewFinishNotifier(s, ann, FinishConfig{}, svcLog(t))
+		errc := make(chan error, 1)
+		go func() { errc <- f.runOnce(ctx) }()
+
+		var calls []batchCall
+		for range 4 {
+			calls = append(calls, <-ann.got)
+		}
+		// Nothing acknowledged before any line was written (the
+		// malformed document is, at once).
+		if l := svcLists(t, b); len(l[0]) != 0 || len(l[1]) != 4 {
+			t.Fatalf("before any line: queue %d, processing %d; want 0, 4", len(l[0]), len(l[1]))
+		}
+		if r := calls[1].r; r.Nick != "alice" || r.Channel != "#ab" || !r.Aborted || r.Ident == "" || r.Line != "alice: Your job for http://b.example.com/ was aborted. ("+r.Ident+")" {
+			t.Errorf("report = %+v", r)
+		}
+		calls[0].done(nil)
+		calls[2].done(ErrCannotDeliver)
+		calls[3].done(errors.New("connection lost"))
+		calls[1].done(nil)
+		if err := <-errc; err == nil {
+			t.Error("a failed line did not fail the cycle")
+		}
+		if l := svcLists(t, b); len(l[0]) != 0 || len(l[1]) != 1 || l[1][0] != docs[4] {
+			t.Fatalf("after: queue %v, processing %v; want only the failed one left", l[0], l[1])
+		}
+		// Next cycle: the failed one is handed over again.
+		go func() { errc <- f.runOnce(ctx) }()
+		c := <-ann.got
+		if c.r.URL != "http://d.example.com/" {
+			t.Errorf("redelivered %q", c.r.URL)
+		}
+		c.done(nil)
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if l := svcLists(t, b); len(l[0])+len(l[1]) != 0 {
+			t.Fatalf("left: %v", l)
+		}
+	})
+}
+
+// With a finish interval of an hour only the push path (the pipeline's
+// PUBLISH updates after mark-done) can deliver the report. The latency
+// from mark-done to the line is logged, not asserted.
+func TestFinishReportPushedByUpdates(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+		ann := newSvcAnnouncer("#archivebot")
+		svc := NewServices(st, ann, ServicesConfig{
+			Reaper:    ReaperConfig{Interval: time.Hour, Threshold: 1000},
+			Finish:    FinishConfig{Interval: time.Hour},
+			Pipelines: PipelineNotifierConfig{Interval: time.Hour, SilentAfter: time.Hour},
+			Analyzer:  AnalyzerConfig{SweepInterval: time.Hour, Debounce: -1, TrimAfter: 1000},
+		}, svcLog(t))
+		startSubscribed(t, ctx, svc)
+
+		pipe := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "pushpipe"})
+		for i := range 3 {
+			url := fmt.Sprintf("http://push%d.example.org/", i)
+			id := svcQueue(t, st, url, "alice", "#archivebot", store.KeyPending)
+			job := mustTake(t, ctx, pipe)
+			// Log traffic just before the end, as a crawl has: the
+			// messages of the log entries start cycles too, and the
+			// mark-done message must not be lost among them.
+			for k := range 5 {
+				if _, err := job.LogDownload(ctx, fmt.Sprintf("%sp%d", url, k), 200); err != nil {
+					t.Fatal(err)
+				}
+			}
+			done := time.Now()
+			if err := job.Done(ctx); err != nil {
+				t.Fatal(err)
+			}
+			l := ann.waitLine(t, 30*time.Second)
+			want := fmt.Sprintf("alice: Your job for %s has finished. (%s)", url, id)
+			if l.Text != want {
+				t.Fatalf("line %q, want %q", l.Text, want)
+			}
+			t.Logf("%s: finish report %v after mark-done", b.Name, time.Since(done).Round(time.Millisecond))
+		}
+	})
+}
+
+// The finish notifier puts every job it reports into the index of
+// finished jobs, which /finished reads instead of scanning the keyspace.
+func TestFinishNotifierIndexesFinishedJobs(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+		done := svcQueue(t, s, "http://finished.example.com/", "alice", "#ab", store.KeyPending)
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "sim"})
+		j, err := p.Take(ctx)
+		if err != nil || j == nil || j.Ident != done {
+			t.Fatalf("take: %v %v", j, err)
+		}
+		if err := j.Done(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.FinishedJobs(ctx)
+		if err != nil || len(got) != 0 {
+			t.Fatalf("before the notifier: %v %v", got, err)
+		}
+		f := NewFinishNotifier(s, newSvcAnnouncer("#ab"), FinishConfig{}, svcLog(t))
+		if err := f.runOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, err = s.FinishedJobs(ctx)
+		if err != nil || len(got) != 1 || got[0].Ident != done || got[0].Job == nil || got[0].Job.Get("finished_at") == "" {
+			t.Fatalf("after the notifier: %+v %v", got, err)
+		}
+	})
+}
+
+// Index entries whose job and failure records have expired are dropped
+// when read; entries older than the failure records' lifetime are pruned
+// when one is added; failure records carry what operators need.
+func TestFinishedIndexExpiry(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+		now := time.Unix(1732900000, 0)
+		s.Now = func() time.Time { return now }
+		c := b.Client
+		c.HSet(ctx, "gone", "url", "http://gone.example.com/", "finished_at", "1732800000.5")
+		c.HSet(ctx, "old", "url", "http://old.example.com/", "finished_at", "1000")
+		c.HSet(ctx, "live", "url", "http://live.example.com/", "finished_at", "1732899999")
+		c.HSet(ctx, "running", "url", "http://running.example.com/", "started_at", "1732899999")
+		for _, id := range []string{"gone", "old", "running", "live", "nosuch"} {
+			if err := s.IndexFinished(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// "old" was pruned by the later calls (older than FailureTTL);
+		// "running" and "nosuch" have no finished_at.
+		ids, _ := c.ZRange(ctx, store.KeyFinishedIndex, 0, -1).Result()
+		if len(ids) != 2 || ids[0] != "gone" || ids[1] != "live" {
+			t.Fatalf("index %v", ids)
+		}
+		c.Del(ctx, "gone") // its 48 h expiry ran out
+		got, err := s.FinishedJobs(ctx)
+		if err != nil || len(got) != 1 || got[0].Ident != "live" {
+			t.Fatalf("finished %+v %v", got, err)
+		}
+		if ids, _ := c.ZRange(ctx, store.KeyFinishedIndex, 0, -1).Result(); len(ids) != 1 {
+			t.Fatalf("stale entry not removed: %v", ids)
+		}
+
+		// A failure record, with the job record it outlives.
+		f := store.Failure{Ident: "failedjob", URL: "http://f.example.com/", Reason: "no heartbeat for 2h0m",
+			FailedBy: "reaper", Queue: store.KeyWorking, Job: map[string]string{"fetch_depth": "inf", "started_by": "alice"},
+			Extra: map[string]string{"pipeline_nick": "p1"}}
+		if err := s.RecordFailure(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		ttl, _ := c.TTL(ctx, store.KeyFailed("failedjob")).Result()
+		if ttl <= 0 || ttl > store.FailureTTL {
+			t.Fatalf("failure record TTL %v", ttl)
+		}
+		r, err := s.GetFailure(ctx, "failedjob")
+		if err != nil || r == nil || r.Reason != f.Reason || r.FailedBy != "reaper" || r.FailedAt != 1732900000 ||
+			r.Queue != store.KeyWorking || r.Job["started_by"] != "alice" || r.Extra["pipeline_nick"] != "p1" {
+			t.Fatalf("failure %+v %v", r, err)
+		}
+		got, _ = s.FinishedJobs(ctx)
+		if len(got) != 2 || got[1].Ident != "failedjob" || got[1].Failure == nil || got[1].Job != nil {
+			t.Fatalf("finished with failure %+v", got)
+		}
+
+		// A key of ours holding something else is refused, nothing written.
+		c.Set(ctx, store.KeyFailed("clash"), "x", 0)
+		if err := s.RecordFailure(ctx, store.Failure{Ident: "clash"}); !errors.Is(err, store.ErrWrongType) {
+			t.Fatalf("clash: %v", err)
+		}
+		if n, _ := c.ZScore(ctx, store.KeyFinishedIndex, "clash").Result(); n != 0 {
+			t.Fatalf("clash indexed")
+		}
+	})
+}
+
+// The SIGKILL test runs the finish notifier in a child process (this test
+// binary, re-executed) that reports to a fake IRC server in the parent.
+// A line counts as delivered when the server acknowledged it, which is
+// when the child's Announce returns nil — "written to the IRC socket".
+const (
+	envKillChild = "ARCHIVEBOT_FINISH_CHILD_REDIS"
+	envKillIRC   = "ARCHIVEBOT_FINISH_CHILD_IRC"
+)
+
+// ackAnnouncer sends each line to the fake IRC server and waits for its
+// acknowledgement.
+type ackAnnouncer struct {
+	addr string
+	conn net.Conn
+	rd   *bufio.Reader
+}
+
+func (a *ackAnnouncer) Channels() []string { return []string{"#ab"} }
+
+func (a *ackAnnouncer) Announce(ctx context.Context, channel, text string) error {
+	if a.conn == nil {
+		c, err := net.DialTimeout("tcp", a.addr, time.Second)
+		if err != nil {
+			return err
+		}
+		a.conn, a.rd = c, bufio.NewReader(c)
+	}
+	a.conn.SetDeadline(time.Now().Add(5 * time.Second))
+	_, err := fmt.Fprintf(a.conn, "%s %s\n", channel, text)
+	if err == nil {
+		var ack string
+		ack, err = a.rd.ReadString('\n')
+		if err == nil && ack != "ok\n" {
+			err = fmt.Errorf("bad ack %q", ack)
+		}
+	}
+	if err != nil {
+		a.conn.Close()
+		a.conn = nil
+		return fmt.Errorf("IRC: %w", err)
+	}
+	return nil
+}
+
+// TestFinishNotifierChild is the child process; it does nothing in a
+// normal run.
+func TestFinishNotifierChild(t *testing.T) {
+	url := os.Getenv(envKillChild)
+	if url == "" {
+		t.Skip("child process of TestFinishNotifierSIGKILL")
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	f := NewFinishNotifier(store.NewStore(c), &ackAnnouncer{addr: os.Getenv(envKillIRC)}, FinishConfig{Batch: 1}, svcLog(t))
+	for { // until killed
+		f.runOnce(context.Background())
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// fakeIRC acknowledges lines while up; while down it closes every
+// connection at once. Every accepted connection and line is signalled.
+type fakeIRC struct {
+	ln      net.Listener
+	mu      sync.Mutex
+	up      bool
+	upFor   int // when > 0, go down after this many more lines
+	lines   []string
+	events  chan string // "conn", "line"
+	closing []net.Conn
+}
+
+func newFakeIRC(t *testing.T) *fakeIRC {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &fakeIRC{ln: ln, events: make(chan string, 10000)}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go s.serve(c)
+		}
+	}()
+	return s
+}
+
+func (s *fakeIRC) set(up bool, upFor int) {
+	s.mu.Lock()
+	s.up, s.upFor = up, upFor
+	s.mu.Unlock()
+}
+
+func (s *fakeIRC) serve(c net.Conn) {
+	defer c.Close()
+	s.events <- "conn"
+	rd := bufio.NewReader(c)
+	for {
+		s.mu.Lock()
+		up := s.up
+		s.mu.Unlock()
+		if !up {
+			return
+		}
+		l, err := rd.ReadString('\n')
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if !s.up { // went down while the line was in flight: not delivered
+			s.mu.Unlock()
+			return
+		}
+		s.lines = append(s.lines, strings.TrimSuffix(l, "\n"))
+		if s.upFor > 0 {
+			s.upFor--
+			if s.upFor == 0 {
+				s.up = false
+			}
+		}
+		s.mu.Unlock()
+		fmt.Fprint(c, "ok\n")
+		s.events <- "line"
+	}
+}
+
+// wait blocks until n events of kind arrived.
+func (s *fakeIRC) wait(t *testing.T, kind string, n int) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for n > 0 {
+		select {
+		case e := <-s.events:
+			if e == kind {
+				n--
+			}
+		case <-deadline:
+			t.Fatalf("timed out waiting for %d more %q events", n, kind)
+		}
+	}
+}
+
+// child starts the notifier process.
+func killChild(t *testing.T, b *redistest.Backend, irc *fakeIRC) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFinishNotifierChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envKillChild+"="+b.URL, envKillIRC+"="+irc.ln.Addr().String())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+func sigkill(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+}
+
+// TestFinishNotifierSIGKILL kills the notifier process (SIGKILL) while
+// notices are pending and IRC is down, twice; after the restart every
+// notice is delivered exactly once, in order.
+func TestFinishNotifierSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		var want []string
+		for n := range 6 {
+			url := fmt.Sprintf("http://kill%d.example.com/", n)
+			b.Client.RPush(ctx, store.KeyFinishNotifications, svcNotice(url, "alice", "#ab", false))
+			want = append(want, fmt.Sprintf("#ab alice: Your job for %s has finished. (%s)", url, ident.Of(url)))
+		}
+		irc := newFakeIRC(t)
+
+		// 1. IRC down from the start: the child keeps failing; kill it.
+		cmd := killChild(t, b, irc)
+		irc.wait(t, "conn", 3)
+		sigkill(t, cmd)
+
+		// 2. IRC up for two lines, then down again; kill the child while it
+		// retries.
+		irc.set(true, 2)
+		cmd = killChild(t, b, irc)
+		irc.wait(t, "line", 2)
+		irc.wait(t, "conn", 3)
+		sigkill(t, cmd)
+		lists := svcLists(t, b)
+		if len(lists[0])+len(lists[1]) != 4 {
+			t.Errorf("after the second kill Redis holds %v, want the 4 undelivered notices", lists)
+		}
+
+		// 3. IRC up for good: everything left is delivered, once.
+		irc.set(true, 0)
+		cmd = killChild(t, b, irc)
+		irc.wait(t, "line", 4)
+		// Wait for the last acknowledgement to reach Redis.
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			l := svcLists(t, b)
+			if len(l[0])+len(l[1]) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("notices still in Redis: %v", l)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		sigkill(t, cmd)
+		irc.mu.Lock()
+		got := append([]string{}, irc.lines...)
+		irc.mu.Unlock()
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("delivered lines (-want +got):\n%s", diff)
 		}
 	})
 }

@@ -75,9 +75,7 @@ type Firehose struct {
 	cfg   FirehoseConfig
 	log   *slog.Logger
 
-	mu      sync.Mutex
-	pending map[string]struct{}
-	wake    chan struct{}
+	notified *wakeSet // jobs to stream soon
 
 	seenMu    sync.Mutex
 	seen      map[string]*seenEvents
@@ -129,9 +127,6 @@ func lifecycleBit(e string) uint8 {
 
 // NewFirehose returns a firehose feeding sink; Start runs it.
 func NewFirehose(store *store.Store, sink StreamSink, cfg FirehoseConfig, log *slog.Logger) *Firehose {
-	if log == nil {
-		log = slog.Default()
-	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = 5000
 	}
@@ -144,8 +139,8 @@ func NewFirehose(store *store.Store, sink StreamSink, cfg FirehoseConfig, log *s
 	if cfg.MaxSeen <= 0 {
 		cfg.MaxSeen = 50_000
 	}
-	return &Firehose{store: store, sink: sink, cfg: cfg, log: log.With("service", "firehose"),
-		pending: map[string]struct{}{}, wake: make(chan struct{}, 1), seen: map[string]*seenEvents{},
+	return &Firehose{store: store, sink: sink, cfg: cfg, log: serviceLog(log, "firehose"),
+		notified: newWakeSet(), seen: map[string]*seenEvents{},
 		working: map[string]bool{}, ending: map[string]int{}, ready: make(chan struct{})}
 }
 
@@ -167,16 +162,7 @@ func (f *Firehose) markReady(events, working bool) {
 // Notify asks for ident's new log entries to be streamed soon. It never
 // blocks: register it with Updates.OnUpdate.
 func (f *Firehose) Notify(_ context.Context, ident string) {
-	if ident == "" {
-		return
-	}
-	f.mu.Lock()
-	f.pending[ident] = struct{}{}
-	f.mu.Unlock()
-	select {
-	case f.wake <- struct{}{}:
-	default:
-	}
+	f.notified.add(ident)
 }
 
 // CatchUp notifies every job in `working`: register it with
@@ -213,16 +199,8 @@ func (f *Firehose) Stop() {
 }
 
 func (f *Firehose) work(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-f.wake:
-		}
-		f.mu.Lock()
-		batch := f.pending
-		f.pending = map[string]struct{}{}
-		f.mu.Unlock()
+	for f.notified.wait(ctx) {
+		batch := f.notified.take()
 		ids := make([]string, 0, len(batch))
 		for ident := range batch {
 			ids = append(ids, ident)

@@ -22,7 +22,7 @@ type jobWatch struct {
 }
 
 func newJobWatch(store *store.Store, log *slog.Logger) *jobWatch {
-	return &jobWatch{store: store, log: log.With("service", "jobs")}
+	return &jobWatch{store: store, log: serviceLog(log, "jobs")}
 }
 
 // observe takes the idents in `working` now. It only logs: a failure to

@@ -65,12 +65,9 @@ type pipelineNotice struct {
 // NewPipelineNotifier returns a pipeline notifier; zero config values take
 // their defaults.
 func NewPipelineNotifier(store *store.Store, ann Announcer, cfg PipelineNotifierConfig, log *slog.Logger) *PipelineNotifier {
-	if log == nil {
-		log = slog.Default()
-	}
 	return &PipelineNotifier{
 		store: store, ann: ann, cfg: cfg.orDefaults(),
-		log: log.With("service", "pipeline-notifier"), Now: time.Now,
+		log: serviceLog(log, "pipeline-notifier"), Now: time.Now,
 		silent: map[string]bool{}, badTS: map[string]bool{},
 	}
 }

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -17,8 +19,7 @@ import (
 // going silent and disconnecting is announced once each, in every channel;
 // lines that could not be posted while IRC was down come out once later.
 func TestPipelineNotifier(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		clock := &svcClock{t: time.Unix(1_800_000_000, 0)}
 		pipe := func(nick, version string) *pipelinesim.Pipeline {
 			return pipelinesim.New(b.Client, pipelinesim.Config{Nickname: nick, Version: version, Now: clock.Now})
@@ -38,7 +39,7 @@ func TestPipelineNotifier(t *testing.T) {
 		report(old)
 
 		ann := newSvcAnnouncer("#a", "#b")
-		n := NewPipelineNotifier(store.NewStore(b.Client), ann, PipelineNotifierConfig{SilentAfter: 5 * time.Minute}, svcLog(t))
+		n := NewPipelineNotifier(st, ann, PipelineNotifierConfig{SilentAfter: 5 * time.Minute}, svcLog(t))
 		n.Now = clock.Now
 		cycle := func() []svcLine {
 			t.Helper()
@@ -101,4 +102,70 @@ func TestPipelineNotifier(t *testing.T) {
 
 func md5s(s string) string {
 	return pipelinesim.New(nil, pipelinesim.Config{Nickname: s}).Key()[len("pipeline:"):]
+}
+
+// A pipeline's ts that is not a sane time (1e300, NaN, Inf, negative, far
+// in the future) is never turned into an absurd silence ("2562047h47m16s");
+// it is reported once as unreadable, and IRC formatting codes in pipeline
+// names never reach the channel.
+func TestPipelineBadTS(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+		now := time.Unix(1_800_000_000, 0)
+		ann := newSvcAnnouncer("#a")
+		n := NewPipelineNotifier(s, ann, PipelineNotifierConfig{SilentAfter: 5 * time.Minute}, svcLog(t))
+		n.Now = func() time.Time { return now }
+		if err := n.runOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for nick, ts := range map[string]string{"huge": "1e300", "nan": "NaN", "inf": "inf", "neg": "-5", "future": "2800000000"} {
+			key := "pipeline:" + nick
+			b.Client.HSet(ctx, key, "id", key, "nickname", "\x02\x0304,04"+nick+"\x0f", "version", "1", "ts", ts)
+			b.Client.SAdd(ctx, store.KeyPipelines, key)
+		}
+		var lines []svcLine
+		for i := 0; i < 3; i++ {
+			now = now.Add(time.Hour)
+			if err := n.runOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, ann.take()...)
+		}
+		bad := 0
+		for _, l := range lines {
+			if strings.Contains(l.Text, "2562047h") || strings.ContainsAny(l.Text, "\x02\x03\x0f") {
+				t.Errorf("line %q", l.Text)
+			}
+			if strings.Contains(l.Text, "ts") && strings.Contains(l.Text, "not a time") {
+				bad++
+			}
+		}
+		if bad != 5 {
+			t.Errorf("%d lines about an unreadable ts, want 5 (one per pipeline): %q", bad, lines)
+		}
+	})
+}
+
+// IRC colour and formatting codes in text a pipeline wrote (red on red
+// hides text) are removed before the line is posted.
+func TestFormattingCodesStripped(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+		doc := `{"aborted":false,"started_by":"\u0002ev\u0003il\u000f","started_in":"#ab",` +
+			`"url":"http://x.example.com/\u000304,04hidden\u0003 \u0004ff0000,ff0000red\u0004 \u0011\u0016\u001d\u001e\u001fend"}`
+		b.Client.RPush(ctx, store.KeyFinishNotifications, doc)
+		ann := newSvcAnnouncer("#ab")
+		f := NewFinishNotifier(s, ann, FinishConfig{}, svcLog(t))
+		if err := f.runOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := ann.take()
+		if len(got) != 1 {
+			t.Fatalf("lines %q", got)
+		}
+		if strings.ContainsFunc(got[0].Text, func(r rune) bool { return r < 0x20 }) {
+			t.Errorf("control characters left: %q", got[0].Text)
+		}
+		if !strings.HasPrefix(got[0].Text, "evil: Your job for http://x.example.com/hidden red end") {
+			t.Errorf("line %q", got[0].Text)
+		}
+	})
 }

@@ -41,10 +41,7 @@ type Reaper struct {
 
 // NewReaper returns a reaper; zero config values take their defaults.
 func NewReaper(store *store.Store, ann Announcer, cfg ReaperConfig, log *slog.Logger) *Reaper {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Reaper{store: store, ann: ann, cfg: cfg.orDefaults(), log: log.With("service", "reaper")}
+	return &Reaper{store: store, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "reaper")}
 }
 
 // Silent is how long the job has gone without a heartbeat.
@@ -110,8 +107,5 @@ func (r *Reaper) deathLine(d store.DeadJob) string {
 	} else {
 		text += fmt.Sprintf("; it may be dead (an op can !fail %s).", d.Ident)
 	}
-	if d.StartedBy != "" {
-		text = d.StartedBy + ": " + text
-	}
-	return text
+	return addressed(d.StartedBy, text)
 }

@@ -2,7 +2,9 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -58,8 +61,7 @@ func TestReaperTimers(t *testing.T) {
 			want: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "failed": "true"},
 		},
 	}
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		for i, tc := range tests {
 			id := fmt.Sprintf("timerjob%d", i)
 			b.Client.HSet(ctx, id, tc.seed)
@@ -68,7 +70,7 @@ func TestReaperTimers(t *testing.T) {
 		// A ghost in working (record expired) must not stop the cycle.
 		b.Client.LPush(ctx, store.KeyWorking, "ghostjob")
 		ann := newSvcAnnouncer("#ab")
-		r := NewReaper(store.NewStore(b.Client), ann, ReaperConfig{Threshold: 100}, svcLog(t))
+		r := NewReaper(st, ann, ReaperConfig{Threshold: 100}, svcLog(t))
 		if err := r.runOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -220,11 +222,10 @@ func TestReaperAutoFail(t *testing.T) {
 // TestReaperRoundTrips: one cycle is one round trip whatever the number
 // of working jobs.
 func TestReaperRoundTrips(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		// One cycle first loads the script (EVAL caches it), so EVALSHA
 		// does not fall back to EVAL in the counted cycles.
-		if err := NewReaper(store.NewStore(b.Client), newSvcAnnouncer("#ab"), ReaperConfig{}, svcLog(t)).runOnce(ctx); err != nil {
+		if err := NewReaper(st, newSvcAnnouncer("#ab"), ReaperConfig{}, svcLog(t)).runOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
 		var got []int64
@@ -245,4 +246,39 @@ func TestReaperRoundTrips(t *testing.T) {
 			t.Errorf("round trips at 10 and 300 jobs (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestFailureRecordFromReaper: the reaper's auto-fail writes the failure
+// record (failed_by reaper, the pipeline in the reason) in the fail step.
+func TestFailureRecordFromReaper(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := context.Background()
+	s := store.NewStore(b.Client)
+	id := svcQueue(t, s, "http://reaped.example.com/", "alice", "#ab", store.KeyPending)
+	b.Client.SAdd(ctx, store.KeyIgnores(id), "/x/")
+	p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "reaped-pipe"})
+	if err := p.Report(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Take(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FailJobBy(ctx, id, "no heartbeat for 2h0m", "reaper"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.GetFailure(ctx, id)
+	if err != nil || f == nil {
+		t.Fatalf("failure record: %v %v", f, err)
+	}
+	if f.FailedBy != "reaper" || f.Queue != store.KeyWorking || f.Job["started_by"] != "alice" || f.Extra["origin_queue"] != store.KeyPending ||
+		f.Extra["pipeline"] != "reaped-pipe" || f.Job["pipeline_id"] != p.Key() {
+		t.Errorf("failure record %+v", f)
+	}
+	var ign []string
+	if err := json.Unmarshal([]byte(f.Extra["ignores"]), &ign); err != nil || !slices.Equal(ign, []string{"/x/", "global-pattern"}) {
+		t.Errorf("ignores %q: %v", f.Extra["ignores"], err)
+	}
+	if ttl, _ := b.Client.TTL(ctx, store.KeyFailed(id)).Result(); ttl != store.FailureTTL {
+		t.Errorf("failure record TTL %v", ttl)
+	}
 }

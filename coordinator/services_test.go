@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
@@ -120,19 +124,27 @@ func (c *svcClock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// mustTake takes the next job on pipeline p and fails the test if there
+// is none.
+func mustTake(t *testing.T, ctx context.Context, p *pipelinesim.Pipeline) *pipelinesim.Job {
+	t.Helper()
+	j, err := p.Take(ctx)
+	if err != nil || j == nil {
+		t.Fatalf("take: %v %v", j, err)
+	}
+	return j
+}
+
 // svcQueue registers a job for url as nick in channel on queue, the way
 // !a does, and returns its ident.
 func svcQueue(t *testing.T, s *store.Store, rawURL, nick, channel, queue string) string {
 	t.Helper()
-	norm, id, err := ident.FromURL(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	norm, id := identOfURL(t, rawURL)
 	depth := "inf"
 	if queue == store.KeyPendingAO {
 		depth = "shallow"
 	}
-	err = s.Register(context.Background(), store.NewJob{
+	err := s.Register(context.Background(), store.NewJob{
 		Ident: id, URL: norm, FetchDepth: depth, Slug: "slug-" + depth,
 		StartedBy: nick, StartedIn: channel, DelayMin: 250, DelayMax: 375,
 		Concurrency: 3, SettingsAge: 4, Queue: queue, Patterns: []string{"global-pattern"},
@@ -143,14 +155,46 @@ func svcQueue(t *testing.T, s *store.Store, rawURL, nick, channel, queue string)
 	return id
 }
 
+// startSubscribed starts svc, stopped when the test ends, and returns once
+// its `updates` listener is subscribed (messages published before that
+// would be lost).
+func startSubscribed(t *testing.T, ctx context.Context, svc *Services) {
+	t.Helper()
+	subscribed := make(chan struct{})
+	var once sync.Once
+	svc.Updates.OnSubscribe(func(context.Context) { once.Do(func() { close(subscribed) }) })
+	svc.Start(ctx)
+	t.Cleanup(svc.Stop)
+	<-subscribed
+}
+
+// writesNothing runs fn, a step Redis must refuse, and fails the test
+// (saying what, and the difference) if it changed the database.
+func writesNothing(t *testing.T, b *redistest.Backend, what string, fn func()) {
+	t.Helper()
+	before := b.Dump(t)
+	fn()
+	if diff := cmp.Diff(before, b.Dump(t)); diff != "" {
+		t.Errorf("%s:\n%s", what, diff)
+	}
+}
+
+// identOfURL is the normalized URL and ident of raw.
+func identOfURL(t *testing.T, raw string) (string, string) {
+	t.Helper()
+	norm, id, err := ident.FromURL(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return norm, id
+}
+
 // TestServicesEndToEnd runs the scheduled services against an autonomous
 // simulated pipeline: a job goes queued → taken → logging → finished, the
 // channel gets exactly one finish line with the ident, and the analyzer's
 // counts match the log.
 func TestServicesEndToEnd(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		st := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		ann := newSvcAnnouncer("#archivebot", "#other")
 		id := svcQueue(t, st, "http://e2e.example.org/", "alice", "#archivebot", store.KeyPending)
 
@@ -166,12 +210,7 @@ func TestServicesEndToEnd(t *testing.T) {
 				analyzed <- res
 			}
 		}
-		subscribed := make(chan struct{})
-		var once sync.Once
-		svc.Updates.OnSubscribe(func(context.Context) { once.Do(func() { close(subscribed) }) })
-		svc.Start(ctx)
-		t.Cleanup(svc.Stop)
-		<-subscribed
+		startSubscribed(t, ctx, svc)
 
 		pipe := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "e2epipe"})
 		runDone := make(chan error, 1)
@@ -247,4 +286,39 @@ func TestServicesEndToEnd(t *testing.T) {
 			t.Errorf("lines about the job (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// TestGoroutineTable: the table of the leader's background work in
+// doc/architecture.md (Goroutines) lists exactly the entries of
+// Services' list, in order: those NewServices declares, then those
+// cmd/archivebot's startServices adds.
+func TestGoroutineTable(t *testing.T) {
+	// Added by startServices (cmd/archivebot/services.go), in its order.
+	added := []string{"tweeter", "firehose", "pipeline API term"}
+	want := append(NewServices(nil, newSvcAnnouncer(), ServicesConfig{}, svcLog(t)).WorkNames(), added...)
+
+	doc, err := os.ReadFile("../doc/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(doc)
+	start := strings.Index(text, "| work | shape | does |")
+	if start < 0 {
+		t.Fatal("doc/architecture.md: no table of the leader's background work")
+	}
+	row := regexp.MustCompile("^\\| `([^`]+)` \\|")
+	var got []string
+	for _, l := range strings.Split(text[start:], "\n")[2:] {
+		if !strings.HasPrefix(l, "|") {
+			break
+		}
+		m := row.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("row without a work name: %q", l)
+		}
+		got = append(got, m[1])
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("doc/architecture.md lists %q\nthe list of background work is %q", got, want)
+	}
 }

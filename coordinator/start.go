@@ -52,11 +52,7 @@ func (n StartNotice) Line() string {
 	if on == "" {
 		on = "a pipeline"
 	}
-	text := fmt.Sprintf("Your job for %s has started on %s. (%s)", n.URL, on, n.Ident)
-	if n.StartedBy != "" {
-		text = n.StartedBy + ": " + text
-	}
-	return text
+	return addressed(n.StartedBy, fmt.Sprintf("Your job for %s has started on %s. (%s)", n.URL, on, n.Ident))
 }
 
 // StartNotifier notices the jobs pipelines take (nothing is published
@@ -85,10 +81,7 @@ type StartNotifier struct {
 // NewStartNotifier returns a start notifier; zero config values take their
 // defaults.
 func NewStartNotifier(store *store.Store, ann Announcer, cfg StartConfig, log *slog.Logger) *StartNotifier {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &StartNotifier{store: store, ann: ann, cfg: cfg.orDefaults(), log: log.With("service", "start-notifier"),
+	return &StartNotifier{store: store, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "start-notifier"),
 		trigger: make(chan struct{}, 1), seen: map[string]struct{}{}, jobs: newJobWatch(store, log)}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
+	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -54,10 +57,19 @@ func failedJobFields(id, url string) map[string]string {
 	})
 }
 
+// livePipeline is a simulated pipeline with the nickname and id given
+// that has reported itself running.
+func livePipeline(t *testing.T, ctx context.Context, b *redistest.Backend, nick, id string) *pipelinesim.Pipeline {
+	t.Helper()
+	p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: nick, ID: id})
+	if err := p.Report(ctx, "Running"); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func TestRequeueFailedJob(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		s.Now = func() time.Time { return time.Unix(1732950000, 0) }
 		const id, url = "requeue1", "http://requeue.example.com/"
 		writeFailureRecord(t, b, id, failedJobFields(id, url), store.KeyWorking, "pending:fast", []string{"p1", "(?i)p2"})
@@ -106,9 +118,7 @@ func TestRequeueFailedJob(t *testing.T) {
 }
 
 func TestRequeueQueueFallbacks(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		// No origin record: the failure record's pending queue.
 		j := failedJobFields("rq2", "http://a.example.com/")
 		writeFailureRecord(t, b, "rq2", j, store.KeyPendingLarge, "", nil)
@@ -128,9 +138,7 @@ func TestRequeueQueueFallbacks(t *testing.T) {
 // A job failed less than 5 s ago still has its record (failed=true, TTL):
 // it is rebuilt all the same and loses the TTL.
 func TestRequeueJustFailed(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://justfailed.example.com/", "bob", "#ab", store.KeyPendingAO)
 		if _, err := s.FailJob(ctx, id, "failed by op"); err != nil {
 			t.Fatal(err)
@@ -150,23 +158,15 @@ func TestRequeueJustFailed(t *testing.T) {
 }
 
 func TestRequeueDeadJob(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://dead.example.com/", "carol", "#ab", store.KeyPending)
-		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p", ID: "d1"})
-		if err := p.Report(ctx, "Running"); err != nil {
-			t.Fatal(err)
-		}
-		job, err := p.Take(ctx)
-		if err != nil || job == nil {
-			t.Fatalf("take: %v", err)
-		}
+		p := livePipeline(t, ctx, b, "p", "d1")
+		job := mustTake(t, ctx, p)
 		if _, err := job.LogDownload(ctx, "http://dead.example.com/a", 200); err != nil {
 			t.Fatal(err)
 		}
 		before := svcDump(t, b)
-		_, err = s.Requeue(ctx, id, false, time.Minute)
+		_, err := s.Requeue(ctx, id, false, time.Minute)
 		var alive *store.PipelineAliveError
 		if !errors.As(err, &alive) || alive.Pipeline != p.Key() {
 			t.Fatalf("requeue of a job whose pipeline reports: %v", err)
@@ -206,9 +206,7 @@ func TestRequeueDeadJob(t *testing.T) {
 }
 
 func TestRequeueRefusals(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		if _, err := s.Requeue(ctx, "nosuchjob", false, time.Minute); !errors.Is(err, store.ErrNoJob) {
 			t.Errorf("unknown job: %v", err)
 		}
@@ -233,9 +231,7 @@ func TestRequeueRefusals(t *testing.T) {
 }
 
 func TestAdminNotices(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		for _, n := range []store.AdminNotice{{Channel: "#a", Text: "one"}, {Channel: "", Text: "two"}} {
 			if err := s.PushAdminNotice(ctx, n); err != nil {
 				t.Fatal(err)
@@ -267,13 +263,8 @@ func TestAdminNotices(t *testing.T) {
 }
 
 func TestRemovePipeline(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
-		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p", ID: "r1"})
-		if err := p.Report(ctx, "Running"); err != nil {
-			t.Fatal(err)
-		}
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+		p := livePipeline(t, ctx, b, "p", "r1")
 		var alive *store.PipelineAliveError
 		if _, err := s.RemovePipeline(ctx, p.Key(), time.Minute, false); !errors.As(err, &alive) {
 			t.Fatalf("live pipeline: %v", err)
@@ -294,18 +285,10 @@ func TestRemovePipeline(t *testing.T) {
 // still reports, its mark-done would finish the requeued record, so the
 // requeue needs force.
 func TestRequeueFailedJobOfLivePipeline(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := svcQueue(t, s, "http://stillrunning.example.com/", "alice", "#ab", store.KeyPending)
-		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "live", ID: "e5"})
-		if err := p.Report(ctx, "Running"); err != nil {
-			t.Fatal(err)
-		}
-		job, err := p.Take(ctx)
-		if err != nil || job == nil {
-			t.Fatalf("take: %v", err)
-		}
+		p := livePipeline(t, ctx, b, "live", "e5")
+		mustTake(t, ctx, p)
 		if _, err := s.FailJob(ctx, id, "failed by op"); err != nil {
 			t.Fatal(err)
 		}
@@ -321,4 +304,174 @@ func TestRequeueFailedJobOfLivePipeline(t *testing.T) {
 			t.Fatalf("forced: %+v %v", r, err)
 		}
 	})
+}
+
+// svcDump is the database minus fields that change with the clock.
+func svcDump(t *testing.T, b *redistest.Backend) map[string]redistest.Entry {
+	t.Helper()
+	d := b.Dump(t)
+	for k, e := range d {
+		// A history shows as its events, "event by WHO".
+		if strings.HasPrefix(k, "archivebot:history:") {
+			var evs []string
+			for _, raw := range e.Value.([]string) {
+				var he store.HistoryEntry
+				if err := json.Unmarshal([]byte(raw), &he); err != nil {
+					t.Fatalf("history entry %q: %v", raw, err)
+				}
+				evs = append(evs, he.Event+" by "+he.By)
+			}
+			e.Value = evs
+			d[k] = e
+		}
+		if h, ok := e.Value.(map[string]string); ok {
+			for _, f := range []string{"queued_at", "started_at", "finished_at", "ts", "failed_at", "job"} {
+				if _, ok := h[f]; ok {
+					h[f] = "*"
+				}
+			}
+			d[k] = e
+		}
+	}
+	return d
+}
+
+// svcJobFields is the record svcQueue writes, with extra fields.
+func svcJobFields(id, url, nick string, extra map[string]string) map[string]string {
+	m := map[string]string{
+		"url": url, "fetch_depth": "inf", "log_key": id + "_log", "ignore_patterns_set_key": id + "_ignores",
+		"user_agent": "", "slug": "slug-inf", "started_by": nick, "started_in": "#ab",
+		"delay_min": "250", "delay_max": "375", "concurrency": "3", "settings_age": "4",
+		"suppress_ignore_reports": "true", "queued_at": "*",
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
+}
+
+func TestFailJob(t *testing.T) {
+	const url = "http://fail.example.com/"
+	tests := []struct {
+		name string
+		// setup queues the job (or not) and returns its ident.
+		setup   func(t *testing.T, s *store.Store, b *redistest.Backend) string
+		wantErr error
+		// state is the expected database afterwards, given the ident.
+		state func(id string) map[string]redistest.Entry
+	}{
+		{
+			name: "queued in a named queue",
+			setup: func(t *testing.T, s *store.Store, b *redistest.Backend) string {
+				svcQueue(t, s, "http://other.example.com/", "bob", "#ab", store.KeyPendingNamed("fast"))
+				return svcQueue(t, s, url, "alice", "#ab", store.KeyPendingNamed("fast"))
+			},
+			state: func(id string) map[string]redistest.Entry {
+				other := ident.Of("http://other.example.com/")
+				return map[string]redistest.Entry{
+					id:                         {Type: "hash", Value: svcJobFields(id, url, "alice", map[string]string{"failed": "true", "failed_reason": "failed by op"}), TTL: "set"},
+					id + "_ignores":            {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
+					"pending:fast":             {Type: "list", Value: []string{other}, TTL: -1},
+					store.KeyQueues:            {Type: "set", Value: []string{"pending:fast"}, TTL: -1},
+					"jobs_failed":              {Type: "string", Value: "1", TTL: -1},
+					other:                      {Type: "hash", Value: svcJobFields(other, "http://other.example.com/", "bob", nil), TTL: -1},
+					other + "_ignores":         {Type: "set", Value: []string{"global-pattern"}, TTL: -1},
+					store.KeyHistory(id):       {Type: "list", Value: []string{"queued by alice", "failed by node"}, TTL: "set"},
+					store.KeyHistory(other):    {Type: "list", Value: []string{"queued by bob"}, TTL: -1},
+					store.KeyOrigin(id):        {Type: "hash", Value: map[string]string{"queue": "pending:fast", "notify_start": "0"}, TTL: "set"},
+					store.KeyOrigin(other):     {Type: "hash", Value: map[string]string{"queue": "pending:fast", "notify_start": "0"}, TTL: -1},
+					store.KeyQueuedBy("alice"): {Type: "set", Value: []string{id}, TTL: "set"},
+					store.KeyQueuedBy("bob"):   {Type: "set", Value: []string{other}, TTL: "set"},
+					store.KeyFailed(id): {Type: "hash", Value: map[string]string{"url": url, "reason": "failed by op", "failed_by": "node",
+						"failed_at": "*", "queue": "pending:fast", "origin_queue": "pending:fast", "job": "*", "ignores": `["global-pattern"]`}, TTL: "set"},
+					store.KeyFinishedIndex: {Type: "zset", Value: "*", TTL: -1},
+				}
+			},
+		},
+		{
+			name: "running on a pipeline, with a log",
+			setup: func(t *testing.T, s *store.Store, b *redistest.Backend) string {
+				id := svcQueue(t, s, url, "alice", "#ab", store.KeyPending)
+				j := mustTake(t, context.Background(), pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p1"}))
+				if _, err := j.LogDownload(context.Background(), url, 200); err != nil {
+					t.Fatal(err)
+				}
+				return id
+			},
+			state: func(id string) map[string]redistest.Entry {
+				return map[string]redistest.Entry{
+					id: {Type: "hash", Value: svcJobFields(id, url, "alice", map[string]string{
+						"failed": "true", "failed_reason": "failed by op", "started_at": "*",
+						"pipeline_id": "pipeline:ec6ef230f1828039ee794566b9c58adc", "log_score": "1"}), TTL: "set"},
+					id + "_ignores":            {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
+					id + "_log":                {Type: "zset", Value: "*", TTL: "set"},
+					"jobs_failed":              {Type: "string", Value: "1", TTL: -1},
+					store.KeyHistory(id):       {Type: "list", Value: []string{"queued by alice", "failed by node"}, TTL: "set"},
+					store.KeyOrigin(id):        {Type: "hash", Value: map[string]string{"queue": "pending", "notify_start": "0"}, TTL: "set"},
+					store.KeyQueuedBy("alice"): {Type: "set", Value: []string{id}, TTL: "set"},
+					store.KeyFailed(id): {Type: "hash", Value: map[string]string{"url": url, "reason": "failed by op", "failed_by": "node",
+						"failed_at": "*", "queue": "working", "origin_queue": "pending", "job": "*", "ignores": `["global-pattern"]`}, TTL: "set"},
+					store.KeyFinishedIndex: {Type: "zset", Value: "*", TTL: -1},
+				}
+			},
+		},
+		{
+			name:    "no such job",
+			setup:   func(t *testing.T, s *store.Store, b *redistest.Backend) string { return "nosuchjob" },
+			wantErr: store.ErrNoJob,
+			state:   func(id string) map[string]redistest.Entry { return map[string]redistest.Entry{} },
+		},
+		{
+			name: "already finished",
+			setup: func(t *testing.T, s *store.Store, b *redistest.Backend) string {
+				id := svcQueue(t, s, url, "alice", "#ab", store.KeyPendingAO)
+				j := mustTake(t, context.Background(), pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p1"}))
+				if err := j.Done(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				b.Client.Del(context.Background(), "finish_notifications")
+				return id
+			},
+			wantErr: store.ErrJobFinished,
+			state: func(id string) map[string]redistest.Entry {
+				f := svcJobFields(id, url, "alice", map[string]string{"started_at": "*", "finished_at": "*",
+					"pipeline_id": "pipeline:ec6ef230f1828039ee794566b9c58adc", "fetch_depth": "shallow", "slug": "slug-shallow"})
+				return map[string]redistest.Entry{
+					id:                         {Type: "hash", Value: f, TTL: "set"},
+					id + "_ignores":            {Type: "set", Value: []string{"global-pattern"}, TTL: "set"},
+					"jobs_completed":           {Type: "string", Value: "1", TTL: -1},
+					store.KeyHistory(id):       {Type: "list", Value: []string{"queued by alice"}, TTL: -1},
+					store.KeyOrigin(id):        {Type: "hash", Value: map[string]string{"queue": "pending-ao", "notify_start": "0"}, TTL: -1},
+					store.KeyQueuedBy("alice"): {Type: "set", Value: []string{id}, TTL: "set"},
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+				id := tc.setup(t, s, b)
+				job, err := s.FailJob(ctx, id, "failed by op")
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("FailJob error %v, want %v", err, tc.wantErr)
+				}
+				if err == nil && (job == nil || !job.Flag("failed") || job.URL.Value != url || job.State() != store.StateFailed) {
+					t.Errorf("returned job %+v, want the failed record", job)
+				}
+				if errors.Is(err, store.ErrJobFinished) && (job == nil || job.State() != store.StateFinished) {
+					t.Errorf("returned job %+v, want the finished record", job)
+				}
+				got := svcDump(t, b)
+				for _, k := range []string{id + "_log", store.KeyFinishedIndex} {
+					if e, ok := got[k]; ok {
+						e.Value = "*"
+						got[k] = e
+					}
+				}
+				if diff := cmp.Diff(tc.state(id), got); diff != "" {
+					t.Errorf("state (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
 }

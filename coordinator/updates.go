@@ -35,10 +35,7 @@ type Updates struct {
 
 // NewUpdates returns a listener over store; Run starts it.
 func NewUpdates(store *store.Store, log *slog.Logger) *Updates {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Updates{store: store, log: log.With("service", "updates"),
+	return &Updates{store: store, log: serviceLog(log, "updates"),
 		MinBackoff: pubSubBackoff.Min, MaxBackoff: pubSubBackoff.Max}
 }
 

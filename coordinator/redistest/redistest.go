@@ -11,6 +11,7 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"sync"
@@ -121,6 +122,47 @@ func Each(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	})
 }
 
+// All is the backends a benchmark runs on: a fresh miniredis, and the real
+// server (its flushed database) when EnvURL is set.
+func All(tb testing.TB) []*Backend {
+	tb.Helper()
+	out := []*Backend{Mini(tb)}
+	if r := RealRedis(tb); r != nil {
+		out = append(out, r)
+	}
+	return out
+}
+
+// Silent returns the address of a server that accepts connections and
+// reads everything, answering nothing: every command sent to it has an
+// unknown outcome. It stops when the test ends.
+func Silent(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
 // Dump returns the whole database as the reference transcripts record it:
 // key → {type, value, ttl}, where ttl is "set" for keys with an expiry and
 // -1 otherwise. Volatile fields are left in; callers drop them.
@@ -166,6 +208,16 @@ func Dump(ctx context.Context, c *redis.Client) (map[string]Entry, error) {
 		out[k] = e
 	}
 	return out, nil
+}
+
+// Dump is Dump of the backend's database; an error fails the test.
+func (b *Backend) Dump(t testing.TB) map[string]Entry {
+	t.Helper()
+	d, err := Dump(context.Background(), b.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // Entry is one key of a Dump.

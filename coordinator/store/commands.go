@@ -5,7 +5,6 @@ package store
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"maps"
@@ -99,7 +98,7 @@ func (s *Store) ChangeSettings(ctx context.Context, ident string, c Change) (int
 		argv = append(argv, p)
 	}
 	keys := []string{KeyJob(ident), KeyIgnores(ident), ChannelJob(ident), KeyHistory(ident)}
-	res, err := s.runWrite(ctx, "change settings of "+ident, settingsScript, settingsSrc, keys, argv...).Int64Slice()
+	res, err := s.runWrite(ctx, "change settings of "+ident, settingsScript, keys, argv...).Int64Slice()
 	if err != nil {
 		return 0, err
 	}
@@ -152,7 +151,7 @@ func (s *Store) AbortBy(ctx context.Context, ident, by string) (AbortResult, str
 	keys = append(keys, FixedQueues...)
 	keys = append(keys, named...)
 	now := float64(s.Now().UnixMicro()) / 1e6
-	res, err := s.runWrite(ctx, "abort "+ident, abortScript, abortSrc, keys, strconv.FormatFloat(now, 'f', 6, 64), abortExpiry,
+	res, err := s.runWrite(ctx, "abort "+ident, abortScript, keys, strconv.FormatFloat(now, 'f', 6, 64), abortExpiry,
 		s.entry(ident, EventAborted, by, map[string]any{"queued": true}),
 		s.entry(ident, EventAborted, by, map[string]any{"requested": true}),
 		secs(HistoryEndedTTL)).Slice()
@@ -187,7 +186,7 @@ func (s *Store) Expire(ctx context.Context, ident string) error {
 // kept: it has its own TTL since the job ended.
 func (s *Store) ExpireBy(ctx context.Context, ident, by string) error {
 	keys := []string{KeyJob(ident), KeyLog(ident), KeyIgnores(ident), KeyHistory(ident), KeyOrigin(ident)}
-	n, err := s.runWrite(ctx, "expire "+ident, expireScript, expireSrc, keys,
+	n, err := s.runWrite(ctx, "expire "+ident, expireScript, keys,
 		s.entry(ident, EventExpired, by, nil), secs(HistoryFinishedTTL)).Int()
 	if err != nil {
 		return err

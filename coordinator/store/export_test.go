@@ -2,3 +2,6 @@ package store
 
 // FencedSourcesForTest lists the sources of the fenced scripts.
 func FencedSourcesForTest() []string { return append([]string(nil), fencedList...) }
+
+// AnalyzeCommitScriptForTest is scripts/analyze_commit.lua, run directly.
+var AnalyzeCommitScriptForTest = analyzeCommitScript

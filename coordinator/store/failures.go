@@ -5,7 +5,6 @@ package store
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -50,7 +49,7 @@ func (s *Store) FailJobBy(ctx context.Context, ident, reason, by string) (*Job, 
 	keys = append(keys, named...)
 	at := s.nowFloat()
 	entry := s.entry(ident, EventFailed, by, map[string]any{"reason": reason})
-	res, err := s.runWrite(ctx, "fail job "+ident, failScript.Script, failScript.src, keys, reason, failExpiry,
+	res, err := s.runWrite(ctx, "fail job "+ident, failScript, keys, reason, failExpiry,
 		entry, by, strconv.FormatFloat(at, 'f', -1, 64), secs(FailureTTL)).Slice()
 	if err != nil {
 		return nil, err

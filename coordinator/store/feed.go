@@ -202,19 +202,7 @@ type FeedDigest struct {
 
 // FeedDigests lists net's recorded digests, oldest first.
 func (s *Store) FeedDigests(ctx context.Context, net string) ([]FeedDigest, error) {
-	raw, err := s.rdb.ZRange(ctx, KeyFeedDigests(net), 0, -1).Result()
-	if err != nil {
-		return nil, wrap("feed digests "+net, err)
-	}
-	out := make([]FeedDigest, 0, len(raw))
-	for _, r := range raw {
-		var d FeedDigest
-		if err := json.Unmarshal([]byte(r), &d); err != nil {
-			return nil, fmt.Errorf("feed digests %s: %w", net, err)
-		}
-		out = append(out, d)
-	}
-	return out, nil
+	return zrangeJSON[FeedDigest](ctx, s, KeyFeedDigests(net), "feed digests "+net)
 }
 
 // FeedFailure is a text a network gave up on, and why.
@@ -225,17 +213,23 @@ type FeedFailure struct {
 
 // FeedFailures lists the texts net gave up on, oldest first.
 func (s *Store) FeedFailures(ctx context.Context, net string) ([]FeedFailure, error) {
-	raw, err := s.rdb.ZRange(ctx, KeyFeedFailed(net), 0, -1).Result()
+	return zrangeJSON[FeedFailure](ctx, s, KeyFeedFailed(net), "feed failures "+net)
+}
+
+// zrangeJSON decodes every member of the sorted set key, lowest score
+// first, as a T; what names the read in errors.
+func zrangeJSON[T any](ctx context.Context, s *Store, key, what string) ([]T, error) {
+	raw, err := s.rdb.ZRange(ctx, key, 0, -1).Result()
 	if err != nil {
-		return nil, wrap("feed failures "+net, err)
+		return nil, wrap(what, err)
 	}
-	out := make([]FeedFailure, 0, len(raw))
+	out := make([]T, 0, len(raw))
 	for _, r := range raw {
-		var f FeedFailure
-		if err := json.Unmarshal([]byte(r), &f); err != nil {
-			return nil, fmt.Errorf("feed failures %s: %w", net, err)
+		var v T
+		if err := json.Unmarshal([]byte(r), &v); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		out = append(out, f)
+		out = append(out, v)
 	}
 	return out, nil
 }

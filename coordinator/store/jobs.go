@@ -6,7 +6,6 @@ package store
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"slices"
@@ -193,21 +192,13 @@ func (s *Store) ActiveJobs(ctx context.Context) ([]ActiveJob, error) {
 		return nil, err
 	}
 	names := append(append(named, FixedQueues...), KeyWorking)
-	ranges := make([]*redis.StringSliceCmd, len(names))
-	reads, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, q := range names {
-			ranges[i] = p.LRange(ctx, q, 0, -1)
-		}
-		return nil
-	})
+	lists, err := s.readLists(ctx, names, "list queues")
 	if err != nil {
-		if err = s.readErr(reads); err != nil {
-			return nil, wrap("list queues", err)
-		}
+		return nil, err
 	}
 	var out []ActiveJob
 	for i, q := range names {
-		ids := ranges[i].Val()
+		ids := lists[i]
 		if q == KeyWorking {
 			for _, id := range dedupe(ids) {
 				out = append(out, ActiveJob{Ident: id, Queue: q})
@@ -464,7 +455,7 @@ func (s *Store) Register(ctx context.Context, j NewJob) error {
 	}
 	keys := []string{KeyJob(j.Ident), KeyIgnores(j.Ident), j.Queue, KeyPending, KeyQueues,
 		KeyHistory(j.Ident), KeyOrigin(j.Ident), KeyQueuedBy(nickKey)}
-	res, err := s.runWrite(ctx, "register job "+j.Ident, registerScript, registerSrc, keys, argv...).Int64Slice()
+	res, err := s.runWrite(ctx, "register job "+j.Ident, registerScript, keys, argv...).Int64Slice()
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ package store
 
 import (
 	"crypto/md5"
-	_ "embed"
 	"encoding/hex"
 )
 

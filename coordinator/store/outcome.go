@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"net"
@@ -78,23 +77,20 @@ func (noRetryCmd) NoRetry() bool { return true }
 var ErrNotReplicated = errors.New("not confirmed by the replicas")
 
 // runWrite runs one of the command scripts (EVALSHA, then EVAL when the
-// server does not have it) with the command-record arguments appended (and
-// the fence arguments, for a fenced script), and classifies its failure: a
-// Redis error reply as it is (ErrUnavailable for replies meaning "not
-// now"), a failure before sending as ErrUnavailable, anything after
-// sending as ErrOutcomeUnknown. With WaitReplicas set, a write that
+// server does not have it) with the command-record arguments and the fence
+// arguments appended, and classifies its failure: a Redis error reply as
+// it is (ErrUnavailable for replies meaning "not now"), a failure before
+// sending as ErrUnavailable, anything after sending as ErrOutcomeUnknown. With WaitReplicas set, a write that
 // succeeded is followed by WAIT on the same connection, and too few
 // replicas make it ErrOutcomeUnknown and ErrNotReplicated.
-func (s *Store) runWrite(ctx context.Context, op string, sc *redis.Script, src string, keys []string, argv ...any) *redis.Cmd {
+func (s *Store) runWrite(ctx context.Context, op string, sc *fencedScript, keys []string, argv ...any) *redis.Cmd {
 	argv = append(argv, commandArgs(ctx)...)
-	if fencedHashes[sc.Hash()] {
-		tok := fenceToken(ctx)
-		if tok == "" && s.CommandFence != nil {
-			tok = s.CommandFence()
-		}
-		keys = append(keys[:len(keys):len(keys)], KeyLeader)
-		argv = append(argv, tok)
+	tok := fenceToken(ctx)
+	if tok == "" && s.CommandFence != nil {
+		tok = s.CommandFence()
 	}
+	keys = append(keys[:len(keys):len(keys)], KeyLeader)
+	argv = append(argv, tok)
 	args := make([]any, 0, 3+len(keys)+len(argv))
 	args = append(args, "evalsha", sc.Hash(), len(keys))
 	for _, k := range keys {
@@ -119,7 +115,7 @@ func (s *Store) runWrite(ctx context.Context, op string, sc *redis.Script, src s
 	cmd := redis.NewCmd(ctx, args...)
 	err := process(ctx, noRetryCmd{cmd})
 	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		args[0], args[1] = "eval", src
+		args[0], args[1] = "eval", sc.src
 		cmd = redis.NewCmd(ctx, args...)
 		err = process(ctx, noRetryCmd{cmd})
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 )
 
 // Issue 9, finding 4: every write of a user command records its outcome in
@@ -20,9 +20,7 @@ import (
 // the bot does when a reply was lost), it returns the recorded result and
 // changes nothing; refusals write no record.
 func TestOutcomeRecord(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		under := func(id string) context.Context { return store.WithCommand(ctx, id, time.Minute) }
 		record := func(id string) string {
 			t.Helper()
@@ -133,29 +131,7 @@ func TestWriteFailureClassified(t *testing.T) {
 	}
 
 	// A server that reads everything and never answers.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				buf := make([]byte, 4096)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						c.Close()
-						return
-					}
-				}
-			}()
-		}
-	}()
-	rdb := redis.NewClient(&redis.Options{Addr: l.Addr().String(), ReadTimeout: 100 * time.Millisecond, Protocol: 2})
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.Silent(t), ReadTimeout: 100 * time.Millisecond, Protocol: 2})
 	defer rdb.Close()
 	silent := store.NewStore(rdb)
 	for name, run := range map[string]func() error{
@@ -172,11 +148,7 @@ func TestWriteFailureClassified(t *testing.T) {
 // BenchmarkCommandRecord measures what the outcome record costs a command:
 // a settings change with and without a command id.
 func BenchmarkCommandRecord(b *testing.B) {
-	backends := []*redistest.Backend{redistest.Mini(b)}
-	if r := redistest.RealRedis(b); r != nil {
-		backends = append(backends, r)
-	}
-	for _, be := range backends {
+	for _, be := range redistest.All(b) {
 		for _, withID := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/record=%v", be.Name, withID), func(b *testing.B) {
 				ctx := context.Background()
@@ -197,5 +169,57 @@ func BenchmarkCommandRecord(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// Issue 14: with redis.wait_replicas set, a command's write that no
+// replica confirmed is not acknowledged: its outcome is unknown (the bot
+// says so and follows up), and a resend under the same command id finds
+// the record and waits again, changing nothing. (Neither backend here has
+// a replica; the Sentinel process test covers the replicated case.)
+func TestWaitReplicasNotConfirmed(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := store.WithCommand(context.Background(), "w1", time.Minute)
+		s := store.NewStore(b.Client)
+		s.WaitReplicas, s.WaitTimeout = 1, 10*time.Millisecond
+		for i := 0; i < 2; i++ {
+			err := s.Register(ctx, newJob("waitjob"))
+			if !store.IsOutcomeUnknown(err) || !errors.Is(err, store.ErrNotReplicated) {
+				t.Fatalf("send %d: err = %v; want outcome unknown, not replicated", i+1, err)
+			}
+		}
+		if n := b.Client.LLen(context.Background(), store.KeyPending).Val(); n != 1 {
+			t.Fatalf("pending has %d entries; want the job once", n)
+		}
+		s.WaitReplicas = 0
+		if err := s.Register(ctx, newJob("waitjob")); err != nil {
+			t.Fatalf("resend without WAIT: %v; want the recorded success", err)
+		}
+	})
+}
+
+// BenchmarkRegisterWait measures what WAIT 1 (redis.wait_replicas = 1)
+// adds to a command's write: Register through the Sentinel client on a
+// master with two replicas on loopback, without and with WAIT.
+//
+//	go test ./coordinator/store/ -run '^$' -bench RegisterWait -benchtime 2000x
+func BenchmarkRegisterWait(b *testing.B) {
+	cl := redistest.StartCluster(b)
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.SentinelMaster, SentinelAddrs: cl.SentinelAddrs()})
+	defer rdb.Close()
+	for _, wait := range []int{0, 1, 2} {
+		b.Run(fmt.Sprintf("wait_replicas=%d", wait), func(b *testing.B) {
+			s := store.NewStore(rdb)
+			s.WaitReplicas, s.WaitTimeout = wait, time.Second
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				id := fmt.Sprintf("benchwait%d-%d", wait, i)
+				j := newJob(id)
+				if err := s.Register(store.WithCommand(ctx, id, time.Minute), j); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -5,7 +5,6 @@ package store
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"slices"
 	"strconv"

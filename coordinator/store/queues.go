@@ -5,7 +5,6 @@ package store
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,22 +26,14 @@ func (s *Store) PendingQueues(ctx context.Context) ([]Queue, error) {
 	}
 	names := append(slices.Clone(FixedQueues), named...)
 	slices.SortFunc(names, func(a, b string) int { return strings.Compare(strings.ToLower(a), strings.ToLower(b)) })
-	ranges := make([]*redis.StringSliceCmd, len(names))
-	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, q := range names {
-			ranges[i] = p.LRange(ctx, q, 0, -1)
-		}
-		return nil
-	})
+	lists, err := s.readLists(ctx, names, "list pending queues")
 	if err != nil {
-		if err = s.readErr(cmds); err != nil {
-			return nil, wrap("list pending queues", err)
-		}
+		return nil, err
 	}
 	var out []Queue
 	var idents []string
 	for i, q := range names {
-		ids := ranges[i].Val()
+		ids := lists[i]
 		if len(ids) == 0 {
 			continue
 		}
@@ -116,7 +107,7 @@ func (s *Store) Move(ctx context.Context, ident, where, by string) (string, erro
 	// The script closes the entry with the queue it found the job in.
 	e := s.entry(ident, EventMoved, by, nil)
 	prefix := strings.TrimSuffix(e, "{}}") + strings.TrimSuffix(string(detail), "}") + `,"from":`
-	res, err := s.runWrite(ctx, "move "+ident, moveScript, moveSrc, keys, mode, prefix).Slice()
+	res, err := s.runWrite(ctx, "move "+ident, moveScript, keys, mode, prefix).Slice()
 	if err != nil {
 		return "", err
 	}

@@ -4,7 +4,6 @@ package store
 
 import (
 	"context"
-	_ "embed"
 
 	"github.com/redis/go-redis/v9"
 )

@@ -9,7 +9,6 @@ package store
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -202,6 +201,29 @@ func (s *Store) readErr(cmds []redis.Cmder) error {
 		return err
 	}
 	return nil
+}
+
+// readLists reads the lists keys whole (LRANGE 0 -1) in one pipeline; a
+// key that is not a list reads as empty, as with readErr. what names the
+// read in errors.
+func (s *Store) readLists(ctx context.Context, keys []string, what string) ([][]string, error) {
+	ranges := make([]*redis.StringSliceCmd, len(keys))
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			ranges[i] = p.LRange(ctx, k, 0, -1)
+		}
+		return nil
+	})
+	if err != nil {
+		if err = s.readErr(cmds); err != nil {
+			return nil, wrap(what, err)
+		}
+	}
+	out := make([][]string, len(keys))
+	for i, r := range ranges {
+		out[i] = r.Val()
+	}
+	return out, nil
 }
 
 func isWrongType(err error) bool {

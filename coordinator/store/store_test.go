@@ -12,6 +12,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 )
 
 // countHook counts the round trips a client makes: one per command sent
@@ -45,9 +46,7 @@ func newJob(id string) store.NewJob {
 // Registration is one script call: one round trip, so there is no point
 // between writing the record and queueing it where a crash could stop it.
 func TestRegisterIsOneRoundTrip(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		st := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		// Load the script first so the count shows the steady state
 		// (EVALSHA), not the one-time NOSCRIPT fallback.
 		if err := st.Register(ctx, newJob("warmup")); err != nil {
@@ -74,9 +73,7 @@ func TestRegisterIsOneRoundTrip(t *testing.T) {
 // A command failing inside the script must not leave a record without its
 // queue entry: the script checks every key's type before the first write.
 func TestRegisterFailureWritesNothing(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		st := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		b.Client.Set(ctx, "pending-ao", "not a list", 0)
 		j := newJob("job2")
 		j.Queue = "pending-ao"
@@ -90,9 +87,7 @@ func TestRegisterFailureWritesNothing(t *testing.T) {
 }
 
 func TestRegisterPendingLimit(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		st := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		for _, id := range []string{"a1", "a2"} {
 			j := newJob(id)
 			j.PendingLimit = 2

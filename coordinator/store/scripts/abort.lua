@@ -21,11 +21,8 @@
 -- when a queued job was aborted, -3 when the key is not a job (not a hash;
 -- nothing written); url is the job's URL (for the reply).
 local t = redis.call('TYPE', KEYS[1])['ok']
-if t == 'none' then
-  return {0, ''}
-end
 if t ~= 'hash' then
-  return {-3, ''}
+  return t == 'none' and {0, ''} or {-3, ''}
 end
 local bad = history_bad(KEYS[8])
 if bad then

@@ -27,11 +27,8 @@
 -- was failed (the fields are the record after the change), -3 when the
 -- key is not a job (not a hash; nothing written).
 local t = redis.call('TYPE', KEYS[1])['ok']
-if t == 'none' then
-  return {0}
-end
 if t ~= 'hash' then
-  return {-3}
+  return t == 'none' and {0} or {-3}
 end
 local bad = history_bad(KEYS[5]) or expect(KEYS[6], 'hash') or expect(KEYS[7], 'hash')
   or expect(KEYS[8], 'zset') or expect(KEYS[3], 'set')
@@ -70,8 +67,8 @@ redis.call('HSET', KEYS[6], 'url', job['url'] or '', 'reason', ARGV[1], 'failed_
   'failed_at', ARGV[5], 'queue', where, 'origin_queue', origin, 'job', cjson.encode(job),
   'ignores', ign_json)
 if job['pipeline_id'] then
-  local ok, nick = pcall(redis.call, 'HGET', job['pipeline_id'], 'nickname')
-  if ok and nick then
+  local nick = nickname(job['pipeline_id'])
+  if nick then
     redis.call('HSET', KEYS[6], 'pipeline', nick)
   end
 end

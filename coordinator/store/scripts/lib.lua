@@ -16,6 +16,12 @@
 -- integer(v) is true when HINCRBY can add to v: an integer written the
 -- way Redis writes one (no sign on 0, no leading zero, no space), short
 -- enough that adding a count cannot overflow.
+-- nickname(pipeline) is the nickname in a pipeline record (its key is
+-- the pipeline_id a job names), or false when there is none or the key
+-- is not a hash.
+-- forget_gone(set, working) removes from set the idents that are not keys
+-- of the table working (the reaper's and the start scan's "announced"
+-- sets follow `working`).
 -- not_integer(key, fields) is nil when every field of hash key that is
 -- set holds an integer(), else the error reply a script returns before
 -- its first HINCRBY: "ERR KEY field F is not an integer".
@@ -44,6 +50,17 @@ local function not_integer(key, fields)
   for i, f in ipairs(fields) do
     if v[i] and not integer(v[i]) then
       return redis.error_reply('ERR ' .. key .. ' field ' .. f .. ' is not an integer')
+    end
+  end
+end
+local function nickname(pipeline)
+  local ok, n = pcall(redis.call, 'HGET', pipeline, 'nickname')
+  return ok and n
+end
+local function forget_gone(set, working)
+  for _, ident in ipairs(redis.call('SMEMBERS', set)) do
+    if not working[ident] then
+      redis.call('SREM', set, ident)
     end
   end
 end

@@ -17,11 +17,8 @@
 -- -5 the job is already in the target queue; -6 the job is in no queue.
 -- Nothing is written unless 1 is returned.
 local t = redis.call('TYPE', KEYS[1])['ok']
-if t == 'none' then
-  return {0, ''}
-end
 if t ~= 'hash' then
-  return {-3, ''}
+  return t == 'none' and {0, ''} or {-3, ''}
 end
 local bad = history_bad(KEYS[2]) or expect(KEYS[3], 'hash') or expect(KEYS[4], 'set')
   or expect(KEYS[5], 'list')

@@ -53,11 +53,7 @@ for _, ident in ipairs(idents) do
         local reported = redis.call('SISMEMBER', KEYS[2], ident)
         if reported == 0 or include_reported then
           local j = redis.call('HMGET', ident, 'url', 'started_by', 'started_in', 'pipeline_id')
-          local nick = false
-          if j[4] then
-            local pok, n = pcall(redis.call, 'HGET', j[4], 'nickname')
-            if pok then nick = n end
-          end
+          local nick = j[4] and nickname(j[4])
           dead[#dead + 1] = {ident, j[1] or '', j[2] or '', j[3] or '',
             j[4] or '', nick or '', timer, reported}
         end
@@ -65,9 +61,5 @@ for _, ident in ipairs(idents) do
     end
   end
 end
-for _, ident in ipairs(redis.call('SMEMBERS', KEYS[2])) do
-  if not in_working[ident] then
-    redis.call('SREM', KEYS[2], ident)
-  end
-end
+forget_gone(KEYS[2], in_working)
 return dead

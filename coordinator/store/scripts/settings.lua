@@ -19,11 +19,8 @@
 -- key is not a job (not a hash; nothing written), {-3, 0} when a pipeline
 -- has taken it (and ARGV[2] is 2).
 local t = redis.call('TYPE', KEYS[1])['ok']
-if t == 'none' then
-  return {0, 0}
-end
 if t ~= 'hash' then
-  return {-2, 0}
+  return t == 'none' and {0, 0} or {-2, 0}
 end
 local bad = history_bad(KEYS[4])
 if bad then

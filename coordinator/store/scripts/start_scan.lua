@@ -57,11 +57,7 @@ for _, ident in ipairs(idents) do
     elseif f[4] or f[5] then
       redis.call('SADD', KEYS[2], ident)
       started = started + 1
-      local nick = false
-      if f[4] then
-        local pok, n = pcall(redis.call, 'HGET', f[4], 'nickname')
-        if pok then nick = n end
-      end
+      local nick = f[4] and nickname(f[4])
       history(hkey, '{"ts":' .. ARGV[1] .. ',"ident":' .. cjson.encode(ident) ..
         ',"event":"started","by":' .. cjson.encode(f[4] or 'pipeline') ..
         ',"detail":{"pipeline":' .. str(nick) .. ',"started_at":' .. str(f[5]) .. '}}')
@@ -83,11 +79,7 @@ for _, ident in ipairs(idents) do
     end
   end
 end
-for _, ident in ipairs(redis.call('SMEMBERS', KEYS[2])) do
-  if not in_working[ident] then
-    redis.call('SREM', KEYS[2], ident)
-  end
-end
+forget_gone(KEYS[2], in_working)
 if baseline then
   redis.call('SET', KEYS[4], ARGV[1])
 end

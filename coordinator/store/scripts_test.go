@@ -12,7 +12,69 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 )
+
+// TestPipelinedScriptsAfterScriptFlush: the reads and marks that send a
+// pipeline of EVALSHAs load their script and run again when Redis answers
+// NOSCRIPT (a restarted Redis, SCRIPT FLUSH), rather than failing.
+func TestPipelinedScriptsAfterScriptFlush(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+		b.Client.HSet(ctx, "nsjob", "url", "http://example.com/")
+		b.Client.RPush(ctx, store.KeyWorking, "nsjob")
+		b.Client.ZAdd(ctx, store.KeyLog("nsjob"), redis.Z{Score: 1, Member: `{"type":"download","url":"http://example.com/1"}`})
+
+		b.Client.ScriptFlush(ctx)
+		logs, err := s.RecentLogs(ctx, 10)
+		if err != nil || len(logs) != 1 || len(logs[0].Entries) != 1 {
+			t.Fatalf("RecentLogs after SCRIPT FLUSH: %+v, %v", logs, err)
+		}
+		b.Client.ScriptFlush(ctx)
+		out, _, err := s.ReadUnbroadcastMany(ctx, []string{"nsjob"}, 10)
+		if err != nil || len(out) != 1 || len(out[0].Entries) != 1 {
+			t.Fatalf("ReadUnbroadcastMany after SCRIPT FLUSH: %+v, %v", out, err)
+		}
+		b.Client.ScriptFlush(ctx)
+		moved, err := s.MarkBroadcastMany(ctx, []store.BroadcastMark{{Ident: "nsjob", From: "", To: 1, Now: 1}})
+		if err != nil || len(moved) != 1 || !moved[0] {
+			t.Fatalf("MarkBroadcastMany after SCRIPT FLUSH: %v, %v", moved, err)
+		}
+	})
+}
+
+// TestAnalyzeCommitCAS: a batch read before another analyzer moved the
+// bookmark is not committed, so it cannot be counted twice.
+func TestAnalyzeCommitCAS(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		for i := 1; i <= 10; i++ {
+			b.Client.ZAdd(ctx, store.KeyLog("casjob"), redis.Z{Score: float64(i), Member: fmt.Sprintf(`{"type":"download","url":"http://example.com/%d","response_code":200,"ts":1}`, i)})
+		}
+		b.Client.HSet(ctx, "casjob", "last_analyzed_log_entry", "4", "r2xx", "4")
+		before := b.Dump(t)
+		keys := []string{"casjob", "casjob_log"}
+		for _, stale := range []string{"", "3", "4.0"} {
+			res, err := store.AnalyzeCommitScriptForTest.Run(ctx, b.Client, keys, stale, "10", 0, 6, 0, 0, 0, 0, 0, 1000, "0", 0).Int64Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]int64{0, 0, 0, 0}, res); diff != "" {
+				t.Errorf("commit from bookmark %q (-want +got):\n%s", stale, diff)
+			}
+		}
+		if diff := cmp.Diff(before, b.Dump(t)); diff != "" {
+			t.Errorf("stale commits changed Redis (-before +after):\n%s", diff)
+		}
+		res, err := store.AnalyzeCommitScriptForTest.Run(ctx, b.Client, keys, "4", "10", 0, 6, 0, 0, 0, 0, 0, 1000, "0").Int64Slice()
+		if err != nil || res[0] != 1 {
+			t.Fatalf("commit from the current bookmark: %v %v", res, err)
+		}
+		got, _ := b.Client.HMGet(ctx, "casjob", "last_analyzed_log_entry", "r2xx", "r1xx").Result()
+		if diff := cmp.Diff([]any{"10", "10", "0"}, got); diff != "" {
+			t.Errorf("after the commit (-want +got):\n%s", diff)
+		}
+	})
+}
 
 // A script that writes checks the type of every key it writes before its
 // first write (scripts/lib.lua, expect): Redis does not roll a script back,
@@ -124,19 +186,17 @@ func TestWriteScriptsCheckTypesFirst(t *testing.T) {
 	for _, tc := range cases {
 		for _, key := range tc.keys {
 			t.Run(tc.name+"/"+key, func(t *testing.T) {
-				redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-					ctx := context.Background()
-					s := store.NewStore(b.Client)
+				storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 					s.Now = func() time.Time { return now }
 					tc.setup(ctx, s, b.Client)
 					b.Client.Del(ctx, key)
 					b.Client.Set(ctx, key, "junk", 0)
-					before := dumpAll(t, b)
+					before := b.Dump(t)
 					err := tc.run(ctx, s)
 					if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 						t.Errorf("with %s a string: error %v, want WRONGTYPE", key, err)
 					}
-					if diff := cmp.Diff(before, dumpAll(t, b)); diff != "" {
+					if diff := cmp.Diff(before, b.Dump(t)); diff != "" {
 						t.Errorf("with %s a string, the script changed Redis (-before +after):\n%s", key, diff)
 					}
 				})
@@ -153,13 +213,13 @@ func TestWriteScriptsNonIntegerFields(t *testing.T) {
 		const ident = "nijob"
 		b.Client.HSet(ctx, store.KeyJob(ident), "url", tweetURL, "r1xx", "1", "r2xx", "lots")
 		b.Client.ZAdd(ctx, store.KeyLog(ident), redis.Z{Score: 1, Member: "{}"})
-		before := dumpAll(t, b)
+		before := b.Dump(t)
 		s := store.NewStore(b.Client)
 		_, _, err := s.CommitLogCounts(ctx, ident, "", "1", store.LogCounts{R1xx: 1, R2xx: 1}, 0, false, 0)
 		if err == nil {
 			t.Error("commit onto r2xx = lots: no error")
 		}
-		if diff := cmp.Diff(before, dumpAll(t, b)); diff != "" {
+		if diff := cmp.Diff(before, b.Dump(t)); diff != "" {
 			t.Errorf("the commit changed Redis (-before +after):\n%s", diff)
 		}
 	})
@@ -191,13 +251,4 @@ func TestReapJunkDeathTimer(t *testing.T) {
 			t.Errorf("dead after two cycles at threshold 2: %d jobs, want 2", len(dead))
 		}
 	})
-}
-
-func dumpAll(t *testing.T, b *redistest.Backend) map[string]redistest.Entry {
-	t.Helper()
-	d, err := redistest.Dump(context.Background(), b.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
 }

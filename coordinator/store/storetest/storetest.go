@@ -1,0 +1,19 @@
+// Package storetest runs a test on each Redis backend of redistest with a
+// store on it: the set-up most tests of the store and of what sits on it
+// start with.
+package storetest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+)
+
+// Each runs fn as a subtest on each backend (redistest.Each) with a store
+// on it and a background context.
+func Each(t *testing.T, fn func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context)) {
+	t.Helper()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) { fn(t, b, store.NewStore(b.Client), context.Background()) })
+}
