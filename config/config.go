@@ -652,7 +652,7 @@ func (c *Config) validate() error {
 	if c.Redis.URL != "" {
 		// Parsed exactly as the run will parse it.
 		if _, err := redis.ParseURL(c.Redis.URL); err != nil {
-			bad("redis.url", "%q is not a Redis URL (redis://[:password@]host[:port][/db] or rediss://…; REDIS_URL overrides the file): %v", redactURL(c.Redis.URL), err)
+			bad("redis.url", "%q is not a Redis URL (redis://[:password@]host[:port][/db] or rediss://…; REDIS_URL overrides the file): %v", RedactURL(c.Redis.URL), err)
 		}
 	}
 	if c.Redis.ProtoMaxBulkLen < 1<<20 {
@@ -846,7 +846,7 @@ func checkBaseURL(raw string) error {
 		return fmt.Errorf("not a URL: %v", err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return fmt.Errorf("must be an http(s) base URL like https://example.social, got %q", redactURL(raw))
+		return fmt.Errorf("must be an http(s) base URL like https://example.social, got %q", RedactURL(raw))
 	}
 	return nil
 }
@@ -863,8 +863,8 @@ func checkListen(addr string) error {
 	return nil
 }
 
-// redactURL hides a password in a URL for messages.
-func redactURL(raw string) string {
+// RedactURL hides a password in a URL for messages and logs.
+func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(unparsable URL)"

@@ -118,7 +118,7 @@ func describe(cfg *config.Config) string {
 	case len(cfg.Redis.Sentinels) > 0:
 		backend = fmt.Sprintf("Redis master %q of sentinels %s", cfg.Redis.MasterName, strings.Join(cfg.Redis.Sentinels, ", "))
 	case !cfg.Embedded():
-		backend = "Redis " + redactURL(cfg.Redis.URL)
+		backend = "Redis " + config.RedactURL(cfg.Redis.URL)
 	}
 	file := cfg.File
 	if file == "" {

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,7 +150,7 @@ func openRedis(cfg *config.Config, logger *slog.Logger, stdout io.Writer) (*redi
 		if err != nil {
 			return nil, nil, fmt.Errorf("redis.url: %w", err)
 		}
-		logger.Info("using redis", "url", redactURL(cfg.Redis.URL))
+		logger.Info("using redis", "url", config.RedactURL(cfg.Redis.URL))
 		return redis.NewClient(opt), nil, nil
 	}
 	srv, err := embeddedredis.Start(embeddedredis.Options{
@@ -181,15 +180,6 @@ func absPath(p string) string {
 		return a
 	}
 	return p
-}
-
-// redactURL hides a password in a Redis URL.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
 }
 
 // checkConfig checks what a run would, short of its side effects: what
@@ -307,7 +297,7 @@ const checkRedisTimeout = 2 * time.Second
 // sentinels name) once, with a short timeout.
 func pingRedis(ctx context.Context, cfg *config.Config) error {
 	var rdb *redis.Client
-	where := "redis.url " + redactURL(cfg.Redis.URL)
+	where := "redis.url " + config.RedactURL(cfg.Redis.URL)
 	if len(cfg.Redis.Sentinels) > 0 {
 		fo := failoverOptions(cfg)
 		fo.DialTimeout, fo.MaxRetries = checkRedisTimeout, -1
@@ -358,7 +348,7 @@ func adminStore(ctx context.Context, cfg *config.Config) (st *store.Store, close
 			if opt, err = redis.ParseURL(cfg.Redis.URL); err != nil {
 				return nil, nil, "", fmt.Errorf("redis.url: %w", err)
 			}
-			where = redactURL(cfg.Redis.URL)
+			where = config.RedactURL(cfg.Redis.URL)
 		}
 		opt.DialTimeout, opt.DialerRetries, opt.MaxRetries = dialTimeout, 1, -1
 		rdb = redis.NewClient(opt)
