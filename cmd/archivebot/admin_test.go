@@ -13,6 +13,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
@@ -149,8 +150,7 @@ func TestAdminBadArguments(t *testing.T) {
 }
 
 func TestAdminJobsAndJob(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		s := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, _ context.Context) {
 		running := queueJob(t, s, "http://running.example.com/", "alice", store.KeyPending)
 		queued := queueJob(t, s, "http://queued.example.com/", "bob", store.KeyPendingAO)
 		named := queueJob(t, s, "http://named.example.com/", "bob", "pending:fast")
@@ -202,9 +202,7 @@ func TestAdminJobsAndJob(t *testing.T) {
 }
 
 func TestAdminFailAbortExpire(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := queueJob(t, s, "http://fail.example.com/", "alice", store.KeyPending)
 		var r actionResult
 		adminJSON(t, b, &r, "fail", id)
@@ -243,9 +241,7 @@ func TestAdminFailAbortExpire(t *testing.T) {
 }
 
 func TestAdminPipelinesAndReap(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := queueJob(t, s, "http://reap.example.com/", "carol", store.KeyPending)
 		p, _ := runningPipeline(t, b, pipelinesim.Config{Nickname: "gonepipe", ID: "bb22", Version: "v9"})
 		var views []pipelineView
@@ -283,9 +279,7 @@ func TestAdminPipelinesAndReap(t *testing.T) {
 // doc/web.md and doc/protocol.md describe them) is taken again by a
 // pipeline and runs to the end.
 func TestAdminRequeueRunsAgain(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		norm, id, _ := ident.FromURL("http://again.example.com/")
 		job := map[string]string{
 			"url": norm, "fetch_depth": "inf", "log_key": id + "_log", "ignore_patterns_set_key": id + "_ignores",
@@ -352,9 +346,7 @@ func TestAdminRequeueRunsAgain(t *testing.T) {
 // are enough for requeue to put the job back in its named queue with its
 // settings and ignore patterns, even after the job record has expired.
 func TestAdminFailThenRequeueFromRecords(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		queue := store.PendingNamedPrefix + "again"
 		id := queueJob(t, s, "http://records.example.com/", "erin", queue)
 		b.Client.SAdd(ctx, store.KeyIgnores(id), "^http://records\\.example\\.com/skip/")
@@ -393,9 +385,7 @@ func TestAdminFailThenRequeueFromRecords(t *testing.T) {
 // or tab from Redis may reach it raw (a title change, a screen clear, a
 // forged row or column).
 func TestAdminTablesCleanTerminalEscapes(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		id := queueJob(t, s, "http://escape.example.com/", "alice", store.KeyPending)
 		p, _ := runningPipeline(t, b, pipelinesim.Config{Nickname: "pipe\x1b]0;pwned\x07", ID: "cc33", Version: "\x1b[2J\x1b[H"})
 		if err := b.Client.HSet(ctx, p.Key(), "hostname", "host\r\nforged\trow", "status", "\u009b31mred").Err(); err != nil {
@@ -444,8 +434,7 @@ func decodeError(t *testing.T, what, out string) errorResult {
 // With -json, errors are JSON on stdout and the exit status is not 0:
 // a refusal, a bad flag, and a Redis that does not answer.
 func TestAdminJSONErrors(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		s := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, _ context.Context) {
 		id := queueJob(t, s, "http://json.example.com/", "alice", store.KeyPending)
 		var r actionResult
 		adminJSON(t, b, &r, "abort", id)
@@ -479,9 +468,7 @@ func TestAdminJSONErrors(t *testing.T) {
 
 // queued_at (and started_at) are integers, as in the web API.
 func TestJobsTimesAreIntegers(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		s := store.NewStore(b.Client)
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		queueJob(t, s, "http://int.example.com/", "alice", store.KeyPending)
 		queueJob(t, s, "http://int2.example.com/", "alice", store.KeyPending)
 		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "intpipe"})

@@ -16,6 +16,7 @@ import (
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
@@ -30,10 +31,8 @@ func startLineOf(id, pipeline string) func(string) bool {
 func isStartLine(s string) bool { return strings.Contains(s, "has started on ") }
 
 func TestE2EStartNotices(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		rdb := b.Client
-		st := store.NewStore(rdb)
 		const ch = "#starts"
 		irc, cfg, _, voice, plain := channelWithRoles(t, b, ch)
 		bot := startChild(t, cfg)

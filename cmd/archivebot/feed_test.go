@@ -12,12 +12,12 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 )
 
 // Issue 22: `archivebot feed` shows each configured network's state.
 func TestAdminFeed(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		b.Client.FlushDB(ctx)
 		cfg := filepath.Join(t.TempDir(), "archivebot.toml")
 		if err := os.WriteFile(cfg, []byte(`[tweeter.mastodon]
@@ -30,7 +30,6 @@ budget = 0
 `), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s := store.NewStore(b.Client)
 		b.Client.ZAdd(ctx, store.KeyTweetsQueue, redis.Z{Score: 1, Member: "Archiving https://a.example/"}, redis.Z{Score: 2, Member: "Archiving https://b.example/"})
 		nets := store.FeedNets{"mastodon", "bluesky"}
 		now := time.Now()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
@@ -22,8 +23,7 @@ import (
 // latency from mark-done to the printed line is logged, not asserted.
 // The same node delivers the line an operator's `archivebot fail` queues.
 func TestFinishReportWithinAnHourInterval(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		cfg := filepath.Join(t.TempDir(), "push.toml")
 		os.WriteFile(cfg, []byte(fmt.Sprintf(`[redis]
 url = %q
@@ -52,7 +52,6 @@ listen = ""
 			return err == nil && n["updates"] > 0
 		})
 
-		s := store.NewStore(b.Client)
 		pipe := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "pushpipe"})
 		for i := range 3 {
 			url := fmt.Sprintf("http://push%d.example.net/", i)
