@@ -208,6 +208,15 @@ func (r *streamRig) dial(t *testing.T, base, query, origin string) *websocket.Co
 	return c
 }
 
+// dialV2 opens a client of our protocol (?v=2, more parameters in more)
+// on the main listener and reads its hello.
+func (r *streamRig) dialV2(t *testing.T, more string) *websocket.Conn {
+	t.Helper()
+	c := r.dial(t, r.main.URL, "?v=2"+more, "")
+	readV2(t, c) // hello
+	return c
+}
+
 func readJSON(t *testing.T, c *websocket.Conn) map[string]any {
 	t.Helper()
 	c.SetReadDeadline(time.Now().Add(20 * time.Second))
@@ -498,8 +507,7 @@ func TestStreamNoMissedEndOfJob(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		r := newStreamRig(t, b, HubOptions{QueueV2: 8}, true)
 		ctx := context.Background()
-		c := r.dial(t, r.main.URL, "?v=2", "")
-		readV2(t, c) // hello
+		c := r.dialV2(t, "")
 		// The client is now "slow": nothing is written.
 		gate := r.holdWrites(nil)
 		jobs := []*pipelinesim.Job{
@@ -576,8 +584,7 @@ func TestStreamOverflowOfEventsCloses(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		r := newStreamRig(t, b, HubOptions{QueueV2: 2}, true)
 		ctx := context.Background()
-		c := r.dial(t, r.main.URL, "?v=2", "")
-		readV2(t, c) // hello
+		c := r.dialV2(t, "")
 		entered := make(chan struct{}, 1)
 		gate := r.holdWrites(entered)
 		publish := func(ident, event string) {
@@ -721,8 +728,7 @@ func TestStreamSlowClientsBoundedInBytes(t *testing.T) {
 		for i := range clients {
 			id := fmt.Sprintf("slowjob%d", i)
 			jobs = append(jobs, r.queueAndTake(t, id, fmt.Sprintf("http://slow%d.example/", i)))
-			conns = append(conns, r.dial(t, r.main.URL, "?v=2&jobs="+id, ""))
-			readV2(t, conns[i]) // hello
+			conns = append(conns, r.dialV2(t, "&jobs="+id))
 		}
 		gate := r.holdWrites(nil)
 		big := strings.Repeat("y", 60<<10)
