@@ -15,6 +15,7 @@ import (
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
@@ -38,10 +39,7 @@ func TestE2EQueueToolsMatrix(t *testing.T) {
 			t.Fatal(err)
 		}
 		dump := func() map[string]redistest.Entry {
-			d, err := redistest.Dump(ctx, rdb)
-			if err != nil {
-				t.Fatal(err)
-			}
+			d := b.Dump(t)
 			delete(d, "archivebot:test:dbcounter")
 			return d
 		}
@@ -130,14 +128,13 @@ func TestE2EQueueToolsMatrix(t *testing.T) {
 // every step with who did it, in the channel the last five; the list gets
 // the aborted job's TTL.
 func TestE2EHistory(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		rdb := b.Client
 		const ch = "#history"
 		op, voice, plain := childInChannel(t, b, ch)
 		url, id := identOf(t, "https://example.com/history")
 		history := func() []string {
-			es, err := store.NewStore(rdb).History(ctx, id, 100)
+			es, err := s.History(ctx, id, 100)
 			if err != nil {
 				t.Fatal(err)
 			}
