@@ -375,6 +375,16 @@ func channelWithRoles(t testing.TB, b *redistest.Backend, ch string) (irc *ircte
 	return irc, cfg, op, voice, plain
 }
 
+// nodeInChannel is channelWithRoles with the node started in this process
+// (startNode) in ch; it returns the users once the op saw the bot join.
+func nodeInChannel(t testing.TB, b *redistest.Backend, ch string) (op, voice, plain *irctest.User) {
+	t.Helper()
+	_, cfg, op, voice, plain := channelWithRoles(t, b, ch)
+	startNode(t, cfg)
+	op.WaitBotIn(botNick, ch)
+	return op, voice, plain
+}
+
 // childInChannel is channelWithRoles with the node started as a child
 // process in ch; it returns the users once the plain user saw the bot
 // join.

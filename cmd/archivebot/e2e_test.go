@@ -257,9 +257,7 @@ func TestE2EDeadJob(t *testing.T) {
 		ctx := context.Background()
 		rdb := b.Client
 		const ch = "#dead"
-		_, cfg, op, voice, _ := channelWithRoles(t, b, ch)
-		startNode(t, cfg)
-		op.WaitBotIn(botNick, ch)
+		op, voice, _ := nodeInChannel(t, b, ch)
 
 		url, id := identOf(t, "https://example.com/e2e/dead")
 		sim := runSim(t, rdb, pipelinesim.Config{Nickname: "e2e-crash"}, fastRun(100000, 20*time.Millisecond, 5))
@@ -338,9 +336,7 @@ func TestE2EPlantedText(t *testing.T) {
 		rdb := b.Client
 		const ch = "#planted"
 		const smuggle = "\r\nPRIVMSG " + ch + " :x\x00"
-		_, cfg, watcher, voice, plain := channelWithRoles(t, b, ch)
-		startNode(t, cfg)
-		watcher.WaitBotIn(botNick, ch)
+		watcher, voice, plain := nodeInChannel(t, b, ch)
 
 		evil := runSim(t, rdb, pipelinesim.Config{Nickname: "evil" + smuggle}, fastRun(100000, 50*time.Millisecond, 0))
 		watcher.Expect("connected line", fromBot(ch, textIs(connectedLine(evil.p, simVersion))))
