@@ -18,7 +18,6 @@ import (
 // Issue 22: `archivebot feed` shows each configured network's state.
 func TestAdminFeed(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
-		b.Client.FlushDB(ctx)
 		cfg := filepath.Join(t.TempDir(), "archivebot.toml")
 		if err := os.WriteFile(cfg, []byte(`[tweeter.mastodon]
 server = "http://127.0.0.1:1"
