@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -73,10 +72,7 @@ func TestE2EFeedKillMastodon(t *testing.T) {
 	raw, _ := os.ReadFile(cfg)
 	conf := strings.Replace(string(raw), "[tweeter]\ninterval = \"1h\"\n",
 		fmt.Sprintf("[tweeter]\ninterval = \"1h\"\n\n[tweeter.mastodon]\nserver = %q\naccess_token = \"tok\"\n", srv.URL), 1)
-	cfg = filepath.Join(t.TempDir(), "feed.toml")
-	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg = writeTemp(t, "feed.toml", conf)
 
 	c1 := startChild(t, cfg)
 	select {

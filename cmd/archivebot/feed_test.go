@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,17 +16,14 @@ import (
 // Issue 22: `archivebot feed` shows each configured network's state.
 func TestAdminFeed(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
-		cfg := filepath.Join(t.TempDir(), "archivebot.toml")
-		if err := os.WriteFile(cfg, []byte(`[tweeter.mastodon]
+		cfg := writeTemp(t, "archivebot.toml", `[tweeter.mastodon]
 server = "http://127.0.0.1:1"
 access_token = "t"
 [tweeter.bluesky]
 identifier = "a.test"
 app_password = "p"
 budget = 0
-`), 0o600); err != nil {
-			t.Fatal(err)
-		}
+`)
 		b.Client.ZAdd(ctx, store.KeyTweetsQueue, redis.Z{Score: 1, Member: "Archiving https://a.example/"}, redis.Z{Score: 2, Member: "Archiving https://b.example/"})
 		nets := store.FeedNets{"mastodon", "bluesky"}
 		now := time.Now()

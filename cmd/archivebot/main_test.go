@@ -177,15 +177,14 @@ func TestListenAddressTaken(t *testing.T) {
 // The same node delivers the line an operator's `archivebot fail` queues.
 func TestFinishReportWithinAnHourInterval(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
-		cfg := filepath.Join(t.TempDir(), "push.toml")
-		os.WriteFile(cfg, []byte(fmt.Sprintf(`[redis]
+		cfg := writeTemp(t, "push.toml", fmt.Sprintf(`[redis]
 url = %q
 [notifier]
 finish_interval = "1h"
 pipeline_interval = "1h"
 [http]
 listen = ""
-`, b.URL)), 0o644)
+`, b.URL))
 		t.Setenv("REDIS_URL", "")
 		nodeMu.Lock()
 		defer nodeMu.Unlock()
