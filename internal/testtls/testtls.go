@@ -34,12 +34,8 @@ type Files struct {
 // are valid from an hour ago for a day.
 func New(t testing.TB, dir string) Files {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now()
-	caTmpl := &x509.Certificate{
+	ca, caKey := issue(t, &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "archivebot-go test CA"},
 		NotBefore:             now.Add(-time.Hour),
@@ -47,20 +43,8 @@ func New(t testing.TB, dir string) Files {
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
+	}, nil, nil)
+	cert, key := issue(t, &x509.Certificate{
 		SerialNumber: big.NewInt(2),
 		Subject:      pkix.Name{CommonName: "archivebot-go test server"},
 		NotBefore:    now.Add(-time.Hour),
@@ -69,11 +53,7 @@ func New(t testing.TB, dir string) Files {
 		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, ca, caKey)
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
@@ -88,9 +68,31 @@ func New(t testing.TB, dir string) Files {
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
 	return Files{
-		CA:    write("ca.pem", "CERTIFICATE", caDER),
-		Cert:  write("cert.pem", "CERTIFICATE", der),
+		CA:    write("ca.pem", "CERTIFICATE", ca.Raw),
+		Cert:  write("cert.pem", "CERTIFICATE", cert.Raw),
 		Key:   write("key.pem", "EC PRIVATE KEY", keyDER),
 		Roots: roots,
 	}
+}
+
+// issue makes a fresh P-256 key and a certificate of tmpl for it, signed
+// by parent's key, or by itself when parent is nil.
+func issue(t testing.TB, tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
 }
