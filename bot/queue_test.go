@@ -22,15 +22,6 @@ func sayAs(b *Bot, nick, key string, rank Rank, channel, text string) []string {
 	return rec.replies
 }
 
-func dump(t *testing.T, be *redistest.Backend) map[string]redistest.Entry {
-	t.Helper()
-	d, err := redistest.Dump(context.Background(), be.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 func urlIdent(t *testing.T, raw string) string {
 	t.Helper()
 	_, id, err := ident.FromURL(raw)
@@ -59,7 +50,7 @@ func TestQueueToolsBadInput(t *testing.T) {
 			t.Fatalf("take: %v", err)
 		}
 		be.Client.LPush(context.Background(), store.KeyPending, id)
-		before := dump(t, be)
+		before := be.Dump(t)
 		cases := []struct{ text, want string }{
 			{"!history", "Usage: !history IDENT"},
 			{"!history NOT-AN-IDENT", "Usage: !history"},
@@ -87,7 +78,7 @@ func TestQueueToolsBadInput(t *testing.T) {
 			if len(got) == 0 || !strings.Contains(strings.Join(got, "\n"), c.want) {
 				t.Errorf("%q: replies %q, want one containing %q", c.text, got, c.want)
 			}
-			if diff := cmp.Diff(before, dump(t, be)); diff != "" {
+			if diff := cmp.Diff(before, be.Dump(t)); diff != "" {
 				t.Fatalf("%q changed Redis:\n%s", c.text, diff)
 			}
 		}
@@ -174,12 +165,12 @@ func TestPerUserPendingLimitCommand(t *testing.T) {
 		b := New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t), PerUserPendingLimit: 2})
 		sayAs(b, "Dan[x]", "dan{x}", RankVoice, "#a", "!a http://d1.example.com/")
 		sayAs(b, "DAN{X}", "dan{x}", RankVoice, "#a", "!ao http://d2.example.com/")
-		before := dump(t, be)
+		before := be.Dump(t)
 		got := sayAs(b, "dan[x]", "dan{x}", RankVoice, "#a", "!a http://d3.example.com/")
 		if len(got) != 1 || !strings.Contains(got[0], "you already have 2 jobs queued") {
 			t.Errorf("third job: %q", got)
 		}
-		if diff := cmp.Diff(before, dump(t, be)); diff != "" {
+		if diff := cmp.Diff(before, be.Dump(t)); diff != "" {
 			t.Errorf("refusal changed Redis:\n%s", diff)
 		}
 		got = sayAs(b, "eve", "eve", RankVoice, "#a", "!a http://e1.example.com/")
