@@ -243,6 +243,19 @@ func TestHistoryOneStep(t *testing.T) {
 	})
 }
 
+// Counted words take their singular for one, as upstream's replies do.
+func TestPluralWords(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{workers(1), "1 worker"}, {workers(3), "3 workers"},
+		{lastSteps(1), "the last step"}, {lastSteps(5), "the last 5 steps"},
+		{plural(0, "job", "jobs"), "jobs"}, {plural(1, "job", "jobs"), "job"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
+
 // Right after !fail (while the job record still exists) !status says who
 // failed the job and when, as it does once only the failure record is left.
 func TestStatusRightAfterFail(t *testing.T) {
