@@ -243,7 +243,7 @@ func TestHistoryOneStep(t *testing.T) {
 	})
 }
 
-// Counted words take their singular for one, as upstream's replies do.
+// Counted words take their singular for one.
 func TestPluralWords(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
 		{workers(1), "1 worker"}, {workers(3), "3 workers"},
