@@ -575,12 +575,7 @@ func (b *Bridge) take(c redcon.Conn, cs *connState, args []string) {
 	} else {
 		req = wire.TakeRequest{Queues: []string{q}}
 	}
-	var job *wire.Job
-	err := b.call("take", func(ctx context.Context) error {
-		var err error
-		job, err = b.node.Take(ctx, req)
-		return err
-	})
+	job, err := callFor(b, "take", func(ctx context.Context) (*wire.Job, error) { return b.node.Take(ctx, req) })
 	if err != nil {
 		c.WriteError(nodeReply(err))
 		return
