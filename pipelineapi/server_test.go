@@ -135,8 +135,8 @@ func (h *harness) holding(name, ident string) *client.Client {
 	h.t.Helper()
 	c := h.addKey(name)
 	h.queue(ident, store.KeyPending)
-	if _, err := c.Take(context.Background(), wire.TakeRequest{}); err != nil {
-		h.t.Fatal(err)
+	if j, err := c.Take(context.Background(), wire.TakeRequest{}); err != nil || j == nil {
+		h.t.Fatalf("take: %v %v", j, err)
 	}
 	return c
 }
