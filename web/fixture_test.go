@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -207,4 +208,13 @@ func expect(t testing.TB, r *http.Response, status int, ctype string) {
 	if got := r.Header.Get("Content-Type"); got != ctype {
 		t.Fatalf("%s: Content-Type %q, want %q", r.Request.URL, got, ctype)
 	}
+}
+
+// quietLogger is a logger that writes nowhere.
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// idleClient is a stream client of h with queue limits lim and no
+// connection: its writer never runs, as a client that stopped reading.
+func idleClient(h *Hub, v2 bool, lim queueLimits) *client {
+	return &client{hub: h, v2: v2, lim: lim, signal: make(chan struct{}, 1), done: make(chan struct{})}
 }

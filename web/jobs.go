@@ -101,10 +101,7 @@ type JobProgress struct {
 // a queued job in none of those costs the SCAN for pending:* and one more
 // pipeline; a running job one HGETALL of its pipeline record.
 func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
-	if s.page(w, r, "page.html", typeJSON) {
-		return
-	}
-	if accepts(w, r, typeJSON, typeHTML) == "" {
+	if s.pageOrNotJSON(w, r) {
 		return
 	}
 	id := r.PathValue("ident")

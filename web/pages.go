@@ -61,3 +61,11 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request, name string, offer
 	}
 	return true
 }
+
+// pageOrNotJSON answers a request for a JSON endpoint that has a page: a
+// browser gets page.html, a client that takes neither JSON nor HTML a
+// 406. It returns true when it answered; false leaves the JSON to the
+// caller.
+func (s *Server) pageOrNotJSON(w http.ResponseWriter, r *http.Request) bool {
+	return s.page(w, r, "page.html", typeJSON) || accepts(w, r, typeJSON, typeHTML) == ""
+}

@@ -98,10 +98,7 @@ var pipelineFields = []string{"id", "hostname", "nickname", "fqdn", "pid", "vers
 // write are absent), sorted by id.
 // Redis: SMEMBERS pipelines, one pipeline of HGETALL.
 func (s *Server) handlePipelines(w http.ResponseWriter, r *http.Request) {
-	if s.page(w, r, "page.html", typeJSON) {
-		return
-	}
-	if accepts(w, r, typeJSON, typeHTML) == "" {
+	if s.pageOrNotJSON(w, r) {
 		return
 	}
 	ps, err := s.store.Pipelines(r.Context())
@@ -138,10 +135,7 @@ const maxRecent = 10
 func (s *Server) handleRecent(w http.ResponseWriter, r *http.Request) {
 	// A browser gets a page showing the same entries, as upstream's
 	// does.
-	if s.page(w, r, "page.html", typeJSON) {
-		return
-	}
-	if accepts(w, r, typeJSON, typeHTML) == "" {
+	if s.pageOrNotJSON(w, r) {
 		return
 	}
 	count := maxRecent
@@ -264,10 +258,7 @@ func appendWithJobData(buf *bytes.Buffer, entry, jd []byte) {
 // one pipeline of 2 HGETALL per indexed job, and one ZREM when some
 // entries have expired.
 func (s *Server) handleFinished(w http.ResponseWriter, r *http.Request) {
-	if s.page(w, r, "page.html", typeJSON) {
-		return
-	}
-	if accepts(w, r, typeJSON, typeHTML) == "" {
+	if s.pageOrNotJSON(w, r) {
 		return
 	}
 	jobs, err := s.store.FinishedJobs(r.Context())

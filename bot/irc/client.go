@@ -72,7 +72,11 @@ type Client struct {
 	replies  map[string]*replyQueue  // answers waiting, by folded nick
 	qwake    chan struct{}           // closed and replaced when a reply queue empties
 	finishes map[string]*finishQueue // finish reports waiting, by folded channel
-	cmdSeq   atomic.Uint64           // numbers commands, for combining answers
+	// finishRest holds the lines of a report split over several lines
+	// that were not sent when its first lines were, by finishRestKey: a
+	// report delivered again (at least once) sends only the rest.
+	finishRest map[string][][]byte
+	cmdSeq     atomic.Uint64 // numbers commands, for combining answers
 
 	// Gate, when set, is asked before every write to the server socket
 	// and before dialing: false means this node may not speak (its leader
@@ -111,20 +115,21 @@ func New(cfg config.IRC, b *bot.Bot, logger *slog.Logger) *Client {
 	}
 	logger = logger.With("service", "irc")
 	c := &Client{
-		cfg:      cfg,
-		bot:      b,
-		log:      logger,
-		state:    newTracker(cfg.Nick),
-		out:      newOutbox(cfg.MessagesPerSecond, cfg.Burst),
-		throttle: newThrottle(cfg.CommandsPerMinute),
-		disp:     newDispatcher(8, 256, logger),
-		wanted:   map[string]chanSpec{},
-		joinWait: map[string][]chan error{},
-		rejoins:  map[string]*time.Timer{},
-		keys:     map[string]string{},
-		replies:  map[string]*replyQueue{},
-		qwake:    make(chan struct{}),
-		finishes: map[string]*finishQueue{},
+		cfg:        cfg,
+		bot:        b,
+		log:        logger,
+		state:      newTracker(cfg.Nick),
+		out:        newOutbox(cfg.MessagesPerSecond, cfg.Burst),
+		throttle:   newThrottle(cfg.CommandsPerMinute),
+		disp:       newDispatcher(8, 256, logger),
+		wanted:     map[string]chanSpec{},
+		joinWait:   map[string][]chan error{},
+		rejoins:    map[string]*time.Timer{},
+		keys:       map[string]string{},
+		replies:    map[string]*replyQueue{},
+		qwake:      make(chan struct{}),
+		finishes:   map[string]*finishQueue{},
+		finishRest: map[string][][]byte{},
 
 		backoffMin:      2 * time.Second,
 		backoffMax:      5 * time.Minute,
@@ -872,16 +877,23 @@ func (c *Client) Announce(ctx context.Context, channel, text string) error {
 // postChannel sends lines to channel, one of ours, joining it first when
 // the bot is not in it, and returns once all were written.
 func (c *Client) postChannel(ctx context.Context, channel string, lines [][]byte) error {
+	_, err := c.postChannelN(ctx, channel, lines)
+	return err
+}
+
+// postChannelN is postChannel, also reporting how many lines, from the
+// first, were written (outbox.sendN).
+func (c *Client) postChannelN(ctx context.Context, channel string, lines [][]byte) (int, error) {
 	gen, up := c.out.connected()
 	if !up || !c.connected.Load() {
-		return errNotConnected
+		return 0, errNotConnected
 	}
 	if !c.state.Joined(channel) {
 		if err := c.join(ctx, channel, gen); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return c.out.send(ctx, "a:"+c.state.Fold(channel), gen, time.Time{}, false, lines...)
+	return c.out.sendN(ctx, "a:"+c.state.Fold(channel), gen, time.Time{}, false, lines...)
 }
 
 // join joins channel, a configured one, for an announcement and waits for

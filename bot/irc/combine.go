@@ -338,8 +338,19 @@ type finishUnit struct {
 	err   error
 }
 
+// maxFinishRest bounds the reports whose unsent lines are remembered;
+// past it a report sent again is sent whole.
+const maxFinishRest = 1024
+
+// finishRestKey names one report in one channel for finishRest.
+func (c *Client) finishRestKey(channel string, it *finishItem) string {
+	return c.state.Fold(channel) + "\x00" + it.r.Ident + "\x00" + it.via + "\x00" + it.r.Line
+}
+
 // postUnit sends a unit's lines; it gives up when the context of any of
-// its reports ends (they all come from the same notifier cycle).
+// its reports ends (they all come from the same notifier cycle). When a
+// report of its own unit fails after some of its lines went out, the rest
+// is remembered for its next delivery (finishRest).
 func (c *Client) postUnit(channel string, u finishUnit) error {
 	if u.err != nil {
 		return u.err
@@ -350,7 +361,19 @@ func (c *Client) postUnit(channel string, u finishUnit) error {
 		stop := context.AfterFunc(it.ctx, cancel)
 		defer stop()
 	}
-	return c.postChannel(ctx, channel, u.lines)
+	n, err := c.postChannelN(ctx, channel, u.lines)
+	if len(u.items) == 1 {
+		key := c.finishRestKey(channel, u.items[0])
+		c.qmu.Lock()
+		switch {
+		case err == nil:
+			delete(c.finishRest, key)
+		case n > 0 && (len(c.finishRest) < maxFinishRest || c.finishRest[key] != nil):
+			c.finishRest[key] = u.lines[n:]
+		}
+		c.qmu.Unlock()
+	}
+	return err
 }
 
 // finishUnits turns reports into units: one line each, or, combining,
@@ -359,6 +382,12 @@ func (c *Client) postUnit(channel string, u finishUnit) error {
 func (c *Client) finishUnits(channel string, items []*finishItem, combine bool) []finishUnit {
 	nickLen := c.nickLen()
 	single := func(it *finishItem) finishUnit {
+		c.qmu.Lock()
+		rest := c.finishRest[c.finishRestKey(channel, it)]
+		c.qmu.Unlock()
+		if rest != nil {
+			return finishUnit{lines: rest, items: []*finishItem{it}}
+		}
 		text := it.r.Line
 		if it.via != "" {
 			text = "[for " + it.via + "] " + text

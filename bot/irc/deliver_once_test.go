@@ -2,8 +2,14 @@ package irc
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/archiveteam/archivebot-go/coordinator"
 )
 
 // gateLink is a connection whose writes signal when they start and
@@ -59,5 +65,60 @@ func TestSendWrittenWhileCancelled(t *testing.T) {
 				t.Errorf("%d lines written, want 1", n)
 			}
 		})
+	}
+}
+
+// flakyLink records the lines written to it and fails the writes whose
+// number (from 1) is in fail.
+type flakyLink struct {
+	mu    sync.Mutex
+	n     int
+	fail  map[int]bool
+	lines []string
+}
+
+func (f *flakyLink) write(ctx context.Context, line []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	if f.fail[f.n] {
+		return errConnLost
+	}
+	f.lines = append(f.lines, string(line))
+	return nil
+}
+
+// TestFinishReportResumesAfterPartialSend: a report too long for one line
+// whose delivery failed after its first line went out is delivered again
+// (at least once) — and then sends only the lines not yet sent, so the
+// channel reads each line once.
+func TestFinishReportResumesAfterPartialSend(t *testing.T) {
+	c, _ := offlineClient(t, 0, 1)
+	f := &flakyLink{fail: map[int]bool{2: true}}
+	c.out.setLink(f, c.gen.Load())
+	url := "https://example.com/" + strings.Repeat("long/", 200)
+	r := coordinator.FinishReport{Channel: "#chan", Nick: "alice", URL: url, Ident: "resume1",
+		Line: "alice: Your job for " + url + " has finished."}
+	deliver := func() error {
+		done := make(chan error, 1)
+		c.AnnounceFinish(context.Background(), r, func(err error) { done <- err })
+		return <-done
+	}
+	if err := deliver(); err == nil {
+		t.Fatal("first delivery: no error, but the second line failed")
+	}
+	if err := deliver(); err != nil {
+		t.Fatalf("second delivery: %v", err)
+	}
+	want, err := messageLines("PRIVMSG", "#chan", "", r.Line, c.nickLen())
+	if err != nil || len(want) < 3 {
+		t.Fatalf("the report is %d lines (%v); the test wants at least 3", len(want), err)
+	}
+	var wantStr []string
+	for _, l := range want {
+		wantStr = append(wantStr, string(l))
+	}
+	if diff := cmp.Diff(wantStr, f.lines); diff != "" {
+		t.Errorf("lines written over both deliveries (-each once +got):\n%s", diff)
 	}
 }

@@ -44,8 +44,12 @@ type item struct {
 	// 0 means any connection.
 	gen     uint64
 	expires time.Time // zero: never
-	state   atomic.Int32
-	done    chan error // receives exactly one result
+	// batch is shared by the lines of one send of several lines: when
+	// one fails, the rest of its batch is withdrawn before the sender
+	// can pick the next, so what went out is always a first part.
+	batch *struct{}
+	state atomic.Int32
+	done  chan error // receives exactly one result
 }
 
 func (it *item) finish(err error) {
@@ -305,6 +309,9 @@ func (o *outbox) run(ctx context.Context) {
 		it.finish(err)
 		o.mu.Lock()
 		o.inflight = false
+		if err != nil && it.batch != nil {
+			o.failWhere(func(x *item) bool { return x.batch == it.batch }, err)
+		}
 		o.notify()
 		o.mu.Unlock()
 	}
@@ -346,9 +353,22 @@ func (o *outbox) flush(ctx context.Context) bool {
 // returns nil exactly when every line was written, even if ctx ended
 // while the last one was being written.
 func (o *outbox) send(ctx context.Context, key string, gen uint64, expires time.Time, control bool, lines ...[]byte) error {
+	_, err := o.sendN(ctx, key, gen, expires, control, lines...)
+	return err
+}
+
+// sendN is send, also reporting how many lines, from the first, were
+// written before the first that was not (all of them when err is nil).
+// Lines go out in order and a failed line withdraws the rest of its send
+// (item.batch), so none after written was sent.
+func (o *outbox) sendN(ctx context.Context, key string, gen uint64, expires time.Time, control bool, lines ...[]byte) (written int, err error) {
 	items := make([]*item, len(lines))
+	var batch *struct{}
+	if len(lines) > 1 {
+		batch = new(struct{})
+	}
 	for i, l := range lines {
-		items[i] = &item{line: l, key: key, gen: gen, expires: expires}
+		items[i] = &item{line: l, key: key, gen: gen, expires: expires, batch: batch}
 		o.enqueue(items[i], control)
 	}
 	var firstErr error
@@ -363,16 +383,21 @@ func (o *outbox) send(ctx context.Context, key string, gen uint64, expires time.
 		select {
 		case err := <-it.done:
 			firstErr = err
+			if err == nil {
+				written++
+			}
 		case <-ctx.Done():
 			if !it.cancel() {
 				// Being written: its outcome counts, not ctx. A line
 				// the socket took was delivered; the next ones are
 				// withdrawn, and only then did the send fail.
-				firstErr = <-it.done
+				if firstErr = <-it.done; firstErr == nil {
+					written++
+				}
 				continue
 			}
 			firstErr = ctx.Err()
 		}
 	}
-	return firstErr
+	return written, firstErr
 }

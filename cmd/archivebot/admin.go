@@ -53,6 +53,16 @@ func newAdminCmd(name string, stdout, stderr io.Writer) *adminCmd {
 	return a
 }
 
+// runNoArgs runs the operator command name, which takes no arguments:
+// it parses args and runs fn in a session.
+func runNoArgs(name string, args []string, stdout, stderr io.Writer, fn func(ctx context.Context, a *adminCmd) int) int {
+	a := newAdminCmd(name, stdout, stderr)
+	if _, code := a.parse(args, 0); code >= 0 {
+		return code
+	}
+	return a.session(func(ctx context.Context) int { return fn(ctx, a) })
+}
+
 // parse parses the flags and checks that there are want arguments. The
 // exit status is -1 when the command should go on.
 func (a *adminCmd) parse(args []string, want int) ([]string, int) {
@@ -183,6 +193,26 @@ func (a *adminCmd) writeJSON(v any) int {
 	return 0
 }
 
+// listed answers a listing of n rows where the caller need not write a
+// table: with -json, rows as JSON; with no rows, empty as the one line.
+// done is false when the caller writes the table.
+func (a *adminCmd) listed(rows any, n int, empty string) (code int, done bool) {
+	if a.json {
+		return a.writeJSON(rows), true
+	}
+	if n == 0 {
+		fmt.Fprintln(a.stdout, empty)
+		return 0, true
+	}
+	return 0, false
+}
+
+// table is a tab-aligned table on stdout, laid out as every command's
+// tables are.
+func (a *adminCmd) table() *tabwriter.Writer {
+	return tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+}
+
 // operator names who ran the command, for reasons and channel lines.
 func operator() string { return localUser() }
 
@@ -300,14 +330,10 @@ func runJobs(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			}
 			rows = append(rows, r)
 		}
-		if a.json {
-			return a.writeJSON(rows)
+		if code, done := a.listed(rows, len(rows), "No jobs."); done {
+			return code
 		}
-		if len(rows) == 0 {
-			fmt.Fprintln(stdout, "No jobs.")
-			return 0
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		tw := a.table()
 		fmt.Fprintln(tw, "IDENT\tSTATE\tQUEUE\tPOS\tAGE\tBY\tPIPELINE\tURL")
 		now := time.Now()
 		for _, r := range rows {
@@ -438,7 +464,7 @@ func runJob(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if a.json {
 			return a.writeJSON(v)
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		tw := a.table()
 		line := func(k, val string) {
 			if val != "" {
 				fmt.Fprintf(tw, "%s:\t%s\n", k, tc(val))
@@ -682,11 +708,7 @@ func (v *pipelineView) fill(p *store.Pipeline, now time.Time, silentAfter time.D
 }
 
 func runPipelines(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	a := newAdminCmd("pipelines", stdout, stderr)
-	if _, code := a.parse(args, 0); code >= 0 {
-		return code
-	}
-	return a.session(func(ctx context.Context) int {
+	return runNoArgs("pipelines", args, stdout, stderr, func(ctx context.Context, a *adminCmd) int {
 		pls, err := a.store.Pipelines(ctx)
 		if err != nil {
 			return a.refusal("", err)
@@ -719,14 +741,10 @@ func runPipelines(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		for _, k := range gone {
 			views = append(views, pipelineView{Key: k, Gone: true, Silent: true, Jobs: byPipe[k]})
 		}
-		if a.json {
-			return a.writeJSON(views)
+		if code, done := a.listed(views, len(views), "No pipelines."); done {
+			return code
 		}
-		if len(views) == 0 {
-			fmt.Fprintln(stdout, "No pipelines.")
-			return 0
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		tw := a.table()
 		fmt.Fprintln(tw, "PIPELINE\tNICKNAME\tVERSION\tHOST\tSTATUS\tLAST REPORT\tJOBS")
 		for _, v := range views {
 			last := "-"

@@ -72,6 +72,22 @@ func queueJob(t *testing.T, s *store.Store, rawURL, nick, queue string) string {
 	return id
 }
 
+// runningPipeline starts a simulated pipeline (cfg) that reports
+// "Running" and takes the next job, which it returns (nil: none queued).
+func runningPipeline(t *testing.T, b *redistest.Backend, cfg pipelinesim.Config) (*pipelinesim.Pipeline, *pipelinesim.Job) {
+	t.Helper()
+	ctx := context.Background()
+	p := pipelinesim.New(b.Client, cfg)
+	if err := p.Report(ctx, "Running"); err != nil {
+		t.Fatal(err)
+	}
+	j, err := p.Take(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, j
+}
+
 // adminNotices returns what the admin notice list holds.
 func adminNotices(t *testing.T, b *redistest.Backend) []store.AdminNotice {
 	t.Helper()
@@ -134,17 +150,13 @@ func TestAdminBadArguments(t *testing.T) {
 
 func TestAdminJobsAndJob(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
 		s := store.NewStore(b.Client)
 		running := queueJob(t, s, "http://running.example.com/", "alice", store.KeyPending)
 		queued := queueJob(t, s, "http://queued.example.com/", "bob", store.KeyPendingAO)
 		named := queueJob(t, s, "http://named.example.com/", "bob", "pending:fast")
-		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "slowpipe", ID: "aa11"})
-		if err := p.Report(ctx, "Running"); err != nil {
-			t.Fatal(err)
-		}
-		if j, err := p.Take(ctx); err != nil || j.Ident != running {
-			t.Fatalf("take: %v %v", j, err)
+		p, j := runningPipeline(t, b, pipelinesim.Config{Nickname: "slowpipe", ID: "aa11"})
+		if j == nil || j.Ident != running {
+			t.Fatalf("take: %v", j)
 		}
 
 		var rows []jobRow
@@ -235,13 +247,7 @@ func TestAdminPipelinesAndReap(t *testing.T) {
 		ctx := context.Background()
 		s := store.NewStore(b.Client)
 		id := queueJob(t, s, "http://reap.example.com/", "carol", store.KeyPending)
-		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "gonepipe", ID: "bb22", Version: "v9"})
-		if err := p.Report(ctx, "Running"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Take(ctx); err != nil {
-			t.Fatal(err)
-		}
+		p, _ := runningPipeline(t, b, pipelinesim.Config{Nickname: "gonepipe", ID: "bb22", Version: "v9"})
 		var views []pipelineView
 		adminJSON(t, b, &views, "pipelines")
 		if len(views) != 1 || views[0].Key != p.Key() || views[0].Nickname != "gonepipe" || views[0].Version != "v9" ||
@@ -332,11 +338,7 @@ func TestAdminRequeueRunsAgain(t *testing.T) {
 		// A dead job whose pipeline still reports: refused without -force,
 		// requeued with it (the flag after the argument).
 		id2 := queueJob(t, s, "http://dead.example.com/", "erin", store.KeyPending)
-		p2 := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p2"})
-		p2.Report(ctx, "Running")
-		if _, err := p2.Take(ctx); err != nil {
-			t.Fatal(err)
-		}
+		runningPipeline(t, b, pipelinesim.Config{Nickname: "p2"})
 		adminRefused(t, b, []string{"still reports", "-force"}, "requeue", id2)
 		code, out, errs := admin(t, b, "requeue", id2, "--force")
 		if code != 0 || !strings.Contains(out, fmt.Sprintf("Job %s for http://dead.example.com/ requeued in pending", id2)) {
@@ -395,13 +397,7 @@ func TestAdminTablesCleanTerminalEscapes(t *testing.T) {
 		ctx := context.Background()
 		s := store.NewStore(b.Client)
 		id := queueJob(t, s, "http://escape.example.com/", "alice", store.KeyPending)
-		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "pipe\x1b]0;pwned\x07", ID: "cc33", Version: "\x1b[2J\x1b[H"})
-		if err := p.Report(ctx, "Running"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.Take(ctx); err != nil {
-			t.Fatal(err)
-		}
+		p, _ := runningPipeline(t, b, pipelinesim.Config{Nickname: "pipe\x1b]0;pwned\x07", ID: "cc33", Version: "\x1b[2J\x1b[H"})
 		if err := b.Client.HSet(ctx, p.Key(), "hostname", "host\r\nforged\trow", "status", "\u009b31mred").Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -429,6 +425,112 @@ func TestAdminTablesCleanTerminalEscapes(t *testing.T) {
 		_, out, _ = admin(t, b, "jobs")
 		if n := strings.Count(out, "\n"); n != 2 {
 			t.Errorf("jobs: %d lines, want header and one row: %q", n, out)
+		}
+	})
+}
+
+// decodeError expects one {"command","error"} object on stdout.
+func decodeError(t *testing.T, what, out string) errorResult {
+	t.Helper()
+	var e errorResult
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil || e.Error == "" || dec.More() {
+		t.Fatalf("%s: stdout is not one JSON error: %v in %q", what, err, out)
+	}
+	return e
+}
+
+// With -json, errors are JSON on stdout and the exit status is not 0:
+// a refusal, a bad flag, and a Redis that does not answer.
+func TestAdminJSONErrors(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		s := store.NewStore(b.Client)
+		id := queueJob(t, s, "http://json.example.com/", "alice", store.KeyPending)
+		var r actionResult
+		adminJSON(t, b, &r, "abort", id)
+		code, out, errs := admin(t, b, "abort", id, "-json")
+		if code != 1 || errs != "" {
+			t.Fatalf("abort of a finished job: exit %d, stderr %q", code, errs)
+		}
+		if e := decodeError(t, "abort", out); e.Command != "abort" || !strings.Contains(e.Error, "already finished") {
+			t.Fatalf("error %+v", e)
+		}
+		code, out, errs = admin(t, b, "jobs", "-json", "-bogus")
+		if code != 2 || errs != "" {
+			t.Fatalf("bad flag: exit %d, stderr %q", code, errs)
+		}
+		if e := decodeError(t, "bad flag", out); !strings.Contains(e.Error, "-bogus") {
+			t.Fatalf("error %+v", e)
+		}
+		code, out, _ = admin(t, b, "job", "-json", "not/an/ident")
+		if code != 2 {
+			t.Fatalf("bad ident: exit %d", code)
+		}
+		decodeError(t, "bad ident", out)
+	})
+	t.Setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+	var out, errb bytes.Buffer
+	if code := run([]string{"jobs", "-json"}, strings.NewReader(""), &out, &errb); code != 1 || errb.Len() != 0 {
+		t.Fatalf("no Redis: exit %d, stderr %q", code, errb.String())
+	}
+	decodeError(t, "no Redis", out.String())
+}
+
+// queued_at (and started_at) are integers, as in the web API.
+func TestJobsTimesAreIntegers(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s := store.NewStore(b.Client)
+		queueJob(t, s, "http://int.example.com/", "alice", store.KeyPending)
+		queueJob(t, s, "http://int2.example.com/", "alice", store.KeyPending)
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "intpipe"})
+		if _, err := p.Take(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var rows []map[string]any
+		adminJSON(t, b, &rows, "jobs")
+		if len(rows) != 2 {
+			t.Fatalf("rows %v", rows)
+		}
+		started := 0
+		for _, r := range rows {
+			q, ok := r["queued_at"].(float64)
+			if !ok || q != float64(int64(q)) || q < float64(time.Now().Add(-time.Hour).Unix()) {
+				t.Errorf("queued_at %#v", r["queued_at"])
+			}
+			if v, ok := r["started_at"]; ok {
+				started++
+				if f, ok := v.(float64); !ok || f != float64(int64(f)) {
+					t.Errorf("started_at %#v", v)
+				}
+			}
+		}
+		if started != 1 {
+			t.Errorf("%d rows with started_at", started)
+		}
+	})
+}
+
+// Reaping a pipeline that was reaped already is an error, not "0 jobs
+// failed" with exit 0.
+func TestReapTwice(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "twice", ID: "cc33"})
+		if err := p.Report(ctx, "Running"); err != nil {
+			t.Fatal(err)
+		}
+		old := strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10)
+		if err := b.Client.HSet(ctx, p.Key(), "ts", old).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, errs := admin(t, b, "reap-pipeline", "cc33"); code != 0 {
+			t.Fatalf("first reap: %d %q %q", code, out, errs)
+		}
+		code, out, errs := admin(t, b, "reap-pipeline", "cc33")
+		if code != 1 || !strings.Contains(errs, "no pipeline") {
+			t.Fatalf("second reap: exit %d, %q %q", code, out, errs)
 		}
 	})
 }

@@ -60,17 +60,6 @@ func BenchmarkPipelineLoad(b *testing.B) {
 	}
 }
 
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
-}
-
 func redisCalls(ctx context.Context, rdb *redis.Client) int64 {
 	s, _ := rdb.Info(ctx, "commandstats").Result()
 	var n int64

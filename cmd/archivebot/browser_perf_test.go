@@ -29,7 +29,6 @@ func TestDashboardPerf(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("ARCHIVEBOT_BROWSER_PERF_JOBS")); err == nil && n > 0 {
 		jobs = n
 	}
-	t.Setenv("REDIS_URL", "")
 	ctx := browser(t)
 	b := redistest.RealOrMini(t)
 	node := startConsoleNode(t, b, "")

@@ -6,12 +6,16 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
@@ -96,6 +100,7 @@ type consoleNode struct {
 // the test fails.
 func startConsoleNode(t *testing.T, b *redistest.Backend, stream string) *consoleNode {
 	t.Helper()
+	t.Setenv("REDIS_URL", "") // the configuration's Redis, not one inherited
 	n := &consoleNode{t: t, dir: t.TempDir(), base: "http://" + freeAddr(t)}
 	n.cfg = filepath.Join(n.dir, "node.toml")
 	text := fmt.Sprintf("[redis]\nurl = %q\n[http]\nlisten = %q\nstream_listen = %q\n", b.URL, strings.TrimPrefix(n.base, "http://"), stream)
@@ -120,6 +125,40 @@ func (n *consoleNode) restart() *session {
 	return n.session
 }
 
+// dashNode is a consoleNode that also serves the upstream stream, with a
+// pipeline simulator that reports "Running", and a way to queue and
+// start a job.
+type dashNode struct {
+	*consoleNode
+	rdb  redis.UniversalClient
+	pipe *pipelinesim.Pipeline
+}
+
+// startDashNode starts a dashNode on b; nickname is the simulated
+// pipeline's.
+func startDashNode(t *testing.T, b *redistest.Backend, nickname string) *dashNode {
+	t.Helper()
+	n := startConsoleNode(t, b, "127.0.0.1:0")
+	pipe := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: nickname})
+	if err := pipe.Report(context.Background(), "Running"); err != nil {
+		t.Fatal(err)
+	}
+	return &dashNode{consoleNode: n, rdb: b.Client, pipe: pipe}
+}
+
+// queue queues url with !a on the console and has the pipeline take the
+// job.
+func (d *dashNode) queue(url string) *pipelinesim.Job {
+	d.t.Helper()
+	d.send("!a " + url)
+	id := strings.Fields(strings.TrimPrefix(d.expect("Use !status "), "Use !status "))[0]
+	j, err := d.pipe.Take(context.Background())
+	if err != nil || j == nil || j.Ident != id {
+		d.t.Fatalf("take: %v %v (want %s)", j, err, id)
+	}
+	return j
+}
+
 // TestDashboardInBrowser drives the dashboard in headless chromium against
 // the whole node (console front end, real Redis when configured) and the
 // pipeline simulator: a job queued by a command appears when a pipeline
@@ -129,26 +168,16 @@ func (n *consoleNode) restart() *session {
 // (newest first, untrusted strings as text); after the node
 // restarts, the page reconnects and the stream resumes.
 func TestDashboardInBrowser(t *testing.T) {
-	t.Setenv("REDIS_URL", "")
 	ctx := browser(t)
 	b := redistest.RealOrMini(t)
-	n := startConsoleNode(t, b, "127.0.0.1:0")
-	s, dir, base := n.session, n.dir, n.base
+	n := startDashNode(t, b, "browserpipe")
+	s, dir, base, pipe := n.session, n.dir, n.base, n.pipe
 
 	bg := context.Background()
 	st := store.NewStore(b.Client)
-	pipe := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "browserpipe"})
-	if err := pipe.Report(bg, "Running"); err != nil {
-		t.Fatal(err)
-	}
 	queue := func(url string) *pipelinesim.Job {
 		t.Helper()
-		s.send("!a " + url)
-		id := strings.Fields(strings.TrimPrefix(s.expect("Use !status "), "Use !status "))[0]
-		j, err := pipe.Take(bg)
-		if err != nil || j == nil || j.Ident != id {
-			t.Fatalf("take: %v %v (want %s)", j, err, id)
-		}
+		j := n.queue(url)
 		j.LogStdout(bg, fmt.Sprintf(pipelinesim.StdoutReceived, j.Ident))
 		return j
 	}
@@ -340,3 +369,281 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("node exit code %d", code)
 	}
 }
+
+// lineNumbers reads the numbers of the "line N" stdout lines under the
+// CSS selector sel.
+func lineNumbers(t *testing.T, ctx context.Context, sel string) []int {
+	t.Helper()
+	texts := evalJS[[]string](t, ctx, fmt.Sprintf(`[...document.querySelectorAll(%q)].map(e => e.textContent)`, sel))
+	re := regexp.MustCompile(`^line (\d+)$`)
+	var out []int
+	for _, s := range texts {
+		if m := re.FindStringSubmatch(s); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// TestDashboardNoGapAtStart (finding 10): a pipeline writes a line every
+// few milliseconds while the dashboard and the job page load. Each page
+// subscribes first, then loads /logs/recent, and shows every line once:
+// the numbers on the page are consecutive up to the last line written (no
+// line lost between the history and the stream, none twice).
+func TestDashboardNoGapAtStart(t *testing.T) {
+	ctx := browser(t)
+	d := startDashNode(t, redistest.RealOrMini(t), "hardpipe")
+	bg := context.Background()
+	for _, pg := range []struct{ name, path, sel string }{
+		{"dashboard", "/", "#job-%s .log .line-stdout"},
+		{"job page", "/jobs/%s", "#job-log .line-stdout"},
+	} {
+		t.Run(pg.name, func(t *testing.T) {
+			j := d.queue("http://gapless-" + strings.ReplaceAll(pg.name, " ", "-") + ".example/")
+			path, sel := pg.path, pg.sel
+			if strings.Contains(path, "%s") {
+				path = fmt.Sprintf(path, j.Ident)
+			}
+			if strings.Contains(sel, "%s") {
+				sel = fmt.Sprintf(sel, j.Ident)
+			}
+			var mu sync.Mutex
+			last := 0
+			stop := make(chan struct{})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(3 * time.Millisecond):
+					}
+					mu.Lock()
+					last++
+					n := last
+					mu.Unlock()
+					if _, err := j.LogStdout(bg, fmt.Sprintf("line %d\n", n)); err != nil {
+						t.Errorf("log: %v", err)
+						return
+					}
+				}
+			}()
+			time.Sleep(200 * time.Millisecond) // some history before the page loads
+			mu.Lock()
+			atNav := last
+			mu.Unlock()
+			if err := chromedp.Do(ctx, chromedp.Navigate(d.base+path)); err != nil {
+				t.Fatal(err)
+			}
+			waitJS(t, ctx, "the stream", `document.getElementById("status").textContent.startsWith("live")`)
+			time.Sleep(500 * time.Millisecond) // lines while the stream runs
+			close(stop)
+			<-done
+			mu.Lock()
+			want := last
+			mu.Unlock()
+			waitJS(t, ctx, "the last line", fmt.Sprintf(`[...document.querySelectorAll(%q)].some(e => e.textContent === "line %d")`, sel, want))
+			got := lineNumbers(t, ctx, sel)
+			screenshot(t, ctx, d.dir, "gapless-"+strings.ReplaceAll(pg.name, " ", "-"))
+			if len(got) < 2 || want <= atNav {
+				t.Fatalf("lines shown %v; %d written before the page loaded, %d in all", got, atNav, want)
+			}
+			for i := 1; i < len(got); i++ {
+				if got[i] != got[i-1]+1 {
+					t.Fatalf("lines %d then %d: %s (%d lines shown, %d..%d)", got[i-1], got[i],
+						map[bool]string{true: "a duplicate", false: "a gap"}[got[i] <= got[i-1]], len(got), got[0], got[len(got)-1])
+				}
+			}
+			if got[len(got)-1] != want {
+				t.Errorf("last line shown %d, want %d", got[len(got)-1], want)
+			}
+		})
+	}
+}
+
+// TestDashboardBoundedAndSafeLinks (findings 12 and 15): "finished" events
+// for jobs the page never showed create nothing; a job that ended leaves
+// the page after its time (set short here); and a URL that is not http(s)
+// (javascript:, data:) in the job header or a log line is text, never a
+// live link, on the dashboard and on the job page.
+func TestDashboardBoundedAndSafeLinks(t *testing.T) {
+	ctx := browser(t)
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+		Source: `window.dashboardConfig = {endedKeepS: 2, maxEnded: 50};`}); err != nil {
+		t.Fatal(err)
+	}
+	d := startDashNode(t, redistest.RealOrMini(t), "hardpipe")
+	bg := context.Background()
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.base+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the stream", `document.getElementById("status").textContent.startsWith("live")`)
+
+	// 300 "finished" events for jobs nobody queued.
+	for i := 0; i < 300; i++ {
+		ev := fmt.Sprintf(`{"ts":%d,"ident":"ghost%d","event":"finished","by":"x","detail":{"url":"http://ghost%d.example/"}}`, time.Now().Unix(), i, i)
+		if err := d.rdb.Publish(bg, store.ChannelJobEvents, ev).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A real job after them: once it shows, the events before it were read.
+	j := d.queue("http://links.example/")
+	waitJS(t, ctx, "the real job", fmt.Sprintf(`document.getElementById("job-%s") !== null`, j.Ident))
+	time.Sleep(300 * time.Millisecond)
+	if n := evalJS[int](t, ctx, `document.querySelectorAll("section.job").length`); n != 1 {
+		t.Errorf("%d job sections after 300 events for unknown jobs and one real job, want 1", n)
+	}
+
+	// A pipeline writes URLs that are not http(s).
+	const jsURL = "javascript:alert(document.domain)"
+	if err := d.rdb.HSet(bg, j.Ident, "url", jsURL).Err(); err != nil {
+		t.Fatal(err)
+	}
+	j.LogDownload(bg, "javascript:alert(1)", 200)
+	j.LogIgnore(bg, "data:text/html,<script>alert(2)</script>", `x`, "global")
+	j.LogDownload(bg, "JaVaScRiPt:alert(3)", 404)
+	j.LogDownload(bg, "http://links.example/fine", 200)
+	checkLinks := func(where string) {
+		t.Helper()
+		bad := evalJS[[]string](t, ctx, `[...document.querySelectorAll("a[href]")].map(a => a.href).filter(h => !/^https?:/i.test(h))`)
+		if len(bad) > 0 {
+			t.Errorf("%s: live links that are not http(s): %q", where, bad)
+		}
+	}
+	waitJS(t, ctx, "four log lines", fmt.Sprintf(`document.querySelectorAll("#job-%s .log a, #job-%s .log span").length >= 4`, j.Ident, j.Ident))
+	waitJS(t, ctx, "the header from the pipeline's hash", fmt.Sprintf(`document.querySelector("#job-%s .url").textContent === %q`, j.Ident, jsURL))
+	checkLinks("dashboard")
+	if ok := evalJS[bool](t, ctx, fmt.Sprintf(`!!document.querySelector('#job-%s .log a[href="http://links.example/fine"]')`, j.Ident)); !ok {
+		t.Error("the http URL is not a link")
+	}
+	screenshot(t, ctx, d.dir, "links-dashboard")
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.base+"/jobs/"+j.Ident)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the job page's log", `document.querySelectorAll("#job-log div").length >= 4`)
+	checkLinks("job page")
+	screenshot(t, ctx, d.dir, "links-job-page")
+
+	// The job ends: on the dashboard it leaves after endedKeepS.
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.base+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the job", fmt.Sprintf(`document.getElementById("job-%s") !== null`, j.Ident))
+	j.LogStdout(bg, fmt.Sprintf(pipelinesim.StdoutFinished, j.Ident))
+	if err := j.Done(bg); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "finished", fmt.Sprintf(`document.querySelector("#job-%s.state-finished") !== null`, j.Ident))
+	waitJS(t, ctx, "the ended job gone", fmt.Sprintf(`document.getElementById("job-%s") === null`, j.Ident))
+}
+
+// TestDashboardJobEndedBeforeStream: a job that ends after the dashboard
+// loaded the running jobs but before its stream connected (the
+// "finished" event went out before the page was subscribed) does not stay
+// on the page as running: the first hello resyncs, as a reconnect does.
+// The page's WebSocket is made to connect 2 s late to hold that window
+// open.
+func TestDashboardJobEndedBeforeStream(t *testing.T) {
+	ctx := browser(t)
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+		Source: `(() => {
+	const Real = window.WebSocket;
+	function Late(url) {
+		const self = this;
+		let ws = null;
+		this.send = (d) => ws && ws.send(d);
+		this.close = (...a) => ws && ws.close(...a);
+		Object.defineProperty(this, "readyState", { get: () => ws ? ws.readyState : 0 });
+		setTimeout(() => {
+			ws = new Real(url);
+			ws.onmessage = (m) => self.onmessage && self.onmessage(m);
+			ws.onclose = (e) => self.onclose && self.onclose(e);
+			window.__streamOpened = true;
+		}, 2000);
+	}
+	Late.CONNECTING = 0; Late.OPEN = 1; Late.CLOSING = 2; Late.CLOSED = 3;
+	window.WebSocket = Late;
+})();`}); err != nil {
+		t.Fatal(err)
+	}
+	d := startDashNode(t, redistest.RealOrMini(t), "hardpipe")
+	bg := context.Background()
+	j := d.queue("http://ended-early.example/")
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.base+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the running job from /jobs", fmt.Sprintf(`document.getElementById("job-%s") !== null`, j.Ident))
+	if evalJS[bool](t, ctx, `!!window.__streamOpened`) {
+		t.Fatal("the stream connected before the job ended: the test did not hold the window open")
+	}
+	if err := j.Done(bg); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the stream", `document.getElementById("status").textContent.startsWith("live")`)
+	waitJS(t, ctx, "finished", fmt.Sprintf(`document.querySelector("#job-%s.state-finished") !== null`, j.Ident))
+}
+
+// What a newcomer saw on the pages (issue "first hour"), in chromium: the
+// dashboard's toolbar is laid out (the CSP refused its style attribute:
+// "6 shownj/k", the filter box flush left), every time is UTC (no
+// 12-hour local "loaded 11:45:37 AM"), and /logs/recent in a browser is a
+// page showing each running job's last entries.
+func TestPagesTextAndRecentInBrowser(t *testing.T) {
+	ctx := browser(t)
+	n := startDashNode(t, redistest.Mini(t), "recentpipe")
+	dir, base := n.dir, n.base
+	bg := context.Background()
+	j := n.queue("http://recent.example/")
+	id := j.Ident
+	for i, code := range []int{200, 404, 301} {
+		if _, err := j.LogDownload(bg, fmt.Sprintf("http://recent.example/p%d", i), code); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the stream", `document.getElementById("status").textContent.startsWith("live")`)
+	waitJS(t, ctx, "the job", fmt.Sprintf(`document.getElementById("job-%s") !== null`, id))
+	bar := evalJS[map[string]any](t, ctx, `(() => {
+		const box = document.getElementById("filter").getBoundingClientRect();
+		const count = document.getElementById("num-jobs").getBoundingClientRect();
+		const help = document.getElementById("num-jobs").nextElementSibling.getBoundingClientRect();
+		return {display: getComputedStyle(document.getElementById("filter").parentElement).display,
+			boxLeft: box.left, gap: help.top >= count.bottom ? 100 : help.left - count.right};
+	})()`)
+	if bar["display"] != "flex" || bar["boxLeft"].(float64) < 8 || bar["gap"].(float64) < 6 {
+		t.Errorf("toolbar %v: want flex, the filter box indented, a gap between the count and the keys", bar)
+	}
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/pipelines")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the pipelines page", `document.getElementById("status").textContent.startsWith("loaded")`)
+	if st := evalJS[string](t, ctx, `document.getElementById("status").textContent`); !regexpMatch(`^loaded \d\d:\d\d:\d\dZ$`, st) {
+		t.Errorf("status %q: want UTC like the other times", st)
+	}
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/logs/recent")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the recent page", fmt.Sprintf(`document.querySelectorAll('[data-ident="%s"] .log div').length === 3`, id))
+	got := evalJS[map[string]string](t, ctx, fmt.Sprintf(`(() => ({
+		title: document.title, head: document.querySelector("h2").textContent,
+		url: document.querySelector('[data-ident="%s"] .url').textContent,
+		redirect: document.querySelector('[data-ident="%s"] .line-redirect').textContent}))()`, id, id))
+	want := map[string]string{"title": "ArchiveBot recent logs", "head": "Recent log entries of 1 running job",
+		"url": "http://recent.example/", "redirect": "301 OK http://recent.example/p2"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("/logs/recent %s: %q, want %q", k, got[k], v)
+		}
+	}
+	screenshot(t, ctx, dir, "recent")
+}
+
+func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }

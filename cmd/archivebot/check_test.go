@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -125,5 +127,75 @@ func TestHTTPListenFlags(t *testing.T) {
 	}
 	if code, _, errs := checkRun(t, "-http-listen", "127.0.0.1:0", "-stream-listen", taken, "-config", writeTemp(t, "c.toml", "")); code != 1 || !strings.Contains(errs, "http.stream_listen") {
 		t.Fatalf("-stream-listen: exit %d, %q", code, errs)
+	}
+}
+
+func TestCheckConfig(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	freeListeners(t)
+	var out, errb bytes.Buffer
+	if code := run([]string{"-check-config", "-config", "../../config.example.toml"}, nil, &out, &errb); code != 0 {
+		t.Fatalf("example config refused: %s", errb.String())
+	}
+	bad := filepath.Join(t.TempDir(), "bad.toml")
+	os.WriteFile(bad, []byte("[reaper]\nthreshhold = 5\n"), 0o644)
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"-check-config", "-config", bad}, nil, &out, &errb); code == 0 || !strings.Contains(errb.String(), "reaper.threshhold") {
+		t.Fatalf("bad config: code %d, %s", code, errb.String())
+	}
+}
+
+// Each case is something a real start refuses: -check-config must refuse
+// it too, naming the key.
+func TestCheckConfigCases(t *testing.T) {
+	dir := t.TempDir()
+	badSets := filepath.Join(dir, "sets")
+	os.Mkdir(badSets, 0o755)
+	os.WriteFile(filepath.Join(badSets, "bad.json"), []byte(`{"name": "bad", "patterns": ["(unclosed"]}`), 0o644)
+	badAgents := filepath.Join(dir, "agents")
+	os.Mkdir(badAgents, 0o755)
+	os.WriteFile(filepath.Join(badAgents, "agents.json"), []byte(`{"agents": [`), 0o644)
+	cases := []struct {
+		name, toml string
+		env        map[string]string
+		key        string
+	}{
+		{"redis url without colon", "[redis]\nurl = \"redis//localhost:6379\"\n", nil, "redis.url"},
+		{"redis url of another scheme", "[redis]\nurl = \"http://localhost:6379\"\n", nil, "redis.url"},
+		{"REDIS_URL unparsable", "", map[string]string{"REDIS_URL": "localhost:6379"}, "redis.url"},
+		{"redis listen port out of range", "[redis]\nlisten = \"127.0.0.1:99999\"\n", nil, "redis.listen"},
+		{"redis listen from the environment", "", map[string]string{"ARCHIVEBOT_REDIS_LISTEN": "127.0.0.1:65536"}, "redis.listen"},
+		{"http listen port out of range", "[http]\nlisten = \"127.0.0.1:70000\"\n", nil, "http.listen"},
+		{"http listen without port", "[http]\nlisten = \"127.0.0.1\"\n", nil, "http.listen"},
+		{"unreadable TLS CA", "[irc]\nserver = \"ircs://irc.example.net:6697\"\nchannels = [\"#a\"]\ntls_ca = \"" + filepath.Join(dir, "missing.pem") + "\"\n", nil, "irc.tls_ca"},
+		{"ignore set regex", "[jobs]\nignore_sets_dir = \"" + badSets + "\"\n", nil, "jobs.ignore_sets_dir"},
+		{"user agents file", "[jobs]\nuser_agents_dir = \"" + badAgents + "\"\n", nil, "jobs.user_agents_dir"},
+		{"server without channels", "[irc]\nserver = \"irc://irc.example.net:6667\"\n", nil, "irc.channels"},
+		{"log format", "[log]\nformat = \"xml\"\n", nil, "log.format"},
+		{"log level", "[log]\nlevel = \"loud\"\n", nil, "log.level"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("REDIS_URL", "")
+			freeListeners(t)
+			// The file's own listen addresses are what the case checks.
+			if strings.Contains(c.toml, "[http]\nlisten") {
+				t.Setenv("ARCHIVEBOT_HTTP_LISTEN", "")
+			}
+			if strings.Contains(c.toml, "[redis]\nlisten") {
+				t.Setenv("ARCHIVEBOT_REDIS_LISTEN", "")
+			}
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			p := filepath.Join(t.TempDir(), "c.toml")
+			os.WriteFile(p, []byte(c.toml), 0o644)
+			var out, errb bytes.Buffer
+			code := run([]string{"-check-config", "-config", p}, nil, &out, &errb)
+			if code == 0 || !strings.Contains(errb.String(), c.key) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want a refusal naming %s", code, out.String(), errb.String(), c.key)
+			}
+		})
 	}
 }

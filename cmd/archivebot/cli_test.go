@@ -8,60 +8,6 @@ import (
 	"testing"
 )
 
-// Each case is something a real start refuses: -check-config must refuse
-// it too, naming the key.
-func TestCheckConfigCases(t *testing.T) {
-	dir := t.TempDir()
-	badSets := filepath.Join(dir, "sets")
-	os.Mkdir(badSets, 0o755)
-	os.WriteFile(filepath.Join(badSets, "bad.json"), []byte(`{"name": "bad", "patterns": ["(unclosed"]}`), 0o644)
-	badAgents := filepath.Join(dir, "agents")
-	os.Mkdir(badAgents, 0o755)
-	os.WriteFile(filepath.Join(badAgents, "agents.json"), []byte(`{"agents": [`), 0o644)
-	cases := []struct {
-		name, toml string
-		env        map[string]string
-		key        string
-	}{
-		{"redis url without colon", "[redis]\nurl = \"redis//localhost:6379\"\n", nil, "redis.url"},
-		{"redis url of another scheme", "[redis]\nurl = \"http://localhost:6379\"\n", nil, "redis.url"},
-		{"REDIS_URL unparsable", "", map[string]string{"REDIS_URL": "localhost:6379"}, "redis.url"},
-		{"redis listen port out of range", "[redis]\nlisten = \"127.0.0.1:99999\"\n", nil, "redis.listen"},
-		{"redis listen from the environment", "", map[string]string{"ARCHIVEBOT_REDIS_LISTEN": "127.0.0.1:65536"}, "redis.listen"},
-		{"http listen port out of range", "[http]\nlisten = \"127.0.0.1:70000\"\n", nil, "http.listen"},
-		{"http listen without port", "[http]\nlisten = \"127.0.0.1\"\n", nil, "http.listen"},
-		{"unreadable TLS CA", "[irc]\nserver = \"ircs://irc.example.net:6697\"\nchannels = [\"#a\"]\ntls_ca = \"" + filepath.Join(dir, "missing.pem") + "\"\n", nil, "irc.tls_ca"},
-		{"ignore set regex", "[jobs]\nignore_sets_dir = \"" + badSets + "\"\n", nil, "jobs.ignore_sets_dir"},
-		{"user agents file", "[jobs]\nuser_agents_dir = \"" + badAgents + "\"\n", nil, "jobs.user_agents_dir"},
-		{"server without channels", "[irc]\nserver = \"irc://irc.example.net:6667\"\n", nil, "irc.channels"},
-		{"log format", "[log]\nformat = \"xml\"\n", nil, "log.format"},
-		{"log level", "[log]\nlevel = \"loud\"\n", nil, "log.level"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Setenv("REDIS_URL", "")
-			freeListeners(t)
-			// The file's own listen addresses are what the case checks.
-			if strings.Contains(c.toml, "[http]\nlisten") {
-				t.Setenv("ARCHIVEBOT_HTTP_LISTEN", "")
-			}
-			if strings.Contains(c.toml, "[redis]\nlisten") {
-				t.Setenv("ARCHIVEBOT_REDIS_LISTEN", "")
-			}
-			for k, v := range c.env {
-				t.Setenv(k, v)
-			}
-			p := filepath.Join(t.TempDir(), "c.toml")
-			os.WriteFile(p, []byte(c.toml), 0o644)
-			var out, errb bytes.Buffer
-			code := run([]string{"-check-config", "-config", p}, nil, &out, &errb)
-			if code == 0 || !strings.Contains(errb.String(), c.key) {
-				t.Fatalf("exit %d, stdout %q, stderr %q; want a refusal naming %s", code, out.String(), errb.String(), c.key)
-			}
-		})
-	}
-}
-
 // The example configuration passes the check as it is, and with the IRC
 // server set it needs the channels it shows commented out.
 func TestExampleConfigChannels(t *testing.T) {
@@ -154,5 +100,56 @@ func TestVersion(t *testing.T) {
 		if !strings.HasPrefix(out.String(), "archivebot github.com/archiveteam/archivebot-go ") || !strings.Contains(out.String(), "revision") {
 			t.Errorf("%v: %q", args, out.String())
 		}
+	}
+}
+
+// archivebot help documents the exit statuses.
+func TestHelpExitStatus(t *testing.T) {
+	var out bytes.Buffer
+	run([]string{"help"}, strings.NewReader(""), &out, &out)
+	_, sect, ok := strings.Cut(out.String(), "\nExit status:\n")
+	if !ok {
+		t.Fatalf("no exit status section:\n%s", out.String())
+	}
+	for _, code := range []string{"0 ", "1 ", "2 ", "3 "} {
+		if !strings.Contains(sect, "  "+code) {
+			t.Errorf("exit status %q not documented:\n%s", code, sect)
+		}
+	}
+}
+
+// Help texts: -cpuprofile's argument is FILE (not `go tool pprof`), and
+// the operator's commands' -config does not speak of the console.
+func TestHelpTexts(t *testing.T) {
+	var out bytes.Buffer
+	run([]string{"-h"}, strings.NewReader(""), &out, &out)
+	if !strings.Contains(out.String(), "-cpuprofile FILE") {
+		t.Errorf("-cpuprofile:\n%s", out.String())
+	}
+	out.Reset()
+	run([]string{"abort", "-h"}, strings.NewReader(""), &out, &out)
+	_, cfg, _ := strings.Cut(out.String(), "-config")
+	cfg, _, _ = strings.Cut(cfg, "\n  -")
+	if strings.Contains(cfg, "console") || !strings.Contains(cfg, "REDIS_URL") {
+		t.Errorf("abort -config help: %q", cfg)
+	}
+}
+
+func TestIdentSubcommand(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"ident", "HTTP://Example.COM:80", "example.com"}, nil, &out, &errb)
+	if code == 0 {
+		t.Fatal("unparsable URL gave exit code 0")
+	}
+	if out.String() != "http://example.com/\t9tfs9o6557kgozy0wlqrzal3o\n" {
+		t.Fatalf("stdout %q", out.String())
+	}
+	if !strings.HasPrefix(errb.String(), "example.com: ") {
+		t.Fatalf("stderr %q", errb.String())
+	}
+	out.Reset()
+	code = run([]string{"ident"}, strings.NewReader("http://example.com/\nftp://ftp.example.org/pub/\n"), &out, &errb)
+	if code != 0 || out.String() != "http://example.com/\t9tfs9o6557kgozy0wlqrzal3o\nftp://ftp.example.org/pub/\t2sav7kxlo07xuzhq48m0kzzg9\n" {
+		t.Fatalf("stdin mode: %d %q", code, out.String())
 	}
 }

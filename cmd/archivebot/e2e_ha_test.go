@@ -12,7 +12,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -91,15 +90,6 @@ func haStandby(t testing.TB, irc *irctest.Ngircd, ch string, cl *redistest.Clust
 	return c
 }
 
-func writeTemp(t testing.TB, name, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // webAddr is the child's web server address, from its startup line.
 func webAddr(t testing.TB, c *child) string {
 	t.Helper()
@@ -163,13 +153,38 @@ func isJoinOf(channel string, nick func(string) bool) func(ircmsg.Message) bool 
 	}
 }
 
+// dyingJob queues raw with !a as u in ch and moves the job to working, as
+// if a pipeline had taken it whose heartbeat never advances; it returns
+// the job's ident.
+func dyingJob(t *testing.T, rdb *redis.Client, u *irctest.User, ch, raw string) string {
+	t.Helper()
+	ctx := context.Background()
+	url, id := identOf(t, raw)
+	if r := ask(u, ch, "!a "+url); !strings.Contains(r, "Queued "+url) {
+		t.Fatalf("!a: %q", r)
+	}
+	rdb.LRem(ctx, "pending", 0, id)
+	rdb.HSet(ctx, id, "heartbeat", 1)
+	rdb.LPush(ctx, keyWorking, id)
+	return id
+}
+
 func TestE2EHighAvailability(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.SentinelMaster, SentinelAddrs: cl.SentinelAddrs()})
 	defer rdb.Close()
 	ctx := context.Background()
-	// Each subtest ends with its nodes stopped and the lease free.
+	// Each subtest starts with an op, a voiced and a plain user in its
+	// channel and node-a leading (its bot in the channel) ...
+	leaderIn := func(t *testing.T, ch, leaseTTL string) (a *child, op, voice *irctest.User) {
+		t.Helper()
+		op, voice, _ = rolesIn(t, irc, ch)
+		a = haLeader(t, irc, ch, cl, "node-a", leaseTTL)
+		op.WaitBotIn(botNick, ch)
+		return a, op, voice
+	}
+	// ... and ends with its nodes stopped and the lease free.
 	leaseFree := func(t *testing.T) {
 		t.Helper()
 		testproc.Eventually(t, "the leader lease to be free", func() bool {
@@ -184,9 +199,7 @@ func TestE2EHighAvailability(t *testing.T) {
 	// in flight at the kill), and the death timer goes on where it was.
 	t.Run("kill-leader", func(t *testing.T) {
 		const ch = "#ha-kill"
-		op, voice, _ := rolesIn(t, irc, ch)
-		a := haLeader(t, irc, ch, cl, "node-a", "2s")
-		op.WaitBotIn(botNick, ch)
+		a, op, voice := leaderIn(t, ch, "2s")
 		b := haStandby(t, irc, ch, cl, "node-b", "2s")
 		if role, leader := readyRole(t, a); role != "leader" || leader != "node-a" {
 			t.Errorf("node-a /readyz: role %q, leader %q", role, leader)
@@ -200,13 +213,7 @@ func TestE2EHighAvailability(t *testing.T) {
 
 		// A dying job: queued, taken by a "pipeline" whose heartbeat
 		// never advances.
-		url, id := identOf(t, "https://example.com/e2e/ha/dying")
-		if r := ask(voice, ch, "!a "+url); !strings.Contains(r, "Queued "+url) {
-			t.Fatalf("!a: %q", r)
-		}
-		rdb.LRem(ctx, "pending", 0, id)
-		rdb.HSet(ctx, id, "heartbeat", 1)
-		rdb.LPush(ctx, keyWorking, id)
+		id := dyingJob(t, rdb, voice, ch, "https://example.com/e2e/ha/dying")
 		testproc.Eventually(t, "the death timer to climb", func() bool {
 			v, err := rdb.HGet(ctx, id, "death_timer").Int()
 			return err == nil && v >= 5
@@ -294,12 +301,7 @@ func TestE2EHighAvailability(t *testing.T) {
 			t.Errorf("%d no-heartbeat lines, want 1", n)
 		}
 		t.Logf("%d pending notices: all delivered, %d twice (killed between the write and the acknowledgement)", len(all), dups)
-		for _, key := range []string{keyNotices, keyProcessing} {
-			testproc.Eventually(t, key+" to be empty", func() bool {
-				n, err := rdb.LLen(ctx, key).Result()
-				return err == nil && n == 0
-			})
-		}
+		waitNoticesDrained(t, rdb)
 		b = leader
 		if code, took := b.term(); code != 0 {
 			t.Errorf("node-b exit code %d after SIGTERM (%s)", code, ms(took))
@@ -314,19 +316,11 @@ func TestE2EHighAvailability(t *testing.T) {
 	// that any change in Redis could only come from the old one.
 	t.Run("freeze-leader", func(t *testing.T) {
 		const ch = "#ha-freeze"
-		op, voice, _ := rolesIn(t, irc, ch)
-		a := haLeader(t, irc, ch, cl, "node-a", "6s")
-		op.WaitBotIn(botNick, ch)
+		a, op, voice := leaderIn(t, ch, "6s")
 		b := haStandby(t, irc, ch, cl, "node-b", "6s")
 		// Work for the services of both, so that the old leader has
 		// writes to attempt when it wakes: a notice waiting, a dying job.
-		url, id := identOf(t, "https://example.com/e2e/ha/frozen")
-		if r := ask(voice, ch, "!a "+url); !strings.Contains(r, "Queued "+url) {
-			t.Fatalf("!a: %q", r)
-		}
-		rdb.LRem(ctx, "pending", 0, id)
-		rdb.HSet(ctx, id, "heartbeat", 1)
-		rdb.LPush(ctx, keyWorking, id)
+		id := dyingJob(t, rdb, voice, ch, "https://example.com/e2e/ha/frozen")
 
 		from := b.log.len()
 		a.Signal(syscall.SIGSTOP)
@@ -424,9 +418,7 @@ func TestE2EHighAvailability(t *testing.T) {
 	t.Run("kill-master", func(t *testing.T) {
 		const ch = "#ha-master"
 		// The operator queues: voiced users may have 5 jobs pending.
-		op, _, _ := rolesIn(t, irc, ch)
-		a := haLeader(t, irc, ch, cl, "node-a", "10s")
-		op.WaitBotIn(botNick, ch)
+		a, op, _ := leaderIn(t, ch, "10s")
 		oldMaster, err := cl.MasterAddr(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -375,6 +375,17 @@ func channelWithRoles(t testing.TB, b *redistest.Backend, ch string) (irc *ircte
 	return irc, cfg, op, voice, plain
 }
 
+// childInChannel is channelWithRoles with the node started as a child
+// process in ch; it returns the users once the plain user saw the bot
+// join.
+func childInChannel(t testing.TB, b *redistest.Backend, ch string) (op, voice, plain *irctest.User) {
+	t.Helper()
+	_, cfg, op, voice, plain := channelWithRoles(t, b, ch)
+	startChild(t, cfg)
+	plain.WaitBotIn(botNick, ch)
+	return op, voice, plain
+}
+
 // ask sends text in channel and returns the bot's answers, joined.
 func ask(u *irctest.User, channel, text string) string {
 	return strings.Join(u.Ask(botNick, channel, text), "\n")
@@ -469,6 +480,18 @@ func pushNotice(t testing.TB, rdb *redis.Client, n pipelinesim.FinishNotice) {
 	}
 	if err := rdb.RPush(context.Background(), keyNotices, b).Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// waitNoticesDrained waits until every finish notice is delivered and
+// acknowledged: the notice list and the in-delivery list are both empty.
+func waitNoticesDrained(t testing.TB, rdb *redis.Client) {
+	t.Helper()
+	for _, key := range []string{keyNotices, keyProcessing} {
+		testproc.Eventually(t, key+" to be empty", func() bool {
+			n, err := rdb.LLen(context.Background(), key).Result()
+			return err == nil && n == 0
+		})
 	}
 }
 
@@ -620,4 +643,13 @@ func reaperCycles(t testing.TB, rdb *redis.Client, n int) {
 		v, err := rdb.HGet(ctx, probe, "death_timer").Int()
 		return err == nil && v >= n
 	})
+}
+
+func writeTemp(t testing.TB, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
@@ -41,13 +40,9 @@ type feedNetView struct {
 
 // runFeed is `archivebot feed`: each configured network's state in Redis.
 func runFeed(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	a := newAdminCmd("feed", stdout, stderr)
-	if _, code := a.parse(args, 0); code >= 0 {
-		return code
-	}
-	return a.session(func(ctx context.Context) int {
+	return runNoArgs("feed", args, stdout, stderr, func(ctx context.Context, a *adminCmd) int {
 		nets := feedNetworks(a.cfg)
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		tw := a.table()
 		if !a.json {
 			fmt.Fprintln(tw, "NETWORK\tPENDING\tIN FLIGHT\tBUDGET USED\tDIGESTS\tGAVE UP\tSUMMARY\tLAST GIVE-UP")
 		}

@@ -24,11 +24,7 @@ type leaderView struct {
 // (archivebot:leader), since when, and when it expires. Exit status 3
 // when no node leads.
 func runStatus(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	a := newAdminCmd("status", stdout, stderr)
-	if _, code := a.parse(args, 0); code >= 0 {
-		return code
-	}
-	return a.session(func(ctx context.Context) int {
+	return runNoArgs("status", args, stdout, stderr, func(ctx context.Context, a *adminCmd) int {
 		if !a.cfg.HA.Enabled {
 			// Without ha.enabled the node leads alone and takes no lease.
 			v := leaderView{Leader: true, SingleNode: true}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -35,5 +36,20 @@ func TestStatusCommand(t *testing.T) {
 	if code := run([]string{"status", "-config", single}, strings.NewReader(""), &out, &errb); code != 0 ||
 		!strings.Contains(out.String(), "single node") {
 		t.Fatalf("single node: exit %d, %q %q", code, out.String(), errb.String())
+	}
+}
+
+// A single node leads: status -json says leader true, as /metrics does
+// (archivebot_leader 1).
+func TestStatusSingleNodeLeads(t *testing.T) {
+	b := redistest.Mini(t)
+	single := writeTemp(t, "single.toml", "[redis]\nurl = \""+b.URL+"\"\n")
+	var out, errb bytes.Buffer
+	if code := run([]string{"status", "-json", "-config", single}, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var v leaderView
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil || !v.Leader || !v.SingleNode {
+		t.Fatalf("status -json: %v %s", err, out.String())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -16,11 +17,7 @@ import (
 func TestOneServicePerLine(t *testing.T) {
 	for _, format := range []string{"text", "json"} {
 		t.Run(format, func(t *testing.T) {
-			var buf bytes.Buffer
-			logger, err := newLogger(&buf, format, "info")
-			if err != nil {
-				t.Fatal(err)
-			}
+			logger, buf := bufLogger(t, format, "info")
 			// What serve.go and the IRC client do: both name the service.
 			irc := logger.With("service", "irc").With("service", "irc", "server", "x")
 			irc.Info("connected", "nick", "ArchiveBot")
@@ -58,17 +55,13 @@ func TestOneServicePerLine(t *testing.T) {
 }
 
 func TestLogLevel(t *testing.T) {
-	var buf bytes.Buffer
-	logger, err := newLogger(&buf, "text", "warn")
-	if err != nil {
-		t.Fatal(err)
-	}
+	logger, buf := bufLogger(t, "text", "warn")
 	logger.Info("hidden")
 	logger.Warn("shown")
 	if strings.Contains(buf.String(), "hidden") || !strings.Contains(buf.String(), "shown") {
 		t.Fatalf("log: %q", buf.String())
 	}
-	if _, err := newLogger(&buf, "xml", "info"); err == nil || !strings.Contains(err.Error(), "log.format") {
+	if _, err := newLogger(buf, "xml", "info"); err == nil || !strings.Contains(err.Error(), "log.format") {
 		t.Fatalf("bad format: %v", err)
 	}
 }
@@ -109,11 +102,7 @@ func TestRedisLogThroughSlog(t *testing.T) {
 // alone.
 func TestLogValuesCut(t *testing.T) {
 	for _, format := range []string{"text", "json"} {
-		var buf bytes.Buffer
-		logger, err := newLogger(&buf, format, "info")
-		if err != nil {
-			t.Fatal(err)
-		}
+		logger, buf := bufLogger(t, format, "info")
 		log := logger.With("service", "finish-notifier", "ctx", strings.Repeat("c", 5000))
 		huge := strings.Repeat("é", 512*1024) // 1 MiB, cut inside a rune
 		log.Error("dropping malformed finish notification", "doc", huge, "err", errors.New(strings.Repeat("e", 3000)), "short", "kept")
@@ -136,11 +125,7 @@ func TestLogValuesCut(t *testing.T) {
 // given to With and inside groups: JSON would write nanoseconds.
 func TestLogDurationsAsStrings(t *testing.T) {
 	for _, format := range []string{"text", "json"} {
-		var buf bytes.Buffer
-		logger, err := newLogger(&buf, format, "info")
-		if err != nil {
-			t.Fatal(err)
-		}
+		logger, buf := bufLogger(t, format, "info")
 		logger.With("every", 90*time.Second).WithGroup("g").Info("cycle", "interval", 2*time.Minute)
 		out := buf.String()
 		if format == "json" {
@@ -157,4 +142,15 @@ func TestLogDurationsAsStrings(t *testing.T) {
 			t.Errorf("text: %s", out)
 		}
 	}
+}
+
+// bufLogger is newLogger writing to a buffer the test reads.
+func bufLogger(t *testing.T, format, level string) (*slog.Logger, *bytes.Buffer) {
+	t.Helper()
+	var buf bytes.Buffer
+	logger, err := newLogger(&buf, format, level)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return logger, &buf
 }

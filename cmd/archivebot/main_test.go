@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -142,60 +141,25 @@ func TestConsoleEmbeddedRestart(t *testing.T) {
 	}
 }
 
-func TestListenAddressTaken(t *testing.T) {
-	t.Setenv("REDIS_URL", "")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	dir := t.TempDir()
+// runRefused runs the node with args (and nothing on stdin) where it must
+// not start, and returns what it wrote to stderr.
+func runRefused(t *testing.T, args ...string) string {
+	t.Helper()
 	var out, errb bytes.Buffer
-	code := run([]string{"-config", writeConfig(t, dir, ln.Addr().String())}, strings.NewReader(""), &out, &errb)
-	if code == 0 {
+	if code := run(args, strings.NewReader(""), &out, &errb); code == 0 {
 		t.Fatal("started on a taken address")
 	}
-	msg := errb.String()
+	return errb.String()
+}
+
+func TestListenAddressTaken(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	msg := runRefused(t, "-config", writeConfig(t, t.TempDir(), takenPort(t)))
 	if !strings.Contains(msg, "already in use") || !strings.Contains(msg, "redis.url") || !strings.Contains(msg, "redis.listen") {
 		t.Fatalf("message does not explain what to do:\n%s", msg)
 	}
 	// The hint for a run without a file is not given to one with a file.
 	if strings.Contains(msg, "without a configuration file") {
 		t.Fatalf("hint for a run without -config:\n%s", msg)
-	}
-}
-
-func TestCheckConfig(t *testing.T) {
-	t.Setenv("REDIS_URL", "")
-	freeListeners(t)
-	var out, errb bytes.Buffer
-	if code := run([]string{"-check-config", "-config", "../../config.example.toml"}, nil, &out, &errb); code != 0 {
-		t.Fatalf("example config refused: %s", errb.String())
-	}
-	bad := filepath.Join(t.TempDir(), "bad.toml")
-	os.WriteFile(bad, []byte("[reaper]\nthreshhold = 5\n"), 0o644)
-	out.Reset()
-	errb.Reset()
-	if code := run([]string{"-check-config", "-config", bad}, nil, &out, &errb); code == 0 || !strings.Contains(errb.String(), "reaper.threshhold") {
-		t.Fatalf("bad config: code %d, %s", code, errb.String())
-	}
-}
-
-func TestIdentSubcommand(t *testing.T) {
-	var out, errb bytes.Buffer
-	code := run([]string{"ident", "HTTP://Example.COM:80", "example.com"}, nil, &out, &errb)
-	if code == 0 {
-		t.Fatal("unparsable URL gave exit code 0")
-	}
-	if out.String() != "http://example.com/\t9tfs9o6557kgozy0wlqrzal3o\n" {
-		t.Fatalf("stdout %q", out.String())
-	}
-	if !strings.HasPrefix(errb.String(), "example.com: ") {
-		t.Fatalf("stderr %q", errb.String())
-	}
-	out.Reset()
-	code = run([]string{"ident"}, strings.NewReader("http://example.com/\nftp://ftp.example.org/pub/\n"), &out, &errb)
-	if code != 0 || out.String() != "http://example.com/\t9tfs9o6557kgozy0wlqrzal3o\nftp://ftp.example.org/pub/\t2sav7kxlo07xuzhq48m0kzzg9\n" {
-		t.Fatalf("stdin mode: %d %q", code, out.String())
 	}
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -23,19 +21,12 @@ func listenPipelines(cfg *config.Config, stdout io.Writer) (net.Listener, error)
 	if cfg.Pipelines.Listen == "" {
 		return nil, nil
 	}
-	ln, err := web.Listen(cfg.Pipelines.Listen)
-	if errors.Is(err, web.ErrAddrInUse) {
-		return nil, fmt.Errorf("pipelines.listen: %s is already in use; set pipelines.listen to another address, or leave it out to switch the pipeline API off", cfg.Pipelines.Listen)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("pipelines.listen: %w", err)
-	}
 	scheme := "http"
 	if cfg.Pipelines.TLSCert != "" {
 		scheme = "https"
 	}
-	fmt.Fprintf(stdout, "Pipeline API on %s://%s/ (doc/pipeline-api.md)\n", scheme, ln.Addr())
-	return ln, nil
+	return listenKey("pipelines.listen", cfg.Pipelines.Listen, "; set pipelines.listen to another address, or leave it out to switch the pipeline API off",
+		stdout, "Pipeline API on "+scheme+"://%s/ (doc/pipeline-api.md)\n")
 }
 
 // newPipelineAPI builds the pipeline API server and serves it on ln until

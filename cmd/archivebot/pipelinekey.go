@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/coordinator/store"
@@ -111,7 +110,7 @@ func runPipelineKey(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			}
 			return now.Sub(t).Round(time.Second).String() + " ago"
 		}
-		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		tw := a.table()
 		fmt.Fprintln(tw, "NAME\tSTATE\tLAST SEEN\tJOBS HELD\tREFUSALS\tLAST REFUSAL\tPUBLIC KEY")
 		for _, k := range keys {
 			state := "active"

@@ -25,15 +25,8 @@ func listenWeb(cfg *config.Config, stdout io.Writer) (net.Listener, error) {
 	if cfg.HTTP.Listen == "" {
 		return nil, nil
 	}
-	ln, err := web.Listen(cfg.HTTP.Listen)
-	if errors.Is(err, web.ErrAddrInUse) {
-		return nil, fmt.Errorf("http.listen: %s is already in use (another archivebot, or upstream's dashboard?); set http.listen (or -http-listen, %s) to another address, or listen = \"\" to switch the web server off", cfg.HTTP.Listen, config.EnvHTTPListen)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("http.listen: %w", err)
-	}
-	fmt.Fprintf(stdout, "Web API on http://%s/ (/status, /jobs/IDENT, /metrics, /readyz)\n", ln.Addr())
-	return ln, nil
+	return listenKey("http.listen", cfg.HTTP.Listen, fmt.Sprintf(" (another archivebot, or upstream's dashboard?); set http.listen (or -http-listen, %s) to another address, or listen = \"\" to switch the web server off", config.EnvHTTPListen),
+		stdout, "Web API on http://%s/ (/status, /jobs/IDENT, /metrics, /readyz)\n")
 }
 
 // listenStream opens the second listener of the live stream
@@ -42,14 +35,24 @@ func listenStream(cfg *config.Config, stdout io.Writer) (net.Listener, error) {
 	if !cfg.HTTP.StreamOn() || cfg.HTTP.StreamListen == "" {
 		return nil, nil
 	}
-	ln, err := web.Listen(cfg.HTTP.StreamListen)
+	return listenKey("http.stream_listen", cfg.HTTP.StreamListen, fmt.Sprintf(" (upstream's dashboard WebSocket server?); set http.stream_listen (or -stream-listen, %s) to another address, or stream_listen = \"\" to switch it off", config.EnvStreamListen),
+		stdout, "Live stream for upstream's dashboard on ws://%s/stream\n")
+}
+
+// listenKey opens addr, the value of the configuration key key (the web
+// server's, the live stream's or the pipeline API's socket), and prints
+// announce (a format of the address) to stdout. Its errors name the key;
+// a taken port says so, followed by hint (what else may hold the port,
+// and what to set instead).
+func listenKey(key, addr, hint string, stdout io.Writer, announce string) (net.Listener, error) {
+	ln, err := web.Listen(addr)
 	if errors.Is(err, web.ErrAddrInUse) {
-		return nil, fmt.Errorf("http.stream_listen: %s is already in use (upstream's dashboard WebSocket server?); set http.stream_listen (or -stream-listen, %s) to another address, or stream_listen = \"\" to switch it off", cfg.HTTP.StreamListen, config.EnvStreamListen)
+		return nil, fmt.Errorf("%s: %s is already in use%s", key, addr, hint)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("http.stream_listen: %w", err)
+		return nil, fmt.Errorf("%s: %w", key, err)
 	}
-	fmt.Fprintf(stdout, "Live stream for upstream's dashboard on ws://%s/stream\n", ln.Addr())
+	fmt.Fprintf(stdout, announce, ln.Addr())
 	return ln, nil
 }
 

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -58,17 +56,7 @@ func TestWebServesWithTheNode(t *testing.T) {
 
 func TestWebListenTaken(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var out, errb bytes.Buffer
-	code := run([]string{"-config", writeWebConfig(t, t.TempDir(), ln.Addr().String())}, strings.NewReader(""), &out, &errb)
-	if code == 0 {
-		t.Fatal("started on a taken address")
-	}
-	if msg := errb.String(); !strings.Contains(msg, "http.listen") || !strings.Contains(msg, "already in use") {
+	if msg := runRefused(t, "-config", writeWebConfig(t, t.TempDir(), takenPort(t))); !strings.Contains(msg, "http.listen") || !strings.Contains(msg, "already in use") {
 		t.Fatalf("message does not name the key:\n%s", msg)
 	}
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// Registry is the registry /metrics serves: these metrics, the Go runtime
-// and process collectors, and whatever the web server registers at start
+// Registry is the registry /metrics serves: these metrics (each
+// registered where it is declared), the Go runtime and process collectors, and whatever the web server registers at start
 // (the Redis-backed gauges).
 var Registry = prometheus.NewRegistry()
 
@@ -34,82 +34,91 @@ const (
 )
 
 var (
-	commands = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "archivebot_commands_total",
-		Help: "Bang commands handled, by command (table name) and outcome.",
-	}, []string{"command", "outcome"})
-
-	outboxQueued = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "archivebot_outbox_lines_queued_total",
-		Help: "IRC lines put into the outbox.",
-	})
-	outboxSent = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "archivebot_outbox_lines_sent_total",
-		Help: "IRC lines written to the server socket.",
-	})
-	redisErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "archivebot_redis_errors_total",
-		Help: `Failed Redis operations: kind="unavailable" (unreachable, timeouts) or "reply" (error replies).`,
-	}, []string{"kind"})
-	cycleSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "archivebot_service_cycle_seconds",
-		Help:    "Duration of one cycle of a background service (reaper, finish-notifier, pipeline-notifier, analyzer-sweep, tweeter).",
-		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-	}, []string{"service"})
-	cycleFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "archivebot_service_cycle_failures_total",
-		Help: "Background service cycles that returned an error.",
-	}, []string{"service"})
-	logEntries = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "archivebot_log_entries_analyzed_total",
-		Help: "Job log entries counted by the log analyzer.",
-	})
-	logOversized = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "archivebot_log_entries_oversized_total",
-		Help: "Job log entries larger than the node reads (64 KiB), skipped by the analyzer, the live stream and /logs/recent (read as their size alone).",
-	})
-	streamSkipped = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "archivebot_stream_skipped_entries_total",
-		Help: "Log entries trimmed before the live stream sent them, because it lagged more than http.stream_max_lag.",
-	})
-	streamDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "archivebot_stream_dropped_total",
-		Help: `Live stream frames a slow client lost, by what: "entries" (log entries in dropped frames, the client is told) or "clients" (closed because even job events would have been lost).`,
-	}, []string{"what"})
-	streamClients = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "archivebot_stream_clients",
-		Help: `WebSocket clients of the live stream, by protocol: "upstream" or "v2".`,
-	}, []string{"protocol"})
-	wrongTypeKeys = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "archivebot_wrong_type_keys_skipped_total",
-		Help: "Reads of a shared key (pipelines, working, a queue, a counter, tweets:done, archivebot:queues, archivebot:finished) that held another type, written by another program; the key read as empty.",
-	}, []string{"key"})
-	tweets = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "archivebot_tweets_total",
-		Help: `Tweets by result: "posted" or "failed" (given up after retries).`,
-	}, []string{"result"})
-	feedPosts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "archivebot_feed_posts_total",
-		Help: `Feed posts by network (x, mastodon, bluesky, dryrun) and kind: "post" (one text), "digest" (several texts, when the queue outran the budget) or "summary" (the daily summary).`,
-	}, []string{"network", "kind"})
-	feedFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "archivebot_feed_failures_total",
-		Help: `Feed texts a network gave up on, and rate-limit answers, by network and what: "gave_up" or "rate_limited".`,
-	}, []string{"network", "what"})
-	feedBudgetLeft = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "archivebot_feed_budget_left",
-		Help: "Posts a network may still make in its budget window (-1: no budget), as of its last look at the queue.",
-	}, []string{"network"})
-	feedPending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "archivebot_feed_pending",
-		Help: "Queued texts a network has not posted, carried or given up yet, as of its last look at the queue.",
-	}, []string{"network"})
+	commands = newCounterVec("archivebot_commands_total",
+		"Bang commands handled, by command (table name) and outcome.",
+		"command", "outcome")
+	outboxQueued = newCounter("archivebot_outbox_lines_queued_total",
+		"IRC lines put into the outbox.")
+	outboxSent = newCounter("archivebot_outbox_lines_sent_total",
+		"IRC lines written to the server socket.")
+	redisErrors = newCounterVec("archivebot_redis_errors_total",
+		`Failed Redis operations: kind="unavailable" (unreachable, timeouts) or "reply" (error replies).`,
+		"kind")
+	cycleSeconds = newHistogramVec("archivebot_service_cycle_seconds",
+		"Duration of one cycle of a background service (reaper, finish-notifier, pipeline-notifier, analyzer-sweep, tweeter).",
+		[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		"service")
+	cycleFailures = newCounterVec("archivebot_service_cycle_failures_total",
+		"Background service cycles that returned an error.",
+		"service")
+	logEntries = newCounter("archivebot_log_entries_analyzed_total",
+		"Job log entries counted by the log analyzer.")
+	logOversized = newCounter("archivebot_log_entries_oversized_total",
+		"Job log entries larger than the node reads (64 KiB), skipped by the analyzer, the live stream and /logs/recent (read as their size alone).")
+	streamSkipped = newCounter("archivebot_stream_skipped_entries_total",
+		"Log entries trimmed before the live stream sent them, because it lagged more than http.stream_max_lag.")
+	streamDropped = newCounterVec("archivebot_stream_dropped_total",
+		`Live stream frames a slow client lost, by what: "entries" (log entries in dropped frames, the client is told) or "clients" (closed because even job events would have been lost).`,
+		"what")
+	streamClients = newGaugeVec("archivebot_stream_clients",
+		`WebSocket clients of the live stream, by protocol: "upstream" or "v2".`,
+		"protocol")
+	wrongTypeKeys = newCounterVec("archivebot_wrong_type_keys_skipped_total",
+		"Reads of a shared key (pipelines, working, a queue, a counter, tweets:done, archivebot:queues, archivebot:finished) that held another type, written by another program; the key read as empty.",
+		"key")
+	tweets = newCounterVec("archivebot_tweets_total",
+		`Tweets by result: "posted" or "failed" (given up after retries).`,
+		"result")
+	feedPosts = newCounterVec("archivebot_feed_posts_total",
+		`Feed posts by network (x, mastodon, bluesky, dryrun) and kind: "post" (one text), "digest" (several texts, when the queue outran the budget) or "summary" (the daily summary).`,
+		"network", "kind")
+	feedFailures = newCounterVec("archivebot_feed_failures_total",
+		`Feed texts a network gave up on, and rate-limit answers, by network and what: "gave_up" or "rate_limited".`,
+		"network", "what")
+	feedBudgetLeft = newGaugeVec("archivebot_feed_budget_left",
+		"Posts a network may still make in its budget window (-1: no budget), as of its last look at the queue.",
+		"network")
+	feedPending = newGaugeVec("archivebot_feed_pending",
+		"Queued texts a network has not posted, carried or given up yet, as of its last look at the queue.",
+		"network")
 )
 
+// The constructors below make one metric and register it with Registry,
+// so that each metric is named, described and registered in one place
+// (the var blocks here, in pipelineapi.go and in ha.go).
+
+func register[C prometheus.Collector](c C) C {
+	Registry.MustRegister(c)
+	return c
+}
+
+func newCounter(name, help string) prometheus.Counter {
+	return register(prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
+}
+
+func newCounterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return register(prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
+}
+
+func newGauge(name, help string) prometheus.Gauge {
+	return register(prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help}))
+}
+
+func newGaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return register(prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
+}
+
+func newGaugeFunc(name, help string, f func() float64) prometheus.GaugeFunc {
+	return register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+}
+
+func newHistogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return register(prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels))
+}
+
 func init() {
-	Registry.MustRegister(commands, outboxQueued, outboxSent, redisErrors, cycleSeconds,
-		cycleFailures, logEntries, logOversized, tweets, feedPosts, feedFailures, feedBudgetLeft, feedPending, streamSkipped, streamDropped, streamClients, wrongTypeKeys,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	register(collectors.NewGoCollector())
+	register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series that exist from the start, so a scrape before the first event
 	// already shows them at zero.
 	redisErrors.WithLabelValues("unavailable")

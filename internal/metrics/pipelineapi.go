@@ -1,34 +1,23 @@
 package metrics
 
-import (
-	"strconv"
-
-	"github.com/prometheus/client_golang/prometheus"
-)
+import "strconv"
 
 // The pipeline API's metrics (doc/pipeline-api.md, Metrics). key is a
 // registered key name ("-" when the request named no registered key, so
 // that strangers cannot grow the label set).
 var (
-	apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "archivebot_pipelineapi_requests_total",
-		Help: "Pipeline API requests answered, by key, operation and HTTP status.",
-	}, []string{"key", "op", "code"})
-	apiRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "archivebot_pipelineapi_refusals_total",
-		Help: "Pipeline API requests refused (401, 403, 413, 429), by key and reason.",
-	}, []string{"key", "reason"})
-	apiLogEntries = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "archivebot_pipelineapi_log_entries_total",
-		Help: "Log entries accepted through the pipeline API, by key.",
-	}, []string{"key"})
-	apiStreams = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "archivebot_pipelineapi_control_streams",
-		Help: "Open pipeline API control streams.",
-	})
+	apiRequests = newCounterVec("archivebot_pipelineapi_requests_total",
+		"Pipeline API requests answered, by key, operation and HTTP status.",
+		"key", "op", "code")
+	apiRefusals = newCounterVec("archivebot_pipelineapi_refusals_total",
+		"Pipeline API requests refused (401, 403, 413, 429), by key and reason.",
+		"key", "reason")
+	apiLogEntries = newCounterVec("archivebot_pipelineapi_log_entries_total",
+		"Log entries accepted through the pipeline API, by key.",
+		"key")
+	apiStreams = newGauge("archivebot_pipelineapi_control_streams",
+		"Open pipeline API control streams.")
 )
-
-func init() { Registry.MustRegister(apiRequests, apiRefusals, apiLogEntries, apiStreams) }
 
 // APIRequest counts an answered pipeline API request.
 func APIRequest(key, op string, code int) {

@@ -3,8 +3,6 @@ package web
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,10 +17,10 @@ import (
 // (Issue 18 finding 3: 100 slow v2 clients with their own subscriptions
 // held 4 MiB each until a send.)
 func TestQueueShedsByAgeOnPush(t *testing.T) {
-	hub := NewHub(HubOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	hub := NewHub(HubOptions{Logger: quietLogger()})
 	var total atomic.Int64
-	c := &client{hub: hub, v2: true, lim: queueLimits{frames: 256, bytes: 4 << 20, total: &total,
-		maxTot: 256 << 20, maxAge: time.Second}, signal: make(chan struct{}, 1), done: make(chan struct{})}
+	c := idleClient(hub, true, queueLimits{frames: 256, bytes: 4 << 20, total: &total,
+		maxTot: 256 << 20, maxAge: time.Second})
 	t0 := time.Unix(1_700_000_000, 0)
 	// 10 s of frames, 10 per second, 10 KB each; nobody reads.
 	for i := range 100 {
@@ -47,9 +45,9 @@ func TestQueueShedsByAgeOnPush(t *testing.T) {
 // order; the client's frames are its own bytes (not prepared messages,
 // which would hold a second copy).
 func TestBatchSplitIntoBoundedFrames(t *testing.T) {
-	hub := NewHub(HubOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	c := &client{hub: hub, v2: true, lim: queueLimits{frames: 256, bytes: 64 << 20, total: &hub.queued,
-		maxTot: 256 << 20, maxAge: time.Hour}, signal: make(chan struct{}, 1), done: make(chan struct{})}
+	hub := NewHub(HubOptions{Logger: quietLogger()})
+	c := idleClient(hub, true, queueLimits{frames: 256, bytes: 64 << 20, total: &hub.queued,
+		maxTot: 256 << 20, maxAge: time.Hour})
 	c.setFilter(false, []string{"splitjob"}, false)
 	hub.clients[c] = struct{}{}
 	pad := strings.Repeat("x", 1000)
