@@ -254,9 +254,5 @@ func (b *Bot) replyExists(ctx context.Context, c *Call, id, url string) error {
 	return nil
 }
 
-func workers(n int) string {
-	if n == 1 {
-		return "1 worker"
-	}
-	return fmt.Sprintf("%d workers", n)
-}
+// workers is "1 worker" or "N workers".
+func workers(n int) string { return fmt.Sprintf("%d %s", n, plural(n, "worker", "workers")) }

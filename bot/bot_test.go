@@ -102,11 +102,7 @@ func TestBadArchiveInput(t *testing.T) {
 // change nothing; ordinary chat starting with "!" stays ignored.
 func TestBadControlInput(t *testing.T) {
 	eachWithJob(t, "", func(t *testing.T, be *redistest.Backend, b *Bot) {
-		ctx := context.Background()
-		before, err := redistest.Dump(ctx, be.Client)
-		if err != nil {
-			t.Fatal(err)
-		}
+		before := be.Dump(t)
 		id := refIdent
 		cases := []struct{ text, want string }{
 			{"!ig " + id, "Usage: !ignore IDENT PATTERN"},
@@ -142,10 +138,7 @@ func TestBadControlInput(t *testing.T) {
 				t.Errorf("chat %q got replies %q", chat, got)
 			}
 		}
-		after, err := redistest.Dump(ctx, be.Client)
-		if err != nil {
-			t.Fatal(err)
-		}
+		after := be.Dump(t)
 		if len(before) != len(after) || before[id].Value.(map[string]string)["settings_age"] != after[id].Value.(map[string]string)["settings_age"] {
 			t.Fatalf("bad commands changed state:\nbefore %v\nafter  %v", before, after)
 		}

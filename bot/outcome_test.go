@@ -2,7 +2,6 @@ package bot
 
 import (
 	"context"
-	"net"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,40 +120,11 @@ func newOutcomeBot(t *testing.T, rdb *redis.Client) *Bot {
 	return b
 }
 
-// silentRedis accepts connections and reads everything, answering nothing:
-// every command sent to it has an unknown outcome.
-func silentRedis(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return l.Addr().String()
-}
-
-// silentClient is a client of a silentRedis that gives up reading a reply
-// after 50ms.
+// silentClient is a client of a redistest.Silent server that gives up
+// reading a reply after 50ms.
 func silentClient(t *testing.T) *redis.Client {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: silentRedis(t), ReadTimeout: 50 * time.Millisecond, Protocol: 2})
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.Silent(t), ReadTimeout: 50 * time.Millisecond, Protocol: 2})
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
 }

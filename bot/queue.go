@@ -39,12 +39,7 @@ func runHistory(ctx context.Context, b *Bot, c *Call) error {
 }
 
 // lastSteps is "the last step" or "the last N steps".
-func lastSteps(n int) string {
-	if n == 1 {
-		return "the last step"
-	}
-	return fmt.Sprintf("the last %d steps", n)
-}
+func lastSteps(n int) string { return plural(n, "the last step", fmt.Sprintf("the last %d steps", n)) }
 
 // How many history entries !history shows.
 const (
@@ -160,6 +155,7 @@ func runJobs(ctx context.Context, b *Bot, c *Call) error {
 	return nil
 }
 
+// plural is one when n is 1, else many.
 func plural(n int, one, many string) string {
 	if n == 1 {
 		return one

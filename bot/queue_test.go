@@ -22,15 +22,6 @@ func sayAs(b *Bot, nick, key string, rank Rank, channel, text string) []string {
 	return rec.replies
 }
 
-func dump(t *testing.T, be *redistest.Backend) map[string]redistest.Entry {
-	t.Helper()
-	d, err := redistest.Dump(context.Background(), be.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 func urlIdent(t *testing.T, raw string) string {
 	t.Helper()
 	_, id, err := ident.FromURL(raw)
@@ -59,7 +50,7 @@ func TestQueueToolsBadInput(t *testing.T) {
 			t.Fatalf("take: %v", err)
 		}
 		be.Client.LPush(context.Background(), store.KeyPending, id)
-		before := dump(t, be)
+		before := be.Dump(t)
 		cases := []struct{ text, want string }{
 			{"!history", "Usage: !history IDENT"},
 			{"!history NOT-AN-IDENT", "Usage: !history"},
@@ -87,7 +78,7 @@ func TestQueueToolsBadInput(t *testing.T) {
 			if len(got) == 0 || !strings.Contains(strings.Join(got, "\n"), c.want) {
 				t.Errorf("%q: replies %q, want one containing %q", c.text, got, c.want)
 			}
-			if diff := cmp.Diff(before, dump(t, be)); diff != "" {
+			if diff := cmp.Diff(before, be.Dump(t)); diff != "" {
 				t.Fatalf("%q changed Redis:\n%s", c.text, diff)
 			}
 		}
@@ -174,12 +165,12 @@ func TestPerUserPendingLimitCommand(t *testing.T) {
 		b := New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t), PerUserPendingLimit: 2})
 		sayAs(b, "Dan[x]", "dan{x}", RankVoice, "#a", "!a http://d1.example.com/")
 		sayAs(b, "DAN{X}", "dan{x}", RankVoice, "#a", "!ao http://d2.example.com/")
-		before := dump(t, be)
+		before := be.Dump(t)
 		got := sayAs(b, "dan[x]", "dan{x}", RankVoice, "#a", "!a http://d3.example.com/")
 		if len(got) != 1 || !strings.Contains(got[0], "you already have 2 jobs queued") {
 			t.Errorf("third job: %q", got)
 		}
-		if diff := cmp.Diff(before, dump(t, be)); diff != "" {
+		if diff := cmp.Diff(before, be.Dump(t)); diff != "" {
 			t.Errorf("refusal changed Redis:\n%s", diff)
 		}
 		got = sayAs(b, "eve", "eve", RankVoice, "#a", "!a http://e1.example.com/")
@@ -250,6 +241,19 @@ func TestHistoryOneStep(t *testing.T) {
 			t.Fatalf("!history with one entry: %q", got)
 		}
 	})
+}
+
+// Counted words take their singular for one.
+func TestPluralWords(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{workers(1), "1 worker"}, {workers(3), "3 workers"},
+		{lastSteps(1), "the last step"}, {lastSteps(5), "the last 5 steps"},
+		{plural(0, "job", "jobs"), "jobs"}, {plural(1, "job", "jobs"), "job"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
 }
 
 // Right after !fail (while the job record still exists) !status says who

@@ -13,6 +13,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 )
 
 // referenceLine is one line of testdata/reference/public.jsonl: a command
@@ -199,9 +200,8 @@ func normalizeState(t *testing.T, st map[string]redistest.Entry) map[string]any 
 // assert the fixed behaviour and say which bug.
 func TestReferenceTranscript(t *testing.T) {
 	lines := loadReference(t)
-	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
-		ctx := context.Background()
-		b := New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t)})
+	storetest.Each(t, func(t *testing.T, be *redistest.Backend, st *store.Store, ctx context.Context) {
+		b := New(st, Options{Catalog: referenceCatalog(t)})
 		for i, l := range lines {
 			name := fmt.Sprintf("%02d %s", i, l.Line)
 			if l.Line == "@flush" {

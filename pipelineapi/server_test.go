@@ -90,9 +90,16 @@ func eachHarness(t *testing.T, opt Options, fn func(t *testing.T, b *redistest.B
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) { fn(t, b, newHarness(t, b, opt), context.Background()) })
 }
 
-// addKey registers a new key and returns a client signing with it, once
-// the server knows it.
+// addKey registers a new key and returns a client of the test server
+// signing with it, once the server knows it.
 func (h *harness) addKey(name string, opts ...client.Option) *client.Client {
+	h.t.Helper()
+	return h.addKeyAt(h.hs.URL, name, opts...)
+}
+
+// addKeyAt is addKey with a client of the server at url (another listener
+// of h.srv).
+func (h *harness) addKeyAt(url, name string, opts ...client.Option) *client.Client {
 	h.t.Helper()
 	pub, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {
@@ -102,7 +109,7 @@ func (h *harness) addKey(name string, opts ...client.Option) *client.Client {
 		h.t.Fatal(err)
 	}
 	testproc.Eventually(h.t, "key "+name, func() bool { p, _ := h.srv.currentTerm().publicKey(name); return p != nil })
-	c, err := client.New(h.hs.URL, name, priv, opts...)
+	c, err := client.New(url, name, priv, opts...)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -128,8 +135,8 @@ func (h *harness) holding(name, ident string) *client.Client {
 	h.t.Helper()
 	c := h.addKey(name)
 	h.queue(ident, store.KeyPending)
-	if _, err := c.Take(context.Background(), wire.TakeRequest{}); err != nil {
-		h.t.Fatal(err)
+	if j, err := c.Take(context.Background(), wire.TakeRequest{}); err != nil || j == nil {
+		h.t.Fatalf("take: %v %v", j, err)
 	}
 	return c
 }
@@ -138,10 +145,7 @@ func (h *harness) holding(name, ident string) *client.Client {
 // write (its nonce, the key's statistics): what "nothing written" compares.
 func (h *harness) dump() map[string]redistest.Entry {
 	h.t.Helper()
-	d, err := redistest.Dump(context.Background(), h.b.Client)
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	d := h.b.Dump(h.t)
 	for k := range d {
 		if strings.HasPrefix(k, store.PipelineKeyPrefix) && !strings.HasSuffix(k, ":jobs") {
 			delete(d, k)

@@ -27,12 +27,7 @@ func (r *replies) Private(text string) { r.lines = append(r.lines, text) }
 // /logs/recent shows the API job's entries from memory.
 func TestSideBySide(t *testing.T) {
 	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
-		c := h.addKey("api-pipe")
-		h.queue("apijob", store.KeyPending)
-		j, err := c.Take(ctx, wire.TakeRequest{})
-		if err != nil || j == nil {
-			t.Fatalf("take %v %v", j, err)
-		}
+		c := h.holding("api-pipe", "apijob")
 		if _, err := c.Report(ctx, map[string]string{"nickname": "upstream-nick", "version": "20250101.01"}); err != nil {
 			t.Fatal(err)
 		}

@@ -2,21 +2,15 @@ package pipelinesim_test
 
 import (
 	"context"
-	"crypto/ed25519"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
-	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelineapi"
-	"github.com/archiveteam/archivebot-go/pipelineapi/client"
-	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+	"github.com/archiveteam/archivebot-go/pipelineapi/apitest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 )
 
@@ -27,22 +21,8 @@ func TestAPIMode(t *testing.T) {
 	b := redistest.Mini(t)
 	ctx := context.Background()
 	st := store.NewStore(b.Client)
-	srv := pipelineapi.New(pipelineapi.Options{Store: st, KeyRefresh: 20 * time.Millisecond, FlushInterval: 50 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	hs := httptest.NewServer(srv.Handler())
-	sctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); srv.Run(sctx) }()
-	defer func() { stop(); <-done; hs.Close() }()
-	pub, priv, _ := ed25519.GenerateKey(nil)
-	if err := st.AddPipelineKey(ctx, "sim-api", wire.FormatPublicKey(pub)); err != nil {
-		t.Fatal(err)
-	}
-	c, _ := client.New(hs.URL, "sim-api", priv)
-	testproc.EventuallyWithin(t, 5*time.Second, "the server to know the key", func() bool {
-		_, err := c.Job(ctx, "x")
-		return client.IsCode(err, "not_held")
-	})
+	hs := apitest.Serve(t, pipelineapi.Options{Store: st, KeyRefresh: 20 * time.Millisecond})
+	c := apitest.Client(t, st, hs.URL, "sim-api")
 	var ids []string
 	for i := range 4 {
 		id := fmt.Sprintf("simapi%d", i)

@@ -114,14 +114,11 @@ type entry struct {
 	TTL   any
 }
 
-func dump(t *testing.T, c *redis.Client) map[string]entry {
+// dump is b's database with sorted sets as "score member" lines.
+func dump(t *testing.T, b *redistest.Backend) map[string]entry {
 	t.Helper()
-	d, err := redistest.Dump(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]entry{}
-	for k, e := range d {
+	for k, e := range b.Dump(t) {
 		if zs, ok := e.Value.([]redis.Z); ok { // scores and members, readable
 			var v []string
 			for _, z := range zs {
@@ -203,7 +200,7 @@ func TestJobLifecycle(t *testing.T) {
 					counter:                {"string", "1", -1},
 					"finish_notifications": {"list", []string{notice}, -1},
 				}
-				if diff := cmp.Diff(want, dump(t, c)); diff != "" {
+				if diff := cmp.Diff(want, dump(t, b)); diff != "" {
 					t.Errorf("state after the job (-want +got):\n%s", diff)
 				}
 				ttl, _ := c.TTL(ctx, "job1").Result()

@@ -12,6 +12,7 @@ import (
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 	"github.com/archiveteam/archivebot-go/tweeter"
@@ -44,10 +45,7 @@ func (h signalHandler) WithGroup(name string) slog.Handler {
 // pipeline: a job the pipeline starts ends up as exactly one "Archiving
 // URL" in tweets:done; a job aborted before it started produces none.
 func TestEndToEnd(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		jobs := store.NewStore(b.Client)
-
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, jobs *store.Store, ctx context.Context) {
 		base, logs := newLogger(t)
 		posts := make(chan slog.Record, 10)
 		logger := slog.New(signalHandler{base.Handler(), "would post", posts})

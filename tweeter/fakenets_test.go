@@ -314,20 +314,13 @@ func (f *fakeBluesky) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// deadline gives every request a short deadline: the client's timeout,
-// shortened for tests.
-type deadline struct {
-	d    time.Duration
-	base http.RoundTripper
-}
+// deadline gives every request a short deadline d on the default
+// transport: the client's timeout, shortened for tests.
+type deadline struct{ d time.Duration }
 
 func (t deadline) RoundTrip(req *http.Request) (*http.Response, error) {
-	base := t.base
-	if base == nil {
-		base = http.DefaultTransport
-	}
 	ctx, cancel := context.WithTimeout(req.Context(), t.d)
-	resp, err := base.RoundTrip(req.WithContext(ctx))
+	resp, err := http.DefaultTransport.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		cancel()
 		return nil, err

@@ -123,9 +123,7 @@ func TestCheckJob(t *testing.T) {
 // Each job is looked up once, not on every log line; memory of handled jobs
 // is bounded by age and count.
 func TestCheckJobLooksUpOnce(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		r := newRig(t, b, tweeter.Config{SeenTTL: time.Hour, SeenMax: 2})
+	eachRig(t, tweeter.Config{SeenTTL: time.Hour, SeenMax: 2}, func(t *testing.T, r *rig, ctx context.Context) {
 		n := countLookups(r.c)
 		check := func(ident string) {
 			t.Helper()
@@ -163,9 +161,7 @@ func TestCheckJobLooksUpOnce(t *testing.T) {
 }
 
 func TestSweep(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		r := newRig(t, b, tweeter.Config{})
+	eachRig(t, tweeter.Config{}, func(t *testing.T, r *rig, ctx context.Context) {
 		r.job(t, "jobrun", "url", "https://run.example/", "started_at", "1")
 		r.job(t, "jobabort", "url", "https://abort.example/", "started_at", "1", "abort_requested", "true")
 		r.c.LPush(ctx, store.KeyWorking, "jobrun", "jobabort", "jobgone")
@@ -179,9 +175,7 @@ func TestSweep(t *testing.T) {
 // A string key listed in `working` must not make every sweep fail: it is
 // skipped, logged once, and the other jobs are still tweeted.
 func TestBadKey_StringJobInWorking(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		r := newRig(t, b, tweeter.Config{})
+	eachRig(t, tweeter.Config{}, func(t *testing.T, r *rig, ctx context.Context) {
 		r.job(t, "jobrun", "url", "https://run.example/", "started_at", "1")
 		r.c.Set(ctx, "strjob", "x", 0)
 		r.c.LPush(ctx, store.KeyWorking, "strjob", "jobrun")
@@ -204,9 +198,7 @@ func TestBadKey_StringJobInWorking(t *testing.T) {
 }
 
 func TestPrune(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		r := newRig(t, b, tweeter.Config{})
+	eachRig(t, tweeter.Config{}, func(t *testing.T, r *rig, ctx context.Context) {
 		day := 24 * time.Hour
 		at := func(d time.Duration) float64 { return float64(r.now.Add(-d).Unix()) }
 		r.c.ZAdd(ctx, store.KeyTweetsDone,
@@ -307,8 +299,7 @@ func TestStartStop(t *testing.T) {
 
 // Without credentials the feed drains into tweets:done and logs each text.
 func TestDryRun(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		r := newRig(t, b, tweeter.Config{})
+	eachRig(t, tweeter.Config{}, func(t *testing.T, r *rig, _ context.Context) {
 		if !r.tw.DryRun() {
 			t.Fatal("no credentials, yet not a dry run")
 		}

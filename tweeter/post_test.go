@@ -52,6 +52,13 @@ func newRig(t *testing.T, b *redistest.Backend, cfg tweeter.Config) *rig {
 	return r
 }
 
+// eachRig runs fn with a fresh rig of cfg on each backend
+// (redistest.Each) and a background context.
+func eachRig(t *testing.T, cfg tweeter.Config, fn func(t *testing.T, r *rig, ctx context.Context)) {
+	t.Helper()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) { fn(t, newRig(t, b, cfg), context.Background()) })
+}
+
 // fakeRig is a rig posting to a fake Twitter through the real posters.
 func fakeRig(t *testing.T, b *redistest.Backend, api string, fake *fakeTwitter) *rig {
 	return newRig(t, b, tweeter.Config{API: api, Credentials: testCreds, Transport: fake.transport()})

@@ -235,6 +235,17 @@ func (b *Bridge) call(what string, op func(ctx context.Context) error) error {
 	}
 }
 
+// callFor is call for an op with a result.
+func callFor[T any](b *Bridge, what string, op func(ctx context.Context) (T, error)) (T, error) {
+	var out T
+	err := b.call(what, func(ctx context.Context) error {
+		var err error
+		out, err = op(ctx)
+		return err
+	})
+	return out, err
+}
+
 // transient says whether err may pass by itself, and after how long.
 func transient(err error) (bool, time.Duration) {
 	var e *client.Error
@@ -275,12 +286,7 @@ func (b *Bridge) held(ident string) (js *jobState, reply string) {
 	if !plausibleIdent(ident) {
 		return nil, errNotHeld(ident)
 	}
-	var rec *wire.Job
-	err := b.call("job", func(ctx context.Context) error {
-		var err error
-		rec, err = b.node.Job(ctx, ident)
-		return err
-	})
+	rec, err := callFor(b, "job", func(ctx context.Context) (*wire.Job, error) { return b.node.Job(ctx, ident) })
 	if err != nil {
 		return nil, nodeReply(err)
 	}
@@ -318,12 +324,7 @@ func (b *Bridge) record(js *jobState) (*wire.Job, string) {
 		return rec, ""
 	}
 	b.mu.Unlock()
-	var rec *wire.Job
-	err := b.call("job", func(ctx context.Context) error {
-		var err error
-		rec, err = b.node.Job(ctx, js.ident)
-		return err
-	})
+	rec, err := callFor(b, "job", func(ctx context.Context) (*wire.Job, error) { return b.node.Job(ctx, js.ident) })
 	if err != nil {
 		b.releaseIfNotHeld(js.ident, err)
 		return nil, nodeReply(err)

@@ -575,12 +575,7 @@ func (b *Bridge) take(c redcon.Conn, cs *connState, args []string) {
 	} else {
 		req = wire.TakeRequest{Queues: []string{q}}
 	}
-	var job *wire.Job
-	err := b.call("take", func(ctx context.Context) error {
-		var err error
-		job, err = b.node.Take(ctx, req)
-		return err
-	})
+	job, err := callFor(b, "take", func(ctx context.Context) (*wire.Job, error) { return b.node.Take(ctx, req) })
 	if err != nil {
 		c.WriteError(nodeReply(err))
 		return
@@ -684,11 +679,8 @@ func (b *Bridge) eval(c redcon.Conn, name string, args []string) {
 		b.flush(c, cs)
 		return
 	case scriptMarkAborted:
-		js := b.heldJob(c, ident)
-		if js == nil || !b.nodeCall(c, "abort", js.ident, func(ctx context.Context) error {
-			_, err := b.node.Abort(ctx, js.ident)
-			return err
-		}) {
+		js := b.endJob(c, "abort", ident, b.node.Abort)
+		if js == nil {
 			return
 		}
 		b.mu.Lock()
@@ -696,11 +688,8 @@ func (b *Bridge) eval(c redcon.Conn, name string, args []string) {
 		b.mu.Unlock()
 		c.WriteNull()
 	case scriptMarkDone:
-		js := b.heldJob(c, ident)
-		if js == nil || !b.nodeCall(c, "done", js.ident, func(ctx context.Context) error {
-			_, err := b.node.Done(ctx, js.ident)
-			return err
-		}) {
+		js := b.endJob(c, "done", ident, b.node.Done)
+		if js == nil {
 			return
 		}
 		b.mu.Lock()
@@ -709,6 +698,20 @@ func (b *Bridge) eval(c redcon.Conn, name string, args []string) {
 		b.log.Info("bridge: job done", "ident", js.ident)
 		c.WriteNull()
 	}
+}
+
+// endJob has the node end the held job ident through end (its Abort or
+// Done, named what) and returns the job; nil when the job is not held or
+// the call failed, with the reply written.
+func (b *Bridge) endJob(c redcon.Conn, what, ident string, end func(context.Context, string) (wire.DoneResponse, error)) *jobState {
+	js := b.heldJob(c, ident)
+	if js == nil || !b.nodeCall(c, what, js.ident, func(ctx context.Context) error {
+		_, err := end(ctx, js.ident)
+		return err
+	}) {
+		return nil
+	}
+	return js
 }
 
 func (b *Bridge) script(c redcon.Conn, args []string) {

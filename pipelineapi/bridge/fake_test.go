@@ -68,6 +68,20 @@ func notHeld(ident string) error {
 	return &client.Error{Status: 403, Code: "not_held", Reason: "job " + ident + " is not held by this key"}
 }
 
+// holding records call and, when ident is held, locks f and returns its
+// unlock; a job not held is the node's not_held refusal.
+func (f *fakeNode) holding(call, ident string) (unlock func(), err error) {
+	if err := f.record(call); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	if !f.held[ident] {
+		f.mu.Unlock()
+		return nil, notHeld(ident)
+	}
+	return f.mu.Unlock, nil
+}
+
 func (f *fakeNode) Take(ctx context.Context, req wire.TakeRequest) (*wire.Job, error) {
 	if err := f.record("take " + strings.Join(req.Queues, ",")); err != nil {
 		return nil, err
@@ -104,14 +118,11 @@ func (f *fakeNode) Take(ctx context.Context, req wire.TakeRequest) (*wire.Job, e
 }
 
 func (f *fakeNode) Job(ctx context.Context, ident string) (*wire.Job, error) {
-	if err := f.record("job " + ident); err != nil {
+	unlock, err := f.holding("job "+ident, ident)
+	if err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.held[ident] {
-		return nil, notHeld(ident)
-	}
+	defer unlock()
 	j := *f.jobs[ident]
 	fl := map[string]string{}
 	for k, v := range j.Fields {
@@ -123,14 +134,11 @@ func (f *fakeNode) Job(ctx context.Context, ident string) (*wire.Job, error) {
 }
 
 func (f *fakeNode) Update(ctx context.Context, ident string, req wire.UpdateRequest) (wire.UpdateResponse, error) {
-	if err := f.record(fmt.Sprintf("update %s hb=%d incr=%d set=%d log=%d", ident, req.Heartbeat, len(req.Incr), len(req.Set), len(req.Log))); err != nil {
+	unlock, err := f.holding(fmt.Sprintf("update %s hb=%d incr=%d set=%d log=%d", ident, req.Heartbeat, len(req.Incr), len(req.Set), len(req.Log)), ident)
+	if err != nil {
 		return wire.UpdateResponse{}, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.held[ident] {
-		return wire.UpdateResponse{}, notHeld(ident)
-	}
+	defer unlock()
 	f.updates[ident] = append(f.updates[ident], req)
 	j := f.jobs[ident]
 	add := func(k string, n int64) {
@@ -151,27 +159,21 @@ func (f *fakeNode) Update(ctx context.Context, ident string, req wire.UpdateRequ
 }
 
 func (f *fakeNode) Abort(ctx context.Context, ident string) (wire.DoneResponse, error) {
-	if err := f.record("abort " + ident); err != nil {
+	unlock, err := f.holding("abort "+ident, ident)
+	if err != nil {
 		return wire.DoneResponse{}, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.held[ident] {
-		return wire.DoneResponse{}, notHeld(ident)
-	}
+	defer unlock()
 	f.jobs[ident].Fields["aborted"] = "true"
 	return wire.DoneResponse{Ident: ident, Aborted: true}, nil
 }
 
 func (f *fakeNode) Done(ctx context.Context, ident string) (wire.DoneResponse, error) {
-	if err := f.record("done " + ident); err != nil {
+	unlock, err := f.holding("done "+ident, ident)
+	if err != nil {
 		return wire.DoneResponse{}, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.held[ident] {
-		return wire.DoneResponse{}, notHeld(ident)
-	}
+	defer unlock()
 	delete(f.held, ident)
 	return wire.DoneResponse{Ident: ident, Aborted: f.jobs[ident].Fields["aborted"] != ""}, nil
 }

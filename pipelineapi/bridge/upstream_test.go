@@ -7,13 +7,9 @@ package bridge_test
 
 import (
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
-	"net/http/httptest"
 	"reflect"
 	"sort"
 	"strings"
@@ -28,9 +24,8 @@ import (
 	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelineapi"
+	"github.com/archiveteam/archivebot-go/pipelineapi/apitest"
 	"github.com/archiveteam/archivebot-go/pipelineapi/bridge"
-	"github.com/archiveteam/archivebot-go/pipelineapi/client"
-	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
 
 // Python is Debian's interpreter, which has python3-redis (.ci/run
@@ -213,26 +208,8 @@ func TestUpstreamPipelineThroughBridge(t *testing.T) {
 	rdb := b.Client
 	st := store.NewStore(rdb)
 	sk := &sink{}
-	srv := pipelineapi.New(pipelineapi.Options{Store: st, Sink: sk, KeyRefresh: 50 * time.Millisecond,
-		FlushInterval: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	hs := httptest.NewServer(srv.Handler())
-	sctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); srv.Run(sctx) }()
-	t.Cleanup(func() { stop(); <-done; hs.Close() })
-
-	pub, priv, _ := ed25519.GenerateKey(nil)
-	if err := st.AddPipelineKey(ctx, "bridge-e2e", wire.FormatPublicKey(pub)); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(hs.URL, "bridge-e2e", priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testproc.Eventually(t, "the server to know the key", func() bool {
-		_, err := cl.Job(ctx, "none")
-		return client.IsCode(err, "not_held")
-	})
+	hs := apitest.Serve(t, pipelineapi.Options{Store: st, Sink: sk})
+	cl := apitest.Client(t, st, hs.URL, "bridge-e2e")
 	br := bridge.New(bridge.Config{Node: cl})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
