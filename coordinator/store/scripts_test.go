@@ -229,26 +229,30 @@ func TestWriteScriptsNonIntegerFields(t *testing.T) {
 // 0; it neither stops the cycle for the other jobs nor keeps the job from
 // dying.
 func TestReapJunkDeathTimer(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := context.Background()
-		b.Client.RPush(ctx, store.KeyWorking, "junkjob", "goodjob")
-		b.Client.HSet(ctx, "junkjob", "heartbeat", "5", "last_acknowledged_heartbeat", "5", "death_timer", "soon")
-		b.Client.HSet(ctx, "goodjob", "heartbeat", "5", "last_acknowledged_heartbeat", "5", "death_timer", "0")
-		s := store.NewStore(b.Client)
-		var dead []store.DeadJob
-		for i := 0; i < 2; i++ {
-			var err error
-			if dead, err = s.AdvanceDeathTimers(ctx, 2, false); err != nil {
-				t.Fatalf("cycle %d: %v", i+1, err)
-			}
-		}
-		got, _ := b.Client.HGet(ctx, "junkjob", "death_timer").Result()
-		good, _ := b.Client.HGet(ctx, "goodjob", "death_timer").Result()
-		if got != "2" || good != "2" {
-			t.Errorf("death timers after two cycles: junkjob %q goodjob %q, want 2 and 2", got, good)
-		}
-		if len(dead) != 2 {
-			t.Errorf("dead after two cycles at threshold 2: %d jobs, want 2", len(dead))
-		}
-	})
+	for _, junk := range []string{"soon", "inf", "nan", "-inf", "1.5e400"} {
+		t.Run(junk, func(t *testing.T) {
+			redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+				ctx := context.Background()
+				b.Client.RPush(ctx, store.KeyWorking, "junkjob", "goodjob")
+				b.Client.HSet(ctx, "junkjob", "heartbeat", "5", "last_acknowledged_heartbeat", "5", "death_timer", junk)
+				b.Client.HSet(ctx, "goodjob", "heartbeat", "5", "last_acknowledged_heartbeat", "5", "death_timer", "0")
+				s := store.NewStore(b.Client)
+				var dead []store.DeadJob
+				for i := 0; i < 2; i++ {
+					var err error
+					if dead, err = s.AdvanceDeathTimers(ctx, 2, false); err != nil {
+						t.Fatalf("cycle %d: %v", i+1, err)
+					}
+				}
+				got, _ := b.Client.HGet(ctx, "junkjob", "death_timer").Result()
+				good, _ := b.Client.HGet(ctx, "goodjob", "death_timer").Result()
+				if got != "2" || good != "2" {
+					t.Errorf("death timers after two cycles: junkjob %q goodjob %q, want 2 and 2", got, good)
+				}
+				if len(dead) != 2 {
+					t.Errorf("dead after two cycles at threshold 2: %d jobs, want 2", len(dead))
+				}
+			})
+		})
+	}
 }

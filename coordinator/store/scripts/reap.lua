@@ -13,8 +13,9 @@
 --
 -- Per job, exactly as upstream: no `heartbeat` -> skip; no
 -- `last_acknowledged_heartbeat` -> copy heartbeat into it; heartbeat > LAH ->
--- LAH = heartbeat, death_timer = 0; else HINCRBY death_timer 1 (a
--- death_timer that is not an integer counts as 0, so it becomes 1). Jobs with
+-- LAH = heartbeat, death_timer = 0; else death_timer + 1 (one HSET: a
+-- death_timer that is not a number counts as 0, so it becomes 1, where
+-- HINCRBY would fail the whole cycle). Jobs with
 -- `finished_at` or `failed` are left alone. A job whose heartbeat advances
 -- again is forgotten from KEYS[2], and so are idents no longer in `working`,
 -- so a second death is announced again.
@@ -43,12 +44,10 @@ for _, ident in ipairs(idents) do
         redis.call('SREM', KEYS[2], ident)
       end
     else
-      local timer = 1
-      if f[3] and integer(f[3]) then
-        timer = redis.call('HINCRBY', ident, 'death_timer', 1)
-      else
-        redis.call('HSET', ident, 'death_timer', 1)
-      end
+      local n = tonumber(f[3]) or 0
+      if n ~= n or n == math.huge or n == -math.huge then n = 0 end -- nan, inf
+      local timer = math.floor(n) + 1
+      redis.call('HSET', ident, 'death_timer', timer)
       if timer >= threshold then
         local reported = redis.call('SISMEMBER', KEYS[2], ident)
         if reported == 0 or include_reported then
