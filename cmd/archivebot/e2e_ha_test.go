@@ -317,7 +317,12 @@ func TestE2EHighAvailability(t *testing.T) {
 	t.Run("freeze-leader", func(t *testing.T) {
 		const ch = "#ha-freeze"
 		a, op, voice := leaderIn(t, ch, "6s")
-		b := haStandby(t, irc, ch, cl, "node-b", "6s")
+		// node-b's lease is long (renewed every 5 s) so that, frozen
+		// below, it keeps the lease through the old leader's waking
+		// with 10 s to spare even on a loaded machine: the checks must
+		// see node-a waking under another node's lease, never a free
+		// one it could take back. It polls every 1.5 s as a standby.
+		b := haStandby(t, irc, ch, cl, "node-b", "15s")
 		// Work for the services of both, so that the old leader has
 		// writes to attempt when it wakes: a notice waiting, a dying job.
 		id := dyingJob(t, rdb, voice, ch, "https://example.com/e2e/ha/frozen")
@@ -342,8 +347,8 @@ func TestE2EHighAvailability(t *testing.T) {
 		t.Logf("SIGSTOP of the leader (lease_ttl 6s): standby took the lease after %s, joined as %s after %s, answering",
 			ms(took), nickB, ms(joined))
 
-		// Freeze the new leader: it renews every 2 s, so its lease has at
-		// least 4 s left, which outlives the check below.
+		// Freeze the new leader: it renews every 5 s, so its lease has at
+		// least 10 s left, which outlives the check below.
 		b.Signal(syscall.SIGSTOP)
 		defer b.Signal(syscall.SIGCONT)
 		pushNotice(t, rdb, notice("vera", ch, "https://example.com/e2e/ha/after-freeze"))
