@@ -385,7 +385,7 @@ func (f *Firehose) watchWorking(ctx context.Context) {
 
 // listenEvents follows ChannelJobEvents, reconnecting with backoff.
 func (f *Firehose) listenEvents(ctx context.Context) {
-	run.Reconnect(ctx, f.log, "job events subscription", pubSubBackoff, func(ctx context.Context) (bool, error) {
+	run.Reconnect(ctx, f.log, "job events subscription", PubSubBackoff, func(ctx context.Context) (bool, error) {
 		return f.store.ListenJobEvents(ctx, func() { f.markReady(true, false) }, func(doc string) {
 			var ev JobEvent
 			if err := json.Unmarshal([]byte(doc), &ev); err != nil || ev.Ident == "" || ev.Event == "" {

@@ -11,9 +11,10 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
-// pubSubBackoff bounds the reconnection waits of every pub/sub listener
-// (`updates` here, job events in the firehose): run.Reconnect.
-var pubSubBackoff = run.Backoff{Min: config.DefaultPubSubMinBackoff, Max: config.DefaultPubSubMaxBackoff}
+// PubSubBackoff bounds the reconnection waits of every pub/sub listener
+// (`updates` here, job events in the firehose, the pipeline API's job
+// settings): run.Reconnect.
+var PubSubBackoff = run.Backoff{Min: config.DefaultPubSubMinBackoff, Max: config.DefaultPubSubMaxBackoff}
 
 // Updates listens on the `updates` channel (a job ident on every log
 // entry, finish and abort) and fans each ident out to the registered
@@ -29,14 +30,14 @@ type Updates struct {
 	onSub    []func(ctx context.Context)
 
 	// MinBackoff and MaxBackoff bound the wait between reconnection
-	// attempts (pubSubBackoff unless a test changes them).
+	// attempts (PubSubBackoff unless a test changes them).
 	MinBackoff, MaxBackoff time.Duration
 }
 
 // NewUpdates returns a listener over store; Run starts it.
 func NewUpdates(store *store.Store, log *slog.Logger) *Updates {
 	return &Updates{store: store, log: serviceLog(log, "updates"),
-		MinBackoff: pubSubBackoff.Min, MaxBackoff: pubSubBackoff.Max}
+		MinBackoff: PubSubBackoff.Min, MaxBackoff: PubSubBackoff.Max}
 }
 
 // OnUpdate registers fn to be called with the ident of every `updates`

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
@@ -94,11 +94,8 @@ func (t *term) settingsChanged(ident string) {
 // of held jobs to their keys' streams.
 func (t *term) settingsLoop(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		b := run.Backoff{Min: config.DefaultPubSubMinBackoff, Max: config.DefaultPubSubMaxBackoff}
-		run.Reconnect(ctx, t.s.log, "job settings subscription", b, func(ctx context.Context) (bool, error) {
+	run.Go(&wg, t.s.log, "job settings subscription", func() {
+		run.Reconnect(ctx, t.s.log, "job settings subscription", coordinator.PubSubBackoff, func(ctx context.Context) (bool, error) {
 			return t.s.store.ListenJobSettings(ctx, func() {
 				// Messages are lost while unsubscribed: send every
 				// held job's settings again.
@@ -117,7 +114,7 @@ func (t *term) settingsLoop(ctx context.Context) {
 				}
 			})
 		})
-	}()
+	})
 	for {
 		select {
 		case <-ctx.Done():

@@ -14,7 +14,7 @@
 -- Per job, exactly as upstream: no `heartbeat` -> skip; no
 -- `last_acknowledged_heartbeat` -> copy heartbeat into it; heartbeat > LAH ->
 -- LAH = heartbeat, death_timer = 0; else death_timer + 1 (one HSET: a
--- death_timer that is not a number counts as 0, so it becomes 1, where
+-- death_timer that is not a finite number counts as 0, so it becomes 1, where
 -- HINCRBY would fail the whole cycle). Jobs with
 -- `finished_at` or `failed` are left alone. A job whose heartbeat advances
 -- again is forgotten from KEYS[2], and so are idents no longer in `working`,
