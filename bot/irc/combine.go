@@ -362,16 +362,19 @@ func (c *Client) postUnit(channel string, u finishUnit) error {
 		defer stop()
 	}
 	n, err := c.postChannelN(ctx, channel, u.lines)
-	if len(u.items) == 1 {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	switch {
+	case err == nil && len(c.finishRest) > 0:
+		// Delivered, alone or in a combined line: nothing left of it.
+		for _, it := range u.items {
+			delete(c.finishRest, c.finishRestKey(channel, it))
+		}
+	case n > 0 && len(u.items) == 1:
 		key := c.finishRestKey(channel, u.items[0])
-		c.qmu.Lock()
-		switch {
-		case err == nil:
-			delete(c.finishRest, key)
-		case n > 0 && (len(c.finishRest) < maxFinishRest || c.finishRest[key] != nil):
+		if len(c.finishRest) < maxFinishRest || c.finishRest[key] != nil {
 			c.finishRest[key] = u.lines[n:]
 		}
-		c.qmu.Unlock()
 	}
 	return err
 }
