@@ -370,7 +370,7 @@ func (c *Client) postUnit(channel string, u finishUnit) error {
 		for _, it := range u.items {
 			delete(c.finishRest, c.finishRestKey(channel, it))
 		}
-	case n > 0 && len(u.items) == 1:
+	case err != nil && n > 0 && len(u.items) == 1:
 		key := c.finishRestKey(channel, u.items[0])
 		if len(c.finishRest) < maxFinishRest || c.finishRest[key] != nil {
 			c.finishRest[key] = u.lines[n:]
