@@ -121,4 +121,17 @@ func TestFinishReportResumesAfterPartialSend(t *testing.T) {
 	if diff := cmp.Diff(wantStr, f.lines); diff != "" {
 		t.Errorf("lines written over both deliveries (-each once +got):\n%s", diff)
 	}
+	// Once delivered, nothing is remembered: a later delivery of the
+	// same report (a kill before the acknowledgement) sends it whole.
+	for round := 3; round <= 4; round++ {
+		f.mu.Lock()
+		f.lines = nil
+		f.mu.Unlock()
+		if err := deliver(); err != nil {
+			t.Fatalf("delivery %d: %v", round, err)
+		}
+		if diff := cmp.Diff(wantStr, f.lines); diff != "" {
+			t.Errorf("delivery %d, after a complete one (-whole +got):\n%s", round, diff)
+		}
+	}
 }
