@@ -18,8 +18,9 @@ import (
 )
 
 // Registry is the registry /metrics serves: these metrics (each
-// registered where it is declared), the Go runtime and process collectors, and whatever the web server registers at start
-// (the Redis-backed gauges).
+// registered where it is declared), the Go runtime and process
+// collectors, and whatever the web server registers at start (the
+// Redis-backed gauges).
 var Registry = prometheus.NewRegistry()
 
 // Command outcomes (the "outcome" label of archivebot_commands_total).
