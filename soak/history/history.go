@@ -1,0 +1,179 @@
+// Package history is the soak's record of what happened: every command a
+// scripted user sent and the reply it got, every channel line, every take
+// and end of a job by a pipeline, every fault, every sample of the
+// processes' resources and every probe of the node's view of a job. The
+// runner (package soak) writes it as JSON lines while the soak runs; the
+// checker (soak/check) reads it back, with Redis's state at the end, and
+// decides every invariant from it alone, so a run can be checked again
+// later, or by hand.
+package history
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// Kind says what an Event records.
+type Kind string
+
+// The kinds of event. Each says which of Event's fields it fills.
+const (
+	// Send: a scripted IRC user sent a command. Actor (nick), Channel,
+	// Text (the line), ID (unique per run, links the reply).
+	Send Kind = "send"
+	// Reply: the first bot line answering command ID, or Outcome
+	// "timeout" when none came. Actor (nick), Channel, Text, ID,
+	// Num["latency_ms"].
+	Reply Kind = "reply"
+	// Line: a line the observer saw in a channel (PRIVMSG or NOTICE),
+	// replies included. Actor (sender), Channel, Text.
+	Line Kind = "line"
+	// Take: a pipeline took a job. Actor (pipeline name), Via (api,
+	// bridge or direct), Target (its key name, for api and bridge),
+	// Ident, URL.
+	Take Kind = "take"
+	// JobEnd: a pipeline ended a job it held. Actor, Via, Ident, Outcome
+	// (done, aborted, or abandoned when the pipeline died holding it).
+	JobEnd Kind = "jobend"
+	// Pipe: a pipeline's life. Actor, Via, Outcome (started, died,
+	// paused, resumed, restarted).
+	Pipe Kind = "pipe"
+	// Revoke: a key's revocation returned (T is when it returned).
+	// Target (key name).
+	Revoke Kind = "revoke"
+	// Fault: a fault window. Fault (its name: kill-leader,
+	// freeze-leader, kill-redis-master, partition-node-redis,
+	// partition-pipeline-node, partition-leader-irc, pause-pipeline,
+	// clock-skew, revoke-waiting, restart-bridge), Outcome (start or
+	// end), Target (what it hit).
+	Fault Kind = "fault"
+	// Sample: one reading of a process's resources. Actor (node-a,
+	// node-b, redis, bridge-N), Num (rss_bytes, goroutines, fds,
+	// redis_used_memory, …).
+	Sample Kind = "sample"
+	// Probe: the node's view of a job at a quiet point. Via (jobs_api,
+	// status, dashboard), Ident, Outcome (the state it reported, or
+	// "absent"), Text (the raw answer, cut).
+	Probe Kind = "probe"
+	// Quiet: a quiet point, when no fault is active and load has
+	// drained. Outcome (start or end).
+	Quiet Kind = "quiet"
+	// Stream: a dashboard viewer's figures for an interval. Actor
+	// (viewer), Via (v2 or upstream), Num (frames, dropped_reported,
+	// lag_p50_ms, lag_p99_ms).
+	Stream Kind = "stream"
+	// Feed: a post a fake network received. Via (mastodon or bluesky),
+	// Text, URL, Ident where it can be told.
+	Feed Kind = "feed"
+	// Leader: the node that holds the lease changed. Actor (the new
+	// leader, or "" when none).
+	Leader Kind = "leader"
+	// Note: free text for a person reading the run (Text).
+	Note Kind = "note"
+	// Final: the run ended; Text names the file holding Redis's state
+	// at the end (a redistest.Dump as JSON), relative to the run's
+	// directory.
+	Final Kind = "final"
+)
+
+// Event is one line of the history. Only the fields its Kind names are
+// set.
+type Event struct {
+	T       time.Time          `json:"t"`
+	Kind    Kind               `json:"kind"`
+	Actor   string             `json:"actor,omitempty"`
+	Channel string             `json:"channel,omitempty"`
+	Text    string             `json:"text,omitempty"`
+	ID      int64              `json:"id,omitempty"`
+	Ident   string             `json:"ident,omitempty"`
+	URL     string             `json:"url,omitempty"`
+	Via     string             `json:"via,omitempty"`
+	Target  string             `json:"target,omitempty"`
+	Outcome string             `json:"outcome,omitempty"`
+	Fault   string             `json:"fault,omitempty"`
+	Num     map[string]float64 `json:"num,omitempty"`
+}
+
+// Recorder appends events to a file; it is safe for concurrent use.
+type Recorder struct {
+	mu  sync.Mutex
+	f   *os.File
+	w   *bufio.Writer
+	enc *json.Encoder
+	now func() time.Time
+	err error
+}
+
+// Create starts a history at path, truncating any file there.
+func Create(path string) (*Recorder, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	w := bufio.NewWriterSize(f, 64<<10)
+	return &Recorder{f: f, w: w, enc: json.NewEncoder(w), now: time.Now}, nil
+}
+
+// Add records e, stamping it with the current time when e.T is zero. The
+// first write error is kept and returned by Close.
+func (r *Recorder) Add(e Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.T.IsZero() {
+		e.T = r.now()
+	}
+	if r.err == nil {
+		r.err = r.enc.Encode(e)
+	}
+}
+
+// Flush writes buffered events to the file.
+func (r *Recorder) Flush() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err == nil {
+		r.err = r.w.Flush()
+	}
+	return r.err
+}
+
+// Close flushes and closes the file.
+func (r *Recorder) Close() error {
+	err := r.Flush()
+	if cerr := r.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Read returns every event of the history in r, in file order.
+func Read(r io.Reader) ([]Event, error) {
+	dec := json.NewDecoder(bufio.NewReaderSize(r, 64<<10))
+	var out []Event
+	for {
+		var e Event
+		err := dec.Decode(&e)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("history: event %d: %w", len(out)+1, err)
+		}
+		out = append(out, e)
+	}
+}
+
+// ReadFile reads the history at path.
+func ReadFile(path string) ([]Event, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return Read(f)
+}
