@@ -346,3 +346,36 @@ func TestStalledSubscriber(t *testing.T) {
 		t.Errorf("the stalled subscriber was not closed: %v", err)
 	}
 }
+
+// TestRevocationDropsCache (finding 4): once the control stream says the
+// key is revoked, the bridge no longer answers reads from its cache.
+func TestRevocationDropsCache(t *testing.T) {
+	ctx := context.Background()
+	node := newFakeNode()
+	node.events = make(chan client.Event)
+	node.queue("pending", "j1", nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New(Config{Node: node, RetryFor: 1, CacheFor: time.Hour})
+	done := make(chan struct{})
+	go func() { defer close(done); b.Serve(ln) }()
+	t.Cleanup(func() { b.Close(); <-done })
+	c := dial(t, ln.Addr().String())
+	if id := takeCycle(ctx, t, c, "pending"); id != "j1" {
+		t.Fatalf("take = %q", id)
+	}
+	if u, err := c.HGet(ctx, "j1", "url").Result(); err != nil || u != "http://example.com/j1" {
+		t.Fatalf("HGET url = %q, %v", u, err)
+	}
+	node.mu.Lock()
+	node.fail = &client.Error{Status: 403, Code: "revoked_key", Reason: "the key was revoked"}
+	node.mu.Unlock()
+	bye, _ := json.Marshal(wire.Error{Error: "revoked_key", Reason: "the key was revoked"})
+	node.events <- client.Event{Name: wire.EventBye, Data: bye}
+	node.events <- client.Event{Name: "ping"} // taken once the bye was handled
+	if u, err := c.HGet(ctx, "j1", "url").Result(); err == nil || !strings.Contains(err.Error(), "revoked_key") {
+		t.Errorf("HGET after the revocation = %q, %v; want the node's revoked_key", u, err)
+	}
+}

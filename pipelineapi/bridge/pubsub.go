@@ -297,9 +297,12 @@ func (b *Bridge) controlLoop() {
 	defer b.wg.Done()
 	for b.ctx.Err() == nil {
 		err := b.node.Control(b.ctx, b.onControlSafe)
+		// Events may be missed until the stream is open again: no cached
+		// record answers meanwhile.
 		b.mu.Lock()
 		b.ctlUp = false
 		b.mu.Unlock()
+		b.dropCache()
 		if b.ctx.Err() != nil {
 			return
 		}
@@ -315,6 +318,16 @@ func (b *Bridge) controlLoop() {
 			return
 		}
 	}
+}
+
+// dropCache forgets every cached job record: the reads that follow ask
+// the node.
+func (b *Bridge) dropCache() {
+	b.mu.Lock()
+	for _, js := range b.jobs {
+		js.rec = nil
+	}
+	b.mu.Unlock()
 }
 
 // onControlSafe is onControl; a panic in it ends the stream (which is
@@ -363,6 +376,14 @@ func (b *Bridge) onControl(ev client.Event) error {
 		b.mu.Unlock()
 		b.log.Warn("bridge: the node released a job", "ident", r.Ident, "reason", r.Reason)
 	case wire.EventBye:
+		// The key revoked, the node stopping: what was read before may
+		// no longer be what the node would answer.
+		b.dropCache()
+		var e wire.Error
+		if json.Unmarshal(ev.Data, &e) == nil && e.Error == "revoked_key" {
+			b.log.Error("bridge: the node revoked this pipeline's key; every request is refused from now on", "reason", oneLine(e.Reason))
+			break
+		}
 		b.log.Warn("bridge: the node closed the control stream", "data", oneLine(string(ev.Data)))
 	}
 	return nil
