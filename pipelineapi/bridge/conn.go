@@ -112,9 +112,17 @@ var httpPrefixes = [][]byte{[]byte("get "), []byte("post "), []byte("put "), []b
 	[]byte("options "), []byte("patch "), []byte("connect "), []byte("trace "), []byte("host:")}
 
 // notRESP is the error for data that is not a RESP array: an inline
-// command, or an HTTP request.
+// command, or an HTTP request. It is told apart by the first 8 bytes or
+// the first line if shorter: nil until they are there, so that the
+// answer does not depend on how the bytes arrive.
 func notRESP(b []byte) *protoError {
-	head := bytes.ToLower(b[:min(len(b), 8)])
+	head := b[:min(len(b), 8)]
+	if i := bytes.IndexByte(head, '\n'); i >= 0 {
+		head = head[:i+1]
+	} else if len(head) < 8 {
+		return nil
+	}
+	head = bytes.ToLower(head)
 	for _, p := range httpPrefixes {
 		if bytes.HasPrefix(head, p[:min(len(p), len(head))]) {
 			// As Redis: no reply, the connection is closed.
@@ -240,7 +248,10 @@ func header(b []byte, kind byte) (v int64, n int, err error) {
 // (*0, *-1) is a command with no arguments, as Redis skips it.
 func parseCommand(b []byte, lim Limits) (cmd redcon.Command, n int, err error) {
 	if b[0] != '*' {
-		return cmd, 0, notRESP(b)
+		if e := notRESP(b); e != nil {
+			return cmd, 0, e
+		}
+		return cmd, 0, nil
 	}
 	count, i, err := header(b, '*')
 	if err != nil || i == 0 {

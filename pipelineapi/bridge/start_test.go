@@ -48,7 +48,9 @@ func runBridge(t *testing.T, key, node string) (code int, stderr string) {
 	t.Helper()
 	var out, errb lockedBuffer
 	done := make(chan int, 1)
-	go func() { done <- bridge.Run([]string{"-key", key, "-node", node, "-listen", "127.0.0.1:0"}, &out, &errb) }()
+	go func() {
+		done <- bridge.Run([]string{"-key", key, "-node", node, "-listen", "127.0.0.1:0"}, &out, &errb)
+	}()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		select {
