@@ -470,7 +470,8 @@ func (b *Bridge) serveConn(nc net.Conn) {
 			return
 		}
 		c.cmds = cmds
-		for len(c.cmds) > 0 && !c.detached && !c.closed {
+		// Once detached, c.cmds belongs to the subscriber's goroutine.
+		for !c.detached && !c.closed && len(c.cmds) > 0 {
 			cmd := c.cmds[0]
 			c.cmds = c.cmds[1:]
 			b.serveRESP(c, cmd)

@@ -73,6 +73,10 @@ type fakeDetached struct{ *fakeConn }
 func (d *fakeDetached) ReadCommand() (redcon.Command, error) { return redcon.Command{}, net.ErrClosed }
 func (d *fakeDetached) Flush() error                         { return nil }
 
+// Close of a detached connection comes from the subscriber's goroutines:
+// it must not touch what the test reads.
+func (d *fakeDetached) Close() error { return nil }
+
 // FuzzCommands feeds command sequences (arguments separated by NUL,
 // commands by newline) to the bridge's translation, as one pipelined
 // batch, with a node where the pipeline holds job j1 and another key holds
