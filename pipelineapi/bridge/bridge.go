@@ -343,6 +343,10 @@ func (b *Bridge) releaseIfNotHeld(ident string, err error) {
 func nodeReply(err error) string {
 	var e *client.Error
 	if errors.As(err, &e) {
+		if !e.FromAPI() {
+			return fmt.Sprintf("ERR the node's address answered %d %s, not as the pipeline API does: is the bridge's -node the node's pipelines.listen address (not its web port)?",
+				e.Status, oneLine(e.Code+" "+e.Reason))
+		}
 		return fmt.Sprintf("ERR node refused (%d %s): %s", e.Status, e.Code, oneLine(e.Reason))
 	}
 	return "ERR node unreachable: " + oneLine(err.Error())

@@ -379,3 +379,20 @@ func TestRevocationDropsCache(t *testing.T) {
 		t.Errorf("HGET after the revocation = %q, %v; want the node's revoked_key", u, err)
 	}
 }
+
+// TestWrongNodeAddressReply (finding 16): a refusal that is not the API's
+// (the node's web port answering 405) tells the pipeline to check -node.
+func TestWrongNodeAddressReply(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&client.Error{Status: 405, Code: "method PUT not allowed: this API is read-only (GET)"}, "pipelines.listen address"},
+		{&client.Error{Status: 502, Code: "http_502", Reason: "<html>Bad Gateway</html>"}, "pipelines.listen address"},
+		{&client.Error{Status: 403, Code: "not_held", Reason: "job x is not held by this key"}, "node refused (403 not_held)"},
+	} {
+		if got := nodeReply(tc.err); !strings.Contains(got, tc.want) {
+			t.Errorf("nodeReply(%v) = %q, want %q in it", tc.err, got, tc.want)
+		}
+	}
+}
