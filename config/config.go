@@ -384,6 +384,10 @@ type Overrides struct {
 	DataDir      string
 	HTTPListen   string
 	StreamListen string
+	// HTTPListenSet and StreamListenSet say the flag was given: given
+	// empty (-http-listen "", -stream-listen ""), it switches that
+	// listener off, as listen = "" in the file does.
+	HTTPListenSet, StreamListenSet bool
 }
 
 // StreamOn reports whether the node runs the live log stream: whenever it
@@ -576,6 +580,13 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 	// file's "" (off).
 	httpOff = httpOff && c.HTTP.Listen == ""
 	streamOff = streamOff && c.HTTP.StreamListen == ""
+	// A flag given empty is off, over the file and the environment.
+	if o.HTTPListenSet && o.HTTPListen == "" {
+		httpOff = true
+	}
+	if o.StreamListenSet && o.StreamListen == "" {
+		streamOff = true
+	}
 	c.setDefaults()
 	if httpOff {
 		c.HTTP.Listen = ""
