@@ -44,7 +44,7 @@ func runArchive(kind archiveKind) func(context.Context, *Bot, *Call) error {
 func (b *Bot) archive(ctx context.Context, c *Call, kind archiveKind) error {
 	words, err := splitWords(c.Rest)
 	if err != nil {
-		c.Reply("Sorry, I can't parse that.  The error: %s.", err)
+		c.Refuse("Sorry, I can't parse that.  The error: %s.", err)
 		return nil
 	}
 	if len(words) == 0 {
@@ -52,33 +52,33 @@ func (b *Bot) archive(ctx context.Context, c *Call, kind archiveKind) error {
 		return nil
 	}
 	if len(words[0]) > MaxURLLen {
-		c.Reply("Sorry, that URL is %d bytes long; the limit is %d.", len(words[0]), MaxURLLen)
+		c.Refuse("Sorry, that URL is %d bytes long; the limit is %d.", len(words[0]), MaxURLLen)
 		return nil
 	}
 	u, err := ident.Parse(words[0])
 	if err != nil || u.Host == "" {
-		c.Reply("Sorry, I don't understand the URL you provided.")
+		c.Refuse("Sorry, I don't understand the URL you provided.")
 		return nil
 	}
 	if !slices.Contains(b.opts.Schemes, u.Scheme) {
-		c.Reply("Sorry, I can only handle %s.", strings.Join(b.opts.Schemes, ", "))
+		c.Refuse("Sorry, I can only handle %s.", strings.Join(b.opts.Schemes, ", "))
 		return nil
 	}
 	if err := ident.CheckHost(u); err != nil {
-		c.Reply("Sorry, I won't archive that URL: %s.", strings.TrimPrefix(err.Error(), ident.ErrUnsafeHost.Error()+": "))
+		c.Refuse("Sorry, I won't archive that URL: %s.", strings.TrimPrefix(err.Error(), ident.ErrUnsafeHost.Error()+": "))
 		return nil
 	}
 	opts, err := parseArchiveOptions(words[1:])
 	if err != nil {
-		c.Reply("Sorry, I can't parse that.  The error: %s.", err)
+		c.Refuse("Sorry, I can't parse that.  The error: %s.", err)
 		return nil
 	}
 	if opts.YoutubeDL {
-		c.Reply("Sorry, --youtube-dl is broken at the moment.")
+		c.Refuse("Sorry, --youtube-dl is broken at the moment.")
 		return nil
 	}
 	if opts.Large && (opts.Pipeline != "" || kind.shallow) {
-		c.Reply("Sorry, --large has no effect when combined with --pipeline or !ao; the job was not queued. Leave out --large (or --pipeline) and try again.")
+		c.Refuse("Sorry, --large has no effect when combined with --pipeline or !ao; the job was not queued. Leave out --large (or --pipeline) and try again.")
 		return nil
 	}
 	url := u.String()
@@ -185,11 +185,11 @@ func (b *Bot) archive(ctx context.Context, c *Call, kind archiveKind) error {
 	case errors.Is(err, store.ErrJobExists):
 		return b.replyExists(ctx, c, id, url)
 	case errors.As(err, &limited):
-		c.Reply("Sorry, you already have %d jobs queued; the limit is %d per person. Wait until some of them have started (or ask a channel operator).",
+		c.Refuse("Sorry, you already have %d jobs queued; the limit is %d per person. Wait until some of them have started (or ask a channel operator).",
 			limited.Queued, b.opts.PerUserPendingLimit)
 		return nil
 	case errors.Is(err, store.ErrPendingFull):
-		c.Reply("Sorry, %d jobs are already waiting in the pending queue; only channel operators may queue more until it drains. (!ao still works.)", b.opts.PendingLimit)
+		c.Refuse("Sorry, %d jobs are already waiting in the pending queue; only channel operators may queue more until it drains. (!ao still works.)", b.opts.PendingLimit)
 		return nil
 	case err != nil:
 		return err
@@ -241,7 +241,7 @@ func (b *Bot) archive(ctx context.Context, c *Call, kind archiveKind) error {
 }
 
 func (b *Bot) replyExists(ctx context.Context, c *Call, id, url string) error {
-	c.Reply("Job for %s already exists.", url)
+	c.Refuse("Job for %s already exists.", url)
 	job, err := b.store.GetJob(ctx, id)
 	if err != nil {
 		// What matters was said; the status line is extra.

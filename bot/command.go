@@ -103,6 +103,9 @@ type Call struct {
 	// unknown ("the job for URL was queued"); handlers set it before their
 	// write. Empty means "your COMMAND took effect".
 	Effect string
+	// outcome is set by Refuse and Usage: the handler turned the request
+	// down and changed nothing (metrics, the audit line).
+	outcome string
 }
 
 // Reply answers where the command came from.
@@ -114,19 +117,28 @@ func (c *Call) Reply(format string, a ...any) {
 	c.Out.Reply(fmt.Sprintf(format, a...))
 }
 
-// Usage answers with the command's syntax.
+// Refuse answers a request the handler turns down, having changed
+// nothing: its outcome (archivebot_commands_total, the audit line) is
+// "refused", not "ok".
+func (c *Call) Refuse(format string, a ...any) {
+	c.outcome = metrics.OutcomeRefused
+	c.Reply(format, a...)
+}
+
+// Usage answers with the command's syntax (outcome "usage").
 func (c *Call) Usage() {
+	c.outcome = metrics.OutcomeUsage
 	c.Reply("Usage: %s", c.Cmd.Usage)
 }
 
 // unknownJob answers that there is no record of id.
 func (c *Call) unknownJob(id string) {
-	c.Reply("Sorry, I don't know anything about %s.", id)
+	c.Refuse("Sorry, I don't know anything about %s.", id)
 }
 
 // unknownUserAgent answers a user-agent alias the catalog does not know.
 func (c *Call) unknownUserAgent(alias string) {
-	c.Reply("Sorry, I don't know what the user agent \"%s\" is.", alias)
+	c.Refuse("Sorry, I don't know what the user agent \"%s\" is.", alias)
 }
 
 // job reads the record of id; when there is none it answers so and
@@ -298,7 +310,11 @@ func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
 		call.Out = rec
 		defer func() { b.audit(call, id, outcome, rec.first) }()
 	}
-	if err := cmd.Run(ctx, b, call); err != nil {
+	err := cmd.Run(ctx, b, call)
+	if err == nil && call.outcome != "" {
+		outcome = call.outcome
+	}
+	if err != nil {
 		outcome = metrics.OutcomeError
 		if store.IsOutcomeUnknown(err) {
 			outcome = metrics.OutcomeUnknown
@@ -307,7 +323,7 @@ func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
 		}
 		var naj *store.NotAJobError
 		if errors.As(err, &naj) {
-			outcome = metrics.OutcomeOK // answered: the key is not a job
+			outcome = metrics.OutcomeRefused // answered: the key is not a job
 			call.Reply("Sorry, %s is not a job.", naj.Key)
 			return
 		}

@@ -24,7 +24,7 @@ func runHistory(ctx context.Context, b *Bot, c *Call) error {
 		return err
 	}
 	if len(entries) == 0 {
-		c.Reply("Sorry, I have no history of %s (it is kept 48 hours after a job finishes, 7 days after it fails or is aborted).", id)
+		c.Refuse("Sorry, I have no history of %s (it is kept 48 hours after a job finishes, 7 days after it fails or is aborted).", id)
 		return nil
 	}
 	if c.Req.Private() {
@@ -125,7 +125,7 @@ func runJobs(ctx context.Context, b *Bot, c *Call) error {
 	}
 	switch len(match) {
 	case 0:
-		c.Reply("Sorry, no pipeline is called %s. (Its nickname or its id, as !whereis shows them.)", want)
+		c.Refuse("Sorry, no pipeline is called %s. (Its nickname or its id, as !whereis shows them.)", want)
 		return nil
 	case 1:
 	default:
@@ -189,7 +189,7 @@ func runMove(ctx context.Context, b *Bot, c *Call) error {
 	}
 	if name, ok := strings.CutPrefix(where, store.PendingNamedPrefix); ok {
 		if err := checkPipelineName(name); err != nil {
-			c.Reply("Sorry, %v.", err)
+			c.Refuse("Sorry, %v.", err)
 			return nil
 		}
 	}
@@ -198,15 +198,15 @@ func runMove(ctx context.Context, b *Bot, c *Call) error {
 	case errors.Is(err, store.ErrNoJob):
 		c.unknownJob(id)
 	case errors.Is(err, store.ErrJobFinished):
-		c.Reply("Job %s has already finished; there is nothing to move.", id)
+		c.Refuse("Job %s has already finished; there is nothing to move.", id)
 	case errors.Is(err, store.ErrJobStarted):
-		c.Reply("Sorry, job %s has already started on a pipeline; only queued jobs can be moved.", id)
+		c.Refuse("Sorry, job %s has already started on a pipeline; only queued jobs can be moved.", id)
 	case errors.Is(err, store.ErrWrongQueueKind):
-		c.Reply("Sorry, job %s cannot go to %s: recursive jobs stay in pending, pending-large or pending:NAME, !ao jobs in pending-ao or pending:NAME.", id, where)
+		c.Refuse("Sorry, job %s cannot go to %s: recursive jobs stay in pending, pending-large or pending:NAME, !ao jobs in pending-ao or pending:NAME.", id, where)
 	case errors.Is(err, store.ErrSameQueue):
-		c.Reply("Job %s is already in %s.", id, from)
+		c.Refuse("Job %s is already in %s.", id, from)
 	case errors.Is(err, store.ErrNotQueued):
-		c.Reply("Sorry, job %s is in no queue.", id)
+		c.Refuse("Sorry, job %s is in no queue.", id)
 	case err != nil:
 		return err
 	case where == store.MoveFront:

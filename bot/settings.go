@@ -19,10 +19,10 @@ func (b *Bot) change(ctx context.Context, c *Call, id string, ch store.Change) (
 		c.unknownJob(id)
 		return false, nil
 	case errors.Is(err, store.ErrJobFinished):
-		c.Reply("Job %s has already finished; its settings can no longer change.", id)
+		c.Refuse("Job %s has already finished; its settings can no longer change.", id)
 		return false, nil
 	case errors.Is(err, store.ErrJobStarted):
-		c.Reply("Sorry, job %s has already started: its pipeline read that setting when it took the job and never reads it again.", id)
+		c.Refuse("Sorry, job %s has already started: its pipeline read that setting when it took the job and never reads it again.", id)
 		return false, nil
 	case err != nil:
 		return false, err
@@ -34,7 +34,7 @@ func (b *Bot) change(ctx context.Context, c *Call, id string, ch store.Change) (
 func runIgnore(ctx context.Context, b *Bot, c *Call) error {
 	id, pattern := c.Args[0], restAfterFirst(c.Rest)
 	if err := ValidatePattern(pattern); err != nil {
-		c.Reply("Sorry, invalid pattern %s: %s", pattern, err)
+		c.Refuse("Sorry, invalid pattern %s: %s", pattern, err)
 		return nil
 	}
 	if ok, err := b.change(ctx, c, id, store.Change{Bump: 1, AddPatterns: []string{pattern}}); !ok {
@@ -159,7 +159,7 @@ func runDelay(ctx context.Context, b *Bot, c *Call) error {
 		return nil
 	}
 	if lo > hi {
-		c.Reply("Sorry, min delay must be less than or equal to max delay.")
+		c.Refuse("Sorry, min delay must be less than or equal to max delay.")
 		return nil
 	}
 	ch := store.Change{Bump: 1, Set: map[string]string{
@@ -181,7 +181,7 @@ func runConcurrency(ctx context.Context, b *Bot, c *Call) error {
 		return nil
 	}
 	if n < 1 {
-		c.Reply("Sorry, concurrency level must be at least 1.")
+		c.Refuse("Sorry, concurrency level must be at least 1.")
 		return nil
 	}
 	ch := store.Change{Bump: 1, Set: map[string]string{"concurrency": strconv.Itoa(n)}}
@@ -211,7 +211,7 @@ func runYahoo(ctx context.Context, b *Bot, c *Call) error {
 func runExplain(ctx context.Context, b *Bot, c *Call) error {
 	id, note := c.Args[0], restAfterFirst(c.Rest)
 	if err := checkNote(note); err != nil {
-		c.Reply("Sorry, %s.", err)
+		c.Refuse("Sorry, %s.", err)
 		return nil
 	}
 	ch := store.Change{AllowFinished: true, Set: map[string]string{"note": note}}
@@ -231,7 +231,7 @@ func runAbort(ctx context.Context, b *Bot, c *Call) error {
 		c.unknownJob(id)
 		return nil
 	case errors.Is(err, store.ErrJobFinished):
-		c.Reply("Job %s has already finished; there is nothing to abort.", id)
+		c.Refuse("Job %s has already finished; there is nothing to abort.", id)
 		return nil
 	case err != nil:
 		return err
@@ -251,7 +251,7 @@ func runExpire(ctx context.Context, b *Bot, c *Call) error {
 	case errors.Is(err, store.ErrNoJob):
 		c.unknownJob(id)
 	case errors.Is(err, store.ErrNoExpiry):
-		c.Reply("Job %s does not yet have an expiry timer.", id)
+		c.Refuse("Job %s does not yet have an expiry timer.", id)
 	case err != nil:
 		return err
 	default:
@@ -275,7 +275,7 @@ func runFail(ctx context.Context, b *Bot, c *Call) error {
 		c.unknownJob(id)
 		return nil
 	case errors.Is(err, store.ErrJobFinished):
-		c.Reply("Job %s has already finished; there is nothing to fail.", id)
+		c.Refuse("Job %s has already finished; there is nothing to fail.", id)
 		return nil
 	case err != nil:
 		return err

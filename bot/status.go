@@ -43,7 +43,7 @@ func runStatus(ctx context.Context, b *Bot, c *Call) error {
 	}
 	u, err := ident.Parse(arg)
 	if err != nil || u.Host == "" {
-		c.Reply("Sorry, %s is neither a job ident nor a URL I understand.", arg)
+		c.Refuse("Sorry, %s is neither a job ident nor a URL I understand.", arg)
 		return nil
 	}
 	url := u.String()
@@ -53,7 +53,7 @@ func runStatus(ctx context.Context, b *Bot, c *Call) error {
 	}
 	if job == nil {
 		return b.replyFailure(ctx, c, ident.Of(url), func() {
-			c.Reply("Sorry, that URL has not been archived recently: no job for %s in the last 48 hours.", url)
+			c.Refuse("Sorry, that URL has not been archived recently: no job for %s in the last 48 hours.", url)
 		})
 	}
 	return b.replyJob(ctx, c, job)

@@ -78,7 +78,7 @@ func runHelp(ctx context.Context, b *Bot, c *Call) error {
 		}
 		cmd, ok := b.index[name]
 		if !ok {
-			c.Reply("Sorry, there is no command %s. Try !help.", name)
+			c.Refuse("Sorry, there is no command %s. Try !help.", name)
 			return nil
 		}
 		c.Reply("%s — %s (%s). Aliases: %s", cmd.Usage, cmd.Help, permName(cmd.Perm), aliasList(cmd))

@@ -45,6 +45,9 @@ const (
 
 	DefaultPipelineInterval    = 30 * time.Second
 	DefaultPipelineSilentAfter = 5 * time.Minute
+	// DefaultPipelineChangeEvery is the least time between two
+	// version-change lines of one pipeline.
+	DefaultPipelineChangeEvery = time.Hour
 
 	DefaultAnalyzerSweepInterval = 60 * time.Second
 	DefaultAnalyzerTrimAfter     = 1000
@@ -247,6 +250,9 @@ type Notifier struct {
 	// PipelineSilentAfter is how old a pipeline's ts may get before it is
 	// announced as silent.
 	PipelineSilentAfter Duration `toml:"pipeline_silent_after"`
+	// PipelineChangeEvery is the least time between two version-change
+	// lines of one pipeline (default 1h; "0s" is no limit).
+	PipelineChangeEvery Duration `toml:"pipeline_change_every"`
 	// StartNotices announces in its channel when a pipeline takes a job
 	// (jobs can opt in or out with --notify-start / --no-notify-start;
 	// !ao jobs are announced only when they opt in). Default true.
@@ -384,6 +390,10 @@ type Overrides struct {
 	DataDir      string
 	HTTPListen   string
 	StreamListen string
+	// HTTPListenSet and StreamListenSet say the flag was given: given
+	// empty (-http-listen "", -stream-listen ""), it switches that
+	// listener off, as listen = "" in the file does.
+	HTTPListenSet, StreamListenSet bool
 }
 
 // StreamOn reports whether the node runs the live log stream: whenever it
@@ -484,6 +494,7 @@ func (c *Config) setDefaults() {
 	def(&c.Notifier.PipelineInterval, DefaultPipelineInterval)
 	def(&c.Notifier.StartInterval, DefaultStartInterval)
 	def(&c.Notifier.PipelineSilentAfter, DefaultPipelineSilentAfter)
+	def(&c.Notifier.PipelineChangeEvery, DefaultPipelineChangeEvery)
 	def(&c.Analyzer.SweepInterval, DefaultAnalyzerSweepInterval)
 	zero(&c.Analyzer.TrimAfter, DefaultAnalyzerTrimAfter)
 	def(&c.Tweeter.Interval, DefaultTweeterInterval)
@@ -513,7 +524,7 @@ func Load(path string) (*Config, error) { return LoadWith(path, Overrides{}) }
 // LoadWith is Load with command-line values applied last.
 func LoadWith(path string, o Overrides) (*Config, error) {
 	c := &Config{File: path}
-	httpOff, streamOff, lagOff := false, false, false
+	httpOff, streamOff, lagOff, changeOff := false, false, false, false
 	var budgetsOff []*int
 	reportSet := false
 	if path != "" {
@@ -533,6 +544,7 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 		httpOff = md.IsDefined("http", "listen") && c.HTTP.Listen == ""
 		streamOff = md.IsDefined("http", "stream_listen") && c.HTTP.StreamListen == ""
 		lagOff = md.IsDefined("http", "stream_max_lag") && c.HTTP.StreamMaxLag == 0
+		changeOff = md.IsDefined("notifier", "pipeline_change_every") && c.Notifier.PipelineChangeEvery.Duration == 0
 		// An explicit budget = 0 is no budget.
 		for _, b := range []struct {
 			keys []string
@@ -576,6 +588,13 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 	// file's "" (off).
 	httpOff = httpOff && c.HTTP.Listen == ""
 	streamOff = streamOff && c.HTTP.StreamListen == ""
+	// A flag given empty is off, over the file and the environment.
+	if o.HTTPListenSet && o.HTTPListen == "" {
+		httpOff = true
+	}
+	if o.StreamListenSet && o.StreamListen == "" {
+		streamOff = true
+	}
 	c.setDefaults()
 	if httpOff {
 		c.HTTP.Listen = ""
@@ -588,6 +607,9 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 	}
 	if lagOff {
 		c.HTTP.StreamMaxLag = 0
+	}
+	if changeOff {
+		c.Notifier.PipelineChangeEvery.Duration = 0
 	}
 	for _, b := range budgetsOff {
 		*b = 0
@@ -755,6 +777,7 @@ func (c *Config) validate() error {
 		{"notifier.start_interval", c.Notifier.StartInterval.Duration},
 		{"notifier.pipeline_interval", c.Notifier.PipelineInterval.Duration},
 		{"notifier.pipeline_silent_after", c.Notifier.PipelineSilentAfter.Duration},
+		{"notifier.pipeline_change_every", c.Notifier.PipelineChangeEvery.Duration},
 		{"analyzer.sweep_interval", c.Analyzer.SweepInterval.Duration},
 		{"tweeter.interval", c.Tweeter.Interval.Duration},
 	} {

@@ -2,14 +2,17 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/text"
 )
 
@@ -22,12 +25,60 @@ type PipelineNotifierConfig struct {
 	// SilentAfter is how old a pipeline's `ts` may get before it is
 	// announced (once) as silent.
 	SilentAfter time.Duration
+	// ChangeEvery is the least time between two version-change lines of
+	// one pipeline (notifier.pipeline_change_every); changes in between
+	// are held back, counted, and summed up in the next line. Negative:
+	// no limit.
+	ChangeEvery time.Duration
 }
 
 func (c PipelineNotifierConfig) orDefaults() PipelineNotifierConfig {
 	orDefault(&c.Interval, config.DefaultPipelineInterval)
 	orDefault(&c.SilentAfter, config.DefaultPipelineSilentAfter)
+	if c.ChangeEvery == 0 { // negative: no limit
+		c.ChangeEvery = config.DefaultPipelineChangeEvery
+	}
 	return c
+}
+
+// What a pipeline reports reaches the channel only capped: its nickname
+// and id cut to a length, its version only when it looks like one.
+const (
+	maxNoticeNick = 40
+	maxNoticeID   = 48 // "pipeline:" and 32 hex digits is 41
+	maxNoticeTS   = 24
+)
+
+// versionShape is what a version posted in a channel looks like
+// (upstream's are like 20190106.01; v1.2.3-rc1 and git describe output
+// pass too).
+var versionShape = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._+~-]{0,39}$`)
+
+// noticeVersion is v as a pipeline notice shows it.
+func noticeVersion(v string) string {
+	switch {
+	case v == "":
+		return "(no version)"
+	case versionShape.MatchString(v):
+		return v
+	}
+	return "(unusual version)"
+}
+
+// noticeNick and noticeID are a pipeline's nickname and id as a notice
+// shows them.
+func noticeNick(s string) string { return text.Cut(text.Clean(s, text.Untrusted), maxNoticeNick) }
+func noticeID(s string) string   { return text.Cut(text.Clean(s, text.Untrusted), maxNoticeID) }
+
+// changeState is what the notifier keeps of a pipeline's version lines
+// (in Redis, KeyPipelineNotices, as JSON).
+type changeState struct {
+	// At is when its last version line was posted (UNIX seconds).
+	At int64 `json:"at"`
+	// Said is the version the channel was last told.
+	Said string `json:"said"`
+	// Held counts the changes not announced since.
+	Held int `json:"held"`
 }
 
 // maxClockSkew is how far ahead of the bot's clock a pipeline's ts may be
@@ -55,6 +106,10 @@ type PipelineNotifier struct {
 	// badKeys are members of `pipelines` already logged as not records.
 	badKeys onceLog
 	outbox  []pipelineNotice // lines not yet delivered everywhere
+	// changes are the version-line states by pipeline key (loaded from
+	// Redis at the first snapshot); dirty are those to write back.
+	changes map[string]*changeState
+	dirty   map[string]bool
 }
 
 type pipelineNotice struct {
@@ -69,6 +124,7 @@ func NewPipelineNotifier(store *store.Store, ann Announcer, cfg PipelineNotifier
 		store: store, ann: ann, cfg: cfg.orDefaults(),
 		log: serviceLog(log, "pipeline-notifier"), Now: time.Now,
 		silent: map[string]bool{}, badTS: map[string]bool{},
+		changes: map[string]*changeState{}, dirty: map[string]bool{},
 	}
 }
 
@@ -93,8 +149,10 @@ func (n *PipelineNotifier) runOnce(ctx context.Context) error {
 		cur[k] = p
 	}
 	first := n.known == nil
-	if !first {
-		n.diff(cur)
+	if first {
+		n.loadChanges(ctx)
+	} else {
+		n.diff(cur, now)
 	}
 	// Silence, after the connect/disconnect lines so that a new pipeline is
 	// announced before it can be called silent. A ts that is not a time is
@@ -109,7 +167,7 @@ func (n *PipelineNotifier) runOnce(ctx context.Context) error {
 			n.log.Warn("pipeline ts is not a time", "pipeline", k, "ts", p.BadTS)
 			if !first {
 				n.queue(fmt.Sprintf("Pipeline %q (%s) reports ts=%s, which is not a time; I cannot tell whether it is silent.",
-					p.Nickname, p.ID, text.Clean(p.BadTS, text.Untrusted)))
+					noticeNick(p.Nickname), noticeID(p.ID), text.Cut(text.Clean(p.BadTS, text.Untrusted), maxNoticeTS)))
 			}
 		}
 		quiet := !p.TS.IsZero() && now.Sub(p.TS) > n.cfg.SilentAfter
@@ -120,7 +178,7 @@ func (n *PipelineNotifier) runOnce(ctx context.Context) error {
 			n.silent[k] = true
 			if !first {
 				n.queue(fmt.Sprintf("Pipeline %q (%s) has not reported for %s; it may have crashed.",
-					p.Nickname, p.ID, shortDuration(now.Sub(p.TS))))
+					noticeNick(p.Nickname), noticeID(p.ID), shortDuration(now.Sub(p.TS))))
 			}
 		}
 	}
@@ -135,27 +193,117 @@ func (n *PipelineNotifier) runOnce(ctx context.Context) error {
 		}
 	}
 	n.known = cur
+	n.saveChanges(ctx, cur, now)
 	return n.flush(ctx)
 }
 
 // diff queues the connect, disconnect and version lines between the last
 // snapshot and cur.
-func (n *PipelineNotifier) diff(cur map[string]store.PipelineInfo) {
+func (n *PipelineNotifier) diff(cur map[string]store.PipelineInfo, now time.Time) {
 	for _, k := range sortedKeys(n.known) {
 		if _, ok := cur[k]; !ok {
 			p := n.known[k]
-			n.queue(fmt.Sprintf("Pipeline %q (%s) disconnected.", p.Nickname, p.ID))
+			n.queue(fmt.Sprintf("Pipeline %q (%s) disconnected.", noticeNick(p.Nickname), noticeID(p.ID)))
 		}
 	}
 	for _, k := range sortedKeys(cur) {
 		p := cur[k]
 		old, ok := n.known[k]
-		switch {
-		case !ok:
-			n.queue(fmt.Sprintf("Pipeline %q (%s, version %s) connected.", p.Nickname, p.ID, p.Version))
-		case old.Version != p.Version:
-			n.queue(fmt.Sprintf("Pipeline %q (%s) changed version from %s to %s.", p.Nickname, p.ID, old.Version, p.Version))
+		if !ok {
+			n.queue(fmt.Sprintf("Pipeline %q (%s, version %s) connected.", noticeNick(p.Nickname), noticeID(p.ID), noticeVersion(p.Version)))
+			if st := n.changes[k]; st != nil && st.Said != p.Version {
+				st.Said, st.Held = p.Version, 0 // the connect line said it
+				n.dirty[k] = true
+			}
+			continue
 		}
+		n.version(k, p, old.Version, now)
+	}
+}
+
+// version queues the version line of pipeline k (known before as prev)
+// when its version changed, at most one per ChangeEvery: a change within
+// that time of the last line is held back and counted, and once the time
+// has passed the next line (at the next change, or at the next cycle when
+// changes were held) says how many changes it sums up.
+func (n *PipelineNotifier) version(k string, p store.PipelineInfo, prev string, now time.Time) {
+	changed := prev != p.Version
+	st := n.changes[k]
+	if st == nil {
+		if !changed {
+			return
+		}
+		st = &changeState{Said: prev}
+		n.changes[k] = st
+	}
+	limited := n.cfg.ChangeEvery > 0 && st.At != 0 && now.Sub(time.Unix(st.At, 0)) < n.cfg.ChangeEvery
+	if changed && limited {
+		st.Held++
+		n.dirty[k] = true
+		metrics.PipelineNoticeHeld()
+		n.log.Info("pipeline version change held back (one line per pipeline per notifier.pipeline_change_every)",
+			"pipeline", k, "held", st.Held, "every", n.cfg.ChangeEvery)
+		return
+	}
+	if !changed && (st.Held == 0 || limited) {
+		return
+	}
+	changes := st.Held
+	if changed {
+		changes++
+	}
+	if st.Said != p.Version {
+		line := fmt.Sprintf("Pipeline %q (%s) changed version from %s to %s.", noticeNick(p.Nickname), noticeID(p.ID),
+			noticeVersion(st.Said), noticeVersion(p.Version))
+		if changes > 1 {
+			line += fmt.Sprintf(" (%d changes in %s.)", changes, shortDuration(now.Sub(time.Unix(st.At, 0))))
+		}
+		n.queue(line)
+		st.At = now.Unix()
+	}
+	st.Said, st.Held = p.Version, 0
+	n.dirty[k] = true
+}
+
+// loadChanges reads the version-line states a previous run left, so the
+// limit holds across restarts. A state that cannot be read is dropped.
+func (n *PipelineNotifier) loadChanges(ctx context.Context) {
+	m, err := n.store.PipelineNoticeStates(ctx)
+	if err != nil {
+		n.log.Warn("cannot read the pipeline notice states; starting without them", "err", err)
+		return
+	}
+	for k, v := range m {
+		var st changeState
+		if json.Unmarshal([]byte(v), &st) == nil {
+			n.changes[k] = &st
+		}
+	}
+}
+
+// saveChanges writes the states changed this cycle and forgets those of
+// pipelines gone for longer than ChangeEvery (kept that long, a pipeline
+// that disconnects and connects again cannot reset its limit).
+func (n *PipelineNotifier) saveChanges(ctx context.Context, cur map[string]store.PipelineInfo, now time.Time) {
+	var gone []string
+	for k, st := range n.changes {
+		if _, ok := cur[k]; !ok && now.Sub(time.Unix(st.At, 0)) >= n.cfg.ChangeEvery {
+			gone = append(gone, k)
+			delete(n.changes, k)
+			delete(n.dirty, k)
+		}
+	}
+	sort.Strings(gone)
+	if err := n.store.ForgetPipelineNoticeStates(ctx, gone...); err != nil {
+		n.log.Warn("cannot forget pipeline notice states", "err", err)
+	}
+	for k := range n.dirty {
+		b, _ := json.Marshal(n.changes[k])
+		if err := n.store.SetPipelineNoticeState(ctx, k, string(b)); err != nil {
+			n.log.Warn("cannot save a pipeline notice state; it is kept in memory", "pipeline", k, "err", err)
+			return
+		}
+		delete(n.dirty, k)
 	}
 }
 

@@ -281,7 +281,7 @@ func (s *Server) update(req *request, ident string) (any, *refusal) {
 	t.mu.Unlock()
 	if len(entries) > 0 {
 		metrics.APILogEntries(req.key, len(entries))
-		s.addRecent(ident, docs)
+		s.addRecent(ident, docs, entries[0].Score)
 		if sink := s.streamSink(); sink != nil {
 			s.streamLog(sink, ident, snapshot, entries)
 		}

@@ -92,7 +92,7 @@ type Server struct {
 	lastLoged map[string]time.Time // refusal log lines, by key and reason
 
 	recentMu    sync.Mutex
-	recent      map[string][]string // ident -> last entries (survives terms of this process)
+	recent      map[string][]recentDoc // ident -> last entries (survives terms of this process)
 	recentBytes int
 }
 
@@ -112,7 +112,7 @@ func New(opt Options) *Server {
 		opt.Logger = slog.Default()
 	}
 	return &Server{opt: opt, store: opt.Store, log: opt.Logger.With("service", "pipelineapi"),
-		lastLoged: map[string]time.Time{}, recent: map[string][]string{}}
+		lastLoged: map[string]time.Time{}, recent: map[string][]recentDoc{}}
 }
 
 // Serve answers on ln until ctx ends (requests in flight get 5 s), with
@@ -163,27 +163,45 @@ func (s *Server) streamSink() coordinator.StreamSink {
 // Handler is the API's HTTP handler.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
+// recentDoc is an entry kept for /logs/recent with its score in the
+// job's log, which the dashboard uses to show each entry once (the stream
+// sends the same score).
+type recentDoc struct {
+	doc   string
+	score float64
+}
+
 // Recent returns the last n entries (n <= RecentPerJob) that arrived
-// through the API for ident, oldest first: /logs/recent shows them.
-func (s *Server) Recent(ident string, n int) []string {
+// through the API for ident, oldest first, with their scores:
+// /logs/recent shows them.
+func (s *Server) Recent(ident string, n int) []store.LogEntry {
 	s.recentMu.Lock()
 	defer s.recentMu.Unlock()
 	r := s.recent[ident]
 	if n < len(r) {
 		r = r[len(r)-n:]
 	}
-	return append([]string(nil), r...)
+	out := make([]store.LogEntry, len(r))
+	for i, d := range r {
+		out[i] = store.NewLogEntry(d.doc, d.score)
+	}
+	return out
 }
 
-func (s *Server) addRecent(ident string, docs []string) {
+// addRecent keeps docs, the entries scored first, first+1, …, as ident's
+// most recent.
+func (s *Server) addRecent(ident string, docs []string, first float64) {
 	s.recentMu.Lock()
 	defer s.recentMu.Unlock()
 	if len(docs) > RecentPerJob {
+		first += float64(len(docs) - RecentPerJob)
 		docs = docs[len(docs)-RecentPerJob:]
 	}
 	r := s.recent[ident]
 	s.recentBytes -= size(r)
-	r = append(r, docs...)
+	for i, d := range docs {
+		r = append(r, recentDoc{doc: d, score: first + float64(i)})
+	}
 	if len(r) > RecentPerJob {
 		r = append(r[:0:0], r[len(r)-RecentPerJob:]...)
 	}
@@ -202,10 +220,10 @@ func (s *Server) addRecent(ident string, docs []string) {
 	}
 }
 
-func size(docs []string) int {
+func size(docs []recentDoc) int {
 	n := 0
 	for _, d := range docs {
-		n += len(d)
+		n += len(d.doc)
 	}
 	return n
 }

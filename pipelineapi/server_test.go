@@ -761,7 +761,7 @@ func TestRecentBounded(t *testing.T) {
 	s := New(Options{})
 	big := strings.Repeat("x", 60<<10)
 	for i := range 2000 {
-		s.addRecent(fmt.Sprint("job", i), []string{big, big, big})
+		s.addRecent(fmt.Sprint("job", i), []string{big, big, big}, 1)
 	}
 	if s.recentBytes > MaxRecentBytes || len(s.recent) > MaxRecentJobs {
 		t.Fatalf("kept %d bytes of %d jobs", s.recentBytes, len(s.recent))
@@ -769,11 +769,11 @@ func TestRecentBounded(t *testing.T) {
 	if got := s.Recent("job1999", 10); len(got) != 3 {
 		t.Errorf("the newest job's entries: %d", len(got))
 	}
-	s.addRecent("one", []string{"a", "b"})
-	for range 10 {
-		s.addRecent("one", []string{"c"})
+	s.addRecent("one", []string{"a", "b"}, 1)
+	for i := range 10 {
+		s.addRecent("one", []string{"c"}, float64(3+i))
 	}
-	if got := s.Recent("one", 10); len(got) != RecentPerJob || got[9] != "c" {
+	if got := s.Recent("one", 10); len(got) != RecentPerJob || got[9].Doc != "c" || got[9].Score != 12 || got[0].Score != 3 {
 		t.Errorf("per job: %v", got)
 	}
 	s.forgetRecent("one")

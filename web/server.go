@@ -60,8 +60,9 @@ type Options struct {
 	Now func() time.Time
 	// RecentAPI, when set, gives the last n log entries of a job that
 	// arrived through the pipeline API (kept in memory, never in Redis):
-	// /logs/recent shows them for jobs whose Redis log has none.
-	RecentAPI func(ident string, n int) []string
+	// /logs/recent shows them for jobs whose Redis log has none, with
+	// their scores (the stream's), so that a page shows each entry once.
+	RecentAPI func(ident string, n int) []store.LogEntry
 }
 
 // Server is the HTTP API.

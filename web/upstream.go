@@ -162,9 +162,7 @@ func (s *Server) handleRecent(w http.ResponseWriter, r *http.Request) {
 			jds[i] = bytes.TrimSuffix(b, []byte("\n"))
 		}
 		if len(jl.Entries) == 0 && s.opt.RecentAPI != nil {
-			for _, doc := range s.opt.RecentAPI(jl.Job.Ident, count) {
-				jl.Entries = append(jl.Entries, store.NewLogEntry(doc, 0))
-			}
+			jl.Entries = s.opt.RecentAPI(jl.Job.Ident, count)
 			logs[i] = jl
 		}
 		for _, e := range jl.Entries {

@@ -121,14 +121,30 @@ type nodeOptions struct {
 	version      bool
 	redisListen  string
 	dataDir      string
-	httpListen   string
-	streamListen string
+	httpListen   givenString
+	streamListen givenString
 	cpuProfile   string
+}
+
+// givenString is a string flag that remembers being given, so that an
+// empty value (-stream-listen "") means "off", not "not given".
+type givenString struct {
+	value string
+	given bool
+}
+
+func (g *givenString) String() string { return g.value }
+
+func (g *givenString) Set(v string) error {
+	g.value, g.given = v, true
+	return nil
 }
 
 // overrides are the flags that win over the file and the environment.
 func (o *nodeOptions) overrides() config.Overrides {
-	return config.Overrides{RedisListen: o.redisListen, DataDir: o.dataDir, HTTPListen: o.httpListen, StreamListen: o.streamListen}
+	return config.Overrides{RedisListen: o.redisListen, DataDir: o.dataDir,
+		HTTPListen: o.httpListen.value, HTTPListenSet: o.httpListen.given,
+		StreamListen: o.streamListen.value, StreamListenSet: o.streamListen.given}
 }
 
 func (o *nodeOptions) configPath() string {
@@ -148,8 +164,8 @@ func nodeFlags(out io.Writer) (*flag.FlagSet, *nodeOptions) {
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.redisListen, "redis-listen", "", "address of the embedded Redis, e.g. 127.0.0.1:6380 (redis.listen; env "+config.EnvRedisListen+")")
 	fs.StringVar(&o.dataDir, "data-dir", "", "directory of the embedded Redis's snapshot (redis.data_dir; env "+config.EnvDataDir+")")
-	fs.StringVar(&o.httpListen, "http-listen", "", "address of the web API and dashboard, e.g. 127.0.0.1:4577 (http.listen; env "+config.EnvHTTPListen+")")
-	fs.StringVar(&o.streamListen, "stream-listen", "", "address of the live stream for upstream's dashboard, e.g. 127.0.0.1:4578 (http.stream_listen; env "+config.EnvStreamListen+")")
+	fs.Var(&o.httpListen, "http-listen", "`address` of the web API and dashboard, e.g. 127.0.0.1:4577; \"\" switches it off (http.listen; env "+config.EnvHTTPListen+")")
+	fs.Var(&o.streamListen, "stream-listen", "`address` of the live stream for upstream's dashboard, e.g. 127.0.0.1:4578; \"\" switches it off (http.stream_listen; env "+config.EnvStreamListen+")")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE`, written at exit (read it with go tool pprof)")
 	fs.Usage = func() { usage(out) }
 	return fs, o

@@ -64,7 +64,7 @@ func pipelineAPIWork(srv *pipelineapi.Server, hub *web.Hub) coordinator.Work {
 }
 
 // recentAPI is what /logs/recent asks for the API's in-memory entries.
-func recentAPI(srv *pipelineapi.Server) func(string, int) []string {
+func recentAPI(srv *pipelineapi.Server) func(string, int) []store.LogEntry {
 	if srv == nil {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
@@ -42,6 +43,7 @@ func startServices(ctx context.Context, cfg *config.Config, store *store.Store, 
 		Pipelines: coordinator.PipelineNotifierConfig{
 			Interval:    cfg.Notifier.PipelineInterval.Duration,
 			SilentAfter: cfg.Notifier.PipelineSilentAfter.Duration,
+			ChangeEvery: changeEvery(cfg.Notifier.PipelineChangeEvery.Duration),
 		},
 		Analyzer: coordinator.AnalyzerConfig{
 			SweepInterval: cfg.Analyzer.SweepInterval.Duration,
@@ -129,4 +131,13 @@ func runSimulator(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// changeEvery is notifier.pipeline_change_every for the pipeline
+// notifier: 0 (written "0s": no limit) is negative there.
+func changeEvery(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

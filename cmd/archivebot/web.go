@@ -65,7 +65,7 @@ func hubOptions(cfg *config.Config) web.HubOptions {
 // and on streamLn) until ctx ends (wg waits for the graceful shutdown). It
 // returns the hub for the firehose (firehoseWork), nil when the web server is off.
 func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener, store *store.Store,
-	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger, recent func(string, int) []string, hubOpt web.HubOptions) *web.Hub {
+	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger, recent func(string, int) []store.LogEntry, hubOpt web.HubOptions) *web.Hub {
 	if ln == nil {
 		return nil
 	}

@@ -36,6 +36,11 @@ const (
 	KeyQueues = "archivebot:queues"
 	// KeyReaperReported (set, ours) holds idents whose death was announced.
 	KeyReaperReported = "archivebot:reaper:reported"
+	// KeyPipelineNotices (hash, ours): field = a pipeline key, value = the
+	// pipeline notifier's state of its version-change lines (when one was
+	// last posted, the version it said, changes held back since), so the
+	// hourly limit survives restarts and a change of leader.
+	KeyPipelineNotices = "archivebot:pipeline_notices"
 	// KeyTweetsQueue and KeyTweetsDone (sorted sets): member = tweet text,
 	// score = UNIX time queued / posted.
 	KeyTweetsQueue = "tweets:queue"

@@ -170,13 +170,15 @@ type APIJob struct {
 
 // APITake takes a job for key name from queues, in order: RPOPLPUSH into
 // working, started_at and pipeline_id written, the ident added to the
-// key's held set, in one script; then the ignore set is read. Nil when
-// every queue is empty.
+// key's held set, and the ident published on `updates` (what a direct
+// pipeline's first log entry publishes, which the start notifier, the
+// history and the tweeter react to), in one script; then the ignore set is
+// read. Nil when every queue is empty.
 func (s *Store) APITake(ctx context.Context, name string, queues []string) (*APIJob, error) {
 	keys := append([]string{KeyWorking, KeyPipelineKeyJobs(name)}, queues...)
 	now := s.Now()
 	started := strconv.FormatFloat(float64(now.UnixNano())/1e9, 'f', 6, 64)
-	res, err := apiTakeScript.Run(s.apiCtx(ctx), s.rdb, keys, started, APIPipelineKey(name)).Slice()
+	res, err := apiTakeScript.Run(s.apiCtx(ctx), s.rdb, keys, started, APIPipelineKey(name), ChannelUpdates).Slice()
 	if err != nil {
 		return nil, wrap("take", err)
 	}

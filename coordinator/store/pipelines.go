@@ -173,3 +173,27 @@ func (s *Store) GetPipeline(ctx context.Context, key string) (*Pipeline, error) 
 	}
 	return &Pipeline{Key: key, Fields: m}, nil
 }
+
+// PipelineNoticeStates reads the pipeline notifier's states
+// (KeyPipelineNotices): pipeline key → state. A key of another type reads
+// as empty (and is counted as such).
+func (s *Store) PipelineNoticeStates(ctx context.Context) (map[string]string, error) {
+	m, err := s.rdb.HGetAll(ctx, KeyPipelineNotices).Result()
+	if err != nil && !s.wrongTypeSkipped(KeyPipelineNotices, err) {
+		return nil, wrap("read pipeline notice states", err)
+	}
+	return m, nil
+}
+
+// SetPipelineNoticeState writes the notifier's state of pipeline key.
+func (s *Store) SetPipelineNoticeState(ctx context.Context, key, state string) error {
+	return wrap("write pipeline notice state", s.rdb.HSet(ctx, KeyPipelineNotices, key, state).Err())
+}
+
+// ForgetPipelineNoticeStates removes the notifier's states of keys.
+func (s *Store) ForgetPipelineNoticeStates(ctx context.Context, keys ...string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	return wrap("forget pipeline notice states", s.rdb.HDel(ctx, KeyPipelineNotices, keys...).Err())
+}

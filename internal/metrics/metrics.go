@@ -25,7 +25,8 @@ var Registry = prometheus.NewRegistry()
 
 // Command outcomes (the "outcome" label of archivebot_commands_total).
 const (
-	OutcomeOK          = "ok"          // the handler ran (its reply may still be a refusal such as "unknown job")
+	OutcomeOK          = "ok"          // the handler ran and did what was asked (or answered what was asked)
+	OutcomeRefused     = "refused"     // the handler turned the request down and changed nothing (unknown job, bad value, job exists, limit)
 	OutcomeDenied      = "denied"      // rank too low
 	OutcomePrivate     = "private"     // a job-changing command in a private message
 	OutcomeUsage       = "usage"       // wrong arity or malformed ident

@@ -182,14 +182,20 @@ async function pipelinesPage() {
 	document.title = "ArchiveBot pipelines";
 	const r = await getJSON("/pipelines");
 	const pct = (v) => { const n = num(v); return n <= 1 ? n * 100 : n; };
+	// A field the pipeline did not report (an API pipeline may send any
+	// subset of upstream's) shows as a dash, never "undefined" or "0 %".
+	const given = (v) => v !== undefined && v !== null && v !== "";
+	const text = (v) => given(v) ? String(v) : "—";
 	const rows = r.pipelines.map((p) => {
-		const mem = pct(p.mem_usage), disk = pct(p.disk_usage);
+		const mem = given(p.mem_usage) ? pct(p.mem_usage) : null, disk = given(p.disk_usage) ? pct(p.disk_usage) : null;
+		const share = (v) => v === null ? "—" : `${v.toFixed(0)} %`;
+		const load = [p.load_average_1m, p.load_average_5m, p.load_average_15m];
 		const silent = Date.now() / 1000 - num(p.ts) > 300;
 		return el("tr", { class: silent ? "hi" : "" },
-			el("td", {}, p.nickname), el("td", {}, p.hostname), el("td", {}, p.version),
-			el("td", { class: "num" + (mem > 90 ? " hi" : "") }, `${mem.toFixed(0)} %`),
-			el("td", { class: "num" + (disk > 90 ? " hi" : "") }, `${disk.toFixed(0)} %`),
-			el("td", { class: "num" }, `${p.load_average_1m} ${p.load_average_5m} ${p.load_average_15m}`),
+			el("td", {}, text(p.nickname)), el("td", {}, text(p.hostname)), el("td", {}, text(p.version)),
+			el("td", { class: "num" + (mem > 90 ? " hi" : "") }, share(mem)),
+			el("td", { class: "num" + (disk > 90 ? " hi" : "") }, share(disk)),
+			el("td", { class: "num" }, load.some(given) ? load.map(text).join(" ") : "—"),
 			el("td", { class: silent ? "hi" : "" }, p.ts ? ago(p.ts) : "never"),
 			el("td", {}, p.status || ""), el("td", { class: "muted" }, p.id));
 	});

@@ -5,6 +5,9 @@
 -- KEYS[1] working   KEYS[2] archivebot:pipeline_key:NAME:jobs (held set)
 -- KEYS[3 ..] the queues, in the order to try
 -- ARGV[1] started_at (w/ frac)   ARGV[2] the key's pipeline record key
+-- ARGV[3] the updates channel: the ident is published there on a take, so
+-- what reacts to a direct pipeline's first `updates` message (start
+-- notices, history, the feed) sees an API take at once (issue 27, 12)
 -- Returns {queue, ident, field, value, ...} (the record after the take),
 -- or {} when every queue is empty. An ident whose record is gone is taken
 -- out of working again and the next one is tried; one that is not a hash
@@ -24,6 +27,7 @@ for i = 3, #KEYS do
       elseif t == 'hash' then
         redis.call('HSET', ident, 'started_at', ARGV[1], 'pipeline_id', ARGV[2])
         redis.call('SADD', KEYS[2], ident)
+        redis.call('PUBLISH', ARGV[3], ident)
         local out = redis.call('HGETALL', ident)
         table.insert(out, 1, ident)
         table.insert(out, 1, KEYS[i])

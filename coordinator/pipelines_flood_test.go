@@ -1,0 +1,116 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
+	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/pipelinesim"
+)
+
+// heldNotices is archivebot_pipeline_notices_held_total.
+func heldNotices() float64 {
+	mfs, _ := metrics.Registry.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "archivebot_pipeline_notices_held_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// TestPipelineReportCannotFloodChannel (issue 27, finding 5): what a
+// pipeline reports reaches the channel capped (a 400-character version
+// is "(unusual version)", a long nickname or id is cut), and a pipeline
+// whose version changes every cycle gets one "changed version" line an
+// hour (the default), the next one saying how many changes it sums up;
+// the limit holds across a restart of the notifier, and the changes held
+// back are counted in /metrics.
+func TestPipelineReportCannotFloodChannel(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+		clock := &svcClock{t: time.Unix(1_800_000_000, 0)}
+		ann := newSvcAnnouncer("#a")
+		newNotifier := func() *PipelineNotifier {
+			n := NewPipelineNotifier(st, ann, PipelineNotifierConfig{SilentAfter: time.Hour}, svcLog(t))
+			n.Now = clock.Now
+			if err := n.runOnce(ctx); err != nil { // the baseline
+				t.Fatal(err)
+			}
+			return n
+		}
+		n := newNotifier()
+		nicks := strings.Repeat("alice bob chfoo JAA ", 20) // 400 characters
+		longNick := strings.Repeat("n", 300)
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: longNick, Version: nicks, Now: clock.Now})
+		report := func(version string) {
+			t.Helper()
+			p = pipelinesim.New(b.Client, pipelinesim.Config{Nickname: longNick, Version: version, Now: clock.Now})
+			if err := p.Report(ctx, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cycle := func() []string {
+			t.Helper()
+			if err := n.runOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, l := range ann.take() {
+				out = append(out, l.Text)
+			}
+			return out
+		}
+		report(nicks)
+		lines := cycle()
+		if len(lines) != 1 || !strings.Contains(lines[0], "(unusual version)") || strings.Contains(lines[0], "chfoo") || len(lines[0]) > 160 {
+			t.Fatalf("connect line (%d bytes): %q", len(strings.Join(lines, "")), lines)
+		}
+
+		// A new version every 30 s cycle for two hours and a cycle, the notifier
+		// restarted after 20 minutes.
+		held := heldNotices()
+		var changed []string
+		for i := 1; i <= 241; i++ {
+			clock.Add(30 * time.Second)
+			v := fmt.Sprintf("%s%d", nicks, i)
+			if i%2 == 0 {
+				v = fmt.Sprintf("2026.%d", i)
+			}
+			report(v)
+			if i == 40 {
+				n = newNotifier()
+			}
+			for _, l := range cycle() {
+				if strings.Contains(l, "changed version") {
+					changed = append(changed, l)
+				}
+				if len(l) > 200 {
+					t.Errorf("line of %d bytes: %q", len(l), l)
+				}
+			}
+		}
+		// The first change, one an hour later and one two hours later (the
+		// change the restarted notifier found in its first snapshot is not
+		// announced, as at any start).
+		if len(changed) != 3 {
+			t.Fatalf("%d version lines in two hours, want 3: %q", len(changed), changed)
+		}
+		if !strings.Contains(changed[0], "from (unusual version) to (unusual version).") {
+			t.Errorf("first line %q", changed[0])
+		}
+		for _, l := range changed[1:] {
+			if !strings.Contains(l, "changes in 1h") {
+				t.Errorf("line after an hour %q: want how many changes it sums up", l)
+			}
+		}
+		if got := heldNotices() - held; got != 237 {
+			t.Errorf("changes held back: %v, want 237", got)
+		}
+	})
+}
