@@ -77,6 +77,10 @@ func (s *Server) take(req *request) (any, *refusal) {
 	}
 	ctx := req.r.Context()
 	deadline := time.Now().Add(time.Duration(tr.WaitMS) * time.Millisecond)
+	if d := s.opt.WriteTimeout; d > 0 && tr.WaitMS > 0 {
+		// The answer may go out after the wait.
+		http.NewResponseController(req.w).SetWriteDeadline(deadline.Add(d))
+	}
 	for {
 		queues := tr.Queues
 		if len(queues) == 0 {

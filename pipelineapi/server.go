@@ -45,6 +45,13 @@ const (
 	// NonceWindow is how long nonces are remembered: twice the allowed
 	// skew, so that a request outside it is refused as stale anyway.
 	NonceWindow = 2 * wire.MaxSkew
+	// Listener limits (config.Default*).
+	DefaultMaxConns        = config.DefaultPipelineMaxConns
+	DefaultMaxConnsPerAddr = config.DefaultPipelineMaxConnsPerAddr
+	DefaultReadTimeout     = config.DefaultPipelineReadTimeout
+	DefaultIdleTimeout     = config.DefaultPipelineIdleTimeout
+	DefaultWriteTimeout    = config.DefaultPipelineWriteTimeout
+	DefaultMaxWaitingTakes = config.DefaultPipelineMaxWaitingTakes
 	// MaxNonces is the most nonces a key keeps in the window.
 	MaxNonces = 20000
 	// RecentPerJob is how many entries per job /logs/recent can show.
@@ -76,6 +83,30 @@ type Options struct {
 	// Ping is the control stream's keep-alive interval (default 15 s).
 	Ping time.Duration
 	Now  func() time.Time
+
+	// Listener limits (doc/pipeline-api.md, Listener), used by Serve: 0
+	// takes the default, a negative value switches the limit off.
+	// MaxConns and MaxConnsPerAddr cap open connections in total and
+	// per remote address. ReadTimeout bounds reading a request's
+	// headers and body, IdleTimeout a kept-alive connection's wait for
+	// its next request, WriteTimeout each write of an answer (and of a
+	// control stream event).
+	MaxConns, MaxConnsPerAddr int
+	ReadTimeout, IdleTimeout  time.Duration
+	WriteTimeout              time.Duration
+	// MaxWaitingTakes caps the long-poll takes waiting per key.
+	MaxWaitingTakes int
+}
+
+// limit is v, its default def when 0, and 0 (off) when negative.
+func limit[T ~int | ~int64](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }
 
 // Server serves the pipeline API.
@@ -87,6 +118,7 @@ type Server struct {
 	mu   sync.Mutex
 	term *term
 	sink coordinator.StreamSink
+	ln   *limitListener // Serve's listener
 
 	logMu     sync.Mutex
 	lastLoged map[string]time.Time // refusal log lines, by key and reason
@@ -108,6 +140,12 @@ func New(opt Options) *Server {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
+	opt.MaxConns = limit(opt.MaxConns, DefaultMaxConns)
+	opt.MaxConnsPerAddr = limit(opt.MaxConnsPerAddr, DefaultMaxConnsPerAddr)
+	opt.ReadTimeout = limit(opt.ReadTimeout, DefaultReadTimeout)
+	opt.IdleTimeout = limit(opt.IdleTimeout, DefaultIdleTimeout)
+	opt.WriteTimeout = limit(opt.WriteTimeout, DefaultWriteTimeout)
+	opt.MaxWaitingTakes = limit(opt.MaxWaitingTakes, DefaultMaxWaitingTakes)
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
@@ -115,11 +153,28 @@ func New(opt Options) *Server {
 		lastLoged: map[string]time.Time{}, recent: map[string][]string{}}
 }
 
+// MaxHeaderBytes bounds a request's headers (net/http answers 431
+// beyond).
+const MaxHeaderBytes = 16 << 10
+
 // Serve answers on ln until ctx ends (requests in flight get 5 s), with
-// TLS when cert and key are set.
+// TLS when cert and key are set, within the listener limits of Options:
+// a connection over MaxConns or MaxConnsPerAddr is refused at once; a
+// request's headers and body must arrive within ReadTimeout, an answer
+// go out within WriteTimeout (after a take's wait), and a kept-alive
+// connection is closed after IdleTimeout without a request.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, certFile, keyFile string) error {
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	o := s.opt
+	hs := &http.Server{Handler: s.Handler(), ReadTimeout: o.ReadTimeout, IdleTimeout: o.IdleTimeout,
+		MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	if o.ReadTimeout > 0 && o.WriteTimeout > 0 {
+		hs.WriteTimeout = o.ReadTimeout + o.WriteTimeout
+	}
+	lim := newLimitListener(ln, o.MaxConns, o.MaxConnsPerAddr, certFile == "" && keyFile == "", s.log)
+	s.mu.Lock()
+	s.ln = lim
+	s.mu.Unlock()
+	ln = lim
 	if certFile != "" || keyFile != "" {
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
@@ -266,6 +321,23 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			reason: "this node is not the leader; retry", retryAfter: notLeaderRetry}, false)
 		return
 	}
+	// Everything that can be refused without the body is refused before
+	// it is read, and the connection closed: a stranger cannot make the
+	// node wait for (or hold) a body.
+	p, pub, rf := t.precheck(r)
+	if rf != nil {
+		label := "-"
+		if t.known(p.Key) {
+			label = p.Key
+			t.refused(p.Key, rf.code)
+		}
+		// Close without reading the body: net/http would otherwise read
+		// up to 256 KiB of it before closing.
+		w.Header().Set("Connection", "close")
+		http.NewResponseController(w).SetReadDeadline(time.Now())
+		s.answerRefusal(w, r, label, op, rf, true)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, wire.MaxBody))
 	if err != nil {
 		var mb *http.MaxBytesError
@@ -277,7 +349,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.answerRefusal(w, r, "-", op, refuse(http.StatusBadRequest, "bad_request", "reading the body: "+err.Error()), false)
 		return
 	}
-	key, rf := t.authenticate(r, body)
+	key, rf := t.authenticate(r, p, pub, body)
 	if rf != nil {
 		label := "-"
 		if t.known(key) {
@@ -413,25 +485,41 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(append(b, '\n'))
 }
 
-// authenticate checks the signature headers against the request as
-// received, then records the nonce. It returns the key name (also on
-// some refusals, for counting).
-func (t *term) authenticate(r *http.Request, body []byte) (string, *refusal) {
+// precheck is what is checked before a request's body is read: the
+// signature headers well-formed, the key registered and not revoked, the
+// timestamp fresh, and the announced body length within wire.MaxBody. It
+// returns the parsed headers (p.Key also on a refusal, for counting) and
+// the key's public key.
+func (t *term) precheck(r *http.Request) (wire.Parsed, ed25519.PublicKey, *refusal) {
 	p, err := wire.ParseHeaders(r.Header.Get)
 	if err != nil {
 		code := wire.ErrMalformed.Error()
 		if errors.Is(err, wire.ErrMissing) {
 			code = wire.ErrMissing.Error()
 		}
-		return r.Header.Get(wire.HeaderKey), refuse(http.StatusUnauthorized, code, err.Error())
+		return wire.Parsed{Key: r.Header.Get(wire.HeaderKey)}, nil, refuse(http.StatusUnauthorized, code, err.Error())
 	}
 	pub, revoked := t.publicKey(p.Key)
 	if revoked {
-		return p.Key, refuse(http.StatusUnauthorized, "revoked_key", "key "+p.Key+" was revoked")
+		return p, nil, refuse(http.StatusUnauthorized, "revoked_key", "key "+p.Key+" was revoked")
 	}
 	if pub == nil {
-		return p.Key, refuse(http.StatusUnauthorized, "unknown_key", "no key named "+p.Key+" is registered")
+		return p, nil, refuse(http.StatusUnauthorized, "unknown_key", "no key named "+p.Key+" is registered")
 	}
+	if err := p.Fresh(t.s.opt.Now()); err != nil {
+		return p, nil, refuse(http.StatusUnauthorized, wire.ErrStale.Error(), err.Error())
+	}
+	if r.ContentLength > wire.MaxBody {
+		return p, nil, refuse(http.StatusRequestEntityTooLarge, "too_large",
+			fmt.Sprintf("Content-Length %d is over %d bytes", r.ContentLength, wire.MaxBody))
+	}
+	return p, pub, nil
+}
+
+// authenticate checks the signature against the request as received
+// (headers prechecked, body read), then records the nonce. It returns
+// the key name (also on some refusals, for counting).
+func (t *term) authenticate(r *http.Request, p wire.Parsed, pub ed25519.PublicKey, body []byte) (string, *refusal) {
 	path, rawQuery := wire.SplitRequestURI(r.RequestURI)
 	if err := p.Verify(pub, r.Method, path, rawQuery, body, t.s.opt.Now()); err != nil {
 		code := wire.ErrBadSig.Error()
