@@ -3,6 +3,7 @@ package pipelineapi
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"io"
 	"net"
@@ -12,8 +13,10 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
+	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
 
@@ -204,5 +207,72 @@ func TestRefusedBeforeBody(t *testing.T) {
 			}
 		}
 		h.sameDump(before, "refusals before the body")
+	})
+}
+
+// TestUnverifiedRefusalsNotTheKeys: requests that name a real key but are
+// not verified (a forged signature, a stale timestamp, a replay) count
+// under key "-" and leave the key's statistics alone, and a replay does
+// not spend the key's rate budget (finding 7: the rate limit ran before
+// the nonce check, and refusals counted under any registered name).
+func TestUnverifiedRefusalsNotTheKeys(t *testing.T) {
+	eachHarness(t, Options{Rate: 1}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
+		c := h.addKey("victim")
+		_, priv, _ := ed25519.GenerateKey(nil)
+		forger, _ := client.New(h.hs.URL, "victim", priv)
+		stale, _ := client.New(h.hs.URL, "victim", priv, client.WithClock(func() time.Time { return time.Now().Add(-time.Hour) }))
+		dashSig, dashStale := refusals("-", "bad_signature"), refusals("-", "stale_timestamp")
+		keySig, keyStale := refusals("victim", "bad_signature"), refusals("victim", "stale_timestamp")
+		for range 5 {
+			_, err := forger.Take(ctx, wire.TakeRequest{})
+			wantCode(t, err, 401, "bad_signature")
+			_, err = stale.Take(ctx, wire.TakeRequest{})
+			wantCode(t, err, 401, "stale_timestamp")
+		}
+		if refusals("-", "bad_signature")-dashSig != 5 || refusals("-", "stale_timestamp")-dashStale != 5 {
+			t.Errorf("unverified refusals not counted under key \"-\"")
+		}
+		if refusals("victim", "bad_signature") != keySig || refusals("victim", "stale_timestamp") != keyStale {
+			t.Errorf("unverified refusals counted under the key they named")
+		}
+
+		// The key's budget is 2 requests at once (rate 1, burst 2): one
+		// take, ten replays of it, and the pipeline's next take still
+		// gets through.
+		req, err := c.NewRequest(ctx, "POST", wire.PathTake, []byte("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		replays := make([]*http.Request, 10)
+		for i := range replays {
+			replays[i] = req.Clone(ctx)
+			replays[i].Body = io.NopCloser(strings.NewReader("{}"))
+		}
+		if err := c.Send(req, nil); err != nil {
+			t.Fatal(err)
+		}
+		dashReplay := refusals("-", "replayed_nonce")
+		for _, r := range replays {
+			wantCode(t, c.Send(r, nil), 401, "replayed_nonce")
+		}
+		if refusals("-", "replayed_nonce")-dashReplay != 10 {
+			t.Errorf("replays not counted under key \"-\"")
+		}
+		if _, err := c.Take(ctx, wire.TakeRequest{}); err != nil {
+			t.Fatalf("the pipeline's own take after replays: %v (replays spent its budget)", err)
+		}
+		var k store.PipelineKey
+		testproc.Eventually(t, "the key's statistics written", func() bool {
+			ks, _ := h.store.ListPipelineKeys(ctx)
+			for _, x := range ks {
+				if x.Name == "victim" {
+					k = x
+				}
+			}
+			return !k.LastSeen.IsZero()
+		})
+		if k.Refusals != 0 || k.LastRefusal != "" {
+			t.Errorf("key statistics: %d refusals, last %q; want none (no verified request was refused)", k.Refusals, k.LastRefusal)
+		}
 	})
 }

@@ -324,13 +324,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// Everything that can be refused without the body is refused before
 	// it is read, and the connection closed: a stranger cannot make the
 	// node wait for (or hold) a body.
+	// Refusals before a request is verified count under key "-": a
+	// stranger who knows a key's name cannot skew its figures.
 	p, pub, rf := t.precheck(r)
 	if rf != nil {
 		label := "-"
-		if t.known(p.Key) {
-			label = p.Key
-			t.refused(p.Key, rf.code)
-		}
 		// Close without reading the body: net/http would otherwise read
 		// up to 256 KiB of it before closing.
 		w.Header().Set("Connection", "close")
@@ -349,10 +347,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.answerRefusal(w, r, "-", op, refuse(http.StatusBadRequest, "bad_request", "reading the body: "+err.Error()), false)
 		return
 	}
-	key, rf := t.authenticate(r, p, pub, body)
+	key, verified, rf := t.authenticate(r, p, pub, body)
 	if rf != nil {
 		label := "-"
-		if t.known(key) {
+		if verified {
 			label = key
 			t.refused(key, rf.code)
 		}
@@ -517,32 +515,35 @@ func (t *term) precheck(r *http.Request) (wire.Parsed, ed25519.PublicKey, *refus
 }
 
 // authenticate checks the signature against the request as received
-// (headers prechecked, body read), then records the nonce. It returns
-// the key name (also on some refusals, for counting).
-func (t *term) authenticate(r *http.Request, p wire.Parsed, pub ed25519.PublicKey, body []byte) (string, *refusal) {
+// (headers prechecked, body read), records the nonce, and then takes the
+// request from the key's rate budget: only a verified request (signed by
+// the key, its nonce new) spends it, so a replay cannot use up a
+// pipeline's budget. It returns the key name and whether the request was
+// verified (a refusal after that counts under the key).
+func (t *term) authenticate(r *http.Request, p wire.Parsed, pub ed25519.PublicKey, body []byte) (string, bool, *refusal) {
 	path, rawQuery := wire.SplitRequestURI(r.RequestURI)
 	if err := p.Verify(pub, r.Method, path, rawQuery, body, t.s.opt.Now()); err != nil {
 		code := wire.ErrBadSig.Error()
 		if errors.Is(err, wire.ErrStale) {
 			code = wire.ErrStale.Error()
 		}
-		return p.Key, refuse(http.StatusUnauthorized, code, err.Error())
-	}
-	if rf := t.rateLimit(p.Key); rf != nil {
-		return p.Key, rf
+		return p.Key, false, refuse(http.StatusUnauthorized, code, err.Error())
 	}
 	res, err := t.s.store.CheckNonce(r.Context(), p.Key, p.Nonce, p.Timestamp, NonceWindow, MaxNonces)
 	if err != nil {
-		return p.Key, storeRefusal(err)
+		return p.Key, false, storeRefusal(err)
 	}
 	switch res {
 	case store.NonceReplayed:
-		return p.Key, refuse(http.StatusUnauthorized, "replayed_nonce", "this nonce was already used; sign every request with a new one")
+		return p.Key, false, refuse(http.StatusUnauthorized, "replayed_nonce", "this nonce was already used; sign every request with a new one")
 	case store.NonceTooMany:
-		return p.Key, &refusal{status: http.StatusTooManyRequests, code: "rate_limited",
+		return p.Key, true, &refusal{status: http.StatusTooManyRequests, code: "rate_limited",
 			reason: fmt.Sprintf("more than %d requests in %s", MaxNonces, NonceWindow), retryAfter: 5}
 	}
-	return p.Key, nil
+	if rf := t.rateLimit(p.Key); rf != nil {
+		return p.Key, true, rf
+	}
+	return p.Key, true, nil
 }
 
 // storeRefusal turns a Redis failure into a 503 (fenced: not the

@@ -162,13 +162,6 @@ func (t *term) publicKey(name string) (ed25519.PublicKey, bool) {
 	return t.keys[name], t.revokd[name]
 }
 
-func (t *term) known(name string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	_, ok := t.keys[name]
-	return ok || t.revokd[name]
-}
-
 // keyStateLocked returns name's state, made on first use; t.mu held.
 func (t *term) keyStateLocked(name string) *keyState {
 	ks := t.perKey[name]
