@@ -75,12 +75,31 @@ func (s *Server) take(req *request) (any, *refusal) {
 	if err := req.t.loadHeld(req.r.Context(), req.key); err != nil {
 		return nil, storeRefusal(err)
 	}
+	// The key as verified: the take script takes nothing once it is
+	// revoked or replaced in Redis, and a revocation the node sees ends
+	// the wait at once.
+	revoked := refuse(http.StatusUnauthorized, "revoked_key", "key "+req.key+" was revoked or replaced while the take waited")
+	text := req.t.keyText(req.key)
+	if p := pubKeyOf(text); p == nil || !p.Equal(req.pub) {
+		return nil, revoked
+	}
+	req.t.mu.Lock()
+	gone := req.t.keyStateLocked(req.key).gone
+	req.t.mu.Unlock()
 	ctx := req.r.Context()
 	deadline := time.Now().Add(time.Duration(tr.WaitMS) * time.Millisecond)
 	if d := s.opt.WriteTimeout; d > 0 && tr.WaitMS > 0 {
 		// The answer may go out after the wait.
 		http.NewResponseController(req.w).SetWriteDeadline(deadline.Add(d))
 	}
+	waiting := false
+	defer func() {
+		if waiting {
+			req.t.mu.Lock()
+			req.t.keyStateLocked(req.key).waiting--
+			req.t.mu.Unlock()
+		}
+	}()
 	for {
 		queues := tr.Queues
 		if len(queues) == 0 {
@@ -89,7 +108,10 @@ func (s *Server) take(req *request) (any, *refusal) {
 				return nil, rf
 			}
 		}
-		j, err := s.store.APITake(ctx, req.key, queues)
+		j, err := s.store.APITake(ctx, req.key, text, queues)
+		if errors.Is(err, store.ErrKeyRevoked) {
+			return nil, revoked
+		}
 		if err != nil {
 			return nil, storeRefusal(err)
 		}
@@ -100,11 +122,19 @@ func (s *Server) take(req *request) (any, *refusal) {
 		if wait <= 0 {
 			return wire.TakeResponse{}, nil
 		}
+		if !waiting {
+			waiting = true
+			req.t.mu.Lock()
+			req.t.keyStateLocked(req.key).waiting++
+			req.t.mu.Unlock()
+		}
 		select {
 		case <-ctx.Done():
 			return wire.TakeResponse{}, nil
 		case <-req.t.ctx.Done():
 			return nil, storeRefusal(store.ErrFenced)
+		case <-gone:
+			return nil, revoked
 		case <-time.After(min(wait, s.opt.TakePoll)):
 		}
 	}

@@ -286,7 +286,8 @@ type request struct {
 	w    http.ResponseWriter
 	r    *http.Request
 	t    *term
-	key  string // verified key name
+	key  string            // verified key name
+	pub  ed25519.PublicKey // the public key it was verified with
 	op   string
 	body []byte
 }
@@ -358,7 +359,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t.seen(key)
-	req := &request{w: w, r: r, t: t, key: key, op: op, body: body}
+	req := &request{w: w, r: r, t: t, key: key, pub: pub, op: op, body: body}
 	var res any
 	switch op {
 	case "take":

@@ -168,17 +168,27 @@ type APIJob struct {
 	Ignores []string
 }
 
+// ErrKeyRevoked: the take's key is no longer registered with the public
+// key the request was verified with (revoked or replaced); nothing was
+// taken.
+var ErrKeyRevoked = errors.New("the pipeline key was revoked or replaced")
+
 // APITake takes a job for key name from queues, in order: RPOPLPUSH into
 // working, started_at and pipeline_id written, the ident added to the
-// key's held set, in one script; then the ignore set is read. Nil when
-// every queue is empty.
-func (s *Store) APITake(ctx context.Context, name string, queues []string) (*APIJob, error) {
-	keys := append([]string{KeyWorking, KeyPipelineKeyJobs(name)}, queues...)
+// key's held set, in one script, which first checks that name is still
+// registered with the public key pub (the stored text) and else takes
+// nothing (ErrKeyRevoked); then the ignore set is read. Nil when every
+// queue is empty.
+func (s *Store) APITake(ctx context.Context, name, pub string, queues []string) (*APIJob, error) {
+	keys := append([]string{KeyWorking, KeyPipelineKeyJobs(name), KeyPipelineKeys}, queues...)
 	now := s.Now()
 	started := strconv.FormatFloat(float64(now.UnixNano())/1e9, 'f', 6, 64)
-	res, err := apiTakeScript.Run(s.apiCtx(ctx), s.rdb, keys, started, APIPipelineKey(name)).Slice()
+	res, err := apiTakeScript.Run(s.apiCtx(ctx), s.rdb, keys, started, APIPipelineKey(name), name, pub).Slice()
 	if err != nil {
 		return nil, wrap("take", err)
+	}
+	if len(res) == 1 {
+		return nil, ErrKeyRevoked
 	}
 	if len(res) < 2 {
 		return nil, nil
