@@ -108,6 +108,8 @@ func (s *Server) take(req *request) (any, *refusal) {
 				return nil, rf
 			}
 		}
+		// Asked before the look: a job queued after it wakes the wait.
+		woke := s.store.JobsQueued()
 		j, err := s.store.APITake(ctx, req.key, text, queues)
 		if errors.Is(err, store.ErrKeyRevoked) {
 			return nil, revoked
@@ -123,19 +125,34 @@ func (s *Server) take(req *request) (any, *refusal) {
 			return wire.TakeResponse{}, nil
 		}
 		if !waiting {
-			waiting = true
 			req.t.mu.Lock()
-			req.t.keyStateLocked(req.key).waiting++
+			ks := req.t.keyStateLocked(req.key)
+			if n := s.opt.MaxWaitingTakes; n > 0 && ks.waiting >= n {
+				req.t.mu.Unlock()
+				return nil, &refusal{status: http.StatusTooManyRequests, code: "rate_limited", metric: "waiting_takes",
+					reason:     fmt.Sprintf("key %s has %d takes waiting for a job; at most %d (pipelines.max_waiting_takes): retry, or take with wait_ms 0", req.key, ks.waiting, n),
+					retryAfter: 1}
+			}
+			ks.waiting++
+			waiting = true
 			req.t.mu.Unlock()
 		}
+		// Woken by a job queued through this node; the slow poll finds
+		// jobs queued elsewhere (the admin CLI, another process).
+		timer := time.NewTimer(min(wait, s.opt.TakePoll))
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return wire.TakeResponse{}, nil
 		case <-req.t.ctx.Done():
+			timer.Stop()
 			return nil, storeRefusal(store.ErrFenced)
 		case <-gone:
+			timer.Stop()
 			return nil, revoked
-		case <-time.After(min(wait, s.opt.TakePoll)):
+		case <-woke:
+			timer.Stop()
+		case <-timer.C:
 		}
 	}
 }

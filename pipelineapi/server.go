@@ -41,7 +41,9 @@ const (
 	DefaultMaxStreams    = config.DefaultPipelineMaxStreams
 	DefaultKeyRefresh    = 250 * time.Millisecond
 	DefaultFlushInterval = time.Second
-	DefaultTakePoll      = 250 * time.Millisecond
+	// DefaultTakePoll is how often a waiting take looks again by itself;
+	// a job queued through this node wakes it at once.
+	DefaultTakePoll = 2 * time.Second
 	// NonceWindow is how long nonces are remembered: twice the allowed
 	// skew, so that a request outside it is refused as stale anyway.
 	NonceWindow = 2 * wire.MaxSkew
@@ -298,6 +300,17 @@ type refusal struct {
 	code       string
 	reason     string
 	retryAfter int
+	// metric, when set, is the reason counted in /metrics and the key's
+	// statistics instead of code (a limit with its own name).
+	metric string
+}
+
+// counted is the reason a refusal is counted under.
+func (rf *refusal) counted() string {
+	if rf.metric != "" {
+		return rf.metric
+	}
+	return rf.code
 }
 
 func (e *refusal) Error() string { return e.code + ": " + e.reason }
@@ -353,7 +366,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		label := "-"
 		if verified {
 			label = key
-			t.refused(key, rf.code)
+			t.refused(key, rf.counted())
 		}
 		s.answerRefusal(w, r, label, op, rf, true)
 		return
@@ -385,7 +398,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rf != nil {
 		if rf.status == http.StatusForbidden || rf.status == http.StatusRequestEntityTooLarge || rf.status == http.StatusTooManyRequests {
-			t.refused(key, rf.code)
+			t.refused(key, rf.counted())
 		}
 		s.answerRefusal(w, r, key, op, rf, true)
 		return
@@ -442,7 +455,7 @@ func route(r *http.Request) (op, ident string, ok bool) {
 
 func (s *Server) answerRefusal(w http.ResponseWriter, r *http.Request, key, op string, rf *refusal, count bool) {
 	if count && rf.status != http.StatusServiceUnavailable && rf.status < 500 {
-		metrics.APIRefusal(key, rf.code)
+		metrics.APIRefusal(key, rf.counted())
 		s.logRefusal(r, key, op, rf)
 	}
 	metrics.APIRequest(key, op, rf.status)
