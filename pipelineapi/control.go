@@ -203,9 +203,11 @@ func (s *Server) control(req *request) *refusal {
 		t.mu.Unlock()
 		metrics.APIStreams(-1)
 	}()
-	// A key revoked between the check and the registration above.
-	if pub, _ := t.publicKey(req.key); pub == nil {
-		st.close("revoked_key", "the key was revoked")
+	// A key revoked or replaced between the authentication and the
+	// registration above (the refresh that closes streams of changed
+	// keys may have run in between).
+	if pub, _ := t.publicKey(req.key); pub == nil || !pub.Equal(req.pub) {
+		st.close("revoked_key", "the key was revoked or replaced")
 	}
 	// The stream lives as long as the client reads it: no read deadline
 	// (the server's ReadTimeout would end it), and a write deadline for
