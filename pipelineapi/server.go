@@ -44,9 +44,12 @@ const (
 	// DefaultTakePoll is how often a waiting take looks again by itself;
 	// a job queued through this node wakes it at once.
 	DefaultTakePoll = 2 * time.Second
-	// NonceWindow is how long nonces are remembered: twice the allowed
-	// skew, so that a request outside it is refused as stale anyway.
-	NonceWindow = 2 * wire.MaxSkew
+	// NonceWindow is how long nonces are remembered, before the timestamp
+	// of the newest verified request (not by a node's clock): twice the
+	// allowed skew, so that a request outside it is refused as stale
+	// anyway, and 10 s for the nodes' clocks to differ (a node further
+	// than ha.max_clock_skew from Redis's TIME does not lead).
+	NonceWindow = 2*wire.MaxSkew + 10*time.Second
 	// Listener limits (config.Default*).
 	DefaultMaxConns        = config.DefaultPipelineMaxConns
 	DefaultMaxConnsPerAddr = config.DefaultPipelineMaxConnsPerAddr

@@ -150,10 +150,12 @@ const (
 )
 
 // CheckNonce records a verified request's nonce for window (refused as
-// replayed if already there); at most max per key.
+// replayed if already there); at most max per key. Nonces older than
+// window before the request's timestamp ts are pruned (by ts, not by this
+// node's clock: see api_nonce.lua).
 func (s *Store) CheckNonce(ctx context.Context, name, nonce string, ts int64, window time.Duration, max int) (NonceResult, error) {
 	n, err := apiNonceScript.Run(s.apiCtx(ctx), s.rdb, []string{KeyPipelineKeyNonces(name)},
-		nonce, ts, s.Now().Unix(), int64(window/time.Second), max).Int64()
+		nonce, ts, int64(window/time.Second), max).Int64()
 	if err != nil {
 		return 0, wrap("check nonce", err)
 	}
