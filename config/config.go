@@ -62,6 +62,9 @@ const (
 	DefaultPipelineIdleTimeout     = 60 * time.Second
 	DefaultPipelineWriteTimeout    = 30 * time.Second
 	DefaultPipelineMaxWaitingTakes = 8
+	// DefaultMaxClockSkew: how far a node's clock may be from Redis's
+	// TIME for it to lead (ha.max_clock_skew).
+	DefaultMaxClockSkew = 5 * time.Second
 	// DefaultStreamMaxLag: entries of one job the trimmer keeps for a
 	// lagging live stream.
 	DefaultStreamMaxLag = 10000
@@ -217,6 +220,9 @@ type Redis struct {
 type HA struct {
 	Enabled  bool     `toml:"enabled"`
 	LeaseTTL Duration `toml:"lease_ttl"`
+	// MaxClockSkew is how far a node's clock may be from Redis's TIME for
+	// it to lead (default 5s; written as 0: not checked).
+	MaxClockSkew Duration `toml:"max_clock_skew"`
 	// NodeID names this node in the lease; default hostname-pid.
 	NodeID string `toml:"node_id"`
 }
@@ -483,6 +489,7 @@ func (c *Config) setDefaults() {
 	zero(&c.Redis.ProtoMaxBulkLen, DefaultRedisProtoMaxBulkLen)
 	def(&c.Redis.WaitTimeout, DefaultWaitTimeout)
 	def(&c.HA.LeaseTTL, DefaultLeaseTTL)
+	def(&c.HA.MaxClockSkew, DefaultMaxClockSkew)
 	if c.HA.NodeID == "" {
 		host, _ := os.Hostname()
 		if host == "" {
@@ -584,8 +591,13 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 			{"read_timeout", &c.Pipelines.ReadTimeout},
 			{"idle_timeout", &c.Pipelines.IdleTimeout},
 			{"write_timeout", &c.Pipelines.WriteTimeout},
+			{"ha.max_clock_skew", &c.HA.MaxClockSkew},
 		} {
-			if md.IsDefined("pipelines", d.key) && d.v.Duration == 0 {
+			sect, key, found := strings.Cut(d.key, ".")
+			if !found {
+				sect, key = "pipelines", d.key
+			}
+			if md.IsDefined(sect, key) && d.v.Duration == 0 {
 				durationsOff = append(durationsOff, d.v)
 			}
 		}

@@ -93,6 +93,9 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener
 	if r, ok := fe.(interface{ Role() string }); ok {
 		opt.Role = r.Role
 	}
+	if c, ok := fe.(interface{ ClockProblem() string }); ok {
+		opt.ClockProblem = c.ClockProblem
+	}
 	srv := web.New(opt)
 	logger.Info("web server listening", "service", "web", "addr", ln.Addr().String())
 	irun.Go(wg, logger, "web", func() {
