@@ -65,6 +65,8 @@ const (
 	// DefaultMaxClockSkew: how far a node's clock may be from Redis's
 	// TIME for it to lead (ha.max_clock_skew).
 	DefaultMaxClockSkew = 5 * time.Second
+	// DefaultRecentMaxBytes caps one /logs/recent answer.
+	DefaultRecentMaxBytes = 4 << 20
 	// DefaultStreamMaxLag: entries of one job the trimmer keeps for a
 	// lagging live stream.
 	DefaultStreamMaxLag = 10000
@@ -351,6 +353,9 @@ type HTTP struct {
 	// log frames, counted (doc/web.md, Backpressure).
 	StreamQueueBytes int64 `toml:"stream_queue_bytes"`
 	StreamTotalBytes int64 `toml:"stream_total_bytes"`
+	// RecentMaxBytes caps one /logs/recent answer (default 4 MiB; written
+	// as 0: no cap): past it each job keeps its newest entries.
+	RecentMaxBytes int `toml:"recent_max_bytes"`
 }
 
 // Pipelines configures the pipeline API listener (doc/pipeline-api.md).
@@ -507,6 +512,7 @@ func (c *Config) setDefaults() {
 	zero(&c.Pipelines.MaxConns, DefaultPipelineMaxConns)
 	zero(&c.Pipelines.MaxConnsPerAddr, DefaultPipelineMaxConnsPerAddr)
 	zero(&c.Pipelines.MaxWaitingTakes, DefaultPipelineMaxWaitingTakes)
+	zero(&c.HTTP.RecentMaxBytes, DefaultRecentMaxBytes)
 	def(&c.Pipelines.ReadTimeout, DefaultPipelineReadTimeout)
 	def(&c.Pipelines.IdleTimeout, DefaultPipelineIdleTimeout)
 	def(&c.Pipelines.WriteTimeout, DefaultPipelineWriteTimeout)
@@ -576,6 +582,7 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 			{[]string{"pipelines", "max_conns"}, &c.Pipelines.MaxConns},
 			{[]string{"pipelines", "max_conns_per_addr"}, &c.Pipelines.MaxConnsPerAddr},
 			{[]string{"pipelines", "max_waiting_takes"}, &c.Pipelines.MaxWaitingTakes},
+			{[]string{"http", "recent_max_bytes"}, &c.HTTP.RecentMaxBytes},
 			{[]string{"tweeter", "budget"}, &c.Tweeter.Budget},
 			{[]string{"tweeter", "mastodon", "budget"}, &c.Tweeter.Mastodon.Budget},
 			{[]string{"tweeter", "bluesky", "budget"}, &c.Tweeter.Bluesky.Budget},
@@ -790,6 +797,9 @@ func (c *Config) validate() error {
 	}
 	if c.Pipelines.Rate < 0 || c.Pipelines.LogRate < 0 || c.Pipelines.MaxStreams < 0 {
 		bad("pipelines.rate", "rate, log_rate and max_streams must not be negative (0: the default)")
+	}
+	if c.HTTP.RecentMaxBytes < 0 {
+		bad("http.recent_max_bytes", "must not be negative (0: no cap)")
 	}
 	if c.Pipelines.MaxConns < 0 || c.Pipelines.MaxConnsPerAddr < 0 || c.Pipelines.MaxWaitingTakes < 0 {
 		bad("pipelines.max_conns", "max_conns, max_conns_per_addr and max_waiting_takes must not be negative (0: no limit)")

@@ -66,6 +66,8 @@ type Options struct {
 	// arrived through the pipeline API (kept in memory, never in Redis):
 	// /logs/recent shows them for jobs whose Redis log has none.
 	RecentAPI func(ident string, n int) []string
+	// RecentMaxBytes caps one /logs/recent answer; 0: no cap.
+	RecentMaxBytes int
 }
 
 // Server is the HTTP API.
