@@ -276,3 +276,28 @@ func TestUnverifiedRefusalsNotTheKeys(t *testing.T) {
 		}
 	})
 }
+
+// TestLongPollOutlivesReadTimeout: a long-poll take waits past
+// read_timeout (net/http cancels a request's context when its read
+// deadline passes during the handler) and gets the job queued then.
+func TestLongPollOutlivesReadTimeout(t *testing.T) {
+	b := redistest.Mini(t)
+	h := newHarness(t, b, Options{ReadTimeout: 200 * time.Millisecond, TakePoll: time.Hour})
+	addr := h.serve()
+	c := h.addKeyAt("http://"+addr, "alpha")
+	got := make(chan string, 1)
+	go func() {
+		j, err := c.Take(context.Background(), wire.TakeRequest{WaitMS: wire.MaxTakeWaitMS})
+		if err != nil || j == nil {
+			got <- fmt.Sprint("no job: ", j, err)
+			return
+		}
+		got <- j.Ident
+	}()
+	testproc.Eventually(t, "the take waiting", func() bool { return h.waitingTakes("alpha") == 1 })
+	time.Sleep(600 * time.Millisecond) // past the read timeout
+	h.queue("late", store.KeyPending)
+	if id := <-got; id != "late" {
+		t.Fatalf("a take waiting past read_timeout: %s, want the job queued then", id)
+	}
+}
