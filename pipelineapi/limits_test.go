@@ -97,7 +97,7 @@ func TestListenerConnectionCaps(t *testing.T) {
 	addr := h.serve()
 	dialFrom(t, "127.0.0.1", addr)
 	dialFrom(t, "127.0.0.1", addr)
-	testproc.Eventually(t, "two connections open", func() bool { return h.srv.ln.open() == 2 })
+	testproc.Eventually(t, "two connections open", func() bool { return h.srv.openConns() == 2 })
 	before := connRefusals("max_conns_per_addr")
 	got := closedByNode(t, dialFrom(t, "127.0.0.1", addr), "a third connection from one address")
 	if !strings.HasPrefix(got, "HTTP/1.1 503") || !strings.Contains(got, "max_conns_per_addr") {
@@ -108,7 +108,7 @@ func TestListenerConnectionCaps(t *testing.T) {
 	}
 	dialFrom(t, "127.0.0.2", addr)
 	dialFrom(t, "127.0.0.3", addr)
-	testproc.Eventually(t, "four connections open", func() bool { return h.srv.ln.open() == 4 })
+	testproc.Eventually(t, "four connections open", func() bool { return h.srv.openConns() == 4 })
 	before = connRefusals("max_conns")
 	got = closedByNode(t, dialFrom(t, "127.0.0.4", addr), "a fifth connection")
 	if !strings.HasPrefix(got, "HTTP/1.1 503") || !strings.Contains(got, "max_conns") {
@@ -117,7 +117,7 @@ func TestListenerConnectionCaps(t *testing.T) {
 	if connRefusals("max_conns") != before+1 {
 		t.Errorf("the refusal is not counted")
 	}
-	if n := h.srv.ln.open(); n != 4 {
+	if n := h.srv.openConns(); n != 4 {
 		t.Errorf("%d connections counted open, want 4", n)
 	}
 }
@@ -167,7 +167,7 @@ func TestListenerSlowAndIdleClosed(t *testing.T) {
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Fatalf("an idle kept-alive connection: got %v, want the node to close it", err)
 	}
-	testproc.Eventually(t, "every connection released", func() bool { return h.srv.ln.open() == 0 })
+	testproc.Eventually(t, "every connection released", func() bool { return h.srv.openConns() == 0 })
 }
 
 // TestRefusedBeforeBody: an unknown or revoked key, a stale timestamp and

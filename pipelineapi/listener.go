@@ -109,6 +109,18 @@ func (l *limitListener) open() int {
 	return l.total
 }
 
+// openConns is how many connections Serve's listener has open (-1 before
+// Serve).
+func (s *Server) openConns() int {
+	s.mu.Lock()
+	ln := s.ln
+	s.mu.Unlock()
+	if ln == nil {
+		return -1
+	}
+	return ln.open()
+}
+
 type limitedConn struct {
 	net.Conn
 	l    *limitListener
