@@ -58,6 +58,18 @@ const (
 	DefaultPipelineRate       = 50
 	DefaultPipelineLogRate    = 5000
 	DefaultPipelineMaxStreams = 4
+	// The pipeline API listener's limits (doc/pipeline-api.md, Listener).
+	DefaultPipelineMaxConns        = 512
+	DefaultPipelineMaxConnsPerAddr = 64
+	DefaultPipelineReadTimeout     = 10 * time.Second
+	DefaultPipelineIdleTimeout     = 60 * time.Second
+	DefaultPipelineWriteTimeout    = 30 * time.Second
+	DefaultPipelineMaxWaitingTakes = 8
+	// DefaultMaxClockSkew: how far a node's clock may be from Redis's
+	// TIME for it to lead (ha.max_clock_skew).
+	DefaultMaxClockSkew = 5 * time.Second
+	// DefaultRecentMaxBytes caps one /logs/recent answer.
+	DefaultRecentMaxBytes = 4 << 20
 	// DefaultStreamMaxLag: entries of one job the trimmer keeps for a
 	// lagging live stream.
 	DefaultStreamMaxLag = 10000
@@ -213,6 +225,9 @@ type Redis struct {
 type HA struct {
 	Enabled  bool     `toml:"enabled"`
 	LeaseTTL Duration `toml:"lease_ttl"`
+	// MaxClockSkew is how far a node's clock may be from Redis's TIME for
+	// it to lead (default 5s; written as 0: not checked).
+	MaxClockSkew Duration `toml:"max_clock_skew"`
 	// NodeID names this node in the lease; default hostname-pid.
 	NodeID string `toml:"node_id"`
 }
@@ -344,6 +359,9 @@ type HTTP struct {
 	// log frames, counted (doc/web.md, Backpressure).
 	StreamQueueBytes int64 `toml:"stream_queue_bytes"`
 	StreamTotalBytes int64 `toml:"stream_total_bytes"`
+	// RecentMaxBytes caps one /logs/recent answer (default 4 MiB; written
+	// as 0: no cap): past it each job keeps its newest entries.
+	RecentMaxBytes int `toml:"recent_max_bytes"`
 }
 
 // Pipelines configures the pipeline API listener (doc/pipeline-api.md).
@@ -361,6 +379,19 @@ type Pipelines struct {
 	Rate       float64 `toml:"rate"`
 	LogRate    float64 `toml:"log_rate"`
 	MaxStreams int     `toml:"max_streams"`
+	// Listener limits; left out: the default, written as 0: off.
+	// MaxConns (default 512) and MaxConnsPerAddr (64) cap open
+	// connections in total and per remote address; ReadTimeout (10s)
+	// bounds reading a request, IdleTimeout (60s) a kept-alive
+	// connection without requests, WriteTimeout (30s) each write of an
+	// answer or of a control stream event. MaxWaitingTakes (8) caps the
+	// long-poll takes waiting per key.
+	MaxConns        int      `toml:"max_conns"`
+	MaxConnsPerAddr int      `toml:"max_conns_per_addr"`
+	ReadTimeout     Duration `toml:"read_timeout"`
+	IdleTimeout     Duration `toml:"idle_timeout"`
+	WriteTimeout    Duration `toml:"write_timeout"`
+	MaxWaitingTakes int      `toml:"max_waiting_takes"`
 }
 
 // Log configures the process log (standard error).
@@ -473,6 +504,7 @@ func (c *Config) setDefaults() {
 	zero(&c.Redis.ProtoMaxBulkLen, DefaultRedisProtoMaxBulkLen)
 	def(&c.Redis.WaitTimeout, DefaultWaitTimeout)
 	def(&c.HA.LeaseTTL, DefaultLeaseTTL)
+	def(&c.HA.MaxClockSkew, DefaultMaxClockSkew)
 	if c.HA.NodeID == "" {
 		host, _ := os.Hostname()
 		if host == "" {
@@ -487,6 +519,13 @@ func (c *Config) setDefaults() {
 	zero(&c.Pipelines.Rate, DefaultPipelineRate)
 	zero(&c.Pipelines.LogRate, DefaultPipelineLogRate)
 	zero(&c.Pipelines.MaxStreams, DefaultPipelineMaxStreams)
+	zero(&c.Pipelines.MaxConns, DefaultPipelineMaxConns)
+	zero(&c.Pipelines.MaxConnsPerAddr, DefaultPipelineMaxConnsPerAddr)
+	zero(&c.Pipelines.MaxWaitingTakes, DefaultPipelineMaxWaitingTakes)
+	zero(&c.HTTP.RecentMaxBytes, DefaultRecentMaxBytes)
+	def(&c.Pipelines.ReadTimeout, DefaultPipelineReadTimeout)
+	def(&c.Pipelines.IdleTimeout, DefaultPipelineIdleTimeout)
+	def(&c.Pipelines.WriteTimeout, DefaultPipelineWriteTimeout)
 	def(&c.Bot.OutcomeWait, DefaultOutcomeWait)
 	def(&c.Reaper.Interval, DefaultReaperInterval)
 	zero(&c.Reaper.Threshold, DefaultReaperThreshold)
@@ -526,6 +565,7 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 	c := &Config{File: path}
 	httpOff, streamOff, lagOff, changeOff := false, false, false, false
 	var budgetsOff []*int
+	var durationsOff []*Duration
 	reportSet := false
 	if path != "" {
 		md, err := toml.DecodeFile(path, c)
@@ -545,17 +585,39 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 		streamOff = md.IsDefined("http", "stream_listen") && c.HTTP.StreamListen == ""
 		lagOff = md.IsDefined("http", "stream_max_lag") && c.HTTP.StreamMaxLag == 0
 		changeOff = md.IsDefined("notifier", "pipeline_change_every") && c.Notifier.PipelineChangeEvery.Duration == 0
-		// An explicit budget = 0 is no budget.
+		// An explicit budget = 0 is no budget; an explicit limit = 0 no
+		// limit.
 		for _, b := range []struct {
 			keys []string
 			v    *int
 		}{
+			{[]string{"pipelines", "max_conns"}, &c.Pipelines.MaxConns},
+			{[]string{"pipelines", "max_conns_per_addr"}, &c.Pipelines.MaxConnsPerAddr},
+			{[]string{"pipelines", "max_waiting_takes"}, &c.Pipelines.MaxWaitingTakes},
+			{[]string{"http", "recent_max_bytes"}, &c.HTTP.RecentMaxBytes},
 			{[]string{"tweeter", "budget"}, &c.Tweeter.Budget},
 			{[]string{"tweeter", "mastodon", "budget"}, &c.Tweeter.Mastodon.Budget},
 			{[]string{"tweeter", "bluesky", "budget"}, &c.Tweeter.Bluesky.Budget},
 		} {
 			if md.IsDefined(b.keys...) && *b.v == 0 {
 				budgetsOff = append(budgetsOff, b.v)
+			}
+		}
+		for _, d := range []struct {
+			key string
+			v   *Duration
+		}{
+			{"read_timeout", &c.Pipelines.ReadTimeout},
+			{"idle_timeout", &c.Pipelines.IdleTimeout},
+			{"write_timeout", &c.Pipelines.WriteTimeout},
+			{"ha.max_clock_skew", &c.HA.MaxClockSkew},
+		} {
+			sect, key, found := strings.Cut(d.key, ".")
+			if !found {
+				sect, key = "pipelines", d.key
+			}
+			if md.IsDefined(sect, key) && d.v.Duration == 0 {
+				durationsOff = append(durationsOff, d.v)
 			}
 		}
 		// A boolean that defaults to true: only an explicit false is off.
@@ -613,6 +675,9 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 	}
 	for _, b := range budgetsOff {
 		*b = 0
+	}
+	for _, d := range durationsOff {
+		d.Duration = 0
 	}
 	if err := c.validate(); err != nil {
 		name := path
@@ -754,6 +819,15 @@ func (c *Config) validate() error {
 	}
 	if c.Pipelines.Rate < 0 || c.Pipelines.LogRate < 0 || c.Pipelines.MaxStreams < 0 {
 		bad("pipelines.rate", "rate, log_rate and max_streams must not be negative (0: the default)")
+	}
+	if c.HTTP.RecentMaxBytes < 0 {
+		bad("http.recent_max_bytes", "must not be negative (0: no cap)")
+	}
+	if c.Pipelines.MaxConns < 0 || c.Pipelines.MaxConnsPerAddr < 0 || c.Pipelines.MaxWaitingTakes < 0 {
+		bad("pipelines.max_conns", "max_conns, max_conns_per_addr and max_waiting_takes must not be negative (0: no limit)")
+	}
+	if c.Pipelines.ReadTimeout.Duration < 0 || c.Pipelines.IdleTimeout.Duration < 0 || c.Pipelines.WriteTimeout.Duration < 0 {
+		bad("pipelines.read_timeout", "read_timeout, idle_timeout and write_timeout must not be negative (0: none)")
 	}
 	for _, s := range c.Jobs.Schemes {
 		if s == "" || strings.ToLower(s) != s {

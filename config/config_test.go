@@ -303,3 +303,31 @@ func TestPipelinesConfig(t *testing.T) {
 		"[pipelines]\nlog_rate = -1\n":           "pipelines.rate",
 	})
 }
+
+// TestPipelinesListenerLimits: the API listener's limits default when
+// left out, are off when written as 0, and refuse negative values.
+func TestPipelinesListenerLimits(t *testing.T) {
+	c, err := Load(write(t, "[pipelines]\nlisten = \"127.0.0.1:0\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Pipelines
+	if p.MaxConns != DefaultPipelineMaxConns || p.MaxConnsPerAddr != DefaultPipelineMaxConnsPerAddr ||
+		p.MaxWaitingTakes != DefaultPipelineMaxWaitingTakes || p.ReadTimeout.Duration != DefaultPipelineReadTimeout ||
+		p.IdleTimeout.Duration != DefaultPipelineIdleTimeout || p.WriteTimeout.Duration != DefaultPipelineWriteTimeout {
+		t.Errorf("defaults: %+v", p)
+	}
+	c, err = Load(write(t, "[pipelines]\nmax_conns = 0\nmax_conns_per_addr = 0\nmax_waiting_takes = 0\nread_timeout = \"0s\"\nidle_timeout = \"0s\"\nwrite_timeout = \"0s\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = c.Pipelines
+	if p.MaxConns != 0 || p.MaxConnsPerAddr != 0 || p.MaxWaitingTakes != 0 || p.ReadTimeout.Duration != 0 ||
+		p.IdleTimeout.Duration != 0 || p.WriteTimeout.Duration != 0 {
+		t.Errorf("written as 0: %+v", p)
+	}
+	wantLoadErrors(t, map[string]string{
+		"[pipelines]\nmax_conns = -1\n":         "pipelines.max_conns",
+		"[pipelines]\nidle_timeout = \"-1s\"\n": "pipelines.read_timeout",
+	})
+}

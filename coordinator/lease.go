@@ -26,6 +26,14 @@ type Lease struct {
 	node  string
 	ttl   time.Duration
 	log   *slog.Logger
+	// MaxClockSkew, when positive, is how far this node's clock may be
+	// from Redis's TIME: further, the node does not campaign (and a
+	// leader steps down), since the pipeline API's timestamps and nonces
+	// assume the nodes' clocks agree. Set it before Run.
+	MaxClockSkew time.Duration
+
+	clockMu      sync.Mutex
+	clockProblem string // why the node refuses to lead, "" when it does not
 
 	mu       sync.Mutex
 	value    string    // the lease value held, "" when not leading
@@ -39,6 +47,42 @@ func NewLease(store *store.Store, node string, ttl time.Duration, logger *slog.L
 		logger = slog.Default()
 	}
 	return &Lease{store: store, node: node, ttl: ttl, log: logger.With("service", "lease", "node", node)}
+}
+
+// ClockProblem says why the node's clock keeps it from leading ("" when
+// it does not): /readyz shows it.
+func (l *Lease) ClockProblem() string {
+	l.clockMu.Lock()
+	defer l.clockMu.Unlock()
+	return l.clockProblem
+}
+
+// clockOK measures the node's clock against Redis's TIME and records the
+// outcome; false when it is off by more than MaxClockSkew (a failed
+// measurement does not count: the lease scripts fail the same way).
+func (l *Lease) clockOK(ctx context.Context) bool {
+	if l.MaxClockSkew <= 0 {
+		return true
+	}
+	off, err := l.store.ClockOffset(ctx)
+	if err != nil {
+		return true
+	}
+	problem := ""
+	if off > l.MaxClockSkew || off < -l.MaxClockSkew {
+		problem = "this node's clock is " + off.Round(time.Millisecond).String() + " from Redis's TIME (at most " +
+			l.MaxClockSkew.String() + ", ha.max_clock_skew): it does not lead until the clocks agree (fix NTP)"
+	}
+	l.clockMu.Lock()
+	changed := problem != l.clockProblem
+	l.clockProblem = problem
+	l.clockMu.Unlock()
+	if changed && problem != "" {
+		l.log.Error("refusing to lead: "+problem, "offset", off)
+	} else if changed {
+		l.log.Info("the node's clock agrees with Redis again", "offset", off)
+	}
+	return problem == ""
 }
 
 // Node is this node's id.
@@ -108,6 +152,15 @@ func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context)) {
 	lastHolder := ""
 	unreachable := false
 	for ctx.Err() == nil {
+		if !l.clockOK(ctx) {
+			t := time.NewTimer(poll)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			continue
+		}
 		sent := time.Now()
 		h, won, err := l.store.AcquireLease(ctx, l.node, l.ttl)
 		if err == nil && unreachable {
@@ -186,6 +239,11 @@ func (l *Lease) term(ctx context.Context, value string, lead func(ctx context.Co
 			case !ok:
 				l.log.Error("leader lease lost to another node: stepping down, sending nothing more")
 				l.stepDown(cancel, done)
+				return
+			case !l.clockOK(ctx):
+				l.log.Error("stepping down: this node's clock no longer agrees with Redis's")
+				l.stepDown(cancel, done)
+				l.release(value)
 				return
 			default:
 				l.set(value, sent)

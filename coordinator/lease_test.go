@@ -2,12 +2,15 @@ package coordinator_test
 
 import (
 	"context"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 // Issue 14: the lease manager runs lead while it holds the lease, with the
@@ -87,4 +90,43 @@ func recvTerm[T any](t *testing.T, ch chan T) T {
 		t.Fatal("no leadership term began")
 		panic("unreachable")
 	}
+}
+
+// Hardening III, finding 9: a node whose clock is further than
+// MaxClockSkew from Redis's TIME does not campaign, and says why; once
+// its clock agrees it leads.
+func TestLeaseRefusesSkewedClock(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		s := store.NewStore(b.Client)
+		var skew atomic.Int64
+		skew.Store(int64(30 * time.Second))
+		s.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+		l := coordinator.NewLease(s, "skewed", 600*time.Millisecond, nil)
+		l.MaxClockSkew = 5 * time.Second
+		led := make(chan struct{}, 1)
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			l.Run(ctx, func(ctx context.Context) {
+				led <- struct{}{}
+				<-ctx.Done()
+			})
+		}()
+		defer func() { stop(); <-done }()
+		testproc.Eventually(t, "the clock problem said", func() bool { return strings.Contains(l.ClockProblem(), "30s") })
+		select {
+		case <-led:
+			t.Fatal("a node whose clock is 30 s off took the lease")
+		default:
+		}
+		if n, _ := b.Client.Exists(context.Background(), store.KeyLeader).Result(); n != 0 {
+			t.Fatal("a node whose clock is 30 s off holds the lease key")
+		}
+		skew.Store(0)
+		testproc.Eventually(t, "leading once the clock agrees", func() bool { return len(led) == 1 })
+		if l.ClockProblem() != "" {
+			t.Errorf("clock problem still said: %q", l.ClockProblem())
+		}
+	})
 }

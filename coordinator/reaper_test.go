@@ -60,6 +60,18 @@ func TestReaperTimers(t *testing.T) {
 			seed: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "failed": "true"},
 			want: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "failed": "true"},
 		},
+		{
+			// A pipeline that took the job and died (or was revoked)
+			// before its first heartbeat: the timer runs from the take.
+			name: "taken, no heartbeat yet: counts as heartbeat 0",
+			seed: map[string]string{"url": "u", "started_at": "1.5"},
+			want: map[string]string{"url": "u", "started_at": "1.5", "last_acknowledged_heartbeat": "0"},
+		},
+		{
+			name: "taken, still no heartbeat: timer climbs",
+			seed: map[string]string{"url": "u", "started_at": "1.5", "last_acknowledged_heartbeat": "0", "death_timer": "7"},
+			want: map[string]string{"url": "u", "started_at": "1.5", "last_acknowledged_heartbeat": "0", "death_timer": "8"},
+		},
 	}
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
 		for i, tc := range tests {

@@ -177,8 +177,7 @@ func (s *Server) control(req *request) *refusal {
 	if err := t.loadHeld(req.r.Context(), req.key); err != nil {
 		return storeRefusal(err)
 	}
-	fl, ok := req.w.(http.Flusher)
-	if !ok {
+	if _, ok := req.w.(http.Flusher); !ok {
 		return refuse(http.StatusInternalServerError, "internal", "streaming is not supported here")
 	}
 	st := &stream{key: req.key, ch: make(chan sseEvent, streamQueue), bye: make(chan wire.Error)}
@@ -204,17 +203,37 @@ func (s *Server) control(req *request) *refusal {
 		t.mu.Unlock()
 		metrics.APIStreams(-1)
 	}()
-	// A key revoked between the check and the registration above.
-	if pub, _ := t.publicKey(req.key); pub == nil {
-		st.close("revoked_key", "the key was revoked")
+	// A key revoked or replaced between the authentication and the
+	// registration above (the refresh that closes streams of changed
+	// keys may have run in between).
+	if pub, _ := t.publicKey(req.key); pub == nil || !pub.Equal(req.pub) {
+		st.close("revoked_key", "the key was revoked or replaced")
+	}
+	// The stream lives as long as the client reads it: no read deadline
+	// (the server's ReadTimeout would end it), and a write deadline for
+	// each write, so that a client that stops reading loses its stream
+	// (and its slot) instead of blocking its writer for ever.
+	rc := http.NewResponseController(req.w)
+	rc.SetReadDeadline(time.Time{})
+	write := func(f func()) bool {
+		if d := s.opt.WriteTimeout; d > 0 {
+			rc.SetWriteDeadline(time.Now().Add(d))
+		} else {
+			rc.SetWriteDeadline(time.Time{})
+		}
+		f()
+		return rc.Flush() == nil
 	}
 	h := req.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer
-	req.w.WriteHeader(http.StatusOK)
-	fmt.Fprint(req.w, ": archivebot pipeline API control stream\n\n")
-	fl.Flush()
+	if !write(func() {
+		req.w.WriteHeader(http.StatusOK)
+		fmt.Fprint(req.w, ": archivebot pipeline API control stream\n\n")
+	}) {
+		return nil
+	}
 	sort.Strings(held)
 	for _, id := range held {
 		t.settingsChanged(id)
@@ -227,24 +246,29 @@ func (s *Server) control(req *request) *refusal {
 		case <-ctx.Done():
 			return nil
 		case <-st.bye:
-			fmt.Fprintf(req.w, "event: %s\ndata: %s\n\n", wire.EventBye, jsonString(st.why))
-			fl.Flush()
+			write(func() { fmt.Fprintf(req.w, "event: %s\ndata: %s\n\n", wire.EventBye, jsonString(st.why)) })
 			return nil
 		case ev := <-st.ch:
-			fmt.Fprintf(req.w, "event: %s\ndata: %s\n\n", ev.name, ev.data)
-			// Send what else is queued in the same write.
-			for more := true; more; {
-				select {
-				case ev := <-st.ch:
-					fmt.Fprintf(req.w, "event: %s\ndata: %s\n\n", ev.name, ev.data)
-				default:
-					more = false
+			ok := write(func() {
+				fmt.Fprintf(req.w, "event: %s\ndata: %s\n\n", ev.name, ev.data)
+				// Send what else is queued in the same write.
+				for more := true; more; {
+					select {
+					case ev := <-st.ch:
+						fmt.Fprintf(req.w, "event: %s\ndata: %s\n\n", ev.name, ev.data)
+					default:
+						more = false
+					}
 				}
+			})
+			if !ok {
+				s.log.Warn("control stream closed: the client stopped reading", "key", req.key, "write_timeout", s.opt.WriteTimeout)
+				return nil
 			}
-			fl.Flush()
 		case <-ping.C:
-			fmt.Fprint(req.w, ": ping\n\n")
-			fl.Flush()
+			if !write(func() { fmt.Fprint(req.w, ": ping\n\n") }) {
+				return nil
+			}
 		}
 	}
 }

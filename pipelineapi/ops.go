@@ -75,8 +75,31 @@ func (s *Server) take(req *request) (any, *refusal) {
 	if err := req.t.loadHeld(req.r.Context(), req.key); err != nil {
 		return nil, storeRefusal(err)
 	}
+	// The key as verified: the take script takes nothing once it is
+	// revoked or replaced in Redis, and a revocation the node sees ends
+	// the wait at once.
+	revoked := refuse(http.StatusUnauthorized, "revoked_key", "key "+req.key+" was revoked or replaced while the take waited")
+	text := req.t.keyText(req.key)
+	if p := pubKeyOf(text); p == nil || !p.Equal(req.pub) {
+		return nil, revoked
+	}
+	req.t.mu.Lock()
+	gone := req.t.keyStateLocked(req.key).gone
+	req.t.mu.Unlock()
 	ctx := req.r.Context()
 	deadline := time.Now().Add(time.Duration(tr.WaitMS) * time.Millisecond)
+	if d := s.opt.WriteTimeout; d > 0 && tr.WaitMS > 0 {
+		// The answer may go out after the wait.
+		http.NewResponseController(req.w).SetWriteDeadline(deadline.Add(d))
+	}
+	waiting := false
+	defer func() {
+		if waiting {
+			req.t.mu.Lock()
+			req.t.keyStateLocked(req.key).waiting--
+			req.t.mu.Unlock()
+		}
+	}()
 	for {
 		queues := tr.Queues
 		if len(queues) == 0 {
@@ -85,7 +108,12 @@ func (s *Server) take(req *request) (any, *refusal) {
 				return nil, rf
 			}
 		}
-		j, err := s.store.APITake(ctx, req.key, queues)
+		// Asked before the look: a job queued after it wakes the wait.
+		woke := s.store.JobsQueued()
+		j, err := s.store.APITake(ctx, req.key, text, queues)
+		if errors.Is(err, store.ErrKeyRevoked) {
+			return nil, revoked
+		}
 		if err != nil {
 			return nil, storeRefusal(err)
 		}
@@ -96,12 +124,35 @@ func (s *Server) take(req *request) (any, *refusal) {
 		if wait <= 0 {
 			return wire.TakeResponse{}, nil
 		}
+		if !waiting {
+			req.t.mu.Lock()
+			ks := req.t.keyStateLocked(req.key)
+			if n := s.opt.MaxWaitingTakes; n > 0 && ks.waiting >= n {
+				req.t.mu.Unlock()
+				return nil, &refusal{status: http.StatusTooManyRequests, code: "rate_limited", metric: "waiting_takes",
+					reason:     fmt.Sprintf("key %s has %d takes waiting for a job; at most %d (pipelines.max_waiting_takes): retry, or take with wait_ms 0", req.key, ks.waiting, n),
+					retryAfter: 1}
+			}
+			ks.waiting++
+			waiting = true
+			req.t.mu.Unlock()
+		}
+		// Woken by a job queued through this node; the slow poll finds
+		// jobs queued elsewhere (the admin CLI, another process).
+		timer := time.NewTimer(min(wait, s.opt.TakePoll))
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return wire.TakeResponse{}, nil
 		case <-req.t.ctx.Done():
+			timer.Stop()
 			return nil, storeRefusal(store.ErrFenced)
-		case <-time.After(min(wait, s.opt.TakePoll)):
+		case <-gone:
+			timer.Stop()
+			return nil, revoked
+		case <-woke:
+			timer.Stop()
+		case <-timer.C:
 		}
 	}
 }

@@ -41,10 +41,22 @@ const (
 	DefaultMaxStreams    = config.DefaultPipelineMaxStreams
 	DefaultKeyRefresh    = 250 * time.Millisecond
 	DefaultFlushInterval = time.Second
-	DefaultTakePoll      = 250 * time.Millisecond
-	// NonceWindow is how long nonces are remembered: twice the allowed
-	// skew, so that a request outside it is refused as stale anyway.
-	NonceWindow = 2 * wire.MaxSkew
+	// DefaultTakePoll is how often a waiting take looks again by itself;
+	// a job queued through this node wakes it at once.
+	DefaultTakePoll = 2 * time.Second
+	// NonceWindow is how long nonces are remembered, before the timestamp
+	// of the newest verified request (not by a node's clock): twice the
+	// allowed skew, so that a request outside it is refused as stale
+	// anyway, and 10 s for the nodes' clocks to differ (a node further
+	// than ha.max_clock_skew from Redis's TIME does not lead).
+	NonceWindow = 2*wire.MaxSkew + 10*time.Second
+	// Listener limits (config.Default*).
+	DefaultMaxConns        = config.DefaultPipelineMaxConns
+	DefaultMaxConnsPerAddr = config.DefaultPipelineMaxConnsPerAddr
+	DefaultReadTimeout     = config.DefaultPipelineReadTimeout
+	DefaultIdleTimeout     = config.DefaultPipelineIdleTimeout
+	DefaultWriteTimeout    = config.DefaultPipelineWriteTimeout
+	DefaultMaxWaitingTakes = config.DefaultPipelineMaxWaitingTakes
 	// MaxNonces is the most nonces a key keeps in the window.
 	MaxNonces = 20000
 	// RecentPerJob is how many entries per job /logs/recent can show.
@@ -76,6 +88,30 @@ type Options struct {
 	// Ping is the control stream's keep-alive interval (default 15 s).
 	Ping time.Duration
 	Now  func() time.Time
+
+	// Listener limits (doc/pipeline-api.md, Listener), used by Serve: 0
+	// takes the default, a negative value switches the limit off.
+	// MaxConns and MaxConnsPerAddr cap open connections in total and
+	// per remote address. ReadTimeout bounds reading a request's
+	// headers and body, IdleTimeout a kept-alive connection's wait for
+	// its next request, WriteTimeout each write of an answer (and of a
+	// control stream event).
+	MaxConns, MaxConnsPerAddr int
+	ReadTimeout, IdleTimeout  time.Duration
+	WriteTimeout              time.Duration
+	// MaxWaitingTakes caps the long-poll takes waiting per key.
+	MaxWaitingTakes int
+}
+
+// limit is v, its default def when 0, and 0 (off) when negative.
+func limit[T ~int | ~int64](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }
 
 // Server serves the pipeline API.
@@ -87,6 +123,7 @@ type Server struct {
 	mu   sync.Mutex
 	term *term
 	sink coordinator.StreamSink
+	ln   *limitListener // Serve's listener
 
 	logMu     sync.Mutex
 	lastLoged map[string]time.Time // refusal log lines, by key and reason
@@ -108,6 +145,12 @@ func New(opt Options) *Server {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
+	opt.MaxConns = limit(opt.MaxConns, DefaultMaxConns)
+	opt.MaxConnsPerAddr = limit(opt.MaxConnsPerAddr, DefaultMaxConnsPerAddr)
+	opt.ReadTimeout = limit(opt.ReadTimeout, DefaultReadTimeout)
+	opt.IdleTimeout = limit(opt.IdleTimeout, DefaultIdleTimeout)
+	opt.WriteTimeout = limit(opt.WriteTimeout, DefaultWriteTimeout)
+	opt.MaxWaitingTakes = limit(opt.MaxWaitingTakes, DefaultMaxWaitingTakes)
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
@@ -115,11 +158,28 @@ func New(opt Options) *Server {
 		lastLoged: map[string]time.Time{}, recent: map[string][]recentDoc{}}
 }
 
+// MaxHeaderBytes bounds a request's headers (net/http answers 431
+// beyond).
+const MaxHeaderBytes = 16 << 10
+
 // Serve answers on ln until ctx ends (requests in flight get 5 s), with
-// TLS when cert and key are set.
+// TLS when cert and key are set, within the listener limits of Options:
+// a connection over MaxConns or MaxConnsPerAddr is refused at once; a
+// request's headers and body must arrive within ReadTimeout, an answer
+// go out within WriteTimeout (after a take's wait), and a kept-alive
+// connection is closed after IdleTimeout without a request.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, certFile, keyFile string) error {
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	o := s.opt
+	hs := &http.Server{Handler: s.Handler(), ReadTimeout: o.ReadTimeout, IdleTimeout: o.IdleTimeout,
+		MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	if o.ReadTimeout > 0 && o.WriteTimeout > 0 {
+		hs.WriteTimeout = o.ReadTimeout + o.WriteTimeout
+	}
+	lim := newLimitListener(ln, o.MaxConns, o.MaxConnsPerAddr, certFile == "" && keyFile == "", s.log)
+	s.mu.Lock()
+	s.ln = lim
+	s.mu.Unlock()
+	ln = lim
 	if certFile != "" || keyFile != "" {
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
@@ -249,7 +309,8 @@ type request struct {
 	w    http.ResponseWriter
 	r    *http.Request
 	t    *term
-	key  string // verified key name
+	key  string            // verified key name
+	pub  ed25519.PublicKey // the public key it was verified with
 	op   string
 	body []byte
 }
@@ -260,6 +321,17 @@ type refusal struct {
 	code       string
 	reason     string
 	retryAfter int
+	// metric, when set, is the reason counted in /metrics and the key's
+	// statistics instead of code (a limit with its own name).
+	metric string
+}
+
+// counted is the reason a refusal is counted under.
+func (rf *refusal) counted() string {
+	if rf.metric != "" {
+		return rf.metric
+	}
+	return rf.code
 }
 
 func (e *refusal) Error() string { return e.code + ": " + e.reason }
@@ -284,6 +356,21 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			reason: "this node is not the leader; retry", retryAfter: notLeaderRetry}, false)
 		return
 	}
+	// Everything that can be refused without the body is refused before
+	// it is read, and the connection closed: a stranger cannot make the
+	// node wait for (or hold) a body.
+	// Refusals before a request is verified count under key "-": a
+	// stranger who knows a key's name cannot skew its figures.
+	p, pub, rf := t.precheck(r)
+	if rf != nil {
+		label := "-"
+		// Close without reading the body: net/http would otherwise read
+		// up to 256 KiB of it before closing.
+		w.Header().Set("Connection", "close")
+		http.NewResponseController(w).SetReadDeadline(time.Now())
+		s.answerRefusal(w, r, label, op, rf, true)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, wire.MaxBody))
 	if err != nil {
 		var mb *http.MaxBytesError
@@ -295,18 +382,18 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.answerRefusal(w, r, "-", op, refuse(http.StatusBadRequest, "bad_request", "reading the body: "+err.Error()), false)
 		return
 	}
-	key, rf := t.authenticate(r, body)
+	key, verified, rf := t.authenticate(r, p, pub, body)
 	if rf != nil {
 		label := "-"
-		if t.known(key) {
+		if verified {
 			label = key
-			t.refused(key, rf.code)
+			t.refused(key, rf.counted())
 		}
 		s.answerRefusal(w, r, label, op, rf, true)
 		return
 	}
 	t.seen(key)
-	req := &request{w: w, r: r, t: t, key: key, op: op, body: body}
+	req := &request{w: w, r: r, t: t, key: key, pub: pub, op: op, body: body}
 	var res any
 	switch op {
 	case "take":
@@ -334,7 +421,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rf != nil {
 		if rf.status == http.StatusForbidden || rf.status == http.StatusRequestEntityTooLarge || rf.status == http.StatusTooManyRequests {
-			t.refused(key, rf.code)
+			t.refused(key, rf.counted())
 		}
 		s.answerRefusal(w, r, key, op, rf, true)
 		return
@@ -393,7 +480,7 @@ func route(r *http.Request) (op, ident string, ok bool) {
 
 func (s *Server) answerRefusal(w http.ResponseWriter, r *http.Request, key, op string, rf *refusal, count bool) {
 	if count && rf.status != http.StatusServiceUnavailable && rf.status < 500 {
-		metrics.APIRefusal(key, rf.code)
+		metrics.APIRefusal(key, rf.counted())
 		s.logRefusal(r, key, op, rf)
 	}
 	metrics.APIRequest(key, op, rf.status)
@@ -435,48 +522,67 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(append(b, '\n'))
 }
 
-// authenticate checks the signature headers against the request as
-// received, then records the nonce. It returns the key name (also on
-// some refusals, for counting).
-func (t *term) authenticate(r *http.Request, body []byte) (string, *refusal) {
+// precheck is what is checked before a request's body is read: the
+// signature headers well-formed, the key registered and not revoked, the
+// timestamp fresh, and the announced body length within wire.MaxBody. It
+// returns the parsed headers (p.Key also on a refusal, for counting) and
+// the key's public key.
+func (t *term) precheck(r *http.Request) (wire.Parsed, ed25519.PublicKey, *refusal) {
 	p, err := wire.ParseHeaders(r.Header.Get)
 	if err != nil {
 		code := wire.ErrMalformed.Error()
 		if errors.Is(err, wire.ErrMissing) {
 			code = wire.ErrMissing.Error()
 		}
-		return r.Header.Get(wire.HeaderKey), refuse(http.StatusUnauthorized, code, err.Error())
+		return wire.Parsed{Key: r.Header.Get(wire.HeaderKey)}, nil, refuse(http.StatusUnauthorized, code, err.Error())
 	}
 	pub, revoked := t.publicKey(p.Key)
 	if revoked {
-		return p.Key, refuse(http.StatusUnauthorized, "revoked_key", "key "+p.Key+" was revoked")
+		return p, nil, refuse(http.StatusUnauthorized, "revoked_key", "key "+p.Key+" was revoked")
 	}
 	if pub == nil {
-		return p.Key, refuse(http.StatusUnauthorized, "unknown_key", "no key named "+p.Key+" is registered")
+		return p, nil, refuse(http.StatusUnauthorized, "unknown_key", "no key named "+p.Key+" is registered")
 	}
+	if err := p.Fresh(t.s.opt.Now()); err != nil {
+		return p, nil, refuse(http.StatusUnauthorized, wire.ErrStale.Error(), err.Error())
+	}
+	if r.ContentLength > wire.MaxBody {
+		return p, nil, refuse(http.StatusRequestEntityTooLarge, "too_large",
+			fmt.Sprintf("Content-Length %d is over %d bytes", r.ContentLength, wire.MaxBody))
+	}
+	return p, pub, nil
+}
+
+// authenticate checks the signature against the request as received
+// (headers prechecked, body read), records the nonce, and then takes the
+// request from the key's rate budget: only a verified request (signed by
+// the key, its nonce new) spends it, so a replay cannot use up a
+// pipeline's budget. It returns the key name and whether the request was
+// verified (a refusal after that counts under the key).
+func (t *term) authenticate(r *http.Request, p wire.Parsed, pub ed25519.PublicKey, body []byte) (string, bool, *refusal) {
 	path, rawQuery := wire.SplitRequestURI(r.RequestURI)
 	if err := p.Verify(pub, r.Method, path, rawQuery, body, t.s.opt.Now()); err != nil {
 		code := wire.ErrBadSig.Error()
 		if errors.Is(err, wire.ErrStale) {
 			code = wire.ErrStale.Error()
 		}
-		return p.Key, refuse(http.StatusUnauthorized, code, err.Error())
-	}
-	if rf := t.rateLimit(p.Key); rf != nil {
-		return p.Key, rf
+		return p.Key, false, refuse(http.StatusUnauthorized, code, err.Error())
 	}
 	res, err := t.s.store.CheckNonce(r.Context(), p.Key, p.Nonce, p.Timestamp, NonceWindow, MaxNonces)
 	if err != nil {
-		return p.Key, storeRefusal(err)
+		return p.Key, false, storeRefusal(err)
 	}
 	switch res {
 	case store.NonceReplayed:
-		return p.Key, refuse(http.StatusUnauthorized, "replayed_nonce", "this nonce was already used; sign every request with a new one")
+		return p.Key, false, refuse(http.StatusUnauthorized, "replayed_nonce", "this nonce was already used; sign every request with a new one")
 	case store.NonceTooMany:
-		return p.Key, &refusal{status: http.StatusTooManyRequests, code: "rate_limited",
+		return p.Key, true, &refusal{status: http.StatusTooManyRequests, code: "rate_limited",
 			reason: fmt.Sprintf("more than %d requests in %s", MaxNonces, NonceWindow), retryAfter: 5}
 	}
-	return p.Key, nil
+	if rf := t.rateLimit(p.Key); rf != nil {
+		return p.Key, true, rf
+	}
+	return p.Key, true, nil
 }
 
 // storeRefusal turns a Redis failure into a 503 (fenced: not the

@@ -25,6 +25,7 @@ type term struct {
 
 	mu     sync.Mutex
 	keys   map[string]ed25519.PublicKey // active keys
+	texts  map[string]string            // their text as stored (the take script compares it)
 	revokd map[string]bool
 	perKey map[string]*keyState
 	jobs   map[string]*heldJob // by ident
@@ -38,8 +39,13 @@ type term struct {
 type keyState struct {
 	req, logs *rate.Limiter
 	streams   map[*stream]struct{}
-	loaded    bool // held jobs read from Redis
-	loadMu    sync.Mutex
+	// gone is closed (and replaced) when the key is revoked or
+	// replaced: takes waiting under it end.
+	gone chan struct{}
+	// waiting is how many takes wait for a job.
+	waiting int
+	loaded  bool // held jobs read from Redis
+	loadMu  sync.Mutex
 
 	lastSeen    time.Time
 	refusals    int64
@@ -67,7 +73,7 @@ type heldJob struct {
 // answered 503. The counters still pending are written when ctx ends (if
 // Redis and the fence still allow).
 func (s *Server) Run(ctx context.Context) error {
-	t := &term{s: s, ctx: ctx, keys: map[string]ed25519.PublicKey{}, revokd: map[string]bool{},
+	t := &term{s: s, ctx: ctx, keys: map[string]ed25519.PublicKey{}, texts: map[string]string{}, revokd: map[string]bool{},
 		perKey: map[string]*keyState{}, jobs: map[string]*heldJob{},
 		flushWake: make(chan struct{}, 1), settingsWake: make(chan struct{}, 1), settingsDue: map[string]bool{}}
 	// The keys must be known before the first request is answered.
@@ -123,9 +129,11 @@ func (t *term) refreshKeys(ctx context.Context) error {
 		return err
 	}
 	keys := make(map[string]ed25519.PublicKey, len(active))
+	texts := make(map[string]string, len(active))
 	for name, text := range active {
 		if pub := pubKeyOf(text); pub != nil && wire.ValidKeyName(name) {
 			keys[name] = pub
+			texts[name] = text
 		} else {
 			t.s.log.Warn("ignoring a pipeline key that does not parse", "key", name)
 		}
@@ -144,15 +152,24 @@ func (t *term) refreshKeys(ctx context.Context) error {
 				for st := range ks.streams {
 					gone = append(gone, st)
 				}
+				close(ks.gone)
+				ks.gone = make(chan struct{})
 			}
 		}
 	}
-	t.keys, t.revokd = keys, rv
+	t.keys, t.texts, t.revokd = keys, texts, rv
 	t.mu.Unlock()
 	for _, st := range gone {
 		st.close("revoked_key", "the key was revoked or replaced")
 	}
 	return nil
+}
+
+// keyText returns name's public key as stored ("" when not active).
+func (t *term) keyText(name string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.texts[name]
 }
 
 // publicKey returns name's key, or whether it is revoked.
@@ -162,20 +179,14 @@ func (t *term) publicKey(name string) (ed25519.PublicKey, bool) {
 	return t.keys[name], t.revokd[name]
 }
 
-func (t *term) known(name string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	_, ok := t.keys[name]
-	return ok || t.revokd[name]
-}
-
 // keyStateLocked returns name's state, made on first use; t.mu held.
 func (t *term) keyStateLocked(name string) *keyState {
 	ks := t.perKey[name]
 	if ks == nil {
 		o := t.s.opt
 		ks = &keyState{req: rate.NewLimiter(rate.Limit(o.Rate), int(2*o.Rate)),
-			logs: rate.NewLimiter(rate.Limit(o.LogRate), int(2*o.LogRate)), streams: map[*stream]struct{}{}}
+			logs: rate.NewLimiter(rate.Limit(o.LogRate), int(2*o.LogRate)), streams: map[*stream]struct{}{},
+			gone: make(chan struct{})}
 		t.perKey[name] = ks
 	}
 	return ks

@@ -40,6 +40,7 @@ type readyBody struct {
 	Role     string                  `json:"role,omitempty"`
 	Leader   *leaderInfo             `json:"leader,omitempty"`
 	Redis    check                   `json:"redis"`
+	Clock    *check                  `json:"clock,omitempty"`
 	IRC      check                   `json:"irc"`
 	Services map[string]serviceCheck `json:"services"`
 }
@@ -67,6 +68,15 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		b.IRC = check{Detail: "not connected"}
 	}
 	now := s.now()
+	if s.opt.ClockProblem != nil {
+		// A node whose clock is off does not lead: not ready to take over.
+		if p := s.opt.ClockProblem(); p != "" {
+			b.Clock = &check{Detail: p}
+			b.Ready = false
+		} else {
+			b.Clock = &check{OK: true}
+		}
+	}
 	if s.opt.Role != nil {
 		b.Role = s.opt.Role()
 		if h, ok, err := s.store.Leader(ctx); err == nil && ok {
@@ -75,7 +85,7 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		if b.Role == "standby" {
 			// No IRC, no services: ready to take over if Redis answers.
 			b.IRC = check{OK: true, Detail: "standby: the leader holds IRC"}
-			b.Ready = b.Redis.OK
+			b.Ready = b.Ready && b.Redis.OK
 			status := http.StatusOK
 			if !b.Ready {
 				status = http.StatusServiceUnavailable

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -99,5 +100,24 @@ func TestReadyzRole(t *testing.T) {
 	b.Mini.Close()
 	if code, body := readyz(t, s); code != 503 || body.Ready {
 		t.Fatalf("standby, redis down: %d %+v", code, body)
+	}
+}
+
+// Hardening III, finding 9: a node whose clock keeps it from leading is
+// not ready, and /readyz says why.
+func TestReadyzClockProblem(t *testing.T) {
+	b := redistest.Mini(t)
+	st := store.NewStore(b.Client)
+	var problem atomic.Value
+	problem.Store("this node's clock is 30s from Redis's TIME")
+	s := New(Options{Store: st, IRCConnected: func() bool { return false }, Role: func() string { return "standby" },
+		ClockProblem: func() string { return problem.Load().(string) }})
+	code, body := readyz(t, s)
+	if code != 503 || body.Ready || body.Clock == nil || body.Clock.OK || !strings.Contains(body.Clock.Detail, "30s") {
+		t.Fatalf("standby with a clock problem: %d %+v", code, body)
+	}
+	problem.Store("")
+	if code, body := readyz(t, s); code != 200 || !body.Ready || body.Clock == nil || !body.Clock.OK {
+		t.Fatalf("standby whose clock agrees: %d %+v", code, body)
 	}
 }

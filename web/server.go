@@ -52,8 +52,12 @@ type Options struct {
 	// Role, when set (ha.enabled), is this node's role, "leader" or
 	// "standby"; /readyz shows it with the lease holder, and a standby is
 	// ready when Redis answers (it runs no IRC and no services).
-	Role   func() string
-	Logger *slog.Logger
+	Role func() string
+	// ClockProblem, when set (ha.enabled), says why this node's clock
+	// keeps it from leading ("" when it does not); /readyz shows it and
+	// is then not ready.
+	ClockProblem func() string
+	Logger       *slog.Logger
 	// Hub serves the live stream (/stream); nil: no stream (404).
 	Hub *Hub
 	// Now is the clock; default time.Now.
@@ -63,6 +67,8 @@ type Options struct {
 	// /logs/recent shows them for jobs whose Redis log has none, with
 	// their scores (the stream's), so that a page shows each entry once.
 	RecentAPI func(ident string, n int) []store.LogEntry
+	// RecentMaxBytes caps one /logs/recent answer; 0: no cap.
+	RecentMaxBytes int
 }
 
 // Server is the HTTP API.

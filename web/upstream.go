@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/metrics"
 )
 
 // statusBody is /status, upstream's shape plus pending-large (which
@@ -166,8 +167,11 @@ func (s *Server) handleRecent(w http.ResponseWriter, r *http.Request) {
 			logs[i] = jl
 		}
 		for _, e := range jl.Entries {
-			size += len(e.Doc) + len(jds[i]) + 14
+			size += recentEntrySize(e, jds[i])
 		}
+	}
+	if max := s.opt.RecentMaxBytes; max > 0 && size > max {
+		size = s.capRecent(w, logs, jds, count, max)
 	}
 	var buf bytes.Buffer
 	buf.Grow(size)
@@ -201,6 +205,49 @@ func (s *Server) handleRecent(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	w.Write(buf.Bytes())
+}
+
+// recentEntrySize is about what entry e takes in a /logs/recent answer
+// (its document, job_data, the score and the separators).
+func recentEntrySize(e store.LogEntry, jd []byte) int { return len(e.Doc) + len(jd) + 40 }
+
+// capRecent keeps the answer within max bytes: every job's newest entry
+// first, then every job's second newest, and so on, so that each job keeps
+// its latest entries and only older ones are left out. The answer says how
+// many in X-ArchiveBot-Omitted-Entries, and they are counted. It returns
+// the size of what is kept.
+func (s *Server) capRecent(w http.ResponseWriter, logs []store.JobLog, jds [][]byte, count, max int) int {
+	keep := make([]int, len(logs))
+	used := 3
+	for round := 1; round <= count; round++ {
+		more := false
+		for i, jl := range logs {
+			if jds[i] == nil || len(jl.Entries) < round || keep[i] != round-1 {
+				continue
+			}
+			n := recentEntrySize(jl.Entries[len(jl.Entries)-round], jds[i])
+			if used+n > max {
+				continue
+			}
+			used += n
+			keep[i] = round
+			more = true
+		}
+		if !more {
+			break
+		}
+	}
+	omitted := 0
+	for i := range logs {
+		es := logs[i].Entries
+		omitted += len(es) - keep[i]
+		logs[i].Entries = es[len(es)-keep[i]:]
+	}
+	if omitted > 0 {
+		w.Header().Set("X-ArchiveBot-Omitted-Entries", strconv.Itoa(omitted))
+		metrics.RecentOmitted(omitted)
+	}
+	return used
 }
 
 // withScore returns entry, a JSON object, with "score": the entry's score

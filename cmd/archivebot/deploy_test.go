@@ -125,7 +125,7 @@ stream_listen = "127.0.0.1:0"
 	c := startChildWith(t, args, testproc.Options{Env: env})
 	exe := c.Cmd.Path
 	c.log.waitFor(t, 0, "Data directory: "+volume)
-	c.log.waitFor(t, 0, "pipelines connect with REDIS_URL=redis://:secret@127.0.0.1:")
+	c.log.waitFor(t, 0, "pipelines connect with REDIS_URL=redis://:xxxxx@127.0.0.1:")
 	// The HEALTHCHECK, run as the image runs it (its web address moved to
 	// the child's free port): the node answers /readyz with 503, IRC not
 	// being connected, so it exits 1 saying so; -live asks /healthz.

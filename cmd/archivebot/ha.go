@@ -46,6 +46,10 @@ func (h *haFrontEnd) Role() string {
 	return "standby"
 }
 
+// ClockProblem says why this node's clock keeps it from leading (for
+// /readyz).
+func (h *haFrontEnd) ClockProblem() string { return h.lease.ClockProblem() }
+
 // Announce and Run make haFrontEnd a frontEnd for startWeb; services get
 // the term's client, never this.
 func (h *haFrontEnd) Announce(ctx context.Context, channel, text string) error {
@@ -62,6 +66,7 @@ func (h *haFrontEnd) Channels() []string            { return nil }
 func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, store *store.Store,
 	b *bot.Bot, catalog *bot.Catalog, webLn, streamLn, apiLn net.Listener) error {
 	lease := coordinator.NewLease(store, cfg.HA.NodeID, cfg.HA.LeaseTTL.Duration, logger)
+	lease.MaxClockSkew = cfg.HA.MaxClockSkew.Duration
 	// Commands a deposed leader still had buffered are refused too.
 	store.CommandFence = lease.CommandFence
 	fe := &haFrontEnd{lease: lease}
@@ -71,7 +76,7 @@ func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, store
 	irun.Go(&wg, logger, "catalog", func() { catalog.Watch(runCtx, 5*time.Second) })
 	// The pipeline API listens on every node; a standby answers 503.
 	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, store, lease.Valid, logger)
-	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi), hubOptions(cfg))
+	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes)
 	logger.Info("high availability: campaigning for the leader lease", "node", cfg.HA.NodeID, "lease_ttl", cfg.HA.LeaseTTL.Duration)
 
 	var fatal error

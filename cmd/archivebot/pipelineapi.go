@@ -44,6 +44,13 @@ func newPipelineAPI(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, cf
 		Rate:       cfg.Pipelines.Rate,
 		LogRate:    cfg.Pipelines.LogRate,
 		MaxStreams: cfg.Pipelines.MaxStreams,
+		// The configuration's 0 is "off", the options' -1.
+		MaxConns:        offIfZero(cfg.Pipelines.MaxConns),
+		MaxConnsPerAddr: offIfZero(cfg.Pipelines.MaxConnsPerAddr),
+		MaxWaitingTakes: offIfZero(cfg.Pipelines.MaxWaitingTakes),
+		ReadTimeout:     offIfZero(cfg.Pipelines.ReadTimeout.Duration),
+		IdleTimeout:     offIfZero(cfg.Pipelines.IdleTimeout.Duration),
+		WriteTimeout:    offIfZero(cfg.Pipelines.WriteTimeout.Duration),
 	})
 	irun.Go(wg, logger, "pipeline API", func() {
 		if err := srv.Serve(ctx, ln, cfg.Pipelines.TLSCert, cfg.Pipelines.TLSKey); err != nil {
@@ -51,6 +58,15 @@ func newPipelineAPI(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, cf
 		}
 	})
 	return srv
+}
+
+// offIfZero maps a limit the configuration switched off (0) to the
+// options' "off" (-1).
+func offIfZero[T ~int | ~int64](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 // pipelineAPIWork is one term of the pipeline API (the whole run on a

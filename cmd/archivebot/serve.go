@@ -121,7 +121,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	irun.Go(&wg, logger, "catalog", func() { catalog.Watch(runCtx, 5*time.Second) })
 
 	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, store, nil, logger)
-	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi), hubOptions(cfg))
+	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes)
 	services, err := startServices(runCtx, cfg, store, fe, hub, papi, logger)
 	if err != nil {
 		return err
@@ -164,7 +164,9 @@ func openRedis(cfg *config.Config, logger *slog.Logger, stdout io.Writer) (*redi
 	if err != nil {
 		return nil, nil, err
 	}
-	fmt.Fprintf(stdout, "Embedded Redis listening; pipelines connect with REDIS_URL=%s\n", srv.URL())
+	// The password stays out of standard output (logs keep it): the
+	// operator knows it from redis.password.
+	fmt.Fprintf(stdout, "Embedded Redis listening; pipelines connect with REDIS_URL=%s\n", config.RedactURL(srv.URL()))
 	fmt.Fprintf(stdout, "Data directory: %s\n", absPath(cfg.Redis.DataDir))
 	logger.Info("embedded redis started", "addr", srv.Addr(), "data_dir", cfg.Redis.DataDir)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: cfg.Redis.Password})

@@ -65,7 +65,8 @@ func hubOptions(cfg *config.Config) web.HubOptions {
 // and on streamLn) until ctx ends (wg waits for the graceful shutdown). It
 // returns the hub for the firehose (firehoseWork), nil when the web server is off.
 func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener, store *store.Store,
-	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger, recent func(string, int) []store.LogEntry, hubOpt web.HubOptions) *web.Hub {
+	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger, recent func(string, int) []store.LogEntry, hubOpt web.HubOptions,
+	recentMaxBytes int) *web.Hub {
 	if ln == nil {
 		return nil
 	}
@@ -77,6 +78,8 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener
 		Hub:       hub,
 		Logger:    logger,
 		RecentAPI: recent,
+		// The configuration's 0 is "no cap", as the option's.
+		RecentMaxBytes: recentMaxBytes,
 		IgnoreSets: func() map[string][]string {
 			sets := map[string][]string{}
 			for _, name := range catalog.SetNames() {
@@ -92,6 +95,9 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener
 	}
 	if r, ok := fe.(interface{ Role() string }); ok {
 		opt.Role = r.Role
+	}
+	if c, ok := fe.(interface{ ClockProblem() string }); ok {
+		opt.ClockProblem = c.ClockProblem
 	}
 	srv := web.New(opt)
 	logger.Info("web server listening", "service", "web", "addr", ln.Addr().String())

@@ -276,6 +276,7 @@ func (s *Store) Requeue(ctx context.Context, ident string, force bool, silentAft
 			argv = append(argv, f)
 		}
 		res, err := requeueScript.Run(ctx, s.rdb, keys, argv...).Slice()
+		s.notifyQueued()
 		if err != nil {
 			return nil, wrap("requeue "+ident, err)
 		}

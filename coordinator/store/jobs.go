@@ -456,6 +456,7 @@ func (s *Store) Register(ctx context.Context, j NewJob) error {
 	keys := []string{KeyJob(j.Ident), KeyIgnores(j.Ident), j.Queue, KeyPending, KeyQueues,
 		KeyHistory(j.Ident), KeyOrigin(j.Ident), KeyQueuedBy(nickKey)}
 	res, err := s.runWrite(ctx, "register job "+j.Ident, registerScript, keys, argv...).Int64Slice()
+	s.notifyQueued()
 	if err != nil {
 		return err
 	}

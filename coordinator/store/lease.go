@@ -103,3 +103,15 @@ func (s *Store) Leader(ctx context.Context) (h LeaseHolder, ok bool, err error) 
 	h.TTL = pttl.Val()
 	return h, true, nil
 }
+
+// ClockOffset is how far this node's clock (s.Now) is ahead of Redis's
+// TIME (negative: behind), measured at the middle of the round trip.
+func (s *Store) ClockOffset(ctx context.Context) (time.Duration, error) {
+	sent := time.Now()
+	rt, err := s.rdb.Time(ctx).Result()
+	if err != nil {
+		return 0, wrap("read redis time", err)
+	}
+	rtt := time.Since(sent)
+	return s.Now().Add(-rtt / 2).Sub(rt), nil
+}

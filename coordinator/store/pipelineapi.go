@@ -150,10 +150,12 @@ const (
 )
 
 // CheckNonce records a verified request's nonce for window (refused as
-// replayed if already there); at most max per key.
+// replayed if already there); at most max per key. Nonces older than
+// window before the request's timestamp ts are pruned (by ts, not by this
+// node's clock: see api_nonce.lua).
 func (s *Store) CheckNonce(ctx context.Context, name, nonce string, ts int64, window time.Duration, max int) (NonceResult, error) {
 	n, err := apiNonceScript.Run(s.apiCtx(ctx), s.rdb, []string{KeyPipelineKeyNonces(name)},
-		nonce, ts, s.Now().Unix(), int64(window/time.Second), max).Int64()
+		nonce, ts, int64(window/time.Second), max).Int64()
 	if err != nil {
 		return 0, wrap("check nonce", err)
 	}
@@ -168,19 +170,29 @@ type APIJob struct {
 	Ignores []string
 }
 
+// ErrKeyRevoked: the take's key is no longer registered with the public
+// key the request was verified with (revoked or replaced); nothing was
+// taken.
+var ErrKeyRevoked = errors.New("the pipeline key was revoked or replaced")
+
 // APITake takes a job for key name from queues, in order: RPOPLPUSH into
 // working, started_at and pipeline_id written, the ident added to the
 // key's held set, and the ident published on `updates` (what a direct
 // pipeline's first log entry publishes, which the start notifier, the
-// history and the tweeter react to), in one script; then the ignore set is
-// read. Nil when every queue is empty.
-func (s *Store) APITake(ctx context.Context, name string, queues []string) (*APIJob, error) {
-	keys := append([]string{KeyWorking, KeyPipelineKeyJobs(name)}, queues...)
+// history and the tweeter react to), in one script, which first checks that name is still
+// registered with the public key pub (the stored text) and else takes
+// nothing (ErrKeyRevoked); then the ignore set is read. Nil when every
+// queue is empty.
+func (s *Store) APITake(ctx context.Context, name, pub string, queues []string) (*APIJob, error) {
+	keys := append([]string{KeyWorking, KeyPipelineKeyJobs(name), KeyPipelineKeys}, queues...)
 	now := s.Now()
 	started := strconv.FormatFloat(float64(now.UnixNano())/1e9, 'f', 6, 64)
-	res, err := apiTakeScript.Run(s.apiCtx(ctx), s.rdb, keys, started, APIPipelineKey(name), ChannelUpdates).Slice()
+	res, err := apiTakeScript.Run(s.apiCtx(ctx), s.rdb, keys, started, APIPipelineKey(name), name, pub, ChannelUpdates).Slice()
 	if err != nil {
 		return nil, wrap("take", err)
+	}
+	if len(res) == 1 {
+		return nil, ErrKeyRevoked
 	}
 	if len(res) < 2 {
 		return nil, nil

@@ -108,6 +108,7 @@ func (s *Store) Move(ctx context.Context, ident, where, by string) (string, erro
 	e := s.entry(ident, EventMoved, by, nil)
 	prefix := strings.TrimSuffix(e, "{}}") + strings.TrimSuffix(string(detail), "}") + `,"from":`
 	res, err := s.runWrite(ctx, "move "+ident, moveScript, keys, mode, prefix).Slice()
+	s.notifyQueued()
 	if err != nil {
 		return "", err
 	}

@@ -107,6 +107,8 @@ type Store struct {
 
 	wrongMu   sync.Mutex
 	wrongKeys map[string]struct{} // shared keys of the wrong type, logged once
+
+	queued queuedSignal // JobsQueued
 }
 
 // NewStore returns a store over rdb.

@@ -17,7 +17,18 @@ var (
 		"key")
 	apiStreams = newGauge("archivebot_pipelineapi_control_streams",
 		"Open pipeline API control streams.")
+	apiConns = newGauge("archivebot_pipelineapi_connections",
+		"Open pipeline API connections (within pipelines.max_conns).")
+	apiConnRefusals = newCounterVec("archivebot_pipelineapi_connections_refused_total",
+		"Pipeline API connections refused over a cap, by the cap (max_conns, max_conns_per_addr).",
+		"limit")
 )
+
+// APIConnections moves the open API connection gauge by d.
+func APIConnections(d int) { apiConns.Add(float64(d)) }
+
+// APIConnectionRefused counts a connection refused over limit.
+func APIConnectionRefused(limit string) { apiConnRefusals.WithLabelValues(limit).Inc() }
 
 // APIRequest counts an answered pipeline API request.
 func APIRequest(key, op string, code int) {

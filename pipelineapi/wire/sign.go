@@ -190,13 +190,22 @@ func isLowerHex(s string) bool {
 	return true
 }
 
+// Fresh checks that p's timestamp is within MaxSkew of now (ErrStale):
+// the node checks it before reading a request's body.
+func (p Parsed) Fresh(now time.Time) error {
+	d := now.Unix() - p.Timestamp
+	if d > int64(MaxSkew/time.Second) || d < -int64(MaxSkew/time.Second) {
+		return fmt.Errorf("%w: timestamp is %d s away from the node's clock (at most %d)", ErrStale, d, int64(MaxSkew/time.Second))
+	}
+	return nil
+}
+
 // Verify checks p, signed by pub, against the request as received: the
 // timestamp within MaxSkew of now, and the signature over the signing
 // string. It does not check the nonce (the node remembers nonces).
 func (p Parsed) Verify(pub ed25519.PublicKey, method, path, rawQuery string, body []byte, now time.Time) error {
-	d := now.Unix() - p.Timestamp
-	if d > int64(MaxSkew/time.Second) || d < -int64(MaxSkew/time.Second) {
-		return fmt.Errorf("%w: timestamp is %d s away from the node's clock (at most %d)", ErrStale, d, int64(MaxSkew/time.Second))
+	if err := p.Fresh(now); err != nil {
+		return err
 	}
 	msg := SigningString(method, path, rawQuery, BodyDigest(body), p.tsText, p.Nonce, p.Key)
 	if len(pub) != ed25519.PublicKeySize || !ed25519.Verify(pub, []byte(msg), p.Signature) {

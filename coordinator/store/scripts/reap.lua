@@ -11,7 +11,13 @@
 -- upstream's reaper did; they cannot be declared in KEYS without a second
 -- round trip.
 --
--- Per job, exactly as upstream: no `heartbeat` -> skip; no
+-- A job taken (`started_at` set) that has never sent a heartbeat counts
+-- as heartbeat 0, so its death timer runs from the take: a pipeline that
+-- takes a job and dies (or whose key is revoked) before its first
+-- heartbeat is found dead after the threshold like any other, where
+-- upstream's reaper skipped it for ever.
+--
+-- Per job, otherwise exactly as upstream: no `heartbeat` -> skip; no
 -- `last_acknowledged_heartbeat` -> copy heartbeat into it; heartbeat > LAH ->
 -- LAH = heartbeat, death_timer = 0; else death_timer + 1 (one HSET: a
 -- death_timer that is not a finite number counts as 0, so it becomes 1, where
@@ -33,7 +39,8 @@ local dead = {}
 for _, ident in ipairs(idents) do
   in_working[ident] = true
   local ok, f = pcall(redis.call, 'HMGET', ident, 'heartbeat',
-    'last_acknowledged_heartbeat', 'death_timer', 'finished_at', 'failed')
+    'last_acknowledged_heartbeat', 'death_timer', 'finished_at', 'failed', 'started_at')
+  if ok and not f[1] and f[6] then f[1] = '0' end -- taken, no heartbeat yet
   if ok and f[1] and not f[4] and f[5] ~= 'true' then
     local hb = tonumber(f[1]) or 0
     if not f[2] then

@@ -1,0 +1,41 @@
+package pipelineapi
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/coordinator/store"
+)
+
+// TestNoncePrunedByRequestTime (finding 9): node B's clock runs 90 s
+// ahead of node A's. A request stamped between both clocks is accepted by
+// A; a later request to B (stamped by the pipeline's clock) must not
+// prune A's nonce while A would still accept a replay of it. Before,
+// nonces were pruned by the clock of the node running the script, so B
+// dropped it and A accepted the replay after a takeover.
+func TestNoncePrunedByRequestTime(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		real := time.Unix(1764601200, 0)
+		nodeA, nodeB := store.NewStore(b.Client), store.NewStore(b.Client)
+		pipeline := real.Add(45 * time.Second) // within the skew of both nodes
+		nodeA.Now = func() time.Time { return real }
+		if r, err := nodeA.CheckNonce(ctx, "alpha", "n1", pipeline.Unix(), NonceWindow, MaxNonces); err != nil || r != store.NonceRecorded {
+			t.Fatalf("first use on A: %v %v", r, err)
+		}
+		// 80 s later: B leads and serves the pipeline's next request.
+		later := 80 * time.Second
+		nodeB.Now = func() time.Time { return real.Add(90*time.Second + later) }
+		if r, err := nodeB.CheckNonce(ctx, "alpha", "n2", pipeline.Add(later).Unix(), NonceWindow, MaxNonces); err != nil || r != store.NonceRecorded {
+			t.Fatalf("next request on B: %v %v", r, err)
+		}
+		// A leads again; the first request's stamp is 35 s old by A's
+		// clock, within the skew: its replay must be refused.
+		nodeA.Now = func() time.Time { return real.Add(later) }
+		if r, err := nodeA.CheckNonce(ctx, "alpha", "n1", pipeline.Unix(), NonceWindow, MaxNonces); err != nil || r != store.NonceReplayed {
+			t.Fatalf("replay on A after B pruned: %v %v, want NonceReplayed", r, err)
+		}
+	})
+}
