@@ -108,6 +108,9 @@ func (s *Store) MarkBroadcast(ctx context.Context, ident, from string, to float6
 type EndState struct {
 	Job     *Job
 	Failure *Failure
+	// NotAJob is true when the key holds another type (not a hash):
+	// another program's key, not a job.
+	NotAJob bool
 }
 
 // State is the job's state (StateOf its record and failure record).
@@ -126,6 +129,7 @@ func (s *Store) ReadEndState(ctx context.Context, ident string) (EndState, error
 		return EndState{}, wrap("read state of "+ident, err)
 	}
 	var st EndState
+	st.NotAJob = isWrongType(job.Err())
 	if m := job.Val(); len(m) > 0 {
 		st.Job = DecodeJob(ident, m)
 	}
