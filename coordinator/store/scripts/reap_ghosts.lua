@@ -1,0 +1,33 @@
+-- reap_ghosts: remove ghost job hashes (doc/protocol.md, Which record
+-- speaks for a job): hashes without `url`, re-created by a pipeline's late
+-- writes (heartbeat, counters, log) after their job ended, with the log
+-- those writes re-created. Ghosts come from jobs that ended while a
+-- pipeline still held them (failed, mostly): such jobs are in the index of
+-- finished jobs; a ghost may also sit in `working`.
+--
+-- KEYS[1] archivebot:finished (sorted set of idents)   KEYS[2] working
+-- ARGV[1] the most idents of KEYS[1] looked at, newest first
+-- ARGV[2] the suffix of a job's log key ("_log")
+--
+-- Job hashes are read by the idents found, as reap.lua does. Members that
+-- are no hash (another program's keys) are left alone.
+-- Returns the idents whose ghost was removed.
+local e = expects(KEYS[1], 'zset', KEYS[2], 'list')
+if e then return e end
+local removed = {}
+local seen = {}
+local function look(ident)
+  if seen[ident] then return end
+  seen[ident] = true
+  if redis.call('TYPE', ident)['ok'] == 'hash' and redis.call('HEXISTS', ident, 'url') == 0 then
+    redis.call('DEL', ident, ident .. ARGV[2])
+    removed[#removed + 1] = ident
+  end
+end
+for _, ident in ipairs(redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)) do
+  look(ident)
+end
+for _, ident in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+  look(ident)
+end
+return removed
