@@ -211,7 +211,8 @@ func (w *lineCounter) Handle(_ context.Context, r slog.Record) error {
 // Bad members of `working` are summarised per cycle by every reader of
 // `working` (issue 27, finding 19): 12,000 junk members, read again and
 // again by the start notifier (and its log of jobs taken), the analyzer,
-// the stream and its watcher, and the tweeter, make one line per reader
+// the stream and its watcher, the tweeter and the reaper (which skipped
+// them silently), make one line per reader
 // ("12000 bad members of working (…), first: junk00000, …"), not a line
 // per member (22,001 lines in 20 s before, 10,000 per reader at least).
 func TestBadKey_ManyJunkMembersOfWorkingSummarised(t *testing.T) {
@@ -232,6 +233,7 @@ func TestBadKey_ManyJunkMembersOfWorkingSummarised(t *testing.T) {
 		a := NewAnalyzer(s, AnalyzerConfig{TrimAfter: 1 << 30}, logTo("analyzer"))
 		f := NewFirehose(s, newSinkRec(), FirehoseConfig{}, logTo("firehose"))
 		fw := NewFirehose(s, newSinkRec(), FirehoseConfig{}, logTo("firehose watcher"))
+		rp := NewReaper(s, newSvcAnnouncer("#ab"), ReaperConfig{Threshold: 100}, logTo("reaper"))
 		tw, err := tweeter.New(s, tweeter.Config{Logger: logTo("tweeter")})
 		if err != nil {
 			t.Fatal(err)
@@ -249,6 +251,10 @@ func TestBadKey_ManyJunkMembersOfWorkingSummarised(t *testing.T) {
 			}},
 			{"firehose watcher", watch, watch},
 			{"tweeter", none, func() error { return tw.Sweep(ctx) }},
+			{"reaper", none, func() error {
+				rp.ghostsAt = time.Time{} // its pass over working runs once a minute
+				return rp.runOnce(ctx)
+			}},
 		}
 		for _, r := range rs {
 			if err := r.prime(); err != nil {

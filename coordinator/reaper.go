@@ -9,6 +9,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/badkeys"
 )
 
 // ReaperConfig configures the death timer (see doc/protocol.md, Death
@@ -40,6 +41,9 @@ type Reaper struct {
 
 	// ghostsAt is when ghost job hashes were last removed (removeGhosts).
 	ghostsAt time.Time
+	// badKeys counts the members of working that are not jobs, which the
+	// death timer skips (counted by the ghost pass).
+	badKeys *badkeys.Summary
 }
 
 // ghostEvery is the least time between two removals of ghost job hashes:
@@ -57,10 +61,14 @@ func (r *Reaper) removeGhosts(ctx context.Context) error {
 		return nil
 	}
 	r.ghostsAt = now
-	ids, err := r.store.RemoveGhosts(ctx)
+	ids, bad, err := r.store.RemoveGhosts(ctx)
 	if err != nil {
 		return err
 	}
+	for _, k := range bad {
+		r.badKeys.Add(k)
+	}
+	r.badKeys.End(r.log, now)
 	if len(ids) > 0 {
 		r.log.Info("removed ghost job records (hashes re-created by a pipeline after their job ended)",
 			"count", len(ids), "first", ids[0])
@@ -70,7 +78,8 @@ func (r *Reaper) removeGhosts(ctx context.Context) error {
 
 // NewReaper returns a reaper; zero config values take their defaults.
 func NewReaper(store *store.Store, ann Announcer, cfg ReaperConfig, log *slog.Logger) *Reaper {
-	return &Reaper{store: store, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "reaper"), ghostsAt: time.Now()}
+	return &Reaper{store: store, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "reaper"), ghostsAt: time.Now(),
+		badKeys: workingSummary("reaper", "not jobs: no death timer")}
 }
 
 // Silent is how long the job has gone without a heartbeat.

@@ -308,11 +308,33 @@ const GhostScan = 10000
 // RemoveGhosts deletes the ghost job hashes (Job.Ghost), with their logs,
 // among the newest GhostScan idents of the finished index and the members
 // of `working`, in one round trip (reap_ghosts.lua). It returns the idents
-// whose ghost it removed.
-func (s *Store) RemoveGhosts(ctx context.Context) ([]string, error) {
-	ids, err := reapGhostsScript.Run(ctx, s.rdb, []string{KeyFinishedIndex, KeyWorking}, GhostScan,
-		KeyLog("")).StringSlice()
-	return ids, wrap("remove ghost jobs", err)
+// whose ghost it removed, and the members of `working` that are not jobs
+// (keys of another type, which the death timer skips).
+func (s *Store) RemoveGhosts(ctx context.Context) (removed, bad []string, err error) {
+	res, err := reapGhostsScript.Run(ctx, s.rdb, []string{KeyFinishedIndex, KeyWorking}, GhostScan,
+		KeyLog("")).Slice()
+	if err != nil {
+		return nil, nil, wrap("remove ghost jobs", err)
+	}
+	strs := func(v any) []string {
+		l, _ := v.([]any)
+		out := make([]string, 0, len(l))
+		for _, x := range l {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	if len(res) != 3 {
+		return nil, nil, fmt.Errorf("remove ghost jobs: unexpected reply %v", res)
+	}
+	removed, bad = strs(res[0]), strs(res[2])
+	n, _ := res[1].(int64)
+	for i := int64(len(bad)); i < n; i++ {
+		bad = append(bad, "") // counted, not named
+	}
+	return removed, bad, nil
 }
 
 // MarkDeathReported remembers that the death of ident was announced.

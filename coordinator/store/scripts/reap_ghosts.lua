@@ -10,24 +10,31 @@
 -- ARGV[2] the suffix of a job's log key ("_log")
 --
 -- Job hashes are read by the idents found, as reap.lua does. Members that
--- are no hash (another program's keys) are left alone.
--- Returns the idents whose ghost was removed.
+-- are no hash (another program's keys) are left alone; those of `working`
+-- (which reap.lua skips) are counted.
+-- Returns {removed, bad, first}: the idents whose ghost was removed, the
+-- number of members of `working` that are not hashes, and the first 3.
 local e = expects(KEYS[1], 'zset', KEYS[2], 'list')
 if e then return e end
 local removed = {}
 local seen = {}
-local function look(ident)
+local bad, first = 0, {}
+local function look(ident, working)
   if seen[ident] then return end
   seen[ident] = true
-  if redis.call('TYPE', ident)['ok'] == 'hash' and redis.call('HEXISTS', ident, 'url') == 0 then
+  local t = redis.call('TYPE', ident)['ok']
+  if t == 'hash' and redis.call('HEXISTS', ident, 'url') == 0 then
     redis.call('DEL', ident, ident .. ARGV[2])
     removed[#removed + 1] = ident
+  elseif working and t ~= 'hash' and t ~= 'none' then
+    bad = bad + 1
+    if #first < 3 then first[#first + 1] = ident end
   end
 end
 for _, ident in ipairs(redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)) do
-  look(ident)
+  look(ident, false)
 end
 for _, ident in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
-  look(ident)
+  look(ident, true)
 end
-return removed
+return {removed, bad, first}
