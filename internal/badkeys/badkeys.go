@@ -52,7 +52,7 @@ func (s *Summary) Add(key string) {
 	defer s.mu.Unlock()
 	s.n++
 	if len(s.first) < First {
-		s.first = append(s.first, text.Cut(key, nameMax))
+		s.first = append(s.first, text.Cut(text.Clean(key, text.Untrusted), nameMax))
 	}
 }
 
