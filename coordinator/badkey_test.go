@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -213,11 +215,17 @@ func (w *lineCounter) Handle(_ context.Context, r slog.Record) error {
 // again by the start notifier (and its log of jobs taken), the analyzer,
 // the stream and its watcher, the tweeter and the reaper (which skipped
 // them silently), make one line per reader
-// ("12000 bad members of working (…), first: junk00000, …"), not a line
-// per member (22,001 lines in 20 s before, 10,000 per reader at least).
+// ("3000 bad members of working (…), first: junk00000, …"), not a line
+// per member (22,001 lines in 20 s before for 12,000, one per member up
+// to 10,000 per reader). 3,000 members by default (one line per member on
+// the old code already); ARCHIVEBOT_JUNK_WORKING=12000 runs the issue's
+// count (SPEC §9: heavy tests run a small count by default).
 func TestBadKey_ManyJunkMembersOfWorkingSummarised(t *testing.T) {
+	junk := 3000
+	if v, err := strconv.Atoi(os.Getenv("ARCHIVEBOT_JUNK_WORKING")); err == nil && v > 0 {
+		junk = v
+	}
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
-		const junk = 12000
 		type reader struct {
 			name string
 			// prime runs once before the junk arrives (the node was
@@ -285,12 +293,12 @@ func TestBadKey_ManyJunkMembersOfWorkingSummarised(t *testing.T) {
 			}
 			said := false
 			for _, l := range c.lines {
-				if strings.Contains(l, "12000 bad members of working") && strings.Contains(l, "first: junk00000, junk00001, junk00002") {
+				if strings.Contains(l, fmt.Sprintf("%d bad members of working", junk)) && strings.Contains(l, "first: junk00000, junk00001, junk00002") {
 					said = true
 				}
 			}
 			if !said {
-				t.Errorf("%s: no summary \"12000 bad members of working …, first: junk00000, junk00001, junk00002\" in %q", r.name, c.lines)
+				t.Errorf("%s: no summary \"%d bad members of working …, first: junk00000, junk00001, junk00002\" in %q", r.name, junk, c.lines)
 			}
 		}
 	})
