@@ -219,7 +219,7 @@ func (w *lineCounter) Handle(_ context.Context, r slog.Record) error {
 // per member (22,001 lines in 20 s before for 12,000, one per member up
 // to 10,000 per reader). 3,000 members by default (one line per member on
 // the old code already); ARCHIVEBOT_JUNK_WORKING=12000 runs the issue's
-// count (SPEC §9: heavy tests run a small count by default).
+// count (heavy tests run a small count by default, as E2E_KILL_ROUNDS does).
 func TestBadKey_ManyJunkMembersOfWorkingSummarised(t *testing.T) {
 	junk := 3000
 	if v, err := strconv.Atoi(os.Getenv("ARCHIVEBOT_JUNK_WORKING")); err == nil && v > 0 {
