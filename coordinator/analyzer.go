@@ -11,6 +11,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/badkeys"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
 )
@@ -80,7 +81,7 @@ type Analyzer struct {
 
 	notified *wakeSet // jobs to analyze soon
 
-	badKeys onceLog // non-job keys already logged
+	badKeys *badkeys.Summary // members of working that are not jobs
 
 	// analyzed, when set (tests), is called after each job analysis the
 	// worker or the sweep did.
@@ -92,6 +93,7 @@ func NewAnalyzer(store *store.Store, cfg AnalyzerConfig, log *slog.Logger) *Anal
 	return &Analyzer{
 		store: store, cfg: cfg.orDefaults(), log: serviceLog(log, "analyzer"),
 		notified: newWakeSet(),
+		badKeys:  workingSummary("analyzer", "not jobs: not analyzed"),
 	}
 }
 
@@ -326,10 +328,8 @@ func (a *Analyzer) analyzeLogged(ctx context.Context, ident string) error {
 	res, err := a.Analyze(ctx, ident)
 	var naj *store.NotAJobError
 	if errors.As(err, &naj) {
-		// Another program's key: skip it, say so once.
-		if a.badKeys.first(naj.Key) {
-			a.log.Warn("skipping a key that is not a job", "ident", ident)
-		}
+		// Another program's key: skip it; the sweep's summary says so.
+		a.badKeys.Add(ident)
 		err = nil
 	}
 	if err != nil && ctx.Err() == nil {
@@ -357,7 +357,7 @@ func (a *Analyzer) runOnce(ctx context.Context) error {
 			}
 		}
 	}
-	a.badKeys.endCycle(a.log, "working (keys that are not jobs, not analyzed)", time.Now())
+	a.badKeys.End(a.log, time.Now())
 	return firstErr
 }
 

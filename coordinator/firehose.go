@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/badkeys"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/internal/text"
 )
@@ -87,7 +88,9 @@ type Firehose struct {
 	ending  map[string]int // left working, end not known yet: tries
 	primed  bool
 
-	badKeys onceLog
+	// badKeys are members of working that are not jobs, met by the
+	// stream's reads; badWorking those met by the watcher.
+	badKeys, badWorking *badkeys.Summary
 
 	// ready is closed once the job events subscription is up and `working`
 	// was looked at once (Ready).
@@ -141,7 +144,9 @@ func NewFirehose(store *store.Store, sink StreamSink, cfg FirehoseConfig, log *s
 	}
 	return &Firehose{store: store, sink: sink, cfg: cfg, log: serviceLog(log, "firehose"),
 		notified: newWakeSet(), seen: map[string]*seenEvents{},
-		working: map[string]bool{}, ending: map[string]int{}, ready: make(chan struct{})}
+		working: map[string]bool{}, ending: map[string]int{}, ready: make(chan struct{}),
+		badKeys:    workingSummary("firehose", "not jobs: not streamed"),
+		badWorking: workingSummary("firehose-watcher", "not jobs: no started or ended event")}
 }
 
 // Ready is closed once the firehose listens to job events and has taken
@@ -205,15 +210,21 @@ func (f *Firehose) work(ctx context.Context) {
 		for ident := range batch {
 			ids = append(ids, ident)
 		}
-		for len(ids) > 0 && ctx.Err() == nil {
-			n := min(len(ids), firehoseReadJobs)
-			if err := f.broadcastMany(ctx, ids[:n]); err != nil && ctx.Err() == nil {
-				f.log.Warn("stream failed", "jobs", n, "err", err)
-			}
-			ids = ids[n:]
-		}
-		f.badKeys.endCycle(f.log, "working (keys that are not jobs, not streamed)", time.Now())
+		f.streamAll(ctx, ids)
 	}
+}
+
+// streamAll streams the new entries of ids, firehoseReadJobs at a time:
+// one cycle of the stream (the bad members met are summarised at its end).
+func (f *Firehose) streamAll(ctx context.Context, ids []string) {
+	for len(ids) > 0 && ctx.Err() == nil {
+		n := min(len(ids), firehoseReadJobs)
+		if err := f.broadcastMany(ctx, ids[:n]); err != nil && ctx.Err() == nil {
+			f.log.Warn("stream failed", "jobs", n, "err", err)
+		}
+		ids = ids[n:]
+	}
+	f.badKeys.End(f.log, time.Now())
 }
 
 // firehoseReadJobs is the most jobs one batched read takes.
@@ -240,9 +251,7 @@ func (f *Firehose) broadcastMany(ctx context.Context, ids []string) error {
 		for i, id := range ids {
 			var naj *store.NotAJobError
 			if errors.As(errs[i], &naj) {
-				if f.badKeys.first(naj.Key) {
-					f.log.Warn("skipping a key that is not a job", "ident", id)
-				}
+				f.badKeys.Add(id)
 				continue
 			}
 			if u := us[i]; u.Job != nil && len(u.Entries) > 0 {
@@ -347,6 +356,10 @@ func (f *Firehose) watchWorking(ctx context.Context) {
 				f.log.Warn("cannot read a started job", "ident", id, "err", err)
 				return
 			}
+			if st.NotAJob {
+				f.badWorking.Add(id)
+				continue
+			}
 			detail := map[string]any{}
 			if st.Job != nil {
 				detail["url"] = st.Job.URL.Value
@@ -362,6 +375,7 @@ func (f *Firehose) watchWorking(ctx context.Context) {
 			f.ending[id] = 0
 		}
 	}
+	f.badWorking.End(f.log, time.Now())
 	f.working, f.primed = now, true
 	f.markReady(false, true)
 	for id, tries := range f.ending {

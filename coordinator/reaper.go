@@ -9,6 +9,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/badkeys"
 )
 
 // ReaperConfig configures the death timer (see doc/protocol.md, Death
@@ -37,11 +38,48 @@ type Reaper struct {
 	ann   Announcer
 	cfg   ReaperConfig
 	log   *slog.Logger
+
+	// ghostsAt is when ghost job hashes were last removed (removeGhosts).
+	ghostsAt time.Time
+	// badKeys counts the members of working that are not jobs, which the
+	// death timer skips (counted by the ghost pass).
+	badKeys *badkeys.Summary
+}
+
+// ghostEvery is the least time between two removals of ghost job hashes:
+// a ghost is never shown and never blocks `!a`, so the removal only keeps
+// Redis tidy, and its scan of the finished index need not run every cycle.
+const ghostEvery = time.Minute
+
+// removeGhosts deletes ghost job hashes (store.Job.Ghost: re-created by a
+// pipeline's late writes after the job ended), once per ghostEvery (the
+// first a ghostEvery after the start; that cycle costs one more round
+// trip), and logs one line when it removed any.
+func (r *Reaper) removeGhosts(ctx context.Context) error {
+	now := time.Now()
+	if !r.ghostsAt.IsZero() && now.Sub(r.ghostsAt) < ghostEvery {
+		return nil
+	}
+	r.ghostsAt = now
+	ids, bad, err := r.store.RemoveGhosts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, k := range bad {
+		r.badKeys.Add(k)
+	}
+	r.badKeys.End(r.log, now)
+	if len(ids) > 0 {
+		r.log.Info("removed ghost job records (hashes re-created by a pipeline after their job ended)",
+			"count", len(ids), "first", ids[0])
+	}
+	return nil
 }
 
 // NewReaper returns a reaper; zero config values take their defaults.
 func NewReaper(store *store.Store, ann Announcer, cfg ReaperConfig, log *slog.Logger) *Reaper {
-	return &Reaper{store: store, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "reaper")}
+	return &Reaper{store: store, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "reaper"), ghostsAt: time.Now(),
+		badKeys: workingSummary("reaper", "not jobs: no death timer")}
 }
 
 // Silent is how long the job has gone without a heartbeat.
@@ -88,7 +126,7 @@ func (r *Reaper) runOnce(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return r.removeGhosts(ctx)
 }
 
 // deathLine is the channel line for a dead job: "no heartbeat" with the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
@@ -32,33 +33,33 @@ func TestReaperTimers(t *testing.T) {
 		},
 		{
 			name: "first heartbeat: acknowledged, nothing else",
-			seed: map[string]string{"heartbeat": "5"},
-			want: map[string]string{"heartbeat": "5", "last_acknowledged_heartbeat": "5"},
+			seed: map[string]string{"url": "u", "heartbeat": "5"},
+			want: map[string]string{"url": "u", "heartbeat": "5", "last_acknowledged_heartbeat": "5"},
 		},
 		{
 			name: "heartbeat advanced: timer reset",
-			seed: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "5", "death_timer": "40"},
-			want: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "death_timer": "0"},
+			seed: map[string]string{"url": "u", "heartbeat": "9", "last_acknowledged_heartbeat": "5", "death_timer": "40"},
+			want: map[string]string{"url": "u", "heartbeat": "9", "last_acknowledged_heartbeat": "9", "death_timer": "0"},
 		},
 		{
 			name: "no progress: timer climbs",
-			seed: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9"},
-			want: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "death_timer": "1"},
+			seed: map[string]string{"url": "u", "heartbeat": "9", "last_acknowledged_heartbeat": "9"},
+			want: map[string]string{"url": "u", "heartbeat": "9", "last_acknowledged_heartbeat": "9", "death_timer": "1"},
 		},
 		{
 			name: "no progress again",
-			seed: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "death_timer": "41"},
-			want: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "death_timer": "42"},
+			seed: map[string]string{"url": "u", "heartbeat": "9", "last_acknowledged_heartbeat": "9", "death_timer": "41"},
+			want: map[string]string{"url": "u", "heartbeat": "9", "last_acknowledged_heartbeat": "9", "death_timer": "42"},
 		},
 		{
 			name: "finished job still in working: left alone",
-			seed: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "finished_at": "1.5"},
-			want: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "finished_at": "1.5"},
+			seed: map[string]string{"url": "u", "heartbeat": "9", "last_acknowledged_heartbeat": "9", "finished_at": "1.5"},
+			want: map[string]string{"url": "u", "heartbeat": "9", "last_acknowledged_heartbeat": "9", "finished_at": "1.5"},
 		},
 		{
 			name: "failed job still in working: left alone",
-			seed: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "failed": "true"},
-			want: map[string]string{"heartbeat": "9", "last_acknowledged_heartbeat": "9", "failed": "true"},
+			seed: map[string]string{"url": "u", "heartbeat": "9", "last_acknowledged_heartbeat": "9", "failed": "true"},
+			want: map[string]string{"url": "u", "heartbeat": "9", "last_acknowledged_heartbeat": "9", "failed": "true"},
 		},
 		{
 			// A pipeline that took the job and died (or was revoked)
@@ -293,4 +294,63 @@ func TestFailureRecordFromReaper(t *testing.T) {
 	if ttl, _ := b.Client.TTL(ctx, store.KeyFailed(id)).Result(); ttl != store.FailureTTL {
 		t.Errorf("failure record TTL %v", ttl)
 	}
+}
+
+// The reaper removes ghost job hashes (issue 27, finding 18): after !fail
+// on a running job, the pipeline's late writes re-create the hash without
+// url (and its log); the reaper's ghost pass deletes both, and leaves live
+// jobs, the failure record and other programs' keys alone.
+func TestReaperRemovesGhosts(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"})
+		ghost := svcQueue(t, st, "http://ghost.example/", "alice", "#ab", store.KeyPending)
+		j := mustTake(t, ctx, p)
+		live := svcQueue(t, st, "http://live.example/", "alice", "#ab", store.KeyPending)
+		lj := mustTake(t, ctx, p)
+		if _, err := st.FailJobBy(ctx, ghost, "failed by alice", "alice"); err != nil {
+			t.Fatal(err)
+		}
+		b.Client.Del(ctx, ghost, store.KeyLog(ghost), store.KeyIgnores(ghost)) // the 5 s expiry
+		for _, pj := range []*pipelinesim.Job{j, lj} {
+			if err := pj.Heartbeat(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pj.LogDownload(ctx, "http://x.example/late", 200); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.Client.Set(ctx, "strjunk", "x", 0)
+		b.Client.ZAdd(ctx, store.KeyFinishedIndex, redis.Z{Score: 1, Member: "strjunk"})
+		if n, _ := b.Client.Exists(ctx, ghost, store.KeyLog(ghost)).Result(); n != 2 {
+			t.Fatalf("the late writes left %d of the ghost's hash and log, want both", n)
+		}
+
+		logs, log := newLogCounter(t)
+		r := NewReaper(st, newSvcAnnouncer("#ab"), ReaperConfig{Threshold: 100}, log)
+		if err := r.runOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := b.Client.Exists(ctx, ghost, store.KeyLog(ghost)).Result(); n != 2 {
+			t.Errorf("the first cycle after the start removed ghosts (%d left), want them left for a minute", n)
+		}
+		r.ghostsAt = time.Time{} // a minute later
+		if err := r.runOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := b.Client.Exists(ctx, ghost, store.KeyLog(ghost)).Result(); n != 0 {
+			t.Errorf("%d of the ghost's hash and log left after the ghost pass", n)
+		}
+		if n, _ := b.Client.Exists(ctx, live, store.KeyLog(live), store.KeyFailed(ghost), "strjunk").Result(); n != 4 {
+			t.Errorf("the ghost pass removed a live job, its log, the failure record or another key (%d of 4 left)", n)
+		}
+		said := 0
+		for _, l := range logs.lines {
+			if strings.Contains(l, "removed ghost job records") && strings.Contains(l, "first="+ghost) {
+				said++
+			}
+		}
+		if said != 1 {
+			t.Errorf("%d log lines saying the ghost was removed, want 1", said)
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/badkeys"
 )
 
 // StartConfig configures start notices (see doc/protocol.md, Start
@@ -75,14 +76,15 @@ type StartNotifier struct {
 	seen    map[string]struct{} // idents seen started by this process
 	// jobs logs jobs taken and failed from the same read of `working`.
 	jobs    *jobWatch
-	badKeys onceLog // members of working that are not jobs, logged once
+	badKeys *badkeys.Summary // members of working that are not jobs
 }
 
 // NewStartNotifier returns a start notifier; zero config values take their
 // defaults.
 func NewStartNotifier(store *store.Store, ann Announcer, cfg StartConfig, log *slog.Logger) *StartNotifier {
 	return &StartNotifier{store: store, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "start-notifier"),
-		trigger: make(chan struct{}, 1), seen: map[string]struct{}{}, jobs: newJobWatch(store, log)}
+		trigger: make(chan struct{}, 1), seen: map[string]struct{}{}, jobs: newJobWatch(store, log),
+		badKeys: workingSummary("start-notifier", "not jobs: no start notice, no history")}
 }
 
 // Notify is the `updates` callback: a message about a job not seen
@@ -117,20 +119,19 @@ func (n *StartNotifier) runOnce(ctx context.Context) error {
 			"jobs", sc.Unannounced)
 	}
 	for _, id := range sc.Skipped {
-		if n.badKeys.first(id) {
-			n.log.Warn("skipping a member of working that is not a job (no start notice, no history)", "key", id)
-		}
+		n.badKeys.Add(id)
 	}
-	n.badKeys.endCycle(n.log, "working (not jobs: no start notice, no history)", time.Now())
-	n.rememberWorking(ctx, sc.Working)
+	n.badKeys.End(n.log, time.Now())
+	n.rememberWorking(ctx, sc.Working, sc.Skipped)
 	return drain(ctx, n.store.StartNotices(), n.cfg.Batch, n.ann, n.log, n.hand)
 }
 
 // rememberWorking keeps the idents the scan read from `working` as seen,
 // so that their `updates` messages do not ask for scans, and logs the
-// jobs taken and failed since the last scan.
-func (n *StartNotifier) rememberWorking(ctx context.Context, ids []string) {
-	n.jobs.observe(ctx, ids)
+// jobs taken and failed since the last scan (not the bad members, which
+// the scan's summary counts).
+func (n *StartNotifier) rememberWorking(ctx context.Context, ids, bad []string) {
+	n.jobs.observe(ctx, ids, bad)
 	seen := make(map[string]struct{}, len(ids))
 	for _, id := range ids {
 		seen[id] = struct{}{}

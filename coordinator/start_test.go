@@ -29,7 +29,7 @@ func TestJobWatchLogsTakenAndFailed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w.rememberWorking(ctx, ids)
+			w.rememberWorking(ctx, ids, nil)
 		}
 		observe()
 		id := svcQueue(t, s, "http://watch.example.com/", "alice", "#ab", store.KeyPending)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/badkeys"
 	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
@@ -80,9 +81,9 @@ func (t *Tweeter) CheckJob(ctx context.Context, ident string) error {
 	job, err := t.store.GetJob(ctx, ident)
 	var naj *store.NotAJobError
 	if errors.As(err, &naj) {
-		// Another program's key listed in working: skip it, say so once
-		// (it is remembered for SeenTTL).
-		t.log.Warn("skipping a key that is not a job", "ident", ident)
+		// Another program's key listed in working: skip it, and count it
+		// in the sweep's summary (it is remembered for SeenTTL).
+		t.badKeys.Add(ident)
 		t.remember(ident)
 		return nil
 	}
@@ -134,6 +135,7 @@ func (t *Tweeter) Sweep(ctx context.Context) error {
 			}
 		}
 	}
+	t.badKeys.End(t.log, t.cfg.Now())
 	return errors.Join(errs...)
 }
 
@@ -179,4 +181,10 @@ func (t *Tweeter) expireSeen() {
 		t.order.Remove(e)
 		delete(t.seen, s.ident)
 	}
+}
+
+// newBadWorking is the summary of the members of working that are not
+// jobs (badkeys: one line per sweep at most, not one per key).
+func newBadWorking() *badkeys.Summary {
+	return badkeys.New(store.KeyWorking, "tweeter", "not jobs: not tweeted")
 }

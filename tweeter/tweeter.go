@@ -28,6 +28,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/badkeys"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
 )
@@ -214,6 +215,10 @@ type Tweeter struct {
 	checks   chan string   // idents from JobUpdated, for checkJobs
 	sweepNow chan struct{} // SweepSoon's wake-up
 
+	// badKeys counts members of working that are not jobs (summarised
+	// once per sweep).
+	badKeys *badkeys.Summary
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -263,6 +268,7 @@ func New(store *store.Store, cfg Config) (*Tweeter, error) {
 		pending:  make(map[string]struct{}),
 		checks:   make(chan string, checkBuffer),
 		sweepNow: make(chan struct{}, 1),
+		badKeys:  newBadWorking(),
 	}
 	var x Poster
 	switch {

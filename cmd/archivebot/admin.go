@@ -439,7 +439,7 @@ func runJob(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return a.refusal(id, err)
 		}
 		if d.Job != nil {
-			v.Fields, v.URL, v.State = d.Job.Fields, d.Job.URL.Value, d.Job.State().String()
+			v.Fields, v.URL, v.State = d.Job.Fields, d.Job.URL.Value, d.State().String()
 			if d.TTL >= 0 {
 				s := d.TTL.Seconds()
 				v.TTL = &s

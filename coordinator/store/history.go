@@ -129,7 +129,9 @@ func (fj FinishedJob) State() JobState { return StateOf(fj.Job, fj.Failure, fals
 func (fj FinishedJob) Record() *Job { return recordOf(fj.Ident, fj.Job, fj.Failure) }
 
 // FinishedJobs lists the jobs of the finished index that still have a job
-// record with finished_at or a failure record, oldest first. It never
+// record with finished_at or a failure record, oldest first, each as
+// Speaking shows it (a ghost is no record; a failure record beside a newer
+// registration is none). It never
 // scans the keyspace: its cost grows with the jobs finished in the last
 // FailureTTL, not with the number of keys.
 // Round trips: ZRANGE of the index, one pipeline of HGETALL job + HGETALL
@@ -155,11 +157,14 @@ func (s *Store) FinishedJobs(ctx context.Context) ([]FinishedJob, error) {
 	var out []FinishedJob
 	var stale []any
 	for i, id := range idents {
-		fj := FinishedJob{Ident: id, Failure: parseFailure(id, fails[i].Val())}
+		var job *Job
 		if m := jobs[i].Val(); len(m) > 0 {
-			if j := DecodeJob(id, m); j.Finished() {
-				fj.Job = j
-			}
+			job = DecodeJob(id, m)
+		}
+		fj := FinishedJob{Ident: id}
+		fj.Job, fj.Failure = Speaking(job, parseFailure(id, fails[i].Val()))
+		if fj.Job != nil && !fj.Job.Finished() {
+			fj.Job = nil // queued or running again: not finished
 		}
 		if fj.Job == nil && fj.Failure == nil {
 			stale = append(stale, id)

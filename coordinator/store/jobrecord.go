@@ -225,9 +225,39 @@ func (s JobState) String() string {
 // Ended reports whether a job in state s will not run any more.
 func (s JobState) Ended() bool { return s >= StateFinished }
 
+// Ghost reports whether the hash as read is a ghost: it exists but has no
+// url, the field every registration writes (this node's and upstream's)
+// and no pipeline writes. A pipeline's late write after the job ended
+// (HINCRBY heartbeat, bytes, items; a log_score; a finished_at) re-creates
+// such a hash. A ghost is never a job: readers treat it as no record, `!a`
+// registers over it, and the reaper removes it (doc/protocol.md, Which
+// record speaks for a job).
+func (j *Job) Ghost() bool { return j != nil && len(j.Fields) > 0 && j.URL.Value == "" }
+
+// Speaking is the one rule of which record speaks for a job, given its
+// hash as read (nil when there is none) and its failure record (nil when
+// none): it returns the job record to show (nil when absent or a ghost)
+// and the failure record to show (nil when none, or when a newer
+// registration exists). A failure record speaks only while no newer
+// registration of the same ident exists: register deletes it in the same
+// atomic step, and, since fail marks the hash `failed` in the step that
+// writes the failure record, a registered hash without `failed` beside a
+// failure record is always the newer registration (a record written
+// before register deleted them, or read between two steps).
+func Speaking(j *Job, fail *Failure) (*Job, *Failure) {
+	if j.Ghost() {
+		j = nil
+	}
+	if fail != nil && j != nil && !j.Failed {
+		fail = nil
+	}
+	return j, fail
+}
+
 // StateOf is the one rule for a job's state, from its record (nil when
 // it has expired), its failure record (nil when none) and whether it is
-// in `working`:
+// in `working`, after Speaking (a ghost is no record; a failure record
+// beside a newer registration is none):
 //
 //   - failed: a failure record, or failed is true;
 //   - aborted: finished_at set and aborted true;
@@ -235,6 +265,7 @@ func (s JobState) Ended() bool { return s >= StateFinished }
 //   - running: started_at or pipeline_id set, or in `working`;
 //   - queued: otherwise.
 func StateOf(j *Job, fail *Failure, working bool) JobState {
+	j, fail = Speaking(j, fail)
 	if j == nil {
 		j = &Job{}
 	}
@@ -262,9 +293,10 @@ func (j *Job) Done() bool { return j.FinishedAt.Value != "" }
 // aborted or failed).
 func (j *Job) Finished() bool { return j.State().Ended() }
 
-// recordOf is the job record to show for a job: its record, else the
-// copy its failure record keeps, else an empty one.
+// recordOf is the job record to show for a job (after Speaking): its
+// record, else the copy its failure record keeps, else an empty one.
 func recordOf(ident string, job *Job, fail *Failure) *Job {
+	job, fail = Speaking(job, fail)
 	if job != nil {
 		return job
 	}

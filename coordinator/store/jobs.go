@@ -74,7 +74,8 @@ func (d *JobDetail) State() JobState { return StateOf(d.Job, d.Failure, d.Workin
 func (d *JobDetail) Record() *Job { return recordOf(d.Ident, d.Job, d.Failure) }
 
 // JobDetail reads one job. It returns nil, nil when there is neither a job
-// record nor a failure record.
+// record nor a failure record that speaks (Speaking: a ghost hash is no
+// record, a failure record beside a newer registration is none).
 // Round trips: one pipeline (HGETALL, SMEMBERS, PTTL, HGETALL of the
 // failure record, LRANGE of the history, LPOS + LLEN in working and the three fixed queues);
 // for a queued job found in none of them, the queue index (one read) and one
@@ -103,6 +104,7 @@ func (s *Store) JobDetail(ctx context.Context, ident string) (*JobDetail, error)
 	if m := job.Val(); len(m) > 0 {
 		d.Job = DecodeJob(ident, m)
 	}
+	d.Job, d.Failure = Speaking(d.Job, d.Failure)
 	if d.Job == nil && d.Failure == nil {
 		return nil, nil
 	}
@@ -183,7 +185,7 @@ var activeFields = []string{"url", "started_by", "started_in", "queued_at", "sta
 // ActiveJobs lists every queued job (queues in the order a pipeline checks
 // them: named queues, pending-large, pending, pending-ao; next first) and
 // every running job (`working`), with a few fields each. Jobs without a
-// record are left out.
+// record, or whose hash is a ghost (Job.Ghost), are left out.
 // Round trips: the queue index (one read), one pipeline of LRANGEs, one
 // pipeline of HMGET.
 func (s *Store) ActiveJobs(ctx context.Context) ([]ActiveJob, error) {
@@ -224,7 +226,7 @@ func (s *Store) ActiveJobs(ctx context.Context) ([]ActiveJob, error) {
 	}
 	kept := out[:0]
 	for i, j := range out {
-		if j.Job = hmgetJob(j.Ident, activeFields, cmds[i].Val()); j.Job == nil {
+		if j.Job = hmgetJob(j.Ident, activeFields, cmds[i].Val()); j.Job == nil || j.Job.Ghost() {
 			continue
 		}
 		kept = append(kept, j)
@@ -297,6 +299,42 @@ func (s *Store) AdvanceDeathTimers(ctx context.Context, threshold int, includeRe
 		})
 	}
 	return dead, nil
+}
+
+// GhostScan is how many of the newest idents of the finished index
+// RemoveGhosts looks at.
+const GhostScan = 10000
+
+// RemoveGhosts deletes the ghost job hashes (Job.Ghost), with their logs,
+// among the newest GhostScan idents of the finished index and the members
+// of `working`, in one round trip (reap_ghosts.lua). It returns the idents
+// whose ghost it removed, and the members of `working` that are not jobs
+// (keys of another type, which the death timer skips).
+func (s *Store) RemoveGhosts(ctx context.Context) (removed, bad []string, err error) {
+	res, err := reapGhostsScript.Run(ctx, s.rdb, []string{KeyFinishedIndex, KeyWorking}, GhostScan,
+		KeyLog("")).Slice()
+	if err != nil {
+		return nil, nil, wrap("remove ghost jobs", err)
+	}
+	strs := func(v any) []string {
+		l, _ := v.([]any)
+		out := make([]string, 0, len(l))
+		for _, x := range l {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	if len(res) != 3 {
+		return nil, nil, fmt.Errorf("remove ghost jobs: unexpected reply %v", res)
+	}
+	removed, bad = strs(res[0]), strs(res[2])
+	n, _ := res[1].(int64)
+	for i := int64(len(bad)); i < n; i++ {
+		bad = append(bad, "") // counted, not named
+	}
+	return removed, bad, nil
 }
 
 // MarkDeathReported remembers that the death of ident was announced.
@@ -408,7 +446,10 @@ var (
 
 // Register creates the job record, its ignore set and its queue entry in one
 // atomic step (one EVALSHA round trip). It returns ErrJobExists or
-// ErrPendingFull without writing anything.
+// ErrPendingFull without writing anything. A ghost hash (Job.Ghost) does
+// not exist for it: the same step deletes the ghost (with its log and
+// ignore set) and registers over it. The same step deletes the ident's
+// failure record, which speaks only until a newer registration.
 func (s *Store) Register(ctx context.Context, j NewJob) error {
 	fields := []string{
 		"url", j.URL,
@@ -454,7 +495,7 @@ func (s *Store) Register(ctx context.Context, j NewJob) error {
 		argv = append(argv, p)
 	}
 	keys := []string{KeyJob(j.Ident), KeyIgnores(j.Ident), j.Queue, KeyPending, KeyQueues,
-		KeyHistory(j.Ident), KeyOrigin(j.Ident), KeyQueuedBy(nickKey)}
+		KeyHistory(j.Ident), KeyOrigin(j.Ident), KeyQueuedBy(nickKey), KeyLog(j.Ident), KeyFailed(j.Ident)}
 	res, err := s.runWrite(ctx, "register job "+j.Ident, registerScript, keys, argv...).Int64Slice()
 	s.notifyQueued()
 	if err != nil {
@@ -474,14 +515,29 @@ func (s *Store) Register(ctx context.Context, j NewJob) error {
 	return nil
 }
 
-// Exists reports whether the job record exists (EXISTS, not KEYS).
+// Exists reports whether the job record exists (EXISTS and HEXISTS url in
+// one round trip, not KEYS): a ghost hash (Job.Ghost) is no record; a key
+// of another type is there (register refuses it).
 func (s *Store) Exists(ctx context.Context, ident string) (bool, error) {
-	n, err := s.rdb.Exists(ctx, KeyJob(ident)).Result()
-	return n == 1, wrap("exists "+ident, err)
+	var ex *redis.IntCmd
+	var reg *redis.BoolCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		ex = p.Exists(ctx, KeyJob(ident))
+		reg = p.HExists(ctx, KeyJob(ident), "url")
+		return nil
+	})
+	if isWrongType(reg.Err()) {
+		return ex.Val() == 1, nil
+	}
+	if err != nil {
+		return false, wrap("exists "+ident, err)
+	}
+	return reg.Val(), nil
 }
 
-// GetJob reads a job record; it returns nil, nil when there is none, and
-// a *NotAJobError when the key holds something else.
+// GetJob reads a job record; it returns nil, nil when there is none or
+// the hash is a ghost (Job.Ghost), and a *NotAJobError when the key holds
+// something else.
 func (s *Store) GetJob(ctx context.Context, ident string) (*Job, error) {
 	m, err := s.rdb.HGetAll(ctx, KeyJob(ident)).Result()
 	if isWrongType(err) {
@@ -490,8 +546,8 @@ func (s *Store) GetJob(ctx context.Context, ident string) (*Job, error) {
 	if err != nil {
 		return nil, wrap("get job "+ident, err)
 	}
-	if len(m) == 0 {
-		return nil, nil
+	if j := DecodeJob(ident, m); !j.Ghost() && len(m) > 0 {
+		return j, nil
 	}
-	return DecodeJob(ident, m), nil
+	return nil, nil
 }

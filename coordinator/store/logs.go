@@ -21,7 +21,8 @@ type JobLog struct {
 	Entries []LogEntry
 }
 
-// RecentLogs returns, for each job in `working` that still has a record,
+// RecentLogs returns, for each job in `working` that still has a record
+// (not a ghost, Job.Ghost),
 // its last count log entries, oldest first (read_log.lua: an entry over
 // MaxLogEntryBytes is read as its size alone, and each job's entries
 // total at most MaxLogReadBytes).
@@ -50,7 +51,7 @@ func (s *Store) RecentLogs(ctx context.Context, count int) ([]JobLog, error) {
 	out := make([]JobLog, 0, len(idents))
 	for i, id := range idents {
 		m := jobs[i].Val()
-		if len(m) == 0 {
+		if len(m) == 0 || DecodeJob(id, m).Ghost() {
 			continue
 		}
 		// The log key the pipeline writes is the one the record names

@@ -223,7 +223,7 @@ func ignoresKey(ident string, fields map[string]string) string {
 
 // APIReadJob reads a job's record and ignore set (one round trip, then
 // the ignores when the record names another set). Nil when the record is
-// gone; a *NotAJobError when the key is not a hash.
+// gone or is a ghost (Job.Ghost); a *NotAJobError when the key is not a hash.
 func (s *Store) APIReadJob(ctx context.Context, ident string) (*APIJob, error) {
 	var h *redis.MapStringStringCmd
 	var ig *redis.StringSliceCmd
@@ -238,8 +238,8 @@ func (s *Store) APIReadJob(ctx context.Context, ident string) (*APIJob, error) {
 	if isWrongType(h.Err()) {
 		return nil, &NotAJobError{Key: ident}
 	}
-	if len(h.Val()) == 0 {
-		return nil, nil
+	if len(h.Val()) == 0 || DecodeJob(ident, h.Val()).Ghost() {
+		return nil, nil // gone, or a ghost: no job
 	}
 	j := &APIJob{Ident: ident, Fields: h.Val(), Ignores: ig.Val()}
 	if k := ignoresKey(ident, j.Fields); k != KeyIgnores(ident) {

@@ -77,6 +77,7 @@ var (
 	failScript         = command("fail")
 	reapScript         = fenced(lua("reap"))
 	reapReportedScript = fenced(lua("reap_reported"))
+	reapGhostsScript   = fenced(lua("reap_ghosts"))
 	// The delivery queues' take and acknowledge (queue.go).
 	noticeTakeScript    = fenced(lua("notice_take"))
 	noticeAckScript     = fenced(lua("notice_ack"))

@@ -79,10 +79,10 @@ func (s *Store) ReadUnbroadcast(ctx context.Context, ident string, limit int) (U
 	if err != nil {
 		return Unbroadcast{}, wrap("read job "+ident, err)
 	}
-	if len(job) == 0 {
-		return Unbroadcast{}, nil
-	}
 	j := DecodeJob(ident, job)
+	if len(job) == 0 || j.Ghost() {
+		return Unbroadcast{}, nil // no job, or a ghost: nothing to stream
+	}
 	u := Unbroadcast{Job: j, Bookmark: j.LastBroadcast}
 	u.Entries, err = s.ReadLog(ctx, ident, u.Bookmark, limit)
 	if isWrongType(err) {
@@ -108,6 +108,9 @@ func (s *Store) MarkBroadcast(ctx context.Context, ident, from string, to float6
 type EndState struct {
 	Job     *Job
 	Failure *Failure
+	// NotAJob is true when the key holds another type (not a hash):
+	// another program's key, not a job.
+	NotAJob bool
 }
 
 // State is the job's state (StateOf its record and failure record).
@@ -126,12 +129,14 @@ func (s *Store) ReadEndState(ctx context.Context, ident string) (EndState, error
 		return EndState{}, wrap("read state of "+ident, err)
 	}
 	var st EndState
+	st.NotAJob = isWrongType(job.Err())
 	if m := job.Val(); len(m) > 0 {
 		st.Job = DecodeJob(ident, m)
 	}
 	if m := fail.Val(); len(m) > 0 {
 		st.Failure = parseFailure(ident, m)
 	}
+	st.Job, st.Failure = Speaking(st.Job, st.Failure)
 	return st, nil
 }
 
@@ -185,6 +190,9 @@ func (s *Store) ReadUnbroadcastMany(ctx context.Context, idents []string, limit 
 			errs[i] = &NotAJobError{Key: KeyJob(idents[i])}
 		case len(c.Val()) > 0:
 			j := DecodeJob(idents[i], c.Val())
+			if j.Ghost() {
+				continue // not a job: nothing to stream
+			}
 			out[i] = Unbroadcast{Job: j, Bookmark: j.LastBroadcast}
 			live = append(live, i)
 		}

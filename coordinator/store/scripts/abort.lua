@@ -20,7 +20,7 @@
 -- already finished, 1 when the abort was requested from a running job, 2
 -- when a queued job was aborted, -3 when the key is not a job (not a hash;
 -- nothing written); url is the job's URL (for the reply).
-local t = redis.call('TYPE', KEYS[1])['ok']
+local t = job_type(KEYS[1]) -- a ghost is 'none'
 if t ~= 'hash' then
   return t == 'none' and {0, ''} or {-3, ''}
 end

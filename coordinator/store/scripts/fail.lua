@@ -22,11 +22,11 @@
 -- ARGV[#ARGV - 1], ARGV[#ARGV] the command record (cmdrecord.lua, prepended):
 -- a change made under a recorded command returns its recorded reply.
 -- Returns {code, field, value, ...}: code 0 when there is no job record
--- (nothing written), 2 when the job is already finished, aborted or failed
+-- or only a ghost hash without `url` (nothing written), 2 when the job is already finished, aborted or failed
 -- (nothing written; the fields are the record as it is), 1 when the job
 -- was failed (the fields are the record after the change), -3 when the
 -- key is not a job (not a hash; nothing written).
-local t = redis.call('TYPE', KEYS[1])['ok']
+local t = job_type(KEYS[1]) -- a ghost is 'none'
 if t ~= 'hash' then
   return t == 'none' and {0} or {-3}
 end

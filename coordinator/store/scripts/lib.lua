@@ -22,6 +22,10 @@
 -- forget_gone(set, working) removes from set the idents that are not keys
 -- of the table working (the reaper's and the start scan's "announced"
 -- sets follow `working`).
+-- job_type(key) is the key's type, except 'none' for a ghost: a hash
+-- without `url`, which a pipeline's late write re-creates after its job
+-- ended (doc/protocol.md, Which record speaks for a job). Commands on jobs
+-- read the job key's type through it, so a ghost is no job to them.
 -- not_integer(key, fields) is nil when every field of hash key that is
 -- set holds an integer(), else the error reply a script returns before
 -- its first HINCRBY: "ERR KEY field F is not an integer".
@@ -52,6 +56,13 @@ local function not_integer(key, fields)
       return redis.error_reply('ERR ' .. key .. ' field ' .. f .. ' is not an integer')
     end
   end
+end
+local function job_type(key)
+  local t = redis.call('TYPE', key)['ok']
+  if t == 'hash' and redis.call('HEXISTS', key, 'url') == 0 then
+    return 'none'
+  end
+  return t
 end
 local function nickname(pipeline)
   local ok, n = pcall(redis.call, 'HGET', pipeline, 'nickname')

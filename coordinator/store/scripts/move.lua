@@ -16,7 +16,7 @@
 -- pending-large and pending:NAME; !ao jobs in pending-ao and pending:NAME);
 -- -5 the job is already in the target queue; -6 the job is in no queue.
 -- Nothing is written unless 1 is returned.
-local t = redis.call('TYPE', KEYS[1])['ok']
+local t = job_type(KEYS[1]) -- a ghost is 'none'
 if t ~= 'hash' then
   return t == 'none' and {0, ''} or {-3, ''}
 end

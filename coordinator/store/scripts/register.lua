@@ -6,6 +6,7 @@
 --         when it is a pending:NAME queue)
 -- KEYS[6] archivebot:history:IDENT   KEYS[7] archivebot:origin:IDENT
 -- KEYS[8] archivebot:queued_by:NICK (the queuing nick's queued idents)
+-- KEYS[9] the job's log   KEYS[10] archivebot:failed:IDENT (failure record)
 -- ARGV[1] pending limit (0 = no limit)
 -- ARGV[2] per-user pending limit (0 = no limit): refused when KEYS[8]
 --         already holds that many jobs still queued
@@ -17,6 +18,11 @@
 -- ARGV[7+2n .. #ARGV-2] ignore patterns
 -- ARGV[#ARGV - 1], ARGV[#ARGV] the command record (cmdrecord.lua, prepended):
 -- a change made under a recorded command returns its recorded reply.
+-- Which record speaks for a job (doc/protocol.md): a hash without `url` is
+-- a ghost, re-created by a pipeline's late write after the job ended; it
+-- never blocks a registration: the ghost, its log and ignore set are
+-- deleted in this step. A failure record speaks only while no newer
+-- registration exists: this step deletes it.
 -- Returns {1, 0} when created, {-1, 0} when the job record already exists,
 -- {-2, 0} when the pending limit is reached, {-4, count} when the nick
 -- already has count >= the per-user limit jobs queued. Nothing is written
@@ -32,8 +38,12 @@ local bad = expect(KEYS[2], 'set') or expect(KEYS[3], 'list') or expect(KEYS[4],
 if bad then
   return bad
 end
+local ghost = false
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  return {-1, 0}
+  if job_type(KEYS[1]) ~= 'none' then
+    return {-1, 0}
+  end
+  ghost = true
 end
 local limit = tonumber(ARGV[1])
 if limit > 0 and redis.call('LLEN', KEYS[4]) >= limit then
@@ -55,6 +65,10 @@ if user_limit > 0 then
     return {-4, count}
   end
 end
+if ghost then
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[9])
+end
+redis.call('DEL', KEYS[10])
 local n = tonumber(ARGV[6])
 local fields = {}
 for i = 7, 6 + 2 * n do

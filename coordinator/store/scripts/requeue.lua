@@ -39,7 +39,7 @@ local bad = expect(KEYS[2], 'set') or expect(KEYS[3], 'zset') or expect(KEYS[4],
 if bad then
   return bad
 end
-local jt = redis.call('TYPE', KEYS[1])['ok']
+local jt = job_type(KEYS[1]) -- a ghost is 'none': requeued over (deleted below)
 if jt ~= 'none' and jt ~= 'hash' then
   return {-3}
 end

@@ -18,7 +18,7 @@
 -- {-1, 0} when it has finished (and ARGV[2] is 1 or 2), {-2, 0} when the
 -- key is not a job (not a hash; nothing written), {-3, 0} when a pipeline
 -- has taken it (and ARGV[2] is 2).
-local t = redis.call('TYPE', KEYS[1])['ok']
+local t = job_type(KEYS[1]) -- a ghost is 'none'
 if t ~= 'hash' then
   return t == 'none' and {0, 0} or {-2, 0}
 end
