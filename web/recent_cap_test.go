@@ -27,10 +27,11 @@ func TestRecentAnswerCapped(t *testing.T) {
 		b.Client.RPush(ctx, store.KeyWorking, id)
 	}
 	big := strings.Repeat("x", 2000)
-	recent := func(ident string, n int) []string {
-		out := make([]string, 0, n)
+	recent := func(ident string, n int) []store.LogEntry {
+		out := make([]store.LogEntry, 0, n)
 		for k := perJob - n; k < perJob; k++ {
-			out = append(out, fmt.Sprintf(`{"type":"stdout","ts":1,"message":"%s %d %s"}`, ident, k, big))
+			doc := fmt.Sprintf(`{"type":"stdout","ts":1,"message":"%s %d %s"}`, ident, k, big)
+			out = append(out, store.LogEntry{Doc: doc, Score: float64(k + 1), Kind: store.EntryObject, Type: "stdout"})
 		}
 		return out
 	}
