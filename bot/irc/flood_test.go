@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	mserver "github.com/alicebob/miniredis/v2/server"
+	mserver "github.com/archiveteam/archivebot-go/third_party/miniredis/server"
 	"github.com/ergochat/irc-go/ircmsg"
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"

@@ -214,9 +214,10 @@ var recoverAllowed = map[string]string{
 	"internal/run/run.go":  "the panic guard itself",
 	"web/server.go":        "a panicking request is answered 500, not only logged",
 	"embeddedredis/aof.go": "a damaged log record that panics the decoder ends the replay of its segment",
-	// The patched miniredis is a module of its own and cannot import
-	// internal/run; it hands the panic to embeddedredis's handler, which
-	// logs it.
+	// The patched miniredis stays importable on its own (its patches are
+	// meant for upstream, third_party/miniredis/patches) and does not
+	// import internal/run; it hands the panic to embeddedredis's handler,
+	// which logs it.
 	"third_party/miniredis/server/server.go": "a command that panics closes its own connection only",
 }
 

@@ -14,7 +14,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/alicebob/miniredis/v2/fpconv"
+	"github.com/archiveteam/archivebot-go/third_party/miniredis/fpconv"
 )
 
 func errUnknownCommand(cmd string, args []string) string {
