@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/pipelineapi/bridge"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 )
@@ -362,9 +363,9 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if o.RedisURL == "" {
 		o.RedisURL = envOr("REDIS_URL", DefaultRedisURL)
 	}
-	ropt, err := redis.ParseURL(o.RedisURL)
+	ropt, err := config.ParseRedisURL(o.RedisURL)
 	if err != nil {
-		return fmt.Errorf("-redis %q: %w", o.RedisURL, err)
+		return fmt.Errorf("-redis (or REDIS_URL): %w", err)
 	}
 	if err := o.parseCodes(); err != nil {
 		return err
@@ -372,7 +373,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	rdb := redis.NewClient(ropt)
 	defer rdb.Close()
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis %s: %w", o.RedisURL, err)
+		return fmt.Errorf("redis %s: %w", config.RedactURL(o.RedisURL), err)
 	}
 	cfg := Config{Nickname: o.Nickname, ID: o.ID, Version: o.Version, AOOnly: o.AOOnly, Large: o.Large}
 	if cfg.ID == "" {

@@ -38,8 +38,8 @@ var redisExempt = map[string]string{
 // build the client the store is given and close it at exit.
 var clientBuilders = map[string][]string{
 	"cmd/archivebot/serve.go": {"NewClient", "ParseURL", "Options", "Client", "Close", "AddHook", "NewFailoverClient", "FailoverOptions"},
-	// -check-config parses redis.url exactly as the run will.
-	"config/config.go": {"ParseURL"},
+	// redis.url is parsed exactly as the run will (config.ParseRedisURL).
+	"config/config.go": {"ParseURL", "Options"},
 	// go-redis's own log lines go through slog.
 	"cmd/archivebot/logging.go": {"SetLogger"},
 }
