@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -118,6 +119,24 @@ const (
 	// every third of it.
 	DefaultLeaseTTL = 10 * time.Second
 )
+
+// DefaultDataDir is where the embedded Redis keeps its files when
+// redis.data_dir is left out: the XDG base directory specification's
+// state directory, $XDG_STATE_HOME/archivebot (an absolute
+// $XDG_STATE_HOME), else ~/.local/state/archivebot; "data" under the
+// working directory only when there is no home directory. So a run from a
+// clone leaves no state in it, and every run of one user finds the same
+// data wherever it is started. The Docker image and the systemd unit set
+// ARCHIVEBOT_DATA_DIR.
+func DefaultDataDir() string {
+	if x := os.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "archivebot")
+	}
+	if home, err := os.UserHomeDir(); err == nil && home != "" {
+		return filepath.Join(home, ".local", "state", "archivebot")
+	}
+	return "data"
+}
 
 // Duration is a Go duration string in TOML ("2s", "30s", "2m").
 type Duration struct{ time.Duration }
@@ -461,7 +480,7 @@ func (c *Config) setDefaults() {
 	zero(&c.IRC.Burst, 3)
 	zero(&c.IRC.CommandsPerMinute, 20)
 	zero(&c.Redis.Listen, DefaultRedisListen)
-	zero(&c.Redis.DataDir, "data")
+	zero(&c.Redis.DataDir, DefaultDataDir())
 	def(&c.Redis.SaveInterval, DefaultRedisSaveInterval)
 	zero(&c.Redis.ProtoMaxBulkLen, DefaultRedisProtoMaxBulkLen)
 	def(&c.Redis.WaitTimeout, DefaultWaitTimeout)

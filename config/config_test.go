@@ -399,3 +399,34 @@ func TestRedisURLErrors(t *testing.T) {
 		t.Fatalf("Load: %v", err)
 	}
 }
+
+// The embedded Redis's data directory defaults to the user's state
+// directory, never the working directory (issue 32: "./data" put the state
+// inside the clone the node was started from).
+func TestDefaultDataDir(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	t.Setenv(EnvDataDir, "")
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_STATE_HOME", "")
+	c, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(home, ".local", "state", "archivebot"); c.Redis.DataDir != want {
+		t.Errorf("without XDG_STATE_HOME: %q, want %q", c.Redis.DataDir, want)
+	}
+	t.Setenv("XDG_STATE_HOME", "/srv/state")
+	if c, _ := Load(""); c.Redis.DataDir != "/srv/state/archivebot" {
+		t.Errorf("XDG_STATE_HOME=/srv/state: %q", c.Redis.DataDir)
+	}
+	// The specification ignores a relative XDG_STATE_HOME.
+	t.Setenv("XDG_STATE_HOME", "relative")
+	if c, _ := Load(""); c.Redis.DataDir != filepath.Join(home, ".local", "state", "archivebot") {
+		t.Errorf("relative XDG_STATE_HOME: %q", c.Redis.DataDir)
+	}
+	t.Setenv(EnvDataDir, "/var/lib/archivebot")
+	if c, _ := Load(""); c.Redis.DataDir != "/var/lib/archivebot" {
+		t.Errorf("%s: %q", EnvDataDir, c.Redis.DataDir)
+	}
+}
