@@ -83,18 +83,32 @@ const (
 type Event struct {
 	Kind  string
 	Ident string
-	// Score of a log entry; settings age of a settings event.
+	// Score of a log entry; settings age of a settings event; for a take
+	// through the pipeline API, how long it took in microseconds.
 	N   int64
 	Err error
 }
 
+// String is the event as the simulator prints it, N with its unit:
+// "take IDENT in 37.186ms", "settings IDENT (settings age 3)",
+// "log IDENT entry 12".
 func (e Event) String() string {
 	s := e.Kind
 	if e.Ident != "" {
 		s += " " + e.Ident
 	}
 	if e.N != 0 {
-		s += " " + strconv.FormatInt(e.N, 10)
+		n := strconv.FormatInt(e.N, 10)
+		switch e.Kind {
+		case EventTake:
+			s += " in " + (time.Duration(e.N) * time.Microsecond).String()
+		case EventSetting:
+			s += " (settings age " + n + ")"
+		case EventLog:
+			s += " entry " + n
+		default:
+			s += " " + n
+		}
 	}
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
