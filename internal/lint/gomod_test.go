@@ -24,7 +24,9 @@ func TestGoInstallable(t *testing.T) {
 		t.Fatalf("go mod edit -json: %v", err)
 	}
 	var mod struct {
-		Replace []struct{ Old, New struct{ Path, Version string } }
+		Replace []struct {
+			Old, New struct{ Path, Version string }
+		}
 		Exclude []struct{ Path, Version string }
 	}
 	if err := json.Unmarshal(out, &mod); err != nil {
