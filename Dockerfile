@@ -20,8 +20,6 @@
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
-# The patched miniredis that go.mod's replace directive names.
-COPY third_party/ third_party/
 RUN go mod download
 COPY . .
 # Static: no cgo, so the binary runs on a base without a C library. The

@@ -34,7 +34,7 @@ const (
 // Perm is the minimum rank a command needs.
 type Perm = Rank
 
-// Permissions, named as the command table in the README names them.
+// Permissions, named as the command table in doc/commands.md names them.
 const (
 	Anyone = RankNone
 	Voice  = RankVoice
@@ -339,7 +339,7 @@ func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
 }
 
 // audit writes the one INFO line of an accepted command that changes
-// state (doc/operations.md): who, where, which command and job, the
+// state (doc/operating.md): who, where, which command and job, the
 // outcome and the first line of the answer. The arguments and the answer
 // are what the channel saw; a password in a URL's user info is hidden.
 // Long values are cut by the process log like every other value.

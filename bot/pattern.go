@@ -14,7 +14,7 @@ import (
 // with Python. Go's RE2 refuses lookarounds and backreferences that Python
 // accepts, so patterns are judged with regexp2 (a .NET-style backtracking
 // engine) after translating the Python-only group syntax. Known
-// differences are listed in the README.
+// differences are listed in doc/commands.md.
 
 var (
 	pyNamedGroup = regexp.MustCompile(`\(\?P<`)

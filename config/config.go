@@ -12,6 +12,10 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -130,6 +134,24 @@ const (
 	// every third of it.
 	DefaultLeaseTTL = 10 * time.Second
 )
+
+// DefaultDataDir is where the embedded Redis keeps its files when
+// redis.data_dir is left out: the XDG base directory specification's
+// state directory, $XDG_STATE_HOME/archivebot (an absolute
+// $XDG_STATE_HOME), else ~/.local/state/archivebot; "data" under the
+// working directory only when there is no home directory. So a run from a
+// clone leaves no state in it, and every run of one user finds the same
+// data wherever it is started. The Docker image and the systemd unit set
+// ARCHIVEBOT_DATA_DIR.
+func DefaultDataDir() string {
+	if x := os.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "archivebot")
+	}
+	if home, err := os.UserHomeDir(); err == nil && home != "" {
+		return filepath.Join(home, ".local", "state", "archivebot")
+	}
+	return "data"
+}
 
 // Duration is a Go duration string in TOML ("2s", "30s", "2m").
 type Duration struct{ time.Duration }
@@ -499,7 +521,7 @@ func (c *Config) setDefaults() {
 	zero(&c.IRC.Burst, 3)
 	zero(&c.IRC.CommandsPerMinute, 20)
 	zero(&c.Redis.Listen, DefaultRedisListen)
-	zero(&c.Redis.DataDir, "data")
+	zero(&c.Redis.DataDir, DefaultDataDir())
 	def(&c.Redis.SaveInterval, DefaultRedisSaveInterval)
 	zero(&c.Redis.ProtoMaxBulkLen, DefaultRedisProtoMaxBulkLen)
 	def(&c.Redis.WaitTimeout, DefaultWaitTimeout)
@@ -560,26 +582,57 @@ func (c *Config) setDefaults() {
 // fills defaults and validates.
 func Load(path string) (*Config, error) { return LoadWith(path, Overrides{}) }
 
-// LoadWith is Load with command-line values applied last.
+// LoadWith is Load with command-line values applied last. Its error, when
+// the file has problems, is a Problems listing every one of them.
 func LoadWith(path string, o Overrides) (*Config, error) {
+	c, err := LoadPartial(path, o)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// maxTOMLErrors bounds the syntax and type errors one load reports: each
+// one found costs a parse of the whole file.
+const maxTOMLErrors = 50
+
+// LoadPartial is LoadWith that does not stop at the first problem: a
+// TOML syntax error or a value of the wrong type is reported with its
+// line and that line is read as if it were empty, an unknown key is
+// reported, and every key is then checked. It returns the configuration
+// read (defaults where a line could not be read) and, when anything is
+// wrong, a Problems error holding every problem found. The configuration
+// is nil only when the file cannot be read at all.
+func LoadPartial(path string, o Overrides) (*Config, error) {
 	c := &Config{File: path}
+	name := path
+	if name == "" {
+		name = "(defaults)"
+	}
+	var probs Problems
 	httpOff, streamOff, lagOff, changeOff := false, false, false, false
 	var budgetsOff []*int
 	var durationsOff []*Duration
 	reportSet := false
 	if path != "" {
-		md, err := toml.DecodeFile(path, c)
+		text, err := os.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+		var md toml.MetaData
+		c, md, probs = decodeAll(path, string(text))
 		reportSet = md.IsDefined("irc", "report_channel")
-		if und := md.Undecoded(); len(und) > 0 {
-			keys := make([]string, len(und))
-			for i, k := range und {
-				keys[i] = k.String()
-			}
-			return nil, fmt.Errorf("%s: unknown key %s", path, strings.Join(keys, ", "))
+		for _, k := range md.Undecoded() {
+			probs = append(probs, Problem{File: path, Line: keyLine(string(text), k), Msg: "unknown key " + k.String()})
 		}
+		// The file's own errors in the order of its lines (a key's line
+		// is 0 when not known: those go last).
+		slices.SortStableFunc(probs, func(a, b Problem) int {
+			if (a.Line == 0) != (b.Line == 0) {
+				return b.Line - a.Line
+			}
+			return a.Line - b.Line
+		})
 		// An explicit listen = "" switches the web server off.
 		httpOff = md.IsDefined("http", "listen") && c.HTTP.Listen == ""
 		streamOff = md.IsDefined("http", "stream_listen") && c.HTTP.StreamListen == ""
@@ -679,20 +732,184 @@ func LoadWith(path string, o Overrides) (*Config, error) {
 	for _, d := range durationsOff {
 		d.Duration = 0
 	}
-	if err := c.validate(); err != nil {
-		name := path
-		if name == "" {
-			name = "(defaults)"
-		}
-		return nil, fmt.Errorf("%s: %w", name, err)
+	for _, p := range c.validate() {
+		p.File = name
+		probs = append(probs, p)
+	}
+	if len(probs) > 0 {
+		return c, probs
 	}
 	return c, nil
 }
 
-func (c *Config) validate() error {
-	var errs []error
+// Problem is one thing wrong with a configuration.
+type Problem struct {
+	File string // the file, or "(defaults)"
+	Line int    // the line in File, 0 when not known
+	Key  string // the key ("irc.server"), "" for a syntax error
+	Msg  string
+}
+
+func (p Problem) Error() string {
+	var b strings.Builder
+	b.WriteString(p.File)
+	if p.Line > 0 {
+		fmt.Fprintf(&b, ":%d", p.Line)
+	}
+	b.WriteString(": ")
+	if p.Key != "" {
+		b.WriteString(p.Key + ": ")
+	}
+	b.WriteString(p.Msg)
+	return b.String()
+}
+
+// Problems is every problem one load found, in the order of the file's
+// lines for TOML errors, then the keys' checks. Its Error has one line
+// per problem.
+type Problems []Problem
+
+func (ps Problems) Error() string {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = p.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Has reports whether one of the problems is about key.
+func (ps Problems) Has(key string) bool {
+	for _, p := range ps {
+		if p.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeAll decodes text into a Config, reporting every TOML error rather
+// than the first: a syntax error is reported with its line, and the line
+// is then read as empty; a value that does not fit its key (a string for
+// a number, "soon" for a duration) is reported with its line and key, and
+// its line (and, for a value over several lines, the lines that then no
+// longer parse) read as empty. What remains is decoded.
+func decodeAll(path, text string) (*Config, toml.MetaData, Problems) {
+	var probs Problems
+	lines := strings.Split(text, "\n")
+	blank := func(line int) bool {
+		if line < 1 || line > len(lines) || strings.TrimSpace(lines[line-1]) == "" {
+			return false
+		}
+		lines[line-1] = ""
+		return true
+	}
+	// Syntax: decoding into a map can only fail on the syntax.
+	syntaxOK := false
+	for range maxTOMLErrors {
+		var m map[string]any
+		_, err := toml.Decode(strings.Join(lines, "\n"), &m)
+		if err == nil {
+			syntaxOK = true
+			break
+		}
+		var pe toml.ParseError
+		if !errors.As(err, &pe) || !blank(pe.Position.Line) {
+			// Nothing left to skip (an unterminated string at the end):
+			// report it and read nothing more.
+			line := 0
+			if errors.As(err, &pe) {
+				line = pe.Position.Line
+			}
+			probs = append(probs, Problem{File: path, Line: line, Msg: tomlMessage(err)})
+			return &Config{File: path}, toml.MetaData{}, probs
+		}
+		probs = append(probs, Problem{File: path, Line: pe.Position.Line, Msg: pe.Message})
+	}
+	if !syntaxOK {
+		probs = append(probs, Problem{File: path, Msg: fmt.Sprintf("more than %d TOML errors; the rest of the file was not read", maxTOMLErrors)})
+		return &Config{File: path}, toml.MetaData{}, probs
+	}
+	// Types: the struct decoder stops at the first value that does not fit.
+	for range maxTOMLErrors {
+		c := &Config{File: path}
+		md, err := toml.Decode(strings.Join(lines, "\n"), c)
+		if err == nil {
+			return c, md, probs
+		}
+		line, key, msg := decodeError(err)
+		if !blank(line) {
+			probs = append(probs, Problem{File: path, Line: line, Key: key, Msg: msg})
+			break
+		}
+		probs = append(probs, Problem{File: path, Line: line, Key: key, Msg: msg})
+		// A value over several lines leaves lines that no longer parse
+		// on their own: they were part of the value just reported.
+		for range len(lines) {
+			var m map[string]any
+			_, err := toml.Decode(strings.Join(lines, "\n"), &m)
+			var pe toml.ParseError
+			if err == nil || !errors.As(err, &pe) || pe.Position.Line <= line || !blank(pe.Position.Line) {
+				break
+			}
+		}
+	}
+	return &Config{File: path}, toml.MetaData{}, probs
+}
+
+// decodeLine matches BurntSushi/toml's error for a value of the wrong type.
+var decodeLine = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
+
+// decodeError finds the line and key of a decoding error.
+func decodeError(err error) (line int, key, msg string) {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return pe.Position.Line, pe.LastKey, pe.Message
+	}
+	if m := decodeLine.FindStringSubmatch(err.Error()); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		return line, m[2], m[3]
+	}
+	return 0, "", tomlMessage(err)
+}
+
+func tomlMessage(err error) string {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return pe.Message
+	}
+	return strings.TrimPrefix(err.Error(), "toml: ")
+}
+
+// keyLine finds the line where key is set in text, for a key given as
+// `name = …` under its [table] header (0 when it is written another way,
+// as a dotted key or in an inline table).
+func keyLine(text string, key toml.Key) int {
+	if len(key) == 0 {
+		return 0
+	}
+	table, last := strings.Join(key[:len(key)-1], "."), key[len(key)-1]
+	current := ""
+	for i, l := range strings.Split(text, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "[") && !strings.HasPrefix(l, "[[") {
+			if end := strings.Index(l, "]"); end > 0 {
+				current = strings.TrimSpace(l[1:end])
+			}
+			continue
+		}
+		name, _, ok := strings.Cut(l, "=")
+		if ok && current == table && strings.Trim(strings.TrimSpace(name), `"'`) == last {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// validate checks every key; each problem names its key.
+func (c *Config) validate() Problems {
+	var errs Problems
 	bad := func(key, format string, a ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
+		errs = append(errs, Problem{Key: key, Msg: fmt.Sprintf(format, a...)})
 	}
 	if s := c.IRC.Server; s != "" {
 		u, err := url.Parse(s)
@@ -738,8 +955,8 @@ func (c *Config) validate() error {
 	}
 	if c.Redis.URL != "" {
 		// Parsed exactly as the run will parse it.
-		if _, err := redis.ParseURL(c.Redis.URL); err != nil {
-			bad("redis.url", "%q is not a Redis URL (redis://[:password@]host[:port][/db] or rediss://…; REDIS_URL overrides the file): %v", RedactURL(c.Redis.URL), err)
+		if _, err := ParseRedisURL(c.Redis.URL); err != nil {
+			bad("redis.url", "%v (REDIS_URL overrides the file)", err)
 		}
 	}
 	if c.Redis.ProtoMaxBulkLen < 1<<20 {
@@ -928,7 +1145,7 @@ func (c *Config) validate() error {
 			bad("tweeter.bluesky.service", "%v", err)
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // cronParser reads the feed's schedules: five fields or a descriptor
@@ -960,13 +1177,54 @@ func checkListen(addr string) error {
 	return nil
 }
 
-// RedactURL hides a password in a URL for messages and logs.
+// RedactURL hides a password in a URL for messages and logs. A URL that
+// does not parse has everything before its last "@" hidden.
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
+	if err != nil || u.User == nil && strings.Contains(raw, "@") {
+		if i := strings.LastIndex(raw, "@"); i >= 0 {
+			scheme := ""
+			if j := strings.Index(raw[:i], "://"); j >= 0 {
+				scheme = raw[:j+3]
+			}
+			return scheme + "xxxxx" + raw[i:]
+		}
+		if err != nil {
+			return raw
+		}
 	}
 	return u.Redacted()
+}
+
+// RedisURLForm is the form of a Redis URL, for messages.
+const RedisURLForm = "redis://[:password@]host[:port][/db], or rediss://… for TLS"
+
+// ParseRedisURL parses a Redis URL exactly as go-redis does (the run
+// connects with what it returns); its error says what was given (password
+// hidden) and what is expected, and for a bare host:port which URL to
+// write instead.
+func ParseRedisURL(raw string) (*redis.Options, error) {
+	opt, err := redis.ParseURL(raw)
+	if err == nil {
+		return opt, nil
+	}
+	shown := RedactURL(raw)
+	scheme, _, hasScheme := strings.Cut(raw, "://")
+	switch {
+	case raw == "":
+		return nil, fmt.Errorf("the Redis URL is empty; expected %s", RedisURLForm)
+	case !hasScheme:
+		hint := ""
+		if host, port, err := net.SplitHostPort(raw); err == nil && !strings.Contains(raw, "@") {
+			hint = fmt.Sprintf(" (for that address: redis://%s/0)", net.JoinHostPort(host, port))
+		}
+		return nil, fmt.Errorf("%q is not a Redis URL: it has no scheme; expected %s%s", shown, RedisURLForm, hint)
+	case scheme != "redis" && scheme != "rediss" && scheme != "unix":
+		return nil, fmt.Errorf("%q is not a Redis URL: its scheme is %q; expected %s", shown, scheme, RedisURLForm)
+	}
+	// go-redis's own message may quote the URL whole, password included.
+	msg := strings.ReplaceAll(err.Error(), raw, shown)
+	return nil, fmt.Errorf("%q is not a Redis URL (%s); expected %s", shown, msg, RedisURLForm)
 }
 
 // ParseLevel reads a log level name: debug, info, warn (warning) or error.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -330,4 +331,130 @@ func TestPipelinesListenerLimits(t *testing.T) {
 		"[pipelines]\nmax_conns = -1\n":         "pipelines.max_conns",
 		"[pipelines]\nidle_timeout = \"-1s\"\n": "pipelines.read_timeout",
 	})
+}
+
+// One load reports every problem of a file (issue 32): TOML syntax errors
+// and values of the wrong type with their lines (a value over several
+// lines is one problem), unknown keys, then every key's check; never only
+// the first.
+func TestLoadReportsEveryProblem(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	p := write(t, `[irc]
+server = "http://irc.example.net"
+channels = ["#a"]
+burst = "three"
+nick = "x" "y"
+
+[reaper]
+threshhold = 5
+interval = "soon"
+
+[jobs]
+schemes = [
+  "http",
+  3,
+]
+pending_limit = -1
+`)
+	_, err := Load(p)
+	var probs Problems
+	if !errors.As(err, &probs) {
+		t.Fatalf("error %v (%T), want Problems", err, err)
+	}
+	want := []string{
+		p + `:4: irc.burst: incompatible types`,
+		p + `:5: expected a top-level item to end`,
+		p + `:8: unknown key reaper.threshhold`,
+		p + `:9: reaper.interval: time: invalid duration "soon"`,
+		p + `:12: jobs.schemes: incompatible types`,
+		p + `: irc.server: scheme must be irc:// or ircs://`,
+		p + `: jobs.pending_limit: must not be negative`,
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("%d problems, want %d:\n%s", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("problem %d: %q, want it to start with %q", i+1, lines[i], w)
+		}
+	}
+	for _, key := range []string{"irc.burst", "reaper.interval", "jobs.schemes", "irc.server", "jobs.pending_limit"} {
+		if !probs.Has(key) {
+			t.Errorf("Problems.Has(%q) = false", key)
+		}
+	}
+}
+
+// LoadPartial returns what it could read, defaults elsewhere, so that
+// -check-config can go on to check the rest.
+func TestLoadPartialKeepsWhatItRead(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	c, err := LoadPartial(write(t, "[irc]\nburst = \"x\"\nnick = \"Kept\"\n[http]\nlisten = \"\"\n"), Overrides{})
+	if err == nil || c == nil {
+		t.Fatalf("config %v, error %v", c, err)
+	}
+	if c.IRC.Nick != "Kept" || c.IRC.Burst != 3 || c.HTTP.Listen != "" {
+		t.Fatalf("nick %q burst %d http.listen %q: want the file's nick, the default burst, the web server off", c.IRC.Nick, c.IRC.Burst, c.HTTP.Listen)
+	}
+}
+
+// A bad Redis URL says what was given (password hidden) and what is
+// expected (issue 32: it ended with "redis: invalid URL scheme: ").
+func TestRedisURLErrors(t *testing.T) {
+	cases := []struct{ url, want string }{
+		{"redis//user:secret@localhost:6379", `"xxxxx@localhost:6379" is not a Redis URL: it has no scheme; expected redis://`},
+		{"localhost:6379", `"localhost:6379" is not a Redis URL: it has no scheme; expected redis://[:password@]host[:port][/db], or rediss://… for TLS (for that address: redis://localhost:6379/0)`},
+		{"127.0.0.1:6379", `(for that address: redis://127.0.0.1:6379/0)`},
+		{"http://u:secret@x:1/0", `"http://u:xxxxx@x:1/0" is not a Redis URL: its scheme is "http"; expected redis://`},
+		{"redis://u:secret@x:abc/0", `"redis://xxxxx@x:abc/0" is not a Redis URL (parse "redis://xxxxx@x:abc/0": invalid port`},
+		{"", "the Redis URL is empty; expected redis://"},
+	}
+	for _, c := range cases {
+		_, err := ParseRedisURL(c.url)
+		if err == nil {
+			t.Errorf("%q: no error", c.url)
+			continue
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, c.want) || strings.Contains(msg, "secret") || strings.HasSuffix(msg, ": ") {
+			t.Errorf("%q: %q, want %q, no password, nothing cut off", c.url, msg, c.want)
+		}
+	}
+	t.Setenv("REDIS_URL", "")
+	_, err := Load(write(t, "[redis]\nurl = \"redis//localhost:6379\"\n"))
+	if err == nil || strings.HasSuffix(err.Error(), "scheme: ") || !strings.Contains(err.Error(), "redis.url") || !strings.Contains(err.Error(), "expected redis://") {
+		t.Fatalf("Load: %v", err)
+	}
+}
+
+// The embedded Redis's data directory defaults to the user's state
+// directory, never the working directory (issue 32: "./data" put the state
+// inside the clone the node was started from).
+func TestDefaultDataDir(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	t.Setenv(EnvDataDir, "")
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_STATE_HOME", "")
+	c, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(home, ".local", "state", "archivebot"); c.Redis.DataDir != want {
+		t.Errorf("without XDG_STATE_HOME: %q, want %q", c.Redis.DataDir, want)
+	}
+	t.Setenv("XDG_STATE_HOME", "/srv/state")
+	if c, _ := Load(""); c.Redis.DataDir != "/srv/state/archivebot" {
+		t.Errorf("XDG_STATE_HOME=/srv/state: %q", c.Redis.DataDir)
+	}
+	// The specification ignores a relative XDG_STATE_HOME.
+	t.Setenv("XDG_STATE_HOME", "relative")
+	if c, _ := Load(""); c.Redis.DataDir != filepath.Join(home, ".local", "state", "archivebot") {
+		t.Errorf("relative XDG_STATE_HOME: %q", c.Redis.DataDir)
+	}
+	t.Setenv(EnvDataDir, "/var/lib/archivebot")
+	if c, _ := Load(""); c.Redis.DataDir != "/var/lib/archivebot" {
+		t.Errorf("%s: %q", EnvDataDir, c.Redis.DataDir)
+	}
 }

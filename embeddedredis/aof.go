@@ -87,7 +87,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/alicebob/miniredis/v2/server"
+	"github.com/archiveteam/archivebot-go/third_party/miniredis/server"
 	"github.com/redis/go-redis/v9"
 )
 

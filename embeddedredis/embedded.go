@@ -46,8 +46,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/alicebob/miniredis/v2/server"
+	"github.com/archiveteam/archivebot-go/third_party/miniredis"
+	"github.com/archiveteam/archivebot-go/third_party/miniredis/server"
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/internal/run"

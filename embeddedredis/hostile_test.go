@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2/server"
+	"github.com/archiveteam/archivebot-go/third_party/miniredis/server"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -21,8 +21,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/alicebob/miniredis/v2/server"
+	"github.com/archiveteam/archivebot-go/third_party/miniredis"
+	"github.com/archiveteam/archivebot-go/third_party/miniredis/server"
 )
 
 // The snapshot file is JSON:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/pipelineapi/bridge"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 )
@@ -82,18 +83,32 @@ const (
 type Event struct {
 	Kind  string
 	Ident string
-	// Score of a log entry; settings age of a settings event.
+	// Score of a log entry; settings age of a settings event; for a take
+	// through the pipeline API, how long it took in microseconds.
 	N   int64
 	Err error
 }
 
+// String is the event as the simulator prints it, N with its unit:
+// "take IDENT in 37.186ms", "settings IDENT (settings age 3)",
+// "log IDENT entry 12".
 func (e Event) String() string {
 	s := e.Kind
 	if e.Ident != "" {
 		s += " " + e.Ident
 	}
 	if e.N != 0 {
-		s += " " + strconv.FormatInt(e.N, 10)
+		n := strconv.FormatInt(e.N, 10)
+		switch e.Kind {
+		case EventTake:
+			s += " in " + (time.Duration(e.N) * time.Microsecond).String()
+		case EventSetting:
+			s += " (settings age " + n + ")"
+		case EventLog:
+			s += " entry " + n
+		default:
+			s += " " + n
+		}
 	}
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
@@ -368,9 +383,9 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if o.RedisURL == "" {
 		o.RedisURL = envOr("REDIS_URL", DefaultRedisURL)
 	}
-	ropt, err := redis.ParseURL(o.RedisURL)
+	ropt, err := config.ParseRedisURL(o.RedisURL)
 	if err != nil {
-		return fmt.Errorf("-redis %q: %w", o.RedisURL, err)
+		return fmt.Errorf("-redis (or REDIS_URL): %w", err)
 	}
 	if err := o.parseCodes(); err != nil {
 		return err
@@ -378,7 +393,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	rdb := redis.NewClient(ropt)
 	defer rdb.Close()
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis %s: %w", o.RedisURL, err)
+		return fmt.Errorf("redis %s: %w", config.RedactURL(o.RedisURL), err)
 	}
 	cfg := Config{Nickname: o.Nickname, ID: o.ID, Version: o.Version, AOOnly: o.AOOnly, Large: o.Large, Upstream: o.Upstream}
 	if cfg.ID == "" {

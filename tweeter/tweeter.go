@@ -291,7 +291,9 @@ func New(store *store.Store, cfg Config) (*Tweeter, error) {
 	networks = append(networks, cfg.Networks...)
 	if len(networks) == 0 {
 		t.dryRun = true
-		networks = append(networks, Network{Name: NetDryRun, Poster: DryRun{Logger: t.log}, Format: plainFormat})
+		// X's budget (tweeter.budget) binds the dry run too, so that an
+		// operator can preview the digests a budget makes.
+		networks = append(networks, Network{Name: NetDryRun, Poster: DryRun{Logger: t.log}, Format: plainFormat, Budget: cfg.XBudget, Window: cfg.XWindow})
 	}
 	for _, n := range networks {
 		if n.Name == "" || n.Poster == nil {

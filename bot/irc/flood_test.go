@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	mserver "github.com/alicebob/miniredis/v2/server"
+	mserver "github.com/archiveteam/archivebot-go/third_party/miniredis/server"
 	"github.com/ergochat/irc-go/ircmsg"
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
@@ -206,7 +206,7 @@ func TestIssue9CommandsRunOnArrival(t *testing.T) {
 // TestIssue9FinishNoticesCombined (issue 9, finding 6): finish notices
 // that back up in a channel are combined per nick into lines within the
 // IRC limit; every notice is reported and acknowledged. ISSUE9_NOTICES
-// sets the count (10,000 for the measurement in the README).
+// sets the count (10,000 for the measurement in doc/benchmarks.md).
 func TestIssue9FinishNoticesCombined(t *testing.T) {
 	t.Parallel()
 	count := 1000

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/alicebob/miniredis/v2"
+	"github.com/archiveteam/archivebot-go/third_party/miniredis"
 	"github.com/ergochat/irc-go/ircmsg"
 	"github.com/redis/go-redis/v9"
 

@@ -54,6 +54,11 @@ func TestCheckConfigDoesWhatARunDoes(t *testing.T) {
 		{"unreachable Redis", map[string]string{"REDIS_URL": "redis://127.0.0.1:1/0"}, "", "does not answer"},
 		{"unreachable sentinels", nil, "[redis]\nsentinels = [\"127.0.0.1:1\"]\nmaster_name = \"m\"\n", "redis.sentinels"},
 		{"data dir is a file", map[string]string{"ARCHIVEBOT_DATA_DIR": writeTemp(t, "file", "x")}, "", "redis.data_dir"},
+		// Issue 27 finding 14: the run failed on it after "configuration OK".
+		{"pipeline API port in use", nil, "[pipelines]\nlisten = \"" + takenPort(t) + "\"\n", "pipelines.listen: " + "127.0.0.1"},
+		// Two listeners on one address: each binds alone, the run cannot
+		// hold both.
+		{"pipeline API on the web port", nil, "[pipelines]\nlisten = \"127.0.0.1:PORT\"\n[http]\nlisten = \"127.0.0.1:PORT\"\n", "pipelines.listen"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -61,6 +66,10 @@ func TestCheckConfigDoesWhatARunDoes(t *testing.T) {
 			freeListeners(t)
 			for k, v := range c.env {
 				t.Setenv(k, v)
+			}
+			if strings.Contains(c.toml, "PORT") {
+				t.Setenv("ARCHIVEBOT_HTTP_LISTEN", "")
+				c.toml = strings.ReplaceAll(c.toml, "127.0.0.1:PORT", freePort(t))
 			}
 			cfg := writeTemp(t, "c.toml", c.toml)
 			code, out, errs := checkRun(t, "-config", cfg)
@@ -197,5 +206,44 @@ func TestCheckConfigCases(t *testing.T) {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want a refusal naming %s", code, out.String(), errb.String(), c.key)
 			}
 		})
+	}
+}
+
+// freePort returns an address that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// -check-config reports every problem in one run (issue 32): the file's
+// TOML errors with their lines, every key's check, then what a run would
+// meet (here the pipeline API's port, taken), and how many there were.
+func TestCheckConfigReportsEveryProblem(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	freeListeners(t)
+	taken := takenPort(t)
+	cfg := writeTemp(t, "c.toml", "[irc]\nserver = \"http://irc.example.net\"\nchannels = [\"#a\"]\nburst = \"three\"\n"+
+		"[reaper]\nthreshhold = 5\n[pipelines]\nlisten = \""+taken+"\"\n")
+	code, out, errs := checkRun(t, "-config", cfg)
+	want := []string{
+		"archivebot: " + cfg + ":4: irc.burst: incompatible types",
+		"archivebot: " + cfg + ":6: unknown key reaper.threshhold",
+		"archivebot: " + cfg + ": irc.server: scheme must be irc:// or ircs://",
+		"archivebot: pipelines.listen: " + taken + " is already in use",
+		"archivebot: 4 problems found",
+	}
+	lines := strings.Split(strings.TrimSuffix(errs, "\n"), "\n")
+	if code != 1 || strings.Contains(out, "OK") || len(lines) != len(want) {
+		t.Fatalf("exit %d, stdout %q, stderr:\n%s\nwant %d lines", code, out, errs, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("line %d: %q, want it to start with %q", i+1, lines[i], w)
+		}
 	}
 }

@@ -159,7 +159,7 @@ func nodeFlags(out io.Writer) (*flag.FlagSet, *nodeOptions) {
 	fs := flag.NewFlagSet("archivebot", flag.ContinueOnError)
 	fs.SetOutput(out)
 	registerConfigFlag(fs, &o.config, "none: console front end and embedded Redis")
-	fs.BoolVar(&o.check, "check-config", false, "check what a run would, short of running, then exit: the file, every listen address (bound and released), Redis or the sentinels (pinged), the data directory, TLS files, ignore sets; warnings as a run prints them")
+	fs.BoolVar(&o.check, "check-config", false, "check what a run would, short of running, then exit, reporting every problem found: the file (TOML errors with their lines, every key), every listen address (all bound together, then released), Redis or the sentinels (pinged), the data directory, TLS files, ignore sets; warnings as a run prints them")
 	fs.BoolVar(&o.debug, "debug", false, "log debug messages (same as log.level = \"debug\")")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.redisListen, "redis-listen", "", "address of the embedded Redis, e.g. 127.0.0.1:6380 (redis.listen; env "+config.EnvRedisListen+")")

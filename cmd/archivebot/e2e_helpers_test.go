@@ -52,7 +52,17 @@ func TestMain(m *testing.M) {
 	// this catches one that comes when no node runs, so that it can never
 	// kill the test binary.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM)
-	os.Exit(m.Run())
+	// A node run without redis.data_dir keeps its state under
+	// $XDG_STATE_HOME/archivebot: here a directory of this test run's
+	// own, not the user's.
+	state, err := os.MkdirTemp("", "archivebot-state-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_STATE_HOME", state)
+	code := m.Run()
+	os.RemoveAll(state)
+	os.Exit(code)
 }
 
 // ---------------------------------------------------------------------

@@ -25,7 +25,8 @@ func feedNetworks(c *config.Config) []feedNetView {
 		out = append(out, feedNetView{Network: tweeter.NetBluesky, Budget: tw.Bluesky.Budget, Window: tw.Bluesky.BudgetWindow.Duration.String()})
 	}
 	if len(out) == 0 {
-		out = append(out, feedNetView{Network: tweeter.NetDryRun})
+		// The dry run keeps X's budget (tweeter.budget), as the node does.
+		out = append(out, feedNetView{Network: tweeter.NetDryRun, Budget: tw.Budget, Window: tw.BudgetWindow.Duration.String()})
 	}
 	return out
 }

@@ -53,9 +53,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "archivebot: unknown command %q; \"archivebot help\" lists the commands\n", fs.Arg(0))
 		return 2
 	}
+	if o.check {
+		return runCheck(o, stdout, stderr)
+	}
 	cfg, err := config.LoadWith(o.configPath(), o.overrides())
 	if err != nil {
-		fmt.Fprintf(stderr, "archivebot: %v\n", err)
+		printErr(stderr, err)
 		return 1
 	}
 	level := cfg.Log.Level
@@ -67,25 +70,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "archivebot: %v\n", err)
 		return 1
 	}
-	if o.cpuProfile != "" && !o.check {
+	if o.cpuProfile != "" {
 		stop, err := startCPUProfile(o.cpuProfile)
 		if err != nil {
 			fmt.Fprintf(stderr, "archivebot: -cpuprofile: %v\n", err)
 			return 1
 		}
 		defer stop()
-	}
-	if o.check {
-		routeRedisLog(logger)
-		if err := checkConfig(context.Background(), cfg, logger); err != nil {
-			fmt.Fprintf(stderr, "archivebot: %v\n", err)
-			if errors.Is(err, embeddedredis.ErrAddrInUse) && cfg.File == "" {
-				fmt.Fprint(stderr, withoutConfigHint())
-			}
-			return 1
-		}
-		fmt.Fprintf(stdout, "configuration OK (%s)\n", describe(cfg))
-		return 0
 	}
 	routeRedisLog(logger)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -98,6 +89,58 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
+	return 0
+}
+
+// printErr writes err to stderr, each of its lines (one per problem)
+// prefixed with "archivebot: ".
+func printErr(stderr io.Writer, err error) {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(stderr, "archivebot: %s\n", line)
+	}
+}
+
+// runCheck is -check-config: every problem of the configuration in one
+// run (its TOML errors with their lines, every key's check, then what a
+// run would meet: files, listen addresses, Redis), exit status 1 when
+// there is any.
+func runCheck(o *nodeOptions, stdout, stderr io.Writer) int {
+	cfg, err := config.LoadPartial(o.configPath(), o.overrides())
+	var probs config.Problems
+	if err != nil && !errors.As(err, &probs) {
+		printErr(stderr, err) // the file cannot be read
+		return 1
+	}
+	level := cfg.Log.Level
+	if o.debug {
+		level = "debug"
+	}
+	logger, lerr := newLogger(stderr, cfg.Log.Format, level)
+	if lerr != nil {
+		// Reported among the problems (log.format, log.level).
+		logger, _ = newLogger(stderr, "text", "info")
+	}
+	routeRedisLog(logger)
+	n := len(probs)
+	if err != nil {
+		printErr(stderr, err)
+	}
+	if err := checkConfig(context.Background(), cfg, logger, probs.Has); err != nil {
+		printErr(stderr, err)
+		n += strings.Count(err.Error(), "\n") + 1
+		if errors.Is(err, embeddedredis.ErrAddrInUse) && cfg.File == "" {
+			fmt.Fprint(stderr, withoutConfigHint())
+		}
+	}
+	if n > 0 {
+		plural := "s"
+		if n == 1 {
+			plural = ""
+		}
+		fmt.Fprintf(stderr, "archivebot: %d problem%s found\n", n, plural)
+		return 1
+	}
+	fmt.Fprintf(stdout, "configuration OK (%s)\n", describe(cfg))
 	return 0
 }
 

@@ -110,14 +110,22 @@ func runPipelineKey(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			}
 			return now.Sub(t).Round(time.Second).String() + " ago"
 		}
+		// When a key was added, in UTC to the minute (a key recorded
+		// before the node kept the time shows "unknown").
+		added := func(t time.Time) string {
+			if t.IsZero() {
+				return "unknown"
+			}
+			return t.UTC().Format("2006-01-02 15:04 UTC")
+		}
 		tw := a.table()
-		fmt.Fprintln(tw, "NAME\tSTATE\tLAST SEEN\tJOBS HELD\tREFUSALS\tLAST REFUSAL\tPUBLIC KEY")
+		fmt.Fprintln(tw, "NAME\tSTATE\tADDED\tLAST SEEN\tJOBS HELD\tREFUSALS\tLAST REFUSAL\tPUBLIC KEY")
 		for _, k := range keys {
 			state := "active"
 			if k.Revoked {
 				state = "revoked " + ago(k.RevokedAt)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", k.Name, state, ago(k.LastSeen), k.Held, k.Refusals, k.LastRefusal, k.PublicKey)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", k.Name, state, added(k.AddedAt), ago(k.LastSeen), k.Held, k.Refusals, k.LastRefusal, k.PublicKey)
 		}
 		tw.Flush()
 		return 0

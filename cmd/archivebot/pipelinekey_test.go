@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/coordinator/store"
@@ -57,6 +58,32 @@ func TestPipelineKeyCommand(t *testing.T) {
 		}
 		if code, out, _ := admin(t, b, "pipeline-key", "list"); code != 0 || !strings.Contains(out, "revoked") {
 			t.Errorf("table: %q", out)
+		}
+	})
+}
+
+// The table shows when each key was added, as doc/pipeline-api.md says
+// (issue 32: it had no such column; -json had added_at).
+func TestPipelineKeyListShowsAdded(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		pub, _, _ := ed25519.GenerateKey(nil)
+		before := time.Now().UTC()
+		if code, _, errs := admin(t, b, "pipeline-key", "add", "alpha", wire.FormatPublicKey(pub)); code != 0 {
+			t.Fatalf("add: %d %q", code, errs)
+		}
+		code, out, _ := admin(t, b, "pipeline-key", "list")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if code != 0 || len(lines) != 2 {
+			t.Fatalf("list: exit %d, %q", code, out)
+		}
+		header, row := strings.Fields(lines[0]), lines[1]
+		if len(header) < 3 || header[2] != "ADDED" {
+			t.Errorf("header %q: want ADDED after NAME and STATE", lines[0])
+		}
+		// The minute it was added (or the next one, if the minute turned).
+		if !strings.Contains(row, before.Format("2006-01-02 15:04 UTC")) &&
+			!strings.Contains(row, before.Add(time.Minute).Format("2006-01-02 15:04 UTC")) {
+			t.Errorf("row %q does not show when the key was added (%s)", row, before.Format("2006-01-02 15:04 UTC"))
 		}
 	})
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -146,7 +147,7 @@ func openRedis(cfg *config.Config, logger *slog.Logger, stdout io.Writer) (*redi
 		return redis.NewFailoverClient(failoverOptions(cfg)), nil, nil
 	}
 	if !cfg.Embedded() {
-		opt, err := redis.ParseURL(cfg.Redis.URL)
+		opt, err := config.ParseRedisURL(cfg.Redis.URL)
 		if err != nil {
 			return nil, nil, fmt.Errorf("redis.url: %w", err)
 		}
@@ -184,40 +185,72 @@ func absPath(p string) string {
 	return p
 }
 
-// checkConfig checks what a run would, short of its side effects: what
-// config.Load validates (the Redis URL as go-redis parses it, listen
-// addresses resolved, the channels rule); the files (the ignore sets with
+// checkConfig checks what a run would, short of its side effects, beyond
+// what config.Load validates (the Redis URL as go-redis parses it, listen
+// addresses resolved, the channels rule): the files (the ignore sets with
 // every pattern compiled, the user agents, the IRC CA certificate, the
-// embedded Redis's data directory and snapshot); every listen address
-// bound and released at once; the Redis of the configuration (or its
+// pipeline API's certificate and key, the embedded Redis's data directory
+// and snapshot); every listen address (the embedded Redis's, the web
+// server's, the live stream's, the pipeline API's) bound, all at once as
+// a run holds them, then released; the Redis of the configuration (or its
 // sentinels) pinged with a short timeout. It logs the warnings a run logs
 // (an embedded Redis reachable from other machines without a password).
-func checkConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
+// It reports every problem it finds, one error per line; a key for which
+// invalid reports true failed config's checks already and is skipped.
+func checkConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger, invalid func(key string) bool) error {
 	var errs []error
-	if _, err := bot.LoadCatalog(cfg.Jobs.IgnoreSetsDir, "", logger); err != nil {
-		errs = append(errs, fmt.Errorf("jobs.ignore_sets_dir: %w", err))
+	if !invalid("jobs.ignore_sets_dir") {
+		if _, err := bot.LoadCatalog(cfg.Jobs.IgnoreSetsDir, "", logger); err != nil {
+			errs = append(errs, fmt.Errorf("jobs.ignore_sets_dir: %w", err))
+		}
 	}
-	if _, err := bot.LoadCatalog("", cfg.Jobs.UserAgentsDir, logger); err != nil {
-		errs = append(errs, fmt.Errorf("jobs.user_agents_dir: %w", err))
+	if !invalid("jobs.user_agents_dir") {
+		if _, err := bot.LoadCatalog("", cfg.Jobs.UserAgentsDir, logger); err != nil {
+			errs = append(errs, fmt.Errorf("jobs.user_agents_dir: %w", err))
+		}
 	}
-	if cfg.IRC.TLSCA != "" {
+	if cfg.IRC.TLSCA != "" && !invalid("irc.tls_ca") {
 		if _, err := os.ReadFile(cfg.IRC.TLSCA); err != nil {
 			errs = append(errs, fmt.Errorf("irc.tls_ca: %w", err))
 		}
 	}
-	if cfg.Embedded() {
-		errs = append(errs, checkEmbedded(cfg, logger)...)
+	if cfg.Pipelines.TLSCert != "" && cfg.Pipelines.TLSKey != "" && !invalid("pipelines.tls_cert") {
+		if _, err := tls.LoadX509KeyPair(cfg.Pipelines.TLSCert, cfg.Pipelines.TLSKey); err != nil {
+			errs = append(errs, fmt.Errorf("pipelines.tls_cert, pipelines.tls_key: %w", err))
+		}
 	}
-	// The web listeners, as the run opens them (same messages).
-	for _, listen := range []func(*config.Config, io.Writer) (net.Listener, error){listenWeb, listenStream} {
-		ln, err := listen(cfg, io.Discard)
+	// Every listener a run opens, held together (two keys naming one
+	// address are refused as in a run), then released.
+	var held []net.Listener
+	defer func() {
+		for _, ln := range held {
+			ln.Close()
+		}
+	}()
+	if cfg.Embedded() {
+		ln, embErrs := checkEmbedded(cfg, logger, invalid)
+		errs = append(errs, embErrs...)
+		if ln != nil {
+			held = append(held, ln)
+		}
+	}
+	// The web listeners and the pipeline API's, as the run opens them
+	// (same messages).
+	for _, l := range []struct {
+		key    string
+		listen func(*config.Config, io.Writer) (net.Listener, error)
+	}{{"http.listen", listenWeb}, {"http.stream_listen", listenStream}, {"pipelines.listen", listenPipelines}} {
+		if invalid(l.key) {
+			continue
+		}
+		ln, err := l.listen(cfg, io.Discard)
 		if err != nil {
 			errs = append(errs, err)
 		} else if ln != nil {
-			ln.Close()
+			held = append(held, ln)
 		}
 	}
-	if !cfg.Embedded() {
+	if !cfg.Embedded() && !invalid("redis.url") && !invalid("redis.sentinels") && !invalid("redis.master_name") {
 		if err := pingRedis(ctx, cfg); err != nil {
 			errs = append(errs, err)
 		}
@@ -225,27 +258,31 @@ func checkConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger) e
 	return errors.Join(errs...)
 }
 
-// checkEmbedded checks the embedded Redis's address (bound and released)
-// and data directory, and warns as embedded.Start does.
-func checkEmbedded(cfg *config.Config, logger *slog.Logger) []error {
+// checkEmbedded checks the embedded Redis's address (bound; the caller
+// releases the listener) and data directory, and warns as embedded.Start
+// does.
+func checkEmbedded(cfg *config.Config, logger *slog.Logger, invalid func(string) bool) (net.Listener, []error) {
 	var errs []error
-	ln, err := net.Listen("tcp", cfg.Redis.Listen)
-	switch {
-	case errors.Is(err, syscall.EADDRINUSE):
-		errs = append(errs, fmt.Errorf("redis.listen: %w: %s is taken, probably by a Redis server that is already running; "+
-			"to use that Redis set redis.url (or the REDIS_URL environment variable) to its URL, "+
-			"or set redis.listen to another address for the embedded one", embeddedredis.ErrAddrInUse, cfg.Redis.Listen))
-	case err != nil:
-		errs = append(errs, fmt.Errorf("redis.listen: %w", err))
-	default:
-		a, _ := ln.Addr().(*net.TCPAddr)
-		ln.Close()
-		if a != nil && !a.IP.IsLoopback() && cfg.Redis.Password == "" {
-			logger.Warn("embedded redis: listening on a non-loopback address without a password; "+
-				"anyone who can reach it can read and change the data (set redis.password)", "addr", a.String())
+	var held net.Listener
+	if !invalid("redis.listen") {
+		ln, err := net.Listen("tcp", cfg.Redis.Listen)
+		switch {
+		case errors.Is(err, syscall.EADDRINUSE):
+			errs = append(errs, fmt.Errorf("redis.listen: %w: %s is taken, probably by a Redis server that is already running; "+
+				"to use that Redis set redis.url (or the REDIS_URL environment variable) to its URL, "+
+				"or set redis.listen to another address for the embedded one", embeddedredis.ErrAddrInUse, cfg.Redis.Listen))
+		case err != nil:
+			errs = append(errs, fmt.Errorf("redis.listen: %w", err))
+		default:
+			held = ln
+			a, _ := ln.Addr().(*net.TCPAddr)
+			if a != nil && !a.IP.IsLoopback() && cfg.Redis.Password == "" {
+				logger.Warn("embedded redis: listening on a non-loopback address without a password; "+
+					"anyone who can reach it can read and change the data (set redis.password)", "addr", a.String())
+			}
 		}
 	}
-	if dir := cfg.Redis.DataDir; dir != "" {
+	if dir := cfg.Redis.DataDir; dir != "" && !invalid("redis.data_dir") {
 		if err := checkWritableDir(dir); err != nil {
 			errs = append(errs, fmt.Errorf("redis.data_dir: %w", err))
 		}
@@ -256,7 +293,7 @@ func checkEmbedded(cfg *config.Config, logger *slog.Logger) []error {
 			errs = append(errs, fmt.Errorf("redis.data_dir: the snapshot cannot be read: %w", err))
 		}
 	}
-	return errs
+	return held, errs
 }
 
 // checkWritableDir reports whether the run can write in dir: it exists as
@@ -306,7 +343,7 @@ func pingRedis(ctx context.Context, cfg *config.Config) error {
 		rdb = redis.NewFailoverClient(fo)
 		where = fmt.Sprintf("the master %q of redis.sentinels %s", cfg.Redis.MasterName, strings.Join(cfg.Redis.Sentinels, ", "))
 	} else {
-		opt, err := redis.ParseURL(cfg.Redis.URL)
+		opt, err := config.ParseRedisURL(cfg.Redis.URL)
 		if err != nil {
 			return fmt.Errorf("redis.url: %w", err)
 		}
@@ -347,7 +384,7 @@ func adminStore(ctx context.Context, cfg *config.Config) (st *store.Store, close
 			opt = &redis.Options{Addr: net.JoinHostPort(host, port), Password: cfg.Redis.Password}
 			where = "the embedded Redis of a running node at " + opt.Addr + " (redis.listen)"
 		} else {
-			if opt, err = redis.ParseURL(cfg.Redis.URL); err != nil {
+			if opt, err = config.ParseRedisURL(cfg.Redis.URL); err != nil {
 				return nil, nil, "", fmt.Errorf("redis.url: %w", err)
 			}
 			where = config.RedactURL(cfg.Redis.URL)

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
+	"github.com/archiveteam/archivebot-go/third_party/miniredis"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -292,11 +292,14 @@ func (s *Store) FeedDay(ctx context.Context, from, to time.Time) (queued, ended 
 // FeedNetStatus is what Redis holds about one network, for the operator.
 type FeedNetStatus struct {
 	Network string `json:"network"`
-	// Queued counts tweets:queue; Handled the texts in it this network
-	// has posted, carried, given up or has in flight (the rest are
-	// pending on it).
+	// Queued counts tweets:queue; Handled the texts still in it that this
+	// network is done with (posted, carried in a digest, given up, or in
+	// flight) while another network still needs them, so pending on this
+	// network is Queued - Handled. It is not a count of posts (that is
+	// Used, within the budget window): after the queue drains it is 0,
+	// which read as "nothing handled" under its old JSON name "handled".
 	Queued  int64 `json:"queued"`
-	Handled int64 `json:"handled"`
+	Handled int64 `json:"queued_done_here"`
 	// InFlight counts attempts sent or being sent and not yet recorded.
 	InFlight int64 `json:"in_flight"`
 	// Used counts the posts in the budget window ending now.

@@ -38,8 +38,8 @@ var redisExempt = map[string]string{
 // build the client the store is given and close it at exit.
 var clientBuilders = map[string][]string{
 	"cmd/archivebot/serve.go": {"NewClient", "ParseURL", "Options", "Client", "Close", "AddHook", "NewFailoverClient", "FailoverOptions"},
-	// -check-config parses redis.url exactly as the run will.
-	"config/config.go": {"ParseURL"},
+	// redis.url is parsed exactly as the run will (config.ParseRedisURL).
+	"config/config.go": {"ParseURL", "Options"},
 	// go-redis's own log lines go through slog.
 	"cmd/archivebot/logging.go": {"SetLogger"},
 }
@@ -214,9 +214,10 @@ var recoverAllowed = map[string]string{
 	"internal/run/run.go":  "the panic guard itself",
 	"web/server.go":        "a panicking request is answered 500, not only logged",
 	"embeddedredis/aof.go": "a damaged log record that panics the decoder ends the replay of its segment",
-	// The patched miniredis is a module of its own and cannot import
-	// internal/run; it hands the panic to embeddedredis's handler, which
-	// logs it.
+	// The patched miniredis stays importable on its own (its patches are
+	// meant for upstream, third_party/miniredis/patches) and does not
+	// import internal/run; it hands the panic to embeddedredis's handler,
+	// which logs it.
 	"third_party/miniredis/server/server.go": "a command that panics closes its own connection only",
 }
 

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/alicebob/miniredis/v2/server"
-	"github.com/alicebob/miniredis/v2/size"
+	"github.com/archiveteam/archivebot-go/third_party/miniredis/server"
+	"github.com/archiveteam/archivebot-go/third_party/miniredis/size"
 )
 
 func commandsServer(m *Miniredis) {

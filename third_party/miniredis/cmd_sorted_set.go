@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/alicebob/miniredis/v2/server"
+	"github.com/archiveteam/archivebot-go/third_party/miniredis/server"
 )
 
 // commandsSortedSet handles all sorted set operations.

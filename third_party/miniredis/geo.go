@@ -3,7 +3,7 @@ package miniredis
 import (
 	"math"
 
-	"github.com/alicebob/miniredis/v2/geohash"
+	"github.com/archiveteam/archivebot-go/third_party/miniredis/geohash"
 )
 
 func toGeohash(long, lat float64) uint64 {

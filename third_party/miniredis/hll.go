@@ -1,7 +1,7 @@
 package miniredis
 
 import (
-	"github.com/alicebob/miniredis/v2/hyperloglog"
+	"github.com/archiveteam/archivebot-go/third_party/miniredis/hyperloglog"
 )
 
 type hll struct {

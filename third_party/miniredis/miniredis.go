@@ -2,7 +2,7 @@
 // There are no dependencies on system binaries, and every server you start
 // will be empty.
 //
-// import "github.com/alicebob/miniredis/v2"
+// import "github.com/archiveteam/archivebot-go/third_party/miniredis"
 //
 // Start a server with `s := miniredis.RunT(t)`, it'll be shutdown via a t.Cleanup().
 // Or do everything manual: `s, err := miniredis.Run(); defer s.Close()`
@@ -26,8 +26,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2/proto"
-	"github.com/alicebob/miniredis/v2/server"
+	"github.com/archiveteam/archivebot-go/third_party/miniredis/proto"
+	"github.com/archiveteam/archivebot-go/third_party/miniredis/server"
 )
 
 var DumpMaxLineLen = 60

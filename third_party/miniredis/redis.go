@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2/server"
+	"github.com/archiveteam/archivebot-go/third_party/miniredis/server"
 )
 
 const (

@@ -8,7 +8,7 @@
 //
 // Tests that need ngircd skip when it is not installed, unless the
 // environment variable CI is set: then they fail, because CI must install
-// it (the recipe is in the README's Tests section).
+// it (the recipe is in doc/contributing.md, Tests).
 package irctest
 
 import (

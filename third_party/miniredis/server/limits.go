@@ -76,15 +76,6 @@ func (s *Server) Limits() Limits {
 	return DefaultLimits
 }
 
-// SetPanicHandler sets a function called when a command panics. The
-// connection that sent it gets an error reply and is closed; the server
-// goes on. Without a handler the panic is only recovered.
-func (s *Server) SetPanicHandler(f func(cmd string, v any, stack []byte)) {
-	s.mu.Lock()
-	s.onPanic = f
-	s.mu.Unlock()
-}
-
 // SetAuthenticated marks the connection as authenticated: the pre-auth
 // limits no longer apply to it.
 func (c *Peer) SetAuthenticated() { c.authed.Store(true) }

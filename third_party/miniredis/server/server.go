@@ -14,7 +14,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/alicebob/miniredis/v2/fpconv"
+	"github.com/archiveteam/archivebot-go/third_party/miniredis/fpconv"
 )
 
 func errUnknownCommand(cmd string, args []string) string {
@@ -300,6 +300,15 @@ func (s *Server) dispatchSafely(peer *Peer, args []string) {
 		}
 	}()
 	s.Dispatch(peer, args)
+}
+
+// SetPanicHandler (archivebot patch) sets a function called when a command panics. The
+// connection that sent it gets an error reply and is closed; the server
+// goes on. Without a handler the panic is only recovered.
+func (s *Server) SetPanicHandler(f func(cmd string, v any, stack []byte)) {
+	s.mu.Lock()
+	s.onPanic = f
+	s.mu.Unlock()
 }
 
 func (s *Server) reportPanic(cmd string, v any) {

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/internal/testproc"
+)
+
+// lockedBuffer is a bytes.Buffer that a run writes while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// readmeTranscript is one shell block of the README's quick start: the
+// command after "$ ", the lines typed into it (starting with "!") and the
+// lines it prints.
+type readmeTranscript struct {
+	command string
+	inputs  []string
+	output  []string
+}
+
+// readmeTranscripts reads the indented blocks that follow the markers
+// "<!-- transcript: NAME -->" in README.md.
+func readmeTranscripts(t *testing.T, readme string) map[string]readmeTranscript {
+	t.Helper()
+	out := map[string]readmeTranscript{}
+	marker := regexp.MustCompile(`^<!-- transcript: ([a-z-]+) -->$`)
+	sc := bufio.NewScanner(strings.NewReader(readme))
+	name, inBlock := "", false
+	var cur readmeTranscript
+	flush := func() {
+		if name != "" {
+			out[name] = cur
+		}
+		name, inBlock, cur = "", false, readmeTranscript{}
+	}
+	for sc.Scan() {
+		line := sc.Text()
+		if m := marker.FindStringSubmatch(line); m != nil {
+			flush()
+			name = m[1]
+			continue
+		}
+		if name == "" {
+			continue
+		}
+		body, indented := strings.CutPrefix(line, "    ")
+		switch {
+		case indented:
+			inBlock = true
+			switch {
+			case strings.HasPrefix(body, "$ "):
+				cur.command = strings.TrimSpace(strings.SplitN(body[2:], "#", 2)[0])
+			case strings.HasPrefix(body, "!"):
+				cur.inputs = append(cur.inputs, body)
+			default:
+				cur.output = append(cur.output, body)
+			}
+		case inBlock || strings.TrimSpace(line) != "":
+			if inBlock {
+				flush()
+			}
+		}
+	}
+	flush()
+	for _, n := range []string{"node", "simulator", "node-after"} {
+		if _, ok := out[n]; !ok {
+			t.Fatalf("README.md has no block after <!-- transcript: %s -->", n)
+		}
+	}
+	return out
+}
+
+var (
+	clockPrefix = regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d\d\d `)
+	pipelineID  = regexp.MustCompile(`pipeline:[0-9a-f]{32}`)
+)
+
+// normalize hides what changes from run to run: the simulator's clock and
+// its pipeline's id.
+func normalize(s string) string {
+	return pipelineID.ReplaceAllString(clockPrefix.ReplaceAllString(s, "HH:MM:SS.mmm "), "pipeline:ID")
+}
+
+// inOrder reports the first expected line that is not in got, in order.
+func inOrder(want []string, got string) (missing string, ok bool) {
+	lines := strings.Split(got, "\n")
+	i := 0
+	for _, w := range want {
+		for i < len(lines) && normalize(lines[i]) != normalize(w) {
+			i++
+		}
+		if i == len(lines) {
+			return w, false
+		}
+		i++
+	}
+	return "", true
+}
+
+// The README's quick start is what the program prints today (issue 32):
+// the node's first lines (the data directory under the user's state
+// directory), the console's answers to what the README types, the
+// simulator's lines, and the start and finish notices, with the console
+// nick being the user's name. The README writes the user as "you" and the
+// default addresses; the run uses a home directory and free ports of its
+// own, substituted before comparing.
+func TestReadmeQuickStart(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := readmeTranscripts(t, string(readme))
+	if c := blocks["node"].command; c != "go run ./cmd/archivebot" {
+		t.Fatalf("the node's block runs %q, want the quick start's go run ./cmd/archivebot", c)
+	}
+	simArgs := strings.Fields(blocks["simulator"].command)
+	if len(simArgs) < 4 || strings.Join(simArgs[:4], " ") != "go run ./cmd/archivebot simulate-pipeline" {
+		t.Fatalf("the simulator's block runs %q", blocks["simulator"].command)
+	}
+
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_STATE_HOME", "")
+	t.Setenv("ARCHIVEBOT_DATA_DIR", "")
+	t.Setenv("ARCHIVEBOT_CONFIG", "")
+	redisAddr, webAddr, streamAddr := freePort(t), freePort(t), freePort(t)
+	t.Setenv("ARCHIVEBOT_REDIS_LISTEN", redisAddr)
+	t.Setenv("ARCHIVEBOT_HTTP_LISTEN", webAddr)
+	t.Setenv("ARCHIVEBOT_STREAM_LISTEN", streamAddr)
+	subst := strings.NewReplacer(
+		"/home/you", home,
+		"you: ", localUser()+": ",
+		"127.0.0.1:6379", redisAddr,
+		"127.0.0.1:4567", webAddr,
+		"127.0.0.1:4568", streamAddr,
+	)
+	expect := func(lines []string) []string {
+		out := make([]string, len(lines))
+		for i, l := range lines {
+			out[i] = subst.Replace(l)
+		}
+		return out
+	}
+
+	var lastWant []string
+	stdinR, stdinW := io.Pipe()
+	var nodeOut, nodeErr lockedBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(nil, stdinR, &nodeOut, &nodeErr) }()
+	defer func() {
+		stdinW.Close()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("the node did not stop at the end of its input")
+		}
+	}()
+	// The node's lines up to the console's prompt, then its answers to
+	// what the README types.
+	node := blocks["node"]
+	t.Cleanup(func() {
+		if t.Failed() {
+			missing, _ := inOrder(lastWant, nodeOut.String())
+			t.Logf("first README line not printed: %q\nthe node printed:\n%s\nstderr:\n%s", missing, nodeOut.String(), nodeErr.String())
+		}
+	})
+	waitFor := func(what string, want []string) {
+		t.Helper()
+		lastWant = want
+		testproc.EventuallyWithin(t, 30*time.Second, what+": the README's lines, in order, in the node's output", func() bool {
+			_, ok := inOrder(want, nodeOut.String())
+			return ok
+		})
+	}
+	header := expect(node.output[:min(len(node.output), 5)])
+	waitFor("the node's start", header)
+	for _, in := range node.inputs {
+		io.WriteString(stdinW, in+"\n")
+	}
+	waitFor("the console's answers", expect(node.output))
+
+	// The simulator, as the README runs it, against this node's Redis.
+	var simOut, simErr lockedBuffer
+	args := append(simArgs[3:], "-redis", "redis://"+redisAddr+"/0")
+	if code := run(args, strings.NewReader(""), &simOut, &simErr); code != 0 {
+		t.Fatalf("simulator: exit %d\n%s\n%s", code, simOut.String(), simErr.String())
+	}
+	want := expect(blocks["simulator"].output)
+	// The README's first line names the default Redis; the run was told
+	// this node's (the substitution above gives its address).
+	if missing, ok := inOrder(want, simOut.String()); !ok {
+		t.Fatalf("simulator: the README shows %q, the run printed:\n%s", missing, simOut.String())
+	}
+	waitFor("the node's notices", expect(blocks["node-after"].output))
+	if _, err := os.Stat(filepath.Join(home, ".local", "state", "archivebot")); err != nil {
+		t.Errorf("the data directory the README shows was not used: %v", err)
+	}
+}
