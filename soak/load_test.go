@@ -376,10 +376,16 @@ func (s *soak) fakeFeeds(t *testing.T) feedURLs {
 			return
 		}
 		e := history.Event{Kind: history.Feed, Via: via, Text: text}
+		// Mastodon's text has the URL; Bluesky's shows it without its
+		// scheme (the link is in a facet).
 		for _, w := range strings.Fields(text) {
+			w = strings.TrimRight(w, ".,)")
+			if !strings.HasPrefix(w, "http") && strings.HasPrefix(w, "soak.example/") {
+				w = "https://" + w
+			}
 			if strings.HasPrefix(w, "http") {
-				e.URL = strings.TrimRight(w, ".,)")
-				if _, id, err := ident.FromURL(e.URL); err == nil {
+				e.URL = w
+				if _, id, err := ident.FromURL(w); err == nil {
 					e.Ident = id
 				}
 				break

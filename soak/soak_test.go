@@ -398,7 +398,6 @@ func (s *soak) waitUntil(at time.Time) {
 		}
 		select {
 		case p := <-s.restart:
-			time.Sleep(time.Second)
 			s.startPipe(p, "restarted")
 		case <-time.After(d):
 			return
@@ -414,13 +413,26 @@ func (s *soak) pollLeader(stop <-chan struct{}) {
 			return
 		case <-time.After(250 * time.Millisecond):
 		}
-		cur := ""
+		// The lease holder: a node that says it leads, else the leader a
+		// standby names; when neither node answers (one frozen, the other
+		// slow), the last one known.
+		cur, named, answered := "", "", false
 		for _, n := range s.nodes {
-			if r, _ := readyz(n.web); r == "leader" {
+			r, l := readyz(n.web)
+			answered = answered || r != ""
+			if r == "leader" {
 				cur = n.name
+			} else if l != "" {
+				named = l
 			}
 		}
+		if cur == "" {
+			cur = named
+		}
 		s.leaderMu.Lock()
+		if cur == "" && !answered {
+			cur = s.leader
+		}
 		changed := cur != s.leader
 		s.leader = cur
 		s.leaderMu.Unlock()
