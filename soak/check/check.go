@@ -50,6 +50,9 @@ type Options struct {
 	// per hour allowed. Metrics without a limit are reported, not
 	// judged.
 	SlopeLimits map[string]float64
+	// AllowEmpty passes an invariant that had nothing to check (a
+	// note says so); by default it fails, since it proved nothing.
+	AllowEmpty bool
 	// PNG: also render report.png with headless Chromium at Chromium.
 	PNG      bool
 	Chromium string

@@ -461,3 +461,20 @@ func TestRunWritesReport(t *testing.T) {
 		}
 	}
 }
+
+func TestInvariantWithNothingToCheckFails(t *testing.T) {
+	r := clean()
+	kept := r.events[:0]
+	for _, e := range r.events {
+		if e.Kind != history.Revoke {
+			kept = append(kept, e)
+		}
+	}
+	r.events = kept
+	failsOnly(t, r.check(t), 3, "nothing to check: the run recorded no key revocations")
+	opts := DefaultOptions()
+	opts.AllowEmpty = true
+	if res := Check(r.events, r.dump, opts); res.Failed() {
+		t.Fatalf("AllowEmpty still fails:\n%s", res.Summary())
+	}
+}

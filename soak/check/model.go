@@ -153,6 +153,9 @@ type checker struct {
 
 	exists, refused, unknownYet, unackedReports, unknownTakes, endsWithoutTake, releasedByDeath int
 	reportsTotal, dupsTotal                                                                     int
+
+	// evidence: per invariant, how many things it checked.
+	evidence [8]int
 }
 
 // Check decides every invariant over events and the final dump.
@@ -205,6 +208,7 @@ func Check(events []history.Event, dump Dump, opts Options) *Result {
 	c.judge5(dump)
 	c.judge6()
 	c.judge7()
+	c.judgeEmpty()
 	return c.res
 }
 
@@ -621,6 +625,7 @@ func (c *checker) judge2and3() {
 		}
 	}
 	c.inv[2].count("takes", "%d", takes)
+	c.evidence[2] = takes
 	held := 0
 	for _, hs := range c.holds {
 		held += len(hs)
@@ -632,6 +637,7 @@ func (c *checker) judge2and3() {
 	}
 	c.inv[2].Pass = len(c.inv[2].Violations) == 0
 	c.inv[3].count("revocations", "%d", len(c.revoke))
+	c.evidence[3] = len(c.revoke)
 	c.inv[3].count("late takes", "%d", len(c.inv[3].Violations))
 	c.inv[3].Pass = len(c.inv[3].Violations) == 0
 }
@@ -734,6 +740,7 @@ func (c *checker) judge4(dump Dump) {
 		}
 	}
 	inv.count("acknowledged changes", "%d", changes)
+	c.evidence[4] = checked + probed
 	inv.count("live jobs checked at the end", "%d", checked)
 	inv.count("probes checked", "%d", probed)
 	inv.Pass = len(inv.Violations) == 0
@@ -814,6 +821,7 @@ func (c *checker) judge5(dump Dump) {
 		}
 	}
 	inv.count("probes", "%d (%s)", len(c.probes), viaCounts(byVia))
+	c.evidence[5] = len(c.probes)
 	inv.count("agree", "%d", agree)
 	inv.count("quiet points", "%d", len(c.quiet))
 	inv.count("jobs compared at the end", "%d", ends)
@@ -896,6 +904,7 @@ func (c *checker) judge6() {
 				sl.Allowed = sl.Limit * float64(c.opts.MinSlopeWindow) / float64(sl.Window)
 			}
 			sl.Pass = sl.PerHour <= sl.Allowed
+			c.evidence[6]++
 			if !sl.Pass {
 				inv.violate(Violation{T: cut, T2: c.res.End, Lines: s.lines(cut),
 					Detail: fmt.Sprintf("%s grows %s per hour after warm-up (limit %s, judged against %s over %s)",
@@ -950,6 +959,7 @@ func (c *checker) judge7() {
 				slow = append(slow, l)
 			}
 		}
+		c.evidence[7] += len(out)
 		p50, p99 := percentile(out, 50), percentile(out, 99)
 		inv.count(name+" outside faults", "%d, p50 %s, p99 %s (limit %s)", len(out), ms(p50), ms(p99), limit)
 		if timeouts > 0 {
@@ -996,4 +1006,26 @@ func (c *checker) recoveries() {
 		byKind[f.Fault]++
 	}
 	c.inv[7].count("faults", "%d (%s)", len(c.res.Faults), viaCounts(byKind))
+}
+
+// evidenceOf names what each invariant needs to have checked anything.
+var evidenceOf = [8]string{2: "takes", 3: "key revocations", 4: "acknowledged changes to a job that was still live at the end or probed while live",
+	5: "probes", 6: "resource samples with a limit (3 or more after warm-up)", 7: "replies outside fault windows"}
+
+// judgeEmpty fails an invariant that had nothing to check, unless
+// Options.AllowEmpty: a run that never revoked a key proves nothing
+// about revoked keys, and its report must not say PASS.
+func (c *checker) judgeEmpty() {
+	for n := 2; n <= 7; n++ {
+		if c.evidence[n] > 0 {
+			continue
+		}
+		inv := c.inv[n]
+		if c.opts.AllowEmpty {
+			inv.Notes = append(inv.Notes, "nothing to check: the run recorded no "+evidenceOf[n])
+			continue
+		}
+		inv.violate(Violation{T: c.res.Start, T2: c.res.End, Detail: "nothing to check: the run recorded no " + evidenceOf[n] + " (soakcheck -allow-empty to pass anyway)"})
+		inv.Pass = false
+	}
 }

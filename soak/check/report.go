@@ -34,7 +34,7 @@ const (
 
 // chart draws lines over the run with the faults shaded; ymax 0 means
 // fit.
-func (r *Result) chart(title, unit string, scale float64, lines []line, limit float64) template.HTML {
+func (r *Result) chart(title, unit string, scale float64, lines []line, limit float64, zero bool) template.HTML {
 	var b strings.Builder
 	x0, x1 := r.Start, r.End
 	if !x1.After(x0) {
@@ -65,14 +65,17 @@ func (r *Result) chart(title, unit string, scale float64, lines []line, limit fl
 		}
 		ymax = math.Min(ymax, cap)
 	}
-	if ymin > 0 && ymin < ymax*0.6 {
-		ymin = 0
+	if zero || ymin > 0 && ymin < ymax*0.6 {
+		ymin = math.Min(0, ymin)
 	}
 	if ymax <= ymin {
 		ymax = ymin + 1
 	}
 	span := ymax - ymin
-	ymin, ymax = ymin-span*0.03, ymax+span*0.05
+	if ymin != 0 {
+		ymin -= span * 0.03
+	}
+	ymax += span * 0.05
 	Y := func(v float64) float64 {
 		v = math.Max(ymin, math.Min(ymax, v))
 		return padT + ph*(1-(v-ymin)/(ymax-ymin))
@@ -95,7 +98,11 @@ func (r *Result) chart(title, unit string, scale float64, lines []line, limit fl
 	dur := x1.Sub(x0)
 	for i := 0; i <= 6; i++ {
 		t := x0.Add(dur * time.Duration(i) / 6)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`, X(t), chartH-8, since(t.Sub(x0)))
+		anchor := "middle"
+		if i == 6 {
+			anchor = "end"
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="%s">%s</text>`, X(t), chartH-8, anchor, since(t.Sub(x0)))
 	}
 	fmt.Fprintf(&b, `<text x="12" y="%.0f" transform="rotate(-90 12 %.0f)" text-anchor="middle">%s</text>`, padT+ph/2, padT+ph/2, template.HTMLEscapeString(unit))
 	if limit > 0 {
@@ -103,7 +110,7 @@ func (r *Result) chart(title, unit string, scale float64, lines []line, limit fl
 		fmt.Fprintf(&b, `<line x1="%d" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#d62728" stroke-dasharray="5,3"/><text x="%.0f" y="%.1f" text-anchor="end" fill="#d62728">limit</text>`,
 			padL, padL+pw, y, y, padL+pw-3, y-3)
 	}
-	lx := float64(padL) + 130
+	lx := float64(padL) + 8.4*float64(len([]rune(title))) + 16
 	for i, l := range lines {
 		col := palette[i%len(palette)]
 		if l.scatter {
@@ -259,7 +266,7 @@ func (r *Result) charts() []template.HTML {
 			ls = append(ls, l)
 		}
 		if len(ls) > 0 {
-			out = append(out, r.chart(title, unit, scale, ls, 0))
+			out = append(out, r.chart(title, unit, scale, ls, 0, true))
 		}
 	}
 	metric("rss_bytes", "Resident memory", "MB", 1e6)
@@ -272,7 +279,7 @@ func (r *Result) charts() []template.HTML {
 		for _, p := range pts {
 			l.pts = append(l.pts, xy{p.t, p.v})
 		}
-		out = append(out, r.chart(title, "ms", 1, []line{l}, float64(limit/time.Millisecond)))
+		out = append(out, r.chart(title, "ms", 1, []line{l}, float64(limit/time.Millisecond), true))
 	}
 	opts := r.opts
 	lat("reply latency", "Command reply latency", opts.ReplyP99)
@@ -281,7 +288,7 @@ func (r *Result) charts() []template.HTML {
 	for _, k := range []string{"takes", "job ends", "reports"} {
 		tl = append(tl, line{name: k, pts: r.perMinute(s.counts[k])})
 	}
-	out = append(out, r.chart("Throughput", "per minute", 1, tl, 0))
+	out = append(out, r.chart("Throughput", "per minute", 1, tl, 0, true))
 	if len(s.streams) > 0 {
 		frames := line{name: "frames/s (all viewers)"}
 		lag := line{name: "lag p99 (worst viewer)"}
@@ -302,8 +309,8 @@ func (r *Result) charts() []template.HTML {
 			frames.pts = append(frames.pts, xy{t, byT[t][0]})
 			lag.pts = append(lag.pts, xy{t, byT[t][1]})
 		}
-		out = append(out, r.chart("Dashboard stream: frames", "frames", 1, []line{frames}, 0))
-		out = append(out, r.chart("Dashboard stream: lag", "ms", 1, []line{lag}, 0))
+		out = append(out, r.chart("Dashboard stream: frames", "frames", 1, []line{frames}, 0, true))
+		out = append(out, r.chart("Dashboard stream: lag", "ms", 1, []line{lag}, 0, true))
 	}
 	return out
 }
