@@ -402,6 +402,16 @@ func (s *soak) readPipe(p *pipe, proc *testproc.Proc, gen int) {
 			p.mu.Lock()
 			p.aborted[id] = true
 			p.mu.Unlock()
+		case "drop":
+			// The node refused its writes: the pipeline let the job go.
+			p.mu.Lock()
+			held := p.held[id]
+			delete(p.held, id)
+			delete(p.aborted, id)
+			p.mu.Unlock()
+			if held {
+				s.rec.Add(history.Event{Kind: history.JobEnd, Actor: p.name, Via: p.via, Ident: id, Outcome: "abandoned"})
+			}
 		case "done":
 			p.mu.Lock()
 			outcome := "done"

@@ -24,6 +24,7 @@ import (
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
+	"github.com/archiveteam/archivebot-go/soak/check"
 	"github.com/archiveteam/archivebot-go/soak/history"
 )
 
@@ -154,10 +155,6 @@ func makeSchedule(r *rand.Rand, d time.Duration) []step {
 	return out
 }
 
-// runChecker is the checker (soak/check.Run), set by checker_test.go once
-// that package is in this branch; it returns the violations it found and
-// the report's path.
-var runChecker func(dir string) (violations []string, report string, err error)
 
 func TestSoak(t *testing.T) {
 	durEnv := os.Getenv("SOAK_DURATION")
@@ -374,17 +371,13 @@ func TestSoak(t *testing.T) {
 		t.Fatalf("history: %v", err)
 	}
 	t.Logf("soak: history in %s", filepath.Join(dir, "history.jsonl"))
-	if runChecker == nil {
-		t.Logf("soak: the checker (soak/check) is not in this branch yet: history recorded, not checked")
-		return
-	}
-	violations, report, err := runChecker(dir)
+	res, err := check.Run(dir)
 	if err != nil {
 		t.Fatalf("checker: %v", err)
 	}
-	t.Logf("soak: report %s", report)
-	for _, v := range violations {
-		t.Errorf("violation: %s", v)
+	t.Logf("soak: seed %d\n%s", seed, res.Summary())
+	if res.Failed() {
+		t.Errorf("soak: the checker found violations (seed %d; report %s)", seed, res.Report)
 	}
 }
 

@@ -38,7 +38,8 @@ const (
 	// Ident, URL.
 	Take Kind = "take"
 	// JobEnd: a pipeline ended a job it held. Actor, Via, Ident, Outcome
-	// (done, aborted, or abandoned when the pipeline died holding it).
+	// (done, aborted, or abandoned when the pipeline died holding it or
+	// let it go because the node refused its writes for it).
 	JobEnd Kind = "jobend"
 	// Pipe: a pipeline's life. Actor, Via, Outcome (started, died,
 	// paused, resumed, restarted).
