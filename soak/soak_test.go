@@ -155,7 +155,6 @@ func makeSchedule(r *rand.Rand, d time.Duration) []step {
 	return out
 }
 
-
 func TestSoak(t *testing.T) {
 	durEnv := os.Getenv("SOAK_DURATION")
 	if durEnv == "" {
