@@ -25,6 +25,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/soak/history"
@@ -41,7 +42,8 @@ func buildNode(t *testing.T) string {
 	if p := os.Getenv("SOAK_BIN"); p != "" {
 		return p
 	}
-	out := filepath.Join(t.TempDir(), "archivebot")
+	// Readable by the other users the processes run as (net_test.go).
+	out := filepath.Join(irctest.ReadableTempDir(t), "archivebot")
 	cmd := exec.Command("go", "build", "-o", out, "github.com/archiveteam/archivebot-go/cmd/archivebot")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, b)
@@ -124,6 +126,7 @@ func (r *redisSet) restartAsReplica(port int) {
 
 type node struct {
 	name    string
+	uid     int
 	cfg     string
 	web     string // http.listen
 	stream  string // http.stream_listen
@@ -214,7 +217,8 @@ const leaseTTL = 5 * time.Second
 
 // start runs the node; test goroutine only.
 func (n *node) start(t *testing.T, bin string) {
-	p := testproc.Start(t, n.name, bin, []string{"-config", n.cfg}, testproc.Options{Output: n.logFile, Tail: 40})
+	exe, args := asUser(t, n.uid, bin, []string{"-config", n.cfg})
+	p := testproc.Start(t, n.name, exe, args, testproc.Options{Output: n.logFile, Tail: 40})
 	n.mu.Lock()
 	n.proc = p
 	n.mu.Unlock()
@@ -354,6 +358,7 @@ const (
 
 type pipe struct {
 	name string // nickname, and key name for api
+	uid  int
 	via  string
 	key  string // key name (api; bridge: the bridge's key)
 	args []string
@@ -369,7 +374,8 @@ type pipe struct {
 
 // startPipe runs p; test goroutine only.
 func (s *soak) startPipe(p *pipe, outcome string) {
-	proc := testproc.Start(s.t, "pipeline "+p.name, s.bin, p.args, testproc.Options{Lines: 4096, Tail: 20})
+	exe, args := asUser(s.t, p.uid, s.bin, p.args)
+	proc := testproc.Start(s.t, "pipeline "+p.name, exe, args, testproc.Options{Lines: 4096, Tail: 20})
 	p.mu.Lock()
 	p.proc, p.held, p.aborted, p.killed, p.dead = proc, map[string]bool{}, map[string]bool{}, false, false
 	p.gen++
@@ -496,14 +502,18 @@ func (p *pipe) signal(sig syscall.Signal) {
 }
 
 // newKey makes a key pair with `archivebot bridge -init` and registers it
-// with `archivebot pipeline-key add`; it returns the key file.
-func (s *soak) newKey(name string) string {
+// with `archivebot pipeline-key add`; it returns the key file, owned by
+// uid (the user its pipeline runs as).
+func (s *soak) newKey(name string, uid int) string {
 	file := filepath.Join(s.work, name+".key")
 	out, err := exec.Command(s.bin, "bridge", "-init", "-key", file, "-name", name).Output()
 	if err != nil {
 		s.t.Fatalf("bridge -init %s: %v", name, err)
 	}
 	pub := strings.TrimSpace(string(out))
+	if os.Getuid() == 0 {
+		os.Chown(file, uid, uid)
+	}
 	if b, err := exec.Command(s.bin, "pipeline-key", "-config", s.nodes[0].cfg, "add", name, pub).CombinedOutput(); err != nil {
 		s.t.Fatalf("pipeline-key add %s: %v\n%s", name, err, b)
 	}
@@ -514,6 +524,7 @@ func (s *soak) newKey(name string) string {
 // pipelines behind it.
 type bridgeProc struct {
 	name   string
+	uid    int
 	key    string
 	listen string
 	args   []string
@@ -522,7 +533,8 @@ type bridgeProc struct {
 }
 
 func (s *soak) startBridge(b *bridgeProc) {
-	p := testproc.Start(s.t, b.name, s.bin, b.args, testproc.Options{Tail: 20,
+	exe, args := asUser(s.t, b.uid, s.bin, b.args)
+	p := testproc.Start(s.t, b.name, exe, args, testproc.Options{Tail: 20,
 		Ready: func(l string) bool { return strings.HasPrefix(l, "bridge") && strings.Contains(l, "redis://") }})
 	b.mu.Lock()
 	b.proc = p

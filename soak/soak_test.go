@@ -66,6 +66,8 @@ type soak struct {
 	bin  string
 
 	redis   *redisSet
+	net     *netFaults
+	ircPort int
 	nodes   [2]*node
 	api     string // the API proxy
 	master  *masterProxy
@@ -120,13 +122,24 @@ var faultKinds = []struct {
 }{
 	{"kill-leader", 3}, {"freeze-leader", 3}, {"kill-redis-master", 3}, {"pause-pipeline", 3},
 	{"revoke-waiting", 2}, {"restart-bridge", 2},
+	{"partition-node-redis", 2}, {"partition-pipeline-node", 2}, {"partition-leader-irc", 2},
 }
 
-func makeSchedule(r *rand.Rand, d time.Duration) []step {
+// makeSchedule draws the schedule: a warm-up, then faults one at a time
+// 12–24 s apart (of the kinds in only, or all when only is empty), a
+// quiet point every 40 s or so, now and then a pipeline's silent death,
+// and a cool-down.
+func makeSchedule(r *rand.Rand, d time.Duration, only map[string]bool) []step {
 	var out []step
 	warm, cool := 25*time.Second, 20*time.Second
-	total := 0
+	kinds := faultKinds[:0:0]
 	for _, f := range faultKinds {
+		if len(only) == 0 || only[f.name] {
+			kinds = append(kinds, f)
+		}
+	}
+	total := 0
+	for _, f := range kinds {
 		total += f.w
 	}
 	lastQuiet := time.Duration(0)
@@ -140,9 +153,13 @@ func makeSchedule(r *rand.Rand, d time.Duration) []step {
 		if r.IntN(5) == 0 {
 			out = append(out, step{At: at, What: "pipeline-death", Pick: r.Float64()})
 		}
+		if total == 0 {
+			at += 15 * time.Second
+			continue
+		}
 		x := r.IntN(total)
 		name := ""
-		for _, f := range faultKinds {
+		for _, f := range kinds {
 			if x < f.w {
 				name = f.name
 				break
@@ -203,7 +220,20 @@ func TestSoak(t *testing.T) {
 	// One source drives the whole schedule; the users' plans and the
 	// pipelines' shapes are drawn from it before anything starts.
 	rng := rand.New(rand.NewPCG(seed, 0x50a4))
-	sched := makeSchedule(rng, dur)
+	only := map[string]bool{}
+	if v := os.Getenv("SOAK_FAULTS"); v != "" {
+		known := map[string]bool{}
+		for _, f := range faultKinds {
+			known[f.name] = true
+		}
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f != "none" && !known[f] {
+				t.Fatalf("SOAK_FAULTS: unknown fault %q", f)
+			}
+			only[f] = true
+		}
+	}
+	sched := makeSchedule(rng, dur, only)
 	s.note("soak: duration %v, seed %d, scale %+v", dur, seed, sc)
 	for _, st := range sched {
 		s.rec.Add(history.Event{Kind: history.Note, Text: fmt.Sprintf("schedule: at %v %s for %v (pick %.3f)", st.At, st.What, st.Dur, st.Pick)})
@@ -229,6 +259,8 @@ func TestSoak(t *testing.T) {
 	s.bin = buildNode(t)
 	s.redis = startRedis(t)
 	irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
+	s.ircPort = portOf(irc.Addr())
+	s.net = startNetFaults(t)
 	feeds := s.fakeFeeds(t)
 	for i, name := range []string{"node-a", "node-b"} {
 		lf, err := os.Create(filepath.Join(dir, name+".log"))
@@ -236,7 +268,7 @@ func TestSoak(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer lf.Close()
-		n := &node{name: name, web: testproc.FreeAddr(t), stream: testproc.FreeAddr(t), api: testproc.FreeAddr(t), logFile: lf}
+		n := &node{name: name, uid: uidNode + i, web: testproc.FreeAddr(t), stream: testproc.FreeAddr(t), api: testproc.FreeAddr(t), logFile: lf}
 		n.cfg = writeNodeConfig(t, s.work, name, irc.URL(), s.redis.cl.SentinelAddrs(), feeds, n.web, n.stream, n.api)
 		s.nodes[i] = n
 	}
@@ -270,27 +302,28 @@ func TestSoak(t *testing.T) {
 	}
 	for i := range sc.APIPipes {
 		name := fmt.Sprintf("api%02d", i)
-		key := s.newKey(name)
-		p := &pipe{name: name, via: viaAPI, key: name}
+		uid := uidPipe + len(s.pipes)
+		key := s.newKey(name, uid)
+		p := &pipe{name: name, uid: uid, via: viaAPI, key: name}
 		p.args = append(common(name), "-node", "http://"+s.api, "-key", key, "-workers", strconv.Itoa(sc.APIWorkers))
 		s.pipes = append(s.pipes, p)
 	}
 	for i := range sc.Direct {
 		name := fmt.Sprintf("direct%02d", i)
-		p := &pipe{name: name, via: viaDirect}
+		p := &pipe{name: name, uid: uidPipe + len(s.pipes), via: viaDirect}
 		p.args = append(common(name), "-redis", "redis://"+s.master.addr()+"/0")
 		s.pipes = append(s.pipes, p)
 	}
 	for i := range sc.Bridges {
 		name := fmt.Sprintf("bridge-%d", i)
-		b := &bridgeProc{name: name, key: name, listen: testproc.FreeAddr(t)}
-		keyFile := s.newKey(name)
+		b := &bridgeProc{name: name, uid: uidBridge + i, key: name, listen: testproc.FreeAddr(t)}
+		keyFile := s.newKey(name, b.uid)
 		b.args = []string{"bridge", "-key", keyFile, "-node", "http://" + s.api, "-listen", b.listen}
 		s.startBridge(b)
 		s.bridges = append(s.bridges, b)
 		for j := range sc.PerBridge {
 			pn := fmt.Sprintf("bridged%d-%d", i, j)
-			p := &pipe{name: pn, via: viaBridge, key: name}
+			p := &pipe{name: pn, uid: uidPipe + len(s.pipes), via: viaBridge, key: name}
 			p.args = append(common(pn), "-redis", "redis://"+b.listen+"/0")
 			s.pipes = append(s.pipes, p)
 		}
@@ -625,7 +658,7 @@ func (s *soak) fault(st step) {
 		s.waitUntil(time.Now().Add(st.Dur))
 		s.killPipe(p, "its key was revoked")
 		fresh := fmt.Sprintf("%s-r%d", p.name, p.gen)
-		file := s.newKey(fresh)
+		file := s.newKey(fresh, p.uid)
 		p.key = fresh
 		for i, a := range p.args {
 			if a == "-key" {
@@ -633,6 +666,59 @@ func (s *soak) fault(st step) {
 			}
 		}
 		end(old)
+	case "partition-node-redis":
+		// The leader (mostly) or the standby, cut from every Redis
+		// server and sentinel for longer than the lease.
+		n := s.leaderNode()
+		if n == nil || st.Pick >= 0.7 {
+			n = s.nodes[int(st.Pick*10)%2]
+		}
+		var ports []int
+		for _, p := range append(append([]*redistest.Proc{s.redis.cl.Master}, s.redis.cl.Replicas...), s.redis.cl.Sentinels...) {
+			ports = append(ports, p.Port)
+		}
+		h := s.net.cut(n.uid, ports)
+		if h == 0 {
+			s.note("partition-node-redis skipped: no nftables")
+			return
+		}
+		start(n.name)
+		s.waitUntil(time.Now().Add(leaseTTL + st.Dur))
+		s.net.heal(h)
+		s.waitUntil(time.Now().Add(3 * time.Second))
+		end(n.name)
+	case "partition-pipeline-node":
+		// A pipeline cut from where it reaches the node: the API's
+		// address, the master's, or its bridge.
+		p := s.pipes[int(st.Pick*float64(len(s.pipes)))]
+		ports := []int{portOf(s.api), portOf(s.master.addr())}
+		for _, b := range s.bridges {
+			ports = append(ports, portOf(b.listen))
+		}
+		h := s.net.cut(p.uid, ports)
+		if h == 0 {
+			s.note("partition-pipeline-node skipped: no nftables")
+			return
+		}
+		start(p.name)
+		s.waitUntil(time.Now().Add(st.Dur))
+		s.net.heal(h)
+		end(p.name)
+	case "partition-leader-irc":
+		l := s.leaderNode()
+		if l == nil {
+			s.note("partition-leader-irc skipped: no leader")
+			return
+		}
+		h := s.net.cut(l.uid, []int{s.ircPort})
+		if h == 0 {
+			s.note("partition-leader-irc skipped: no nftables")
+			return
+		}
+		start(l.name)
+		s.waitUntil(time.Now().Add(st.Dur + 5*time.Second))
+		s.net.heal(h)
+		end(l.name)
 	case "restart-bridge":
 		if len(s.bridges) == 0 {
 			return
