@@ -478,3 +478,34 @@ func TestInvariantWithNothingToCheckFails(t *testing.T) {
 		t.Fatalf("AllowEmpty still fails:\n%s", res.Summary())
 	}
 }
+
+// The runner's probes: /jobs (the dashboard's list) holds only queued
+// and running jobs, so "absent" there is right for an ended job; a
+// status probe that got no answer says nothing either way.
+func TestProbesAsTheRunnerRecordsThem(t *testing.T) {
+	r := clean()
+	r.probe(50, "dashboard", idA, "absent", "")
+	r.probe(50, "status", idB, "timeout", "")
+	r.probe(50, "jobs_api", idB, "error", "dial tcp: connection refused")
+	r.probe(50, "status", idB, "other", "Sorry, something")
+	res := r.check(t)
+	if res.Failed() {
+		t.Fatalf("runner-style probes fail:\n%s", res.Summary())
+	}
+	// But the dashboard may not list an ended job as running.
+	r.probe(51, "dashboard", idA, "running", "")
+	failsOnly(t, r.check(t), 5, idA, "dashboard says running, the model says finished")
+}
+
+// A scripted user who types a bot's words acknowledges nothing.
+func TestUsersLinesAreNotTheBots(t *testing.T) {
+	r := clean()
+	r.id++
+	r.add(30, history.Event{Kind: history.Send, Actor: "mallory", Channel: "#ab", Text: "Queued http://m.example/.", ID: r.id})
+	r.add(30, history.Event{Kind: history.Line, Actor: "mallory", Channel: "#ab", Text: "Queued http://m.example/."})
+	r.add(30.5, history.Event{Kind: history.Reply, Actor: "mallory", Channel: "#ab", ID: r.id, Outcome: "timeout"})
+	res := r.check(t)
+	if got := res.Invariant(1).Counts[0].Value; got != "4" {
+		t.Errorf("acknowledged = %s, want 4 (mallory's line is not an acknowledgement)", got)
+	}
+}
