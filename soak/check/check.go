@@ -42,9 +42,9 @@ type Options struct {
 	// WarmUp is the fraction of the run left out of the slopes.
 	WarmUp float64
 	// MinSlopeWindow: a slope measured over a shorter window (after
-	// warm-up) is judged against its limit scaled by MinSlopeWindow /
-	// window, since a short window's slope is mostly noise extrapolated
-	// to an hour.
+	// warm-up) is mostly warm-up and noise extrapolated to an hour; it
+	// is judged by its rise over the window, which may not exceed the
+	// hourly limit (the slope against limit × 1h / window).
 	MinSlopeWindow time.Duration
 	// SlopeLimits: per metric (a Sample's Num key), the largest slope
 	// per hour allowed. Metrics without a limit are reported, not

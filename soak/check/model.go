@@ -155,6 +155,7 @@ type checker struct {
 	exists, refused, unknownYet, unackedReports, unknownTakes, endsWithoutTake, releasedByDeath int
 	reportsTotal, dupsTotal                                                                     int
 
+	leaders    []ev
 	unanswered int // probes without a state (timeout, error, unreadable)
 
 	// evidence: per invariant, how many things it checked.
@@ -301,6 +302,8 @@ func (c *checker) event(e ev) {
 		}
 	case history.Stream:
 		c.res.series.stream(e.Event)
+	case history.Leader:
+		c.leaders = append(c.leaders, e)
 	}
 }
 
@@ -914,6 +917,25 @@ func (c *checker) judge6() {
 			restarts["redis"] = append(restarts["redis"], f.Start)
 		}
 	}
+	// A node that becomes leader (or stops being it) takes on (or drops)
+	// the whole load: its level changes, which is not growth. Each
+	// change of leader starts a new segment of every node's series.
+	nodes := map[string]bool{}
+	for _, l := range c.leaders {
+		if l.Actor != "" {
+			nodes[l.Actor] = true
+		}
+	}
+	prev := "?"
+	for _, l := range c.leaders {
+		if l.Actor == prev {
+			continue
+		}
+		prev = l.Actor
+		for n := range nodes {
+			restarts[n] = append(restarts[n], l.T)
+		}
+	}
 	for _, s := range c.res.series.samples() {
 		sl := s.slope(cut, restarts[s.actor])
 		sl.Limit = c.opts.SlopeLimits[s.metric]
@@ -921,7 +943,10 @@ func (c *checker) judge6() {
 			sl.Judged = true
 			sl.Allowed = sl.Limit
 			if sl.Window < c.opts.MinSlopeWindow {
-				sl.Allowed = sl.Limit * float64(c.opts.MinSlopeWindow) / float64(sl.Window)
+				// A short window's slope is mostly warm-up and noise
+				// extrapolated to an hour: judge its rise over the
+				// window against what an hour may add.
+				sl.Allowed = sl.Limit * float64(time.Hour) / float64(sl.Window)
 			}
 			sl.Pass = sl.PerHour <= sl.Allowed
 			c.evidence[6]++
@@ -937,7 +962,7 @@ func (c *checker) judge6() {
 		}
 	}
 	if dur < c.opts.MinSlopeWindow {
-		inv.Notes = append(inv.Notes, fmt.Sprintf("short run: a slope over a window w shorter than %s is judged against limit × %s / w", c.opts.MinSlopeWindow, c.opts.MinSlopeWindow))
+		inv.Notes = append(inv.Notes, fmt.Sprintf("short run: over a window shorter than %s a series may rise by no more than its hourly limit (slope judged against limit × 1h / window)", c.opts.MinSlopeWindow))
 	}
 	inv.Pass = len(inv.Violations) == 0
 }
