@@ -34,6 +34,10 @@ type Options struct {
 	FaultGrace time.Duration
 	// ReplyP99 and FinishP99: the latency limits outside faults.
 	ReplyP99, FinishP99 time.Duration
+	// EndGrace: a job that ended this close to the end of the run (its
+	// pipeline's end, or its failure in Redis) may not have been
+	// reported yet; its missing report is counted, not a violation.
+	EndGrace time.Duration
 	// ProbeSlack: a probe agrees with the model when it matches the
 	// model's state at any moment within this of the probe (the
 	// history's events are stamped by different processes a little
@@ -67,6 +71,7 @@ func DefaultOptions() Options {
 		ReplyP99:       time.Second,
 		FinishP99:      2 * time.Second,
 		ProbeSlack:     2 * time.Second,
+		EndGrace:       10 * time.Second,
 		WarmUp:         0.2,
 		MinSlopeWindow: 10 * time.Minute,
 		SlopeLimits: map[string]float64{

@@ -545,3 +545,67 @@ func TestUsersLinesAreNotTheBots(t *testing.T) {
 		t.Errorf("acknowledged = %s, want 4 (mallory's line is not an acknowledgement)", got)
 	}
 }
+
+// Found on the runner's first run: a job failed while a pipeline held
+// it was taken by another pipeline. A duplicate !a after the failure
+// that the bot refused is no re-registration.
+func TestTakeOfFailedJobFails(t *testing.T) {
+	r := clean()
+	r.command(30, 0.1, "hank", "!fail "+idC, "Job "+idC+" for "+urlC+" failed: removed from its queue, it will not run any more.")
+	r.command(31, 0.1, "ivy", "!a "+urlC, "Job for "+urlC+" already exists.")
+	r.take(32, "p9", "key9", idC)
+	r.set(idC, "hash", registeredJob(urlC, "carol", "started_at", "1", "failed", "true"))
+	res := r.check(t)
+	inv := res.Invariant(2)
+	if inv.Pass || !strings.Contains(fmt.Sprint(inv.Violations), "taken by p9 (api) after it ended (failed)") {
+		t.Fatalf("a take of a failed job passes:\n%s", res.Summary())
+	}
+}
+
+// The run stops: a job that ended in its last seconds may not have been
+// reported yet, and a report still queued in Redis is still owed, not
+// lost.
+func TestReportsStillOwedAtTheEndPass(t *testing.T) {
+	r := clean()
+	d := r.queue(30, "gina", "http://d.example/")
+	r.take(31, "p1", "key1", d)
+	r.end(55, "p1", d, "done") // 5.5 s before the end
+	r.set(d, "hash", registeredJob("http://d.example/", "gina", "started_at", "1", "finished_at", "2"))
+	f := r.queue(32, "gina", "http://f.example/")
+	r.take(33, "p1", "key1", f)
+	r.end(34, "p1", f, "done")
+	r.set(f, "hash", registeredJob("http://f.example/", "gina", "started_at", "1", "finished_at", "2"))
+	r.set("finish_notifications", "list", []string{`{"aborted":false,"started_by":"gina","started_in":"#ab","url":"http://f.example/"}`})
+	// A reaper's failure in the last seconds: its failed_at says when.
+	g := r.queue(35, "gina", "http://g.example/")
+	r.take(36, "p1", "key1", g)
+	r.set(g, "hash", registeredJob("http://g.example/", "gina", "started_at", "1", "failed", "true"))
+	r.set("archivebot:failed:"+g, "hash", map[string]string{"failed_at": fmt.Sprint(r.at(57).Unix()), "failed_by": "reaper"})
+	res := r.check(t)
+	if !res.Invariant(1).Pass {
+		t.Fatalf("owed reports count as lost:\n%s", res.Summary())
+	}
+	if s := fmt.Sprint(res.Invariant(1).Counts); !strings.Contains(s, "ended in the last 10s, report not awaited 2") || !strings.Contains(s, "report still queued in Redis 1") {
+		t.Errorf("counts: %s", s)
+	}
+}
+
+// The runner takes the first line addressed to a user as the reply to
+// their command; a finish report addressed to them is not that answer,
+// and its delay is not a reply latency.
+func TestFinishReportTakenForAReplyIsNoLatency(t *testing.T) {
+	r := clean()
+	for i := 0; i < 3; i++ {
+		r.id++
+		r.add(48+float64(i), history.Event{Kind: history.Send, Actor: "alice", Channel: "#ab", Text: "!status", ID: r.id})
+		r.add(53+float64(i), history.Event{Kind: history.Reply, Actor: "alice", Channel: "#ab", ID: r.id,
+			Text: "Your job for " + urlA + " has finished. (" + idA + ")", Num: map[string]float64{"latency_ms": 5000}})
+	}
+	res := r.check(t)
+	if !res.Invariant(7).Pass {
+		t.Fatalf("finish reports count as slow replies:\n%s", res.Summary())
+	}
+	if !strings.Contains(fmt.Sprint(res.Invariant(7).Notes), "3 replies were finish reports") {
+		t.Errorf("notes: %v", res.Invariant(7).Notes)
+	}
+}
