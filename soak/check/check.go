@@ -182,8 +182,9 @@ type Result struct {
 	// no PNG.
 	Report, PNG, PNGError string
 
-	series *seriesSet
-	opts   Options
+	series  *seriesSet
+	opts    Options
+	leaders []history.Event
 }
 
 // Failed reports whether any invariant failed.

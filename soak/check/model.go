@@ -326,6 +326,7 @@ func (c *checker) event(e ev) {
 		c.res.series.stream(e.Event)
 	case history.Leader:
 		c.leaders = append(c.leaders, e)
+		c.res.leaders = append(c.res.leaders, e.Event)
 	}
 }
 
