@@ -34,6 +34,10 @@ type Options struct {
 	FaultGrace time.Duration
 	// ReplyP99 and FinishP99: the latency limits outside faults.
 	ReplyP99, FinishP99 time.Duration
+	// EndGrace: a job that ended this close to the end of the run (its
+	// pipeline's end, or its failure in Redis) may not have been
+	// reported yet; its missing report is counted, not a violation.
+	EndGrace time.Duration
 	// ProbeSlack: a probe agrees with the model when it matches the
 	// model's state at any moment within this of the probe (the
 	// history's events are stamped by different processes a little
@@ -42,9 +46,9 @@ type Options struct {
 	// WarmUp is the fraction of the run left out of the slopes.
 	WarmUp float64
 	// MinSlopeWindow: a slope measured over a shorter window (after
-	// warm-up) is judged against its limit scaled by MinSlopeWindow /
-	// window, since a short window's slope is mostly noise extrapolated
-	// to an hour.
+	// warm-up) is mostly warm-up and noise extrapolated to an hour; it
+	// is judged by its rise over the window, which may not exceed the
+	// hourly limit (the slope against limit × 1h / window).
 	MinSlopeWindow time.Duration
 	// SlopeLimits: per metric (a Sample's Num key), the largest slope
 	// per hour allowed. Metrics without a limit are reported, not
@@ -67,6 +71,7 @@ func DefaultOptions() Options {
 		ReplyP99:       time.Second,
 		FinishP99:      2 * time.Second,
 		ProbeSlack:     2 * time.Second,
+		EndGrace:       10 * time.Second,
 		WarmUp:         0.2,
 		MinSlopeWindow: 10 * time.Minute,
 		SlopeLimits: map[string]float64{
@@ -177,8 +182,9 @@ type Result struct {
 	// no PNG.
 	Report, PNG, PNGError string
 
-	series *seriesSet
-	opts   Options
+	series  *seriesSet
+	opts    Options
+	leaders []history.Event
 }
 
 // Failed reports whether any invariant failed.

@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/soak/history"
 )
 
@@ -117,6 +120,7 @@ type hold struct {
 	actor, via, target string
 	t                  time.Time
 	line               int
+	life               *life
 }
 
 type latency struct {
@@ -141,7 +145,9 @@ type checker struct {
 	lives  map[string][]*life
 	cur    map[string]*life
 	sends  map[string][]time.Time // !a / !ao sends per ident
+	acks   map[string][]time.Time // acknowledgements seen per ident
 	sendBy map[int64]ev
+	users  map[string]bool   // the scripted users' nicks: their lines are not the bot's
 	holds  map[string][]hold // ident → pipelines holding it
 	revoke map[string]ev     // key → its revocation
 
@@ -153,6 +159,11 @@ type checker struct {
 
 	exists, refused, unknownYet, unackedReports, unknownTakes, endsWithoutTake, releasedByDeath int
 	reportsTotal, dupsTotal                                                                     int
+
+	leaders []ev
+	// noticeReplies: replies that were a job's notice, not an answer.
+	noticeReplies int
+	unanswered    int // probes without a state (timeout, error, unreadable)
 
 	// evidence: per invariant, how many things it checked.
 	evidence [8]int
@@ -167,8 +178,8 @@ func Check(events []history.Event, dump Dump, opts Options) *Result {
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].T.Before(evs[j].T) })
 	c := &checker{
 		opts: opts, res: &Result{Events: len(evs), series: newSeriesSet(), opts: opts},
-		lives: map[string][]*life{}, cur: map[string]*life{}, sends: map[string][]time.Time{},
-		sendBy: map[int64]ev{}, holds: map[string][]hold{}, revoke: map[string]ev{},
+		lives: map[string][]*life{}, cur: map[string]*life{}, sends: map[string][]time.Time{}, acks: map[string][]time.Time{},
+		sendBy: map[int64]ev{}, users: map[string]bool{}, holds: map[string][]hold{}, revoke: map[string]ev{},
 		pendingFinish: map[string]ev{}, openFault: map[string]ev{},
 	}
 	names := [...]string{"",
@@ -193,8 +204,18 @@ func Check(events []history.Event, dump Dump, opts Options) *Result {
 	for _, e := range evs {
 		if e.Kind == history.Send {
 			c.sendBy[e.ID] = e
+			c.users[strings.ToLower(e.Actor)] = true
 			if cmd := parseCommand(e.Text); (cmd.name == "a" || cmd.name == "ao") && cmd.ident != "" {
 				c.sends[cmd.ident] = append(c.sends[cmd.ident], e.T)
+			}
+		}
+	}
+	for _, e := range evs {
+		if e.Kind == history.Line && !c.users[strings.ToLower(e.Actor)] || e.Kind == history.Reply && e.Outcome != "timeout" {
+			for _, s := range parseLine(e.Text) {
+				if s.kind == sayQueued && s.ident != "" {
+					c.acks[s.ident] = append(c.acks[s.ident], e.T)
+				}
 			}
 		}
 	}
@@ -220,15 +241,21 @@ func (c *checker) event(e ev) {
 			s = e
 		}
 		l := latency{start: s.T, end: e.T, id: e.ID, lines: []int{s.line, e.line}, text: s.Text}
-		if e.Outcome == "timeout" {
+		if e.Outcome != "timeout" && reNotice.MatchString(e.Text) {
+			// The first line addressed to the user was a notice about
+			// one of their jobs, not the answer to this command.
+			c.noticeReplies++
+		} else if e.Outcome == "timeout" {
 			l.ms = math.Inf(1)
 		} else if v, ok := e.Num["latency_ms"]; ok {
 			l.ms = v
 		} else {
 			l.ms = float64(e.T.Sub(s.T)) / 1e6
 		}
-		c.replies = append(c.replies, l)
-		if !math.IsInf(l.ms, 1) {
+		if !reNotice.MatchString(e.Text) || e.Outcome == "timeout" {
+			c.replies = append(c.replies, l)
+		}
+		if !math.IsInf(l.ms, 1) && !reNotice.MatchString(e.Text) {
 			c.res.series.add("reply latency", "ms", e.T, l.ms)
 		}
 		if e.Outcome != "timeout" {
@@ -237,6 +264,9 @@ func (c *checker) event(e ev) {
 			}
 		}
 	case history.Line:
+		if c.users[strings.ToLower(e.Actor)] {
+			return
+		}
 		for _, s := range parseLine(e.Text) {
 			c.say(e, s, false)
 		}
@@ -280,7 +310,12 @@ func (c *checker) event(e ev) {
 			c.res.series.sample(e.Actor, k, e.T, v, e.line)
 		}
 	case history.Probe:
-		c.probes = append(c.probes, probe{e, normState(e.Outcome)})
+		switch st := normState(e.Outcome); st {
+		case "timeout", "error", "other":
+			c.unanswered++
+		default:
+			c.probes = append(c.probes, probe{e, st})
+		}
 	case history.Quiet:
 		if e.Outcome == "start" {
 			c.quiet = append(c.quiet, [2]time.Time{e.T, {}})
@@ -289,6 +324,9 @@ func (c *checker) event(e ev) {
 		}
 	case history.Stream:
 		c.res.series.stream(e.Event)
+	case history.Leader:
+		c.leaders = append(c.leaders, e)
+		c.res.leaders = append(c.res.leaders, e.Event)
 	}
 }
 
@@ -298,6 +336,21 @@ func (c *checker) closeFaults() {
 		c.res.Faults = append(c.res.Faults, Window{s.Fault, s.Target, s.T, c.res.End, [2]int{s.line, 0}})
 	}
 	sort.Slice(c.res.Faults, func(i, j int) bool { return c.res.Faults[i].Start.Before(c.res.Faults[j].Start) })
+}
+
+// reackWindow: how long after a take the acknowledgement of the !a
+// that re-registered the job may come (the runner waits 10 s for a
+// reply).
+const reackWindow = 30 * time.Second
+
+// ackedBetween reports whether ident was acknowledged in [from, to].
+func (c *checker) ackedBetween(ident string, from, to time.Time) bool {
+	for _, t := range c.acks[ident] {
+		if !t.Before(from) && !t.After(to) {
+			return true
+		}
+	}
+	return false
 }
 
 // lastSend is the latest !a send for ident in (after, upTo].
@@ -441,10 +494,19 @@ func (c *checker) take(e ev) {
 	}
 	// Invariant 2: held by another?
 	for _, h := range c.holds[e.Ident] {
-		c.inv[2].violate(Violation{Ident: e.Ident, T: h.t, T2: e.T, Lines: []int{h.line, e.line},
-			Detail: fmt.Sprintf("held by %s (%s) since the first time, taken by %s (%s) at the second", h.actor, h.via, e.Actor, e.Via)})
+		d := fmt.Sprintf("held by %s (%s) since the first time, taken by %s (%s) at the second", h.actor, h.via, e.Actor, e.Via)
+		if end, over := h.life.ended(); over && end.Before(e.T) {
+			d += fmt.Sprintf(" (the holder's life of the job ended %s at %s, the holder never ended it)",
+				firstNonEmpty(h.life.outcome, h.life.pipeEnd), end.UTC().Format("15:04:05.000"))
+		}
+		c.inv[2].violate(Violation{Ident: e.Ident, T: h.t, T2: e.T, Lines: []int{h.line, e.line}, Detail: d})
 	}
-	c.holds[e.Ident] = append(c.holds[e.Ident], hold{e.Actor, e.Via, e.Target, e.T, e.line})
+	l := c.take2(e)
+	c.holds[e.Ident] = append(c.holds[e.Ident], hold{e.Actor, e.Via, e.Target, e.T, e.line, l})
+}
+
+// take2 finds the life a take belongs to, judging a take after the end.
+func (c *checker) take2(e ev) *life {
 	l := c.cur[e.Ident]
 	switch {
 	case l == nil:
@@ -455,7 +517,7 @@ func (c *checker) take(e ev) {
 		l.url = e.URL
 	default:
 		if end, over := l.ended(); over && !end.After(e.T) {
-			if send, ok := c.lastSend(e.Ident, maxTime(end.Add(-c.opts.ProbeSlack), l.sendT), e.T); ok && send.After(l.sendT) {
+			if send, ok := c.lastSend(e.Ident, maxTime(end.Add(-c.opts.ProbeSlack), l.sendT), e.T); ok && send.After(l.sendT) && c.ackedBetween(e.Ident, send, e.T.Add(reackWindow)) {
 				l = c.newLife(e.Ident, send)
 				l.sendT = send
 				l.to(send, "queued")
@@ -467,10 +529,11 @@ func (c *checker) take(e ev) {
 			}
 			c.inv[2].violate(Violation{Ident: e.Ident, T: end, T2: e.T, Lines: []int{line, e.line},
 				Detail: fmt.Sprintf("taken by %s (%s) after it ended (%s)", e.Actor, e.Via, firstNonEmpty(l.outcome, l.pipeEnd))})
-			return // the model keeps the job ended
+			return l // the model keeps the job ended
 		}
 	}
 	l.to(e.T, "running")
+	return l
 }
 
 func firstNonEmpty(s ...string) string {
@@ -561,6 +624,8 @@ func (c *checker) judge1(dump Dump) {
 	inv := c.inv[1]
 	queued, working := c.finalSets(dump)
 	n, byOutcome, live, unacked := 0, map[string]int{}, 0, 0
+	recent, queuedReport := 0, 0
+	owed := owedReports(dump)
 	for _, l := range c.allLives() {
 		if !l.acked {
 			unacked++
@@ -580,6 +645,14 @@ func (c *checker) judge1(dump Dump) {
 			live++
 			continue
 		}
+		if owed[l.ident] {
+			queuedReport++
+			continue
+		}
+		if end := c.endInDump(dump, l); !end.IsZero() && end.After(c.res.End.Add(-c.opts.EndGrace)) {
+			recent++
+			continue
+		}
 		d := "no outcome reported in the channel, and not queued or running at the end (final state: " + st + ")"
 		lines := []int{l.ackLine}
 		t2 := time.Time{}
@@ -595,6 +668,8 @@ func (c *checker) judge1(dump Dump) {
 	inv.count("aborted", "%d", byOutcome["aborted"])
 	inv.count("failed", "%d", byOutcome["failed"])
 	inv.count("queued or running at the end", "%d", live)
+	inv.count(fmt.Sprintf("ended in the last %s, report not awaited", c.opts.EndGrace), "%d", recent)
+	inv.count("report still queued in Redis", "%d", queuedReport)
 	inv.count("reports", "%d", c.reportsTotal)
 	inv.count("duplicate reports", "%d (%s)", c.dupsTotal, pct(c.dupsTotal, c.reportsTotal))
 	inv.count("already exists", "%d", c.exists)
@@ -698,7 +773,7 @@ func (c *checker) judge4(dump Dump) {
 		var miss []string
 		switch p.Via {
 		case "status":
-			if x.abort && !strings.HasSuffix(p.Text, "…") && !strings.Contains(p.Text, "Abort requested.") {
+			if x.abort && len(p.Text) < 500 && !strings.HasSuffix(p.Text, "…") && !strings.Contains(p.Text, "Abort requested.") {
 				miss = append(miss, "abort acknowledged, !status does not say \"Abort requested.\"")
 			}
 		case "jobs_api":
@@ -801,6 +876,11 @@ func (c *checker) judge5(dump Dump) {
 		if model == "queued" && st == "running" {
 			ok = true // taken in the last moment, its Take not yet written
 		}
+		if !ok && (model == "queued" || model == "running") && (st == "failed" || st == "finished" || st == "aborted") {
+			if end := c.endInDump(dump, l); !end.IsZero() && end.After(c.res.End.Add(-c.opts.EndGrace)) {
+				ok = true // it ended in the last seconds, unseen yet
+			}
+		}
 		if !ok && (model == "queued" || model == "running") && l.acked && (st == "absent" || st == "stranded") {
 			ok = true // a lost job: invariant 1 judges it
 		}
@@ -823,6 +903,9 @@ func (c *checker) judge5(dump Dump) {
 	inv.count("probes", "%d (%s)", len(c.probes), viaCounts(byVia))
 	c.evidence[5] = len(c.probes)
 	inv.count("agree", "%d", agree)
+	if c.unanswered > 0 {
+		inv.Notes = append(inv.Notes, fmt.Sprintf("%d probes got no state (timeout, error or an answer the runner could not read): not judged", c.unanswered))
+	}
 	inv.count("quiet points", "%d", len(c.quiet))
 	inv.count("jobs compared at the end", "%d", ends)
 	inv.count("ghost hashes left in Redis", "%d", ghosts)
@@ -875,8 +958,9 @@ func (c *checker) probeAgrees(p probe) (bool, string) {
 	if states[p.state] {
 		return true, model
 	}
-	// An aborted job's record expires 5 s after the end.
-	if p.state == "absent" && states["aborted"] {
+	// An aborted job's record expires 5 s after the end; the dashboard's
+	// list (/jobs) holds only queued and running jobs.
+	if p.state == "absent" && (states["aborted"] || p.Via == "dashboard" && (states["finished"] || states["failed"])) {
 		return true, model
 	}
 	return false, model
@@ -893,6 +977,29 @@ func (c *checker) judge6() {
 		if strings.HasPrefix(f.Fault, "kill") || strings.HasPrefix(f.Fault, "restart") {
 			restarts[f.Target] = append(restarts[f.Target], f.Start)
 		}
+		if f.Fault == "kill-redis-master" {
+			// The samples follow the master, a new process after it.
+			restarts["redis"] = append(restarts["redis"], f.Start)
+		}
+	}
+	// A node that becomes leader (or stops being it) takes on (or drops)
+	// the whole load: its level changes, which is not growth. Each
+	// change of leader starts a new segment of every node's series.
+	nodes := map[string]bool{}
+	for _, l := range c.leaders {
+		if l.Actor != "" {
+			nodes[l.Actor] = true
+		}
+	}
+	prev := "?"
+	for _, l := range c.leaders {
+		if l.Actor == prev {
+			continue
+		}
+		prev = l.Actor
+		for n := range nodes {
+			restarts[n] = append(restarts[n], l.T)
+		}
 	}
 	for _, s := range c.res.series.samples() {
 		sl := s.slope(cut, restarts[s.actor])
@@ -901,7 +1008,10 @@ func (c *checker) judge6() {
 			sl.Judged = true
 			sl.Allowed = sl.Limit
 			if sl.Window < c.opts.MinSlopeWindow {
-				sl.Allowed = sl.Limit * float64(c.opts.MinSlopeWindow) / float64(sl.Window)
+				// A short window's slope is mostly warm-up and noise
+				// extrapolated to an hour: judge its rise over the
+				// window against what an hour may add.
+				sl.Allowed = sl.Limit * float64(time.Hour) / float64(sl.Window)
 			}
 			sl.Pass = sl.PerHour <= sl.Allowed
 			c.evidence[6]++
@@ -917,7 +1027,7 @@ func (c *checker) judge6() {
 		}
 	}
 	if dur < c.opts.MinSlopeWindow {
-		inv.Notes = append(inv.Notes, fmt.Sprintf("short run: a slope over a window w shorter than %s is judged against limit × %s / w", c.opts.MinSlopeWindow, c.opts.MinSlopeWindow))
+		inv.Notes = append(inv.Notes, fmt.Sprintf("short run: over a window shorter than %s a series may rise by no more than its hourly limit (slope judged against limit × 1h / window)", c.opts.MinSlopeWindow))
 	}
 	inv.Pass = len(inv.Violations) == 0
 }
@@ -982,6 +1092,9 @@ func (c *checker) judge7() {
 	}
 	judge("replies", c.replies, c.opts.ReplyP99)
 	judge("finish reports", c.finishes, c.opts.FinishP99)
+	if c.noticeReplies > 0 {
+		inv.Notes = append(inv.Notes, fmt.Sprintf("%d replies were finish reports or other job notices addressed to the user, not the command's answer: left out of the reply latencies", c.noticeReplies))
+	}
 	if n := len(c.pendingFinish); n > 0 {
 		inv.Notes = append(inv.Notes, fmt.Sprintf("%d pipeline ends never reported (invariant 1 judges them)", n))
 	}
@@ -1028,4 +1141,51 @@ func (c *checker) judgeEmpty() {
 		inv.violate(Violation{T: c.res.Start, T2: c.res.End, Detail: "nothing to check: the run recorded no " + evidenceOf[n] + " (soakcheck -allow-empty to pass anyway)"})
 		inv.Pass = false
 	}
+}
+
+// reNotice matches the notices about a job addressed to the user who
+// queued it (finish, start, death), which are not answers to a command.
+var reNotice = regexp.MustCompile(`^(?:\[for [^\]]*\] )?(?:\d+ (?:of your )?jobs finished: |Your job for \S+ (?:has|was) |Job [0-9a-z]+ <\S+> has had no heartbeat)`)
+
+// owedReports are the idents whose finish notices are still in Redis at
+// the end, waiting to be (or being) delivered: their reports are owed,
+// not lost.
+func owedReports(dump Dump) map[string]bool {
+	out := map[string]bool{}
+	for _, k := range []string{"finish_notifications", "archivebot:finish_notifications:processing"} {
+		for _, doc := range dump.Members(k) {
+			var n struct {
+				URL string `json:"url"`
+			}
+			if json.Unmarshal([]byte(doc), &n) == nil && n.URL != "" {
+				out[ident.Of(n.URL)] = true
+			}
+		}
+	}
+	return out
+}
+
+// endInDump is when a life without a report ended, as far as the history
+// and Redis tell: its pipeline's end, else the failure's failed_at.
+func (c *checker) endInDump(dump Dump, l *life) time.Time {
+	if l.pipeEnd != "" {
+		return l.pipeEndT
+	}
+	if f := dump.Hash("archivebot:failed:" + l.ident); f != nil {
+		if v, err := strconv.ParseFloat(f["failed_at"], 64); err == nil {
+			return time.Unix(0, int64(v*1e9))
+		}
+	}
+	// The job's history (archivebot:history:IDENT): its last ending.
+	var end time.Time
+	for _, doc := range dump.Members("archivebot:history:" + l.ident) {
+		var h struct {
+			TS    float64 `json:"ts"`
+			Event string  `json:"event"`
+		}
+		if json.Unmarshal([]byte(doc), &h) == nil && (h.Event == "failed" || h.Event == "finished" || h.Event == "aborted") {
+			end = time.Unix(0, int64(h.TS*1e9))
+		}
+	}
+	return end
 }

@@ -194,7 +194,11 @@ func (r *Result) timeline() template.HTML {
 	}
 	sort.Strings(ks)
 	const w, lab, row = 1180, 170, 16
-	h := 24 + row*max(1, len(ks))
+	rows := len(ks)
+	if len(r.leaders) > 0 {
+		rows++
+	}
+	h := 24 + row*max(1, rows)
 	x0, x1 := r.Start, r.End
 	if !x1.After(x0) {
 		x1 = x0.Add(time.Second)
@@ -215,7 +219,32 @@ func (r *Result) timeline() template.HTML {
 				a, y+2, math.Max(2, z-a), row-4, faultColor(k), k, f.Target, f.End.Sub(f.Start).Round(100*time.Millisecond))
 		}
 	}
-	if len(ks) == 0 {
+	if len(r.leaders) > 0 {
+		// Who held the lease: one colour per node, blank when none.
+		y := 4 + row*len(ks)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">leader</text>`, lab-6, y+11)
+		nodes := map[string]string{}
+		for i, l := range r.leaders {
+			if l.Actor == "" {
+				continue
+			}
+			col, ok := nodes[l.Actor]
+			if !ok {
+				col = []string{"#4e79a7", "#59a14f", "#b07aa1", "#9c755f"}[len(nodes)%4]
+				nodes[l.Actor] = col
+			}
+			end := x1
+			if i+1 < len(r.leaders) {
+				end = r.leaders[i+1].T
+			}
+			a, z := X(l.T), X(end)
+			fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" opacity="0.75"><title>%s</title></rect>`, a, y+2, math.Max(1, z-a), row-4, col, l.Actor)
+			if z-a > 40 {
+				fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#fff" font-size="10">%s</text>`, a+3, y+11, l.Actor)
+			}
+		}
+	}
+	if len(ks) == 0 && len(r.leaders) == 0 {
 		fmt.Fprintf(&b, `<text x="%d" y="16">no faults</text>`, lab)
 	}
 	dur := x1.Sub(x0)
@@ -227,25 +256,48 @@ func (r *Result) timeline() template.HTML {
 	return template.HTML(b.String())
 }
 
-// perMinute buckets event times into rates per minute (buckets of a
-// 60th of the run for short runs).
-func (r *Result) perMinute(ts []time.Time) []xy {
+// bucket is the width of the throughput charts' buckets: a minute, or
+// a 60th of a shorter run, but at least 10 s.
+func (r *Result) bucket() time.Duration {
 	dur := r.End.Sub(r.Start)
-	bucket := time.Minute
-	if dur < 30*time.Minute {
-		bucket = max(time.Second, dur/60)
+	if dur >= time.Hour {
+		return time.Minute
 	}
-	n := int(dur/bucket) + 1
-	counts := make([]float64, n)
-	for _, t := range ts {
-		i := int(t.Sub(r.Start) / bucket)
-		if i >= 0 && i < n {
-			counts[i]++
+	return max(10*time.Second, dur/60)
+}
+
+// perMinute buckets event times into rates per minute.
+func (r *Result) perMinute(ts []time.Time) []xy {
+	vs := make([]float64, len(ts))
+	for i := range vs {
+		vs[i] = 1
+	}
+	return r.bucketed(ts, vs, false, float64(time.Minute))
+}
+
+// bucketed sums (or, with takeMax, takes the largest of) values per
+// bucket, scaled per unit of time (0: not scaled).
+func (r *Result) bucketed(ts []time.Time, vs []float64, takeMax bool, per float64) []xy {
+	b := r.bucket()
+	n := int(r.End.Sub(r.Start)/b) + 1
+	acc := make([]float64, n)
+	for i, t := range ts {
+		k := int(t.Sub(r.Start) / b)
+		if k < 0 || k >= n {
+			continue
+		}
+		if takeMax {
+			acc[k] = math.Max(acc[k], vs[i])
+		} else {
+			acc[k] += vs[i]
 		}
 	}
 	out := make([]xy, n)
-	for i, c := range counts {
-		out[i] = xy{r.Start.Add(bucket*time.Duration(i) + bucket/2), c * float64(time.Minute) / float64(bucket)}
+	for i, v := range acc {
+		if per > 0 {
+			v = v * per / float64(b)
+		}
+		out[i] = xy{r.Start.Add(b*time.Duration(i) + b/2), v}
 	}
 	return out
 }
@@ -290,27 +342,17 @@ func (r *Result) charts() []template.HTML {
 	}
 	out = append(out, r.chart("Throughput", "per minute", 1, tl, 0, true))
 	if len(s.streams) > 0 {
-		frames := line{name: "frames/s (all viewers)"}
-		lag := line{name: "lag p99 (worst viewer)"}
-		byT := map[time.Time][2]float64{}
-		var order []time.Time
+		var ts []time.Time
+		var fr, lg []float64
 		for _, e := range s.streams {
-			t := e.T.Truncate(time.Second)
-			x, ok := byT[t]
-			if !ok {
-				order = append(order, t)
-			}
-			x[0] += e.Num["frames"]
-			x[1] = math.Max(x[1], e.Num["lag_p99_ms"])
-			byT[t] = x
+			ts = append(ts, e.T)
+			fr = append(fr, e.Num["frames"])
+			lg = append(lg, e.Num["lag_p99_ms"])
 		}
-		sort.Slice(order, func(i, j int) bool { return order[i].Before(order[j]) })
-		for _, t := range order {
-			frames.pts = append(frames.pts, xy{t, byT[t][0]})
-			lag.pts = append(lag.pts, xy{t, byT[t][1]})
-		}
-		out = append(out, r.chart("Dashboard stream: frames", "frames", 1, []line{frames}, 0, true))
-		out = append(out, r.chart("Dashboard stream: lag", "ms", 1, []line{lag}, 0, true))
+		frames := line{name: "all viewers", pts: r.bucketed(ts, fr, false, float64(time.Second))}
+		lag := line{name: "worst viewer", pts: r.bucketed(ts, lg, true, 0)}
+		out = append(out, r.chart("Dashboard stream: frames per second", "frames/s", 1, []line{frames}, 0, true))
+		out = append(out, r.chart("Dashboard stream: lag p99", "ms", 1, []line{lag}, 0, true))
 	}
 	return out
 }

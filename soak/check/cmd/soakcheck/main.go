@@ -23,6 +23,7 @@ func main() {
 	flag.DurationVar(&opts.FinishP99, "finish-p99", opts.FinishP99, "limit of the finish report p99 outside faults")
 	flag.DurationVar(&opts.FaultGrace, "fault-grace", opts.FaultGrace, "grace after each fault window")
 	flag.DurationVar(&opts.RevokeGrace, "revoke-grace", opts.RevokeGrace, "how long after its revocation a key may still take")
+	flag.DurationVar(&opts.EndGrace, "end-grace", opts.EndGrace, "a job that ended this close to the end may be unreported")
 	flag.DurationVar(&opts.ProbeSlack, "probe-slack", opts.ProbeSlack, "how far from a probe the model's state may be read")
 	flag.DurationVar(&opts.MinSlopeWindow, "min-slope-window", opts.MinSlopeWindow, "shorter windows judge slopes against a scaled limit")
 	flag.Float64Var(&opts.WarmUp, "warm-up", opts.WarmUp, "fraction of the run left out of the slopes")
