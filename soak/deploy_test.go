@@ -398,12 +398,15 @@ func (s *soak) readPipe(p *pipe, proc *testproc.Proc, gen int) {
 			continue
 		}
 		kind, id := f[1], strings.TrimSuffix(f[2], ":")
+		// The simulator stamps each step as it happens; the history
+		// takes that time, not the time the line was read.
+		at := stepTime(f[0])
 		switch kind {
 		case "take":
 			p.mu.Lock()
 			p.held[id] = true
 			p.mu.Unlock()
-			s.rec.Add(history.Event{Kind: history.Take, Actor: p.name, Via: p.via, Target: target, Ident: id, URL: s.jobs.urlOf(id)})
+			s.rec.Add(history.Event{T: at, Kind: history.Take, Actor: p.name, Via: p.via, Target: target, Ident: id, URL: s.jobs.urlOf(id)})
 		case "abort":
 			p.mu.Lock()
 			p.aborted[id] = true
@@ -416,7 +419,7 @@ func (s *soak) readPipe(p *pipe, proc *testproc.Proc, gen int) {
 			delete(p.aborted, id)
 			p.mu.Unlock()
 			if held {
-				s.rec.Add(history.Event{Kind: history.JobEnd, Actor: p.name, Via: p.via, Ident: id, Outcome: "abandoned"})
+				s.rec.Add(history.Event{T: at, Kind: history.JobEnd, Actor: p.name, Via: p.via, Ident: id, Outcome: "abandoned"})
 			}
 		case "done":
 			p.mu.Lock()
@@ -427,7 +430,7 @@ func (s *soak) readPipe(p *pipe, proc *testproc.Proc, gen int) {
 			delete(p.held, id)
 			delete(p.aborted, id)
 			p.mu.Unlock()
-			s.rec.Add(history.Event{Kind: history.JobEnd, Actor: p.name, Via: p.via, Ident: id, Outcome: outcome})
+			s.rec.Add(history.Event{T: at, Kind: history.JobEnd, Actor: p.name, Via: p.via, Ident: id, Outcome: outcome})
 		}
 	}
 	<-proc.Exited()
@@ -447,6 +450,21 @@ func (s *soak) readPipe(p *pipe, proc *testproc.Proc, gen int) {
 	if !killed {
 		s.pipeDied(p, held, "exited by itself: "+lastLine(proc))
 	}
+}
+
+// stepTime is the time a simulator's line names (15:04:05.000, local
+// time, today); the zero time (the recorder's now) when it names none.
+func stepTime(hms string) time.Time {
+	c, err := time.ParseInLocation("15:04:05.000", hms, time.Local)
+	if err != nil {
+		return time.Time{}
+	}
+	now := time.Now()
+	at := time.Date(now.Year(), now.Month(), now.Day(), c.Hour(), c.Minute(), c.Second(), c.Nanosecond(), time.Local)
+	if at.After(now.Add(time.Hour)) { // the line is from before midnight
+		at = at.AddDate(0, 0, -1)
+	}
+	return at
 }
 
 func lastLine(p *testproc.Proc) string {

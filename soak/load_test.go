@@ -177,19 +177,32 @@ func isBot(nick string) bool {
 	return strings.HasPrefix(strings.ToLower(nick), strings.ToLower(botNick))
 }
 
-// replyTo matches the bot's first line addressed to nick: in the channel
-// with "nick: ", or in private.
+// replyTo matches the bot's first line answering a command of nick: in
+// the channel with "nick: ", or in private; not a notice the bot sends
+// nick on its own (a job started, finished or silent), nor the second
+// line of an earlier !a's answer.
 func replyTo(nick string) func(ircmsg.Message) bool {
 	prefix := nick + ": "
 	return func(m ircmsg.Message) bool {
 		if (m.Command != "PRIVMSG" && m.Command != "NOTICE") || len(m.Params) < 2 || !isBot(m.Nick()) {
 			return false
 		}
-		if strings.EqualFold(m.Params[0], nick) {
-			return true
+		text := m.Params[1]
+		switch {
+		case strings.EqualFold(m.Params[0], nick):
+		case strings.EqualFold(m.Params[0], channel) && strings.HasPrefix(text, prefix):
+			text = text[len(prefix):]
+		default:
+			return false
 		}
-		return strings.EqualFold(m.Params[0], channel) && strings.HasPrefix(m.Params[1], prefix)
+		return !isNotice(text)
 	}
+}
+
+// isNotice tells the bot's own notices to a user from answers.
+func isNotice(text string) bool {
+	return strings.HasPrefix(text, "Your job for ") || strings.Contains(text, " of your jobs finished") ||
+		strings.Contains(text, "has had no heartbeat") || strings.HasPrefix(text, "Use !status ")
 }
 
 // replyWait bounds the wait for a reply; a longer wait is a timeout.
