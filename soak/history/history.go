@@ -64,8 +64,10 @@ const (
 	// drained. Outcome (start or end).
 	Quiet Kind = "quiet"
 	// Stream: a dashboard viewer's figures for an interval. Actor
-	// (viewer), Via (v2 or upstream), Num (frames, dropped_reported,
-	// lag_p50_ms, lag_p99_ms).
+	// (viewer), Via (v2 or upstream), Num (frames, entries,
+	// dropped_reported, lag_p50_ms, lag_p99_ms; for v2, gaps: entries
+	// missing from their job's score sequence, counted within one
+	// connection, each skipped score once).
 	Stream Kind = "stream"
 	// Feed: a post a fake network received. Via (mastodon or bluesky),
 	// Text, URL, Ident where it can be told.
