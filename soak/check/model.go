@@ -161,6 +161,9 @@ type checker struct {
 	reportsTotal, dupsTotal                                                                     int
 
 	leaders []ev
+	// The final dump's states, worked out once.
+	ends            map[string]string
+	queued, working map[string]bool
 	// noticeReplies: replies that were a job's notice, not an answer.
 	noticeReplies int
 	unanswered    int // probes without a state (timeout, error, unreadable)
@@ -598,6 +601,20 @@ func normState(s string) string {
 
 // ---- invariant 1
 
+// endState is dump.endState, worked out once per job.
+func (c *checker) endState(dump Dump, ident string) string {
+	if c.ends == nil {
+		c.ends = map[string]string{}
+		c.queued, c.working = c.finalSets(dump)
+	}
+	st, ok := c.ends[ident]
+	if !ok {
+		st = dump.endState(ident, c.queued, c.working)
+		c.ends[ident] = st
+	}
+	return st
+}
+
 func (c *checker) finalSets(dump Dump) (queued, working map[string]bool) {
 	queued, working = map[string]bool{}, map[string]bool{}
 	for _, q := range dump.queues() {
@@ -622,7 +639,6 @@ func (c *checker) allLives() []*life {
 
 func (c *checker) judge1(dump Dump) {
 	inv := c.inv[1]
-	queued, working := c.finalSets(dump)
 	n, byOutcome, live, unacked := 0, map[string]int{}, 0, 0
 	recent, queuedReport := 0, 0
 	owed := owedReports(dump)
@@ -639,7 +655,7 @@ func (c *checker) judge1(dump Dump) {
 		last := c.cur[l.ident] == l
 		st := "superseded"
 		if last {
-			st = dump.endState(l.ident, queued, working)
+			st = c.endState(dump, l.ident)
 		}
 		if st == "queued" || st == "running" {
 			live++
@@ -721,7 +737,6 @@ func (c *checker) judge2and3() {
 
 func (c *checker) judge4(dump Dump) {
 	inv := c.inv[4]
-	queued, working := c.finalSets(dump)
 	changes, checked := 0, 0
 	for _, l := range c.allLives() {
 		changes += len(l.changes)
@@ -731,7 +746,7 @@ func (c *checker) judge4(dump Dump) {
 		if _, over := l.ended(); over {
 			continue
 		}
-		st := dump.endState(l.ident, queued, working)
+		st := c.endState(dump, l.ident)
 		if st != "queued" && st != "running" {
 			continue
 		}
@@ -864,12 +879,11 @@ func (c *checker) judge5(dump Dump) {
 			Detail: fmt.Sprintf("%s: %s says %s, the model says %s (within %s)", what, p.Via, p.state, model, c.opts.ProbeSlack)})
 	}
 	// The end: the model against Redis.
-	queued, working := c.finalSets(dump)
 	ends, ghosts := 0, 0
 	for ident, ls := range c.lives {
 		l := ls[len(ls)-1]
 		model := l.stateAt(c.res.End)
-		st := dump.endState(ident, queued, working)
+		st := c.endState(dump, ident)
 		ends++
 		ok := st == model || (model == "aborted" && st == "absent") ||
 			(model == "finished" && st == "absent" && l.outcomeT.Before(c.res.End.Add(-48*time.Hour)))
@@ -893,11 +907,9 @@ func (c *checker) judge5(dump Dump) {
 				Detail: fmt.Sprintf("at the end the model says %s, Redis says %s", model, st)})
 		}
 	}
-	for k, e := range dump {
-		if e.Type == "hash" && !strings.Contains(k, ":") && !strings.Contains(k, "_") && !registered(dump.Hash(k)) && k != "working" {
-			if _, known := c.lives[k]; known {
-				ghosts++
-			}
+	for ident := range c.lives {
+		if c.endState(dump, ident) == "ghost" {
+			ghosts++
 		}
 	}
 	inv.count("probes", "%d (%s)", len(c.probes), viaCounts(byVia))
