@@ -197,7 +197,7 @@ func (r *Result) Failed() bool {
 	return false
 }
 
-// Invariant returns invariant n (1–7).
+// Invariant returns invariant n (1–8).
 func (r *Result) Invariant(n int) *Invariant {
 	for _, inv := range r.Invariants {
 		if inv.N == n {

@@ -109,7 +109,7 @@ func clean() *run {
 	for s := 0.0; s <= 60; s += 5 {
 		r.add(s, history.Event{Kind: history.Sample, Actor: "node-a", Num: map[string]float64{"rss_bytes": 40e6 + float64(int(s)%10)*1e5, "goroutines": 80, "fds": 30}})
 		r.add(s, history.Event{Kind: history.Sample, Actor: "redis", Num: map[string]float64{"redis_used_memory": 3e6}})
-		r.add(s+0.5, history.Event{Kind: history.Stream, Actor: "viewer-1", Via: "v2", Num: map[string]float64{"frames": 100, "lag_p99_ms": 40}})
+		r.add(s+0.5, history.Event{Kind: history.Stream, Actor: "viewer-1", Via: "v2", Num: map[string]float64{"frames": 100, "entries": 1000, "gaps": 0, "lag_p99_ms": 40}})
 	}
 	a := r.queue(1, "alice", urlA)
 	r.take(2, "p1", "key1", a)
@@ -607,5 +607,22 @@ func TestFinishReportTakenForAReplyIsNoLatency(t *testing.T) {
 	}
 	if !strings.Contains(fmt.Sprint(res.Invariant(7).Notes), "3 replies were finish reports") {
 		t.Errorf("notes: %v", res.Invariant(7).Notes)
+	}
+}
+
+func TestSilentStreamLossFails(t *testing.T) {
+	r := clean()
+	// A viewer misses 10 entries of 1,000 and is told of 4.
+	r.add(50.5, history.Event{Kind: history.Stream, Actor: "viewer-2", Via: "v2", Num: map[string]float64{"frames": 99, "entries": 990, "gaps": 10, "dropped_reported": 4}})
+	failsOnly(t, r.check(t), 8, "viewer viewer-2 lost 6 of 1000 entries without saying so")
+}
+
+func TestReportedStreamLossPasses(t *testing.T) {
+	r := clean()
+	r.add(50.5, history.Event{Kind: history.Stream, Actor: "viewer-2", Via: "v2", Num: map[string]float64{"frames": 99, "entries": 990, "gaps": 10, "dropped_reported": 10}})
+	// In a fault window, losses are not judged.
+	r.add(9.5, history.Event{Kind: history.Stream, Actor: "viewer-3", Via: "v2", Num: map[string]float64{"frames": 50, "entries": 500, "gaps": 500}})
+	if res := r.check(t); res.Failed() {
+		t.Fatalf("reported or fault-time losses fail:\n%s", res.Summary())
 	}
 }

@@ -93,7 +93,7 @@ func demo(length, every float64) *run {
 		if s >= 200 && s < 206 {
 			frames = 0
 		}
-		r.add(s+1, history.Event{Kind: history.Stream, Actor: "viewer-1", Via: "v2", Num: map[string]float64{"frames": frames, "lag_p99_ms": 30 + rng.Float64()*50}})
+		r.add(s+1, history.Event{Kind: history.Stream, Actor: "viewer-1", Via: "v2", Num: map[string]float64{"frames": frames, "entries": 10 * frames, "gaps": 0, "lag_p99_ms": 30 + rng.Float64()*50}})
 	}
 	n := 0
 	type done struct {
