@@ -79,7 +79,9 @@ const (
 	Note Kind = "note"
 	// Final: the run ended; Text names the file holding Redis's state
 	// at the end (a redistest.Dump as JSON), relative to the run's
-	// directory.
+	// directory; T is when the dump was complete and Num["dump_started"]
+	// (UNIX seconds) when it began: Redis is read key by key, and what
+	// changes meanwhile may or may not be in the dump.
 	Final Kind = "final"
 )
 
