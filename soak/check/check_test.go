@@ -626,3 +626,29 @@ func TestReportedStreamLossPasses(t *testing.T) {
 		t.Fatalf("reported or fault-time losses fail:\n%s", res.Summary())
 	}
 }
+
+// Found on the runner's fifth run: Redis is read key by key, for
+// seconds, while pipelines still end jobs; a job that ended after its
+// key was read is "running" in the dump. The Final event says when the
+// dump began; the dump is compared with the model over the time it took.
+func TestJobEndingWhileRedisIsReadPasses(t *testing.T) {
+	r := clean()
+	d := r.queue(30, "gina", "http://d.example/")
+	r.take(31, "p1", "key1", d)
+	r.end(57, "p1", d, "done")
+	r.line(57.2, "gina: Your job for http://d.example/ has finished. ("+d+")")
+	r.set(d, "hash", registeredJob("http://d.example/", "gina", "started_at", "1"))
+	r.set("working", "list", []string{idC, d})
+	res := r.check(t)
+	if res.Invariant(5).Pass {
+		t.Fatalf("without the dump's start, the dump is taken as read at the end, and must disagree:\n%s", res.Summary())
+	}
+	for i := range r.events {
+		if r.events[i].Kind == history.Final {
+			r.events[i].Num = map[string]float64{"dump_started": float64(r.at(55).UnixNano()) / 1e9}
+		}
+	}
+	if res := r.check(t); res.Failed() {
+		t.Fatalf("a job that ended while Redis was read fails:\n%s", res.Summary())
+	}
+}

@@ -85,6 +85,20 @@ func (l *life) stateAt(t time.Time) string {
 	return s
 }
 
+// statesIn are the states the life was in at some moment of [from, to].
+func (l *life) statesIn(from, to time.Time) map[string]bool {
+	out := map[string]bool{}
+	if s := l.stateAt(from); s != "" {
+		out[s] = true
+	}
+	for _, x := range l.trans {
+		if x.t.After(from) && !x.t.After(to) {
+			out[x.state] = true
+		}
+	}
+	return out
+}
+
 // expected is what the acknowledged changes up to t say the job's record
 // holds.
 type expected struct {
@@ -161,6 +175,8 @@ type checker struct {
 	reportsTotal, dupsTotal                                                                     int
 
 	leaders []ev
+	// When Redis was read at the end (zero: unknown).
+	dumpFrom, dumpTo time.Time
 	// The final dump's states, worked out once.
 	ends            map[string]string
 	queued, working map[string]bool
@@ -329,6 +345,11 @@ func (c *checker) event(e ev) {
 		}
 	case history.Stream:
 		c.res.series.stream(e.Event)
+	case history.Final:
+		c.dumpTo = e.T
+		if v, ok := e.Num["dump_started"]; ok && v > 0 {
+			c.dumpFrom = time.Unix(0, int64(v*1e9))
+		}
 	case history.Leader:
 		c.leaders = append(c.leaders, e)
 		c.res.leaders = append(c.res.leaders, e.Event)
@@ -880,14 +901,27 @@ func (c *checker) judge5(dump Dump) {
 		inv.violate(Violation{Ident: p.Ident, T: p.T, Lines: []int{p.line},
 			Detail: fmt.Sprintf("%s: %s says %s, the model says %s (within %s)", what, p.Via, p.state, model, c.opts.ProbeSlack)})
 	}
-	// The end: the model against Redis.
+	// The end: the model against Redis, as it was while Redis was read.
+	from, to := c.res.End, c.res.End
+	if !c.dumpTo.IsZero() {
+		to = c.dumpTo
+		from = to
+		if !c.dumpFrom.IsZero() && c.dumpFrom.Before(to) {
+			from = c.dumpFrom
+		}
+	}
+	if from.Equal(to) {
+		inv.Notes = append(inv.Notes, "the Final event does not say when the dump began (Num dump_started): the dump is taken as read at one instant")
+	} else {
+		inv.Notes = append(inv.Notes, fmt.Sprintf("Redis was read over %s at the end: compared with the model over that time", to.Sub(from).Round(time.Millisecond)))
+	}
 	ends, ghosts := 0, 0
 	for ident, ls := range c.lives {
 		l := ls[len(ls)-1]
 		model := l.stateAt(c.res.End)
 		st := c.endState(dump, ident)
 		ends++
-		ok := st == model || (model == "aborted" && st == "absent") ||
+		ok := l.statesIn(from, to)[st] || (model == "aborted" && st == "absent") ||
 			(model == "finished" && st == "absent" && l.outcomeT.Before(c.res.End.Add(-48*time.Hour)))
 		if model == "queued" && st == "running" {
 			ok = true // taken in the last moment, its Take not yet written
