@@ -383,6 +383,11 @@ func (d Dump) endState(ident string, queued, working map[string]bool) string {
 	case working[ident] || queued[ident]:
 		return "orphan"
 	}
+	if e, ok := d[ident]; ok && e.Type == "none" {
+		// Listed when the dump began, gone when it was read: it
+		// expired or was deleted meanwhile.
+		return "vanished"
+	}
 	return "absent"
 }
 

@@ -923,6 +923,9 @@ func (c *checker) judge5(dump Dump) {
 		ends++
 		ok := l.statesIn(from, to)[st] || (model == "aborted" && st == "absent") ||
 			(model == "finished" && st == "absent" && l.outcomeT.Before(c.res.End.Add(-48*time.Hour)))
+		if st == "vanished" && (l.statesIn(from, to)["aborted"] || l.statesIn(from, to)["failed"]) {
+			ok = true // its record expired (5 s after the end) while Redis was read
+		}
 		if model == "queued" && st == "running" {
 			ok = true // taken in the last moment, its Take not yet written
 		}
