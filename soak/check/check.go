@@ -197,7 +197,7 @@ func (r *Result) Failed() bool {
 	return false
 }
 
-// Invariant returns invariant n (1–7).
+// Invariant returns invariant n (1–8).
 func (r *Result) Invariant(n int) *Invariant {
 	for _, inv := range r.Invariants {
 		if inv.N == n {
@@ -382,6 +382,11 @@ func (d Dump) endState(ident string, queued, working map[string]bool) string {
 		return "failed"
 	case working[ident] || queued[ident]:
 		return "orphan"
+	}
+	if e, ok := d[ident]; ok && e.Type == "none" {
+		// Listed when the dump began, gone when it was read: it
+		// expired or was deleted meanwhile.
+		return "vanished"
 	}
 	return "absent"
 }

@@ -109,7 +109,7 @@ func clean() *run {
 	for s := 0.0; s <= 60; s += 5 {
 		r.add(s, history.Event{Kind: history.Sample, Actor: "node-a", Num: map[string]float64{"rss_bytes": 40e6 + float64(int(s)%10)*1e5, "goroutines": 80, "fds": 30}})
 		r.add(s, history.Event{Kind: history.Sample, Actor: "redis", Num: map[string]float64{"redis_used_memory": 3e6}})
-		r.add(s+0.5, history.Event{Kind: history.Stream, Actor: "viewer-1", Via: "v2", Num: map[string]float64{"frames": 100, "lag_p99_ms": 40}})
+		r.add(s+0.5, history.Event{Kind: history.Stream, Actor: "viewer-1", Via: "v2", Num: map[string]float64{"frames": 100, "entries": 1000, "gaps": 0, "lag_p99_ms": 40}})
 	}
 	a := r.queue(1, "alice", urlA)
 	r.take(2, "p1", "key1", a)
@@ -607,5 +607,67 @@ func TestFinishReportTakenForAReplyIsNoLatency(t *testing.T) {
 	}
 	if !strings.Contains(fmt.Sprint(res.Invariant(7).Notes), "3 replies were finish reports") {
 		t.Errorf("notes: %v", res.Invariant(7).Notes)
+	}
+}
+
+func TestSilentStreamLossFails(t *testing.T) {
+	r := clean()
+	// A viewer misses 10 entries of 1,000 and is told of 4.
+	r.add(50.5, history.Event{Kind: history.Stream, Actor: "viewer-2", Via: "v2", Num: map[string]float64{"frames": 99, "entries": 990, "gaps": 10, "dropped_reported": 4}})
+	failsOnly(t, r.check(t), 8, "viewer viewer-2 lost 6 of 1000 entries without saying so")
+}
+
+func TestReportedStreamLossPasses(t *testing.T) {
+	r := clean()
+	r.add(50.5, history.Event{Kind: history.Stream, Actor: "viewer-2", Via: "v2", Num: map[string]float64{"frames": 99, "entries": 990, "gaps": 10, "dropped_reported": 10}})
+	// In a fault window, losses are not judged.
+	r.add(9.5, history.Event{Kind: history.Stream, Actor: "viewer-3", Via: "v2", Num: map[string]float64{"frames": 50, "entries": 500, "gaps": 500}})
+	if res := r.check(t); res.Failed() {
+		t.Fatalf("reported or fault-time losses fail:\n%s", res.Summary())
+	}
+}
+
+// Found on the runner's fifth run: Redis is read key by key, for
+// seconds, while pipelines still end jobs; a job that ended after its
+// key was read is "running" in the dump. The Final event says when the
+// dump began; the dump is compared with the model over the time it took.
+func TestJobEndingWhileRedisIsReadPasses(t *testing.T) {
+	r := clean()
+	d := r.queue(30, "gina", "http://d.example/")
+	r.take(31, "p1", "key1", d)
+	r.end(57, "p1", d, "done")
+	r.line(57.2, "gina: Your job for http://d.example/ has finished. ("+d+")")
+	r.set(d, "hash", registeredJob("http://d.example/", "gina", "started_at", "1"))
+	r.set("working", "list", []string{idC, d})
+	res := r.check(t)
+	if res.Invariant(5).Pass {
+		t.Fatalf("without the dump's start, the dump is taken as read at the end, and must disagree:\n%s", res.Summary())
+	}
+	for i := range r.events {
+		if r.events[i].Kind == history.Final {
+			r.events[i].Num = map[string]float64{"dump_started": float64(r.at(55).UnixNano()) / 1e9}
+		}
+	}
+	if res := r.check(t); res.Failed() {
+		t.Fatalf("a job that ended while Redis was read fails:\n%s", res.Summary())
+	}
+}
+
+// A failed job's hash expires 5 s after the failure; when that happens
+// between the dump's listing of the keys and its reading of this one,
+// the dump holds it as type "none" (and may not list the failure
+// record, written after the listing).
+func TestJobVanishingWhileRedisIsReadPasses(t *testing.T) {
+	r := clean()
+	r.command(50, 0.1, "hank", "!fail "+idB, "Job "+idB+" for "+urlB+" failed: removed from its queue, it will not run any more.")
+	r.dump[idB] = Entry{Type: "none", Value: []byte("null"), TTL: -1}
+	r.set("pending", "list", []string{})
+	for i := range r.events {
+		if r.events[i].Kind == history.Final {
+			r.events[i].Num = map[string]float64{"dump_started": float64(r.at(49).UnixNano()) / 1e9}
+		}
+	}
+	if res := r.check(t); res.Failed() {
+		t.Fatalf("a record that expired while Redis was read fails:\n%s", res.Summary())
 	}
 }

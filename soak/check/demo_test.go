@@ -22,9 +22,46 @@ func TestDemoReport(t *testing.T) {
 	if dir == "" {
 		t.Skip("SOAKCHECK_DEMO not set")
 	}
+	r := demo(1200, 1.5)
+	f, err := history.Create(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range r.events {
+		f.Add(e)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(r.dump)
+	if err := os.WriteFile(filepath.Join(dir, "final_redis.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + res.Summary())
+}
+
+// BenchmarkCheck checks an hour's synthetic run with a job queued every
+// 0.1 s (36,000 jobs, about 330,000 events) per iteration.
+func BenchmarkCheck(b *testing.B) {
+	r := demo(3600, 0.1)
+	b.ResetTimer()
+	for range b.N {
+		if res := Check(r.events, r.dump, DefaultOptions()); res.Failed() {
+			b.Fatal(res.Summary())
+		}
+	}
+	b.ReportMetric(float64(len(r.events)), "events")
+}
+
+// demo is a synthetic run of length seconds with faults, flat
+// resources, a job queued every `every` seconds, ignores and probes.
+func demo(length, every float64) *run {
 	r := &run{t0: time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC), dump: Dump{}}
 	rng := rand.New(rand.NewPCG(28, 28))
-	const length = 1200.0
 	faults := []struct {
 		name, target string
 		at, d        float64
@@ -56,7 +93,7 @@ func TestDemoReport(t *testing.T) {
 		if s >= 200 && s < 206 {
 			frames = 0
 		}
-		r.add(s+1, history.Event{Kind: history.Stream, Actor: "viewer-1", Via: "v2", Num: map[string]float64{"frames": frames, "lag_p99_ms": 30 + rng.Float64()*50}})
+		r.add(s+1, history.Event{Kind: history.Stream, Actor: "viewer-1", Via: "v2", Num: map[string]float64{"frames": frames, "entries": 10 * frames, "gaps": 0, "lag_p99_ms": 30 + rng.Float64()*50}})
 	}
 	n := 0
 	type done struct {
@@ -64,7 +101,7 @@ func TestDemoReport(t *testing.T) {
 		rep float64
 	}
 	var finished []done
-	for s := 2.0; s < length-60; s += 1.5 {
+	for s := 2.0; s < length-60; s += every {
 		n++
 		url := fmt.Sprintf("http://site%d.example/", n)
 		nick := fmt.Sprintf("user%d", n%10)
@@ -89,7 +126,7 @@ func TestDemoReport(t *testing.T) {
 		}
 		r.line(rep, nick+": Your job for "+url+" has finished. ("+id+")")
 		finished = append(finished, done{id, rep})
-		if n%25 == 0 {
+		if n%(int(37/every)) == 0 {
 			r.command(take+1, 0.1, nick, "!ig "+id+" ^x", "Added ignore pattern ^x to job "+id+".")
 			r.probe(take+2, "jobs_api", id, "running", `{"state":"running","ignore_patterns":["^x"]}`)
 		}
@@ -103,33 +140,17 @@ func TestDemoReport(t *testing.T) {
 		r.command(s, lat, "user3", "!status", "Job status: …")
 	}
 	r.add(900.5, history.Event{Kind: history.Revoke, Target: "key7"})
-	r.add(1150, history.Event{Kind: history.Quiet, Outcome: "start"})
+	r.add(length-50, history.Event{Kind: history.Quiet, Outcome: "start"})
+	probed := 0
 	for _, d := range finished {
-		if d.rep < 1140 && d.rep > 1000 {
-			r.probe(1151, "jobs_api", d.id, "finished", "")
-			r.probe(1152, "status", d.id, "finished", "")
-			r.probe(1153, "dashboard", d.id, "finished", "")
+		if d.rep < length-60 && d.rep > length-200 && probed < 50 {
+			probed++
+			r.probe(length-49, "jobs_api", d.id, "finished", "")
+			r.probe(length-48, "status", d.id, "finished", "")
+			r.probe(length-47, "dashboard", d.id, "finished", "")
 		}
 	}
-	r.add(1160, history.Event{Kind: history.Quiet, Outcome: "end"})
+	r.add(length-40, history.Event{Kind: history.Quiet, Outcome: "end"})
 	r.add(length, history.Event{Kind: history.Final, Text: "final_redis.json"})
-	f, err := history.Create(filepath.Join(dir, "history.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range r.events {
-		f.Add(e)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(r.dump)
-	if err := os.WriteFile(filepath.Join(dir, "final_redis.json"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res, err := Run(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log("\n" + res.Summary())
+	return r
 }
