@@ -401,7 +401,9 @@ func TestSoak(t *testing.T) {
 	// or still waiting in Redis.
 	rdb := s.redis.failoverClient()
 	defer rdb.Close()
+	dumpStarted := time.Now()
 	dump, err := redistest.Dump(context.Background(), rdb)
+	dumped := time.Now()
 	if err != nil {
 		t.Errorf("dump Redis at the end: %v", err)
 	}
@@ -411,7 +413,8 @@ func TestSoak(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "final_redis.json"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s.rec.Add(history.Event{Kind: history.Final, Text: "final_redis.json"})
+	s.rec.Add(history.Event{T: dumped, Kind: history.Final, Text: "final_redis.json",
+		Num: map[string]float64{"dump_started": float64(dumpStarted.UnixMicro()) / 1e6}})
 	closed = true
 	if err := rec.Close(); err != nil {
 		t.Fatalf("history: %v", err)
