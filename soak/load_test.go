@@ -279,17 +279,20 @@ func (s *soak) runViewer(name string, v2 bool, stop <-chan struct{}) {
 		via = "v2"
 	}
 	var mu sync.Mutex
-	var frames, entries, dropped float64
+	var frames, entries, dropped, gaps float64
 	var lags []float64
 	flush := func() {
 		mu.Lock()
 		slices.Sort(lags)
 		num := map[string]float64{"frames": frames, "entries": entries, "dropped_reported": dropped}
+		if v2 {
+			num["gaps"] = gaps
+		}
 		if len(lags) > 0 {
 			num["lag_p50_ms"] = lags[len(lags)/2]
 			num["lag_p99_ms"] = lags[len(lags)*99/100]
 		}
-		frames, entries, dropped, lags = 0, 0, 0, lags[:0]
+		frames, entries, dropped, gaps, lags = 0, 0, 0, 0, lags[:0]
 		mu.Unlock()
 		s.rec.Add(history.Event{Kind: history.Stream, Actor: name, Via: via, Num: num})
 	}
@@ -331,6 +334,10 @@ func (s *soak) runViewer(name string, v2 bool, stop <-chan struct{}) {
 			continue
 		}
 		conn.Store(c)
+		// Per connection, each job's last score seen: a later entry
+		// whose score skips some counts them as gaps (lost entries,
+		// said or not).
+		last := map[string]float64{}
 		for {
 			c.SetReadDeadline(time.Now().Add(15 * time.Second))
 			_, msg, err := c.ReadMessage()
@@ -343,11 +350,25 @@ func (s *soak) runViewer(name string, v2 bool, stop <-chan struct{}) {
 					N       int     `json:"n"`
 					T       float64 `json:"t"`
 					Dropped float64 `json:"dropped"`
+					Entries []struct {
+						Ident string  `json:"ident"`
+						Score float64 `json:"score"`
+					} `json:"entries"`
 				}
 				if json.Unmarshal(msg, &f) != nil {
 					continue
 				}
+				skipped := 0.0
+				for _, e := range f.Entries {
+					if l, ok := last[e.Ident]; ok && e.Score > l+1 {
+						skipped += e.Score - l - 1
+					}
+					if l, ok := last[e.Ident]; !ok || e.Score > l {
+						last[e.Ident] = e.Score
+					}
+				}
 				mu.Lock()
+				gaps += skipped
 				frames++
 				entries += float64(f.N)
 				dropped += f.Dropped
