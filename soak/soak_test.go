@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -126,32 +127,45 @@ type step struct {
 	Pick float64
 }
 
-// faultKinds, in the priority order, with their weights.
-var faultKinds = []struct {
-	name string
-	w    int
-}{
-	{"kill-leader", 3}, {"freeze-leader", 3}, {"kill-redis-master", 3}, {"pause-pipeline", 3},
-	{"revoke-waiting", 2}, {"restart-bridge", 2},
-	{"partition-node-redis", 2}, {"partition-pipeline-node", 2}, {"partition-leader-irc", 2},
+// faultKinds, in the priority order.
+var faultKinds = []string{
+	"kill-leader", "freeze-leader", "kill-redis-master", "pause-pipeline",
+	"revoke-waiting", "restart-bridge",
+	"partition-node-redis", "partition-pipeline-node", "partition-leader-irc",
 }
 
 // makeSchedule draws the schedule: a warm-up, then faults one at a time
-// 12–24 s apart (of the kinds in only, or all when only is empty), a
-// quiet point every 40 s or so, now and then a pipeline's silent death,
-// and a cool-down.
+// 12–24 s apart, a quiet point every 40 s or so, now and then a
+// pipeline's silent death, and a cool-down. Faults come in rounds, each
+// a permutation of the kinds (those in only, or all when only is
+// empty), so that a long run injects each kind about as often; the
+// first round starts with revoke-waiting, whose invariant (3) has no
+// other witness and must be checked by a short run too.
 func makeSchedule(r *rand.Rand, d time.Duration, only map[string]bool) []step {
 	var out []step
 	warm, cool := 25*time.Second, 20*time.Second
-	kinds := faultKinds[:0:0]
+	var kinds []string
 	for _, f := range faultKinds {
-		if len(only) == 0 || only[f.name] {
+		if len(only) == 0 || only[f] {
 			kinds = append(kinds, f)
 		}
 	}
-	total := 0
-	for _, f := range kinds {
-		total += f.w
+	var round []string
+	first := true
+	next := func() string {
+		if len(round) == 0 {
+			round = append([]string(nil), kinds...)
+			r.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+			if first {
+				if i := slices.Index(round, "revoke-waiting"); i > 0 {
+					round[0], round[i] = round[i], round[0]
+				}
+				first = false
+			}
+		}
+		f := round[0]
+		round = round[1:]
+		return f
 	}
 	lastQuiet := time.Duration(0)
 	for at := warm; at < d-cool; {
@@ -164,20 +178,11 @@ func makeSchedule(r *rand.Rand, d time.Duration, only map[string]bool) []step {
 		if r.IntN(5) == 0 {
 			out = append(out, step{At: at, What: "pipeline-death", Pick: r.Float64()})
 		}
-		if total == 0 {
+		if len(kinds) == 0 {
 			at += 15 * time.Second
 			continue
 		}
-		x := r.IntN(total)
-		name := ""
-		for _, f := range kinds {
-			if x < f.w {
-				name = f.name
-				break
-			}
-			x -= f.w
-		}
-		out = append(out, step{At: at, What: name, Dur: time.Duration(3+r.IntN(5)) * time.Second, Pick: r.Float64()})
+		out = append(out, step{At: at, What: next(), Dur: time.Duration(3+r.IntN(5)) * time.Second, Pick: r.Float64()})
 		at += time.Duration(12+r.IntN(12)) * time.Second
 	}
 	return out
@@ -235,7 +240,7 @@ func TestSoak(t *testing.T) {
 	if v := os.Getenv("SOAK_FAULTS"); v != "" {
 		known := map[string]bool{}
 		for _, f := range faultKinds {
-			known[f.name] = true
+			known[f] = true
 		}
 		for _, f := range strings.Split(v, ",") {
 			if f = strings.TrimSpace(f); f != "none" && !known[f] {
