@@ -305,6 +305,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		res, rf = s.report(req)
 	case "unregister":
 		res, rf = s.unregister(req)
+	case "whoami":
+		res = s.whoami(req)
 	case "control":
 		rf = s.control(req)
 		if rf == nil {
@@ -348,6 +350,8 @@ func route(r *http.Request) (op, ident string, ok bool) {
 			return "report", "", true
 		case http.MethodDelete:
 			return "unregister", "", true
+		case http.MethodGet:
+			return "whoami", "", true
 		}
 		return "", "", true
 	}

@@ -108,7 +108,25 @@ type Config struct {
 	Large bool
 	// Now is the clock for ts, started_at and finished_at; default time.Now.
 	Now func() time.Time
+	// Upstream sends exactly the commands upstream's pipeline sends:
+	// plain commands for the report, the take and the record (SCAN
+	// pending:*, RPOPLPUSH, HMSET, HGETALL, DEL, SADD, SREM, PUBLISH), and
+	// its three Lua scripts by their SHA1 (EVALSHA of UpstreamSHA…, whose
+	// text the simulator does not have). It is for `archivebot bridge`,
+	// which knows those SHA1s; a Redis where upstream's pipeline never
+	// loaded them answers NOSCRIPT.
+	Upstream bool
 }
+
+// The SHA1s of upstream's pipeline scripts (pipeline/archivebot/control.py:
+// MARK_DONE_SCRIPT, MARK_ABORTED_SCRIPT, LOGGER_SCRIPT), as redis-py's
+// register_script sends them with EVALSHA. Spelled here, not imported: the
+// simulator stands for upstream's pipeline.
+const (
+	UpstreamSHAMarkDone    = "988576b47e799af8a2e75e51a00270229eff4b4f" // KEYS ident; ARGV expire_time, log_channel, finished_at, info, log_key
+	UpstreamSHAMarkAborted = "1aec4a5b4bd49991a398ee21bd367773b009b300" // KEYS ident; ARGV log_channel
+	UpstreamSHALog         = "f6fda5256637da887e5745b23660c71a16a25ed0" // KEYS ident; ARGV message, log_channel, log_key
+)
 
 // defaults fills in the fields both kinds of pipeline default alike.
 func (cfg *Config) defaults() {
@@ -186,12 +204,32 @@ func (p *Pipeline) Report(ctx context.Context, status string) error {
 		"load_average_5m", "0.4",
 		"load_average_15m", "0.3",
 	}
+	if p.cfg.Upstream {
+		// pipeline_report: HMSET, SADD, PUBLISH, as separate commands.
+		if err := p.rdb.HMSet(ctx, p.key, fields...).Err(); err != nil {
+			return err
+		}
+		if err := p.rdb.SAdd(ctx, keyPipelines, p.key).Err(); err != nil {
+			return err
+		}
+		return p.rdb.Publish(ctx, channelPipelineUpdates, p.key).Err()
+	}
 	args := append([]any{channelPipelineUpdates}, fields...)
 	return reportScript.Run(ctx, p.rdb, []string{p.key, keyPipelines}, args...).Err()
 }
 
 // Exit deletes the pipeline record and publishes its key (step 7).
 func (p *Pipeline) Exit(ctx context.Context) error {
+	if p.cfg.Upstream {
+		// unregister_pipeline: DEL, SREM, PUBLISH.
+		for _, err := range []error{p.rdb.Del(ctx, p.key).Err(), p.rdb.SRem(ctx, keyPipelines, p.key).Err(),
+			p.rdb.Publish(ctx, channelPipelineUpdates, p.key).Err()} {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	return exitScript.Run(ctx, p.rdb, []string{p.key, keyPipelines}, channelPipelineUpdates).Err()
 }
 
@@ -237,6 +275,8 @@ type Job struct {
 	logKey  string
 	aborted bool
 	age     int64
+	// sent counts the log entries sent in Upstream mode.
+	sent int64
 	// noIgnoreReports is the job's suppress_ignore_reports as last read
 	// (set, in any form, means off, as upstream's pipeline reads it).
 	noIgnoreReports bool
@@ -254,6 +294,9 @@ func (p *Pipeline) Take(ctx context.Context) (*Job, error) {
 	queues, err := p.Queues(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if p.cfg.Upstream {
+		return p.takeUpstream(ctx, queues)
 	}
 	keys := append([]string{keyWorking}, queues...)
 	res, err := takeScript.Run(ctx, p.rdb, keys, p.unixFloat(), p.key).Slice()
@@ -280,6 +323,34 @@ func (p *Pipeline) Take(ctx context.Context) (*Job, error) {
 	return j, nil
 }
 
+// takeUpstream is upstream's reserve_job and complete_reservation:
+// RPOPLPUSH of each queue in order until one gives a job, then HMSET of
+// started_at and pipeline_id and HGETALL, as separate commands.
+func (p *Pipeline) takeUpstream(ctx context.Context, queues []string) (*Job, error) {
+	for _, q := range queues {
+		ident, err := p.rdb.RPopLPush(ctx, q, keyWorking).Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := p.rdb.HMSet(ctx, ident, "started_at", p.unixFloat(), "pipeline_id", p.key).Err(); err != nil {
+			return nil, err
+		}
+		fields, err := p.rdb.HGetAll(ctx, ident).Result()
+		if err != nil {
+			return nil, err
+		}
+		j := &Job{p: p, Ident: ident, Queue: q, Fields: fields}
+		j.logKey = jobLogKey(j.Fields, j.Ident)
+		j.age, _ = strconv.ParseInt(j.Fields["settings_age"], 10, 64)
+		j.noIgnoreReports = j.Fields["suppress_ignore_reports"] != ""
+		return j, nil
+	}
+	return nil, nil
+}
+
 // Heartbeat increments the job's heartbeat (step 3).
 func (j *Job) Heartbeat(ctx context.Context) error {
 	return j.p.rdb.HIncrBy(ctx, j.Ident, "heartbeat", 1).Err()
@@ -287,7 +358,18 @@ func (j *Job) Heartbeat(ctx context.Context) error {
 
 // Log ships one raw log entry (step 4) and returns its score. The entry is
 // stored as given: tests use it for entries that are not JSON.
+//
+// Upstream: EVALSHA of upstream's log script, which answers nothing; the
+// number returned is then the count of entries this job sent.
 func (j *Job) Log(ctx context.Context, entry string) (int64, error) {
+	if j.p.cfg.Upstream {
+		err := j.p.rdb.EvalSha(ctx, UpstreamSHALog, []string{j.Ident}, entry, channelUpdates, j.logKey).Err()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return 0, err
+		}
+		j.sent++
+		return j.sent, nil
+	}
 	return logScript.Run(ctx, j.p.rdb, []string{j.Ident, j.logKey}, entry, channelUpdates).Int64()
 }
 
@@ -420,7 +502,13 @@ func (j *Job) SettingsChanged(ctx context.Context, age int64) (ended bool, err e
 
 // Abort records that the crawl stopped on request (step 5).
 func (j *Job) Abort(ctx context.Context) error {
-	if err := abortScript.Run(ctx, j.p.rdb, []string{j.Ident}, channelUpdates).Err(); err != nil {
+	var err error
+	if j.p.cfg.Upstream {
+		err = j.p.rdb.EvalSha(ctx, UpstreamSHAMarkAborted, []string{j.Ident}, channelUpdates).Err()
+	} else {
+		err = abortScript.Run(ctx, j.p.rdb, []string{j.Ident}, channelUpdates).Err()
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return err
 	}
 	j.aborted = true
@@ -458,6 +546,14 @@ func (j *Job) Notice() FinishNotice {
 func (j *Job) Done(ctx context.Context) error {
 	b, err := json.Marshal(j.Notice())
 	if err != nil {
+		return err
+	}
+	if j.p.cfg.Upstream {
+		err := j.p.rdb.EvalSha(ctx, UpstreamSHAMarkDone, []string{j.Ident}, int64(CompletedExpiry/time.Second),
+			channelUpdates, j.p.unixFloat(), string(b), j.logKey).Err()
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
 		return err
 	}
 	keys := []string{j.Ident, j.logKey, keyIgnores(j.Ident), keyWorking, keyJobsAborted,

@@ -312,6 +312,8 @@ type Options struct {
 	Node, Key string
 	// Workers is how many jobs an API-mode pipeline runs at once.
 	Workers int
+	// Upstream: Config.Upstream, for a bridge's REDIS_URL.
+	Upstream bool
 	RunOptions
 }
 
@@ -334,6 +336,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxJobs, "max-jobs", 0, "exit cleanly after this many jobs (0: until interrupted)")
 	fs.StringVar(&o.Node, "node", "", "API mode: the node's pipeline API address (pipelines.listen, http:// or https://); no Redis is used")
 	fs.StringVar(&o.Key, "key", "", "API mode: the pipeline's key file (archivebot bridge -init -key FILE)")
+	fs.BoolVar(&o.Upstream, "upstream", false, "send exactly upstream's commands and scripts (EVALSHA of upstream's three SHA1s): for -redis pointing at archivebot bridge; a plain Redis answers NOSCRIPT")
 	fs.IntVar(&o.Workers, "workers", 1, "API mode: jobs run at once")
 	fs.IntVar(&o.CrashAfter, "crash-after", 0, "crash (stop without unregistering or finishing the job) after this many log entries (0: never)")
 }
@@ -357,6 +360,9 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		return errors.New("API mode needs both -node URL and -key FILE")
 	}
 	if o.Node != "" {
+		if o.Upstream {
+			return errors.New("-upstream is for Redis mode (-redis, the bridge's REDIS_URL); API mode speaks the API")
+		}
 		return runAPI(ctx, o, out)
 	}
 	if o.RedisURL == "" {
@@ -374,13 +380,17 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis %s: %w", o.RedisURL, err)
 	}
-	cfg := Config{Nickname: o.Nickname, ID: o.ID, Version: o.Version, AOOnly: o.AOOnly, Large: o.Large}
+	cfg := Config{Nickname: o.Nickname, ID: o.ID, Version: o.Version, AOOnly: o.AOOnly, Large: o.Large, Upstream: o.Upstream}
 	if cfg.ID == "" {
 		host, _ := os.Hostname()
 		cfg.ID = md5hex(fmt.Sprintf("%s\x00%s\x00%d", o.Nickname, host, os.Getpid()))
 	}
 	p := New(rdb, cfg)
-	fmt.Fprintf(out, "pipeline %q (%s) on %s\n", p.Nickname(), p.Key(), o.RedisURL)
+	mode := ""
+	if o.Upstream {
+		mode = ", upstream's commands and scripts"
+	}
+	fmt.Fprintf(out, "pipeline %q (%s) on %s%s\n", p.Nickname(), p.Key(), o.RedisURL, mode)
 	ro := o.RunOptions
 	// One line per step of a job, not per log entry: the entries are
 	// counted and the count goes on the job's last line.

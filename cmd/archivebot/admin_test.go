@@ -121,7 +121,8 @@ func TestAdminRefusesWithoutRedis(t *testing.T) {
 			} {
 				code, out, errs := admin(t, nil, args...)
 				if code != 1 || out != "" || !strings.Contains(errs, "cannot reach Redis") ||
-					!strings.Contains(errs, "127.0.0.1:1") || !strings.Contains(errs, "nothing was done") {
+					!strings.Contains(errs, "127.0.0.1:1") || !strings.Contains(errs, "nothing was done") ||
+					!strings.Contains(errs, "-config FILE or ARCHIVEBOT_CONFIG") {
 					t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
 				}
 			}

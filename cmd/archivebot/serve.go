@@ -362,7 +362,7 @@ func adminStore(ctx context.Context, cfg *config.Config) (st *store.Store, close
 	if err := st.Ping(pingCtx); err != nil {
 		rdb.Close()
 		return nil, nil, where, fmt.Errorf("cannot reach Redis (%s): %w; nothing was done. "+
-			"Start the node, or name the Redis the pipelines use with REDIS_URL or -config", where, err)
+			"Start the node, or name the Redis the pipelines use with REDIS_URL, or the node's configuration file with -config FILE or ARCHIVEBOT_CONFIG", where, err)
 	}
 	return st, func() { rdb.Close() }, where, nil
 }

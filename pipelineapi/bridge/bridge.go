@@ -4,8 +4,9 @@
 // calls signed with the pipeline's key (doc/pipeline-api.md, The bridge).
 // The only change for a volunteer is REDIS_URL pointing at it.
 //
-// The RESP protocol is github.com/tidwall/redcon's; this package only
-// translates. Every command it does not serve gets a Redis error naming
+// Requests are read by the bridge's own bounded RESP reader (conn.go) and
+// answered with github.com/tidwall/redcon's writer; the rest of this
+// package translates. Every command it does not serve gets a Redis error naming
 // it, is logged and counted (Stats); nothing reaches the node for it.
 package bridge
 
@@ -19,8 +20,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/tidwall/redcon"
 
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
@@ -71,6 +70,8 @@ type Config struct {
 	// reads that follow (get_settings reads the record, then the ignore
 	// set); a control event drops it at once. Default 1 s.
 	CacheFor time.Duration
+	// Limits bound what clients can make the bridge read and hold.
+	Limits Limits
 }
 
 // Bridge serves one pipeline.
@@ -96,9 +97,14 @@ type Bridge struct {
 	ctlUp   bool
 	closing bool
 	lns     []net.Listener
+	conns   map[net.Conn]struct{}
+	lim     Limits
 	cancel  context.CancelFunc
 	ctx     context.Context
 	wg      sync.WaitGroup
+
+	logMu  sync.Mutex
+	logged map[string]time.Time // logLimited
 }
 
 // jobState is what the bridge keeps of a held job.
@@ -129,25 +135,8 @@ func New(cfg Config) *Bridge {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Bridge{node: cfg.Node, log: cfg.Logger, retryFor: cfg.RetryFor, ctlRetry: cfg.ControlRetry,
 		cacheFor: cfg.CacheFor, jobs: map[string]*jobState{}, subs: map[string]map[*subscriber]struct{}{},
-		stats: map[string]int64{}, ctx: ctx, cancel: cancel}
-}
-
-// Serve answers pipelines on ln until Close; it starts the control
-// stream on first use.
-func (b *Bridge) Serve(ln net.Listener) error {
-	b.mu.Lock()
-	if b.closing {
-		b.mu.Unlock()
-		return net.ErrClosed
-	}
-	b.lns = append(b.lns, ln)
-	first := len(b.lns) == 1
-	b.mu.Unlock()
-	if first {
-		b.wg.Add(1)
-		go b.controlLoop()
-	}
-	return redcon.Serve(ln, b.serveRESP, nil, nil)
+		stats: map[string]int64{}, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
+		lim: cfg.Limits.withDefaults(), logged: map[string]time.Time{}}
 }
 
 // Close stops serving: listeners and subscriber connections are closed,
@@ -156,6 +145,10 @@ func (b *Bridge) Close() error {
 	b.mu.Lock()
 	b.closing = true
 	lns := b.lns
+	conns := make([]net.Conn, 0, len(b.conns))
+	for nc := range b.conns {
+		conns = append(conns, nc)
+	}
 	var subs []*subscriber
 	for _, m := range b.subs {
 		for s := range m {
@@ -169,6 +162,9 @@ func (b *Bridge) Close() error {
 	}
 	for _, s := range subs {
 		s.close()
+	}
+	for _, nc := range conns {
+		nc.Close()
 	}
 	b.wg.Wait()
 	return nil

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
@@ -157,6 +158,8 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", "127.0.0.1:6379", "where the pipeline's REDIS_URL points")
 	remote := fs.Bool("allow-remote", false, "allow -listen on an address that is not loopback (anyone who reaches it acts as this pipeline)")
 	debug := fs.Bool("debug", false, "log every job taken and finished")
+	maxClients := fs.Int("max-clients", DefaultMaxClients, "most connections served at once (a pipeline uses about three per running job); another is refused with Redis's \"max number of clients reached\"")
+	maxArg := fs.Int("max-arg", DefaultMaxArg, "longest argument of a command, in bytes (Redis's proto-max-bulk-len); a command's arguments together may have twice this; a longer request is refused and its connection closed")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: archivebot bridge [flags] -key FILE -node URL\n       archivebot bridge -init -key FILE [-name NAME]\n\nServe an unmodified upstream pipeline (REDIS_URL=redis://LISTEN/0) through the node's pipeline API\n(doc/pipeline-api.md, The bridge); -init creates the pipeline's key pair.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -186,7 +189,9 @@ func Run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		fmt.Fprintln(stdout, k.Public())
-		fmt.Fprintf(stderr, "key %q written to %s (mode 0600). Send the operators this line:\n  archivebot pipeline-key add %s %s\n", k.Name, *keyPath, k.Name, k.Public())
+		fmt.Fprintf(stderr, "key %q written to %s (mode 0600). Send the operators this line:\n  archivebot pipeline-key add %s %s\n"+
+			"(They run it on the node, with the node's -config FILE, or ARCHIVEBOT_CONFIG set, when the node has a configuration file.)\n",
+			k.Name, *keyPath, k.Name, k.Public())
 		return 0
 	}
 	if *node == "" {
@@ -216,6 +221,20 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "archivebot bridge: %v\n", err)
 		return 2
 	}
+	if *maxClients <= 0 || *maxArg <= 0 {
+		fmt.Fprintln(stderr, "archivebot bridge: -max-clients and -max-arg must be positive")
+		return 2
+	}
+	checkCtx, cancelCheck := context.WithTimeout(context.Background(), 15*time.Second)
+	warn, err := CheckNode(checkCtx, cl, *node, k)
+	cancelCheck()
+	if err != nil {
+		fmt.Fprintf(stderr, "archivebot bridge: not serving: %v\n", err)
+		return 1
+	}
+	if warn != "" {
+		fmt.Fprintf(stderr, "archivebot bridge: warning: %s\n", warn)
+	}
 	level := slog.LevelWarn
 	if *debug {
 		level = slog.LevelInfo
@@ -226,7 +245,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "archivebot bridge: %v\n", err)
 		return 1
 	}
-	b := New(Config{Node: cl, Logger: logger})
+	b := New(Config{Node: cl, Logger: logger, Limits: Limits{MaxClients: *maxClients, MaxArg: *maxArg}})
 	fmt.Fprintf(stdout, "bridge for key %q serving redis://%s/0 through %s\n", k.Name, ln.Addr(), *node)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -31,6 +31,11 @@ func TestInitKey(t *testing.T) {
 	if !strings.Contains(errb.String(), "archivebot pipeline-key add vol-1 ed25519:") {
 		t.Errorf("-init does not tell what to send the operators: %q", errb.String())
 	}
+	// Pasted as is on a node run with a configuration file, the line
+	// would act on another Redis: say how to name the node's file.
+	if !strings.Contains(errb.String(), "-config FILE, or ARCHIVEBOT_CONFIG") {
+		t.Errorf("-init does not say the line needs the node's configuration: %q", errb.String())
+	}
 	k, err := LoadKey(path)
 	if err != nil || k.Name != "vol-1" || !k.Priv.Public().(ed25519.PublicKey).Equal(pub) {
 		t.Fatalf("LoadKey = %v, %v; want vol-1 with the printed key", k.Name, err)

@@ -35,11 +35,42 @@ var refusedCommands = map[string]bool{
 	"restore": true, "bgsave": true, "save": true, "acl": true,
 }
 
+// servedCommands are the commands the bridge answers (some only for some
+// arguments), with the subcommands it names.
+var servedCommands = map[string]bool{
+	"ping": true, "echo": true, "auth": true, "select": true, "hello": true, "client": true, "quit": true,
+	"reset": true, "hmset": true, "hset": true, "sadd": true, "srem": true, "del": true, "publish": true,
+	"scan": true, "rpoplpush": true, "hgetall": true, "hget": true, "hmget": true, "smembers": true,
+	"hincrby": true, "evalsha": true, "eval": true, "script": true, "subscribe": true, "unsubscribe": true,
+	"script load": true, "script exists": true,
+}
+
+// statName is the name a refusal of command name is counted under: the
+// name itself for a command the bridge knows, "other" for any other, so
+// that the counters stay a fixed set whatever a client sends.
+func statName(name string) string {
+	if refusedCommands[name] || servedCommands[name] {
+		return name
+	}
+	return "other"
+}
+
+// countRefused counts a refused command and logs it (at most every 10 s
+// for each counter).
+func (b *Bridge) countRefused(name, why string) {
+	st := statName(name)
+	b.count("refused:"+st, 1)
+	if len(name) > 64 {
+		name = name[:64] + "…"
+	}
+	b.logLimited("refused:"+st, "bridge: command refused (one line per 10 s per command; Stats counts all)",
+		"command", name, "why", why)
+}
+
 // refuse answers an error naming the command, logs and counts it.
 func (b *Bridge) refuse(c redcon.Conn, name, why string) {
-	b.count("refused:"+name, 1)
-	b.log.Warn("bridge: command refused", "command", name, "why", why, "from", c.RemoteAddr())
-	c.WriteError(fmt.Sprintf("ERR '%s' is refused by the ArchiveBot bridge: %s", strings.ToUpper(name), why))
+	b.countRefused(name, why)
+	c.WriteError(fmt.Sprintf("ERR '%s' is refused by the ArchiveBot bridge: %s", strings.ToUpper(oneLine(name)), why))
 }
 
 func (b *Bridge) serveRESP(c redcon.Conn, cmd redcon.Command) {
@@ -115,7 +146,7 @@ func (b *Bridge) enqueue(c redcon.Conn, cs *connState, name string, args []strin
 		entry := args[3]
 		if !json.Valid([]byte(entry)) {
 			b.count("refused:log_not_json", 1)
-			b.log.Warn("bridge: log entry is not JSON; not sent", "ident", ident)
+			b.logLimited("log_not_json", "bridge: log entry is not JSON; not sent", "ident", oneLine(ident))
 			cs.replies = append(cs.replies, func(c redcon.Conn, _ map[string]string) {
 				c.WriteError("ERR log entry is not JSON; the node takes JSON entries only")
 			})

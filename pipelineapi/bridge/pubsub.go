@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,32 +18,118 @@ import (
 
 // subscriber is a connection in subscribed mode: the wpull process's
 // settings listener, subscribed to archivebot:job:IDENT. It is the
-// bridge's own loop on redcon's detached connection (rather than
+// bridge's own loop on the detached connection (rather than
 // redcon.PubSub) so that every SUBSCRIBE is checked, not only the first.
+//
+// Everything written to it goes through out, a queue of at most
+// Limits.SubscriberQueue frames written by the subscriber's own writer
+// (each write bounded by Limits.WriteTimeout): publishing never waits
+// for a client, and one that stops reading is closed when its queue is
+// full, as Redis's client-output-buffer-limit pubsub does.
 type subscriber struct {
 	mu    sync.Mutex
 	dc    redcon.DetachedConn
 	chans map[string]bool
 	done  bool
+	out   chan []byte
+	quit  chan struct{}
 }
 
-func (s *subscriber) write(f func(redcon.DetachedConn)) {
+// newSubscriber starts the writer of a detached connection; nil when the
+// bridge is closing (dc is closed then).
+func (b *Bridge) newSubscriber(dc redcon.DetachedConn) *subscriber {
+	s := &subscriber{dc: dc, chans: map[string]bool{}, out: make(chan []byte, b.lim.SubscriberQueue), quit: make(chan struct{})}
+	b.mu.Lock()
+	if b.closing {
+		b.mu.Unlock()
+		s.close()
+		return nil
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go b.subscriberWriter(s)
+	return s
+}
+
+// send queues frame for s; a subscriber whose queue is full is closed.
+func (b *Bridge) send(s *subscriber, frame []byte) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.done {
+		s.mu.Unlock()
 		return
 	}
-	f(s.dc)
-	s.dc.Flush()
+	select {
+	case s.out <- frame:
+		s.mu.Unlock()
+		return
+	default:
+	}
+	s.mu.Unlock()
+	b.count("subscriber_overflow", 1)
+	b.logLimited("subscriber_overflow", "bridge: a subscriber stopped reading; closed (its queue of messages is full)",
+		"queue", b.lim.SubscriberQueue)
+	s.close()
 }
 
-func (s *subscriber) close() {
+// subscriberWriter writes s's queue until s closes.
+func (b *Bridge) subscriberWriter(s *subscriber) {
+	defer b.wg.Done()
+	defer s.close()
+	defer b.recoverConn("subscriber writer", "", nil)
+	for {
+		select {
+		case f := <-s.out:
+			s.dc.WriteRaw(f)
+			for more := true; more; {
+				select {
+				case f := <-s.out:
+					s.dc.WriteRaw(f)
+				default:
+					more = false
+				}
+			}
+			if err := s.dc.Flush(); err != nil {
+				return
+			}
+		case <-s.quit:
+			// Ended by its reader (QUIT, or the client went): what is
+			// queued still goes, within the write deadline.
+			for more := true; more; {
+				select {
+				case f := <-s.out:
+					s.dc.WriteRaw(f)
+				default:
+					more = false
+				}
+			}
+			s.dc.Flush()
+			return
+		}
+	}
+}
+
+// close closes the subscriber's connection now.
+func (s *subscriber) close() { s.end(true) }
+
+// end stops the subscriber; with now false its writer sends what is
+// queued first, then closes the connection.
+func (s *subscriber) end(now bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.done {
 		s.done = true
+		close(s.quit)
+	}
+	if now {
 		s.dc.Close()
 	}
+}
+
+func frame3(kind, ch string, n int) []byte {
+	f := redcon.AppendArray(nil, 3)
+	f = redcon.AppendBulkString(f, kind)
+	f = redcon.AppendBulkString(f, ch)
+	return redcon.AppendInt(f, int64(n))
 }
 
 // jobChannel checks that channel is the settings channel of a job the
@@ -69,19 +156,15 @@ func (b *Bridge) subscribe(c redcon.Conn, args []string) {
 	for _, ch := range args {
 		if e := b.jobChannel(ch); e != "" {
 			b.count("refused:subscribe", 1)
-			b.log.Warn("bridge: command refused", "command", "subscribe", "channel", ch)
+			b.logLimited("refused:subscribe", "bridge: command refused", "command", "subscribe", "channel", oneLine(ch))
 			c.WriteError(e)
 			return
 		}
 	}
-	s := &subscriber{dc: c.Detach(), chans: map[string]bool{}}
-	b.mu.Lock()
-	if b.closing {
-		b.mu.Unlock()
-		s.close()
+	s := b.newSubscriber(c.Detach())
+	if s == nil {
 		return
 	}
-	b.mu.Unlock()
 	b.addSubs(s, args)
 	go b.subscriberLoop(s)
 }
@@ -98,12 +181,7 @@ func (b *Bridge) addSubs(s *subscriber, chans []string) {
 		n := len(s.chans)
 		s.mu.Unlock()
 		b.mu.Unlock()
-		s.write(func(dc redcon.DetachedConn) {
-			dc.WriteArray(3)
-			dc.WriteBulkString("subscribe")
-			dc.WriteBulkString(ch)
-			dc.WriteInt(n)
-		})
+		b.send(s, frame3("subscribe", ch, n))
 	}
 }
 
@@ -122,6 +200,9 @@ func (b *Bridge) dropSub(s *subscriber, ch string) int {
 
 func (b *Bridge) subscriberLoop(s *subscriber) {
 	defer func() {
+		if nc := s.dc.NetConn(); nc != nil {
+			b.untrack(nc)
+		}
 		s.mu.Lock()
 		chans := make([]string, 0, len(s.chans))
 		for ch := range s.chans {
@@ -131,8 +212,9 @@ func (b *Bridge) subscriberLoop(s *subscriber) {
 		for _, ch := range chans {
 			b.dropSub(s, ch)
 		}
-		s.close()
+		s.end(false)
 	}()
+	defer b.recoverConn("subscriber", "", nil)
 	for {
 		cmd, err := s.dc.ReadCommand()
 		if err != nil || len(cmd.Args) == 0 {
@@ -149,7 +231,7 @@ func (b *Bridge) subscriberLoop(s *subscriber) {
 			for _, ch := range args {
 				if e := b.jobChannel(ch); e != "" {
 					b.count("refused:subscribe", 1)
-					s.write(func(dc redcon.DetachedConn) { dc.WriteError(e) })
+					b.send(s, redcon.AppendError(nil, e))
 					ok = false
 					break
 				}
@@ -157,7 +239,7 @@ func (b *Bridge) subscriberLoop(s *subscriber) {
 			if ok {
 				b.addSubs(s, args)
 			} else if len(args) == 0 {
-				s.write(func(dc redcon.DetachedConn) { dc.WriteError("ERR wrong number of arguments for 'subscribe' command") })
+				b.send(s, redcon.AppendError(nil, "ERR wrong number of arguments for 'subscribe' command"))
 			}
 		case "unsubscribe":
 			if len(args) == 0 {
@@ -168,33 +250,23 @@ func (b *Bridge) subscriberLoop(s *subscriber) {
 				s.mu.Unlock()
 			}
 			for _, ch := range args {
-				n := b.dropSub(s, ch)
-				s.write(func(dc redcon.DetachedConn) {
-					dc.WriteArray(3)
-					dc.WriteBulkString("unsubscribe")
-					dc.WriteBulkString(ch)
-					dc.WriteInt(n)
-				})
+				b.send(s, frame3("unsubscribe", ch, b.dropSub(s, ch)))
 			}
 		case "ping":
 			msg := ""
 			if len(args) > 0 {
 				msg = args[0]
 			}
-			s.write(func(dc redcon.DetachedConn) {
-				dc.WriteArray(2)
-				dc.WriteBulkString("pong")
-				dc.WriteBulkString(msg)
-			})
+			f := redcon.AppendArray(nil, 2)
+			f = redcon.AppendBulkString(f, "pong")
+			b.send(s, redcon.AppendBulkString(f, msg))
 		case "quit":
-			s.write(func(dc redcon.DetachedConn) { dc.WriteString("OK") })
+			b.send(s, redcon.AppendString(nil, "OK"))
+			// The writer sends what is queued before it sees the close.
 			return
 		default:
-			b.count("refused:"+name, 1)
-			b.log.Warn("bridge: command refused", "command", name, "why", "subscribed mode")
-			s.write(func(dc redcon.DetachedConn) {
-				dc.WriteError(fmt.Sprintf("ERR '%s' is refused by the ArchiveBot bridge: only SUBSCRIBE / UNSUBSCRIBE / PING / QUIT in subscribed mode", strings.ToUpper(name)))
-			})
+			b.countRefused(name, "subscribed mode")
+			b.send(s, redcon.AppendError(nil, fmt.Sprintf("ERR '%s' is refused by the ArchiveBot bridge: only SUBSCRIBE / UNSUBSCRIBE / PING / QUIT in subscribed mode", strings.ToUpper(oneLine(name)))))
 		}
 	}
 }
@@ -207,13 +279,12 @@ func (b *Bridge) publish(channel, msg string) int {
 		subs = append(subs, s)
 	}
 	b.mu.Unlock()
+	f := redcon.AppendArray(nil, 3)
+	f = redcon.AppendBulkString(f, "message")
+	f = redcon.AppendBulkString(f, channel)
+	f = redcon.AppendBulkString(f, msg)
 	for _, s := range subs {
-		s.write(func(dc redcon.DetachedConn) {
-			dc.WriteArray(3)
-			dc.WriteBulkString("message")
-			dc.WriteBulkString(channel)
-			dc.WriteBulkString(msg)
-		})
+		b.send(s, f)
 	}
 	return len(subs)
 }
@@ -225,10 +296,13 @@ func (b *Bridge) publish(channel, msg string) int {
 func (b *Bridge) controlLoop() {
 	defer b.wg.Done()
 	for b.ctx.Err() == nil {
-		err := b.node.Control(b.ctx, b.onControl)
+		err := b.node.Control(b.ctx, b.onControlSafe)
+		// Events may be missed until the stream is open again: no cached
+		// record answers meanwhile.
 		b.mu.Lock()
 		b.ctlUp = false
 		b.mu.Unlock()
+		b.dropCache()
 		if b.ctx.Err() != nil {
 			return
 		}
@@ -244,6 +318,30 @@ func (b *Bridge) controlLoop() {
 			return
 		}
 	}
+}
+
+// dropCache forgets every cached job record: the reads that follow ask
+// the node.
+func (b *Bridge) dropCache() {
+	b.mu.Lock()
+	for _, js := range b.jobs {
+		js.rec = nil
+	}
+	b.mu.Unlock()
+}
+
+// onControlSafe is onControl; a panic in it ends the stream (which is
+// then reopened), not the bridge.
+func (b *Bridge) onControlSafe(ev client.Event) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			b.count("panic", 1)
+			b.log.Error("bridge: internal error on a control event; reopening the stream", "event", ev.Name,
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			err = fmt.Errorf("panic: %v", v)
+		}
+	}()
+	return b.onControl(ev)
 }
 
 func (b *Bridge) onControl(ev client.Event) error {
@@ -278,7 +376,15 @@ func (b *Bridge) onControl(ev client.Event) error {
 		b.mu.Unlock()
 		b.log.Warn("bridge: the node released a job", "ident", r.Ident, "reason", r.Reason)
 	case wire.EventBye:
-		b.log.Warn("bridge: the node closed the control stream", "data", string(ev.Data))
+		// The key revoked, the node stopping: what was read before may
+		// no longer be what the node would answer.
+		b.dropCache()
+		var e wire.Error
+		if json.Unmarshal(ev.Data, &e) == nil && e.Error == "revoked_key" {
+			b.log.Error("bridge: the node revoked this pipeline's key; every request is refused from now on", "reason", oneLine(e.Reason))
+			break
+		}
+		b.log.Warn("bridge: the node closed the control stream", "data", oneLine(string(ev.Data)))
 	}
 	return nil
 }

@@ -53,11 +53,10 @@ func WithNonce(fn func() string) Option { return func(c *Client) { c.nonceFn = f
 // through unchanged) signing as keyName with priv.
 func New(base string, keyName string, priv ed25519.PrivateKey, opts ...Option) (*Client, error) {
 	u, err := url.Parse(base)
-	if err != nil {
-		return nil, fmt.Errorf("node URL: %w", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("node URL %q: want http:// or https://", base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// "127.0.0.1:8080" is a parse error ("first path segment in URL
+		// cannot contain colon"), "node:8080" a URL of scheme "node".
+		return nil, fmt.Errorf("node URL %q: want http://HOST:PORT or https://HOST[:PORT], the node's pipelines.listen address (or the proxy in front of it)", base)
 	}
 	if !wire.ValidKeyName(keyName) {
 		return nil, fmt.Errorf("key name %q: 1-64 of A-Za-z0-9._-", keyName)
@@ -99,6 +98,21 @@ type Error struct {
 
 func (e *Error) Error() string {
 	return fmt.Sprintf("pipeline API: %d %s: %s", e.Status, e.Code, e.Reason)
+}
+
+// FromAPI says whether the refusal came from a pipeline API: its codes
+// are snake_case words (wire.Error). Anything else (a web server's 405,
+// a proxy's 502 page) means the address is not the API's.
+func (e *Error) FromAPI() bool {
+	if e.Code == "" || strings.HasPrefix(e.Code, "http_") {
+		return false
+	}
+	for _, r := range e.Code {
+		if (r < 'a' || r > 'z') && r != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // IsCode reports whether err is a refusal with code (wire.Error codes).
@@ -270,6 +284,14 @@ func (c *Client) Report(ctx context.Context, fields map[string]string) (wire.Pip
 func (c *Client) Unregister(ctx context.Context) (wire.PipelineResponse, error) {
 	var out wire.PipelineResponse
 	err := c.Do(ctx, http.MethodDelete, wire.PathPipeline, nil, &out)
+	return out, err
+}
+
+// WhoAmI asks the node which key it verifies this client's signature
+// with (GET /v1/pipeline), and its clock.
+func (c *Client) WhoAmI(ctx context.Context) (wire.WhoAmI, error) {
+	var out wire.WhoAmI
+	err := c.Do(ctx, http.MethodGet, wire.PathPipeline, nil, &out)
 	return out, err
 }
 

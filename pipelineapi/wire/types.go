@@ -160,3 +160,13 @@ type Error struct {
 	// Reason says what was wrong, for a person.
 	Reason string `json:"reason"`
 }
+
+// WhoAmI answers GET /v1/pipeline: the key the node verified the request
+// with, and the node's clock (the bridge checks both when it starts).
+type WhoAmI struct {
+	Key string `json:"key"`
+	// ID is the pipeline record key the key reports as.
+	ID string `json:"id"`
+	// NodeTime is the node's clock, Unix milliseconds.
+	NodeTime int64 `json:"node_time"`
+}
