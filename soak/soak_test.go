@@ -36,13 +36,9 @@ type scale struct {
 	APIWorkers int // jobs each runs at once
 	Direct     int // direct-Redis pipelines (one job at a time)
 	Bridges    int // bridge processes
-	// PerBridge is the number of pipelines behind each bridge. TODO:
-	// 0 until the simulator speaks upstream's exact commands (the
-	// bridge runs only upstream's scripts, by their SHA1; the
-	// simulator's Redis mode has scripts of its own): that mode is
-	// being added on the bridge's branch (issue 27). Then give it
-	// here, in bridgedArgs, and set PerBridge back to 5 (full) and 2
-	// (ci), taking as many direct pipelines away.
+	// PerBridge is the number of pipelines behind each bridge
+	// (simulate-pipeline -upstream: upstream's exact commands and
+	// scripts, the only ones the bridge runs).
 	PerBridge int
 	Viewers   int
 	Users     int
@@ -55,15 +51,15 @@ type scale struct {
 var scales = map[string]scale{
 	// The issue's scale: 200 jobs at once on 50 pipelines, 1,000 log
 	// entries/s (200 jobs × 5/s), 20 viewers, 10 users.
-	"full": {Name: "full", APIPipes: 25, APIWorkers: 7, Direct: 25, Bridges: 2, PerBridge: 0, Viewers: 20, Users: 10,
+	"full": {Name: "full", APIPipes: 25, APIWorkers: 7, Direct: 15, Bridges: 2, PerBridge: 5, Viewers: 20, Users: 10,
 		MinEntries: 100, MaxEntries: 300, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond},
-	"ci": {Name: "ci", APIPipes: 6, APIWorkers: 3, Direct: 5, Bridges: 1, PerBridge: 0, Viewers: 4, Users: 4,
+	"ci": {Name: "ci", APIPipes: 6, APIWorkers: 3, Direct: 3, Bridges: 1, PerBridge: 2, Viewers: 4, Users: 4,
 		MinEntries: 30, MaxEntries: 100, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond},
 }
 
-// bridgedArgs are the simulator's flags for a pipeline behind a bridge
-// (see scale.PerBridge).
-var bridgedArgs []string
+// bridgedArgs are the simulator's flags for a pipeline behind a bridge:
+// upstream's commands (the simulator's own Lua is refused there).
+var bridgedArgs = []string{"-upstream"}
 
 // sampleEvery is the period of resource samples and viewer figures.
 const sampleEvery = 5 * time.Second
