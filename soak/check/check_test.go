@@ -671,3 +671,22 @@ func TestJobVanishingWhileRedisIsReadPasses(t *testing.T) {
 		t.Fatalf("a record that expired while Redis was read fails:\n%s", res.Summary())
 	}
 }
+
+// A report of a job no scripted user was seen to queue (queued before
+// the observer joined, say) ends that life; a later !a of the same URL
+// is a new life, not the acknowledgement of the old one.
+func TestRequeueAfterUnacknowledgedLife(t *testing.T) {
+	r := clean()
+	const url = "http://z.example/"
+	z := ident.Of(url)
+	r.line(30, "zed: Your job for "+url+" has finished. ("+z+")")
+	// The acknowledgement, seen once (the observer missed its copy).
+	r.id++
+	r.add(32, history.Event{Kind: history.Send, Actor: "zed", Channel: "#ab", Text: "!a " + url, ID: r.id})
+	r.add(32.1, history.Event{Kind: history.Reply, Actor: "zed", Channel: "#ab", Text: "Queued " + url + ".", ID: r.id, Num: map[string]float64{"latency_ms": 100}})
+	r.command(33, 0.1, "zed", "!abort "+z, "Job "+z+" for "+url+" was aborted before it started.")
+	r.line(33.2, "zed: Your job for "+url+" was aborted. ("+z+")")
+	if res := r.check(t); res.Failed() {
+		t.Fatalf("a new life after an unacknowledged one fails:\n%s", res.Summary())
+	}
+}

@@ -379,6 +379,17 @@ func (c *checker) ackedBetween(ident string, from, to time.Time) bool {
 	return false
 }
 
+// requeuedSince reports whether l ended and an !a for its job was sent
+// after its end, by t.
+func (c *checker) requeuedSince(l *life, t time.Time) bool {
+	end, over := l.ended()
+	if !over {
+		return false
+	}
+	_, ok := c.lastSend(l.ident, end, t)
+	return ok
+}
+
 // lastSend is the latest !a send for ident in (after, upTo].
 func (c *checker) lastSend(ident string, after, upTo time.Time) (time.Time, bool) {
 	var best time.Time
@@ -406,8 +417,15 @@ func (c *checker) say(e ev, s saying, fromReply bool) {
 		}
 		l := c.cur[s.ident]
 		switch {
-		case l != nil && !l.acked:
+		case l != nil && !l.acked && !c.requeuedSince(l, e.T):
 			// Taken (or reported) before the acknowledgement was seen.
+		case l != nil && !l.acked:
+			// A life no one was seen to queue ended, and a new !a
+			// registered the job again.
+			send, _ := c.lastSend(s.ident, l.start, e.T)
+			l = c.newLife(s.ident, send)
+			l.sendT = send
+			l.to(send, "queued")
 		case l != nil:
 			// Seen already (the reply and the observer's copy, or
 			// "Queued" and "Use !status"), unless a newer !a was sent
