@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"runtime"
 	"strconv"
@@ -151,7 +152,52 @@ func (p *APIPipeline) Run(ctx context.Context, o RunOptions, workers int) error 
 	return firstErr
 }
 
-// work takes one job (waiting for one) and crawls it to its end.
+// EventDrop: an API-mode worker gave up a job because the node refused
+// a write for it (not_held: the job was failed, requeued or taken by
+// another pipeline); the worker goes on with the next job.
+const EventDrop = "drop"
+
+// retryable reports whether a call that failed with err may succeed
+// when made again: the node asked for a retry (429, 503 during a leader
+// change, 500 "retry"), or no answer came at all.
+func retryable(err error) bool {
+	var e *client.Error
+	if errors.As(err, &e) {
+		return e.Status == http.StatusTooManyRequests || e.Status >= 500
+	}
+	return true
+}
+
+// callRetrying makes fn until it succeeds, is refused or ctx ends,
+// waiting Retry-After (else a second) between tries, at most a minute of
+// tries. unsure reports that an earlier try may have been applied (it
+// failed without a refusal that says nothing was done).
+func callRetrying(ctx context.Context, fn func() error) (err error, unsure bool) {
+	for try := 0; ; try++ {
+		err = fn()
+		if err == nil || !retryable(err) || ctx.Err() != nil || try >= 60 {
+			return err, unsure
+		}
+		wait := time.Second
+		var e *client.Error
+		if errors.As(err, &e) && e.RetryAfter > 0 {
+			wait = e.RetryAfter
+		}
+		if !errors.As(err, &e) || (e.Status != http.StatusTooManyRequests && e.Status != http.StatusServiceUnavailable) {
+			unsure = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err(), unsure
+		case <-time.After(wait):
+		}
+	}
+}
+
+// work takes one job (waiting for one) and crawls it to its end. A
+// write the node asks to retry is retried (a leader change answers 503
+// for a few seconds); a job whose write is refused is dropped
+// (EventDrop). Neither ends the worker.
 func (p *APIPipeline) work(ctx context.Context, o RunOptions, emit func(Event)) error {
 	var job *wire.Job
 	for job == nil {
@@ -202,15 +248,35 @@ func (p *APIPipeline) work(ctx context.Context, o RunOptions, emit func(Event)) 
 		if len(pending) == 0 && len(incr) == 0 {
 			return nil
 		}
-		_, err := p.c.Update(ctx, job.Ident, wire.UpdateRequest{Log: pending, Incr: incr})
-		if err != nil && !final {
-			var e *client.Error
-			if errors.As(err, &e) && e.Status == 429 {
-				return nil // kept: sent with the next batch
-			}
+		update := func() error {
+			_, err := p.c.Update(ctx, job.Ident, wire.UpdateRequest{Log: pending, Incr: incr})
+			return err
+		}
+		var err error
+		if final {
+			err, _ = callRetrying(ctx, update)
+		} else if err = update(); err != nil && retryable(err) {
+			return nil // kept: sent with the next batch
 		}
 		pending, incr = nil, nil
 		return err
+	}
+	// drop gives the job up after a refused write.
+	drop := func(err error) error {
+		if ctx.Err() == nil {
+			emit(Event{Kind: EventDrop, Ident: job.Ident, Err: err})
+		}
+		return nil
+	}
+	// done sends done; a refusal after a try that may have been applied
+	// means that try was (the job is no longer held).
+	done := func() error {
+		err, unsure := callRetrying(ctx, func() error { _, err := p.c.Done(ctx, job.Ident); return err })
+		if err != nil && !(unsure && client.IsCode(err, "not_held")) {
+			return drop(fmt.Errorf("done: %w", err))
+		}
+		emit(Event{Kind: EventDone, Ident: job.Ident})
+		return nil
 	}
 	stdout := func(msg string) {
 		b, _ := json.Marshal(StdoutEntry{Type: "stdout", Message: msg, TS: p.cfg.Now().Unix()})
@@ -229,8 +295,8 @@ func (p *APIPipeline) work(ctx context.Context, o RunOptions, emit func(Event)) 
 				emit(Event{Kind: EventError, Ident: job.Ident, Err: err})
 			}
 		case <-flush.C:
-			if err := send(false); err != nil && ctx.Err() == nil {
-				return fmt.Errorf("job %s: %w", job.Ident, err)
+			if err := send(false); err != nil {
+				return drop(err)
 			}
 		case s := <-ch:
 			if s.Age <= age {
@@ -243,28 +309,20 @@ func (p *APIPipeline) work(ctx context.Context, o RunOptions, emit func(Event)) 
 			}
 			stdout(StdoutAborted)
 			if err := send(true); err != nil {
-				return fmt.Errorf("job %s: %w", job.Ident, err)
+				return drop(err)
 			}
-			if _, err := p.c.Abort(ctx, job.Ident); err != nil {
-				return fmt.Errorf("job %s: abort: %w", job.Ident, err)
+			if err, _ := callRetrying(ctx, func() error { _, err := p.c.Abort(ctx, job.Ident); return err }); err != nil {
+				return drop(fmt.Errorf("abort: %w", err))
 			}
 			emit(Event{Kind: EventAbort, Ident: job.Ident})
-			if _, err := p.c.Done(ctx, job.Ident); err != nil {
-				return fmt.Errorf("job %s: done: %w", job.Ident, err)
-			}
-			emit(Event{Kind: EventDone, Ident: job.Ident})
-			return nil
+			return done()
 		case <-next.C:
 			if i == o.Entries {
 				stdout(fmt.Sprintf(StdoutFinished, job.Ident))
 				if err := send(true); err != nil {
-					return fmt.Errorf("job %s: %w", job.Ident, err)
+					return drop(err)
 				}
-				if _, err := p.c.Done(ctx, job.Ident); err != nil {
-					return fmt.Errorf("job %s: done: %w", job.Ident, err)
-				}
-				emit(Event{Kind: EventDone, Ident: job.Ident})
-				return nil
+				return done()
 			}
 			i++
 			code := o.Codes[(i-1)%len(o.Codes)]

@@ -38,7 +38,8 @@ const (
 	// Ident, URL.
 	Take Kind = "take"
 	// JobEnd: a pipeline ended a job it held. Actor, Via, Ident, Outcome
-	// (done, aborted, or abandoned when the pipeline died holding it).
+	// (done, aborted, or abandoned when the pipeline died holding it or
+	// let it go because the node refused its writes for it).
 	JobEnd Kind = "jobend"
 	// Pipe: a pipeline's life. Actor, Via, Outcome (started, died,
 	// paused, resumed, restarted).
@@ -64,8 +65,10 @@ const (
 	// drained. Outcome (start or end).
 	Quiet Kind = "quiet"
 	// Stream: a dashboard viewer's figures for an interval. Actor
-	// (viewer), Via (v2 or upstream), Num (frames, dropped_reported,
-	// lag_p50_ms, lag_p99_ms).
+	// (viewer), Via (v2 or upstream), Num (frames, entries,
+	// dropped_reported, lag_p50_ms, lag_p99_ms; for v2, gaps: entries
+	// missing from their job's score sequence, counted within one
+	// connection, each skipped score once).
 	Stream Kind = "stream"
 	// Feed: a post a fake network received. Via (mastodon or bluesky),
 	// Text, URL, Ident where it can be told.
@@ -77,7 +80,9 @@ const (
 	Note Kind = "note"
 	// Final: the run ended; Text names the file holding Redis's state
 	// at the end (a redistest.Dump as JSON), relative to the run's
-	// directory.
+	// directory; T is when the dump was complete and Num["dump_started"]
+	// (UNIX seconds) when it began: Redis is read key by key, and what
+	// changes meanwhile may or may not be in the dump.
 	Final Kind = "final"
 )
 

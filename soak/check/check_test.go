@@ -1,0 +1,692 @@
+package check
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/soak/history"
+)
+
+// run is a synthetic soak: a history and the final dump, built step by
+// step. clean() is a run that keeps every promise; each test below
+// breaks one.
+type run struct {
+	t0     time.Time
+	events []history.Event
+	dump   Dump
+	id     int64
+}
+
+func (r *run) at(sec float64) time.Time {
+	return r.t0.Add(time.Duration(sec * float64(time.Second)))
+}
+
+func (r *run) add(sec float64, e history.Event) {
+	e.T = r.at(sec)
+	r.events = append(r.events, e)
+}
+
+// command is a user's command at sec answered after latency seconds
+// with answer (the observer sees the answer in the channel too).
+func (r *run) command(sec, latency float64, nick, text, answer string) {
+	r.id++
+	r.add(sec, history.Event{Kind: history.Send, Actor: nick, Channel: "#ab", Text: text, ID: r.id})
+	line := nick + ": " + answer
+	r.add(sec+latency, history.Event{Kind: history.Reply, Actor: nick, Channel: "#ab", Text: line, ID: r.id, Num: map[string]float64{"latency_ms": latency * 1000}})
+	r.add(sec+latency, history.Event{Kind: history.Line, Actor: "ArchiveBot", Channel: "#ab", Text: line})
+}
+
+// queue is an !a acknowledged at sec; it returns the job's ident.
+func (r *run) queue(sec float64, nick, url string) string {
+	n, id, err := ident.FromURL(url)
+	if err != nil {
+		panic(err)
+	}
+	r.command(sec, 0.2, nick, "!a "+url, "Queued "+n+".")
+	r.add(sec+0.21, history.Event{Kind: history.Line, Actor: "ArchiveBot", Channel: "#ab", Text: nick + ": Use !status " + id + " for updates, !abort " + id + " to abort."})
+	return id
+}
+
+func (r *run) take(sec float64, pipeline, key, id string) {
+	r.add(sec, history.Event{Kind: history.Take, Actor: pipeline, Via: "api", Target: key, Ident: id})
+}
+
+func (r *run) end(sec float64, pipeline, id, outcome string) {
+	r.add(sec, history.Event{Kind: history.JobEnd, Actor: pipeline, Via: "api", Ident: id, Outcome: outcome})
+}
+
+func (r *run) line(sec float64, text string) {
+	r.add(sec, history.Event{Kind: history.Line, Actor: "ArchiveBot", Channel: "#ab", Text: text})
+}
+
+func (r *run) probe(sec float64, via, id, state, text string) {
+	r.add(sec, history.Event{Kind: history.Probe, Via: via, Ident: id, Outcome: state, Text: text})
+}
+
+func (r *run) set(key, typ string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	r.dump[key] = Entry{Type: typ, Value: b, TTL: -1}
+}
+
+func registeredJob(url, nick string, extra ...string) map[string]string {
+	h := map[string]string{"url": url, "started_by": nick, "started_in": "#ab", "queued_at": "1764650000", "delay_min": "250", "delay_max": "375", "concurrency": "3"}
+	for i := 0; i+1 < len(extra); i += 2 {
+		h[extra[i]] = extra[i+1]
+	}
+	return h
+}
+
+const (
+	urlA = "http://a.example/"
+	urlB = "http://b.example/"
+	urlC = "http://c.example/"
+	urlE = "http://e.example/"
+)
+
+var (
+	idA = ident.Of(urlA)
+	idB = ident.Of(urlB)
+	idC = ident.Of(urlC)
+	idE = ident.Of(urlE)
+)
+
+// clean is a run that keeps every promise: A finishes and is reported,
+// B is still queued at the end, C runs with an ignore added and a delay
+// set, E is taken by a key before that key is revoked; the leader is
+// killed once (a slow reply in its window is excused), resources are
+// flat, probes agree.
+func clean() *run {
+	r := &run{t0: time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC), dump: Dump{}}
+	for s := 0.0; s <= 60; s += 5 {
+		r.add(s, history.Event{Kind: history.Sample, Actor: "node-a", Num: map[string]float64{"rss_bytes": 40e6 + float64(int(s)%10)*1e5, "goroutines": 80, "fds": 30}})
+		r.add(s, history.Event{Kind: history.Sample, Actor: "redis", Num: map[string]float64{"redis_used_memory": 3e6}})
+		r.add(s+0.5, history.Event{Kind: history.Stream, Actor: "viewer-1", Via: "v2", Num: map[string]float64{"frames": 100, "entries": 1000, "gaps": 0, "lag_p99_ms": 40}})
+	}
+	a := r.queue(1, "alice", urlA)
+	r.take(2, "p1", "key1", a)
+	r.end(5, "p1", a, "done")
+	r.line(5.4, "alice: Your job for "+urlA+" has finished. ("+a+")")
+	b := r.queue(3, "bob", urlB)
+	c := r.queue(4, "carol", urlC)
+	r.take(6, "p2", "key2", c)
+	r.command(6.5, 0.3, "carol", "!ig "+c+" ^https?://c\\.example/x", "Added ignore pattern ^https?://c\\.example/x to job "+c+".")
+	r.command(7, 0.3, "carol", "!d "+c+" 500 700", "Inter-request delay for job "+c+" set to [500, 700] ms.")
+	// The leader dies: a command sent in the window waits 5 s.
+	r.add(8, history.Event{Kind: history.Fault, Fault: "kill-leader", Target: "node-a", Outcome: "start"})
+	r.command(8.5, 5, "dave", "!status", "Job status: 1 completed, 0 aborted, 0 failed, 1 in progress, 1 pending, 0 pending-ao, 0 pending-others")
+	r.add(10, history.Event{Kind: history.Fault, Fault: "kill-leader", Target: "node-a", Outcome: "end"})
+	r.add(11, history.Event{Kind: history.Leader, Actor: "node-b"})
+	e := r.queue(11, "erin", urlE)
+	r.take(11.5, "p3", "key3", e)
+	r.end(11.8, "p3", e, "done")
+	r.line(12.1, "erin: Your job for "+urlE+" has finished. ("+e+")")
+	r.add(12, history.Event{Kind: history.Revoke, Target: "key3"})
+	for i := 0; i < 20; i++ {
+		r.command(20+float64(i), 0.1, "frank", "!status", "Job status: …")
+	}
+	r.add(45, history.Event{Kind: history.Quiet, Outcome: "start"})
+	r.probe(46, "jobs_api", a, "finished", "")
+	r.probe(46, "status", b, "queued", "Job "+b+" <"+urlB+">. Started by bob. In queue.")
+	r.probe(46, "dashboard", c, "running", "")
+	r.probe(46, "jobs_api", c, "running", `{"ident":"`+c+`","state":"running","abort_requested":false,"ignore_patterns":["^https?://c\\.example/x"],"settings":{"delay_min":500,"delay_max":700,"concurrency":3}}`)
+	r.add(47, history.Event{Kind: history.Quiet, Outcome: "end"})
+	r.add(60, history.Event{Kind: history.Final, Text: "final_redis.json"})
+
+	r.set(a, "hash", registeredJob(urlA, "alice", "started_at", "1764650002.0", "pipeline_id", "archivebot:key1", "finished_at", "1764650005.0"))
+	r.set(b, "hash", registeredJob(urlB, "bob"))
+	r.set("pending", "list", []string{b})
+	r.set(c, "hash", registeredJob(urlC, "carol", "started_at", "1764650006.0", "pipeline_id", "archivebot:key2", "delay_min", "500", "delay_max", "700"))
+	r.set(c+"_ignores", "set", []string{"^https?://c\\.example/x", "global-pattern"})
+	r.set("working", "list", []string{c})
+	r.set(e, "hash", registeredJob(urlE, "erin", "started_at", "1764650011.5", "finished_at", "1764650011.8"))
+	return r
+}
+
+func (r *run) check(t *testing.T) *Result {
+	t.Helper()
+	res := Check(r.events, r.dump, DefaultOptions())
+	if testing.Verbose() {
+		t.Log("\n" + res.Summary())
+	}
+	return res
+}
+
+// failsOnly asserts that invariant n, and only it, fails, with a
+// violation whose text contains every want.
+func failsOnly(t *testing.T, res *Result, n int, want ...string) {
+	t.Helper()
+	for _, inv := range res.Invariants {
+		if inv.N != n && !inv.Pass {
+			t.Errorf("invariant %d (%s) failed too: %v", inv.N, inv.Name, inv.Violations)
+		}
+	}
+	inv := res.Invariant(n)
+	if inv.Pass {
+		t.Fatalf("invariant %d (%s) passed; want it to fail\n%s", n, inv.Name, res.Summary())
+	}
+	if !res.Failed() {
+		t.Fatal("the result does not say it failed")
+	}
+	var all []string
+	for _, v := range inv.Violations {
+		all = append(all, v.String())
+	}
+	text := strings.Join(all, "\n")
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			t.Errorf("invariant %d's violations do not name %q:\n%s", n, w, text)
+		}
+	}
+	if !strings.Contains(res.Summary(), fmt.Sprintf("FAIL %d. ", n)) {
+		t.Errorf("summary does not name invariant %d as failed:\n%s", n, res.Summary())
+	}
+}
+
+func TestCleanRunPasses(t *testing.T) {
+	res := clean().check(t)
+	if res.Failed() {
+		t.Fatalf("a clean run fails:\n%s", res.Summary())
+	}
+	inv1 := res.Invariant(1)
+	want := map[string]string{"acknowledged": "4", "finished": "2", "queued or running at the end": "2", "duplicate reports": "0 (0.00 %)"}
+	for _, c := range inv1.Counts {
+		if w, ok := want[c.Name]; ok && c.Value != w {
+			t.Errorf("invariant 1 %s = %s, want %s", c.Name, c.Value, w)
+		}
+	}
+	if got := res.Invariant(5).Counts[1].Value; got != "4" {
+		t.Errorf("probes agreeing = %s, want 4", got)
+	}
+	if len(res.Recoveries) != 1 || res.Recoveries[0].Commands <= 0 {
+		t.Errorf("recoveries = %+v, want one with commands answered again", res.Recoveries)
+	}
+}
+
+func TestAcknowledgedJobWithoutOutcomeFails(t *testing.T) {
+	r := clean()
+	d := r.queue(30, "gina", "http://d.example/")
+	res := r.check(t)
+	failsOnly(t, res, 1, d, "no outcome reported", "final state: absent")
+}
+
+func TestPipelineEndWithoutReportFails(t *testing.T) {
+	r := clean()
+	d := r.queue(30, "gina", "http://d.example/")
+	r.take(31, "p1", "key1", d)
+	r.end(32, "p1", d, "done")
+	r.set(d, "hash", registeredJob("http://d.example/", "gina", "started_at", "1", "finished_at", "2"))
+	failsOnly(t, r.check(t), 1, d, "no report reached the channel")
+}
+
+func TestTwoOutcomesFail(t *testing.T) {
+	r := clean()
+	r.line(30, "alice: Your job for "+urlA+" was aborted. ("+idA+")")
+	failsOnly(t, r.check(t), 1, idA, "two outcomes: finished, then aborted")
+}
+
+func TestDuplicateReportsAreCounted(t *testing.T) {
+	r := clean()
+	// The same report again, and once more inside a combined line.
+	r.line(30, "alice: Your job for "+urlA+" has finished. ("+idA+")")
+	r.line(31, "alice: 2 of your jobs finished: "+urlA+" ("+idA+"), "+urlE+" ("+idE+")")
+	res := r.check(t)
+	if res.Failed() {
+		t.Fatalf("duplicates alone fail the run:\n%s", res.Summary())
+	}
+	for _, c := range res.Invariant(1).Counts {
+		if c.Name == "duplicate reports" && c.Value != "3 (60.00 %)" {
+			t.Errorf("duplicate reports = %s, want 3 (60.00 %%)", c.Value)
+		}
+	}
+}
+
+func TestOverlappingTakesFail(t *testing.T) {
+	r := clean()
+	r.take(7, "p9", "key9", idC)
+	failsOnly(t, r.check(t), 2, idC, "held by p2", "taken by p9")
+}
+
+func TestTakeAfterEndFails(t *testing.T) {
+	r := clean()
+	r.take(8, "p9", "key9", idA)
+	r.end(9, "p9", idA, "done")
+	failsOnly(t, r.check(t), 2, idA, "taken by p9 (api) after it ended")
+}
+
+func TestRequeuedJobMayBeTakenAgain(t *testing.T) {
+	r := clean()
+	// E finished; an op expires it and queues it again: a new life.
+	r.queue(30, "erin", urlE)
+	r.take(31, "p1", "key1", idE)
+	r.end(32, "p1", idE, "done")
+	r.line(32.3, "erin: Your job for "+urlE+" has finished. ("+idE+")")
+	if res := r.check(t); res.Failed() {
+		t.Fatalf("a re-registered job's take fails:\n%s", res.Summary())
+	}
+}
+
+func TestTakeAfterRevocationFails(t *testing.T) {
+	r := clean()
+	// key3 was revoked at 12; it takes D at 14.
+	d := r.queue(13, "gina", "http://d.example/")
+	r.take(14, "p3", "key3", d)
+	r.end(14.5, "p3", d, "done")
+	r.line(14.8, "gina: Your job for http://d.example/ has finished. ("+d+")")
+	r.set(d, "hash", registeredJob("http://d.example/", "gina", "started_at", "1", "finished_at", "2"))
+	failsOnly(t, r.check(t), 3, "key key3 took a job 2s after its revocation", d)
+}
+
+func TestTakeJustAfterRevocationPasses(t *testing.T) {
+	r := clean()
+	d := r.queue(11.9, "gina", "http://d.example/")
+	r.take(12.5, "p3", "key3", d) // 0.5 s: a take already under way
+	r.end(12.7, "p3", d, "done")
+	r.line(12.9, "gina: Your job for http://d.example/ has finished. ("+d+")")
+	r.set(d, "hash", registeredJob("http://d.example/", "gina", "started_at", "1", "finished_at", "2"))
+	if res := r.check(t); res.Failed() {
+		t.Fatalf("a take within the grace fails:\n%s", res.Summary())
+	}
+}
+
+func TestIgnoreMissingFromRecordFails(t *testing.T) {
+	r := clean()
+	r.set(idC+"_ignores", "set", []string{"global-pattern"})
+	failsOnly(t, r.check(t), 4, idC, `ignore ^https?://c\.example/x not in `+idC+"_ignores")
+}
+
+func TestDelayNotInRecordFails(t *testing.T) {
+	r := clean()
+	r.set(idC, "hash", registeredJob(urlC, "carol", "started_at", "1764650006.0"))
+	failsOnly(t, r.check(t), 4, idC, "delay [500, 700] acknowledged, record has [250, 375]")
+}
+
+func TestAbortMissingFromStatusProbeFails(t *testing.T) {
+	r := clean()
+	r.command(30, 0.2, "bob", "!abort "+idB, "Job "+idB+" for "+urlB+" was aborted before it started.")
+	// The reply acknowledged the abort; the job stays queued and the
+	// status says nothing of it.
+	r.probe(50, "status", idB, "queued", "Job "+idB+" <"+urlB+">. Started by bob. In queue.")
+	r.set(idB, "hash", registeredJob(urlB, "bob", "abort_requested", "true"))
+	failsOnly(t, r.check(t), 4, idB, "status probe: abort acknowledged")
+}
+
+func TestProbeThatDisagreesFails(t *testing.T) {
+	r := clean()
+	r.probe(50, "status", idA, "running", "Job "+idA+" <"+urlA+">. Started by alice. In progress.")
+	failsOnly(t, r.check(t), 5, idA, "stale: status says running, the model says finished")
+}
+
+func TestGhostProbeFails(t *testing.T) {
+	r := clean()
+	ghost := ident.Of("http://never.example/")
+	r.probe(50, "dashboard", ghost, "running", "")
+	failsOnly(t, r.check(t), 5, ghost, "ghost: dashboard says running, the model says absent")
+}
+
+func TestFinalStateThatDisagreesFails(t *testing.T) {
+	r := clean()
+	// B was queued; at the end its record says finished, and no
+	// pipeline ever took it.
+	r.set(idB, "hash", registeredJob(urlB, "bob", "finished_at", "1764650059.0"))
+	r.set("pending", "list", []string{})
+	res := r.check(t)
+	if res.Invariant(5).Pass {
+		t.Fatalf("invariant 5 passed:\n%s", res.Summary())
+	}
+	if !strings.Contains(fmt.Sprint(res.Invariant(5).Violations), "model says queued, Redis says finished") {
+		t.Errorf("violations: %v", res.Invariant(5).Violations)
+	}
+}
+
+func TestGrowingRSSFails(t *testing.T) {
+	r := clean()
+	// An hour's run: node-b grows 100 MB an hour, twice the limit.
+	for s := 0.0; s <= 3600; s += 30 {
+		r.add(s, history.Event{Kind: history.Sample, Actor: "node-b", Num: map[string]float64{"rss_bytes": 40e6 + s/3600*100e6}})
+	}
+	failsOnly(t, r.check(t), 6, "node-b/rss_bytes grows +100.0 MB per hour after warm-up (limit +50.0 MB, judged against +50.0 MB")
+}
+
+func TestShortRunGrowingMoreThanAnHourAllowsFails(t *testing.T) {
+	r := clean()
+	// A minute's run: node-b grows 2 MB a second, more in the window
+	// than an hour may add.
+	for s := 0.0; s <= 60; s += 5 {
+		r.add(s, history.Event{Kind: history.Sample, Actor: "node-b", Num: map[string]float64{"rss_bytes": 40e6 + s*2e6}})
+	}
+	failsOnly(t, r.check(t), 6, "node-b/rss_bytes grows +7200.0 MB per hour")
+	// 0.5 MB a second is 24 MB over the window: noted, not failed.
+	r = clean()
+	for s := 0.0; s <= 60; s += 5 {
+		r.add(s, history.Event{Kind: history.Sample, Actor: "node-b", Num: map[string]float64{"rss_bytes": 40e6 + s*0.5e6}})
+	}
+	if res := r.check(t); !res.Invariant(6).Pass {
+		t.Fatalf("a short run's warm-up fails:\n%s", res.Summary())
+	}
+}
+
+func TestLeaderChangeIsNotGrowth(t *testing.T) {
+	r := clean()
+	// node-b is a flat standby, then the leader at a higher flat level.
+	for s := 0.0; s <= 3600; s += 30 {
+		v, g := 20e6, 20.0
+		if s >= 1800 {
+			v, g = 200e6, 900
+		}
+		r.add(s, history.Event{Kind: history.Sample, Actor: "node-b", Num: map[string]float64{"rss_bytes": v, "goroutines": g}})
+	}
+	r.add(1790, history.Event{Kind: history.Leader, Actor: ""})
+	r.add(1795, history.Event{Kind: history.Leader, Actor: "node-b"})
+	res := r.check(t)
+	if !res.Invariant(6).Pass {
+		t.Fatalf("a standby becoming leader counts as growth:\n%s", res.Summary())
+	}
+}
+
+func TestRestartIsNotGrowth(t *testing.T) {
+	r := clean()
+	// node-b is flat in each life; a kill restarts it lower, then it
+	// is flat again at a higher level than the first start would give.
+	r.add(30, history.Event{Kind: history.Fault, Fault: "kill-leader", Target: "node-b", Outcome: "start"})
+	r.add(31, history.Event{Kind: history.Fault, Fault: "kill-leader", Target: "node-b", Outcome: "end"})
+	for s := 0.0; s <= 60; s += 2 {
+		v := 30e6
+		if s >= 30 {
+			v = 90e6
+		}
+		r.add(s, history.Event{Kind: history.Sample, Actor: "node-b", Num: map[string]float64{"rss_bytes": v}})
+	}
+	res := r.check(t)
+	if !res.Invariant(6).Pass {
+		t.Fatalf("a restart counts as growth:\n%s", res.Summary())
+	}
+}
+
+func TestSlowRepliesOutsideFaultsFail(t *testing.T) {
+	r := clean()
+	for i := 0; i < 5; i++ {
+		r.command(48+float64(i), 1.5, "hank", "!pending", "No jobs are pending.")
+	}
+	failsOnly(t, r.check(t), 7, "replies p99 1500 ms", "!pending")
+}
+
+func TestSlowFinishReportFails(t *testing.T) {
+	r := clean()
+	d := r.queue(30, "gina", "http://d.example/")
+	r.take(31, "p1", "key1", d)
+	r.end(32, "p1", d, "done")
+	r.line(36, "gina: Your job for http://d.example/ has finished. ("+d+")")
+	r.set(d, "hash", registeredJob("http://d.example/", "gina", "started_at", "1", "finished_at", "2"))
+	failsOnly(t, r.check(t), 7, "finish reports p99 4000 ms", d)
+}
+
+func TestUnansweredCommandOutsideFaultsFails(t *testing.T) {
+	r := clean()
+	r.id++
+	r.add(50, history.Event{Kind: history.Send, Actor: "ivy", Channel: "#ab", Text: "!status", ID: r.id})
+	r.add(80, history.Event{Kind: history.Reply, Actor: "ivy", Channel: "#ab", ID: r.id, Outcome: "timeout"})
+	failsOnly(t, r.check(t), 7, "replies p99 ∞")
+}
+
+func TestParseCombinedLines(t *testing.T) {
+	got := parseLine("erin: 3 commands done, 1 refused: Added ignore pattern {^a, ^b} to job abc. | Sorry, min delay must be less than or equal to max delay.")
+	if len(got) != 3 || got[0].kind != sayIgnore || got[0].pattern != "^a" || got[1].pattern != "^b" || got[1].ident != "abc" || got[2].kind != sayRefused {
+		t.Errorf("combined reply: %+v", got)
+	}
+	got = parseLine("[for #other] erin: 2 of your jobs finished: http://x.example/ (id1), http://y.example/ (id2, aborted)")
+	if len(got) != 2 || got[0].ident != "id1" || got[0].outcome != "finished" || got[1].ident != "id2" || got[1].outcome != "aborted" {
+		t.Errorf("combined finish: %+v", got)
+	}
+	got = parseLine(`erin: Redis has answered about "!a http://x.example/": Queued http://x.example/.`)
+	if len(got) != 1 || got[0].kind != sayQueued || got[0].ident != ident.Of("http://x.example/") {
+		t.Errorf("late answer: %+v", got)
+	}
+	got = parseLine("erin: Added ignore pattern ^x\\d{2,4}$ to job abc.")
+	if len(got) != 1 || got[0].pattern != `^x\d{2,4}$` {
+		t.Errorf("pattern with braces: %+v", got)
+	}
+	got = parseLine("erin: Job abc <http://x.example/> has had no heartbeat for 2h0m on pipeline \"p\"; it has been marked as failed.")
+	if len(got) != 1 || got[0].outcome != "failed" || got[0].ident != "abc" {
+		t.Errorf("reaper line: %+v", got)
+	}
+}
+
+// TestRunWritesReport checks a run kept on disk, as the command does.
+func TestRunWritesReport(t *testing.T) {
+	r := clean()
+	dir := t.TempDir()
+	f, err := history.Create(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range r.events {
+		f.Add(e)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(r.dump)
+	if err := os.WriteFile(filepath.Join(dir, "final_redis.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := DefaultOptions()
+	opts.PNG = false
+	res, err := RunWith(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed() {
+		t.Fatalf("kept clean run fails:\n%s", res.Summary())
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"<svg", "kill-leader", "Resident memory", "PASS", "Command reply latency"} {
+		if !strings.Contains(string(html), w) {
+			t.Errorf("report lacks %q", w)
+		}
+	}
+}
+
+func TestInvariantWithNothingToCheckFails(t *testing.T) {
+	r := clean()
+	kept := r.events[:0]
+	for _, e := range r.events {
+		if e.Kind != history.Revoke {
+			kept = append(kept, e)
+		}
+	}
+	r.events = kept
+	failsOnly(t, r.check(t), 3, "nothing to check: the run recorded no key revocations")
+	opts := DefaultOptions()
+	opts.AllowEmpty = true
+	if res := Check(r.events, r.dump, opts); res.Failed() {
+		t.Fatalf("AllowEmpty still fails:\n%s", res.Summary())
+	}
+}
+
+// The runner's probes: /jobs (the dashboard's list) holds only queued
+// and running jobs, so "absent" there is right for an ended job; a
+// status probe that got no answer says nothing either way.
+func TestProbesAsTheRunnerRecordsThem(t *testing.T) {
+	r := clean()
+	r.probe(50, "dashboard", idA, "absent", "")
+	r.probe(50, "status", idB, "timeout", "")
+	r.probe(50, "jobs_api", idB, "error", "dial tcp: connection refused")
+	r.probe(50, "status", idB, "other", "Sorry, something")
+	res := r.check(t)
+	if res.Failed() {
+		t.Fatalf("runner-style probes fail:\n%s", res.Summary())
+	}
+	// But the dashboard may not list an ended job as running.
+	r.probe(51, "dashboard", idA, "running", "")
+	failsOnly(t, r.check(t), 5, idA, "dashboard says running, the model says finished")
+}
+
+// A scripted user who types a bot's words acknowledges nothing.
+func TestUsersLinesAreNotTheBots(t *testing.T) {
+	r := clean()
+	r.id++
+	r.add(30, history.Event{Kind: history.Send, Actor: "mallory", Channel: "#ab", Text: "Queued http://m.example/.", ID: r.id})
+	r.add(30, history.Event{Kind: history.Line, Actor: "mallory", Channel: "#ab", Text: "Queued http://m.example/."})
+	r.add(30.5, history.Event{Kind: history.Reply, Actor: "mallory", Channel: "#ab", ID: r.id, Outcome: "timeout"})
+	res := r.check(t)
+	if got := res.Invariant(1).Counts[0].Value; got != "4" {
+		t.Errorf("acknowledged = %s, want 4 (mallory's line is not an acknowledgement)", got)
+	}
+}
+
+// Found on the runner's first run: a job failed while a pipeline held
+// it was taken by another pipeline. A duplicate !a after the failure
+// that the bot refused is no re-registration.
+func TestTakeOfFailedJobFails(t *testing.T) {
+	r := clean()
+	r.command(30, 0.1, "hank", "!fail "+idC, "Job "+idC+" for "+urlC+" failed: removed from its queue, it will not run any more.")
+	r.command(31, 0.1, "ivy", "!a "+urlC, "Job for "+urlC+" already exists.")
+	r.take(32, "p9", "key9", idC)
+	r.set(idC, "hash", registeredJob(urlC, "carol", "started_at", "1", "failed", "true"))
+	res := r.check(t)
+	inv := res.Invariant(2)
+	if inv.Pass || !strings.Contains(fmt.Sprint(inv.Violations), "taken by p9 (api) after it ended (failed)") {
+		t.Fatalf("a take of a failed job passes:\n%s", res.Summary())
+	}
+}
+
+// The run stops: a job that ended in its last seconds may not have been
+// reported yet, and a report still queued in Redis is still owed, not
+// lost.
+func TestReportsStillOwedAtTheEndPass(t *testing.T) {
+	r := clean()
+	d := r.queue(30, "gina", "http://d.example/")
+	r.take(31, "p1", "key1", d)
+	r.end(55, "p1", d, "done") // 5.5 s before the end
+	r.set(d, "hash", registeredJob("http://d.example/", "gina", "started_at", "1", "finished_at", "2"))
+	f := r.queue(32, "gina", "http://f.example/")
+	r.take(33, "p1", "key1", f)
+	r.end(34, "p1", f, "done")
+	r.set(f, "hash", registeredJob("http://f.example/", "gina", "started_at", "1", "finished_at", "2"))
+	r.set("finish_notifications", "list", []string{`{"aborted":false,"started_by":"gina","started_in":"#ab","url":"http://f.example/"}`})
+	// A reaper's failure in the last seconds: its failed_at says when.
+	g := r.queue(35, "gina", "http://g.example/")
+	r.take(36, "p1", "key1", g)
+	r.set(g, "hash", registeredJob("http://g.example/", "gina", "started_at", "1", "failed", "true"))
+	r.set("archivebot:failed:"+g, "hash", map[string]string{"failed_at": fmt.Sprint(r.at(57).Unix()), "failed_by": "reaper"})
+	res := r.check(t)
+	if !res.Invariant(1).Pass {
+		t.Fatalf("owed reports count as lost:\n%s", res.Summary())
+	}
+	if s := fmt.Sprint(res.Invariant(1).Counts); !strings.Contains(s, "ended in the last 10s, report not awaited 2") || !strings.Contains(s, "report still queued in Redis 1") {
+		t.Errorf("counts: %s", s)
+	}
+}
+
+// The runner takes the first line addressed to a user as the reply to
+// their command; a finish report addressed to them is not that answer,
+// and its delay is not a reply latency.
+func TestFinishReportTakenForAReplyIsNoLatency(t *testing.T) {
+	r := clean()
+	for i := 0; i < 3; i++ {
+		r.id++
+		r.add(48+float64(i), history.Event{Kind: history.Send, Actor: "alice", Channel: "#ab", Text: "!status", ID: r.id})
+		r.add(53+float64(i), history.Event{Kind: history.Reply, Actor: "alice", Channel: "#ab", ID: r.id,
+			Text: "Your job for " + urlA + " has finished. (" + idA + ")", Num: map[string]float64{"latency_ms": 5000}})
+	}
+	res := r.check(t)
+	if !res.Invariant(7).Pass {
+		t.Fatalf("finish reports count as slow replies:\n%s", res.Summary())
+	}
+	if !strings.Contains(fmt.Sprint(res.Invariant(7).Notes), "3 replies were finish reports") {
+		t.Errorf("notes: %v", res.Invariant(7).Notes)
+	}
+}
+
+func TestSilentStreamLossFails(t *testing.T) {
+	r := clean()
+	// A viewer misses 10 entries of 1,000 and is told of 4.
+	r.add(50.5, history.Event{Kind: history.Stream, Actor: "viewer-2", Via: "v2", Num: map[string]float64{"frames": 99, "entries": 990, "gaps": 10, "dropped_reported": 4}})
+	failsOnly(t, r.check(t), 8, "viewer viewer-2 lost 6 of 1000 entries without saying so")
+}
+
+func TestReportedStreamLossPasses(t *testing.T) {
+	r := clean()
+	r.add(50.5, history.Event{Kind: history.Stream, Actor: "viewer-2", Via: "v2", Num: map[string]float64{"frames": 99, "entries": 990, "gaps": 10, "dropped_reported": 10}})
+	// In a fault window, losses are not judged.
+	r.add(9.5, history.Event{Kind: history.Stream, Actor: "viewer-3", Via: "v2", Num: map[string]float64{"frames": 50, "entries": 500, "gaps": 500}})
+	if res := r.check(t); res.Failed() {
+		t.Fatalf("reported or fault-time losses fail:\n%s", res.Summary())
+	}
+}
+
+// Found on the runner's fifth run: Redis is read key by key, for
+// seconds, while pipelines still end jobs; a job that ended after its
+// key was read is "running" in the dump. The Final event says when the
+// dump began; the dump is compared with the model over the time it took.
+func TestJobEndingWhileRedisIsReadPasses(t *testing.T) {
+	r := clean()
+	d := r.queue(30, "gina", "http://d.example/")
+	r.take(31, "p1", "key1", d)
+	r.end(57, "p1", d, "done")
+	r.line(57.2, "gina: Your job for http://d.example/ has finished. ("+d+")")
+	r.set(d, "hash", registeredJob("http://d.example/", "gina", "started_at", "1"))
+	r.set("working", "list", []string{idC, d})
+	res := r.check(t)
+	if res.Invariant(5).Pass {
+		t.Fatalf("without the dump's start, the dump is taken as read at the end, and must disagree:\n%s", res.Summary())
+	}
+	for i := range r.events {
+		if r.events[i].Kind == history.Final {
+			r.events[i].Num = map[string]float64{"dump_started": float64(r.at(55).UnixNano()) / 1e9}
+		}
+	}
+	if res := r.check(t); res.Failed() {
+		t.Fatalf("a job that ended while Redis was read fails:\n%s", res.Summary())
+	}
+}
+
+// A failed job's hash expires 5 s after the failure; when that happens
+// between the dump's listing of the keys and its reading of this one,
+// the dump holds it as type "none" (and may not list the failure
+// record, written after the listing).
+func TestJobVanishingWhileRedisIsReadPasses(t *testing.T) {
+	r := clean()
+	r.command(50, 0.1, "hank", "!fail "+idB, "Job "+idB+" for "+urlB+" failed: removed from its queue, it will not run any more.")
+	r.dump[idB] = Entry{Type: "none", Value: []byte("null"), TTL: -1}
+	r.set("pending", "list", []string{})
+	for i := range r.events {
+		if r.events[i].Kind == history.Final {
+			r.events[i].Num = map[string]float64{"dump_started": float64(r.at(49).UnixNano()) / 1e9}
+		}
+	}
+	if res := r.check(t); res.Failed() {
+		t.Fatalf("a record that expired while Redis was read fails:\n%s", res.Summary())
+	}
+}
+
+// A report of a job no scripted user was seen to queue (queued before
+// the observer joined, say) ends that life; a later !a of the same URL
+// is a new life, not the acknowledgement of the old one.
+func TestRequeueAfterUnacknowledgedLife(t *testing.T) {
+	r := clean()
+	const url = "http://z.example/"
+	z := ident.Of(url)
+	r.line(30, "zed: Your job for "+url+" has finished. ("+z+")")
+	// The acknowledgement, seen once (the observer missed its copy).
+	r.id++
+	r.add(32, history.Event{Kind: history.Send, Actor: "zed", Channel: "#ab", Text: "!a " + url, ID: r.id})
+	r.add(32.1, history.Event{Kind: history.Reply, Actor: "zed", Channel: "#ab", Text: "Queued " + url + ".", ID: r.id, Num: map[string]float64{"latency_ms": 100}})
+	r.command(33, 0.1, "zed", "!abort "+z, "Job "+z+" for "+url+" was aborted before it started.")
+	r.line(33.2, "zed: Your job for "+url+" was aborted. ("+z+")")
+	if res := r.check(t); res.Failed() {
+		t.Fatalf("a new life after an unacknowledged one fails:\n%s", res.Summary())
+	}
+}

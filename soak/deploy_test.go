@@ -1,0 +1,566 @@
+package soak
+
+// The deployment: the node binary, Redis behind Sentinel, two HA nodes,
+// the proxies that stand where an operator's load balancer would, and
+// the pipelines of the three kinds.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
+	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
+	"github.com/archiveteam/archivebot-go/soak/history"
+)
+
+const (
+	botNick = "ArchiveBot"
+	channel = "#soak"
+)
+
+// buildNode builds the archivebot binary once into a temporary directory.
+func buildNode(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("SOAK_BIN"); p != "" {
+		return p
+	}
+	// Readable by the other users the processes run as (net_test.go).
+	out := filepath.Join(irctest.ReadableTempDir(t), "archivebot")
+	cmd := exec.Command("go", "build", "-o", out, "github.com/archiveteam/archivebot-go/cmd/archivebot")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------
+// Redis: the cluster of redistest, with the means to kill the master and
+// bring it back as a replica on its port.
+
+type redisSet struct {
+	t   *testing.T
+	bin string
+	cl  *redistest.Cluster
+	dir string
+
+	mu    sync.Mutex
+	procs map[int]func() // port → kill of the process on it now
+	pids  map[int]int
+}
+
+func startRedis(t *testing.T) *redisSet {
+	cl := redistest.StartCluster(t)
+	r := &redisSet{t: t, bin: redistest.RedisServer(t), cl: cl, dir: t.TempDir(), procs: map[int]func(){}, pids: map[int]int{}}
+	for _, p := range append([]*redistest.Proc{cl.Master}, cl.Replicas...) {
+		p := p
+		r.procs[p.Port] = p.Kill
+	}
+	return r
+}
+
+func (r *redisSet) failoverClient() *redis.Client {
+	return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.SentinelMaster, SentinelAddrs: r.cl.SentinelAddrs(),
+		DialTimeout: time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second})
+}
+
+func (r *redisSet) masterAddr() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	a, _ := r.cl.MasterAddr(ctx)
+	return a
+}
+
+func portOf(addr string) int {
+	_, p, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// killMaster kills the master the sentinels name and returns its port.
+func (r *redisSet) killMaster() (int, bool) {
+	addr := r.masterAddr()
+	port := portOf(addr)
+	r.mu.Lock()
+	kill := r.procs[port]
+	r.mu.Unlock()
+	if kill == nil {
+		return port, false
+	}
+	kill()
+	return port, true
+}
+
+// restartAsReplica starts a redis-server on port replicating the current
+// master (Sentinel would reconfigure it anyway). Test goroutine only.
+func (r *redisSet) restartAsReplica(port int) {
+	m := r.masterAddr()
+	host, mp, _ := net.SplitHostPort(m)
+	p := testproc.Start(r.t, fmt.Sprintf("redis (port %d, restarted)", port), r.bin, []string{
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--replicaof", host, mp,
+	}, testproc.Options{Dir: r.dir, Tail: 30})
+	r.mu.Lock()
+	r.procs[port] = p.Kill
+	r.mu.Unlock()
+}
+
+// ---------------------------------------------------------------------
+// The nodes.
+
+type node struct {
+	name    string
+	uid     int
+	cfg     string
+	web     string // http.listen
+	stream  string // http.stream_listen
+	api     string // pipelines.listen
+	logFile *os.File
+
+	mu   sync.Mutex
+	proc *testproc.Proc
+}
+
+func (n *node) current() *testproc.Proc {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.proc
+}
+
+func (n *node) pid() int {
+	if p := n.current(); p != nil && p.Running() {
+		return p.Pid()
+	}
+	return 0
+}
+
+type feedURLs struct{ mastodon, bluesky string }
+
+func writeNodeConfig(t *testing.T, dir, name, ircURL string, sentinels []string, feed feedURLs, web, stream, api string) string {
+	s, _ := json.Marshal(sentinels)
+	body := fmt.Sprintf(`[irc]
+server = %q
+nick = %q
+channels = [%q]
+messages_per_second = 50
+burst = 10
+commands_per_minute = 1000
+
+[redis]
+sentinels = %s
+master_name = %q
+wait_replicas = 1
+wait_timeout = "1s"
+
+[ha]
+enabled = true
+lease_ttl = %q
+node_id = %q
+
+[reaper]
+interval = "1s"
+threshold = 30
+auto_fail = true
+
+[notifier]
+finish_interval = "200ms"
+pipeline_interval = "1s"
+
+[analyzer]
+sweep_interval = "1s"
+
+[tweeter]
+interval = "1s"
+delay = "1s"
+
+[tweeter.mastodon]
+server = %q
+access_token = "soak"
+
+[tweeter.bluesky]
+service = %q
+identifier = "soak.test"
+app_password = "soak"
+
+[http]
+listen = %q
+stream_listen = %q
+
+[pipelines]
+listen = %q
+`, ircURL, botNick, channel, s, redistest.SentinelMaster, leaseTTL.String(), name, feed.mastodon, feed.bluesky, web, stream, api)
+	p := filepath.Join(dir, name+".toml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// leaseTTL is the nodes' ha.lease_ttl: a freeze lasts longer.
+const leaseTTL = 5 * time.Second
+
+// start runs the node; test goroutine only.
+func (n *node) start(t *testing.T, bin string) {
+	exe, args := asUser(t, n.uid, bin, []string{"-config", n.cfg})
+	p := testproc.Start(t, n.name, exe, args, testproc.Options{Output: n.logFile, Tail: 40})
+	n.mu.Lock()
+	n.proc = p
+	n.mu.Unlock()
+}
+
+// readyz is the role and leader a node reports ("" when it does not answer).
+func readyz(addr string) (role, leader string) {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get("http://" + addr + "/readyz")
+	if err != nil {
+		return "", ""
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Role   string `json:"role"`
+		Leader *struct {
+			Node string `json:"node"`
+		} `json:"leader"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if json.Unmarshal(b, &body) != nil {
+		return "", ""
+	}
+	if body.Leader != nil {
+		leader = body.Leader.Node
+	}
+	return body.Role, leader
+}
+
+// ---------------------------------------------------------------------
+// Proxies: where a deployment puts a load balancer.
+
+// apiProxy forwards the pipeline API to the current leader (a standby
+// answers 503 anyway); with no leader it answers 503 with Retry-After.
+func apiProxy(t *testing.T, s *soak) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			n := s.leaderNode()
+			if n == nil {
+				n = s.nodes[0]
+			}
+			u, _ := url.Parse("http://" + n.api)
+			r.SetURL(u)
+			r.Out.Host = r.In.Host
+		},
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "soak proxy: no leader reachable: "+err.Error(), http.StatusServiceUnavailable)
+		},
+	}
+	srv := &http.Server{Handler: rp}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().String()
+}
+
+// masterProxy is a TCP proxy to the master the sentinels name now, for
+// pipelines that speak to Redis directly (upstream's pipelines know one
+// address; a deployment with Sentinel gives them one that follows the
+// master). Connections made before a failover die with their master.
+type masterProxy struct {
+	l     net.Listener
+	r     *redisSet
+	mu    sync.Mutex
+	conns map[net.Conn]bool
+}
+
+func startMasterProxy(t *testing.T, r *redisSet) *masterProxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &masterProxy{l: l, r: r, conns: map[net.Conn]bool{}}
+	t.Cleanup(func() { l.Close(); p.closeAll() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	return p
+}
+
+func (p *masterProxy) addr() string { return p.l.Addr().String() }
+
+func (p *masterProxy) serve(c net.Conn) {
+	defer c.Close()
+	addr := p.r.masterAddr()
+	if addr == "" {
+		return
+	}
+	up, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	p.mu.Lock()
+	p.conns[c], p.conns[up] = true, true
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.conns, c)
+		delete(p.conns, up)
+		p.mu.Unlock()
+	}()
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(up, c); done <- struct{}{} }()
+	go func() { io.Copy(c, up); done <- struct{}{} }()
+	<-done
+}
+
+func (p *masterProxy) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// ---------------------------------------------------------------------
+// Pipelines: `archivebot simulate-pipeline` processes, their stdout read
+// into the history (take, done, abort), their deaths noticed.
+
+const (
+	viaAPI    = "api"
+	viaBridge = "bridge"
+	viaDirect = "direct"
+)
+
+type pipe struct {
+	name string // nickname, and key name for api
+	uid  int
+	via  string
+	key  string // key name (api; bridge: the bridge's key)
+	args []string
+	gen  int
+
+	mu      sync.Mutex
+	proc    *testproc.Proc
+	held    map[string]bool
+	aborted map[string]bool
+	killed  bool // by the soak: its death is recorded already
+	dead    bool
+}
+
+// startPipe runs p; test goroutine only.
+func (s *soak) startPipe(p *pipe, outcome string) {
+	exe, args := asUser(s.t, p.uid, s.bin, p.args)
+	proc := testproc.Start(s.t, "pipeline "+p.name, exe, args, testproc.Options{Lines: 4096, Tail: 20})
+	p.mu.Lock()
+	p.proc, p.held, p.aborted, p.killed, p.dead = proc, map[string]bool{}, map[string]bool{}, false, false
+	p.gen++
+	gen := p.gen
+	p.mu.Unlock()
+	s.rec.Add(history.Event{Kind: history.Pipe, Actor: p.name, Via: p.via, Outcome: outcome})
+	go s.readPipe(p, proc, gen)
+}
+
+// readPipe turns the simulator's step lines into history events until it
+// exits; an exit the soak did not cause is a silent death.
+func (s *soak) readPipe(p *pipe, proc *testproc.Proc, gen int) {
+	target := ""
+	if p.via != viaDirect {
+		target = p.key
+	}
+	for line := range proc.Lines {
+		f := strings.Fields(line)
+		if len(f) < 3 || len(f[0]) != len("15:04:05.000") {
+			continue
+		}
+		kind, id := f[1], strings.TrimSuffix(f[2], ":")
+		// The simulator stamps each step as it happens; the history
+		// takes that time, not the time the line was read.
+		at := stepTime(f[0])
+		switch kind {
+		case "take":
+			p.mu.Lock()
+			p.held[id] = true
+			p.mu.Unlock()
+			s.rec.Add(history.Event{T: at, Kind: history.Take, Actor: p.name, Via: p.via, Target: target, Ident: id, URL: s.jobs.urlOf(id)})
+		case "abort":
+			p.mu.Lock()
+			p.aborted[id] = true
+			p.mu.Unlock()
+		case "drop":
+			// The node refused its writes: the pipeline let the job go.
+			p.mu.Lock()
+			held := p.held[id]
+			delete(p.held, id)
+			delete(p.aborted, id)
+			p.mu.Unlock()
+			if held {
+				s.rec.Add(history.Event{T: at, Kind: history.JobEnd, Actor: p.name, Via: p.via, Ident: id, Outcome: "abandoned"})
+			}
+		case "done":
+			p.mu.Lock()
+			outcome := "done"
+			if p.aborted[id] {
+				outcome = "aborted"
+			}
+			delete(p.held, id)
+			delete(p.aborted, id)
+			p.mu.Unlock()
+			s.rec.Add(history.Event{T: at, Kind: history.JobEnd, Actor: p.name, Via: p.via, Ident: id, Outcome: outcome})
+		}
+	}
+	<-proc.Exited()
+	p.mu.Lock()
+	if p.gen != gen {
+		p.mu.Unlock()
+		return
+	}
+	killed := p.killed
+	p.dead = true
+	var held []string
+	for id := range p.held {
+		held = append(held, id)
+	}
+	p.held = map[string]bool{}
+	p.mu.Unlock()
+	if !killed {
+		s.pipeDied(p, held, "exited by itself: "+lastLine(proc))
+	}
+}
+
+// stepTime is the time a simulator's line names (15:04:05.000, local
+// time, today); the zero time (the recorder's now) when it names none.
+func stepTime(hms string) time.Time {
+	c, err := time.ParseInLocation("15:04:05.000", hms, time.Local)
+	if err != nil {
+		return time.Time{}
+	}
+	now := time.Now()
+	at := time.Date(now.Year(), now.Month(), now.Day(), c.Hour(), c.Minute(), c.Second(), c.Nanosecond(), time.Local)
+	if at.After(now.Add(time.Hour)) { // the line is from before midnight
+		at = at.AddDate(0, 0, -1)
+	}
+	return at
+}
+
+func lastLine(p *testproc.Proc) string {
+	l := strings.TrimSpace(p.Tail(1))
+	if len(l) > 200 {
+		l = l[:200]
+	}
+	return l
+}
+
+// pipeDied records a pipeline's death and the jobs it left, and asks the
+// main loop to start it again.
+func (s *soak) pipeDied(p *pipe, held []string, why string) {
+	for _, id := range held {
+		s.rec.Add(history.Event{Kind: history.JobEnd, Actor: p.name, Via: p.via, Ident: id, Outcome: "abandoned"})
+	}
+	s.rec.Add(history.Event{Kind: history.Pipe, Actor: p.name, Via: p.via, Outcome: "died", Target: why})
+	select {
+	case s.restart <- p:
+	default:
+	}
+}
+
+// kill -9s p's process and records its death (test goroutine or not).
+func (s *soak) killPipe(p *pipe, why string) {
+	p.mu.Lock()
+	proc := p.proc
+	if p.dead || proc == nil {
+		p.mu.Unlock()
+		return
+	}
+	p.killed = true
+	p.mu.Unlock()
+	proc.Kill()
+	p.mu.Lock()
+	var held []string
+	for id := range p.held {
+		held = append(held, id)
+	}
+	p.held = map[string]bool{}
+	p.dead = true
+	p.mu.Unlock()
+	s.pipeDied(p, held, why)
+}
+
+func (p *pipe) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	proc := p.proc
+	p.mu.Unlock()
+	if proc != nil {
+		proc.Signal(sig)
+	}
+}
+
+// newKey makes a key pair with `archivebot bridge -init` and registers it
+// with `archivebot pipeline-key add`; it returns the key file, owned by
+// uid (the user its pipeline runs as).
+func (s *soak) newKey(name string, uid int) string {
+	file := filepath.Join(s.work, name+".key")
+	out, err := exec.Command(s.bin, "bridge", "-init", "-key", file, "-name", name).Output()
+	if err != nil {
+		s.t.Fatalf("bridge -init %s: %v", name, err)
+	}
+	pub := strings.TrimSpace(string(out))
+	if os.Getuid() == 0 {
+		os.Chown(file, uid, uid)
+	}
+	if b, err := exec.Command(s.bin, "pipeline-key", "-config", s.nodes[0].cfg, "add", name, pub).CombinedOutput(); err != nil {
+		s.t.Fatalf("pipeline-key add %s: %v\n%s", name, err, b)
+	}
+	return file
+}
+
+// bridge is an `archivebot bridge` process with upstream-protocol
+// pipelines behind it.
+type bridgeProc struct {
+	name   string
+	uid    int
+	key    string
+	listen string
+	args   []string
+	proc   *testproc.Proc
+	mu     sync.Mutex
+}
+
+func (s *soak) startBridge(b *bridgeProc) {
+	exe, args := asUser(s.t, b.uid, s.bin, b.args)
+	p := testproc.Start(s.t, b.name, exe, args, testproc.Options{Tail: 20,
+		Ready: func(l string) bool { return strings.HasPrefix(l, "bridge") && strings.Contains(l, "redis://") }})
+	b.mu.Lock()
+	b.proc = p
+	b.mu.Unlock()
+}
+
+func (b *bridgeProc) current() *testproc.Proc {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.proc
+}
