@@ -146,6 +146,23 @@ func (f *FinishNotifier) observe(ctx context.Context, n FinishNotice) {
 	}
 }
 
+// failed tells whether the record that speaks for ident is its failure
+// record (store.Speaking): the job was failed, and no registration of the
+// same ident came after.
+func (f *FinishNotifier) failed(ctx context.Context, id string) (bool, error) {
+	fail, err := f.store.GetFailure(ctx, id)
+	if err != nil || fail == nil {
+		return false, err
+	}
+	j, err := f.store.GetJob(ctx, id)
+	var notJob *store.NotAJobError
+	if err != nil && !errors.As(err, &notJob) {
+		return false, err
+	}
+	_, fail = store.Speaking(j, fail)
+	return fail != nil, nil
+}
+
 // hand delivers doc (a handOff): to a front end that combines reports
 // (FinishAnnouncer) without waiting for its line, else with Announce. A
 // document that cannot be read is logged and reported delivered: retrying
@@ -157,8 +174,22 @@ func (f *FinishNotifier) hand(ctx context.Context, doc string, done func(error))
 		done(nil)
 		return
 	}
-	f.observe(ctx, n)
 	id := ident.Of(n.URL)
+	failed, err := f.failed(ctx, id)
+	if err != nil {
+		done(fmt.Errorf("read the record of %s before its finish report: %w", id, err))
+		return
+	}
+	if failed {
+		// The job was failed (!fail, the reaper) while its pipeline ran
+		// it; the pipeline, never told, marked it done later. The failure
+		// record speaks for the job (doc/protocol.md, Which record speaks
+		// for a job): no "has finished" line, no end in its history.
+		f.log.Info("a failed job's pipeline finished it later; not reported as finished", "ident", id, "channel", n.StartedIn, "aborted", bool(n.Aborted))
+		done(nil)
+		return
+	}
+	f.observe(ctx, n)
 	if fa, ok := f.ann.(FinishAnnouncer); ok {
 		r := FinishReport{Channel: n.StartedIn, Nick: n.StartedBy, URL: n.URL, Ident: id, Aborted: bool(n.Aborted), Line: text.Clean(n.Line(), text.Untrusted)}
 		fa.AnnounceFinish(ctx, r, func(err error) {

@@ -688,3 +688,58 @@ func TestFinishNotifierSIGKILL(t *testing.T) {
 		}
 	})
 }
+
+// TestFinishOfFailedJobNotReported: an operator fails a running job
+// (!fail), and its pipeline, which was never told, later marks it done.
+// The failure record speaks for the job (doc/protocol.md, Which record
+// speaks for a job), so the channel gets no "has finished" for it and
+// its history gets no end; the notice is still consumed. The chaos soak found this: a job reported failed, then
+// finished. A job failed and registered again, then finished, is
+// reported as usual.
+func TestFinishOfFailedJobNotReported(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+		failed := svcQueue(t, s, "http://failed.example.com/", "alice", "#ab", store.KeyPending)
+		p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "sim"})
+		ann := newSvcAnnouncer("#ab")
+		f := NewFinishNotifier(s, ann, FinishConfig{}, svcLog(t))
+
+		j, err := p.Take(ctx)
+		if err != nil || j == nil || j.Ident != failed {
+			t.Fatalf("take: %v %v", j, err)
+		}
+		if _, err := s.FailJobBy(ctx, failed, "operator", "erin"); err != nil {
+			t.Fatal(err)
+		}
+		b.FastForward(6 * time.Second) // the failed hash expires
+		if err := j.Done(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.runOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if l := ann.take(); len(l) != 0 {
+			t.Errorf("lines for a failed job's late finish: %v", l)
+		}
+		if diff := cmp.Diff([2][]string{}, svcLists(t, b), cmpEmpty); diff != "" {
+			t.Errorf("notices left in Redis (-want +got):\n%s", diff)
+		}
+
+		// Registered again (the failure record is dropped), then finished:
+		// reported.
+		again := svcQueue(t, s, "http://failed.example.com/", "bob", "#ab", store.KeyPending)
+		j, err = p.Take(ctx)
+		if err != nil || j == nil || j.Ident != again {
+			t.Fatalf("take again: %v %v", j, err)
+		}
+		if err := j.Done(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.runOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := []svcLine{{"#ab", fmt.Sprintf("bob: Your job for http://failed.example.com/ has finished. (%s)", again)}}
+		if diff := cmp.Diff(want, ann.take()); diff != "" {
+			t.Errorf("lines (-want +got):\n%s", diff)
+		}
+	})
+}
