@@ -6,7 +6,7 @@
 // run's directory. It decides from those files alone, so a kept run can
 // be checked again: go run ./soak/check/cmd/soakcheck DIR.
 //
-// doc/soak-checker.md says what each invariant checks and how.
+// doc/soak.md (The checker) says what each invariant checks and how.
 package check
 
 import (
