@@ -21,6 +21,31 @@ type Whoer interface {
 // refused past wire.MaxSkew.
 const skewWarn = 10 * time.Second
 
+// newKeyGrace is how long an unknown key is asked about again before the
+// bridge gives up: the node reads its keys from Redis every 250 ms
+// (pipelineapi.DefaultKeyRefresh), so a key added a moment before the
+// bridge starts (a script that registers it, then starts the bridge) is
+// not known yet on the first ask.
+const newKeyGrace = 5 * time.Second
+
+// whoAmI is node.WhoAmI, asked again every 250 ms for newKeyGrace while
+// the node answers unknown_key.
+func whoAmI(ctx context.Context, node Whoer) (wire.WhoAmI, error) {
+	deadline := time.Now().Add(newKeyGrace)
+	for {
+		who, err := node.WhoAmI(ctx)
+		var e *client.Error
+		if err == nil || !errors.As(err, &e) || e.Code != "unknown_key" || time.Now().After(deadline) {
+			return who, err
+		}
+		select {
+		case <-ctx.Done():
+			return who, err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
 // CheckNode asks the node, before the bridge serves, whether it takes
 // the key (GET /v1/pipeline). err says plainly what stops the bridge
 // from working: the key unknown or revoked, another public key
@@ -30,7 +55,7 @@ const skewWarn = 10 * time.Second
 // the endpoint, clocks drifting apart).
 func CheckNode(ctx context.Context, node Whoer, nodeURL string, k KeyFile) (warn string, err error) {
 	now := time.Now()
-	who, err := node.WhoAmI(ctx)
+	who, err := whoAmI(ctx, node)
 	if err == nil {
 		if who.Key != k.Name {
 			return "", fmt.Errorf("the node at %s verified this bridge's requests as key %q, not %q: is a proxy in front of it rewriting them?", nodeURL, who.Key, k.Name)

@@ -23,6 +23,7 @@ import (
 	"github.com/archiveteam/archivebot-go/pipelineapi/apitest"
 	"github.com/archiveteam/archivebot-go/pipelineapi/bridge"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
+	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
 
 type lockedBuffer struct {
@@ -168,5 +169,38 @@ func TestStartChecksNode(t *testing.T) {
 	known(gk, hs.URL, "not_held")
 	if warn, err := bridge.CheckNode(ctx, cl, hs.URL, gk); warn != "" || err != nil {
 		t.Errorf("CheckNode of a known key: %q, %v", warn, err)
+	}
+}
+
+// laterKnown answers unknown_key until its n-th question.
+type laterKnown struct {
+	n, asked int
+	name     string
+}
+
+func (l *laterKnown) WhoAmI(ctx context.Context) (wire.WhoAmI, error) {
+	l.asked++
+	if l.asked < l.n {
+		return wire.WhoAmI{}, &client.Error{Status: 401, Code: "unknown_key", Reason: "no key named " + l.name + " is registered"}
+	}
+	return wire.WhoAmI{Key: l.name, NodeTime: time.Now().UnixMilli()}, nil
+}
+
+// TestStartWaitsForANewKey: a key registered a moment before the bridge
+// starts is not known to the node until its next read of the keys (every
+// 250 ms); the start check asks again for a few seconds instead of
+// refusing to serve. The chaos soak, which registers a bridge's key and
+// starts it at once, met the refusal.
+func TestStartWaitsForANewKey(t *testing.T) {
+	k, err := bridge.InitKey(filepath.Join(t.TempDir(), "new.key"), "vol-new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := &laterKnown{n: 3, name: "vol-new"}
+	if warn, err := bridge.CheckNode(context.Background(), node, "http://node", k); err != nil || warn != "" {
+		t.Fatalf("warn %q, err %v; want serving once the node knows the key", warn, err)
+	}
+	if node.asked != 3 {
+		t.Errorf("asked %d times, want 3", node.asked)
 	}
 }
