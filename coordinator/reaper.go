@@ -90,11 +90,11 @@ func (r *Reaper) Silent(d store.DeadJob) time.Duration {
 // runOnce is one reaper cycle: advance the death timers, announce each new
 // death once in the job's channel, and with AutoFail fail the job.
 //
-// The announcement comes first and is remembered in KeyReaperReported
-// (MarkDeathReported) only once Announce succeeded: while IRC is down the dead job stays in
-// `working` unannounced and is announced when IRC is back. With AutoFail
-// the job is failed right after; if that fails, the next cycle retries it
-// without announcing again.
+// Without AutoFail the announcement is remembered in KeyReaperReported
+// (MarkDeathReported) only once Announce succeeded: while IRC is down the
+// dead job stays in `working` unannounced and is announced when IRC is
+// back. With AutoFail the job is failed and its line queued in one step
+// (fail): the line says "marked as failed" only when it was.
 func (r *Reaper) runOnce(ctx context.Context) error {
 	dead, err := r.store.AdvanceDeathTimers(ctx, r.cfg.Threshold, r.cfg.AutoFail)
 	if err != nil {
@@ -102,6 +102,12 @@ func (r *Reaper) runOnce(ctx context.Context) error {
 	}
 	for _, d := range dead {
 		log := r.log.With("ident", d.Ident)
+		if r.cfg.AutoFail {
+			if err := r.fail(ctx, log, d); err != nil {
+				return err
+			}
+			continue
+		}
 		if !d.Reported {
 			log.Warn("no heartbeat", "url", d.URL, "silent", r.Silent(d), "pipeline", d.PipelineID)
 			if err := announceIn(ctx, r.ann, r.log, d.StartedIn, r.deathLine(d)); err != nil {
@@ -111,22 +117,35 @@ func (r *Reaper) runOnce(ctx context.Context) error {
 				return err
 			}
 		}
-		if !r.cfg.AutoFail {
-			continue
-		}
-		reason := "no heartbeat for " + shortDuration(r.Silent(d))
-		_, err := r.store.FailJobBy(ctx, d.Ident, reason, "reaper")
-		switch {
-		case err == nil:
-			log.Warn("failed dead job", "reason", reason)
-		case errors.Is(err, store.ErrNoJob), errors.Is(err, store.ErrJobFinished):
-			// It finished or expired since the cycle: nothing to fail.
-			log.Info("dead job finished before it could be failed", "err", err)
-		default:
-			return err
-		}
 	}
 	return r.removeGhosts(ctx)
+}
+
+// fail fails dead job d (AutoFail). Its death line goes into the admin
+// notices in the fail's own atomic step, so the channel hears "marked as
+// failed" only for a fail that happened (a job whose pipeline finished it
+// meanwhile gets its finish report instead), at least once (the admin
+// notifier's queue survives IRC and the node going away). A death
+// announced by an older node (d.Reported) is failed without a second line.
+func (r *Reaper) fail(ctx context.Context, log *slog.Logger, d store.DeadJob) error {
+	reason := "no heartbeat for " + shortDuration(r.Silent(d))
+	var notice *store.AdminNotice
+	if !d.Reported {
+		log.Warn("no heartbeat", "url", d.URL, "silent", r.Silent(d), "pipeline", d.PipelineID)
+		notice = &store.AdminNotice{Channel: d.StartedIn, Text: r.deathLine(d)}
+	}
+	_, err := r.store.FailJobNotice(ctx, d.Ident, reason, "reaper", notice)
+	switch {
+	case err == nil:
+		log.Warn("failed dead job", "reason", reason)
+	case errors.Is(err, store.ErrNoJob), errors.Is(err, store.ErrJobFinished):
+		// It finished or expired since the cycle: nothing to fail, and
+		// nothing said.
+		log.Info("dead job finished before it could be failed", "err", err)
+	default:
+		return err
+	}
+	return nil
 }
 
 // deathLine is the channel line for a dead job: "no heartbeat" with the

@@ -182,9 +182,10 @@ func TestReaperCrashedJob(t *testing.T) {
 	})
 }
 
-// TestReaperAutoFail: a dead job is announced, failed atomically (out of
-// working, jobs_failed, 5 s expiry) and reported once, with IRC down for
-// a while in between.
+// TestReaperAutoFail: a dead job is failed atomically (out of working,
+// jobs_failed, 5 s expiry) with its death line queued in the same step,
+// and the line reaches the channel once, with IRC down for a while in
+// between (the admin notifier delivers it at least once).
 func TestReaperAutoFail(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
@@ -194,32 +195,32 @@ func TestReaperAutoFail(t *testing.T) {
 		}
 		ann := newSvcAnnouncer("#ab")
 		r := NewReaper(s, ann, ReaperConfig{Interval: time.Minute, Threshold: 2, AutoFail: true}, svcLog(t))
-		for range 2 { // acknowledge, then one silent check
+		an := NewAdminNotifier(s, ann, svcLog(t))
+		ann.setDown(errIRCDown)
+		for range 4 { // acknowledge, silent checks, the death
 			if err := r.runOnce(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
-		ann.setDown(errIRCDown)
-		if err := r.runOnce(ctx); err == nil {
-			t.Error("cycle with IRC down succeeded")
+		if err := an.runOnce(ctx); err == nil {
+			t.Error("admin notices delivered with IRC down")
 		}
 		job, _ := s.GetJob(ctx, id)
-		if job.State() != store.StateRunning {
-			t.Fatalf("job failed before its death was announced: %v", job.Fields)
+		if job == nil || job.State() != store.StateFailed || job.Get("failed_reason") != "no heartbeat for 2m" {
+			t.Fatalf("job after auto-fail: %+v", job)
 		}
 		ann.setDown(nil)
 		for range 3 {
 			if err := r.runOnce(ctx); err != nil {
 				t.Fatal(err)
 			}
+			if err := an.runOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
-		want := []svcLine{{"#ab", fmt.Sprintf(`alice: Job %s <http://dies.example.net/> has had no heartbeat for 3m on pipeline "crashy"; it has been marked as failed.`, id)}}
+		want := []svcLine{{"#ab", fmt.Sprintf(`alice: Job %s <http://dies.example.net/> has had no heartbeat for 2m on pipeline "crashy"; it has been marked as failed.`, id)}}
 		if diff := cmp.Diff(want, ann.take()); diff != "" {
 			t.Errorf("announcements (-want +got):\n%s", diff)
-		}
-		job, _ = s.GetJob(ctx, id)
-		if job == nil || job.State() != store.StateFailed || job.Get("failed_reason") != "no heartbeat for 3m" {
-			t.Fatalf("job after auto-fail: %+v", job)
 		}
 		ttl, _ := b.Client.TTL(ctx, id).Result()
 		working, _ := b.Client.LRange(ctx, store.KeyWorking, 0, -1).Result()
@@ -228,6 +229,64 @@ func TestReaperAutoFail(t *testing.T) {
 		got := fmt.Sprintf("%v %v %s %v", ttl > 0 && ttl <= 5*time.Second, working, failed, reported)
 		if want := "true [] 1 []"; got != want {
 			t.Errorf("ttl≤5s, working, jobs_failed, reported = %s, want %s", got, want)
+		}
+	})
+}
+
+// finishingAnnouncer is an announcer during whose Announce the job's
+// pipeline marks it done: the race of a pipeline that comes back and
+// finishes while the reaper deals with its job.
+type finishingAnnouncer struct {
+	*svcAnnouncer
+	ctx context.Context
+	job *pipelinesim.Job
+	t   *testing.T
+}
+
+func (a *finishingAnnouncer) Announce(ctx context.Context, channel, text string) error {
+	if a.job != nil {
+		if err := a.job.Done(a.ctx); err != nil {
+			a.t.Error(err)
+		}
+		a.job = nil
+	}
+	return a.svcAnnouncer.Announce(ctx, channel, text)
+}
+
+// TestReaperSaysFailedOnlyWhenFailed: the channel hears "it has been
+// marked as failed" only for a job that was failed. The chaos soak saw the
+// reaper announce the death of an API job, then lose the fail to the
+// pipeline's done 30 ms later: "marked as failed", then "has finished",
+// and Redis said finished. Here the pipeline finishes while the line is
+// being said; the job's state must match what was said.
+func TestReaperSaysFailedOnlyWhenFailed(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		s, id, j := reaperScenario(t, b)
+		if err := j.Heartbeat(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ann := &finishingAnnouncer{svcAnnouncer: newSvcAnnouncer("#ab"), ctx: ctx, job: j, t: t}
+		r := NewReaper(s, ann, ReaperConfig{Interval: time.Minute, Threshold: 2, AutoFail: true}, svcLog(t))
+		an := NewAdminNotifier(s, ann, svcLog(t))
+		for range 5 {
+			if err := r.runOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := an.runOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f, err := s.GetFailure(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		job, _ := s.GetJob(ctx, id)
+		state := store.StateOf(job, f, false)
+		for _, l := range ann.take() {
+			if strings.Contains(l.Text, "marked as failed") && state != store.StateFailed {
+				t.Errorf("the channel heard %q, but the job is %s", l.Text, state)
+			}
 		}
 	})
 }

@@ -39,18 +39,34 @@ func (s *Store) FailJob(ctx context.Context, ident, reason string) (*Job, error)
 // FailJobBy is FailJob recording by (an operator's nick, or "reaper") as
 // who failed the job.
 func (s *Store) FailJobBy(ctx context.Context, ident, reason, by string) (*Job, error) {
+	return s.FailJobNotice(ctx, ident, reason, by, nil)
+}
+
+// FailJobNotice is FailJobBy that also queues notice (when not nil) for
+// the admin notifier in the same atomic step, only if the job is failed:
+// the reaper's "marked as failed" line is said only for a fail that
+// happened, and at least once.
+func (s *Store) FailJobNotice(ctx context.Context, ident, reason, by string, notice *AdminNotice) (*Job, error) {
+	doc := ""
+	if notice != nil {
+		b, err := json.Marshal(notice)
+		if err != nil {
+			return nil, err
+		}
+		doc = string(b)
+	}
 	named, err := s.NamedQueues(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("fail job %s: %w", ident, err)
 	}
 	keys := []string{KeyJob(ident), KeyLog(ident), KeyIgnores(ident), KeyJobsFailed,
-		KeyHistory(ident), KeyFailed(ident), KeyOrigin(ident), KeyFinishedIndex, KeyWorking}
+		KeyHistory(ident), KeyFailed(ident), KeyOrigin(ident), KeyFinishedIndex, KeyAdminNotices, KeyWorking}
 	keys = append(keys, FixedQueues...)
 	keys = append(keys, named...)
 	at := s.nowFloat()
 	entry := s.entry(ident, EventFailed, by, map[string]any{"reason": reason})
 	res, err := s.runWrite(ctx, "fail job "+ident, failScript, keys, reason, failExpiry,
-		entry, by, strconv.FormatFloat(at, 'f', -1, 64), secs(FailureTTL)).Slice()
+		entry, by, strconv.FormatFloat(at, 'f', -1, 64), secs(FailureTTL), doc).Slice()
 	if err != nil {
 		return nil, err
 	}

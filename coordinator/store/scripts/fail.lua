@@ -4,8 +4,8 @@
 -- KEYS[4] jobs_failed            KEYS[5] archivebot:history:IDENT
 -- KEYS[6] archivebot:failed:IDENT (the failure record, see doc/web.md)
 -- KEYS[7] archivebot:origin:IDENT  KEYS[8] archivebot:finished
--- KEYS[9] working
--- KEYS[10 ..] every queue the ident may sit in (pending, pending-ao,
+-- KEYS[9] archivebot:admin_notices   KEYS[10] working
+-- KEYS[11 ..] every queue the ident may sit in (pending, pending-ao,
 --            pending-large and each pending:NAME that exists)
 -- ARGV[1] the reason (failed_reason)
 -- ARGV[2] expiry in seconds of the hash, log and ignore set (5)
@@ -13,6 +13,9 @@
 -- ARGV[4] failed_by: the operator's nick, or "reaper"
 -- ARGV[5] failed_at (UNIX seconds with fraction)
 -- ARGV[6] TTL in seconds of the failure record, history and origin (7 days)
+-- ARGV[7] an admin notice document to queue when the job is failed ('' for
+--         none): the reaper's death line goes out only for a fail that
+--         happened, delivered at least once by the admin notifier
 --
 -- The failure record holds url, reason, failed_by, failed_at, queue (where
 -- the job was: a queue key or "working"), origin_queue (where register
@@ -31,7 +34,7 @@ if t ~= 'hash' then
   return t == 'none' and {0} or {-3}
 end
 local bad = history_bad(KEYS[5]) or expect(KEYS[6], 'hash') or expect(KEYS[7], 'hash')
-  or expect(KEYS[8], 'zset') or expect(KEYS[3], 'set')
+  or expect(KEYS[8], 'zset') or expect(KEYS[3], 'set') or expect(KEYS[9], 'list')
 if bad then
   return bad
 end
@@ -51,7 +54,7 @@ local ignores = redis.call('SMEMBERS', KEYS[3])
 redis.call('HSET', KEYS[1], 'failed', 'true', 'failed_reason', ARGV[1])
 redis.call('INCR', KEYS[4])
 local where = ''
-for i = 9, #KEYS do
+for i = 10, #KEYS do
   if redis.call('LREM', KEYS[i], 0, KEYS[1]) > 0 and where == '' then
     where = KEYS[i]
   end
@@ -79,6 +82,9 @@ history(KEYS[5], ARGV[3])
 redis.call('EXPIRE', KEYS[5], keep)
 if redis.call('EXISTS', KEYS[7]) == 1 then
   redis.call('EXPIRE', KEYS[7], keep)
+end
+if ARGV[7] ~= '' then
+  redis.call('RPUSH', KEYS[9], ARGV[7])
 end
 local ttl = tonumber(ARGV[2])
 redis.call('EXPIRE', KEYS[1], ttl)
