@@ -59,6 +59,17 @@ const (
 	// DefaultTotalBytes bounds the bytes all clients' queues hold
 	// (http.stream_total_bytes).
 	DefaultTotalBytes = config.DefaultStreamTotalBytes
+	// DefaultInflightBytes bounds the bytes a client has been sent and
+	// not read yet (batchConn.backlog): what the kernels hold past the
+	// queue's age check. About 0.2 s of the full upstream stream at
+	// 2,000 entries/s, compressed; with 100 ms of round trip it still
+	// carries 2.5 MB/s.
+	DefaultInflightBytes = 256 << 10
+	// inflightRecheck is how often a client held back by its in-flight
+	// bound looks again (the queue sheds by age meanwhile), and
+	// inflightCheckEvery how many bytes a writer sends between two looks.
+	inflightRecheck    = 10 * time.Millisecond
+	inflightCheckEvery = 16 << 10
 	// DefaultMaxAge is the latency budget: a log frame whose oldest entry
 	// was read longer ago is dropped rather than sent late.
 	DefaultMaxAge = time.Second
@@ -96,8 +107,11 @@ type HubOptions struct {
 	TotalBytes  int64
 	// MaxAge is the latency budget (negative: none).
 	MaxAge time.Duration
-	Logger *slog.Logger
-	Now    func() time.Time
+	// InflightBytes bounds the bytes sent to a client and not read by it
+	// yet (negative: no bound beyond the kernels').
+	InflightBytes int
+	Logger        *slog.Logger
+	Now           func() time.Time
 }
 
 // Hub fans the firehose out to WebSocket clients. It implements
@@ -146,6 +160,9 @@ func NewHub(opt HubOptions) *Hub {
 	}
 	if opt.MaxAge == 0 {
 		opt.MaxAge = DefaultMaxAge
+	}
+	if opt.InflightBytes == 0 {
+		opt.InflightBytes = DefaultInflightBytes
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
@@ -555,6 +572,11 @@ type client struct {
 	key        string
 	signal     chan struct{}
 	done       chan struct{}
+
+	// held is set while the writer waits for the client to read what it
+	// was sent (HubOptions.InflightBytes); heldTimes counts those waits.
+	held      atomic.Bool
+	heldTimes atomic.Int64
 }
 
 func (c *client) filter() (key string, all bool, subs []string, errorsOnly bool) {
@@ -721,9 +743,13 @@ func (c *client) writeLoop() {
 	defer c.conn.Close()
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()
+	// recheck fires while the client is held back by its in-flight bound.
+	recheck := time.NewTimer(time.Hour)
+	recheck.Stop()
 	for {
 		select {
 		case <-c.signal:
+		case <-recheck.C:
 		case <-ping.C:
 			c.conn.SetWriteDeadline(time.Now().Add(writeWait))
 			if err := c.conn.WriteMessage(websocket.PingMessage, nil); err != nil {
@@ -734,20 +760,54 @@ func (c *client) writeLoop() {
 		case <-c.done:
 			return
 		}
-		if !c.drain() {
+		ok, held := c.drain()
+		if !ok {
 			c.abandon()
 			return
+		}
+		if held {
+			recheck.Reset(inflightRecheck)
 		}
 	}
 }
 
-// drain writes what is queued; false when the connection is done.
-func (c *client) drain() bool {
+// overBudget tells whether the client holds more unread bytes than
+// HubOptions.InflightBytes. While it does, frames stay in its queue, where
+// they are shed by age and counted, instead of waiting in socket buffers
+// where nothing can shed them.
+func (c *client) overBudget() bool {
+	limit := c.hub.opt.InflightBytes
+	if c.bc == nil || limit < 0 {
+		return false
+	}
+	n, ok := c.bc.backlog()
+	return ok && n > limit
+}
+
+// drain writes what is queued; ok is false when the connection is done,
+// held true when it stopped because the client has not read enough of
+// what it was sent (the rest stays queued).
+func (c *client) drain() (ok, held bool) {
 	if c.bc != nil {
 		c.bc.begin()
 	}
-	ok := true
+	ok = true
+	sent := inflightCheckEvery // look before the first frame
 	for ok {
+		if sent >= inflightCheckEvery {
+			sent = 0
+			c.mu.Lock()
+			closing := c.closing
+			c.mu.Unlock()
+			if !closing && c.overBudget() {
+				held = true
+				if !c.held.Swap(true) {
+					c.heldTimes.Add(1)
+				}
+				break
+			}
+			c.held.Store(false)
+		}
 		f, dropped, have := c.next(c.hub.opt.Now())
 		if !have {
 			c.mu.Lock()
@@ -786,13 +846,14 @@ func (c *client) drain() bool {
 		if err != nil {
 			ok = false
 		}
+		sent += f.size
 	}
 	if c.bc != nil {
 		if err := c.bc.end(); err != nil {
 			ok = false
 		}
 	}
-	return ok
+	return ok, held
 }
 
 // abandon removes the client from the hub and gives back what it queued.
