@@ -59,17 +59,12 @@ const (
 	// DefaultTotalBytes bounds the bytes all clients' queues hold
 	// (http.stream_total_bytes).
 	DefaultTotalBytes = config.DefaultStreamTotalBytes
-	// DefaultInflightBytes bounds the bytes a client has been sent and
-	// not read yet (batchConn.backlog): what the kernels hold past the
-	// queue's age check. About 0.2 s of the full upstream stream at
-	// 2,000 entries/s, compressed; with 100 ms of round trip it still
-	// carries 2.5 MB/s.
+	// DefaultInflightBytes bounds the bytes written to a client that it
+	// has not read yet (confirmed by its pongs to progress pings): what
+	// socket buffers hold past the queue's age check. About 0.2 s of the
+	// full upstream stream at 2,000 entries/s, compressed; with 100 ms of
+	// round trip it still carries 2.5 MB/s.
 	DefaultInflightBytes = 256 << 10
-	// inflightRecheck is how often a client held back by its in-flight
-	// bound looks again (the queue sheds by age meanwhile), and
-	// inflightCheckEvery how many bytes a writer sends between two looks.
-	inflightRecheck    = 10 * time.Millisecond
-	inflightCheckEvery = 16 << 10
 	// DefaultMaxAge is the latency budget: a log frame whose oldest entry
 	// was read longer ago is dropped rather than sent late.
 	DefaultMaxAge = time.Second
@@ -573,8 +568,13 @@ type client struct {
 	signal     chan struct{}
 	done       chan struct{}
 
+	// readTo is the offset in the connection's bytes up to which the
+	// client has read, as the payload of its last pong to a progress ping
+	// says; pingedAt (writer only) the offset of the last progress ping.
 	// held is set while the writer waits for the client to read what it
 	// was sent (HubOptions.InflightBytes); heldTimes counts those waits.
+	readTo    atomic.Uint64
+	pingedAt  uint64
 	held      atomic.Bool
 	heldTimes atomic.Int64
 }
@@ -743,13 +743,9 @@ func (c *client) writeLoop() {
 	defer c.conn.Close()
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()
-	// recheck fires while the client is held back by its in-flight bound.
-	recheck := time.NewTimer(time.Hour)
-	recheck.Stop()
 	for {
 		select {
 		case <-c.signal:
-		case <-recheck.C:
 		case <-ping.C:
 			c.conn.SetWriteDeadline(time.Now().Add(writeWait))
 			if err := c.conn.WriteMessage(websocket.PingMessage, nil); err != nil {
@@ -760,54 +756,88 @@ func (c *client) writeLoop() {
 		case <-c.done:
 			return
 		}
-		ok, held := c.drain()
-		if !ok {
+		if !c.drain() {
 			c.abandon()
 			return
-		}
-		if held {
-			recheck.Reset(inflightRecheck)
 		}
 	}
 }
 
-// overBudget tells whether the client holds more unread bytes than
-// HubOptions.InflightBytes. While it does, frames stay in its queue, where
-// they are shed by age and counted, instead of waiting in socket buffers
-// where nothing can shed them.
+// The in-flight bound (HubOptions.InflightBytes). The queue sheds frames
+// older than the latency budget, but what the writer has handed to the
+// connection is past that check: socket buffers on both sides grow to
+// megabytes when a client reads slower than the stream comes. So the
+// writer sends a progress ping (a WebSocket ping whose payload is the
+// offset of the connection's bytes written so far) every quarter of the
+// bound, and a client's pong, which it sends when its reader got that far,
+// tells how much it has read. While more than the bound is unread the
+// writer waits for the next pong; frames stay in the queue, where they are
+// shed by age and counted. Every WebSocket client answers pings (RFC 6455;
+// browsers do it below the page's script); one that does not is already
+// closed after pongWait.
+
+// overBudget tells whether the client has more than InflightBytes unread;
+// if so it makes sure a progress ping is on its way.
 func (c *client) overBudget() bool {
 	limit := c.hub.opt.InflightBytes
 	if c.bc == nil || limit < 0 {
 		return false
 	}
-	n, ok := c.bc.backlog()
-	return ok && n > limit
+	sent := c.bc.sent()
+	if sent-min(c.readTo.Load(), sent) <= uint64(limit) {
+		return false
+	}
+	c.progressPing(sent)
+	return true
 }
 
-// drain writes what is queued; ok is false when the connection is done,
-// held true when it stopped because the client has not read enough of
-// what it was sent (the rest stays queued).
-func (c *client) drain() (ok, held bool) {
+// progressPing sends a ping carrying the offset sent, unless one already
+// covers it.
+func (c *client) progressPing(sent uint64) {
+	if c.pingedAt >= sent {
+		return
+	}
+	c.pingedAt = sent
+	c.conn.WriteControl(websocket.PingMessage, strconv.AppendUint(nil, sent, 10), time.Now().Add(writeWait))
+}
+
+// pong takes the client's answer to a progress ping (other pongs carry
+// no offset) and wakes a writer that waits for it.
+func (c *client) pong(payload string) {
+	n, err := strconv.ParseUint(payload, 10, 64)
+	if err != nil {
+		return
+	}
+	for {
+		old := c.readTo.Load()
+		if n <= old || c.readTo.CompareAndSwap(old, n) {
+			break
+		}
+	}
+	if c.held.Load() {
+		c.wakeWriter()
+	}
+}
+
+// drain writes what is queued; false when the connection is done. It
+// stops early, leaving the rest queued, while the client has more than
+// HubOptions.InflightBytes unread.
+func (c *client) drain() bool {
 	if c.bc != nil {
 		c.bc.begin()
 	}
-	ok = true
-	sent := inflightCheckEvery // look before the first frame
+	ok := true
 	for ok {
-		if sent >= inflightCheckEvery {
-			sent = 0
-			c.mu.Lock()
-			closing := c.closing
-			c.mu.Unlock()
-			if !closing && c.overBudget() {
-				held = true
-				if !c.held.Swap(true) {
-					c.heldTimes.Add(1)
-				}
-				break
+		c.mu.Lock()
+		closing := c.closing
+		c.mu.Unlock()
+		if !closing && c.overBudget() {
+			if !c.held.Swap(true) {
+				c.heldTimes.Add(1)
 			}
-			c.held.Store(false)
+			break
 		}
+		c.held.Store(false)
 		f, dropped, have := c.next(c.hub.opt.Now())
 		if !have {
 			c.mu.Lock()
@@ -846,14 +876,18 @@ func (c *client) drain() (ok, held bool) {
 		if err != nil {
 			ok = false
 		}
-		sent += f.size
+		if lim := c.hub.opt.InflightBytes; ok && c.bc != nil && lim > 0 {
+			if sent := c.bc.sent(); sent-c.pingedAt >= uint64(lim/4) {
+				c.progressPing(sent)
+			}
+		}
 	}
 	if c.bc != nil {
 		if err := c.bc.end(); err != nil {
 			ok = false
 		}
 	}
-	return ok, held
+	return ok
 }
 
 // abandon removes the client from the hub and gives back what it queued.
@@ -913,7 +947,10 @@ func (c *client) readLoop() {
 	defer c.abandon()
 	c.conn.SetReadLimit(maxClientMsg)
 	c.conn.SetReadDeadline(time.Now().Add(pongWait))
-	c.conn.SetPongHandler(func(string) error { return c.conn.SetReadDeadline(time.Now().Add(pongWait)) })
+	c.conn.SetPongHandler(func(p string) error {
+		c.pong(p)
+		return c.conn.SetReadDeadline(time.Now().Add(pongWait))
+	})
 	for {
 		msg, err := c.readMessage()
 		if err != nil {

@@ -95,14 +95,9 @@ type batchConn struct {
 	batching bool
 	buf      []byte
 
-	// written counts the bytes handed to the socket; acked0 is the
-	// kernel's count of acknowledged bytes when the connection was taken
-	// over and maxWnd the widest receive window the client advertised
-	// (backlog).
+	// written counts the bytes written to the connection (gathered or
+	// sent): the offsets progress pings carry.
 	written uint64
-	acked0  uint64
-	maxWnd  uint32
-	noInfo  bool
 }
 
 const batchFlushAt = 64 << 10
@@ -120,6 +115,7 @@ func (b *batchConn) Write(p []byte) (int, error) {
 		b.written += uint64(n)
 		return n, err
 	}
+	b.written += uint64(len(p))
 	b.buf = append(b.buf, p...)
 	if len(b.buf) >= batchFlushAt {
 		if err := b.flushLocked(); err != nil {
@@ -133,8 +129,7 @@ func (b *batchConn) flushLocked() error {
 	if len(b.buf) == 0 {
 		return nil
 	}
-	n, err := b.Conn.Write(b.buf)
-	b.written += uint64(n)
+	_, err := b.Conn.Write(b.buf)
 	if cap(b.buf) > 4*batchFlushAt {
 		b.buf = nil // an unusually large burst: do not keep its buffer
 	} else {
@@ -143,28 +138,11 @@ func (b *batchConn) flushLocked() error {
 	return err
 }
 
-// backlog returns the bytes written to the client that it has not read
-// yet, as far as the kernels tell: gathered and not sent, in the kernel's
-// send buffer or in flight (written but not acknowledged), and received
-// by the client's kernel but not read by its program (the widest receive
-// window the client advertised minus the one it advertises now). These
-// bytes are past the queue's age check: bounding them is what bounds a
-// slow client's latency. ok is false when the kernel cannot say (not
-// TCP, not Linux): the queue alone bounds the stream then.
-func (b *batchConn) backlog() (n int, ok bool) {
+// sent returns the bytes written to the connection so far.
+func (b *batchConn) sent() uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.noInfo {
-		return 0, false
-	}
-	acked, wnd, ok := tcpInfo(b.Conn)
-	if !ok {
-		b.noInfo = true
-		return 0, false
-	}
-	b.maxWnd = max(b.maxWnd, wnd)
-	unacked := int64(b.written) - int64(acked-b.acked0)
-	return len(b.buf) + int(max(unacked, 0)) + int(b.maxWnd-wnd), true
+	return b.written
 }
 
 // begin gathers writes until end, which sends them.
@@ -198,6 +176,5 @@ func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	w.conn = &batchConn{Conn: c}
-	w.conn.acked0, w.conn.maxWnd, _ = tcpInfo(c)
 	return w.conn, brw, nil
 }
