@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"golang.org/x/sys/unix"
 
 	"github.com/archiveteam/archivebot-go/coordinator/redistest"
@@ -50,8 +51,9 @@ func unreadBytes(t *testing.T, server, client net.Conn) int {
 	return n
 }
 
-// TestStreamUnreadBytesBounded (issue 27, finding 20): an upstream client
-// that stops reading is sent at most about HubOptions.InflightBytes; the
+// TestStreamUnreadBytesBounded (issue 27, finding 20): a client (of
+// either protocol) that stops reading is sent at most about
+// HubOptions.InflightBytes(Upstream); the
 // rest stays in its queue, where it is shed (by age, or here by the
 // queue's bounds) and counted, instead of piling up in the kernels' socket
 // buffers (megabytes per client before), where no latency budget applies.
@@ -59,8 +61,21 @@ func unreadBytes(t *testing.T, server, client net.Conn) int {
 // blocked in the kernel) and checks the bytes, not the time.
 func TestStreamUnreadBytesBounded(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		t.Run("upstream", func(t *testing.T) { testUnreadBytesBounded(t, b, false) })
+		t.Run("v2", func(t *testing.T) { testUnreadBytesBounded(t, b, true) })
+	})
+}
+
+func testUnreadBytesBounded(t *testing.T, b *redistest.Backend, v2 bool) {
+	{
 		r := newStreamRig(t, b, HubOptions{MaxAge: -1}, true)
-		conn := r.dial(t, r.main.URL, "", "")
+		var conn *websocket.Conn
+		bound := DefaultInflightBytesUpstream
+		if v2 {
+			conn, bound = r.dialV2(t, ""), DefaultInflightBytes
+		} else {
+			conn = r.dial(t, r.main.URL, "", "")
+		}
 		var taken atomic.Int64 // frames the writer took
 		count := func(*client) { taken.Add(1) }
 		r.hub.beforeWrite.Store(&count)
@@ -94,7 +109,7 @@ func TestStreamUnreadBytesBounded(t *testing.T) {
 				t.Fatal("the writer never settled")
 			}
 		}
-		limit := DefaultInflightBytes + 64<<10 + 40<<10 // a gathered batch, one frame
+		limit := bound + 64<<10 + 40<<10 // a gathered batch, one frame
 		if n := unreadBytes(t, c.bc.Conn, conn.NetConn()); n > limit {
 			t.Errorf("%d bytes sent to a client that read none (%d frames taken); want at most %d: the rest must wait in the queue, where it is shed and counted",
 				n, taken.Load(), limit)
@@ -107,5 +122,5 @@ func TestStreamUnreadBytesBounded(t *testing.T) {
 		}
 		t.Logf("frames taken by the writer %d, unread bytes %d, queued %d, dropped %d", taken.Load(),
 			unreadBytes(t, c.bc.Conn, conn.NetConn()), queued, dropped)
-	})
+	}
 }
