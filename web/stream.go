@@ -59,6 +59,16 @@ const (
 	// DefaultTotalBytes bounds the bytes all clients' queues hold
 	// (http.stream_total_bytes).
 	DefaultTotalBytes = config.DefaultStreamTotalBytes
+	// DefaultInflightBytes bounds the bytes written to a client that it
+	// has not read yet (confirmed by its pongs to progress pings): what
+	// socket buffers hold past the queue's age check. About 0.2 s of the
+	// full upstream stream at 2,000 entries/s, compressed; with 100 ms of
+	// round trip it still carries 2.5 MB/s. Upstream's clients get a
+	// quarter: their frames are one entry each and dashboard.js renders far
+	// fewer than 64 KiB a round trip carries, and on TestStreamLoad the
+	// smaller bound took p99 at 2,000 entries/s from about 1.5 s to 1 s.
+	DefaultInflightBytes         = 256 << 10
+	DefaultInflightBytesUpstream = 64 << 10
 	// DefaultMaxAge is the latency budget: a log frame whose oldest entry
 	// was read longer ago is dropped rather than sent late.
 	DefaultMaxAge = time.Second
@@ -96,8 +106,13 @@ type HubOptions struct {
 	TotalBytes  int64
 	// MaxAge is the latency budget (negative: none).
 	MaxAge time.Duration
-	Logger *slog.Logger
-	Now    func() time.Time
+	// InflightBytes and InflightBytesUpstream bound the bytes sent to a
+	// client (of our protocol, of upstream's) and not read by it yet
+	// (negative: no bound beyond the kernels').
+	InflightBytes         int
+	InflightBytesUpstream int
+	Logger                *slog.Logger
+	Now                   func() time.Time
 }
 
 // Hub fans the firehose out to WebSocket clients. It implements
@@ -146,6 +161,12 @@ func NewHub(opt HubOptions) *Hub {
 	}
 	if opt.MaxAge == 0 {
 		opt.MaxAge = DefaultMaxAge
+	}
+	if opt.InflightBytes == 0 {
+		opt.InflightBytes = DefaultInflightBytes
+	}
+	if opt.InflightBytesUpstream == 0 {
+		opt.InflightBytesUpstream = DefaultInflightBytesUpstream
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
@@ -555,6 +576,16 @@ type client struct {
 	key        string
 	signal     chan struct{}
 	done       chan struct{}
+
+	// readTo is the offset in the connection's bytes up to which the
+	// client has read, as the payload of its last pong to a progress ping
+	// says; pingedAt (writer only) the offset of the last progress ping.
+	// held is set while the writer waits for the client to read what it
+	// was sent (HubOptions.InflightBytes); heldTimes counts those waits.
+	readTo    atomic.Uint64
+	pingedAt  uint64
+	held      atomic.Bool
+	heldTimes atomic.Int64
 }
 
 func (c *client) filter() (key string, all bool, subs []string, errorsOnly bool) {
@@ -741,13 +772,89 @@ func (c *client) writeLoop() {
 	}
 }
 
-// drain writes what is queued; false when the connection is done.
+// The in-flight bound (HubOptions.InflightBytes). The queue sheds frames
+// older than the latency budget, but what the writer has handed to the
+// connection is past that check: socket buffers on both sides grow to
+// megabytes when a client reads slower than the stream comes. So the
+// writer sends a progress ping (a WebSocket ping whose payload is the
+// offset of the connection's bytes written so far) every quarter of the
+// bound, and a client's pong, which it sends when its reader got that far,
+// tells how much it has read. While more than the bound is unread the
+// writer waits for the next pong; frames stay in the queue, where they are
+// shed by age and counted. Every WebSocket client answers pings (RFC 6455;
+// browsers do it below the page's script); one that does not is already
+// closed after pongWait.
+
+// overBudget tells whether the client has more than InflightBytes unread;
+// if so it makes sure a progress ping is on its way.
+func (c *client) overBudget() bool {
+	limit := c.inflightLimit()
+	if c.bc == nil || limit < 0 {
+		return false
+	}
+	sent := c.bc.sent()
+	if sent-min(c.readTo.Load(), sent) <= uint64(limit) {
+		return false
+	}
+	c.progressPing(sent)
+	return true
+}
+
+// inflightLimit is the client's HubOptions.InflightBytes(Upstream).
+func (c *client) inflightLimit() int {
+	if c.v2 {
+		return c.hub.opt.InflightBytes
+	}
+	return c.hub.opt.InflightBytesUpstream
+}
+
+// progressPing sends a ping carrying the offset sent, unless one already
+// covers it.
+func (c *client) progressPing(sent uint64) {
+	if c.pingedAt >= sent {
+		return
+	}
+	c.pingedAt = sent
+	c.conn.WriteControl(websocket.PingMessage, strconv.AppendUint(nil, sent, 10), time.Now().Add(writeWait))
+}
+
+// pong takes the client's answer to a progress ping (other pongs carry
+// no offset) and wakes a writer that waits for it.
+func (c *client) pong(payload string) {
+	n, err := strconv.ParseUint(payload, 10, 64)
+	if err != nil {
+		return
+	}
+	for {
+		old := c.readTo.Load()
+		if n <= old || c.readTo.CompareAndSwap(old, n) {
+			break
+		}
+	}
+	if c.held.Load() {
+		c.wakeWriter()
+	}
+}
+
+// drain writes what is queued; false when the connection is done. It
+// stops early, leaving the rest queued, while the client has more than
+// HubOptions.InflightBytes unread.
 func (c *client) drain() bool {
 	if c.bc != nil {
 		c.bc.begin()
 	}
 	ok := true
 	for ok {
+		c.mu.Lock()
+		closing := c.closing
+		c.mu.Unlock()
+		if !closing && c.overBudget() {
+			if !c.held.Swap(true) {
+				c.heldTimes.Add(1)
+			}
+			break
+		}
+		c.held.Store(false)
 		f, dropped, have := c.next(c.hub.opt.Now())
 		if !have {
 			c.mu.Lock()
@@ -785,6 +892,11 @@ func (c *client) drain() bool {
 		}
 		if err != nil {
 			ok = false
+		}
+		if lim := c.inflightLimit(); ok && c.bc != nil && lim > 0 {
+			if sent := c.bc.sent(); sent-c.pingedAt >= uint64(lim/4) {
+				c.progressPing(sent)
+			}
 		}
 	}
 	if c.bc != nil {
@@ -852,7 +964,10 @@ func (c *client) readLoop() {
 	defer c.abandon()
 	c.conn.SetReadLimit(maxClientMsg)
 	c.conn.SetReadDeadline(time.Now().Add(pongWait))
-	c.conn.SetPongHandler(func(string) error { return c.conn.SetReadDeadline(time.Now().Add(pongWait)) })
+	c.conn.SetPongHandler(func(p string) error {
+		c.pong(p)
+		return c.conn.SetReadDeadline(time.Now().Add(pongWait))
+	})
 	for {
 		msg, err := c.readMessage()
 		if err != nil {

@@ -94,6 +94,10 @@ type batchConn struct {
 	mu       sync.Mutex
 	batching bool
 	buf      []byte
+
+	// written counts the bytes written to the connection (gathered or
+	// sent): the offsets progress pings carry.
+	written uint64
 }
 
 const batchFlushAt = 64 << 10
@@ -107,8 +111,11 @@ func (b *batchConn) Write(p []byte) (int, error) {
 				return 0, err
 			}
 		}
-		return b.Conn.Write(p)
+		n, err := b.Conn.Write(p)
+		b.written += uint64(n)
+		return n, err
 	}
+	b.written += uint64(len(p))
 	b.buf = append(b.buf, p...)
 	if len(b.buf) >= batchFlushAt {
 		if err := b.flushLocked(); err != nil {
@@ -129,6 +136,13 @@ func (b *batchConn) flushLocked() error {
 		b.buf = b.buf[:0]
 	}
 	return err
+}
+
+// sent returns the bytes written to the connection so far.
+func (b *batchConn) sent() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.written
 }
 
 // begin gathers writes until end, which sends them.

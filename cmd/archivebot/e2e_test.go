@@ -13,6 +13,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/archiveteam/archivebot-go/internal/text"
 	"strconv"
 	"strings"
 	"testing"
@@ -339,7 +340,10 @@ func TestE2EPlantedText(t *testing.T) {
 		watcher, voice, plain := nodeInChannel(t, b, ch)
 
 		evil := runSim(t, rdb, pipelinesim.Config{Nickname: "evil" + smuggle}, fastRun(100000, 50*time.Millisecond, 0))
-		watcher.Expect("connected line", fromBot(ch, textIs(connectedLine(evil.p, simVersion))))
+		// The nickname reaches the channel cleaned (internal/text), then
+		// quoted: CR and LF as spaces, NUL dropped.
+		cleaned := fmt.Sprintf("Pipeline %q (%s, version %s) connected.", text.Clean(evil.p.Nickname(), text.Untrusted), evil.p.Key(), simVersion)
+		watcher.Expect("connected line", fromBot(ch, textIs(cleaned)))
 
 		url, id := identOf(t, "https://example.com/e2e/planted")
 		if r := ask(voice, ch, "!a "+url); !strings.Contains(r, "Queued "+url) {
