@@ -81,6 +81,11 @@ const (
 	// live stream queues for one client and for all clients together.
 	DefaultStreamQueueBytes = 4 << 20
 	DefaultStreamTotalBytes = 64 << 20
+	// DefaultStreamUnreadBytes and DefaultStreamUnreadBytesUpstream bound
+	// the bytes sent to one live-stream client (of our protocol, of
+	// upstream's) that it has not read yet (doc/web.md, Backpressure).
+	DefaultStreamUnreadBytes         = 256 << 10
+	DefaultStreamUnreadBytesUpstream = 64 << 10
 	// DefaultAnalyzerBatch is the most log entries one atomic step reads.
 	DefaultAnalyzerBatch = 5000
 	// DefaultAnalyzerDebounce is how long `updates` messages pile up
@@ -381,6 +386,14 @@ type HTTP struct {
 	// log frames, counted (doc/web.md, Backpressure).
 	StreamQueueBytes int64 `toml:"stream_queue_bytes"`
 	StreamTotalBytes int64 `toml:"stream_total_bytes"`
+	// StreamUnreadBytes and StreamUnreadBytesUpstream bound the bytes sent
+	// to one client of our protocol (of upstream's) that it has not read
+	// yet, as its pongs to progress pings tell (defaults 256 KiB and 64
+	// KiB); a client past it is sent nothing more until it reads, and its
+	// frames age in its queue, where the 1 s budget drops them, counted.
+	// 0: no bound but the kernels' socket buffers.
+	StreamUnreadBytes         int `toml:"stream_unread_bytes"`
+	StreamUnreadBytesUpstream int `toml:"stream_unread_bytes_upstream"`
 	// RecentMaxBytes caps one /logs/recent answer (default 4 MiB; written
 	// as 0: no cap): past it each job keeps its newest entries.
 	RecentMaxBytes int `toml:"recent_max_bytes"`
@@ -575,6 +588,8 @@ func (c *Config) setDefaults() {
 	zero(&c.HTTP.StreamMaxLag, DefaultStreamMaxLag)
 	zero(&c.HTTP.StreamQueueBytes, DefaultStreamQueueBytes)
 	zero(&c.HTTP.StreamTotalBytes, DefaultStreamTotalBytes)
+	zero(&c.HTTP.StreamUnreadBytes, DefaultStreamUnreadBytes)
+	zero(&c.HTTP.StreamUnreadBytesUpstream, DefaultStreamUnreadBytesUpstream)
 }
 
 // Load reads path (if non-empty), applies REDIS_URL,
@@ -648,6 +663,8 @@ func LoadPartial(path string, o Overrides) (*Config, error) {
 			{[]string{"pipelines", "max_conns_per_addr"}, &c.Pipelines.MaxConnsPerAddr},
 			{[]string{"pipelines", "max_waiting_takes"}, &c.Pipelines.MaxWaitingTakes},
 			{[]string{"http", "recent_max_bytes"}, &c.HTTP.RecentMaxBytes},
+			{[]string{"http", "stream_unread_bytes"}, &c.HTTP.StreamUnreadBytes},
+			{[]string{"http", "stream_unread_bytes_upstream"}, &c.HTTP.StreamUnreadBytesUpstream},
 			{[]string{"tweeter", "budget"}, &c.Tweeter.Budget},
 			{[]string{"tweeter", "mastodon", "budget"}, &c.Tweeter.Mastodon.Budget},
 			{[]string{"tweeter", "bluesky", "budget"}, &c.Tweeter.Bluesky.Budget},
@@ -1022,6 +1039,9 @@ func (c *Config) validate() Problems {
 	}
 	if c.HTTP.StreamMaxLag < 0 {
 		bad("http.stream_max_lag", "must be 0 (no bound) or more")
+	}
+	if c.HTTP.StreamUnreadBytes < 0 || c.HTTP.StreamUnreadBytesUpstream < 0 {
+		bad("http.stream_unread_bytes", "http.stream_unread_bytes and http.stream_unread_bytes_upstream must be 0 (no bound) or more")
 	}
 	if c.HTTP.StreamQueueBytes < 0 || c.HTTP.StreamTotalBytes < 0 {
 		bad("http.stream_queue_bytes", "http.stream_queue_bytes and http.stream_total_bytes must be 0 (the default) or more")

@@ -458,3 +458,26 @@ func TestDefaultDataDir(t *testing.T) {
 		t.Errorf("%s: %q", EnvDataDir, c.Redis.DataDir)
 	}
 }
+
+// TestStreamUnreadBytes: the live stream's unread-bytes bounds (issue 27,
+// finding 20) default when left out, are off when written as 0, and
+// refuse negative values.
+func TestStreamUnreadBytes(t *testing.T) {
+	c, err := Load(write(t, "[http]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTP.StreamUnreadBytes != DefaultStreamUnreadBytes || c.HTTP.StreamUnreadBytesUpstream != DefaultStreamUnreadBytesUpstream {
+		t.Errorf("defaults: %d %d", c.HTTP.StreamUnreadBytes, c.HTTP.StreamUnreadBytesUpstream)
+	}
+	c, err = Load(write(t, "[http]\nstream_unread_bytes = 0\nstream_unread_bytes_upstream = 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTP.StreamUnreadBytes != 0 || c.HTTP.StreamUnreadBytesUpstream != 0 {
+		t.Errorf("written as 0: %d %d", c.HTTP.StreamUnreadBytes, c.HTTP.StreamUnreadBytesUpstream)
+	}
+	wantLoadErrors(t, map[string]string{
+		"[http]\nstream_unread_bytes_upstream = -1\n": "http.stream_unread_bytes",
+	})
+}

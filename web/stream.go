@@ -67,8 +67,8 @@ const (
 	// quarter: their frames are one entry each and dashboard.js renders far
 	// fewer than 64 KiB a round trip carries, and on TestStreamLoad the
 	// smaller bound took p99 at 2,000 entries/s from about 1.5 s to 1 s.
-	DefaultInflightBytes         = 256 << 10
-	DefaultInflightBytesUpstream = 64 << 10
+	DefaultInflightBytes         = config.DefaultStreamUnreadBytes
+	DefaultInflightBytesUpstream = config.DefaultStreamUnreadBytesUpstream
 	// DefaultMaxAge is the latency budget: a log frame whose oldest entry
 	// was read longer ago is dropped rather than sent late.
 	DefaultMaxAge = time.Second

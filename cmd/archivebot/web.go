@@ -58,7 +58,15 @@ func listenKey(key, addr, hint string, stdout io.Writer, announce string) (net.L
 
 // hubOptions are the live stream's limits from the configuration.
 func hubOptions(cfg *config.Config) web.HubOptions {
-	return web.HubOptions{ClientBytes: int(cfg.HTTP.StreamQueueBytes), TotalBytes: cfg.HTTP.StreamTotalBytes}
+	// The configuration's 0 is "no bound"; the hub's is "the default".
+	unread := func(n int) int {
+		if n == 0 {
+			return -1
+		}
+		return n
+	}
+	return web.HubOptions{ClientBytes: int(cfg.HTTP.StreamQueueBytes), TotalBytes: cfg.HTTP.StreamTotalBytes,
+		InflightBytes: unread(cfg.HTTP.StreamUnreadBytes), InflightBytesUpstream: unread(cfg.HTTP.StreamUnreadBytesUpstream)}
 }
 
 // startWeb serves the HTTP API on ln and the live stream (its hub, on ln
