@@ -376,7 +376,9 @@ func TestE2EPlantedText(t *testing.T) {
 		evil.wait(t)
 		expectEach(watcher, "death and silent lines",
 			fromBot(ch, textHas("has had no heartbeat", id)),
-			fromBot(ch, func(s string) bool { return strings.HasPrefix(s, silentPrefix(evil.p)) }))
+			fromBot(ch, func(s string) bool {
+				return strings.HasPrefix(s, fmt.Sprintf("Pipeline %q (%s) has not reported for ", text.Clean(evil.p.Nickname(), text.Untrusted), evil.p.Key()))
+			}))
 
 		// Finish notifications with planted url, started_by, started_in.
 		badURL := "https://example.com/e2e/planted-url" + smuggle

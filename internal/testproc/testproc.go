@@ -327,6 +327,30 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 	return p.Cmd.Process.Signal(sig)
 }
 
+// Freeze sends SIGSTOP and returns once the kernel reports the process
+// stopped (state T in /proc/PID/stat), or after 5 s: the signal is
+// delivered asynchronously, and a process that runs on for a moment may
+// still read and act on what a test sends right after Signal returned.
+func (p *Proc) Freeze() error {
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	stat := fmt.Sprintf("/proc/%d/stat", p.Pid())
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return err
+		}
+		// pid (comm) state …: comm may hold spaces and parentheses.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'T' {
+			return nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return fmt.Errorf("pid %d not stopped 5 s after SIGSTOP", p.Pid())
+}
+
 // Kill sends SIGKILL and waits for the process to be gone. Any goroutine
 // may call it.
 func (p *Proc) Kill() {

@@ -1,6 +1,9 @@
 package testproc
 
 import (
+	"bytes"
+	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -84,4 +87,22 @@ func TestPythonMissingModuleSkipsOutsideCI(t *testing.T) {
 	if ran {
 		t.Fatal("Python returned for a module it cannot import")
 	}
+}
+
+// TestFreeze: Freeze returns only once the process is stopped, and
+// SIGCONT lets it run on.
+func TestFreeze(t *testing.T) {
+	p := Start(t, "sleep", Bin(t, "sleep"), []string{"30"}, Options{})
+	if err := p.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := bytes.LastIndexByte(b, ')'); i < 0 || b[i+2] != 'T' {
+		t.Errorf("state after Freeze: %q", b)
+	}
+	p.Signal(syscall.SIGCONT)
+	p.Kill()
 }
