@@ -16,9 +16,20 @@ import (
 // Guard runs fn, logging the panic and its stack instead of crashing the
 // process when fn panics.
 func Guard(log *slog.Logger, what string, fn func()) {
+	GuardThen(log, what, fn, nil)
+}
+
+// GuardThen is Guard that, once a panic is logged, calls then (when not
+// nil) with the panic's value: a connection that says so to its client
+// and ends, a loop that returns it as an error. A panic in then is logged
+// too.
+func GuardThen(log *slog.Logger, what string, fn func(), then func(p any)) {
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error("panic", "in", what, "panic", p, "stack", string(debug.Stack()))
+			if then != nil {
+				Guard(log, what+" (after a panic)", func() { then(p) })
+			}
 		}
 	}()
 	fn()

@@ -22,11 +22,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"runtime/debug"
 	"strconv"
 	"time"
 
 	"github.com/tidwall/redcon"
+
+	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
 // Limits bound what a client can make the bridge read and hold. Zero
@@ -458,31 +459,32 @@ func (b *Bridge) serveConn(nc net.Conn) {
 		nc.Close()
 		b.untrack(nc)
 	}()
-	defer b.recoverConn("command", c.addr, func() {
+	b.guardConn("command", c.addr, func() {
 		c.wr.SetBuffer(nil)
 		c.wr.WriteError("ERR internal error in the ArchiveBot bridge; this connection is closed")
 		c.wr.Flush()
+	}, func() {
+		for {
+			cmds, err := c.rd.readCommands()
+			if err != nil {
+				b.readFailed(c, err)
+				return
+			}
+			c.cmds = cmds
+			// Once detached, c.cmds belongs to the subscriber's goroutine.
+			for !c.detached && !c.closed && len(c.cmds) > 0 {
+				cmd := c.cmds[0]
+				c.cmds = c.cmds[1:]
+				b.serveRESP(c, cmd)
+			}
+			if c.detached || c.closed {
+				return
+			}
+			if err := c.wr.Flush(); err != nil {
+				return
+			}
+		}
 	})
-	for {
-		cmds, err := c.rd.readCommands()
-		if err != nil {
-			b.readFailed(c, err)
-			return
-		}
-		c.cmds = cmds
-		// Once detached, c.cmds belongs to the subscriber's goroutine.
-		for !c.detached && !c.closed && len(c.cmds) > 0 {
-			cmd := c.cmds[0]
-			c.cmds = c.cmds[1:]
-			b.serveRESP(c, cmd)
-		}
-		if c.detached || c.closed {
-			return
-		}
-		if err := c.wr.Flush(); err != nil {
-			return
-		}
-	}
 }
 
 // readFailed answers a refused request (and counts it) before the
@@ -505,23 +507,16 @@ func (b *Bridge) readFailed(c *conn, err error) {
 	}
 }
 
-// recoverConn, deferred in a connection's goroutine, turns a panic into
-// that connection's end: logged with its stack, counted as "panic", and
-// tell (when not nil) says so to the client.
-func (b *Bridge) recoverConn(where, addr string, tell func()) {
-	v := recover()
-	if v == nil {
-		return
-	}
-	b.count("panic", 1)
-	b.log.Error("bridge: internal error; the connection is closed, the bridge goes on", "in", where, "from", addr,
-		"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-	if tell != nil {
-		func() {
-			defer func() { recover() }()
+// guardConn runs fn, a connection's work, under the panic guard: a panic
+// ends that connection only, logged with its stack and counted as
+// "panic", and tell (when not nil) says so to the client.
+func (b *Bridge) guardConn(where, addr string, tell func(), fn func()) {
+	run.GuardThen(b.log, "bridge "+where+" "+addr, fn, func(any) {
+		b.count("panic", 1)
+		if tell != nil {
 			tell()
-		}()
-	}
+		}
+	})
 }
 
 // logLimited logs msg at most every 10 s per key (keys are a fixed set:

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
@@ -75,37 +75,38 @@ func (b *Bridge) send(s *subscriber, frame []byte) {
 func (b *Bridge) subscriberWriter(s *subscriber) {
 	defer b.wg.Done()
 	defer s.close()
-	defer b.recoverConn("subscriber writer", "", nil)
-	for {
-		select {
-		case f := <-s.out:
-			s.dc.WriteRaw(f)
-			for more := true; more; {
-				select {
-				case f := <-s.out:
-					s.dc.WriteRaw(f)
-				default:
-					more = false
+	b.guardConn("subscriber writer", "", nil, func() {
+		for {
+			select {
+			case f := <-s.out:
+				s.dc.WriteRaw(f)
+				for more := true; more; {
+					select {
+					case f := <-s.out:
+						s.dc.WriteRaw(f)
+					default:
+						more = false
+					}
 				}
-			}
-			if err := s.dc.Flush(); err != nil {
+				if err := s.dc.Flush(); err != nil {
+					return
+				}
+			case <-s.quit:
+				// Ended by its reader (QUIT, or the client went): what is
+				// queued still goes, within the write deadline.
+				for more := true; more; {
+					select {
+					case f := <-s.out:
+						s.dc.WriteRaw(f)
+					default:
+						more = false
+					}
+				}
+				s.dc.Flush()
 				return
 			}
-		case <-s.quit:
-			// Ended by its reader (QUIT, or the client went): what is
-			// queued still goes, within the write deadline.
-			for more := true; more; {
-				select {
-				case f := <-s.out:
-					s.dc.WriteRaw(f)
-				default:
-					more = false
-				}
-			}
-			s.dc.Flush()
-			return
 		}
-	}
+	})
 }
 
 // close closes the subscriber's connection now.
@@ -214,61 +215,62 @@ func (b *Bridge) subscriberLoop(s *subscriber) {
 		}
 		s.end(false)
 	}()
-	defer b.recoverConn("subscriber", "", nil)
-	for {
-		cmd, err := s.dc.ReadCommand()
-		if err != nil || len(cmd.Args) == 0 {
-			return
-		}
-		name := strings.ToLower(string(cmd.Args[0]))
-		args := make([]string, len(cmd.Args)-1)
-		for i, a := range cmd.Args[1:] {
-			args[i] = string(a)
-		}
-		switch name {
-		case "subscribe":
-			ok := len(args) > 0
-			for _, ch := range args {
-				if e := b.jobChannel(ch); e != "" {
-					b.count("refused:subscribe", 1)
-					b.send(s, redcon.AppendError(nil, e))
-					ok = false
-					break
+	b.guardConn("subscriber", "", nil, func() {
+		for {
+			cmd, err := s.dc.ReadCommand()
+			if err != nil || len(cmd.Args) == 0 {
+				return
+			}
+			name := strings.ToLower(string(cmd.Args[0]))
+			args := make([]string, len(cmd.Args)-1)
+			for i, a := range cmd.Args[1:] {
+				args[i] = string(a)
+			}
+			switch name {
+			case "subscribe":
+				ok := len(args) > 0
+				for _, ch := range args {
+					if e := b.jobChannel(ch); e != "" {
+						b.count("refused:subscribe", 1)
+						b.send(s, redcon.AppendError(nil, e))
+						ok = false
+						break
+					}
 				}
-			}
-			if ok {
-				b.addSubs(s, args)
-			} else if len(args) == 0 {
-				b.send(s, redcon.AppendError(nil, "ERR wrong number of arguments for 'subscribe' command"))
-			}
-		case "unsubscribe":
-			if len(args) == 0 {
-				s.mu.Lock()
-				for ch := range s.chans {
-					args = append(args, ch)
+				if ok {
+					b.addSubs(s, args)
+				} else if len(args) == 0 {
+					b.send(s, redcon.AppendError(nil, "ERR wrong number of arguments for 'subscribe' command"))
 				}
-				s.mu.Unlock()
+			case "unsubscribe":
+				if len(args) == 0 {
+					s.mu.Lock()
+					for ch := range s.chans {
+						args = append(args, ch)
+					}
+					s.mu.Unlock()
+				}
+				for _, ch := range args {
+					b.send(s, frame3("unsubscribe", ch, b.dropSub(s, ch)))
+				}
+			case "ping":
+				msg := ""
+				if len(args) > 0 {
+					msg = args[0]
+				}
+				f := redcon.AppendArray(nil, 2)
+				f = redcon.AppendBulkString(f, "pong")
+				b.send(s, redcon.AppendBulkString(f, msg))
+			case "quit":
+				b.send(s, redcon.AppendString(nil, "OK"))
+				// The writer sends what is queued before it sees the close.
+				return
+			default:
+				b.countRefused(name, "subscribed mode")
+				b.send(s, redcon.AppendError(nil, fmt.Sprintf("ERR '%s' is refused by the ArchiveBot bridge: only SUBSCRIBE / UNSUBSCRIBE / PING / QUIT in subscribed mode", strings.ToUpper(oneLine(name)))))
 			}
-			for _, ch := range args {
-				b.send(s, frame3("unsubscribe", ch, b.dropSub(s, ch)))
-			}
-		case "ping":
-			msg := ""
-			if len(args) > 0 {
-				msg = args[0]
-			}
-			f := redcon.AppendArray(nil, 2)
-			f = redcon.AppendBulkString(f, "pong")
-			b.send(s, redcon.AppendBulkString(f, msg))
-		case "quit":
-			b.send(s, redcon.AppendString(nil, "OK"))
-			// The writer sends what is queued before it sees the close.
-			return
-		default:
-			b.countRefused(name, "subscribed mode")
-			b.send(s, redcon.AppendError(nil, fmt.Sprintf("ERR '%s' is refused by the ArchiveBot bridge: only SUBSCRIBE / UNSUBSCRIBE / PING / QUIT in subscribed mode", strings.ToUpper(oneLine(name)))))
 		}
-	}
+	})
 }
 
 // publish sends msg to the subscribers of channel.
@@ -333,15 +335,11 @@ func (b *Bridge) dropCache() {
 // onControlSafe is onControl; a panic in it ends the stream (which is
 // then reopened), not the bridge.
 func (b *Bridge) onControlSafe(ev client.Event) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			b.count("panic", 1)
-			b.log.Error("bridge: internal error on a control event; reopening the stream", "event", ev.Name,
-				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			err = fmt.Errorf("panic: %v", v)
-		}
-	}()
-	return b.onControl(ev)
+	run.GuardThen(b.log, "bridge control event "+ev.Name, func() { err = b.onControl(ev) }, func(v any) {
+		b.count("panic", 1)
+		err = fmt.Errorf("panic: %v", v)
+	})
+	return err
 }
 
 func (b *Bridge) onControl(ev client.Event) error {

@@ -344,12 +344,12 @@ func (d Dump) queues() []string {
 }
 
 // registered reports whether a job hash carries the fields the node
-// registers; a hash without them is a ghost (SPEC §11).
+// registers; a hash without them is a ghost (doc/protocol.md, Which record speaks for a job).
 func registered(h map[string]string) bool {
 	return h["url"] != "" && h["started_by"] != "" && h["queued_at"] != ""
 }
 
-// endState is a job's state in the final dump, by the rule of SPEC §10
+// endState is a job's state in the final dump, by the rule of doc/protocol.md (Which record speaks for a job)
 // and §11: queued (in a pending queue), running (started, or in
 // working), finished, aborted, failed, absent; ghost (a hash without
 // the registration fields) and stranded (registered, not started, in no
