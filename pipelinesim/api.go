@@ -110,7 +110,7 @@ func (p *APIPipeline) Run(ctx context.Context, o RunOptions, workers int) error 
 	defer cancel()
 	var bg sync.WaitGroup
 	bg.Add(2)
-	go func() { defer bg.Done(); reportRunning(runCtx, o.ReportInterval, p.Report, emit) }()
+	go func() { defer bg.Done(); reportRunning(runCtx, o.ReportInterval, p.Report, emit, nil) }()
 	go func() { defer bg.Done(); p.control(runCtx, emit) }()
 
 	var mu sync.Mutex

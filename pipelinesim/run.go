@@ -154,7 +154,15 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) error {
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); reportRunning(runCtx, o.ReportInterval, p.Report, emit) }()
+	reported := make(chan struct{})
+	go func() { defer wg.Done(); reportRunning(runCtx, o.ReportInterval, p.Report, emit, reported) }()
+	// The pipeline's record (its nickname) is written before its first
+	// take, as a pipeline that announces itself at start does: a take
+	// before it made the start notice name the pipeline by its id.
+	select {
+	case <-reported:
+	case <-runCtx.Done():
+	}
 	err := p.work(runCtx, o, emit)
 	cancel()
 	wg.Wait()
@@ -176,12 +184,17 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) error {
 }
 
 // reportRunning reports "Running" at once and then every interval until
-// ctx ends, emitting the outcome of each report made while ctx lasts.
-func reportRunning(ctx context.Context, interval time.Duration, report func(context.Context, string) error, emit func(Event)) {
+// ctx ends, emitting the outcome of each report made while ctx lasts;
+// reported (when not nil) is closed once the first report was tried.
+func reportRunning(ctx context.Context, interval time.Duration, report func(context.Context, string) error, emit func(Event), reported chan<- struct{}) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		err := report(ctx, "Running")
+		if reported != nil {
+			close(reported)
+			reported = nil
+		}
 		if ctx.Err() != nil {
 			return
 		}
