@@ -2,36 +2,16 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
-
-// lockedBuffer is a bytes.Buffer that a run writes while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // readmeTranscript is one shell block of the README's quick start: the
 // command after "$ ", the lines typed into it (starting with "!") and the
@@ -168,7 +148,7 @@ func TestReadmeQuickStart(t *testing.T) {
 
 	var lastWant []string
 	stdinR, stdinW := io.Pipe()
-	var nodeOut, nodeErr lockedBuffer
+	var nodeOut, nodeErr testproc.Buffer
 	done := make(chan int, 1)
 	go func() { done <- run(nil, stdinR, &nodeOut, &nodeErr) }()
 	defer func() {
@@ -204,7 +184,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	waitFor("the console's answers", expect(node.output))
 
 	// The simulator, as the README runs it, against this node's Redis.
-	var simOut, simErr lockedBuffer
+	var simOut, simErr testproc.Buffer
 	args := append(simArgs[3:], "-redis", "redis://"+redisAddr+"/0")
 	if code := run(args, strings.NewReader(""), &simOut, &simErr); code != 0 {
 		t.Fatalf("simulator: exit %d\n%s\n%s", code, simOut.String(), simErr.String())

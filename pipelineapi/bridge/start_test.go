@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,28 +25,11 @@ import (
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // runBridge runs `archivebot bridge -key key -node node` until it exits
 // or says it is serving (which fails the test: it must not serve).
 func runBridge(t *testing.T, key, node string) (code int, stderr string) {
 	t.Helper()
-	var out, errb lockedBuffer
+	var out, errb testproc.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- bridge.Run([]string{"-key", key, "-node", node, "-listen", "127.0.0.1:0"}, &out, &errb)
