@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // Job defaults (doc/protocol.md, Job record).

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // TestAuditLineOfRefusals (issue 27, finding 21): a state-changing command

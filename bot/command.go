@@ -16,8 +16,8 @@ import (
 	"unicode"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // Rank is what a user may do in the channel a command came from.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 )
 
 // Input the bot must refuse, or answer saying exactly what it did. The

@@ -8,9 +8,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/internal/text"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // When Redis takes a command but does not answer in time (it is stopped,

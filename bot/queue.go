@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // !history IDENT

@@ -9,10 +9,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // sayAs runs text as nick (folded as key) and returns the replies.

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // change applies a settings change and answers the common failures. It

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // DefaultAdminNoticeInterval is how often the node looks for lines the

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // The one drain loop of the notice queues (finish, start and admin

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/text"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // FinishConfig configures the finish notifier (see doc/protocol.md,

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/badkeys"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/internal/text"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // JobEvent is one change of a job, as the bot publishes it on
@@ -25,7 +25,7 @@ type JobEvent struct {
 	Detail json.RawMessage `json:"detail,omitempty"`
 }
 
-// The job events are the history's (coordinator/store/history.go). The firehose
+// The job events are the history's (store/history.go). The firehose
 // derives started, finished, aborted and failed itself as well (from
 // `working`, the job hash and the failure record), so they are never
 // missed even when a publication is.

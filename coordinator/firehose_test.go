@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
-	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
 type sinkRec struct {

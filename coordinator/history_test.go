@@ -9,10 +9,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
-	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
 // historyOf is the job's history as "event by WHO" strings.

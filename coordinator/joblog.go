@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/badkeys"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // workingSummary is the summary of reader's bad members of `working`

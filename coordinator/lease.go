@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // Lease campaigns for the leader lease (archivebot:leader) and keeps it:

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // Issue 14: the lease manager runs lead while it holds the lease, with the

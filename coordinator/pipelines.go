@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/text"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // PipelineNotifierConfig configures the pipeline notifier (see

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/badkeys"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // ReaperConfig configures the death timer (see doc/protocol.md, Death

@@ -1,7 +1,7 @@
 // Package coordinator holds the background services that run inside the
 // control node (reaper, notifiers, analyzer, firehose, updates listener,
 // leader lease). They read and write Redis only through package
-// coordinator/store.
+// store.
 package coordinator
 
 import (
@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // ServicesConfig holds the settings of the background services. Zero

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/badkeys"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // StartConfig configures start notices (see doc/protocol.md, Start

@@ -20,8 +20,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // crashCopy copies the data directory as it is on disk now, as kill -9

@@ -18,9 +18,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // TestAttackMeasure attacks a running node's pipeline API on 127.0.0.1

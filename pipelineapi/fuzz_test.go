@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // FuzzServeRequest runs arbitrary requests through the server's whole

@@ -2,7 +2,7 @@
 // (doc/pipeline-api.md): pipelines sign every request with their own
 // Ed25519 key, take and update only the jobs they hold, and send their log
 // entries to the node instead of into Redis. It reads and writes Redis only
-// through the store's methods (coordinator/store/pipelineapi.go).
+// through the store's methods (store/pipelineapi.go).
 //
 // A Server is created once; Run serves one leadership term (the whole run
 // on a single node). Outside a term every request is answered 503.
@@ -29,9 +29,9 @@ import (
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // Defaults of Options.

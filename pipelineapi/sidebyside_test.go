@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/archiveteam/archivebot-go/bot"
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/web"
 )
 

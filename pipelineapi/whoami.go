@@ -1,8 +1,8 @@
 package pipelineapi
 
 import (
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // whoami answers GET /v1/pipeline: the verified key, its record key and

@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelineapi"
 	"github.com/archiveteam/archivebot-go/pipelineapi/apitest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // TestAPIMode: the simulator with a key and no Redis works jobs through

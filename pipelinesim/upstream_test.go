@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelineapi"
 	"github.com/archiveteam/archivebot-go/pipelineapi/apitest"
 	"github.com/archiveteam/archivebot-go/pipelineapi/bridge"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // TestUpstreamModeThroughBridge (issue 27, finding 17): `simulate-pipeline

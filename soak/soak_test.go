@@ -23,7 +23,7 @@ import (
 	"github.com/ergochat/irc-go/ircmsg"
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/soak/check"
 	"github.com/archiveteam/archivebot-go/soak/history"

@@ -8,7 +8,7 @@ import (
 
 	"github.com/rivo/uniseg"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // Format is how one network counts a post and shows a URL.

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/badkeys"
 	"github.com/archiveteam/archivebot-go/internal/run"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // checkBuffer bounds the idents waiting for a check. When it is full,

@@ -13,7 +13,7 @@ import (
 
 	"github.com/mattn/go-mastodon"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // Attempt is what a poster knows of the attempt it sends: Key is unique

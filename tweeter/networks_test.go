@@ -14,8 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/tweeter"
 )
 

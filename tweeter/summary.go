@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // SummaryText words the daily summary of day (a UTC date).

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // t0 is the fixture's clock: 1732900000 = 2024-11-29T17:06:40Z.

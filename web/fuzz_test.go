@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 )
 
 // FuzzRequest sends arbitrary paths, query strings and Accept headers at

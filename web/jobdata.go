@@ -1,7 +1,7 @@
 package web
 
 import (
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // JobData is a job as upstream's Job#as_json typed it: the `job_data` of

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // Job states of /jobs and /jobs/IDENT: the store's names (store.JobState).

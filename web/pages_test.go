@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // TestPagesByAccept: a browser gets the dashboard's pages; */*, no Accept

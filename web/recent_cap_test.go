@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // TestRecentAnswerCapped (hardening III, finding 11): a /logs/recent

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // Serve answers over TCP until its context ends, then returns; Listen on

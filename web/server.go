@@ -5,7 +5,7 @@
 // every endpoint.
 //
 // Like bot/, it is a front end: it reads and writes only through
-// coordinator.Store methods, and never reaches into bot/ or the services.
+// store.Store methods, and never reaches into bot/ or the services.
 package web
 
 import (
@@ -24,8 +24,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // Limits of what one request may carry. A longer path or query string is

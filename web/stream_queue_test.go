@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // TestQueueShedsByAgeOnPush: a client that does not read holds at most

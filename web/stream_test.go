@@ -17,9 +17,9 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // tap forwards the firehose to the hub and tells the test what arrived,

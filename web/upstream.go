@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // statusBody is /status, upstream's shape plus pending-large (which

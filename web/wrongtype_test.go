@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // TestWrongTypedSharedKeys (issue 18, finding 13): a shared key that

@@ -17,8 +17,8 @@ import (
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // TestFlood: five users fire ten commands each at once. Every reply

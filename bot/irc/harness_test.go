@@ -15,7 +15,7 @@ import (
 	"github.com/archiveteam/archivebot-go/bot"
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // The real ngircd and the scripted IRC users come from package irctest;

@@ -11,8 +11,8 @@ import (
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // The per-user command throttle (commands_per_minute) over a real ngircd.

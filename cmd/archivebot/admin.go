@@ -24,9 +24,9 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/text"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // adminCmd is what every operator's command shares: -config, -json, the

@@ -13,10 +13,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelineapi/apitest"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // TestAPIPipelineInBrowser (issue 27, finding 13): a pipeline on the

@@ -10,9 +10,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // TestDashboardPerf is the dashboard under load in headless chromium:

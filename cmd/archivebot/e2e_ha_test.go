@@ -2,7 +2,7 @@ package main
 
 // Whole-process tests of high availability (issue 14; see
 // doc/architecture.md, High availability): a Redis master, two replicas
-// and three sentinels (coordinator/redistest.StartCluster), ngircd, and
+// and three sentinels (internal/redistest.StartCluster), ngircd, and
 // control nodes as child processes campaigning for the leader lease.
 
 import (
@@ -23,7 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 

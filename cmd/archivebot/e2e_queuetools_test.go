@@ -13,11 +13,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
-	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
 // TestE2EQueueToolsMatrix runs the commands as op, voiced and plain user,

@@ -14,11 +14,11 @@ import (
 	"github.com/ergochat/irc-go/ircmsg"
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
-	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
 // startLineOf matches the start line of job id on the pipeline nick.

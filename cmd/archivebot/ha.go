@@ -12,8 +12,8 @@ import (
 	botirc "github.com/archiveteam/archivebot-go/bot/irc"
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // haFrontEnd is what the web server sees of an HA node: the IRC client

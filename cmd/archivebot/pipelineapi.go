@@ -9,9 +9,9 @@ import (
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/pipelineapi"
+	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/web"
 )
 

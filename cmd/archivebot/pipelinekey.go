@@ -7,8 +7,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // runPipelineKey is `archivebot pipeline-key add NAME PUBKEY | list |

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 func TestPipelineKeyCommand(t *testing.T) {

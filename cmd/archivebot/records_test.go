@@ -11,11 +11,11 @@ import (
 
 	"github.com/archiveteam/archivebot-go/bot"
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
-	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
 	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/store/storetest"
 	"github.com/archiveteam/archivebot-go/web"
 )
 

@@ -22,10 +22,10 @@ import (
 	botirc "github.com/archiveteam/archivebot-go/bot/irc"
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/embeddedredis"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // frontEnd is the IRC client or the console.

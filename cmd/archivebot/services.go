@@ -12,9 +12,9 @@ import (
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
 	"github.com/archiveteam/archivebot-go/pipelineapi"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/tweeter"
 	"github.com/archiveteam/archivebot-go/web"
 )

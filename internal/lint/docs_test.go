@@ -10,10 +10,10 @@ import (
 )
 
 // TestProtocolScriptTable: the script table in doc/protocol.md (Scripts)
-// lists every script in coordinator/store/scripts/, and nothing else.
+// lists every script in store/scripts/, and nothing else.
 func TestProtocolScriptTable(t *testing.T) {
 	root := moduleRoot(t)
-	files, err := filepath.Glob(filepath.Join(root, "coordinator/store/scripts/*.lua"))
+	files, err := filepath.Glob(filepath.Join(root, "store/scripts/*.lua"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestProtocolScriptTable(t *testing.T) {
 	}
 	for _, g := range got {
 		if !slices.Contains(want, g) {
-			t.Errorf("doc/protocol.md's script table lists %q, which is not in coordinator/store/scripts/", g)
+			t.Errorf("doc/protocol.md's script table lists %q, which is not in store/scripts/", g)
 		}
 	}
 }

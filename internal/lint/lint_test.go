@@ -24,14 +24,14 @@ const goRedis = "github.com/redis/go-redis/"
 // the store, the one seam between the control node and Redis (paths from
 // the module root; a trailing * matches a prefix).
 var storeFiles = []string{
-	"coordinator/store/*",
+	"store/*",
 }
 
 // redisExempt stand in for other programs, or only build a client.
 var redisExempt = map[string]string{
-	"pipelinesim/":           "the pipeline simulator plays a pipeline, a program of its own",
-	"coordinator/redistest/": "test helper: starts and inspects the Redis the tests run against",
-	"embeddedredis/":         "the embedded Redis server is the other side of the seam; its client hook only makes our writes durable",
+	"pipelinesim/":        "the pipeline simulator plays a pipeline, a program of its own",
+	"internal/redistest/": "test helper: starts and inspects the Redis the tests run against",
+	"embeddedredis/":      "the embedded Redis server is the other side of the seam; its client hook only makes our writes durable",
 }
 
 // clientBuilders may name these go-redis objects and nothing else: they

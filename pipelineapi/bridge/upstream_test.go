@@ -20,12 +20,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelineapi"
 	"github.com/archiveteam/archivebot-go/pipelineapi/apitest"
 	"github.com/archiveteam/archivebot-go/pipelineapi/bridge"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // Python is Debian's interpreter, which has python3-redis (.ci/run

@@ -283,7 +283,7 @@ func RunWith(dir string, opts Options) (*Result, error) {
 	return res, nil
 }
 
-// Entry is one key of Redis's state at the end, as coordinator/redistest.Dump
+// Entry is one key of Redis's state at the end, as internal/redistest.Dump
 // writes it.
 type Entry struct {
 	Type  string          `json:"type"`

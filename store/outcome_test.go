@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
-	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
 // Issue 9, finding 4: every write of a user command records its outcome in
@@ -202,7 +202,7 @@ func TestWaitReplicasNotConfirmed(t *testing.T) {
 // adds to a command's write: Register through the Sentinel client on a
 // master with two replicas on loopback, without and with WAIT.
 //
-//	go test ./coordinator/store/ -run '^$' -bench RegisterWait -benchtime 2000x
+//	go test ./store/ -run '^$' -bench RegisterWait -benchtime 2000x
 func BenchmarkRegisterWait(b *testing.B) {
 	cl := redistest.StartCluster(b)
 	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.SentinelMaster, SentinelAddrs: cl.SentinelAddrs()})

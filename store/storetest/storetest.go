@@ -7,8 +7,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // Each runs fn as a subtest on each backend (redistest.Each) with a store

@@ -1,5 +1,5 @@
 -- read_log.lua: read a job's log without loading oversized entries into
--- the node (what pipelines write is untrusted; see coordinator/store/logentry.go).
+-- the node (what pipelines write is untrusted; see store/logentry.go).
 -- Read-only.
 -- KEYS[1]: IDENT_log (sorted set)
 -- ARGV[1]: "after" or "tail"

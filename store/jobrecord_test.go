@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/coordinator/store"
+	"github.com/archiveteam/archivebot-go/store"
 )
 
 // TestDecodeJobNumbers: numeric fields are untrusted; a value that is no

@@ -10,9 +10,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator/redistest"
-	"github.com/archiveteam/archivebot-go/coordinator/store"
-	"github.com/archiveteam/archivebot-go/coordinator/store/storetest"
+	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
 const tweetURL = "https://example.com/"
