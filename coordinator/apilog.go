@@ -41,7 +41,6 @@ const (
 	// so one always fits with its job's record.
 	DefaultAPILogMessageBytes   = 512 << 10
 	DefaultAPILogMessageEntries = 500
-	DefaultAPILogPublishTimeout = 2 * time.Second
 	// maxIdentBytes bounds an ident in a message heard on the channel.
 	maxIdentBytes = 256
 )
@@ -54,9 +53,6 @@ type APILogConfig struct {
 	// MessageBytes and MessageEntries bound one published message; a
 	// listener refuses a larger message (bad_message).
 	MessageBytes, MessageEntries int
-	// PublishTimeout bounds one PUBLISH; the entries of a message not
-	// published in time are dropped (publish_failed).
-	PublishTimeout time.Duration
 }
 
 func (c *APILogConfig) defaults() {
@@ -71,9 +67,6 @@ func (c *APILogConfig) defaults() {
 	}
 	if c.MessageEntries <= 0 {
 		c.MessageEntries = DefaultAPILogMessageEntries
-	}
-	if c.PublishTimeout <= 0 {
-		c.PublishTimeout = DefaultAPILogPublishTimeout
 	}
 }
 
@@ -99,7 +92,8 @@ type apiLogUpdate struct {
 
 // APILogPublisher publishes the API's log entries on
 // store.ChannelAPILog. StreamLog (the API's request path) only queues;
-// Run publishes.
+// Run publishes, one message at a time: while Redis is slow or away the
+// queue fills up to its bound, and what does not fit is dropped.
 type APILogPublisher struct {
 	store *store.Store
 	cfg   APILogConfig
@@ -227,10 +221,11 @@ func (p *APILogPublisher) messages(q []apiLogUpdate) []encodedMessage {
 	return out
 }
 
+// publish publishes one message; a PUBLISH that fails (within the Redis
+// client's timeouts: about 5 s against a server that does not answer)
+// drops its entries, counted as publish_failed.
 func (p *APILogPublisher) publish(ctx context.Context, m encodedMessage) {
-	pctx, cancel := context.WithTimeout(ctx, p.cfg.PublishTimeout)
-	defer cancel()
-	heard, err := p.store.PublishAPILog(pctx, m.body)
+	heard, err := p.store.PublishAPILog(ctx, m.body)
 	if err != nil {
 		if ctx.Err() != nil {
 			return

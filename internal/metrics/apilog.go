@@ -17,3 +17,12 @@ func APILogRelayed(what string, n int) { apiLogRelayed.WithLabelValues(what).Add
 
 // APILogDropped counts n API log entries (or bad messages) dropped for reason.
 func APILogDropped(reason string, n int) { apiLogDropped.WithLabelValues(reason).Add(float64(n)) }
+
+func init() {
+	for _, w := range []string{"published", "published_unheard", "received"} {
+		apiLogRelayed.WithLabelValues(w)
+	}
+	for _, r := range []string{"queue_full", "publish_failed", "too_large", "bad_message"} {
+		apiLogDropped.WithLabelValues(r)
+	}
+}
