@@ -276,7 +276,7 @@ func TestAPILogListenerRefuses(t *testing.T) {
 		for _, msg := range []string{
 			`not json`,
 			`{"jobs":{"ok":{"url":"x"}},"entries":[` + strings.Repeat(`{"ident":"ok","score":1,"doc":"{}"},`, 5) + `{"ident":"ok","score":1,"doc":"{}"}]}`, // 6 entries
-			`{` + job + `,"entries":[{"ident":"ok","score":1,"doc":"` + strings.Repeat("x", 8000) + `"}]}`,                                       // too large
+			`{` + job + `,"entries":[{"ident":"ok","score":1,"doc":"` + strings.Repeat("x", 8000) + `"}]}`,                                                 // too large
 			`{` + job + `,"entries":[` + strings.Join([]string{
 				good(1),
 				`{"ident":"nojob","score":2,"doc":"{}"}`, // no record
