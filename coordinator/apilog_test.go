@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -304,4 +306,54 @@ func TestAPILogListenerRefuses(t *testing.T) {
 			t.Errorf("jobs streamed: %v", sink.entries)
 		}
 	})
+}
+
+// countSink counts the entries it gets.
+type countSink struct{ n atomic.Int64 }
+
+func (c *countSink) StreamLog(_ *store.Job, es []store.LogEntry) { c.n.Add(int64(len(es))) }
+
+// BenchmarkAPILogRelay: updates of 10 entries of about 300 bytes handed
+// to the publisher as fast as one goroutine can (ns/op: StreamLog's
+// cost, the API's request path) and carried through Redis to a listener;
+// entries/s is what reached the listener's sink, dropped/op what the
+// queue could not hold (a flood beyond what Redis carries: counted
+// drops, never a wait).
+//
+//	go test -run '^$' -bench BenchmarkAPILogRelay -benchtime 20000x ./coordinator/
+func BenchmarkAPILogRelay(b *testing.B) {
+	for _, be := range redistest.All(b) {
+		b.Run(be.Name, func(b *testing.B) {
+			s := store.NewStore(be.Client)
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			defer func() { cancel(); wg.Wait() }()
+			sink := &countSink{}
+			l := NewAPILogListener(s, sink, APILogConfig{}, slog.New(slog.DiscardHandler))
+			pub := NewAPILogPublisher(s, APILogConfig{}, slog.New(slog.DiscardHandler))
+			wg.Add(2)
+			go func() { defer wg.Done(); l.Run(ctx) }()
+			go func() { defer wg.Done(); pub.Run(ctx) }()
+			<-l.Ready()
+			doc := fmt.Sprintf(`{"type":"download","url":"http://bench.example/%s","response_code":200,"wget_code":"OK","is_error":false,"is_warning":false,"ts":1732900000}`, strings.Repeat("p", 150))
+			job := apiJob("benchjob", "bytes_downloaded", "123456", "items_downloaded", "42")
+			entries := apiEntries(1, 10, func(int) string { return doc })
+			dropped := relayCount(b, "dropped:queue_full")
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				pub.StreamLog(job, entries)
+			}
+			b.StopTimer()
+			lost := relayCount(b, "dropped:queue_full") - dropped
+			want := int64(10*b.N) - int64(lost)
+			deadline := time.Now().Add(time.Minute)
+			for sink.n.Load() < want && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			all := time.Since(start)
+			b.ReportMetric(float64(sink.n.Load())/all.Seconds(), "entries/s")
+			b.ReportMetric(lost/float64(b.N), "dropped/op")
+		})
+	}
 }
