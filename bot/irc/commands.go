@@ -48,6 +48,11 @@ func (c *Client) request(msg ircmsg.Message) (bot.Request, bool) {
 		return bot.Request{}, false
 	}
 	req := bot.Request{Nick: nick, NickKey: c.state.Fold(nick), Text: text}
+	// The account as the server told it: by this very line's tag
+	// (account-tag; the tracker read it before this), else by
+	// extended-join or account-notify. Tags are trusted only when the
+	// capability was negotiated.
+	req.Account, _ = c.state.Account(nick)
 	switch {
 	case c.state.IsChannel(target):
 		if _, ok := c.configured(target); !ok {

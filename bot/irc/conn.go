@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,8 @@ type connection struct {
 	connected atomic.Bool
 	gen       atomic.Uint64 // numbers connections; lines can be bound to one
 	running   atomic.Bool
+	// botModeSet is the connection whose bot mode was asked for.
+	botModeSet atomic.Uint64
 	// stateHook, when set, hears every change of Connected (tests).
 	stateHook func(connected bool)
 
@@ -265,8 +268,15 @@ func (l *link) write(ctx context.Context, line []byte) error {
 var handled = []string{
 	"001", "005", "JOIN", "PART", "KICK", "QUIT", "NICK", "MODE", "353", "366",
 	"403", "405", "437", "471", "473", "474", "475", "476", "477", "479", "489",
-	"PRIVMSG",
+	"PRIVMSG", "ACCOUNT",
 }
+
+// requestCaps are the capabilities the bot asks for. ircevent asks for
+// each (CAP REQ) and goes on without the ones the server refuses (NAK):
+// multi-prefix for ranks; account-tag, extended-join and account-notify
+// tell members' services accounts; message-tags carries the tags and
+// server-time dates the lines.
+var requestCaps = []string{"multi-prefix", "account-tag", "extended-join", "account-notify", "message-tags", "server-time"}
 
 // session runs one connection: connect and register, join, serve until
 // the connection drops (returns) or ctx ends (QUIT, then returns).
@@ -289,7 +299,7 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 		User:        "archivebot",
 		RealName:    "ArchiveBot",
 		Password:    c.cfg.Password,
-		RequestCaps: []string{"multi-prefix"},
+		RequestCaps: slices.Clone(requestCaps),
 		QuitMessage: "ArchiveBot shutting down",
 		Version:     "ArchiveBot (archivebot-go)",
 		Timeout:     c.timeout,
@@ -349,16 +359,19 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 	defer closeSock()
 
 	gen := c.gen.Add(1)
-	if _, ok := conn.AcknowledgedCaps()["multi-prefix"]; ok {
-		c.state.mu.Lock()
-		c.state.multiPrefix = true
-		c.state.mu.Unlock()
-	}
+	acked := conn.AcknowledgedCaps()
+	c.state.mu.Lock()
+	_, c.state.multiPrefix = acked["multi-prefix"]
+	_, c.state.extendedJoin = acked["extended-join"]
+	_, c.state.accountNotify = acked["account-notify"]
+	_, c.state.accountTag = acked["account-tag"]
+	c.state.mu.Unlock()
 	sockMu.Lock()
 	l := &link{conn: conn, sock: sock, down: down, timeout: c.writeTimeout}
 	sockMu.Unlock()
 	c.out.setLink(l, gen)
 	c.connected.Store(true)
+	c.setBotMode(gen)
 	c.log.Info("connected to IRC", "server", srv.addr, "nick", c.state.Me(), "tls", srv.tls != nil)
 	if c.stateHook != nil {
 		c.stateHook(true)
@@ -447,4 +460,14 @@ func (c *Client) onErroneousNick(conn *ircevent.Connection, m ircmsg.Message) {
 		base = base[:6]
 	}
 	conn.Send("NICK", fmt.Sprintf("%s_%d", base, rand.N(1000)))
+}
+
+// setBotMode marks the bot as a bot (MODE nick +B) on connection gen when
+// the server advertises a bot mode (ISUPPORT BOT), once per connection.
+func (c *Client) setBotMode(gen uint64) {
+	mode := c.state.BotMode()
+	if mode == "" || c.botModeSet.Swap(gen) == gen {
+		return
+	}
+	c.control(gen, "MODE", c.state.Me(), "+"+mode)
 }

@@ -146,6 +146,12 @@ func (c *Client) onEvent(ev event, gen uint64) {
 		c.log.Info("nick changed", "nick", ev.nick)
 	case evNamesStale:
 		c.control(gen, "NAMES", ev.channel)
+	case evBotMode:
+		// ISUPPORT came after the session started (else setBotMode ran
+		// there already).
+		if c.connected.Load() {
+			c.setBotMode(gen)
+		}
 	}
 }
 
@@ -230,4 +236,14 @@ func (c *Client) failJoinWaiters(err error) {
 			w <- err
 		}
 	}
+}
+
+// Account returns the services account nick is logged into ("" when it is
+// logged into none) and whether the bot knows: known is false when the
+// server gives no account information (it offers none of account-tag,
+// extended-join and account-notify) or has not given it for this nick yet
+// (a member present before the bot joined who has not spoken since).
+// Nicks outside the bot's channels are not known.
+func (c *Client) Account(nick string) (account string, known bool) {
+	return c.state.Account(nick)
 }
