@@ -203,6 +203,8 @@ type Bot struct {
 	life   context.Context // ends at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	whois whoisParts // !whois's sources (whois.go)
 }
 
 // New returns a Bot over store.

@@ -87,6 +87,11 @@ func TestAccountsTracked(t *testing.T) {
 	p.Send(":carol!u@h NICK carol2")
 	wantAccount(t, c, "carol2", "carolacct", true)
 	wantAccount(t, c, "carol", "", false)
+	p.Send(":alice!u@h PRIVMSG #c :!whois carol2")
+	m := p.Expect("!whois's answer", cmdIs("PRIVMSG", "#c"))
+	if want := "alice: carol2: rank in #c: none; account: carolacct."; m.Params[1] != want {
+		t.Errorf("!whois: %q, want %q", m.Params[1], want)
+	}
 	p.Send(":carol2!u@h QUIT :gone")
 	wantAccount(t, c, "carol2", "", false)
 	p.Send(":dave!u@h PART #c")

@@ -99,6 +99,9 @@ func New(cfg config.IRC, b *bot.Bot, logger *slog.Logger) *Client {
 	c.replies.take = c.takeReplies
 	c.finishes = newKeyedQueue(logger, "finish reports", c.sendFinishBatch)
 	c.finishes.take = c.takeFinishes
+	if b != nil {
+		b.SetDirectory(c) // !whois asks the membership part
+	}
 	c.cmdCtx, c.cancel = context.WithCancel(context.Background())
 	for _, ch := range cfg.Channels {
 		name, key, _ := strings.Cut(strings.TrimSpace(ch), " ")

@@ -3,6 +3,7 @@ package irc
 import (
 	"context"
 	"fmt"
+	"github.com/archiveteam/archivebot-go/bot"
 	"sync"
 	"time"
 
@@ -246,4 +247,16 @@ func (c *Client) failJoinWaiters(err error) {
 // Nicks outside the bot's channels are not known.
 func (c *Client) Account(nick string) (account string, known bool) {
 	return c.state.Account(nick)
+}
+
+// Whois tells the bot's !whois what the membership part knows of nick:
+// its rank in channel (one of ours) and its services account
+// (bot.Directory).
+func (c *Client) Whois(channel, nick string) bot.Whois {
+	var w bot.Whois
+	if _, ok := c.configured(channel); ok && c.state.In(channel, nick) {
+		w.InChannel, w.Rank = true, c.state.Rank(channel, nick)
+	}
+	w.Account, w.AccountKnown = c.state.Account(nick)
+	return w
 }

@@ -183,6 +183,14 @@ func (t *tracker) Rank(channel, nick string) bot.Rank {
 	return t.rankOf(m.modes)
 }
 
+// In reports whether nick is in channel.
+func (t *tracker) In(channel, nick string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.channels[t.fold(channel)]
+	return c != nil && c.members[t.fold(nick)] != nil
+}
+
 func (t *tracker) rankOf(modes string) bot.Rank {
 	if modes == "" {
 		return bot.RankNone
