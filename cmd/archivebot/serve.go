@@ -90,7 +90,12 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	if err != nil {
 		return fmt.Errorf("ignore sets / user agents: %w", err)
 	}
+	signIn := &webSignIn{}
+	login, logout := signIn.botHooks(cfg)
 	b := bot.New(store, bot.Options{
+		PublicURL:           cfg.HTTP.PublicURL,
+		Login:               login,
+		Logout:              logout,
 		Schemes:             cfg.Jobs.Schemes,
 		PendingLimit:        cfg.Jobs.PendingLimit,
 		PerUserPendingLimit: cfg.Jobs.PerUserPendingLimit,
@@ -104,7 +109,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	defer b.Close()
 
 	if cfg.HA.Enabled {
-		return serveHA(ctx, cfg, logger, store, b, catalog, webLn, streamLn, apiLn)
+		return serveHA(ctx, cfg, logger, store, b, catalog, webLn, streamLn, apiLn, signIn)
 	}
 	metrics.SetLeader(true, time.Now()) // a single node leads
 
@@ -122,7 +127,8 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	irun.Go(&wg, logger, "catalog", func() { catalog.Watch(runCtx, 5*time.Second) })
 
 	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, store, nil, logger)
-	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes)
+	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes,
+		actionOptions(cfg, b, store, fe), signIn)
 	services, err := startServices(runCtx, cfg, store, fe, hub, papi, logger)
 	if err != nil {
 		return err
