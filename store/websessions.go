@@ -217,3 +217,28 @@ func (s *Store) RevokeWebSessionsOf(ctx context.Context, nickKey string) (int, e
 	n, err := webRevokeScript.Run(ctx, s.rdb, keys, args...).Int()
 	return n, wrap("end sessions", err)
 }
+
+// LoginCode is what a sign-in page shows before the code is used.
+type LoginCode struct {
+	Nick    string
+	Expires time.Time
+	Used    bool
+}
+
+// PeekLoginCode reads code without consuming it: nil when it was never
+// issued (or is older than WebCodeKeep).
+func (s *Store) PeekLoginCode(ctx context.Context, code string) (*LoginCode, error) {
+	v, err := s.rdb.HMGet(ctx, KeyWebCodePrefix+HashSecret(code), "nick", "expires_ms", "used_ms").Result()
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "WRONGTYPE") {
+			return nil, nil
+		}
+		return nil, wrap("read sign-in code", err)
+	}
+	str := func(i int) string { s, _ := v[i].(string); return s }
+	if str(0) == "" {
+		return nil, nil
+	}
+	exp, _ := strconv.ParseInt(str(1), 10, 64)
+	return &LoginCode{Nick: str(0), Expires: time.UnixMilli(exp), Used: str(2) != ""}, nil
+}

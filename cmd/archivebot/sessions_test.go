@@ -41,7 +41,13 @@ func TestSessionsCommand(t *testing.T) {
 		if code, _, errs := admin(t, b, "sessions", "revoke", "nobody"); code != 1 || !strings.Contains(errs, "nothing was done") {
 			t.Errorf("revoke unknown: %d %q", code, errs)
 		}
-		if code, out, _ := admin(t, b, "sessions", "revoke", rows[2].ID[:10]); code != 0 || !strings.Contains(out, "of frank ended") {
+		frank := ""
+		for _, r := range rows {
+			if r.Nick == "frank" {
+				frank = r.ID
+			}
+		}
+		if code, out, _ := admin(t, b, "sessions", "revoke", frank[:10]); code != 0 || !strings.Contains(out, "of frank ended") {
 			t.Errorf("revoke by id: %d %q", code, out)
 		}
 		if code, out, _ := admin(t, b, "sessions", "revoke", "ERIN"); code != 0 || !strings.Contains(out, "2 session(s) of ERIN ended") {
