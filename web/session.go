@@ -276,11 +276,16 @@ func secureCookie(r *http.Request, publicURL string) bool {
 
 // crossSite says why a state-changing request comes from another site
 // ("" when it does not): the browser's Sec-Fetch-Site, else its Origin,
-// must be this site. A client that sends neither (curl) is not a browser
+// must be this origin. A client that sends neither (curl) is not a browser
 // page another site controls; the CSRF token still binds it.
 func crossSite(r *http.Request, publicURL string) string {
+	// A browser that sends Sec-Fetch-Site is judged by it alone: under
+	// the pages' Referrer-Policy no-referrer its form posts say Origin
+	// null even from the same origin.
 	switch site := r.Header.Get("Sec-Fetch-Site"); site {
-	case "", "same-origin", "none":
+	case "same-origin", "none":
+		return ""
+	case "":
 	default:
 		return "Refused: this request came from another site (Sec-Fetch-Site: " + clip(site, 20) + "); the dashboard acts only on requests from its own pages."
 	}

@@ -78,6 +78,7 @@ function getJob(ident, data) {
 		j.log = el("div", { class: "log", onmouseenter: () => pause(j, true), onmouseleave: () => pause(j, false) });
 		j.el = el("section", { class: "job state-running", id: `job-${ident}`, "data-ident": ident },
 			el("div", { class: "job-header" }, j.url, j.stats, j.stateEl,
+				el("button", { class: "act", "data-ident": ident, title: "act on this job (signed in: !login)" }, "act"),
 				el("a", { class: "ident", href: `/jobs/${ident}`, title: "this job's page (permalink)" }, ident)),
 			j.log);
 		S.jobs.set(ident, j);
