@@ -51,7 +51,10 @@ type Request struct {
 	Channel string
 	// Rank is the user's rank in Channel (ignored in private).
 	Rank Rank
-	Text string
+	// Account is the services account the nick is logged into, as the
+	// front end knows it; "" when not logged in or not known.
+	Account string
+	Text    string
 	// Where is "web" for a dashboard action (doc/web.md, Signing in and
 	// acting), "" for a line typed in IRC or on the console. The audit
 	// line and the job's history name it.
@@ -191,6 +194,9 @@ type Options struct {
 	// notice unless they say --no-notify-start (!ao jobs get one only with
 	// --notify-start).
 	StartNotices bool
+	// RequireAccount (jobs.require_account): commands that change jobs
+	// need Request.Account (the console, a local operator, is exempt).
+	RequireAccount bool
 	// OutcomeWait is how long the bot keeps finding out what happened to
 	// a command Redis did not answer (config.DefaultOutcomeWait when 0).
 	OutcomeWait time.Duration
@@ -221,6 +227,8 @@ type Bot struct {
 	life   context.Context // ends at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	whois whoisParts // !whois's sources (whois.go)
 }
 
 // New returns a Bot over store.
@@ -309,6 +317,10 @@ func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
 	case req.Private() && cmd.Mutates:
 		outcome = metrics.OutcomePrivate
 		call.Reply("Sorry, %s changes jobs: use it in a channel, where I can check your rank and report back.", cmd.Name)
+		return
+	case cmd.Mutates && b.opts.RequireAccount && req.Account == "" && req.Channel != ConsoleChannel:
+		outcome = metrics.OutcomeDenied
+		call.Reply("Sorry, %s changes jobs, and here that needs a services account: log in to one (e.g. /msg NickServ IDENTIFY) and try again.", cmd.Name)
 		return
 	case !req.Private() && req.Rank < cmd.Perm:
 		outcome = metrics.OutcomeDenied

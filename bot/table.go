@@ -50,6 +50,8 @@ func commandTable() []*Command {
 			Usage: "!pending", Help: "list queued jobs, next to run first (answered in private)"},
 		{Name: "!whereis", Aliases: []string{"!w"}, Perm: Anyone, MinArgs: 1, MaxArgs: 1, Ident: true, Run: runWhereis,
 			Usage: "!whereis IDENT", Help: "which pipeline runs a job"},
+		{Name: "!whois", Perm: Anyone, MinArgs: 1, MaxArgs: 1, Run: runWhois,
+			Usage: "!whois NICK", Help: "what I know of a nick: its rank here and its services account"},
 		{Name: "!history", Perm: Anyone, MinArgs: 1, MaxArgs: 1, Ident: true, Run: runHistory,
 			Usage: "!history IDENT", Help: "what happened to a job and who did it (the last 5 steps in a channel, 30 in private)"},
 		{Name: "!ignoresets", Aliases: []string{"!igsets"}, Perm: Anyone, MinArgs: 0, MaxArgs: 0, Run: runIgnoreSets,

@@ -26,6 +26,10 @@ type Jobs struct {
 	PerUserPendingLimit int    `toml:"per_user_pending_limit"`
 	IgnoreSetsDir       string `toml:"ignore_sets_dir"`
 	UserAgentsDir       string `toml:"user_agents_dir"`
+	// RequireAccount: commands that change jobs need a services account
+	// (the IRC server tells it through account-tag, extended-join or
+	// account-notify). Default off.
+	RequireAccount bool `toml:"require_account"`
 }
 
 // Bot configures command handling.

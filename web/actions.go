@@ -156,7 +156,9 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rank := p.Rank(channel, ws.Nick)
-	req := bot.Request{Nick: ws.Nick, NickKey: ws.NickKey, Channel: channel, Rank: rank, Text: text, Where: bot.WhereWeb}
+	// The account as the IRC front end would fill it (jobs.require_account).
+	acct, _ := p.Account(ws.Nick)
+	req := bot.Request{Nick: ws.Nick, NickKey: ws.NickKey, Channel: channel, Rank: rank, Account: acct, Text: text, Where: bot.WhereWeb}
 	out := &webReplier{ctx: r.Context(), say: a.Say, channel: channel, prefix: ws.Nick + " (web): "}
 	metrics.WebAction(name)
 	a.Bot.Handle(r.Context(), req, out)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,10 +81,26 @@ func negotiate(t *testing.T, p *irctest.User, pass string) {
 	p.Expect("CAP REQ sasl", cmdIs("CAP", "REQ", "sasl"))
 	p.Send(":fake CAP * ACK :multi-prefix")
 	p.Send(":fake CAP * ACK :sasl")
+	nakOthers(p, "multi-prefix")
 	p.Expect("NICK", cmdIs("NICK", "ArchiveBot"))
 	p.Expect("USER", cmdIs("USER"))
 	p.Expect("AUTHENTICATE PLAIN", cmdIs("AUTHENTICATE", "PLAIN"))
 	p.Send("AUTHENTICATE +")
+}
+
+// nakOthers refuses every capability the bot asks for but those listed,
+// as a server that lacks them does (ircevent waits for an answer to each
+// request).
+func nakOthers(p *irctest.User, acked ...string) {
+	var nak []string
+	for _, c := range requestCaps {
+		if !slices.Contains(acked, c) {
+			nak = append(nak, c)
+		}
+	}
+	if len(nak) > 0 {
+		p.Send(":fake CAP * NAK :%s", strings.Join(nak, " "))
+	}
 }
 
 // welcome plays the server's answer to a registration: 001, the ISUPPORT

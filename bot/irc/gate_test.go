@@ -22,6 +22,7 @@ func TestGateClosedSendsNothing(t *testing.T) {
 	p.Send(":fake CAP * LS :multi-prefix")
 	p.Expect("CAP REQ", cmdIs("CAP", "REQ", "multi-prefix"))
 	p.Send(":fake CAP * ACK :multi-prefix")
+	nakOthers(p, "multi-prefix")
 	p.Expect("USER", cmdIs("USER"))
 	p.Expect("CAP END", cmdIs("CAP", "END"))
 	welcome(h, p, "")

@@ -33,8 +33,19 @@ type tracker struct {
 	// multiPrefix is set when the multi-prefix capability was
 	// negotiated: NAMES then lists every prefix a member holds.
 	multiPrefix bool
+	// extendedJoin, accountNotify and accountTag are set when those
+	// capabilities were negotiated: the server then tells each member's
+	// services account (JOIN's second parameter, ACCOUNT lines, the
+	// "account" tag of a user's messages).
+	extendedJoin, accountNotify, accountTag bool
+	// botMode is the user mode of ISUPPORT's BOT token ("" when the
+	// server does not advertise it).
+	botMode string
 
 	channels map[string]*channelState // by folded name
+	// accounts holds, by folded nick, the services account ("" for none)
+	// of the nicks in our channels whose account the server told.
+	accounts map[string]string
 }
 
 type channelState struct {
@@ -50,7 +61,7 @@ type member struct {
 }
 
 func newTracker(nick string) *tracker {
-	t := &tracker{me: nick, channels: map[string]*channelState{}}
+	t := &tracker{me: nick, channels: map[string]*channelState{}, accounts: map[string]string{}}
 	t.resetISupport()
 	return t
 }
@@ -63,6 +74,7 @@ func (t *tracker) resetISupport() {
 	t.chanModes = [4]string{"beI", "k", "l", "imnpst"}
 	t.caseMap = "rfc1459"
 	t.nickLen = 0
+	t.botMode = ""
 }
 
 // reset forgets every channel, for a new connection.
@@ -71,7 +83,9 @@ func (t *tracker) reset(nick string) {
 	defer t.mu.Unlock()
 	t.me = nick
 	t.multiPrefix = false
+	t.extendedJoin, t.accountNotify, t.accountTag = false, false, false
 	t.channels = map[string]*channelState{}
+	t.accounts = map[string]string{}
 	t.resetISupport()
 }
 
@@ -169,6 +183,14 @@ func (t *tracker) Rank(channel, nick string) bot.Rank {
 	return t.rankOf(m.modes)
 }
 
+// In reports whether nick is in channel.
+func (t *tracker) In(channel, nick string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.channels[t.fold(channel)]
+	return c != nil && c.members[t.fold(nick)] != nil
+}
+
 func (t *tracker) rankOf(modes string) bot.Rank {
 	if modes == "" {
 		return bot.RankNone
@@ -211,6 +233,7 @@ const (
 	evNickGone             // nick quit or renamed away: a held nick may be free
 	evSelfNick             // our nick changed
 	evNamesStale           // channel's NAMES should be asked for again
+	evBotMode              // the server advertises a bot mode (ISUPPORT BOT)
 )
 
 // joinErrors are the numerics a server answers a refused JOIN with.
@@ -242,7 +265,22 @@ func (t *tracker) handle(msg ircmsg.Message) []event {
 		}
 	case "005":
 		if len(p) >= 2 {
+			had := t.botMode
 			t.isupport(p[1:])
+			if t.botMode != "" && had == "" {
+				return []event{{kind: evBotMode}}
+			}
+		}
+	case "ACCOUNT": // account-notify: :nick!u@h ACCOUNT name (or *)
+		if t.accountNotify && len(p) >= 1 && src != "" {
+			t.setAccount(src, p[0])
+		}
+	case "PRIVMSG", "NOTICE":
+		// account-tag: a user's message carries its account, or no tag
+		// when the user is not logged in.
+		if t.accountTag && src != "" && strings.Contains(msg.Source, "!") {
+			_, acct := msg.GetTag("account")
+			t.setAccount(src, acct)
 		}
 	case "JOIN":
 		if len(p) < 1 || src == "" {
@@ -265,6 +303,9 @@ func (t *tracker) handle(msg ircmsg.Message) []event {
 				c.members[t.fold(src)] = &member{nick: src}
 			}
 		}
+		if t.extendedJoin && len(p) >= 2 {
+			t.setAccount(src, p[1])
+		}
 		return evs
 	case "PART":
 		if len(p) < 1 || src == "" {
@@ -284,6 +325,7 @@ func (t *tracker) handle(msg ircmsg.Message) []event {
 			}
 			delete(c.members, t.fold(src))
 		}
+		t.forgetAccounts()
 		return evs
 	case "KICK":
 		if len(p) < 2 {
@@ -303,6 +345,7 @@ func (t *tracker) handle(msg ircmsg.Message) []event {
 			return []event{{kind: evSelfKicked, channel: c.name, nick: src, reason: reason}}
 		}
 		delete(c.members, t.fold(p[1]))
+		t.forgetAccounts()
 	case "QUIT":
 		if src == "" {
 			return nil
@@ -311,6 +354,7 @@ func (t *tracker) handle(msg ircmsg.Message) []event {
 		for _, c := range t.channels {
 			delete(c.members, k)
 		}
+		delete(t.accounts, k)
 		return []event{{kind: evNickGone, nick: src}}
 	case "NICK":
 		if len(p) < 1 || src == "" || p[0] == "" {
@@ -323,6 +367,10 @@ func (t *tracker) handle(msg ircmsg.Message) []event {
 				m.nick = newNick
 				c.members[t.fold(newNick)] = m
 			}
+		}
+		if a, ok := t.accounts[oldKey]; ok {
+			delete(t.accounts, oldKey)
+			t.accounts[t.fold(newNick)] = a
 		}
 		if oldKey == t.fold(t.me) {
 			t.me = newNick
@@ -489,6 +537,12 @@ func (t *tracker) isupport(tokens []string) {
 					}
 				}
 			}
+		case "BOT":
+			// BOT=B: the user mode that marks a bot.
+			t.botMode = value
+			if t.botMode == "" {
+				t.botMode = "B"
+			}
 		case "CHANTYPES":
 			t.chanTypes = value
 		case "CHANMODES":
@@ -515,4 +569,64 @@ func (t *tracker) isupport(tokens []string) {
 			}
 		}
 	}
+}
+
+// setAccount records nick's services account as the server spelt it: "*"
+// (or nothing) is no account. Only nicks in our channels are kept: of the
+// others the server tells nothing more.
+func (t *tracker) setAccount(nick, account string) {
+	if account == "*" {
+		account = ""
+	}
+	k := t.fold(nick)
+	for _, c := range t.channels {
+		if c.members[k] != nil {
+			t.accounts[k] = account
+			return
+		}
+	}
+}
+
+// forgetAccounts drops the accounts of nicks no longer in any of our
+// channels (the server stops telling about them).
+func (t *tracker) forgetAccounts() {
+	for k := range t.accounts {
+		in := false
+		for _, c := range t.channels {
+			if c.members[k] != nil {
+				in = true
+				break
+			}
+		}
+		if !in {
+			delete(t.accounts, k)
+		}
+	}
+}
+
+// accountsTold reports whether the server tells accounts at all on this
+// connection.
+func (t *tracker) accountsTold() bool {
+	return t.extendedJoin || t.accountNotify || t.accountTag
+}
+
+// Account returns nick's services account ("" when not logged in) and
+// whether it is known: false when the server tells no accounts, or has
+// not told this nick's yet (it was in the channel before the bot and has
+// not spoken since, and no ACCOUNT line came).
+func (t *tracker) Account(nick string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.accountsTold() {
+		return "", false
+	}
+	a, ok := t.accounts[t.fold(nick)]
+	return a, ok
+}
+
+// BotMode returns the server's bot user mode, "" when it has none.
+func (t *tracker) BotMode() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.botMode
 }

@@ -99,6 +99,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 		Schemes:             cfg.Jobs.Schemes,
 		PendingLimit:        cfg.Jobs.PendingLimit,
 		PerUserPendingLimit: cfg.Jobs.PerUserPendingLimit,
+		RequireAccount:      cfg.Jobs.RequireAccount,
 		StartNotices:        cfg.Notifier.StartNotices,
 		Catalog:             catalog,
 		Logger:              logger.With("service", "bot"),
