@@ -57,8 +57,8 @@ func TestDashboardAccountTakeover(t *testing.T) {
 	base := "http://" + hs.Listener.Addr().String()
 	srv = web.New(web.Options{Store: st, Logger: testLogger(t), Actions: &web.ActionOptions{
 		PublicURL: base + "/", Bot: b,
-		Presence:  func() web.Presence { return c },
-		Say:       c.Announce, Channels: c.Channels,
+		Presence: func() web.Presence { return c },
+		Say:      c.Announce, Channels: c.Channels,
 		SessionTTL: time.Hour, SessionsPerNick: 5, SessionsTotal: 100, ActionsPerMinute: 100, AddressPerMinute: 100,
 	}})
 	hs.Config.Handler = srv.Handler()
