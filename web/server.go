@@ -5,7 +5,9 @@
 // every endpoint.
 //
 // Like bot/, it is a front end: it reads and writes only through
-// store.Store methods, and never reaches into bot/ or the services.
+// store.Store methods, and never reaches into the services. Dashboard
+// actions (actions.go) are commands: they go through a Commander (the
+// bot's Handle) with bot's Request and Replier types.
 package web
 
 import (
