@@ -143,13 +143,32 @@ func TestDashboardActionsThroughIRC(t *testing.T) {
 		t.Fatalf("patterns %q", pats)
 	}
 
+	// The viewers' asks: a note (sent from here) titles the job; filters
+	// by starter nick and hiding ended jobs come from the URL, go back
+	// into it, and one button resets them.
+	evalJS[bool](t, ctx, fmt.Sprintf(`(openAct(%q, "explain", {note: "calendar trap"}), document.getElementById("act-send").click(), true)`, id))
+	waitJS(t, ctx, "the note's reply", `/note/i.test(document.getElementById("act-result").textContent)`)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?nick=nobody&hide=ended")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the job, hidden by the nick filter", fmt.Sprintf(`document.getElementById("job-%s") !== null && document.getElementById("job-%s").classList.contains("hidden")`, id, id))
+	if got := evalJS[string](t, ctx, `document.getElementById("nick-filter").value + " " + document.getElementById("hide-ended").checked`); got != "nobody true" {
+		t.Errorf("filters from the URL: %q", got)
+	}
+	waitJS(t, ctx, "the note in the job's title", fmt.Sprintf(`document.getElementById("job-%s").title === "note: calendar trap"`, id))
+	evalJS[bool](t, ctx, `(document.getElementById("reset-filters").click(), true)`)
+	waitJS(t, ctx, "the job shown after reset", fmt.Sprintf(`!document.getElementById("job-%s").classList.contains("hidden") && location.search === ""`, id))
+	evalJS[bool](t, ctx, `(() => { const n = document.getElementById("nick-filter"); n.value = "VERA"; n.dispatchEvent(new Event("input")); return true; })()`)
+	waitJS(t, ctx, "the nick filter in the URL", fmt.Sprintf(`location.search === "?nick=VERA" && !document.getElementById("job-%s").classList.contains("hidden")`, id))
+	screenshot(t, ctx, dir, "actions-2-filters")
+
 	// Devoiced: the same session is refused by the command table.
 	op.Send("MODE %s -v vera", ch)
 	op.Ask(botNick, ch, "!status") // the bot saw the MODE before this
-	evalJS[bool](t, ctx, `(document.getElementById("act-pattern").value = "^https?://weblogin\\.example/other/", true)`)
-	evalJS[bool](t, ctx, `(document.getElementById("act-send").click(), true)`)
+	waitJS(t, ctx, "signed in again after the reload", `typeof openAct === "function" && window.actSignedIn()`)
+	evalJS[bool](t, ctx, fmt.Sprintf(`(openAct(%q, "ignore", {pattern: "^https?://weblogin\\.example/other/"}), document.getElementById("act-send").click(), true)`, id))
 	waitJS(t, ctx, "the refusal", `document.getElementById("act-result").textContent.includes("only channel operators or voiced users")`)
-	screenshot(t, ctx, dir, "actions-2-devoiced")
+	screenshot(t, ctx, dir, "actions-3-devoiced")
 	if pats := patterns(); len(pats) != before+1 {
 		t.Errorf("devoiced action changed the patterns: %q", pats)
 	}
@@ -166,7 +185,7 @@ func TestDashboardActionsThroughIRC(t *testing.T) {
 	}
 	waitNavigated(t, ctx, base+"/actions/abort")
 	waitJS(t, ctx, "the refusal of the cross-site post", `document.body && document.body.textContent.includes("another site")`)
-	screenshot(t, ctx, dir, "actions-3-cross-site")
+	screenshot(t, ctx, dir, "actions-4-cross-site")
 	if job, _ := st.GetJob(bg, id); job == nil || job.AbortRequested {
 		t.Errorf("cross-site post aborted the job: %+v", job)
 	}
