@@ -483,3 +483,16 @@ func TestActionRateLimits(t *testing.T) {
 		}
 	}
 }
+
+// Issue 31: !whois says whether a nick is signed in on the dashboard.
+func TestWhoisNote(t *testing.T) {
+	be := redistest.Mini(t)
+	rig := newActionsRig(t, be, "http://node.test/")
+	if got := rig.srv.WhoisNote(context.Background(), "erin"); got != "" {
+		t.Errorf("before sign-in: %q", got)
+	}
+	rig.signIn(t, "erin")
+	if got := rig.srv.WhoisNote(context.Background(), "ERIN"); !strings.HasPrefix(got, "signed in on the dashboard until ") {
+		t.Errorf("signed in: %q", got)
+	}
+}

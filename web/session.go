@@ -454,3 +454,28 @@ func privateJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	w.Write(b)
 }
+
+// WhoisNote is what !whois adds about nick's dashboard sessions
+// (bot.AddWhoisNote): "" when it has none.
+func (s *Server) WhoisNote(ctx context.Context, nick string) string {
+	list, err := s.store.WebSessions(ctx)
+	if err != nil {
+		return "dashboard sessions: unknown (Redis did not answer)"
+	}
+	n, last := 0, time.Time{}
+	for _, ws := range list {
+		if strings.EqualFold(ws.Nick, nick) {
+			n++
+			if ws.Expires.After(last) {
+				last = ws.Expires
+			}
+		}
+	}
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return "signed in on the dashboard until " + last.UTC().Format("15:04Z")
+	}
+	return itoa(n) + " dashboard sessions, the last until " + last.UTC().Format("15:04Z")
+}

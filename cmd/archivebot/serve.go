@@ -105,6 +105,9 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 		Logger:              logger.With("service", "bot"),
 		OutcomeWait:         cfg.Bot.OutcomeWait.Duration,
 	})
+	if login != nil {
+		b.AddWhoisNote(signIn.whoisNote)
+	}
 	// Runs after the front end has stopped: no command is left to follow
 	// up (deferred calls run in reverse order, before Redis closes).
 	defer b.Close()

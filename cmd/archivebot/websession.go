@@ -42,6 +42,14 @@ func (w *webSignIn) botHooks(cfg *config.Config) (func(context.Context, bot.Requ
 	return login, logout
 }
 
+// whoisNote is !whois's sentence about the nick's dashboard sessions.
+func (w *webSignIn) whoisNote(ctx context.Context, nick string) string {
+	if w.srv == nil {
+		return ""
+	}
+	return w.srv.WhoisNote(ctx, nick)
+}
+
 // ircView is what the dashboard's actions need of the IRC client.
 type ircView interface {
 	Connected() bool
