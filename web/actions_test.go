@@ -75,7 +75,7 @@ type actionsRig struct {
 	logs    *bytes.Buffer
 }
 
-func newActionsRig(t *testing.T, be *redistest.Backend, public string) *actionsRig {
+func newActionsRig(t testing.TB, be *redistest.Backend, public string) *actionsRig {
 	t.Helper()
 	be.Client.FlushAll(context.Background())
 	rig := &actionsRig{b: be, st: store.NewStore(be.Client), p: &fakePresence{ranks: map[string]bot.Rank{}}, leading: true, logs: &bytes.Buffer{}}
@@ -104,7 +104,7 @@ func newActionsRig(t *testing.T, be *redistest.Backend, public string) *actionsR
 			return nil
 		},
 		Channels:   func() []string { return []string{"#main", "#archivebot"} },
-		SessionTTL: time.Hour, SessionsPerNick: 3, SessionsTotal: 100, ActionsPerMinute: 1000, AddressPerMinute: 1000,
+		SessionTTL: time.Hour, SessionsPerNick: 3, SessionsTotal: 100, ActionsPerMinute: 1 << 30, AddressPerMinute: 1 << 30,
 	}})
 	rig.h = rig.srv.Handler()
 	return rig
@@ -112,7 +112,7 @@ func newActionsRig(t *testing.T, be *redistest.Backend, public string) *actionsR
 
 // signIn issues a link for nick as !login would and follows it as a
 // browser does; it returns the session cookie and its CSRF token.
-func (rig *actionsRig) signIn(t *testing.T, nick string) (*http.Cookie, string) {
+func (rig *actionsRig) signIn(t testing.TB, nick string) (*http.Cookie, string) {
 	t.Helper()
 	link, err := rig.srv.LoginLink(context.Background(), bot.Request{Nick: nick})
 	if err != nil {
@@ -141,7 +141,7 @@ func (rig *actionsRig) signIn(t *testing.T, nick string) (*http.Cookie, string) 
 	return c, info.CSRF
 }
 
-func (rig *actionsRig) do(t *testing.T, method, path string, form url.Values, c *http.Cookie, hdr map[string]string) *http.Response {
+func (rig *actionsRig) do(t testing.TB, method, path string, form url.Values, c *http.Cookie, hdr map[string]string) *http.Response {
 	t.Helper()
 	var rd io.Reader
 	if form != nil {
@@ -494,5 +494,30 @@ func TestWhoisNote(t *testing.T) {
 	rig.signIn(t, "erin")
 	if got := rig.srv.WhoisNote(context.Background(), "ERIN"); !strings.HasPrefix(got, "signed in on the dashboard until ") {
 		t.Errorf("signed in: %q", got)
+	}
+}
+
+// BenchmarkAction: one dashboard action (explain) end to end in the web
+// server: session, CSRF, same-site and account checks, the job's channel,
+// Bot.Handle and its Redis write (real Redis when ARCHIVEBOT_TEST_REDIS
+// is set).
+func BenchmarkAction(b *testing.B) {
+	be := redistest.RealOrMini(b)
+	rig := newActionsRig(b, be, "http://node.test/")
+	c, csrf := rig.signIn(b, "erin")
+	rig.p.set("#archivebot", "erin", bot.RankVoice)
+	form := url.Values{"ident": {rig.job}, "note": {"bench"}}.Encode()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		req := httptest.NewRequest("POST", "http://node.test/actions/explain", strings.NewReader(form))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-CSRF-Token", csrf)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		req.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
+		rec := httptest.NewRecorder()
+		rig.h.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
 	}
 }
