@@ -55,6 +55,22 @@ type Request struct {
 	// front end knows it; "" when not logged in or not known.
 	Account string
 	Text    string
+	// Where is "web" for a dashboard action (doc/web.md, Signing in and
+	// acting), "" for a line typed in IRC or on the console. The audit
+	// line and the job's history name it.
+	Where string
+}
+
+// WhereWeb marks a request made from the dashboard.
+const WhereWeb = "web"
+
+// by is who made a change, for the job's history: the nick, and
+// " (web)" after it for a dashboard action.
+func (r Request) by() string {
+	if r.Where == WhereWeb {
+		return r.Nick + " (web)"
+	}
+	return r.Nick
 }
 
 // Private reports whether the request came in a private message.
@@ -187,6 +203,14 @@ type Options struct {
 	// OutcomePoll is the first pause before checking Redis again after
 	// an unknown outcome; later pauses double, up to 5 s. Default 250 ms.
 	OutcomePoll time.Duration
+	// PublicURL is http.public_url: where people reach the dashboard
+	// (!pending links its pending page); "" when not set.
+	PublicURL string
+	// Login, when set, issues a one-time dashboard sign-in link for the
+	// request's nick (!login); nil: signing in is off. Logout ends the
+	// nick's dashboard sessions (!logout) and says how many there were.
+	Login  func(ctx context.Context, req Request) (link string, err error)
+	Logout func(ctx context.Context, req Request) (int, error)
 }
 
 // Bot runs commands against the job store.
@@ -360,8 +384,12 @@ func (b *Bot) audit(c *Call, commandID, outcome, reply string) {
 	if id == "" && c.Cmd.Ident && len(c.Args) > 0 {
 		id = c.Args[0]
 	}
-	b.log.Info("command", "nick", c.Req.Nick, "where", c.Req.Channel, "command", c.Cmd.Name,
-		"ident", id, "outcome", outcome, "args", hideUserinfo(c.Rest), "reply", hideUserinfo(reply), "command_id", commandID)
+	where, attrs := c.Req.Channel, []any{}
+	if c.Req.Where == WhereWeb {
+		where, attrs = WhereWeb, []any{"channel", c.Req.Channel}
+	}
+	b.log.Info("command", append([]any{"nick", c.Req.Nick, "where", where}, append(attrs, "command", c.Cmd.Name,
+		"ident", id, "outcome", outcome, "args", hideUserinfo(c.Rest), "reply", hideUserinfo(reply), "command_id", commandID)...)...)
 }
 
 // userinfo matches the user info of a URL (scheme://user:password@).

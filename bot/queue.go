@@ -193,7 +193,7 @@ func runMove(ctx context.Context, b *Bot, c *Call) error {
 			return nil
 		}
 	}
-	from, err := b.store.Move(ctx, id, where, c.Req.Nick)
+	from, err := b.store.Move(ctx, id, where, c.Req.by())
 	switch {
 	case errors.Is(err, store.ErrNoJob):
 		c.unknownJob(id)

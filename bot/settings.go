@@ -12,7 +12,7 @@ import (
 // change applies a settings change and answers the common failures. It
 // reports whether the change was made.
 func (b *Bot) change(ctx context.Context, c *Call, id string, ch store.Change) (bool, error) {
-	ch.By = c.Req.Nick
+	ch.By = c.Req.by()
 	_, err := b.store.ChangeSettings(ctx, id, ch)
 	switch {
 	case errors.Is(err, store.ErrNoJob):
@@ -225,7 +225,7 @@ func runExplain(ctx context.Context, b *Bot, c *Call) error {
 // !abort IDENT
 func runAbort(ctx context.Context, b *Bot, c *Call) error {
 	id := c.Args[0]
-	res, url, err := b.store.AbortBy(ctx, id, c.Req.Nick)
+	res, url, err := b.store.AbortBy(ctx, id, c.Req.by())
 	switch {
 	case errors.Is(err, store.ErrNoJob):
 		c.unknownJob(id)
@@ -247,7 +247,7 @@ func runAbort(ctx context.Context, b *Bot, c *Call) error {
 // !expire IDENT
 func runExpire(ctx context.Context, b *Bot, c *Call) error {
 	id := c.Args[0]
-	switch err := b.store.ExpireBy(ctx, id, c.Req.Nick); {
+	switch err := b.store.ExpireBy(ctx, id, c.Req.by()); {
 	case errors.Is(err, store.ErrNoJob):
 		c.unknownJob(id)
 	case errors.Is(err, store.ErrNoExpiry):
@@ -269,7 +269,7 @@ func restAfterFirst(s string) string {
 // !fail IDENT
 func runFail(ctx context.Context, b *Bot, c *Call) error {
 	id := c.Args[0]
-	job, err := b.store.FailJobBy(ctx, id, "failed by "+c.Req.Nick, c.Req.Nick)
+	job, err := b.store.FailJobBy(ctx, id, "failed by "+c.Req.by(), c.Req.by())
 	switch {
 	case errors.Is(err, store.ErrNoJob):
 		c.unknownJob(id)

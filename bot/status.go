@@ -201,6 +201,9 @@ func runPending(ctx context.Context, b *Bot, c *Call) error {
 			c.Out.Private(fmt.Sprintf("... and %d more in %s.", more, q.Name))
 		}
 	}
+	if b.opts.PublicURL != "" {
+		c.Out.Private("Every queue, live: " + strings.TrimRight(b.opts.PublicURL, "/") + "/pending")
+	}
 	return nil
 }
 

@@ -62,6 +62,10 @@ func commandTable() []*Command {
 			Usage: "!useragent IDENT ALIAS", Help: "change the user agent of a job that has not started yet"},
 		{Name: "!move", Perm: Op, Mutates: true, MinArgs: 2, MaxArgs: 2, Ident: true, Run: runMove,
 			Usage: "!move IDENT front|back|QUEUE (QUEUE: pending, pending-ao, pending-large or pending:NAME)", Help: "move a queued job to the front (next to run) or back of its queue, or to another queue of the same kind"},
+		{Name: "!login", Aliases: []string{"!web"}, Perm: Anyone, MinArgs: 0, MaxArgs: 0, Run: runLogin,
+			Usage: "!login", Help: "get a one-time link, in private, that signs you in to the dashboard to act on jobs with your rank here"},
+		{Name: "!logout", Perm: Anyone, MinArgs: 0, MaxArgs: 0, Run: runLogout,
+			Usage: "!logout", Help: "end your dashboard sessions"},
 		{
 			Name: "!help", Perm: Anyone,
 			Usage: "!help [COMMAND]",

@@ -44,6 +44,7 @@ type Config struct {
 	Analyzer Analyzer `toml:"analyzer"`
 	Tweeter  Tweeter  `toml:"tweeter"`
 	HTTP     HTTP     `toml:"http"`
+	Web      Web      `toml:"web"`
 	Log      Log      `toml:"log"`
 	HA       HA       `toml:"ha"`
 	// Pipelines configures the pipeline API (doc/pipeline-api.md).
@@ -176,6 +177,7 @@ func (c *Config) setDefaults() {
 	zero(&c.HTTP.StreamTotalBytes, DefaultStreamTotalBytes)
 	zero(&c.HTTP.StreamUnreadBytes, DefaultStreamUnreadBytes)
 	zero(&c.HTTP.StreamUnreadBytesUpstream, DefaultStreamUnreadBytesUpstream)
+	c.Web.setDefaults()
 }
 
 // Load reads path (if non-empty), applies REDIS_URL,
@@ -476,6 +478,10 @@ func (c *Config) validate() Problems {
 	if c.Pipelines.Rate < 0 || c.Pipelines.LogRate < 0 || c.Pipelines.MaxStreams < 0 {
 		bad("pipelines.rate", "rate, log_rate and max_streams must not be negative (0: the default)")
 	}
+	if err := checkPublicURL(c.HTTP.PublicURL); err != nil {
+		bad("http.public_url", "%v", err)
+	}
+	c.Web.check(bad)
 	if c.HTTP.RecentMaxBytes < 0 {
 		bad("http.recent_max_bytes", "must not be negative (0: no cap)")
 	}

@@ -57,6 +57,9 @@ type HTTP struct {
 	// RecentMaxBytes caps one /logs/recent answer (default 4 MiB; written
 	// as 0: no cap): past it each job keeps its newest entries.
 	RecentMaxBytes int `toml:"recent_max_bytes"`
+	// PublicURL is where people reach the dashboard (!login's links,
+	// !pending's); "" (the default) switches dashboard sign-in off.
+	PublicURL string `toml:"public_url"`
 }
 
 // StreamOn reports whether the node runs the live log stream: whenever it

@@ -5,7 +5,9 @@
 // every endpoint.
 //
 // Like bot/, it is a front end: it reads and writes only through
-// store.Store methods, and never reaches into bot/ or the services.
+// store.Store methods, and never reaches into the services. Dashboard
+// actions (actions.go) are commands: they go through a Commander (the
+// bot's Handle) with bot's Request and Replier types.
 package web
 
 import (
@@ -69,6 +71,9 @@ type Options struct {
 	RecentAPI func(ident string, n int) []store.LogEntry
 	// RecentMaxBytes caps one /logs/recent answer; 0: no cap.
 	RecentMaxBytes int
+	// Actions switches dashboard sign-in and actions on (doc/web.md,
+	// Signing in and acting); nil: off.
+	Actions *ActionOptions
 }
 
 // Server is the HTTP API.
@@ -78,6 +83,7 @@ type Server struct {
 	log     *slog.Logger
 	handler http.Handler
 	now     func() time.Time
+	limits  limits
 }
 
 // New builds the server; Serve runs it.
@@ -89,6 +95,9 @@ func New(opt Options) *Server {
 		opt.Now = time.Now
 	}
 	s := &Server{opt: opt, store: opt.Store, log: opt.Logger.With("service", "web"), now: opt.Now}
+	if a := opt.Actions; a != nil {
+		s.limits = limits{session: newRateLimiter(a.ActionsPerMinute), address: newRateLimiter(a.AddressPerMinute)}
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(&gaugeCollector{s: s})
@@ -112,6 +121,7 @@ func New(opt Options) *Server {
 	mux.HandleFunc("GET /readyz", s.handleReadyz)
 	mux.HandleFunc("GET /stream", s.handleStream)
 	s.addPages(mux)
+	s.addSessions(mux)
 	mux.HandleFunc("GET /{$}", s.handleIndex)
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusNotFound, "no such endpoint; see / for the list")
@@ -167,6 +177,14 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}()
 		switch r.Method {
 		case http.MethodGet, http.MethodHead:
+		case http.MethodPost:
+			// Only sign-in, sign-out and the dashboard's actions take
+			// POST (doc/web.md, Signing in and acting).
+			if !postPath(r.URL.Path) {
+				w.Header().Set("Allow", "GET, HEAD, OPTIONS")
+				jsonError(w, http.StatusMethodNotAllowed, "method POST not allowed: this endpoint is read-only (GET); only /login, /logout and /actions/ACTION take POST")
+				return
+			}
 		case http.MethodOptions:
 			w.Header().Set("Allow", "GET, HEAD, OPTIONS")
 			w.Header().Set("Access-Control-Allow-Origin", "*")

@@ -47,6 +47,7 @@ func commands() []command {
 		{"reap-pipeline", "ID", "fail every job of a pipeline that is gone and forget the pipeline; the channel is told", runReapPipeline},
 		{"healthcheck", "", "ask the running node's /readyz (or /healthz); exit 0 when it answers 200 (the image's HEALTHCHECK)", runHealthcheck},
 		{"pipeline-key", "add NAME PUBKEY|list|revoke NAME", "manage the pipeline API's keys: register a pipeline's public key, list keys (last seen, jobs held, refusals), revoke one", runPipelineKey},
+		{"sessions", "list|revoke ID|revoke NICK", "list the dashboard's sessions (nick, account, expiry), or end one (by id prefix) or all of a nick's", runSessions},
 		{"help", "[COMMAND]", "this text, or one command's", func(a []string, _ io.Reader, o, e io.Writer) int { return runHelp(a, o, e) }},
 		{"version", "", "print the module version and VCS revision", func(_ []string, _ io.Reader, o, _ io.Writer) int { return runVersion(o) }},
 	}

@@ -64,7 +64,7 @@ func (h *haFrontEnd) Channels() []string            { return nil }
 // token; otherwise it only serves the web API. See doc/architecture.md,
 // High availability.
 func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, store *store.Store,
-	b *bot.Bot, catalog *bot.Catalog, webLn, streamLn, apiLn net.Listener) error {
+	b *bot.Bot, catalog *bot.Catalog, webLn, streamLn, apiLn net.Listener, signIn *webSignIn) error {
 	lease := coordinator.NewLease(store, cfg.HA.NodeID, cfg.HA.LeaseTTL.Duration, logger)
 	lease.MaxClockSkew = cfg.HA.MaxClockSkew.Duration
 	// Commands a deposed leader still had buffered are refused too.
@@ -76,7 +76,8 @@ func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, store
 	irun.Go(&wg, logger, "catalog", func() { catalog.Watch(runCtx, 5*time.Second) })
 	// The pipeline API listens on every node; a standby answers 503.
 	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, store, lease.Valid, logger)
-	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes)
+	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes,
+		actionOptions(cfg, b, store, fe), signIn)
 	logger.Info("high availability: campaigning for the leader lease", "node", cfg.HA.NodeID, "lease_ttl", cfg.HA.LeaseTTL.Duration)
 
 	var fatal error

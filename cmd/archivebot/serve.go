@@ -90,7 +90,12 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	if err != nil {
 		return fmt.Errorf("ignore sets / user agents: %w", err)
 	}
+	signIn := &webSignIn{}
+	login, logout := signIn.botHooks(cfg)
 	b := bot.New(store, bot.Options{
+		PublicURL:           cfg.HTTP.PublicURL,
+		Login:               login,
+		Logout:              logout,
 		Schemes:             cfg.Jobs.Schemes,
 		PendingLimit:        cfg.Jobs.PendingLimit,
 		PerUserPendingLimit: cfg.Jobs.PerUserPendingLimit,
@@ -100,12 +105,15 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 		Logger:              logger.With("service", "bot"),
 		OutcomeWait:         cfg.Bot.OutcomeWait.Duration,
 	})
+	if login != nil {
+		b.AddWhoisNote(signIn.whoisNote)
+	}
 	// Runs after the front end has stopped: no command is left to follow
 	// up (deferred calls run in reverse order, before Redis closes).
 	defer b.Close()
 
 	if cfg.HA.Enabled {
-		return serveHA(ctx, cfg, logger, store, b, catalog, webLn, streamLn, apiLn)
+		return serveHA(ctx, cfg, logger, store, b, catalog, webLn, streamLn, apiLn, signIn)
 	}
 	metrics.SetLeader(true, time.Now()) // a single node leads
 
@@ -123,7 +131,8 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	irun.Go(&wg, logger, "catalog", func() { catalog.Watch(runCtx, 5*time.Second) })
 
 	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, store, nil, logger)
-	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes)
+	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes,
+		actionOptions(cfg, b, store, fe), signIn)
 	services, err := startServices(runCtx, cfg, store, fe, hub, papi, logger)
 	if err != nil {
 		return err

@@ -74,7 +74,7 @@ func hubOptions(cfg *config.Config) web.HubOptions {
 // returns the hub for the firehose (firehoseWork), nil when the web server is off.
 func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener, store *store.Store,
 	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger, recent func(string, int) []store.LogEntry, hubOpt web.HubOptions,
-	recentMaxBytes int) *web.Hub {
+	recentMaxBytes int, actions *web.ActionOptions, signIn *webSignIn) *web.Hub {
 	if ln == nil {
 		return nil
 	}
@@ -89,6 +89,8 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener
 		RecentAPI: recent,
 		// The configuration's 0 is "no cap", as the option's.
 		RecentMaxBytes: recentMaxBytes,
+		// Dashboard sign-in and actions (nil: off, http.public_url unset).
+		Actions: actions,
 		IgnoreSets: func() map[string][]string {
 			sets := map[string][]string{}
 			for _, name := range catalog.SetNames() {
@@ -109,6 +111,7 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener
 		opt.ClockProblem = c.ClockProblem
 	}
 	srv := web.New(opt)
+	signIn.srv = srv
 	logger.Info("web server listening", "service", "web", "addr", ln.Addr().String())
 	irun.Go(wg, logger, "web", func() {
 		if err := srv.Serve(ctx, ln); err != nil {

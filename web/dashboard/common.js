@@ -132,9 +132,20 @@ function installMenu() {
 		ev.preventDefault();
 		const ident = a.closest("[data-ident]").dataset.ident;
 		const url = a.textContent;
-		menu.replaceChildren(el("div", { class: "title" }, "Copy to paste into IRC:"),
+		const cmds = suggestions(ident, url);
+		// Signed in (actions.js): each !ig line can be sent from here,
+		// its pattern editable first.
+		const act = window.actSignedIn && window.actSignedIn() ? cmds.filter((c) => c.startsWith("!ig ")).map((c) => {
+			const pattern = c.split(" ").slice(2).join(" ");
+			return el("div", { class: "cmd act-ig", onclick: () => window.actOnIgnore(ident, pattern) }, `Ignore… ${pattern}`);
+		}) : [];
+		// replaceChildren takes nodes, not arrays (an array would show as
+		// "[object HTMLDivElement],…"): spread them.
+		menu.replaceChildren(
+			...(act.length ? [el("div", { class: "title" }, "Act (you can edit before sending):")] : []), ...act,
+			el("div", { class: "title" }, "Copy to paste into IRC:"),
 			el("div", { onclick: () => copyText(url) }, "Copy link address"),
-			suggestions(ident, url).map((c) => el("div", { class: "cmd", onclick: () => copyText(c) }, c)));
+			...cmds.map((c) => el("div", { class: "cmd", onclick: () => copyText(c) }, c)));
 		menu.style.display = "block";
 		menu.style.left = `${Math.min(ev.clientX, innerWidth - menu.offsetWidth - 4)}px`;
 		menu.style.top = `${Math.min(ev.clientY, innerHeight - menu.offsetHeight - 4)}px`;

@@ -35,6 +35,11 @@ const main = el("main", { id: "main" });
 const list = el("div", { id: "jobs" });
 const filterBox = el("input", { id: "filter", type: "search", size: 40, placeholder: "filter: regexp on URL or nick", spellcheck: "false" });
 const errorsBox = el("input", { id: "errors-only", type: "checkbox" });
+// The viewers' filters: by starter nick, hiding ended jobs; all of them
+// (with the regexp and errors-only) are kept in the URL, so a view can be
+// shared, and one button resets them.
+const nickBox = el("input", { id: "nick-filter", type: "search", size: 14, placeholder: "started by (nick)", spellcheck: "false" });
+const hideBox = el("input", { id: "hide-ended", type: "checkbox" });
 const countEl = el("span", { id: "num-jobs", class: "muted" }, "");
 
 document.body.prepend(nav("/"),
@@ -44,7 +49,10 @@ document.body.prepend(nav("/"),
 		filterBox,
 		el("button", { id: "show-all", onclick: () => setFilter("") }, "All"),
 		el("button", { id: "show-none", onclick: () => setFilter("^$") }, "None"),
+		nickBox,
+		el("label", { for: "hide-ended", title: "hide finished, aborted and failed jobs" }, hideBox, " hide ended"),
 		el("label", { for: "errors-only" }, errorsBox, " errors only"),
+		el("button", { id: "reset-filters", onclick: () => resetFilters() }, "Reset filters"),
 		countEl,
 		el("span", { class: "help" }, el("kbd", {}, "j"), "/", el("kbd", {}, "k"), " next/previous job, ",
 			el("kbd", {}, "a"), " all, ", el("kbd", {}, "n"), " none, ", el("kbd", {}, "f"), " filter; hover a log to pause it; right-click a URL for !ig")),
@@ -78,6 +86,7 @@ function getJob(ident, data) {
 		j.log = el("div", { class: "log", onmouseenter: () => pause(j, true), onmouseleave: () => pause(j, false) });
 		j.el = el("section", { class: "job state-running", id: `job-${ident}`, "data-ident": ident },
 			el("div", { class: "job-header" }, j.url, j.stats, j.stateEl,
+				el("button", { class: "act", "data-ident": ident, title: "act on this job (signed in: !login)" }, "act"),
 				el("a", { class: "ident", href: `/jobs/${ident}`, title: "this job's page (permalink)" }, ident)),
 			j.log);
 		S.jobs.set(ident, j);
@@ -108,7 +117,11 @@ function renderHeader(j) {
 	const parts = [];
 	if (d.started_at) parts.push(`on ${when(d.started_at).slice(5, 10)}`);
 	if (d.started_by) parts.push(`by ${d.started_by}`);
-	if (d.note && String(d.note).trim() && d.note !== "null") parts.push(`(${d.note})`);
+	if (d.note && String(d.note).trim() && d.note !== "null") {
+		parts.push(`(${d.note})`);
+		// The note also titles the job (a tooltip over its URL and header).
+		j.url.title = j.el.title = `note: ${d.note}`;
+	}
 	let s = parts.join(" ");
 	s += `; ${mb(d.bytes_downloaded)} MB in ${commas(total)} resp. at ${(total / secs).toFixed(1)}/s`;
 	if (d.items_queued !== undefined) s += `, ${commas(num(d.items_queued) - num(d.items_downloaded))} in q.`;
@@ -128,6 +141,7 @@ function setState(j, state, reason) {
 	if (state === "running") delete j.endedAt;
 	else if (j.endedAt === undefined) { j.endedAt = Date.now(); setTimeout(pruneEnded, 0); }
 	j.el.className = `job state-${state}` + (j.el.classList.contains("hidden") ? " hidden" : "");
+	if (hideBox.checked) applyFilterTo(j);
 	j.stateEl.textContent = state === "running" ? "" : state;
 	if (reason) j.stateEl.title = reason;
 	if (reason && state === "failed") appendEntries(j, [{ type: "stdout", message: `job failed: ${reason}` }]);
@@ -202,9 +216,45 @@ function appendEntries(j, entries) {
 
 function applyFilterTo(j) {
 	const d = j.data;
-	const show = !S.filter || S.filter.test(d.url || "") || (d.started_by && S.filter.test(d.started_by));
+	const nick = nickBox.value.trim().toLowerCase();
+	const show = (!S.filter || S.filter.test(d.url || "") || (d.started_by && S.filter.test(d.started_by))) &&
+		(!nick || String(d.started_by || "").toLowerCase() === nick) &&
+		!(hideBox.checked && j.state !== "running");
 	j.el.classList.toggle("hidden", !show);
 }
+
+// syncURL keeps the filters in the address bar (replaceState: no history
+// entry per keystroke).
+function syncURL() {
+	const q = new URLSearchParams();
+	if (filterBox.value) q.set("filter", filterBox.value);
+	if (nickBox.value.trim()) q.set("nick", nickBox.value.trim());
+	if (hideBox.checked) q.set("hide", "ended");
+	if (errorsBox.checked) q.set("errors", "1");
+	const qs = q.toString();
+	history.replaceState(null, "", location.pathname + (qs ? "?" + qs : ""));
+}
+
+function resetFilters() {
+	nickBox.value = "";
+	hideBox.checked = false;
+	if (errorsBox.checked) {
+		errorsBox.checked = false;
+		S.errorsOnly = false;
+		send({ errors_only: false });
+	}
+	setFilter("");
+}
+
+// The filters a shared URL carries.
+(() => {
+	const q = new URLSearchParams(location.search);
+	filterBox.value = q.get("filter") || "";
+	nickBox.value = q.get("nick") || "";
+	hideBox.checked = q.get("hide") === "ended";
+	errorsBox.checked = S.errorsOnly = q.get("errors") === "1";
+	try { S.filter = filterBox.value ? new RegExp(filterBox.value) : null; } catch (_) { S.filter = null; }
+})();
 
 function applyFilter() {
 	let shown = 0;
@@ -215,6 +265,7 @@ function applyFilter() {
 	main.classList.toggle("single", shown === 1);
 	updateCount();
 	scheduleSubscribe();
+	syncURL();
 }
 
 function setFilter(v) {
@@ -237,7 +288,10 @@ filterBox.addEventListener("input", onFilterInput);
 errorsBox.addEventListener("change", () => {
 	S.errorsOnly = errorsBox.checked;
 	send({ errors_only: S.errorsOnly });
+	syncURL();
 });
+nickBox.addEventListener("input", applyFilter);
+hideBox.addEventListener("change", applyFilter);
 
 function visibleJobs() {
 	return [...list.children].map((e) => S.jobs.get(e.dataset.ident)).filter((j) => !j.el.classList.contains("hidden"));

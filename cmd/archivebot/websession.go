@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/bot"
+	botirc "github.com/archiveteam/archivebot-go/bot/irc"
+	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/web"
+)
+
+// webSignIn joins the bot's !login and !logout to the web server, made
+// after the bot (doc/web.md, Signing in and acting). Its zero value, or
+// one whose server never started, answers that signing in is off.
+type webSignIn struct {
+	srv *web.Server
+}
+
+var errSignInOff = errors.New("the web server is off (http.listen is \"\"), so there is nothing to sign in to")
+
+// botHooks are bot.Options.Login and Logout: nil (signing in off) unless
+// http.public_url is set.
+func (w *webSignIn) botHooks(cfg *config.Config) (func(context.Context, bot.Request) (string, error), func(context.Context, bot.Request) (int, error)) {
+	if cfg.HTTP.PublicURL == "" || cfg.HTTP.Listen == "" {
+		return nil, nil
+	}
+	login := func(ctx context.Context, req bot.Request) (string, error) {
+		if w.srv == nil {
+			return "", errSignInOff
+		}
+		return w.srv.LoginLink(ctx, req)
+	}
+	logout := func(ctx context.Context, req bot.Request) (int, error) {
+		if w.srv == nil {
+			return 0, errSignInOff
+		}
+		return w.srv.Logout(ctx, req)
+	}
+	return login, logout
+}
+
+// whoisNote is !whois's sentence about the nick's dashboard sessions.
+func (w *webSignIn) whoisNote(ctx context.Context, nick string) string {
+	if w.srv == nil {
+		return ""
+	}
+	return w.srv.WhoisNote(ctx, nick)
+}
+
+// ircView is what the dashboard's actions need of the IRC client.
+type ircView interface {
+	Connected() bool
+	Rank(channel, nick string) bot.Rank
+	Account(nick string) (string, bool)
+	Channels() []string
+	Announce(ctx context.Context, channel, text string) error
+}
+
+var _ ircView = (*botirc.Client)(nil)
+
+// currentIRC is the IRC client acting now: the single node's, the HA
+// leader's of this term; nil on the console, a standby, or between terms.
+func currentIRC(fe frontEnd) ircView {
+	switch f := fe.(type) {
+	case *botirc.Client:
+		return f
+	case *haFrontEnd:
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.cur == nil {
+			return nil
+		}
+		return f.cur
+	}
+	return nil
+}
+
+// actionOptions switch the dashboard's sign-in and actions on when
+// http.public_url is set; nil otherwise.
+func actionOptions(cfg *config.Config, b *bot.Bot, st *store.Store, fe frontEnd) *web.ActionOptions {
+	if cfg.HTTP.PublicURL == "" || b == nil {
+		return nil
+	}
+	opt := &web.ActionOptions{
+		PublicURL: cfg.HTTP.PublicURL,
+		Bot:       b,
+		Presence: func() web.Presence {
+			if c := currentIRC(fe); c != nil && c.Connected() {
+				return c
+			}
+			return nil
+		},
+		Say: func(ctx context.Context, channel, text string) error {
+			c := currentIRC(fe)
+			if c == nil {
+				return errors.New("not connected to IRC")
+			}
+			return c.Announce(ctx, channel, text)
+		},
+		Channels: func() []string {
+			if c := currentIRC(fe); c != nil {
+				return c.Channels()
+			}
+			return nil
+		},
+		SessionTTL:       cfg.Web.SessionTTL.Duration,
+		SessionsPerNick:  cfg.Web.SessionsPerNick,
+		SessionsTotal:    cfg.Web.SessionsTotal,
+		ActionsPerMinute: cfg.Web.ActionsPerMinute,
+		AddressPerMinute: cfg.Web.AddressPerMinute,
+	}
+	if r, ok := fe.(interface{ Role() string }); ok {
+		opt.Leader = func() (bool, string) {
+			if r.Role() == "leader" {
+				return true, ""
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if h, ok, err := st.Leader(ctx); err == nil && ok {
+				return false, h.Node
+			}
+			return false, ""
+		}
+	}
+	return opt
+}

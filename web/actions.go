@@ -1,0 +1,298 @@
+package web
+
+// Dashboard actions (doc/web.md, Signing in and acting). Each is the IRC
+// command it stands for, run through the command table (Bot.Handle) as
+// the signed-in nick, from the job's channel, with the rank the bot sees
+// there now and Where "web": one permission check, one audit line, one
+// history entry, the same replies. The channel sees them as
+// "NICK (web): …"; the page gets them in the answer.
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/archiveteam/archivebot-go/bot"
+	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/store"
+)
+
+// action is one dashboard action: the command it stands for and the
+// form fields after the ident, in order.
+type action struct {
+	command string
+	fields  []string
+	// words are fields that must be one word (the rest may have spaces).
+	words bool
+}
+
+var actions = map[string]action{
+	"ignore":        {command: "!ignore", fields: []string{"pattern"}},
+	"abort":         {command: "!abort"},
+	"delay":         {command: "!delay", fields: []string{"min", "max"}, words: true},
+	"concurrency":   {command: "!concurrency", fields: []string{"n"}, words: true},
+	"explain":       {command: "!explain", fields: []string{"note"}},
+	"ignorereports": {command: "!ignorereports", fields: []string{"on"}, words: true},
+	"fail":          {command: "!fail"},
+	"move":          {command: "!move", fields: []string{"to"}, words: true},
+}
+
+// ActionNames lists the actions, for the dashboard and the docs' test.
+func ActionNames() []string {
+	out := make([]string, 0, len(actions))
+	for n := range actions {
+		out = append(out, n)
+	}
+	return out
+}
+
+// maxFieldBytes bounds one field (a pattern, a note).
+const maxFieldBytes = 400
+
+// actionText builds the command line of an action from the form, or
+// says what is wrong with it.
+func actionText(name string, r *http.Request) (string, string) {
+	a, ok := actions[name]
+	if !ok {
+		return "", "Refused: there is no dashboard action " + clip(name, 30) + "."
+	}
+	id := r.PostFormValue("ident")
+	if !bot.IsIdent(id) {
+		return "", "Refused: ident must be a job ident (lowercase letters and digits)."
+	}
+	parts := []string{a.command, id}
+	for _, f := range a.fields {
+		v := strings.TrimSpace(r.PostFormValue(f))
+		switch {
+		case v == "":
+			return "", "Refused: " + f + " is missing."
+		case len(v) > maxFieldBytes:
+			return "", "Refused: " + f + " is longer than 400 bytes."
+		case strings.IndexFunc(v, unicode.IsControl) >= 0:
+			return "", "Refused: " + f + " contains a control character (a line break?)."
+		case a.words && strings.IndexFunc(v, unicode.IsSpace) >= 0:
+			return "", "Refused: " + f + " must be one word."
+		}
+		parts = append(parts, v)
+	}
+	return strings.Join(parts, " "), ""
+}
+
+// actionResult is the answer to an action that reached the command table.
+type actionResult struct {
+	Command string   `json:"command"`
+	Channel string   `json:"channel"`
+	Rank    string   `json:"rank"`
+	Replies []string `json:"replies"`
+	// Unsaid is set when the channel could not be told (IRC down).
+	Unsaid string `json:"unsaid,omitempty"`
+}
+
+func rankName(r bot.Rank) string {
+	switch r {
+	case bot.RankOp:
+		return "op"
+	case bot.RankVoice:
+		return "voice"
+	}
+	return "none"
+}
+
+// handleAction is POST /actions/{action}.
+func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
+	a := s.opt.Actions
+	if a == nil {
+		metrics.WebRefused("off")
+		privateJSON(w, http.StatusNotFound, errorBody{"dashboard actions are off on this node (http.public_url is not set)"})
+		return
+	}
+	ws, ok := s.authorize(w, r)
+	if !ok {
+		return
+	}
+	if leading, leader := s.leader(); !leading {
+		metrics.WebRefused("standby")
+		msg := "This node is a standby: only the leader acts. Nothing was changed."
+		if leader != "" {
+			msg = "This node is a standby: only the leader, " + leader + ", acts; open the dashboard there. Nothing was changed."
+		}
+		w.Header().Set("Retry-After", "5")
+		privateJSON(w, http.StatusServiceUnavailable, map[string]string{"error": msg, "leader": leader})
+		return
+	}
+	if !s.limits.session.allow(ws.ID, s.now()) {
+		s.refuse(w, http.StatusTooManyRequests, "rate_session",
+			"Refused: at most "+itoa(a.ActionsPerMinute)+" actions a minute per session; wait a little.")
+		return
+	}
+	name := r.PathValue("action")
+	text, why := actionText(name, r)
+	if why != "" {
+		s.refuse(w, http.StatusBadRequest, "bad_input", why)
+		return
+	}
+	p := a.presence()
+	if p == nil {
+		s.refuse(w, http.StatusServiceUnavailable, "no_irc", "Refused: the bot is not connected to IRC right now, so it cannot see your rank; try again shortly.")
+		return
+	}
+	if why := accountMismatch(ws, p); why != "" {
+		s.log.Warn("dashboard action refused: account", "nick", ws.Nick, "session", ws.ID[:12], "why", why)
+		s.refuse(w, http.StatusForbidden, "account", why)
+		return
+	}
+	channel, err := s.jobChannel(r.Context(), r.PostFormValue("ident"))
+	if err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	if channel == "" {
+		s.refuse(w, http.StatusServiceUnavailable, "no_irc", "Refused: the bot has no channel to judge your rank in.")
+		return
+	}
+	rank := p.Rank(channel, ws.Nick)
+	// The account as the IRC front end would fill it (jobs.require_account).
+	acct, _ := p.Account(ws.Nick)
+	req := bot.Request{Nick: ws.Nick, NickKey: ws.NickKey, Channel: channel, Rank: rank, Account: acct, Text: text, Where: bot.WhereWeb}
+	out := &webReplier{ctx: r.Context(), say: a.Say, channel: channel, prefix: ws.Nick + " (web): "}
+	metrics.WebAction(name)
+	a.Bot.Handle(r.Context(), req, out)
+	privateJSON(w, http.StatusOK, actionResult{Command: text, Channel: channel, Rank: rankName(rank), Replies: out.replies, Unsaid: out.unsaid})
+}
+
+// accountMismatch applies the account binding: a session made while the
+// server told accounts acts only through a nick logged into the same
+// account (or, when it had none, still none); a session made without
+// account information acts only while the server still tells none
+// (doc/web.md, What is promised).
+func accountMismatch(ws *store.WebSession, p Presence) string {
+	acct, known := p.Account(ws.Nick)
+	switch {
+	case ws.AccountKnown && !known:
+		return "Refused: your session is bound to a services account, and the bot cannot see which account " + ws.Nick + " is logged into now. Sign in again with !login."
+	case ws.AccountKnown && acct != ws.Account:
+		if acct == "" {
+			return "Refused: your session is bound to the account " + ws.Account + ", and " + ws.Nick + " is now logged into none. Sign in again with !login."
+		}
+		if ws.Account == "" {
+			return "Refused: your session was made while " + ws.Nick + " was logged into no account; it is now logged into " + acct + ". Sign in again with !login."
+		}
+		return "Refused: your session is bound to the account " + ws.Account + ", and " + ws.Nick + " is now logged into " + acct + ". Sign in again with !login."
+	case !ws.AccountKnown && known:
+		return "Refused: your session was made before the bot could see services accounts. Sign in again with !login."
+	}
+	return ""
+}
+
+// jobChannel is where an action on ident is judged and said: the channel
+// the job was started in when it is one of ours, else the first
+// configured channel.
+func (s *Server) jobChannel(ctx context.Context, ident string) (string, error) {
+	var chans []string
+	if s.opt.Actions.Channels != nil {
+		chans = s.opt.Actions.Channels()
+	}
+	if len(chans) == 0 {
+		return "", nil
+	}
+	job, err := s.store.GetJob(ctx, ident)
+	if err != nil {
+		return "", err
+	}
+	if job != nil {
+		for _, c := range chans {
+			if strings.EqualFold(c, job.StartedIn.Value) {
+				return c, nil
+			}
+		}
+	}
+	return chans[0], nil
+}
+
+// webReplier collects a command's answers for the page and says each
+// channel answer in the channel, prefixed "NICK (web): ".
+type webReplier struct {
+	ctx     context.Context
+	say     func(ctx context.Context, channel, text string) error
+	channel string
+	prefix  string
+	mu      sync.Mutex
+	replies []string
+	unsaid  string
+}
+
+func (w *webReplier) Reply(text string) {
+	w.mu.Lock()
+	w.replies = append(w.replies, text)
+	w.mu.Unlock()
+	if w.say == nil {
+		return
+	}
+	if err := w.say(w.ctx, w.channel, w.prefix+text); err != nil {
+		w.mu.Lock()
+		w.unsaid = "The channel could not be told (" + err.Error() + ")."
+		w.mu.Unlock()
+	}
+}
+
+// Private answers go to the page only.
+func (w *webReplier) Private(text string) {
+	w.mu.Lock()
+	w.replies = append(w.replies, text)
+	w.mu.Unlock()
+}
+
+// rateLimiter counts requests per key in fixed one-minute windows.
+type rateLimiter struct {
+	limit int // per minute; 0: none
+	mu    sync.Mutex
+	start time.Time
+	n     map[string]int
+}
+
+func newRateLimiter(limit int) *rateLimiter { return &rateLimiter{limit: limit, n: map[string]int{}} }
+
+func (l *rateLimiter) allow(key string, now time.Time) bool {
+	if l == nil || l.limit <= 0 {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.start) >= time.Minute {
+		l.start, l.n = now, map[string]int{}
+	}
+	if l.n[key] >= l.limit {
+		return false
+	}
+	l.n[key]++
+	return true
+}
+
+// limits are the sign-in and action rate limits.
+type limits struct{ session, address *rateLimiter }
+
+// allowAddress applies the per-address limit to sign-ins and actions.
+func (s *Server) allowAddress(w http.ResponseWriter, r *http.Request, page bool) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	if s.limits.address.allow(host, s.now()) {
+		return true
+	}
+	msg := "Refused: at most " + itoa(s.opt.Actions.AddressPerMinute) + " sign-ins and actions a minute from one address; wait a little."
+	w.Header().Set("Retry-After", "60")
+	if page {
+		s.refusePage(w, http.StatusTooManyRequests, "rate_address", msg)
+	} else {
+		s.refuse(w, http.StatusTooManyRequests, "rate_address", msg)
+	}
+	return false
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
