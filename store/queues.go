@@ -100,9 +100,12 @@ func (s *Store) Move(ctx context.Context, ident, where, by string) (string, erro
 		}
 		mode, target = "queue", where
 	}
-	keys := []string{KeyJob(ident), KeyHistory(ident), KeyOrigin(ident), KeyQueues, target}
-	keys = append(keys, FixedQueues...)
-	keys = append(keys, named...)
+	keys := []string{KeyJob(ident), KeyHistory(ident), KeyOrigin(ident), KeyQueues, target,
+		KeyPaused, KeyPausedQueue(target)}
+	// Every queue the job may wait in, and where each waits while paused.
+	for _, q := range append(append([]string{}, FixedQueues...), named...) {
+		keys = append(keys, q, KeyPausedQueue(q))
+	}
 	detail, _ := json.Marshal(map[string]string{"to": where})
 	// The script closes the entry with the queue it found the job in.
 	e := s.entry(ident, EventMoved, by, nil)
