@@ -28,7 +28,7 @@ func runStatus(ctx context.Context, b *Bot, c *Call) error {
 		}
 		c.Reply("Job status: %d completed, %d aborted, %d failed, %d in progress, %d pending, %d pending-ao, %s",
 			s.Completed, s.Aborted, s.Failed, s.Working, s.Pending, s.PendingAO, other)
-		return nil
+		return b.replyPauses(ctx, c, c.Reply)
 	}
 	arg := c.Args[0]
 	if IsIdent(arg) {
@@ -174,6 +174,10 @@ func runPending(ctx context.Context, b *Bot, c *Call) error {
 	if err != nil {
 		return err
 	}
+	private := func(format string, a ...any) { c.Out.Private(fmt.Sprintf(format, a...)) }
+	if err := b.replyPauses(ctx, c, private); err != nil {
+		return err
+	}
 	var total int64
 	for _, q := range queues {
 		total += q.Len
@@ -191,8 +195,12 @@ func runPending(ctx context.Context, b *Bot, c *Call) error {
 		c.Out.Private(fmt.Sprintf("%d pending jobs in %d queues, next to run first:", total, len(queues)))
 	}
 	for _, q := range queues {
-		if len(queues) > 1 {
-			c.Out.Private(fmt.Sprintf("%s (%d):", q.Name, q.Len))
+		paused := ""
+		if q.Paused != nil {
+			paused = ", paused"
+		}
+		if len(queues) > 1 || paused != "" {
+			c.Out.Private(fmt.Sprintf("%s (%d%s):", q.Name, q.Len, paused))
 		}
 		for i, j := range q.Jobs {
 			c.Out.Private(fmt.Sprintf("%d. %s (%s)", i+1, j.URL, j.Ident))
@@ -200,6 +208,18 @@ func runPending(ctx context.Context, b *Bot, c *Call) error {
 		if more := q.Len - int64(len(q.Jobs)); more > 0 {
 			c.Out.Private(fmt.Sprintf("... and %d more in %s.", more, q.Name))
 		}
+	}
+	return nil
+}
+
+// replyPauses says every pause, one line each, through say.
+func (b *Bot) replyPauses(ctx context.Context, c *Call, say func(format string, a ...any)) error {
+	ps, err := b.store.Pauses(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		say("%s", PauseLine(p))
 	}
 	return nil
 }

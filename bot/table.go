@@ -60,6 +60,10 @@ func commandTable() []*Command {
 			Usage: "!useragent IDENT ALIAS", Help: "change the user agent of a job that has not started yet"},
 		{Name: "!move", Perm: Op, Mutates: true, MinArgs: 2, MaxArgs: 2, Ident: true, Run: runMove,
 			Usage: "!move IDENT front|back|QUEUE (QUEUE: pending, pending-ao, pending-large or pending:NAME)", Help: "move a queued job to the front (next to run) or back of its queue, or to another queue of the same kind"},
+		{Name: "!pause", Perm: Op, Mutates: true, MinArgs: 0, MaxArgs: -1, Run: runPause,
+			Usage: "!pause [QUEUE|all] [REASON] (QUEUE: pending, pending-ao, pending-large or pending:NAME; all when left out)", Help: "stop handing out jobs from a queue, or from every queue, to every pipeline"},
+		{Name: "!resume", Perm: Op, Mutates: true, MinArgs: 0, MaxArgs: 1, Run: runResume,
+			Usage: "!resume [QUEUE|all]", Help: "hand out a paused queue's jobs again, in order"},
 		{
 			Name: "!help", Perm: Anyone,
 			Usage: "!help [COMMAND]",

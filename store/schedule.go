@@ -96,6 +96,11 @@ func (s *Store) Pauses(ctx context.Context) ([]Pause, error) {
 		}
 		return nil, wrap("read pauses", err)
 	}
+	return decodePauses(m), nil
+}
+
+// decodePauses reads the pause records of archivebot:paused.
+func decodePauses(m map[string]string) []Pause {
 	out := make([]Pause, 0, len(m))
 	for q, v := range m {
 		p := Pause{Queue: q}
@@ -109,7 +114,7 @@ func (s *Store) Pauses(ctx context.Context) ([]Pause, error) {
 		}
 		return out[i].Queue < out[j].Queue
 	})
-	return out, nil
+	return out
 }
 
 // PauseOf returns the pause that holds queue (its own, or "all"), or nil.

@@ -6,8 +6,6 @@ var (
 		"Takes whose scan of queued jobs stopped at jobs.take_scan_limit.")
 	takeSkipped = newCounter("archivebot_take_skipped_total",
 		"Queued jobs a take passed over because of a per-user limit or an avoid rule (they keep their place).")
-	queuePaused = newGaugeVec("archivebot_queue_paused",
-		"1 for each paused queue (or all), by queue; the paused ones only.", "queue")
 )
 
 // TakeScanned records one take: whether the scan bound stopped it and
@@ -18,13 +16,5 @@ func TakeScanned(boundHit bool, skipped int) {
 	}
 	if skipped > 0 {
 		takeSkipped.Add(float64(skipped))
-	}
-}
-
-// QueuesPaused sets the paused-queue gauge to exactly these queues.
-func QueuesPaused(queues []string) {
-	queuePaused.Reset()
-	for _, q := range queues {
-		queuePaused.WithLabelValues(q).Set(1)
 	}
 }
