@@ -71,3 +71,59 @@ func TestPauseResumeCommands(t *testing.T) {
 		}
 	})
 }
+
+// !status IDENT of a queued job says where it stands and each thing that
+// holds it: a pause, the per-user running limit, every pipeline avoiding
+// its site, and pipelines that take straight from Redis.
+func TestStatusSaysWhyAJobWaits(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
+		ctx := context.Background()
+		b := newTestBot(t, be)
+		st := store.NewStore(be.Client)
+		b.store.SetTakeRules(store.TakeRules{PerUserRunning: 1})
+		sayAs(b, "erin", "erin", RankVoice, "#a", "!a http://one.example.com/")
+		sayAs(b, "erin", "erin", RankVoice, "#a", "!a https://shop.squarespace.com/")
+		first, second := urlIdent(t, "http://one.example.com/"), urlIdent(t, "https://shop.squarespace.com/")
+		for _, k := range []string{"pipe-a", "pipe-b"} {
+			if err := st.AddPipelineKey(ctx, k, "ed25519:"+k); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.APIReport(ctx, k, map[string]string{"api_key": k, "nickname": k, "id": store.APIPipelineKey(k)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.SetPipelineKeyAvoid(ctx, k, []string{"squarespace.com"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := strings.Join(say(b, RankVoice, "#a", "!status "+second), "\n")
+		if !strings.Contains(got, "In queue pending, 2nd.") || !strings.Contains(got, "Waiting: every pipeline avoids squarespace.com (pipe-a, pipe-b).") {
+			t.Errorf("!status of an avoided job: %q", got)
+		}
+		if j, err := st.APITake(ctx, "pipe-a", "ed25519:pipe-a", []string{store.KeyPending}); err != nil || j == nil || j.Ident != first {
+			t.Fatalf("take: %v %v", j, err)
+		}
+		sayAs(b, "erin", "erin", RankVoice, "#a", "!a http://three.example.com/")
+		third := urlIdent(t, "http://three.example.com/")
+		got = strings.Join(say(b, RankVoice, "#a", "!status "+third), "\n")
+		if !strings.Contains(got, "In queue pending, 2nd. Waiting: erin has 1 jobs running (limit 1).") {
+			t.Errorf("!status of a job held by the limit: %q", got)
+		}
+		sayAs(b, "JAA", "jaa", RankOp, "#a", "!pause pending deploy")
+		got = strings.Join(say(b, RankVoice, "#a", "!status "+third), "\n")
+		if !strings.Contains(got, "Queue pending is paused by JAA since") || !strings.Contains(got, "(deploy).") {
+			t.Errorf("!status of a job in a paused queue: %q", got)
+		}
+		direct := pipelinesim.New(be.Client, pipelinesim.Config{Nickname: "old-pipe"})
+		if err := direct.Report(ctx, "Running"); err != nil {
+			t.Fatal(err)
+		}
+		got = strings.Join(say(b, RankVoice, "#a", "!status "+third), "\n")
+		if !strings.Contains(got, "1 pipeline takes directly from Redis: limits not enforced for it.") {
+			t.Errorf("!status with a direct-Redis pipeline: %q", got)
+		}
+		got = strings.Join(say(b, RankVoice, "#a", "!status"), "\n")
+		if !strings.Contains(got, "1 pipeline takes directly from Redis") {
+			t.Errorf("!status summary with a direct-Redis pipeline: %q", got)
+		}
+	})
+}

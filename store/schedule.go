@@ -268,3 +268,178 @@ func (s *Store) SetPipelineKeyTargetedOnly(ctx context.Context, name string, on 
 	}
 	return wrap("write rules of "+name, err)
 }
+
+// Waiting says where a queued job stands and what holds it (!status
+// IDENT, /jobs/IDENT; doc/pipeline-api.md, The take rule).
+type Waiting struct {
+	// Queue is the queue the job waits in; Position its place, 1 = next
+	// (0 when it is in no queue).
+	Queue    string
+	Position int64
+	// Paused is the pause holding the queue, or nil.
+	Paused *Pause
+	// Nick, Running and Limit: the queuing nick has Running jobs running;
+	// Limit is the per-user running limit (0: off).
+	Nick    string
+	Running int
+	Limit   int
+	// Host is the job's host; AvoidedBy the connected API pipelines whose
+	// avoid rules cover it, APIPipelines how many API pipelines are
+	// connected.
+	Host         string
+	AvoidRule    string // the widest rule that covers Host
+	AvoidedBy    []string
+	APIPipelines int
+	// Legacy is how many connected pipelines take straight from Redis,
+	// where the per-user limit, avoid rules and targeted-only do not bind.
+	Legacy int
+}
+
+// AtLimit reports whether the per-user running limit holds the job.
+func (w *Waiting) AtLimit() bool { return w.Limit > 0 && w.Running >= w.Limit }
+
+// AllAvoid reports whether every connected pipeline avoids the job's
+// site (and at least one is connected).
+func (w *Waiting) AllAvoid() bool {
+	return w.APIPipelines > 0 && w.Legacy == 0 && len(w.AvoidedBy) == w.APIPipelines
+}
+
+// WaitingOf explains a queued job (read only; a few round trips).
+func (s *Store) WaitingOf(ctx context.Context, ident, url string) (*Waiting, error) {
+	w := &Waiting{Limit: s.rules().PerUserRunning}
+	origin, err := s.rdb.HGetAll(ctx, KeyOrigin(ident)).Result()
+	if err != nil && !isWrongType(err) {
+		return nil, wrap("read origin of "+ident, err)
+	}
+	w.Queue, w.Nick = origin["queue"], origin["nick"]
+	if w.Queue == "" {
+		w.Queue = KeyPending
+	}
+	pauses, err := s.Pauses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w.Paused = PauseOf(pauses, w.Queue)
+	for _, list := range []string{w.Queue, KeyPausedQueue(w.Queue)} {
+		idx, err := s.rdb.LPos(ctx, list, ident, redis.LPosArgs{}).Result()
+		if err != nil {
+			continue
+		}
+		n, err := s.rdb.LLen(ctx, list).Result()
+		if err == nil {
+			w.Position = n - idx
+		}
+		break
+	}
+	if w.Limit > 0 && w.Nick != "" {
+		working, err := s.rdb.LRange(ctx, KeyWorking, 0, -1).Result()
+		if err != nil && !isWrongType(err) {
+			return nil, wrap("read working", err)
+		}
+		nicks := make([]*redis.StringCmd, len(working))
+		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range working {
+				nicks[i] = p.HGet(ctx, KeyOrigin(id), "nick")
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
+			return nil, wrap("read running nicks", err)
+		}
+		for _, c := range nicks {
+			if c.Val() == w.Nick {
+				w.Running++
+			}
+		}
+	}
+	w.Host = hostOf(url)
+	members, err := s.rdb.SMembers(ctx, KeyPipelines).Result()
+	if err != nil && !isWrongType(err) {
+		return nil, wrap("read pipelines", err)
+	}
+	apiKeys := make([]*redis.StringCmd, len(members))
+	exists := make([]*redis.IntCmd, len(members))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, m := range members {
+			apiKeys[i] = p.HGet(ctx, m, "api_key")
+			exists[i] = p.Exists(ctx, m)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
+		return nil, wrap("read pipelines", err)
+	}
+	for i := range members {
+		if exists[i].Val() == 0 {
+			continue
+		}
+		name := apiKeys[i].Val()
+		if name == "" {
+			w.Legacy++
+			continue
+		}
+		w.APIPipelines++
+		r, err := s.PipelineKeyRules(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range append(r.Avoid, r.AvoidSelf...) {
+			if w.Host != "" && (w.Host == d || strings.HasSuffix(w.Host, "."+d)) {
+				w.AvoidedBy = append(w.AvoidedBy, name)
+				if w.AvoidRule == "" || len(d) < len(w.AvoidRule) {
+					w.AvoidRule = d
+				}
+				break
+			}
+		}
+	}
+	sort.Strings(w.AvoidedBy)
+	return w, nil
+}
+
+// hostOf is the lower-cased host of a job URL, as the take script reads it.
+func hostOf(url string) string {
+	_, rest, ok := strings.Cut(url, "://")
+	if !ok {
+		return ""
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	if !strings.HasPrefix(rest, "[") {
+		if i := strings.LastIndexByte(rest, ':'); i >= 0 {
+			rest = rest[:i]
+		}
+	}
+	return strings.TrimSuffix(strings.ToLower(rest), ".")
+}
+
+// LegacyPipelines counts the connected pipelines that take straight from
+// Redis (records without api_key).
+func (s *Store) LegacyPipelines(ctx context.Context) (int, error) {
+	members, err := s.rdb.SMembers(ctx, KeyPipelines).Result()
+	if err != nil && !isWrongType(err) {
+		return 0, wrap("read pipelines", err)
+	}
+	cmds := make([]*redis.SliceCmd, len(members))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, m := range members {
+			cmds[i] = p.HMGet(ctx, m, "api_key", "id")
+		}
+		return nil
+	})
+	if err != nil && !isWrongType(err) {
+		return 0, wrap("read pipelines", err)
+	}
+	n := 0
+	for _, c := range cmds {
+		v := c.Val()
+		if len(v) == 2 && v[0] == nil && v[1] != nil {
+			n++
+		}
+	}
+	return n, nil
+}
