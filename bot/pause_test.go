@@ -105,7 +105,7 @@ func TestStatusSaysWhyAJobWaits(t *testing.T) {
 		sayAs(b, "erin", "erin", RankVoice, "#a", "!a http://three.example.com/")
 		third := urlIdent(t, "http://three.example.com/")
 		got = strings.Join(say(b, RankVoice, "#a", "!status "+third), "\n")
-		if !strings.Contains(got, "In queue pending, 2nd. Waiting: erin has 1 jobs running (limit 1).") {
+		if !strings.Contains(got, "In queue pending, 2nd. Waiting: erin has 1 job running (limit 1).") {
 			t.Errorf("!status of a job held by the limit: %q", got)
 		}
 		sayAs(b, "JAA", "jaa", RankOp, "#a", "!pause pending deploy")

@@ -126,7 +126,11 @@ func WaitingLine(w *store.Waiting) string {
 		b.WriteString(" " + PauseLine(*w.Paused))
 	}
 	if w.AtLimit() {
-		fmt.Fprintf(&b, " Waiting: %s has %d jobs running (limit %d).", w.Nick, w.Running, w.Limit)
+		jobs := "jobs"
+		if w.Running == 1 {
+			jobs = "job"
+		}
+		fmt.Fprintf(&b, " Waiting: %s has %d %s running (limit %d).", w.Nick, w.Running, jobs, w.Limit)
 	}
 	if w.AllAvoid() {
 		fmt.Fprintf(&b, " Waiting: every pipeline avoids %s (%s).", w.AvoidRule, strings.Join(w.AvoidedBy, ", "))
