@@ -115,7 +115,11 @@ func ordinal(n int64) string {
 
 // WaitingLine says where a queued job stands and what holds it:
 // "In queue pending, 4th. Waiting: erin has 3 jobs running (limit 3)."
+// When nothing holds it, upstream's "In queue." stands (its transcripts).
 func WaitingLine(w *store.Waiting) string {
+	if w.Paused == nil && !w.AtLimit() && !w.AllAvoid() && w.Legacy == 0 {
+		return "In queue."
+	}
 	var b strings.Builder
 	if w.Position > 0 {
 		fmt.Fprintf(&b, "In queue %s, %s.", w.Queue, ordinal(w.Position))
