@@ -171,6 +171,7 @@ func (b *Bot) archive(ctx context.Context, c *Call, kind archiveKind) error {
 		job.PerUserLimit = b.opts.PerUserPendingLimit
 	}
 	job.NickKey = c.Req.NickKey
+	job.ByOp = c.Req.Rank >= Op
 	switch {
 	case opts.has("notify-start"):
 		job.NotifyStart = true

@@ -28,6 +28,14 @@ func runStatus(ctx context.Context, b *Bot, c *Call) error {
 		}
 		c.Reply("Job status: %d completed, %d aborted, %d failed, %d in progress, %d pending, %d pending-ao, %s",
 			s.Completed, s.Aborted, s.Failed, s.Working, s.Pending, s.PendingAO, other)
+		if err := b.replyPauses(ctx, c, c.Reply); err != nil {
+			return err
+		}
+		if n, err := b.store.LegacyPipelines(ctx); err != nil {
+			return err
+		} else if n > 0 {
+			c.Reply("%s directly from Redis: limits not enforced for %s.", pipelinesTake(n), themOrIt(n))
+		}
 		return nil
 	}
 	arg := c.Args[0]
@@ -78,8 +86,77 @@ func (b *Bot) replyJob(ctx context.Context, c *Call, job *store.Job) error {
 			return nil
 		}
 	}
-	c.Reply("%s", jobStatus(job))
+	line := jobStatus(job)
+	if job.State() == store.StateQueued {
+		w, err := b.store.WaitingOf(ctx, job.Ident, job.URL.Value)
+		if err != nil {
+			return err
+		}
+		line = strings.Replace(line, " In queue.", " "+WaitingLine(w), 1)
+	}
+	c.Reply("%s", line)
 	return nil
+}
+
+// ordinal is 1st, 2nd, 3rd, 4th, … 11th, 12th, 13th, 21st.
+func ordinal(n int64) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
+}
+
+// WaitingLine says where a queued job stands and what holds it:
+// "In queue pending, 4th. Waiting: erin has 3 jobs running (limit 3)."
+// When nothing holds it, upstream's "In queue." stands (its transcripts).
+func WaitingLine(w *store.Waiting) string {
+	if w.Paused == nil && !w.AtLimit() && !w.AllAvoid() && w.Legacy == 0 {
+		return "In queue."
+	}
+	var b strings.Builder
+	if w.Position > 0 {
+		fmt.Fprintf(&b, "In queue %s, %s.", w.Queue, ordinal(w.Position))
+	} else {
+		fmt.Fprintf(&b, "In queue %s.", w.Queue)
+	}
+	if w.Paused != nil {
+		b.WriteString(" " + PauseLine(*w.Paused))
+	}
+	if w.AtLimit() {
+		jobs := "jobs"
+		if w.Running == 1 {
+			jobs = "job"
+		}
+		fmt.Fprintf(&b, " Waiting: %s has %d %s running (limit %d).", w.Nick, w.Running, jobs, w.Limit)
+	}
+	if w.AllAvoid() {
+		fmt.Fprintf(&b, " Waiting: every pipeline avoids %s (%s).", w.AvoidRule, strings.Join(w.AvoidedBy, ", "))
+	}
+	if w.Legacy > 0 {
+		fmt.Fprintf(&b, " %s directly from Redis: limits not enforced for %s.", pipelinesTake(w.Legacy), themOrIt(w.Legacy))
+	}
+	return b.String()
+}
+
+func pipelinesTake(n int) string {
+	if n == 1 {
+		return "1 pipeline takes"
+	}
+	return fmt.Sprintf("%d pipelines take", n)
+}
+
+func themOrIt(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
 }
 
 // replyFailure answers with the failure record of id (kept 7 days after
@@ -174,6 +251,10 @@ func runPending(ctx context.Context, b *Bot, c *Call) error {
 	if err != nil {
 		return err
 	}
+	private := func(format string, a ...any) { c.Out.Private(fmt.Sprintf(format, a...)) }
+	if err := b.replyPauses(ctx, c, private); err != nil {
+		return err
+	}
 	var total int64
 	for _, q := range queues {
 		total += q.Len
@@ -191,8 +272,12 @@ func runPending(ctx context.Context, b *Bot, c *Call) error {
 		c.Out.Private(fmt.Sprintf("%d pending jobs in %d queues, next to run first:", total, len(queues)))
 	}
 	for _, q := range queues {
-		if len(queues) > 1 {
-			c.Out.Private(fmt.Sprintf("%s (%d):", q.Name, q.Len))
+		paused := ""
+		if q.Paused != nil {
+			paused = ", paused"
+		}
+		if len(queues) > 1 || paused != "" {
+			c.Out.Private(fmt.Sprintf("%s (%d%s):", q.Name, q.Len, paused))
 		}
 		for i, j := range q.Jobs {
 			c.Out.Private(fmt.Sprintf("%d. %s (%s)", i+1, j.URL, j.Ident))
@@ -203,6 +288,18 @@ func runPending(ctx context.Context, b *Bot, c *Call) error {
 	}
 	if b.opts.PublicURL != "" {
 		c.Out.Private("Every queue, live: " + strings.TrimRight(b.opts.PublicURL, "/") + "/pending")
+	}
+	return nil
+}
+
+// replyPauses says every pause, one line each, through say.
+func (b *Bot) replyPauses(ctx context.Context, c *Call, say func(format string, a ...any)) error {
+	ps, err := b.store.Pauses(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		say("%s", PauseLine(p))
 	}
 	return nil
 }

@@ -138,6 +138,7 @@ func (c *Config) setDefaults() {
 		c.Jobs.Schemes = []string{"http", "https", "ftp"}
 	}
 	zero(&c.Jobs.PendingLimit, 5)
+	zero(&c.Jobs.TakeScanLimit, DefaultTakeScanLimit)
 	zero(&c.Pipelines.Rate, DefaultPipelineRate)
 	zero(&c.Pipelines.LogRate, DefaultPipelineLogRate)
 	zero(&c.Pipelines.MaxStreams, DefaultPipelineMaxStreams)
@@ -501,6 +502,12 @@ func (c *Config) validate() Problems {
 	}
 	if c.Jobs.PerUserPendingLimit < 0 {
 		bad("jobs.per_user_pending_limit", "must not be negative (0 means no limit)")
+	}
+	if c.Jobs.PerUserRunningLimit < 0 {
+		bad("jobs.per_user_running_limit", "must not be negative (0 means no limit)")
+	}
+	if c.Jobs.TakeScanLimit < 0 {
+		bad("jobs.take_scan_limit", "must be a positive number of jobs")
 	}
 	for _, d := range []struct {
 		key string

@@ -12,6 +12,10 @@ const (
 	// happened to a write Redis took but did not answer.
 	DefaultOutcomeWait = 3 * time.Minute
 
+	// DefaultTakeScanLimit is the most queued jobs one take examines
+	// (doc/pipeline-api.md, The take rule).
+	DefaultTakeScanLimit = 1000
+
 	// DefaultQueueIndexRebuild is how often the index of named queues is
 	// rebuilt with a SCAN, to find queues other programs created.
 	DefaultQueueIndexRebuild = 10 * time.Minute
@@ -23,9 +27,17 @@ type Jobs struct {
 	PendingLimit int      `toml:"pending_limit"`
 	// PerUserPendingLimit is how many queued jobs one nick may have (ops
 	// exempt); 0 means no limit.
-	PerUserPendingLimit int    `toml:"per_user_pending_limit"`
-	IgnoreSetsDir       string `toml:"ignore_sets_dir"`
-	UserAgentsDir       string `toml:"user_agents_dir"`
+	PerUserPendingLimit int `toml:"per_user_pending_limit"`
+	// PerUserRunningLimit: a take skips the jobs of a nick that has this
+	// many jobs running; 0 means off (doc/pipeline-api.md, The take rule).
+	PerUserRunningLimit int `toml:"per_user_running_limit"`
+	// PerUserRunningOpsExempt: jobs queued by channel operators are not
+	// held by PerUserRunningLimit.
+	PerUserRunningOpsExempt bool `toml:"per_user_running_ops_exempt"`
+	// TakeScanLimit is the most queued jobs one take examines.
+	TakeScanLimit int    `toml:"take_scan_limit"`
+	IgnoreSetsDir string `toml:"ignore_sets_dir"`
+	UserAgentsDir string `toml:"user_agents_dir"`
 	// RequireAccount: commands that change jobs need a services account
 	// (the IRC server tells it through account-tag, extended-join or
 	// account-notify). Default off.

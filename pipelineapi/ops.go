@@ -15,6 +15,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/internal/sitematch"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/store"
 )
@@ -430,6 +431,23 @@ func (s *Server) report(req *request) (any, *refusal) {
 			fields[k] = v
 		}
 	}
+	// The take rule's fields (doc/pipeline-api.md, The take rule): a
+	// pipeline may say which sites it must not crawl, never that it is
+	// targeted only (that is the operators' to set).
+	if _, ok := p.Fields["targeted_only"]; ok {
+		return nil, refuse(http.StatusForbidden, "forbidden_field",
+			"targeted_only is set by the operators (archivebot pipeline-key set NAME targeted_only=1), not by a report")
+	}
+	if v, ok := p.Fields["avoid"]; ok {
+		domains, err := sitematch.ParseList(v)
+		if err != nil {
+			return nil, refuse(http.StatusBadRequest, "bad_request", "avoid: "+err.Error())
+		}
+		if rf := s.reportAvoid(req, domains); rf != nil {
+			return nil, rf
+		}
+		delete(fields, "avoid")
+	}
 	id := store.APIPipelineKey(req.key)
 	fields["id"] = id
 	fields["nickname"] = req.key
@@ -442,6 +460,28 @@ func (s *Server) report(req *request) (any, *refusal) {
 		return nil, storeRefusal(err)
 	}
 	return wire.PipelineResponse{ID: id, Nickname: req.key}, nil
+}
+
+// reportAvoid writes the avoid rules a key's report gave, when they
+// changed since this node last wrote them (reports come every second).
+func (s *Server) reportAvoid(req *request, domains []string) *refusal {
+	text := strings.Join(domains, ",")
+	s.avoidMu.Lock()
+	same := s.avoidSeen[req.key] == text && s.avoidSeen != nil
+	s.avoidMu.Unlock()
+	if same {
+		return nil
+	}
+	if err := s.store.SetPipelineKeyAvoidSelf(req.r.Context(), req.key, domains); err != nil {
+		return storeRefusal(err)
+	}
+	s.avoidMu.Lock()
+	if s.avoidSeen == nil {
+		s.avoidSeen = map[string]string{}
+	}
+	s.avoidSeen[req.key] = text
+	s.avoidMu.Unlock()
+	return nil
 }
 
 func (s *Server) unregister(req *request) (any, *refusal) {

@@ -132,6 +132,9 @@ type Server struct {
 	recentMu    sync.Mutex
 	recent      map[string][]recentDoc // ident -> last entries (survives terms of this process)
 	recentBytes int
+
+	avoidMu   sync.Mutex
+	avoidSeen map[string]string // key -> the avoid list its report last gave (written)
 }
 
 // New returns a server; it answers 503 until Run starts a term.

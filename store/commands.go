@@ -270,7 +270,8 @@ func (s *Store) Requeue(ctx context.Context, ident string, force bool, silentAft
 	// must be passed in, so a first guess may take a second call.
 	for range 3 {
 		keys := []string{KeyJob(ident), KeyIgnores(ident), KeyLog(ident), KeyFailed(ident), KeyOrigin(ident),
-			queue, KeyWorking, KeyFinishedIndex, KeyReaperReported, pipeline, KeyQueues}
+			queue, KeyWorking, KeyFinishedIndex, KeyReaperReported, pipeline, KeyQueues,
+			KeyPaused, KeyPausedQueue(queue)}
 		argv := []any{s.Now().Unix(), forceArg, int64(silentAfter / time.Second)}
 		for _, f := range RequeueResetFields {
 			argv = append(argv, f)

@@ -422,6 +422,9 @@ type NewJob struct {
 	// NickKey is StartedBy folded with the IRC server's CASEMAPPING, the
 	// key of the nick's queued jobs; "" means strings.ToLower(StartedBy).
 	NickKey string
+	// ByOp: a channel operator queued it (the take rule's per-user
+	// running limit may exempt it; doc/pipeline-api.md, The take rule).
+	ByOp bool
 	// NotifyStart asks for a start notice when a pipeline takes the job.
 	NotifyStart bool
 }
@@ -485,9 +488,13 @@ func (s *Store) Register(ctx context.Context, j NewJob) error {
 		notify = "1"
 	}
 	detail := map[string]any{"url": j.URL, "queue": j.Queue, "channel": j.StartedIn}
-	argv := make([]any, 0, 6+len(fields)+len(j.Patterns))
+	op := "0"
+	if j.ByOp {
+		op = "1"
+	}
+	argv := make([]any, 0, 8+len(fields)+len(j.Patterns))
 	argv = append(argv, j.PendingLimit, j.PerUserLimit, s.entry(j.Ident, EventQueued, j.StartedBy, detail),
-		notify, secs(queuedByTTL), len(fields)/2)
+		notify, secs(queuedByTTL), nickKey, op, len(fields)/2)
 	for _, f := range fields {
 		argv = append(argv, f)
 	}
@@ -495,7 +502,8 @@ func (s *Store) Register(ctx context.Context, j NewJob) error {
 		argv = append(argv, p)
 	}
 	keys := []string{KeyJob(j.Ident), KeyIgnores(j.Ident), j.Queue, KeyPending, KeyQueues,
-		KeyHistory(j.Ident), KeyOrigin(j.Ident), KeyQueuedBy(nickKey), KeyLog(j.Ident), KeyFailed(j.Ident)}
+		KeyHistory(j.Ident), KeyOrigin(j.Ident), KeyQueuedBy(nickKey), KeyLog(j.Ident), KeyFailed(j.Ident),
+		KeyPaused, KeyPausedQueue(j.Queue), KeyPausedQueue(KeyPending)}
 	res, err := s.runWrite(ctx, "register job "+j.Ident, registerScript, keys, argv...).Int64Slice()
 	s.notifyQueued()
 	if err != nil {

@@ -222,3 +222,28 @@ func APIPipelineKey(name string) string {
 	sum := md5.Sum([]byte(APIPipelineIDPrefix + name))
 	return PipelinePrefix + hex.EncodeToString(sum[:])
 }
+
+// Keys of the take rule (doc/pipeline-api.md, The take rule; doc/protocol.md,
+// Paused queues). All ours, under archivebot:.
+const (
+	// KeyPaused (hash): field = a queue name, or "all"; value = JSON
+	// {"by","at","reason"}: who paused it, when (UNIX seconds), why.
+	KeyPaused = "archivebot:paused"
+	// PausedPrefix prefixes where a paused queue's list waits:
+	// archivebot:paused:QUEUE (list, same order). Upstream's pipelines
+	// look for `pending*` names only, so they never see it.
+	PausedPrefix = "archivebot:paused:"
+)
+
+// KeyPausedQueue is where queue's jobs wait while it is paused.
+func KeyPausedQueue(queue string) string { return PausedPrefix + queue }
+
+// KeyPipelineKeyRules is a key's rules (hash): targeted_only ("1").
+func KeyPipelineKeyRules(name string) string { return PipelineKeyPrefix + name + ":rules" }
+
+// KeyPipelineKeyAvoid is the set of domains operators made a key avoid.
+func KeyPipelineKeyAvoid(name string) string { return PipelineKeyPrefix + name + ":avoid" }
+
+// KeyPipelineKeyAvoidSelf is the set of domains the pipeline itself said
+// (in its report) it must not crawl.
+func KeyPipelineKeyAvoidSelf(name string) string { return PipelineKeyPrefix + name + ":avoid_self" }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -175,43 +176,76 @@ type APIJob struct {
 // taken.
 var ErrKeyRevoked = errors.New("the pipeline key was revoked or replaced")
 
-// APITake takes a job for key name from queues, in order: RPOPLPUSH into
-// working, started_at and pipeline_id written, the ident added to the
-// key's held set, and the ident published on `updates` (what a direct
-// pipeline's first log entry publishes, which the start notifier, the
-// history and the tweeter react to), in one script, which first checks that name is still
-// registered with the public key pub (the stored text) and else takes
-// nothing (ErrKeyRevoked); then the ignore set is read. Nil when every
-// queue is empty.
+// APITake takes a job for key name from queues under the take rule
+// (doc/pipeline-api.md, The take rule; scripts/take.lua): paused queues
+// give nothing, then the per-user running limit, the key's avoid rules and
+// its targeted-only flag skip jobs, then the queues are tried in the order
+// given. The job taken is moved to working, started_at and pipeline_id
+// written, the ident added to the key's held set and published on
+// `updates` (what a direct pipeline's first log entry publishes, which
+// the start notifier, the history and the tweeter react to), in one
+// script, which first checks that name is still registered with the
+// public key pub (the stored text) and else takes nothing
+// (ErrKeyRevoked); then the ignore set is read. Nil when no job could be
+// taken. The rules are the ones SetTakeRules set.
 func (s *Store) APITake(ctx context.Context, name, pub string, queues []string) (*APIJob, error) {
-	keys := append([]string{KeyWorking, KeyPipelineKeyJobs(name), KeyPipelineKeys}, queues...)
+	j, _, err := s.APITakeStats(ctx, name, pub, queues)
+	return j, err
+}
+
+// APITakeStats is APITake that also says what the scan saw.
+func (s *Store) APITakeStats(ctx context.Context, name, pub string, queues []string) (*APIJob, TakeStats, error) {
+	var st TakeStats
+	r := s.rules()
+	scan := r.ScanLimit
+	if scan <= 0 {
+		scan = DefaultTakeScanLimit
+	}
+	cm := r.CaseMapping
+	if cm == "" {
+		cm = "rfc1459"
+	}
+	exempt := "0"
+	if r.OpsExempt {
+		exempt = "1"
+	}
+	keys := append([]string{KeyWorking, KeyPipelineKeyJobs(name), KeyPipelineKeys, KeyPaused,
+		KeyPipelineKeyRules(name), KeyPipelineKeyAvoid(name), KeyPipelineKeyAvoidSelf(name)}, queues...)
 	now := s.Now()
 	started := strconv.FormatFloat(float64(now.UnixNano())/1e9, 'f', 6, 64)
-	res, err := apiTakeScript.Run(s.apiCtx(ctx), s.rdb, keys, started, APIPipelineKey(name), name, pub, ChannelUpdates).Slice()
+	res, err := apiTakeScript.Run(s.apiCtx(ctx), s.rdb, keys, started, APIPipelineKey(name), name, pub, ChannelUpdates,
+		r.PerUserRunning, exempt, cm, scan).Slice()
 	if err != nil {
-		return nil, wrap("take", err)
+		return nil, st, wrap("take", err)
 	}
 	if len(res) == 1 {
-		return nil, ErrKeyRevoked
+		return nil, st, ErrKeyRevoked
 	}
-	if len(res) < 2 {
-		return nil, nil
+	if len(res) < 3 {
+		return nil, st, fmt.Errorf("take: unexpected reply %v", res)
+	}
+	hit, _ := res[1].(int64)
+	skipped, _ := res[2].(int64)
+	st = TakeStats{BoundHit: hit == 1, Skipped: int(skipped)}
+	metrics.TakeScanned(st.BoundHit, st.Skipped)
+	if len(res) < 5 {
+		return nil, st, nil
 	}
 	j := &APIJob{Fields: make(map[string]string, len(res)/2)}
-	j.Queue, _ = res[0].(string)
-	j.Ident, _ = res[1].(string)
-	for i := 2; i+1 < len(res); i += 2 {
+	j.Queue, _ = res[3].(string)
+	j.Ident, _ = res[4].(string)
+	for i := 5; i+1 < len(res); i += 2 {
 		k, _ := res[i].(string)
 		v, _ := res[i+1].(string)
 		j.Fields[k] = v
 	}
 	ig, err := s.rdb.SMembers(ctx, ignoresKey(j.Ident, j.Fields)).Result()
 	if err != nil && !isWrongType(err) {
-		return j, wrap("read ignores", err)
+		return j, st, wrap("read ignores", err)
 	}
 	sort.Strings(ig)
 	j.Ignores = ig
-	return j, nil
+	return j, st, nil
 }
 
 func ignoresKey(ident string, fields map[string]string) string {

@@ -100,9 +100,12 @@ func (s *Store) Move(ctx context.Context, ident, where, by string) (string, erro
 		}
 		mode, target = "queue", where
 	}
-	keys := []string{KeyJob(ident), KeyHistory(ident), KeyOrigin(ident), KeyQueues, target}
-	keys = append(keys, FixedQueues...)
-	keys = append(keys, named...)
+	keys := []string{KeyJob(ident), KeyHistory(ident), KeyOrigin(ident), KeyQueues, target,
+		KeyPaused, KeyPausedQueue(target)}
+	// Every queue the job may wait in, and where each waits while paused.
+	for _, q := range append(append([]string{}, FixedQueues...), named...) {
+		keys = append(keys, q, KeyPausedQueue(q))
+	}
 	detail, _ := json.Marshal(map[string]string{"to": where})
 	// The script closes the entry with the queue it found the job in.
 	e := s.entry(ident, EventMoved, by, nil)
@@ -216,6 +219,9 @@ type Queue struct {
 	Len  int64
 	// Jobs holds up to the requested number of jobs, next to run first.
 	Jobs []QueuedJob
+	// Paused is the pause that holds the queue (its own or "all"), or nil;
+	// a paused queue's jobs wait in its list aside and are counted here.
+	Paused *Pause
 }
 
 // QueuedJob is a queued ident and its URL.
@@ -232,12 +238,19 @@ func (s *Store) Queues(ctx context.Context, limit int) ([]Queue, error) {
 	names := append(named, FixedQueues...)
 	lens := make([]*redis.IntCmd, len(names))
 	heads := make([]*redis.StringSliceCmd, len(names))
+	// A paused queue's jobs wait aside (doc/protocol.md, Paused queues).
+	asideLens := make([]*redis.IntCmd, len(names))
+	asideHeads := make([]*redis.StringSliceCmd, len(names))
+	var paused *redis.MapStringStringCmd
 	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, q := range names {
 			lens[i] = p.LLen(ctx, q)
 			// The right end is the head: the last `limit` entries.
 			heads[i] = p.LRange(ctx, q, int64(-limit), -1)
+			asideLens[i] = p.LLen(ctx, KeyPausedQueue(q))
+			asideHeads[i] = p.LRange(ctx, KeyPausedQueue(q), int64(-limit), -1)
 		}
+		paused = p.HGetAll(ctx, KeyPaused)
 		return nil
 	})
 	if err != nil {
@@ -245,19 +258,25 @@ func (s *Store) Queues(ctx context.Context, limit int) ([]Queue, error) {
 			return nil, wrap("list queues", err)
 		}
 	}
+	pauses := decodePauses(paused.Val())
 	var out []Queue
 	var idents []string
 	for i, q := range names {
-		if lens[i].Val() == 0 {
+		n := lens[i].Val() + asideLens[i].Val()
+		if n == 0 {
 			continue
 		}
 		ids := heads[i].Val()
+		if asideLens[i].Val() > 0 {
+			// The list aside holds the older jobs: it is the head.
+			ids = asideHeads[i].Val()
+		}
 		jobs := make([]QueuedJob, 0, len(ids))
 		for k := len(ids) - 1; k >= 0; k-- {
 			jobs = append(jobs, QueuedJob{Ident: ids[k]})
 			idents = append(idents, ids[k])
 		}
-		out = append(out, Queue{Name: q, Len: lens[i].Val(), Jobs: jobs})
+		out = append(out, Queue{Name: q, Len: n, Jobs: jobs, Paused: PauseOf(pauses, q)})
 	}
 	if len(idents) == 0 {
 		return out, nil

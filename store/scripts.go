@@ -60,8 +60,12 @@ var (
 	expireScript     = command("expire")
 )
 
-// Queue tools (queues.go).
-var moveScript = command("move")
+// Queue tools (queues.go) and pauses (schedule.go).
+var (
+	moveScript   = command("move")
+	pauseScript  = fenced(lua("pause"))
+	resumeScript = fenced(lua("resume"))
+)
 
 // Operator commands (commands.go, pipelines.go).
 var (
@@ -120,7 +124,7 @@ var (
 
 // Scripts of the pipeline API (pipelineapi.go; doc/pipeline-api.md).
 var (
-	apiTakeScript     = fenced(lua("api_take"))
+	apiTakeScript     = fenced(lua("take"))
 	apiUpdateScript   = fenced(apiHeldSrc + lua("api_update"))
 	apiAbortScript    = fenced(apiHeldSrc + lua("api_abort"))
 	apiDoneScript     = fenced(apiHeldSrc + lua("api_done"))
@@ -139,6 +143,8 @@ var libSrc = "local K = {" +
 	", pending_ao = " + strconv.Quote(KeyPendingAO) +
 	", pending_large = " + strconv.Quote(KeyPendingLarge) +
 	", named_prefix = " + strconv.Quote(PendingNamedPrefix) +
+	", origin_prefix = " + strconv.Quote(KeyOrigin("")) +
+	", paused_prefix = " + strconv.Quote(PausedPrefix) +
 	", job_events = " + strconv.Quote(ChannelJobEvents) + "}\n" + lua("lib")
 
 // plain declares a script that is not fenced (it only reads, or it is the

@@ -14,6 +14,8 @@ type StatusCounts struct {
 	Completed, Aborted, Failed                int64
 	// Named maps every pending:NAME queue to its length.
 	Named map[string]int64
+	// Pauses are the paused queues, with who, when and why.
+	Pauses []Pause
 }
 
 // StatusCounts counts every queue and outcome: Summary, per named queue.
@@ -26,7 +28,8 @@ func (s *Store) StatusCounts(ctx context.Context) (StatusCounts, error) {
 	c := StatusCounts{
 		Pending: sum.Pending, PendingAO: sum.PendingAO, PendingLarge: sum.Large, Working: sum.Working,
 		Completed: sum.Completed, Aborted: sum.Aborted, Failed: sum.Failed,
-		Named: make(map[string]int64, len(sum.NamedQueues)),
+		Named:  make(map[string]int64, len(sum.NamedQueues)),
+		Pauses: sum.Pauses,
 	}
 	for _, q := range sum.NamedQueues {
 		c.Named[q.Name] = q.Len
@@ -75,6 +78,9 @@ type Summary struct {
 	// non-empty ones with their lengths.
 	Named       int64
 	NamedQueues []NamedQueue
+	// Pauses are the paused queues (doc/protocol.md, Paused queues); a
+	// paused queue's jobs are counted in its queue.
+	Pauses []Pause
 }
 
 // Summary counts jobs by state and queue, every queue included, in two
@@ -93,6 +99,11 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 		p.LLen(ctx, KeyPending)
 		p.LLen(ctx, KeyPendingAO)
 		p.LLen(ctx, KeyPendingLarge)
+		// A paused queue's jobs wait aside (doc/protocol.md, Paused queues).
+		p.LLen(ctx, KeyPausedQueue(KeyPending))
+		p.LLen(ctx, KeyPausedQueue(KeyPendingAO))
+		p.LLen(ctx, KeyPausedQueue(KeyPendingLarge))
+		p.HGetAll(ctx, KeyPaused)
 		return nil
 	})
 	if err != nil {
@@ -111,6 +122,10 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 	sum.Pending = cmds[4].(*redis.IntCmd).Val()
 	sum.PendingAO = cmds[5].(*redis.IntCmd).Val()
 	sum.Large = cmds[6].(*redis.IntCmd).Val()
+	sum.Pending += cmds[7].(*redis.IntCmd).Val()
+	sum.PendingAO += cmds[8].(*redis.IntCmd).Val()
+	sum.Large += cmds[9].(*redis.IntCmd).Val()
+	sum.Pauses = decodePauses(cmds[10].(*redis.MapStringStringCmd).Val())
 	for _, q := range named {
 		sum.Named += q.Len
 	}

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/internal/metrics"
@@ -109,6 +110,8 @@ type Store struct {
 	wrongKeys map[string]struct{} // shared keys of the wrong type, logged once
 
 	queued queuedSignal // JobsQueued
+
+	takeRules atomic.Pointer[TakeRules] // SetTakeRules
 }
 
 // NewStore returns a store over rdb.

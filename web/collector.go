@@ -14,6 +14,9 @@ var (
 	descQueue = prometheus.NewDesc("archivebot_queue_jobs",
 		"Jobs waiting, by queue (pending, pending-ao, pending-large, pending-named = all pending:NAME queues).",
 		[]string{"queue"}, nil)
+	descPaused = prometheus.NewDesc("archivebot_queue_paused_since_seconds",
+		"A paused queue (or all): the UNIX time it was paused, by queue and who paused it (doc/protocol.md, Paused queues).",
+		[]string{"queue", "by"}, nil)
 	descWorking   = prometheus.NewDesc("archivebot_working_jobs", "Jobs in `working` (taken by a pipeline).", nil, nil)
 	descOutcome   = prometheus.NewDesc("archivebot_jobs_outcome", "Redis counters jobs_completed, jobs_aborted, jobs_failed.", []string{"outcome"}, nil)
 	descPipelines = prometheus.NewDesc("archivebot_pipelines", "Members of `pipelines` (pipelines reporting).", nil, nil)
@@ -28,7 +31,7 @@ var (
 type gaugeCollector struct{ s *Server }
 
 func (c *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueue, descWorking, descOutcome, descPipelines, descNotices, descRedisUp, descIRCConnected} {
+	for _, d := range []*prometheus.Desc{descQueue, descPaused, descWorking, descOutcome, descPipelines, descNotices, descRedisUp, descIRCConnected} {
 		ch <- d
 	}
 }
@@ -58,6 +61,9 @@ func (c *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 		n    int64
 	}{{"pending", g.Status.Pending}, {"pending-ao", g.Status.PendingAO}, {"pending-large", g.Status.PendingLarge}, {"pending-named", named}} {
 		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(q.n), q.name)
+	}
+	for _, p := range g.Status.Pauses {
+		ch <- prometheus.MustNewConstMetric(descPaused, prometheus.GaugeValue, float64(p.AtUnix), p.Queue, p.By)
 	}
 	ch <- prometheus.MustNewConstMetric(descWorking, prometheus.GaugeValue, float64(g.Status.Working))
 	ch <- prometheus.MustNewConstMetric(descOutcome, prometheus.GaugeValue, float64(g.Status.Completed), "completed")

@@ -55,6 +55,42 @@ type JobView struct {
 	// History is every recorded change of the job, oldest first
 	// (doc/protocol.md, Job history).
 	History []store.HistoryEntry `json:"history"`
+	// Waiting: queued jobs, what holds them (doc/pipeline-api.md, The take
+	// rule), as !status IDENT says it.
+	Waiting *WaitingView `json:"waiting,omitempty"`
+}
+
+// WaitingView is what holds a queued job; absent parts do not hold it.
+type WaitingView struct {
+	// Paused: the pause of its queue (or of all).
+	Paused *PauseView `json:"paused,omitempty"`
+	// UserLimit: its nick has Running jobs running, at the Limit.
+	UserLimit *UserLimitView `json:"user_limit,omitempty"`
+	// Avoided: every connected pipeline avoids its site.
+	Avoided *AvoidedView `json:"avoided,omitempty"`
+	// LegacyPipelines take straight from Redis: the limits do not bind them.
+	LegacyPipelines int `json:"legacy_pipelines"`
+}
+
+// PauseView is a pause: the queue (or "all"), who, when (UNIX seconds), why.
+type PauseView struct {
+	Queue  string `json:"queue"`
+	By     string `json:"by"`
+	At     int64  `json:"at"`
+	Reason string `json:"reason"`
+}
+
+// UserLimitView is the per-user running limit holding a job.
+type UserLimitView struct {
+	Nick    string `json:"nick"`
+	Running int    `json:"running"`
+	Limit   int    `json:"limit"`
+}
+
+// AvoidedView is the avoid rule every connected pipeline has for the site.
+type AvoidedView struct {
+	Rule      string   `json:"rule"`
+	Pipelines []string `json:"pipelines"`
 }
 
 // PipelineRef names a pipeline.
@@ -119,6 +155,28 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := jobView(d)
+	if v.State == StateQueued {
+		wt, err := s.store.WaitingOf(r.Context(), id, v.URL)
+		if err != nil {
+			s.storeError(w, r, err)
+			return
+		}
+		if v.Queue == "" && wt.Position > 0 {
+			// Waiting aside while its queue is paused.
+			v.Queue, v.Position = wt.Queue, wt.Position
+		}
+		wv := &WaitingView{LegacyPipelines: wt.Legacy}
+		if p := wt.Paused; p != nil {
+			wv.Paused = &PauseView{Queue: p.Queue, By: p.By, At: p.AtUnix, Reason: p.Reason}
+		}
+		if wt.AtLimit() {
+			wv.UserLimit = &UserLimitView{Nick: wt.Nick, Running: wt.Running, Limit: wt.Limit}
+		}
+		if wt.AllAvoid() {
+			wv.Avoided = &AvoidedView{Rule: wt.AvoidRule, Pipelines: wt.AvoidedBy}
+		}
+		v.Waiting = wv
+	}
 	if v.Pipeline != nil && v.State == StateRunning {
 		if p, err := s.store.GetPipeline(r.Context(), v.Pipeline.ID); err == nil && p != nil {
 			v.Pipeline.Nickname = p.Nickname()

@@ -28,8 +28,11 @@ type statusBody struct {
 	PendingOthersDetails map[string]int64 `json:"pending-others-details"`
 	Working              int64            `json:"working"`
 	Completed            int64            `json:"completed"`
-	Aborted              int64            `json:"aborted"`
-	Failed               int64            `json:"failed"`
+	// Paused is ours: the paused queues (or "all"), with who paused each,
+	// when (UNIX seconds) and why (doc/protocol.md, Paused queues).
+	Paused  map[string]store.Pause `json:"paused,omitempty"`
+	Aborted int64                  `json:"aborted"`
+	Failed  int64                  `json:"failed"`
 }
 
 // handleStatus is GET /status: queue lengths and outcome counters.
@@ -47,6 +50,12 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	b := statusBody{Pending: c.Pending, PendingAO: c.PendingAO, Working: c.Working,
 		Completed: c.Completed, Aborted: c.Aborted, Failed: c.Failed,
 		PendingOthersDetails: map[string]int64{}}
+	for _, p := range c.Pauses {
+		if b.Paused == nil {
+			b.Paused = map[string]store.Pause{}
+		}
+		b.Paused[p.Queue] = p
+	}
 	for q, n := range c.Named {
 		b.PendingOthersDetails[q] = n
 		b.PendingOthers += n

@@ -46,8 +46,10 @@ func commands() []command {
 		{"feed", "", "each configured feed network (x, mastodon, bluesky): texts pending, in flight, budget used, digests, give-ups", runFeed},
 		{"reap-pipeline", "ID", "fail every job of a pipeline that is gone and forget the pipeline; the channel is told", runReapPipeline},
 		{"healthcheck", "", "ask the running node's /readyz (or /healthz); exit 0 when it answers 200 (the image's HEALTHCHECK)", runHealthcheck},
-		{"pipeline-key", "add NAME PUBKEY|list|revoke NAME", "manage the pipeline API's keys: register a pipeline's public key, list keys (last seen, jobs held, refusals), revoke one", runPipelineKey},
 		{"sessions", "list|revoke ID|revoke NICK", "list the dashboard's sessions (nick, account, expiry), or end one (by id prefix) or all of a nick's", runSessions},
+		{"pipeline-key", "add NAME PUBKEY|list|revoke NAME|set NAME avoid=D,...|targeted_only=1|0", "manage the pipeline API's keys: register a pipeline's public key, list keys (last seen, jobs held, refusals), revoke one, set its take rules", runPipelineKey},
+		{"pause", "[QUEUE|all] [REASON]", "stop handing out jobs from a queue (all when left out) to every pipeline, as !pause does", runPause},
+		{"resume", "[QUEUE|all]", "hand out a paused queue's jobs again, in order, as !resume does", runResume},
 		{"help", "[COMMAND]", "this text, or one command's", func(a []string, _ io.Reader, o, e io.Writer) int { return runHelp(a, o, e) }},
 		{"version", "", "print the module version and VCS revision", func(_ []string, _ io.Reader, o, _ io.Writer) int { return runVersion(o) }},
 	}

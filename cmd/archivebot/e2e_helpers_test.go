@@ -180,6 +180,8 @@ type nodeConfig struct {
 	// mps and burst are the outbox rate; default 50/s, burst 10.
 	mps   float64
 	burst int
+	// extra is appended to the file as written (more sections).
+	extra string
 }
 
 func (c nodeConfig) write(t testing.TB) string {
@@ -226,6 +228,7 @@ interval = "1h"
 listen = "127.0.0.1:0"
 stream_listen = "127.0.0.1:0"
 `)
+	b.WriteString(c.extra)
 	p := filepath.Join(t.TempDir(), "archivebot.toml")
 	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)

@@ -20,8 +20,15 @@ func runPipelineKey(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return flagExit(err)
 	}
 	if len(pos) == 0 {
-		a.failf("needs add NAME PUBKEY, list or revoke NAME")
+		a.failf("needs add NAME PUBKEY, list, revoke NAME or set NAME SETTING...")
 		return 2
+	}
+	if pos[0] == "set" {
+		if len(pos) < 3 {
+			a.failf("set needs NAME and at least one of avoid=DOMAIN,... targeted_only=1|0")
+			return 2
+		}
+		return pipelineKeySet(a, pos[1], pos[2:])
 	}
 	want := map[string]int{"add": 3, "list": 1, "revoke": 2}
 	n, ok := want[pos[0]]

@@ -81,6 +81,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	store := store.NewStore(rdb)
 	store.WaitReplicas = cfg.Redis.WaitReplicas
 	store.WaitTimeout = cfg.Redis.WaitTimeout.Duration
+	store.SetTakeRules(takeRules(cfg))
 	if err := store.Ping(ctx); err != nil {
 		// Not fatal: Redis going away is normal, commands answer
 		// "backend unavailable" until it is back.

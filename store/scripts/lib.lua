@@ -4,7 +4,9 @@
 --
 -- K holds the names scripts compare against or publish to, never keys
 -- they read or write (those come in KEYS): K.pending, K.pending_ao,
--- K.pending_large, K.named_prefix (pending:NAME queues), K.job_events.
+-- K.pending_large, K.named_prefix (pending:NAME queues), K.job_events,
+-- K.origin_prefix (archivebot:origin:IDENT), K.paused_prefix (a paused
+-- queue's list set aside: archivebot:paused:QUEUE).
 --
 -- typed(key, want) is true when key does not exist or is a `want`, and
 -- the key's type as a second value.
@@ -26,6 +28,7 @@
 -- without `url`, which a pipeline's late write re-creates after its job
 -- ended (doc/protocol.md, Which record speaks for a job). Commands on jobs
 -- read the job key's type through it, so a ghost is no job to them.
+-- push_target and queue_name: see below.
 -- not_integer(key, fields) is nil when every field of hash key that is
 -- set holds an integer(), else the error reply a script returns before
 -- its first HINCRBY: "ERR KEY field F is not an integer".
@@ -74,4 +77,21 @@ local function forget_gone(set, working)
       redis.call('SREM', set, ident)
     end
   end
+end
+-- push_target(paused, queue, aside) is where a job queued in queue goes:
+-- aside (archivebot:paused:QUEUE) while queue, or every queue, is paused
+-- in the hash paused (doc/protocol.md, Paused queues), else queue.
+local function push_target(paused, queue, aside)
+  if redis.call('HEXISTS', paused, queue) == 1 or redis.call('HEXISTS', paused, 'all') == 1 then
+    return aside
+  end
+  return queue
+end
+-- queue_name(key) is the queue a list key stands for: the queue itself,
+-- or the queue whose paused list key is.
+local function queue_name(key)
+  if string.sub(key, 1, #K.paused_prefix) == K.paused_prefix then
+    return string.sub(key, #K.paused_prefix + 1)
+  end
+  return key
 end

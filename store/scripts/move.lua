@@ -4,7 +4,11 @@
 -- KEYS[1] job hash   KEYS[2] archivebot:history:IDENT
 -- KEYS[3] archivebot:origin:IDENT   KEYS[4] archivebot:queues
 -- KEYS[5] the target queue (ARGV[1] "queue"; otherwise unused)
--- KEYS[6 ..] every queue the job may wait in
+-- KEYS[6] archivebot:paused   KEYS[7] archivebot:paused:QUEUE of KEYS[5]
+-- KEYS[8 ..] every queue the job may wait in, each followed by the list
+--            it waits in while that queue is paused (doc/protocol.md,
+--            Paused queues): a job moves within whichever holds it, and a
+--            move to a paused queue goes to its paused list
 -- ARGV[1] "front" (next to run: the right end), "back" (last to run: the
 --         left end) or "queue" (to the back of KEYS[5])
 -- ARGV[2] the "moved" history entry without its end: the script appends
@@ -21,7 +25,7 @@ if t ~= 'hash' then
   return t == 'none' and {0, ''} or {-3, ''}
 end
 local bad = history_bad(KEYS[2]) or expect(KEYS[3], 'hash') or expect(KEYS[4], 'set')
-  or expect(KEYS[5], 'list')
+  or expect(KEYS[5], 'list') or expect(KEYS[6], 'hash') or expect(KEYS[7], 'list')
 if bad then
   return bad
 end
@@ -33,7 +37,7 @@ if f[3] or f[4] then
   return {-2, ''}
 end
 local from = nil
-for k = 6, #KEYS do
+for k = 8, #KEYS do
   local ok, pos = pcall(redis.call, 'LPOS', KEYS[k], KEYS[1])
   if ok and pos then
     from = KEYS[k]
@@ -47,14 +51,15 @@ local where = ARGV[1]
 local to = from
 if where == 'queue' then
   to = KEYS[5]
-  if to == from then
-    return {-5, from}
+  if to == queue_name(from) then
+    return {-5, queue_name(from)}
   end
   local shallow = f[5] == 'shallow'
   local named = string.sub(to, 1, #K.named_prefix) == K.named_prefix
   if not named and ((shallow and to ~= K.pending_ao) or (not shallow and to == K.pending_ao)) then
-    return {-4, from}
+    return {-4, queue_name(from)}
   end
+  to = push_target(KEYS[6], KEYS[5], KEYS[7])
 end
 redis.call('LREM', from, 1, KEYS[1])
 if where == 'front' then
@@ -62,9 +67,10 @@ if where == 'front' then
 else
   redis.call('LPUSH', to, KEYS[1])
 end
-if string.sub(to, 1, #K.named_prefix) == K.named_prefix then
-  redis.call('SADD', KEYS[4], to)
+local tq = queue_name(to)
+if string.sub(tq, 1, #K.named_prefix) == K.named_prefix then
+  redis.call('SADD', KEYS[4], tq)
 end
-redis.call('HSET', KEYS[3], 'queue', to)
-history(KEYS[2], ARGV[2] .. cjson.encode(from) .. '}}')
-return done({1, from})
+redis.call('HSET', KEYS[3], 'queue', tq)
+history(KEYS[2], ARGV[2] .. cjson.encode(queue_name(from)) .. '}}')
+return done({1, queue_name(from)})

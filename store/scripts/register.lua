@@ -7,15 +7,21 @@
 -- KEYS[6] archivebot:history:IDENT   KEYS[7] archivebot:origin:IDENT
 -- KEYS[8] archivebot:queued_by:NICK (the queuing nick's queued idents)
 -- KEYS[9] the job's log   KEYS[10] archivebot:failed:IDENT (failure record)
+-- KEYS[11] archivebot:paused   KEYS[12] archivebot:paused:QUEUE (where
+--         the job goes while KEYS[3] is paused: doc/protocol.md, Paused
+--         queues)   KEYS[13] archivebot:paused:pending (counted with KEYS[4])
 -- ARGV[1] pending limit (0 = no limit)
 -- ARGV[2] per-user pending limit (0 = no limit): refused when KEYS[8]
 --         already holds that many jobs still queued
 -- ARGV[3] the "queued" history entry (history.lua, prepended)
 -- ARGV[4] notify_start for the origin record ("1" or "0")
 -- ARGV[5] TTL in seconds of KEYS[8], renewed on every job
--- ARGV[6] n, the number of field/value pairs that follow
--- ARGV[7 .. 6+2n] field, value, ...   (queued_at included)
--- ARGV[7+2n .. #ARGV-2] ignore patterns
+-- ARGV[6] the queuing nick folded with the server's CASEMAPPING, and
+-- ARGV[7] "1" when an operator queued it: kept in the origin record for
+--         the take rule's per-user running limit
+-- ARGV[8] n, the number of field/value pairs that follow
+-- ARGV[9 .. 8+2n] field, value, ...   (queued_at included)
+-- ARGV[9+2n .. #ARGV-2] ignore patterns
 -- ARGV[#ARGV - 1], ARGV[#ARGV] the command record (cmdrecord.lua, prepended):
 -- a change made under a recorded command returns its recorded reply.
 -- Which record speaks for a job (doc/protocol.md): a hash without `url` is
@@ -34,7 +40,8 @@
 -- is an error with nothing written, never a record without its queue entry.
 local bad = expect(KEYS[2], 'set') or expect(KEYS[3], 'list') or expect(KEYS[4], 'list')
   or expect(KEYS[5], 'set') or history_bad(KEYS[6]) or expect(KEYS[7], 'hash')
-  or expect(KEYS[8], 'set')
+  or expect(KEYS[8], 'set') or expect(KEYS[11], 'hash') or expect(KEYS[12], 'list')
+  or expect(KEYS[13], 'list')
 if bad then
   return bad
 end
@@ -46,7 +53,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   ghost = true
 end
 local limit = tonumber(ARGV[1])
-if limit > 0 and redis.call('LLEN', KEYS[4]) >= limit then
+if limit > 0 and redis.call('LLEN', KEYS[4]) + redis.call('LLEN', KEYS[13]) >= limit then
   return {-2, 0}
 end
 local user_limit = tonumber(ARGV[2])
@@ -69,13 +76,13 @@ if ghost then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[9])
 end
 redis.call('DEL', KEYS[10])
-local n = tonumber(ARGV[6])
+local n = tonumber(ARGV[8])
 local fields = {}
-for i = 7, 6 + 2 * n do
+for i = 9, 8 + 2 * n do
   fields[#fields + 1] = ARGV[i]
 end
 redis.call('HSET', KEYS[1], unpack(fields))
-local first = 7 + 2 * n
+local first = 9 + 2 * n
 local last = #ARGV - 2 -- the command record takes the last two
 if first <= last then
   local patterns = {}
@@ -90,7 +97,7 @@ if first <= last then
     redis.call('SADD', KEYS[2], unpack(patterns))
   end
 end
-redis.call('LPUSH', KEYS[3], KEYS[1])
+redis.call('LPUSH', push_target(KEYS[11], KEYS[3], KEYS[12]), KEYS[1])
 if string.sub(KEYS[3], 1, #K.named_prefix) == K.named_prefix then
   redis.call('SADD', KEYS[5], KEYS[3])
 end
@@ -98,7 +105,7 @@ end
 -- announced, and its history, which lives as long as the job (a TTL left
 -- from an earlier job of the same URL is removed).
 redis.call('DEL', KEYS[7])
-redis.call('HSET', KEYS[7], 'queue', KEYS[3], 'notify_start', ARGV[4])
+redis.call('HSET', KEYS[7], 'queue', KEYS[3], 'notify_start', ARGV[4], 'nick', ARGV[6], 'op', ARGV[7])
 redis.call('SADD', KEYS[8], KEYS[1])
 redis.call('EXPIRE', KEYS[8], ARGV[5])
 redis.call('PERSIST', KEYS[6])

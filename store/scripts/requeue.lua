@@ -9,6 +9,8 @@
 -- KEYS[9] archivebot:reaper:reported
 -- KEYS[10] the pipeline record the caller expects the job to name ("" none)
 -- KEYS[11] archivebot:queues (index of pending:NAME queues)
+-- KEYS[12] archivebot:paused   KEYS[13] archivebot:paused:QUEUE of KEYS[6]
+--          (where the job goes while that queue is paused)
 -- ARGV[1] now, UNIX seconds (the new queued_at)
 -- ARGV[2] "1" to requeue even though the job's pipeline still reports
 -- ARGV[3] seconds after which a pipeline's `ts` counts as silent
@@ -36,6 +38,7 @@
 local bad = expect(KEYS[2], 'set') or expect(KEYS[3], 'zset') or expect(KEYS[4], 'hash')
   or expect(KEYS[5], 'hash') or expect(KEYS[6], 'list') or expect(KEYS[7], 'list')
   or expect(KEYS[8], 'zset') or expect(KEYS[9], 'set') or expect(KEYS[11], 'set')
+  or expect(KEYS[12], 'hash') or expect(KEYS[13], 'list')
 if bad then
   return bad
 end
@@ -175,7 +178,7 @@ end
 redis.call('PERSIST', KEYS[2])
 local nIgnores = redis.call('SCARD', KEYS[2])
 redis.call('LREM', KEYS[7], 0, KEYS[1])
-redis.call('LPUSH', KEYS[6], KEYS[1])
+redis.call('LPUSH', push_target(KEYS[12], KEYS[6], KEYS[13]), KEYS[1])
 if string.sub(KEYS[6], 1, #K.named_prefix) == K.named_prefix then
   redis.call('SADD', KEYS[11], KEYS[6])
 end

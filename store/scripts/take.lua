@@ -1,0 +1,217 @@
+-- take: the one take rule (doc/pipeline-api.md, The take rule). A
+-- pipeline API key (and so the bridge, and the simulator's API mode)
+-- takes a job in this one step, so no two pipelines take one job and no
+-- rule can be bypassed by a race. The effect of a take is a direct
+-- pipeline's (doc/protocol.md, What a pipeline does, step 2), plus the
+-- ident in the key's held set.
+--
+-- The rules, in order:
+--   1. a paused queue (a field of KEYS[4] named after it, or "all") gives
+--      nothing;
+--   2. per-user running limit (ARGV[6] > 0): a job whose queuing nick
+--      already has that many jobs in `working` is skipped (the nick is
+--      the origin record's `nick`, folded with the IRC server's
+--      CASEMAPPING when queued; for a job without one, `started_by`
+--      folded here with ARGV[8]); an operator's job is exempt when the
+--      origin record says `op` = 1 and ARGV[7] is "1";
+--   3. avoid rules: a job whose URL's host is, or is below, a domain in
+--      KEYS[6] (set by operators) or KEYS[7] (set by the pipeline's own
+--      report) is skipped;
+--   4. targeted only (KEYS[5] field targeted_only = "1"): only pending:NAME
+--      queues are tried;
+--   5. the queues in the order given (KEYS[8 ..]), each from its head
+--      (the right end).
+-- A skipped job keeps its place. At most ARGV[9] jobs are examined by
+-- one take (skipped or taken); when that bound stops the scan the
+-- reply says so.
+--
+-- KEYS[1] working   KEYS[2] archivebot:pipeline_key:NAME:jobs (held set)
+-- KEYS[3] archivebot:pipeline_keys   KEYS[4] archivebot:paused (hash)
+-- KEYS[5] archivebot:pipeline_key:NAME:rules (hash)
+-- KEYS[6] archivebot:pipeline_key:NAME:avoid (set)
+-- KEYS[7] archivebot:pipeline_key:NAME:avoid_self (set)
+-- KEYS[8 ..] the queues, in the order to try
+-- ARGV[1] started_at (w/ frac)   ARGV[2] the key's pipeline record key
+-- ARGV[3] the key name   ARGV[4] its public key as the node verified it
+-- ARGV[5] the updates channel: the ident is published there on a take
+-- ARGV[6] per-user running limit (0: off)   ARGV[7] "1": ops exempt
+-- ARGV[8] casemapping for nicks without a folded one: rfc1459, strict-rfc1459 or ascii
+-- ARGV[9] the most jobs one take examines
+-- Returns {'job', hit, skipped, queue, ident, field, value, ...} (the
+-- record after the take), {'none', hit, skipped} when nothing could be
+-- taken, or {'revoked'} (nothing written) when the key is no longer
+-- registered with that public key. hit is 1 when the scan bound stopped
+-- the scan; skipped is how many jobs a rule skipped.
+-- An ident whose record is gone is taken out of the queue and the next
+-- one is tried; one that is not a hash is moved to working, as a direct
+-- pipeline's failed HSET leaves it (the start scan reports it).
+if not typed(KEYS[1], 'list') or not typed(KEYS[2], 'set') or not typed(KEYS[3], 'hash')
+  or not typed(KEYS[4], 'hash') or not typed(KEYS[5], 'hash') or not typed(KEYS[6], 'set')
+  or not typed(KEYS[7], 'set') then
+  return redis.error_reply('WRONGTYPE working, the held set, the keys, the pauses or the rules are not a list/set/hash')
+end
+if redis.call('HGET', KEYS[3], ARGV[3]) ~= ARGV[4] then
+  return {'revoked'}
+end
+
+local function taken(queue, ident, hit, skipped)
+  redis.call('HSET', ident, 'started_at', ARGV[1], 'pipeline_id', ARGV[2])
+  redis.call('SADD', KEYS[2], ident)
+  redis.call('PUBLISH', ARGV[5], ident)
+  local out = redis.call('HGETALL', ident)
+  table.insert(out, 1, ident)
+  table.insert(out, 1, queue)
+  table.insert(out, 1, skipped)
+  table.insert(out, 1, hit)
+  table.insert(out, 1, 'job')
+  return out
+end
+
+local all_paused = redis.call('HEXISTS', KEYS[4], 'all') == 1
+local targeted = redis.call('HGET', KEYS[5], 'targeted_only') == '1'
+local limit = tonumber(ARGV[6]) or 0
+local exempt = ARGV[7] == '1'
+local scan_max = tonumber(ARGV[9]) or 1000
+
+local avoid = {}
+local avoiding = false
+for k = 6, 7 do
+  for _, d in ipairs(redis.call('SMEMBERS', KEYS[k])) do
+    avoid[d] = true
+    avoiding = true
+  end
+end
+
+local function fold(nick)
+  nick = string.lower(nick)
+  if ARGV[8] == 'ascii' then
+    return nick
+  end
+  nick = string.gsub(nick, '[%[%]\\]', {['['] = '{', [']'] = '}', ['\\'] = '|'})
+  if ARGV[8] ~= 'strict-rfc1459' then
+    nick = string.gsub(nick, '~', '^')
+  end
+  return nick
+end
+
+-- owner(ident) is the folded nick that queued ident and whether it was
+-- queued by an operator.
+local function owner(ident)
+  local o = {}
+  local ok, r = pcall(redis.call, 'HMGET', K.origin_prefix .. ident, 'nick', 'op')
+  if ok then o = r end
+  local nick = o[1]
+  if not nick then
+    local ok2, sb = pcall(redis.call, 'HGET', ident, 'started_by')
+    nick = ok2 and sb and fold(sb) or ''
+  end
+  return nick, o[2] == '1'
+end
+
+local running = {}
+if limit > 0 then
+  for _, ident in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+    local nick = owner(ident)
+    if nick ~= '' then
+      running[nick] = (running[nick] or 0) + 1
+    end
+  end
+end
+
+-- host(url): the lower-cased host of an URL (no user info, no port, no
+-- trailing dot). Job URLs are normalized when queued, so an
+-- internationalized host is already in its ASCII (Punycode) form.
+local function host(url)
+  local h = string.match(url or '', '^[%a][%w+.-]*://([^/?#]*)')
+  if not h then return nil end
+  h = string.gsub(h, '^.*@', '')
+  if string.sub(h, 1, 1) == '[' then return string.lower(h) end
+  h = string.gsub(h, ':%d*$', '')
+  h = string.gsub(h, '%.$', '')
+  return string.lower(h)
+end
+
+local function avoided(h)
+  if not h then return false end
+  while true do
+    if avoid[h] then return true end
+    local dot = string.find(h, '.', 1, true)
+    if not dot then return false end
+    h = string.sub(h, dot + 1)
+  end
+end
+
+local rules = limit > 0 or avoiding
+local examined, skipped, hit = 0, 0, 0
+for i = 8, #KEYS do
+  local q = KEYS[i]
+  local named = string.sub(q, 1, #K.named_prefix) == K.named_prefix
+  local paused = all_paused or redis.call('HEXISTS', KEYS[4], q) == 1
+  if not paused and (named or not targeted) and redis.call('TYPE', q)['ok'] == 'list' then
+    if not rules then
+      -- No rule can skip a job: the head is taken, as a direct pipeline does.
+      while examined < scan_max do
+        local ident = redis.call('RPOPLPUSH', q, KEYS[1])
+        if not ident then break end
+        examined = examined + 1
+        local t = redis.call('TYPE', ident)['ok']
+        if t == 'none' then
+          redis.call('LREM', KEYS[1], 1, ident)
+        elseif t == 'hash' then
+          return taken(q, ident, hit, skipped)
+        end
+      end
+    else
+      -- kept: how many jobs, counted from the head, stay where they are.
+      local kept = 0
+      local chunk = 16
+      local done = false
+      while not done do
+        local batch = redis.call('LRANGE', q, -(kept + chunk), -(kept + 1))
+        if #batch == 0 then break end
+        if #batch < chunk then done = true end
+        for b = #batch, 1, -1 do
+          if examined >= scan_max then
+            hit = 1
+            done = true
+            break
+          end
+          examined = examined + 1
+          local ident = batch[b]
+          local t = redis.call('TYPE', ident)['ok']
+          if t == 'none' then
+            redis.call('LREM', q, -1, ident)
+          elseif t ~= 'hash' then
+            redis.call('LREM', q, -1, ident)
+            redis.call('LPUSH', KEYS[1], ident)
+          else
+            local skip = false
+            if limit > 0 then
+              local nick, op = owner(ident)
+              if nick ~= '' and not (exempt and op) and (running[nick] or 0) >= limit then
+                skip = true
+              end
+            end
+            if not skip and avoiding and avoided(host(redis.call('HGET', ident, 'url'))) then
+              skip = true
+            end
+            if skip then
+              kept = kept + 1
+              skipped = skipped + 1
+            else
+              redis.call('LREM', q, -1, ident)
+              redis.call('LPUSH', KEYS[1], ident)
+              return taken(q, ident, hit, skipped)
+            end
+          end
+        end
+        chunk = math.min(chunk * 4, 1024)
+      end
+    end
+    if examined >= scan_max then
+      hit = 1
+      break
+    end
+  end
+end
+return {'none', hit, skipped}
