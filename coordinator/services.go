@@ -13,6 +13,7 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -62,7 +63,7 @@ type Services struct {
 }
 
 // NewServices builds the services over store; ann receives their lines.
-func NewServices(store *store.Store, ann Announcer, cfg ServicesConfig, log *slog.Logger) *Services {
+func NewServices(store *store.Store, ann news.Announcer, cfg ServicesConfig, log *slog.Logger) *Services {
 	if log == nil {
 		log = slog.Default()
 	}

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
@@ -95,7 +94,7 @@ func (t *term) settingsChanged(ident string) {
 func (t *term) settingsLoop(ctx context.Context) {
 	var wg sync.WaitGroup
 	run.Go(&wg, t.s.log, "job settings subscription", func() {
-		run.Reconnect(ctx, t.s.log, "job settings subscription", coordinator.PubSubBackoff, func(ctx context.Context) (bool, error) {
+		run.Reconnect(ctx, t.s.log, "job settings subscription", run.PubSubBackoff, func(ctx context.Context) (bool, error) {
 			return t.s.store.ListenJobSettings(ctx, func() {
 				// Messages are lost while unsubscribed: send every
 				// held job's settings again.

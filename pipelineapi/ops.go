@@ -13,8 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/store"
 )
@@ -298,7 +298,7 @@ func (s *Server) update(req *request, ident string) (any, *refusal) {
 		add(k, v)
 	}
 	if len(entries) > 0 {
-		c, _ := coordinator.CountLogEntries(entries)
+		c, _ := news.CountLogEntries(entries)
 		// The analyzer's seven counts exist once a job has entries, zero
 		// or not, as the direct analyzer's HINCRBY leaves them.
 		if j.incr == nil {
@@ -460,6 +460,6 @@ func jsonString(v any) string {
 // streamLog hands entries to the live stream as the firehose hands those
 // it reads from Redis: the job's hash (with the counters not yet written)
 // and the entries in score order.
-func (s *Server) streamLog(sink coordinator.StreamSink, ident string, job map[string]string, entries []store.LogEntry) {
+func (s *Server) streamLog(sink news.StreamSink, ident string, job map[string]string, entries []store.LogEntry) {
 	sink.StreamLog(store.DecodeJob(ident, job), entries)
 }

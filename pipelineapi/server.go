@@ -28,8 +28,8 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/store"
 )
@@ -73,7 +73,7 @@ const (
 type Options struct {
 	Store *store.Store
 	// Sink gets the log entries (the live stream's hub); nil: none.
-	Sink coordinator.StreamSink
+	Sink news.StreamSink
 	// Leading, when set, is asked before every request in a term (the
 	// lease's local deadline): false answers 503 at once.
 	Leading func() bool
@@ -122,7 +122,7 @@ type Server struct {
 
 	mu   sync.Mutex
 	term *term
-	sink coordinator.StreamSink
+	sink news.StreamSink
 	ln   *limitListener // Serve's listener
 
 	logMu     sync.Mutex
@@ -205,13 +205,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, certFile, keyFile s
 }
 
 // SetSink sets where log entries go (the live stream's hub).
-func (s *Server) SetSink(sink coordinator.StreamSink) {
+func (s *Server) SetSink(sink news.StreamSink) {
 	s.mu.Lock()
 	s.sink = sink
 	s.mu.Unlock()
 }
 
-func (s *Server) streamSink() coordinator.StreamSink {
+func (s *Server) streamSink() news.StreamSink {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sink != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/store"
@@ -42,7 +43,7 @@ func (r *recSink) StreamLog(job *store.Job, es []store.LogEntry) {
 	r.entries[ident] = append(r.entries[ident], es...)
 	r.jobs[ident] = job.Fields
 }
-func (r *recSink) StreamEvent(coordinator.JobEvent) {}
+func (r *recSink) StreamEvent(news.JobEvent) {}
 
 func (r *recSink) got(ident string) []store.LogEntry {
 	r.mu.Lock()

@@ -11,6 +11,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/archiveteam/archivebot-go/config"
 )
 
 // Guard runs fn, logging the panic and its stack instead of crashing the
@@ -114,3 +116,8 @@ func Reconnect(ctx context.Context, log *slog.Logger, what string, b Backoff, se
 		backoff = min(backoff*2, b.Max)
 	}
 }
+
+// PubSubBackoff bounds the reconnection waits of every pub/sub listener
+// (`updates`, job events in the firehose, the pipeline API's job
+// settings): Reconnect.
+var PubSubBackoff = Backoff{Min: config.DefaultPubSubMinBackoff, Max: config.DefaultPubSubMaxBackoff}
