@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -135,11 +134,10 @@ func (t *term) settingsLoop(ctx context.Context) {
 
 // settingsOf builds the settings event of a job record.
 func settingsOf(ident string, j *store.APIJob) wire.Settings {
-	f := j.Fields
-	age, _ := strconv.ParseInt(f["settings_age"], 10, 64)
-	return wire.Settings{Ident: ident, Age: age, DelayMin: f["delay_min"], DelayMax: f["delay_max"],
-		Concurrency: f["concurrency"], AbortRequested: f["abort_requested"] != "",
-		SuppressIgnoreReports: f["suppress_ignore_reports"] != "", IgnorePatterns: nonNil(j.Ignores)}
+	r := j.Record
+	return wire.Settings{Ident: ident, Age: r.SettingsAge, DelayMin: r.DelayMin.Value, DelayMax: r.DelayMax.Value,
+		Concurrency: r.Concurrency.Value, AbortRequested: r.AbortRequested,
+		SuppressIgnoreReports: r.SuppressIgnoreReports, IgnorePatterns: nonNil(j.Ignores)}
 }
 
 // sendSettings reads a held job's settings and sends them to its key.
@@ -152,7 +150,7 @@ func (t *term) sendSettings(ctx context.Context, ident string) {
 	}
 	rj, err := t.s.store.APIReadJob(ctx, ident)
 	var naj *store.NotAJobError
-	if errors.As(err, &naj) || (err == nil && (rj == nil || rj.Fields["pipeline_id"] != store.APIPipelineKey(j.key))) {
+	if errors.As(err, &naj) || (err == nil && (rj == nil || rj.Record.PipelineID.Value != store.APIPipelineKey(j.key))) {
 		t.release(j, "the job record is gone or names another pipeline")
 		return
 	}
@@ -164,7 +162,7 @@ func (t *term) sendSettings(ctx context.Context, ident string) {
 		return
 	}
 	t.mu.Lock()
-	j.fields = rj.Fields
+	j.rec = rj.Record
 	t.mu.Unlock()
 	t.sendKey(j.key, wire.EventSettings, settingsOf(ident, rj))
 }

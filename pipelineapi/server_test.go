@@ -638,6 +638,60 @@ func TestControlSettings(t *testing.T) {
 	})
 }
 
+// TestFlagsReadAsTheRecord: the API reads a job's flags as every other
+// reader of the record does (store.DecodeJob, doc/protocol.md Job record):
+// true only when the hash says "true". Another program's "1" or "yes" in
+// abort_requested or suppress_ignore_reports is not a request, in the
+// settings event and in the answer to an update alike, so the pipeline is
+// never told to abort a job that !status and the dashboard show running.
+func TestFlagsReadAsTheRecord(t *testing.T) {
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
+		c := h.holding("alpha", "j")
+		events := make(chan client.Event, 16)
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go c.Control(sctx, func(ev client.Event) error { events <- ev; return nil })
+		// settingsAt is the first settings event of age at least age.
+		settingsAt := func(age int64) wire.Settings {
+			t.Helper()
+			for {
+				select {
+				case ev := <-events:
+					s, err := ev.Settings()
+					if ev.Name != wire.EventSettings || err != nil {
+						t.Fatalf("event %s %s", ev.Name, ev.Data)
+					}
+					if s.Age >= age {
+						return s
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("no settings event of age %d", age)
+				}
+			}
+		}
+		settingsAt(0)
+		for i, tc := range []struct {
+			value string
+			want  bool
+		}{{"1", false}, {"yes", false}, {"true", true}} {
+			b.Client.HSet(ctx, "j", "abort_requested", tc.value, "suppress_ignore_reports", tc.value)
+			if _, err := h.store.ChangeSettings(ctx, "j", store.Change{Bump: 1}); err != nil {
+				t.Fatal(err)
+			}
+			rec := store.DecodeJob("j", b.Client.HGetAll(ctx, "j").Val())
+			if rec.AbortRequested != tc.want || rec.SuppressIgnoreReports != tc.want {
+				t.Fatalf("%q: DecodeJob reads abort %v, suppress %v", tc.value, rec.AbortRequested, rec.SuppressIgnoreReports)
+			}
+			if s := settingsAt(int64(i + 1)); s.AbortRequested != tc.want || s.SuppressIgnoreReports != tc.want {
+				t.Errorf("%q: settings event %+v, want both flags %v", tc.value, s, tc.want)
+			}
+			if r, err := c.Heartbeat(ctx, "j"); err != nil || r.AbortRequested != tc.want {
+				t.Errorf("%q: update answer %+v %v, want abort_requested %v", tc.value, r, err, tc.want)
+			}
+		}
+	})
+}
+
 func TestReportAndUnregister(t *testing.T) {
 	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
 		c := h.addKey("alpha")

@@ -56,7 +56,7 @@ type keyState struct {
 // heldJob is a job a key holds, with what is not yet written.
 type heldJob struct {
 	ident, key string
-	fields     map[string]string // the record as last read, with what was written since
+	rec        *store.Job // the record as last read (DecodeJob), with what was written since
 	logScore   int64
 
 	incr  map[string]int64
@@ -271,13 +271,12 @@ func (t *term) loadHeld(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
-		if j == nil || j.Fields["pipeline_id"] != pid || j.Fields["finished_at"] != "" {
+		if j == nil || j.Record.PipelineID.Value != pid || j.Record.FinishedAt.Value != "" {
 			continue
 		}
-		score, _ := strconv.ParseInt(j.Fields["log_score"], 10, 64)
 		t.mu.Lock()
 		if _, ok := t.jobs[id]; !ok {
-			t.jobs[id] = &heldJob{ident: id, key: name, fields: j.Fields, logScore: score}
+			t.jobs[id] = &heldJob{ident: id, key: name, rec: j.Record, logScore: j.Record.LogScore}
 		}
 		t.mu.Unlock()
 	}

@@ -162,11 +162,13 @@ func (s *Store) CheckNonce(ctx context.Context, name, nonce string, ts int64, wi
 	return NonceResult(n), nil
 }
 
-// APIJob is a job held through the pipeline API: its record and ignores.
+// APIJob is a job held through the pipeline API: its record, decoded by
+// DecodeJob as every reader of the record does (Record.Fields is the hash
+// as read, which the take answers byte for byte), and its ignores.
 type APIJob struct {
 	Ident   string
 	Queue   string
-	Fields  map[string]string
+	Record  *Job
 	Ignores []string
 }
 
@@ -197,15 +199,17 @@ func (s *Store) APITake(ctx context.Context, name, pub string, queues []string) 
 	if len(res) < 2 {
 		return nil, nil
 	}
-	j := &APIJob{Fields: make(map[string]string, len(res)/2)}
+	j := &APIJob{}
 	j.Queue, _ = res[0].(string)
 	j.Ident, _ = res[1].(string)
+	fields := make(map[string]string, len(res)/2)
 	for i := 2; i+1 < len(res); i += 2 {
 		k, _ := res[i].(string)
 		v, _ := res[i+1].(string)
-		j.Fields[k] = v
+		fields[k] = v
 	}
-	ig, err := s.rdb.SMembers(ctx, ignoresKey(j.Ident, j.Fields)).Result()
+	j.Record = DecodeJob(j.Ident, fields)
+	ig, err := s.rdb.SMembers(ctx, ignoresKey(j.Ident, fields)).Result()
 	if err != nil && !isWrongType(err) {
 		return j, wrap("read ignores", err)
 	}
@@ -238,11 +242,12 @@ func (s *Store) APIReadJob(ctx context.Context, ident string) (*APIJob, error) {
 	if isWrongType(h.Err()) {
 		return nil, &NotAJobError{Key: ident}
 	}
-	if len(h.Val()) == 0 || DecodeJob(ident, h.Val()).Ghost() {
+	rec := DecodeJob(ident, h.Val())
+	if len(h.Val()) == 0 || rec.Ghost() {
 		return nil, nil // gone, or a ghost: no job
 	}
-	j := &APIJob{Ident: ident, Fields: h.Val(), Ignores: ig.Val()}
-	if k := ignoresKey(ident, j.Fields); k != KeyIgnores(ident) {
+	j := &APIJob{Ident: ident, Record: rec, Ignores: ig.Val()}
+	if k := ignoresKey(ident, rec.Fields); k != KeyIgnores(ident) {
 		if j.Ignores, err = s.rdb.SMembers(ctx, k).Result(); err != nil && !isWrongType(err) {
 			return nil, wrap("read ignores", err)
 		}
