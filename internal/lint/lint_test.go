@@ -39,7 +39,7 @@ var redisExempt = map[string]string{
 var clientBuilders = map[string][]string{
 	"cmd/archivebot/serve.go": {"NewClient", "ParseURL", "Options", "Client", "Close", "AddHook", "NewFailoverClient", "FailoverOptions"},
 	// redis.url is parsed exactly as the run will (config.ParseRedisURL).
-	"config/config.go": {"ParseURL", "Options"},
+	"config/redis.go": {"ParseURL", "Options"},
 	// go-redis's own log lines go through slog.
 	"cmd/archivebot/logging.go": {"SetLogger"},
 }

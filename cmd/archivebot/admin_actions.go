@@ -1,0 +1,172 @@
+package main
+
+// The operator's commands that change a job: fail, abort, expire, requeue.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/archiveteam/archivebot-go/store"
+)
+
+// actionResult is the --json output of fail, abort, expire and requeue.
+type actionResult struct {
+	Ident  string `json:"ident"`
+	URL    string `json:"url,omitempty"`
+	Result string `json:"result"`
+	// Queue is where a requeued job went.
+	Queue   string `json:"queue,omitempty"`
+	Ignores *int64 `json:"ignores,omitempty"`
+	// Notice is the line queued for the channel (delivered by the node).
+	Notice *store.AdminNotice `json:"notice,omitempty"`
+}
+
+func (a *adminCmd) report(r actionResult, text string) int {
+	if a.json {
+		return a.writeJSON(r)
+	}
+	fmt.Fprintln(a.stdout, tc(text))
+	if r.Notice != nil {
+		where := r.Notice.Channel
+		if where == "" {
+			where = "every channel"
+		}
+		fmt.Fprintf(a.stdout, "Queued for %s: %s\n", tc(where), tc(r.Notice.Text))
+	}
+	return 0
+}
+
+// notify queues a line for the channel; a failure is reported (the change
+// itself is made) with exit status 1.
+func (a *adminCmd) notify(ctx context.Context, n store.AdminNotice) (*store.AdminNotice, error) {
+	if err := a.store.PushAdminNotice(ctx, n); err != nil {
+		a.failf("the change was made, but the line for %s could not be queued: %v", n.Channel, err)
+		return nil, err
+	}
+	return &n, nil
+}
+
+// identCommand is a command with no flags of its own and one ident
+// argument (no URL): fail, abort, expire. The exit status is -1 when the
+// command should go on.
+func identCommand(name string, args []string, stdout, stderr io.Writer) (*adminCmd, string, int) {
+	a := newAdminCmd(name, stdout, stderr)
+	id, code := a.parseIdent(args, false)
+	if code >= 0 {
+		return nil, "", code
+	}
+	return a, id, -1
+}
+
+func runFail(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	a, id, code := identCommand("fail", args, stdout, stderr)
+	if code >= 0 {
+		return code
+	}
+	return a.session(func(ctx context.Context) int {
+		who := operator()
+		job, err := a.store.FailJobBy(ctx, id, "failed by "+who, who)
+		if errors.Is(err, store.ErrJobFinished) {
+			a.failf("job %s has already finished; there is nothing to fail", id)
+			return 1
+		}
+		if err != nil {
+			return a.refusal(id, err)
+		}
+		r := actionResult{Ident: id, URL: job.URL.Value, Result: "failed"}
+		n, err := a.notify(ctx, store.AdminNotice{Channel: job.StartedIn.Value,
+			Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): removed from its queue, it will not run any more.", id, job.URL.Value, who)})
+		r.Notice = n
+		if out := a.report(r, fmt.Sprintf("Job %s for %s failed: removed from its queue, it will not run any more.", id, job.URL.Value)); err != nil || out != 0 {
+			return 1
+		}
+		return 0
+	})
+}
+
+func runAbort(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	a, id, code := identCommand("abort", args, stdout, stderr)
+	if code >= 0 {
+		return code
+	}
+	return a.session(func(ctx context.Context) int {
+		res, url, err := a.store.AbortBy(ctx, id, operator())
+		if errors.Is(err, store.ErrJobFinished) {
+			a.failf("job %s has already finished; there is nothing to abort", id)
+			return 1
+		}
+		if err != nil {
+			return a.refusal(id, err)
+		}
+		// The channel hears of it through the finish notice: the pipeline
+		// writes one when it stops, abort.lua one for a job not yet started.
+		if res == store.AbortedQueued {
+			return a.report(actionResult{Ident: id, URL: url, Result: "aborted"},
+				fmt.Sprintf("Job %s for %s was aborted before it started.", id, url))
+		}
+		return a.report(actionResult{Ident: id, URL: url, Result: "abort requested"},
+			fmt.Sprintf("Initiated abort for %s (%s); its pipeline stops it and reports it.", url, id))
+	})
+}
+
+func runExpire(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	a, id, code := identCommand("expire", args, stdout, stderr)
+	if code >= 0 {
+		return code
+	}
+	return a.session(func(ctx context.Context) int {
+		err := a.store.ExpireBy(ctx, id, operator())
+		if errors.Is(err, store.ErrNoExpiry) {
+			a.failf("job %s does not yet have an expiry timer (it has not finished)", id)
+			return 1
+		}
+		if err != nil {
+			return a.refusal(id, err)
+		}
+		return a.report(actionResult{Ident: id, Result: "expired"}, fmt.Sprintf("Job %s expired; its URL can be archived again.", id))
+	})
+}
+
+func runRequeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	a := newAdminCmd("requeue", stdout, stderr)
+	force := a.fs.Bool("force", false, "requeue even though the job's pipeline still reports (it may still be crawling the job)")
+	id, code := a.parseIdent(args, false)
+	if code >= 0 {
+		return code
+	}
+	return a.session(func(ctx context.Context) int {
+		res, err := a.store.Requeue(ctx, id, *force, a.cfg.Notifier.PipelineSilentAfter.Duration)
+		var alive *store.PipelineAliveError
+		switch {
+		case errors.As(err, &alive):
+			a.failf("job %s: %v (failing a job does not stop its pipeline, whose mark-done would finish the new run); nothing was done. Use -force to requeue it anyway", id, alive)
+			return 1
+		case errors.Is(err, store.ErrJobFinished):
+			a.failf("job %s has finished; nothing was done (archivebot expire %s, then !a, archives it again)", id, id)
+			return 1
+		case errors.Is(err, store.ErrJobNotRequeueable), errors.Is(err, store.ErrFailureWithoutJob):
+			a.failf("job %s: %v; nothing was done", id, err)
+			return 1
+		case err != nil:
+			return a.refusal(id, err)
+		}
+		job := store.DecodeJob(id, res.Job)
+		url := job.URL.Value
+		r := actionResult{Ident: id, URL: url, Result: "requeued", Queue: res.Queue, Ignores: &res.Ignores}
+		text := fmt.Sprintf("Job %s for %s was put back in %s by %s (operator).", id, url, res.Queue, operator())
+		if nick := job.StartedBy.Value; nick != "" {
+			text = nick + ": " + text
+		}
+		n, nerr := a.notify(ctx, store.AdminNotice{Channel: job.StartedIn.Value, Text: text})
+		r.Notice = n
+		out := a.report(r, fmt.Sprintf("Job %s for %s requeued in %s (%s job; %d ignore patterns; reset: %s).",
+			id, url, res.Queue, res.Source, res.Ignores, strings.Join(store.RequeueResetFields, " ")))
+		if nerr != nil || out != 0 {
+			return 1
+		}
+		return 0
+	})
+}
