@@ -263,7 +263,7 @@ func TestWhichRecordSpeaks(t *testing.T) {
 				if j == nil {
 					return view{}
 				}
-				return view{"job", j.Fields["url"]}
+				return view{"job", j.Record.URL.Value}
 			}},
 		}
 
