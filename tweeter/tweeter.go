@@ -199,7 +199,7 @@ type NetStatus struct {
 // Prune, CheckJob and Sweep run one step each and are safe to call directly
 // (tests do), also while it runs.
 type Tweeter struct {
-	store  *store.Store
+	store  Store
 	cfg    Config
 	nets   []*net
 	names  store.FeedNets
@@ -226,7 +226,7 @@ type Tweeter struct {
 // New returns a tweeter over store. It posts on X through cfg.Poster if
 // set, else through the API version cfg.API when cfg.Credentials are set;
 // and on each of cfg.Networks. With no network at all it is a dry run.
-func New(store *store.Store, cfg Config) (*Tweeter, error) {
+func New(store Store, cfg Config) (*Tweeter, error) {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -257,7 +257,7 @@ func New(store *store.Store, cfg Config) (*Tweeter, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Now == nil {
-		cfg.Now = func() time.Time { return store.Now() }
+		cfg.Now = store.Clock
 	}
 	t := &Tweeter{
 		store:    store,
