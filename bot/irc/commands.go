@@ -1,0 +1,99 @@
+package irc
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/bot"
+	"github.com/archiveteam/archivebot-go/internal/text"
+	"github.com/ergochat/irc-go/ircmsg"
+)
+
+// onMessage is every callback: bookkeeping first, then commands. It runs
+// on ircevent's reader goroutine and must never block.
+func (c *Client) onMessage(msg ircmsg.Message) {
+	gen := c.gen.Load()
+	for _, ev := range c.state.handle(msg) {
+		c.onEvent(ev, gen)
+	}
+	if msg.Command == "NICK" && len(msg.Params) > 0 {
+		c.throttle.rename(c.state.Fold(msg.Nick()), c.state.Fold(msg.Params[0]))
+	}
+	if msg.Command == "PRIVMSG" {
+		if req, ok := c.request(msg); ok {
+			c.accept(req)
+		}
+	}
+}
+
+// request turns a PRIVMSG into a bot request, if it is one of our
+// commands: in a configured channel, with the sender's rank there; or
+// sent to us privately, with Channel "". Lines in any other channel are
+// not commands: that channel's operators are not ours.
+func (c *Client) request(msg ircmsg.Message) (bot.Request, bool) {
+	if len(msg.Params) < 2 {
+		return bot.Request{}, false
+	}
+	nuh, err := msg.NUH()
+	if err != nil || nuh.Name == "" || (nuh.User == "" && nuh.Host == "" && strings.Contains(nuh.Name, ".")) {
+		return bot.Request{}, false // from a server, not a user
+	}
+	nick, target, text := nuh.Name, msg.Params[0], msg.Params[1]
+	if c.state.Fold(nick) == c.state.Fold(c.state.Me()) {
+		return bot.Request{}, false
+	}
+	if strings.HasPrefix(text, "\x01") || !c.bot.IsCommand(text) {
+		return bot.Request{}, false
+	}
+	req := bot.Request{Nick: nick, NickKey: c.state.Fold(nick), Text: text}
+	switch {
+	case c.state.IsChannel(target):
+		if _, ok := c.configured(target); !ok {
+			return bot.Request{}, false
+		}
+		req.Channel = target
+		req.Rank = c.state.Rank(target, nick)
+	case c.state.Fold(target) == c.state.Fold(c.state.Me()):
+		// private message
+	default:
+		return bot.Request{}, false // e.g. "@#chan" (to ops only), "$mask"
+	}
+	return req, true
+}
+
+// accept applies the per-user throttle and hands the request to the
+// user's worker. Every command is run or answered with the reason it was
+// not.
+func (c *Client) accept(req bot.Request) {
+	key := c.state.Fold(req.Nick)
+	r := c.newReplier(req)
+	privileged := !req.Private() && req.Rank >= bot.RankVoice
+	if !c.throttle.allow(key, privileged, time.Now()) {
+		c.log.Info("throttling user", "nick", req.Nick, "text", req.Text)
+		msg := fmt.Sprintf("Sorry, slow down: at most %d commands a minute (%d for voiced users and operators); this one was not run: %s",
+			c.throttle.limitFor(false), c.throttle.limitFor(true), text.Cut(req.Text, 100))
+		// Queued behind the user's earlier commands, so it follows their
+		// answers instead of overtaking them.
+		if c.disp.submit(key, func() { r.Reply(msg) }) != nil {
+			r.Reply(msg)
+		}
+		return
+	}
+	switch err := c.disp.submit(key, func() { c.handle(req, r) }); err {
+	case nil:
+	case errStopped:
+		c.log.Warn("refused a command: shutting down", "nick", req.Nick, "text", req.Text)
+		r.Reply("Sorry, I'm shutting down; this one was not run: " + text.Cut(req.Text, 100))
+	default:
+		c.log.Warn("refused a command: too many queued for this user", "nick", req.Nick, "text", req.Text)
+		r.Reply("Sorry, too many of your commands are waiting to run; this one was not run: " + text.Cut(req.Text, 100))
+	}
+}
+
+func (c *Client) handle(req bot.Request, r *replier) {
+	ctx, cancel := context.WithTimeout(c.cmdCtx, c.commandTimeout)
+	defer cancel()
+	c.bot.Handle(ctx, req, r)
+}

@@ -1,0 +1,450 @@
+package irc
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/archiveteam/archivebot-go/internal/run"
+	"github.com/ergochat/irc-go/ircevent"
+	"github.com/ergochat/irc-go/ircmsg"
+)
+
+// connection is the client's part that keeps one connection to the
+// server: Run's reconnect loop, one session per connection, the socket
+// that tells the outbox when its line was written.
+type connection struct {
+	connected atomic.Bool
+	gen       atomic.Uint64 // numbers connections; lines can be bound to one
+	running   atomic.Bool
+	// stateHook, when set, hears every change of Connected (tests).
+	stateHook func(connected bool)
+
+	// Tunables; tests shorten them.
+	backoffMin, backoffMax time.Duration
+	stableAfter            time.Duration // a connection this old resets the backoff
+	timeout, keepAlive     time.Duration // ircevent dial/registration and ping
+	writeTimeout           time.Duration
+	reclaimEvery           time.Duration // try to get the configured nick back
+	drainTimeout           time.Duration // at shutdown, for commands and outbox
+	quitTimeout            time.Duration // at shutdown, for the server to close
+}
+
+// Run keeps the bot connected until ctx ends, reconnecting after any
+// disconnect with exponential backoff and jitter. When ctx ends it stops
+// taking commands, lets running ones and the outbox finish briefly, sends
+// QUIT and returns nil once the server closed the connection (or after a
+// short timeout). It returns an error only for configuration it cannot use.
+func (c *Client) Run(ctx context.Context) error {
+	if c.running.Swap(true) {
+		return errors.New("irc: Run called twice")
+	}
+	dial, err := c.dialer()
+	if err != nil {
+		return err
+	}
+	outCtx, stopOut := context.WithCancel(context.WithoutCancel(ctx))
+	outDone := make(chan struct{})
+	go func() {
+		defer close(outDone)
+		run.Guard(c.log, "outbox", func() { c.out.run(outCtx) })
+	}()
+	defer func() {
+		c.disp.stop()
+		c.cancel()
+		stopOut()
+		<-outDone
+	}()
+
+	attempt := 0
+	for ctx.Err() == nil {
+		start := time.Now()
+		registered, err := c.session(ctx, dial)
+		if ctx.Err() != nil {
+			break
+		}
+		if registered && time.Since(start) >= c.stableAfter {
+			attempt = 0
+		}
+		delay := c.backoff(attempt)
+		attempt++
+		c.log.Warn("disconnected from IRC; reconnecting", "server", c.cfg.Server, "err", err, "retry_in", delay.Round(time.Millisecond))
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	return nil
+}
+
+// backoff is the wait before reconnect attempt n (from 0): doubling from
+// backoffMin up to backoffMax, with "equal jitter" (half fixed, half
+// random) so many bots do not reconnect in lockstep.
+func (c *Client) backoff(n int) time.Duration {
+	d := c.backoffMin
+	for i := 0; i < n && d < c.backoffMax; i++ {
+		d *= 2
+	}
+	if d > c.backoffMax {
+		d = c.backoffMax
+	}
+	half := d / 2
+	if half <= 0 {
+		return d
+	}
+	return half + rand.N(half)
+}
+
+// server is where to connect and how.
+type server struct {
+	addr string
+	tls  *tls.Config
+}
+
+// dialer reads cfg.Server (irc://host[:6667], ircs://host[:6697]) and
+// builds the TLS configuration: verified against the system roots plus
+// cfg.TLSCA.
+func (c *Client) dialer() (server, error) {
+	u, err := url.Parse(c.cfg.Server)
+	if err != nil {
+		return server{}, fmt.Errorf("irc.server: %w", err)
+	}
+	host, port := u.Hostname(), u.Port()
+	if host == "" {
+		return server{}, fmt.Errorf("irc.server: no host in %q", c.cfg.Server)
+	}
+	var s server
+	switch u.Scheme {
+	case "irc":
+		if port == "" {
+			port = "6667"
+		}
+	case "ircs":
+		if port == "" {
+			port = "6697"
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if c.cfg.TLSCA != "" {
+			pem, err := os.ReadFile(c.cfg.TLSCA)
+			if err != nil {
+				return server{}, fmt.Errorf("irc.tls_ca: %w", err)
+			}
+			if !pool.AppendCertsFromPEM(pem) {
+				return server{}, fmt.Errorf("irc.tls_ca: no PEM certificate in %s", c.cfg.TLSCA)
+			}
+		}
+		s.tls = &tls.Config{ServerName: host, RootCAs: pool, MinVersion: tls.VersionTLS12}
+	default:
+		return server{}, fmt.Errorf("irc.server: scheme must be irc:// or ircs://, got %q", c.cfg.Server)
+	}
+	s.addr = net.JoinHostPort(host, port)
+	return s, nil
+}
+
+// watchConn is the socket under one ircevent connection. ircevent writes
+// each line with one Write call, so comparing what is written with the
+// line the outbox is waiting for tells the outbox its line reached the
+// socket.
+type watchConn struct {
+	net.Conn
+	gate   func() bool
+	mu     sync.Mutex
+	expect []byte
+	result chan error
+}
+
+func (w *watchConn) Write(b []byte) (int, error) {
+	if w.gate != nil && !w.gate() {
+		w.Conn.Close()
+		return 0, errGated
+	}
+	// Claim the outbox's line before writing it, not after: once claimed,
+	// the outbox waits for this write's result instead of counting the line
+	// as lost because the connection went down meanwhile (a line that did
+	// reach the socket would otherwise be sent again after a reconnect).
+	w.mu.Lock()
+	var res chan error
+	if w.expect != nil && bytes.Equal(b, w.expect) {
+		res = w.result
+		w.expect, w.result = nil, nil
+	}
+	w.mu.Unlock()
+	n, err := w.Conn.Write(b)
+	if res != nil {
+		if err == nil && n < len(b) {
+			err = io.ErrShortWrite
+		}
+		res <- err
+	}
+	return n, err
+}
+
+// errGated is the error of a write or dial refused by Client.Gate.
+var errGated = errors.New("irc: this node may not send (leader lease not held)")
+
+// link is one registered connection, as the outbox writes to it.
+type link struct {
+	conn    *ircevent.Connection
+	sock    *watchConn
+	down    chan struct{}
+	timeout time.Duration
+}
+
+func (l *link) write(ctx context.Context, line []byte) error {
+	res := make(chan error, 1)
+	l.sock.mu.Lock()
+	l.sock.expect, l.sock.result = line, res
+	l.sock.mu.Unlock()
+	// forget withdraws the line unless a Write has already claimed it;
+	// claimed reports that it had, so its result is coming on res.
+	forget := func() (claimed bool) {
+		l.sock.mu.Lock()
+		defer l.sock.mu.Unlock()
+		if l.sock.result == res {
+			l.sock.expect, l.sock.result = nil, nil
+			return false
+		}
+		return true
+	}
+	if err := l.conn.SendRaw(string(line[:len(line)-2])); err != nil {
+		if forget() {
+			// Written after all, or failed in the write itself.
+			if err := <-res; err == nil {
+				return nil
+			}
+		}
+		return errConnLost
+	}
+	t := time.NewTimer(l.timeout)
+	defer t.Stop()
+	select {
+	case err := <-res:
+		if err != nil {
+			return fmt.Errorf("%w: %v", errConnLost, err)
+		}
+		return nil
+	case <-l.down:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	if forget() {
+		// The socket write is under way: its outcome, not the connection
+		// state seen meanwhile, says whether the line went out.
+		w := time.NewTimer(l.timeout)
+		defer w.Stop()
+		select {
+		case err := <-res:
+			if err == nil {
+				return nil
+			}
+		case <-w.C:
+		}
+	}
+	return errConnLost
+}
+
+// handled are the commands the tracker and dispatcher look at.
+var handled = []string{
+	"001", "005", "JOIN", "PART", "KICK", "QUIT", "NICK", "MODE", "353", "366",
+	"403", "405", "437", "471", "473", "474", "475", "476", "477", "479", "489",
+	"PRIVMSG",
+}
+
+// session runs one connection: connect and register, join, serve until
+// the connection drops (returns) or ctx ends (QUIT, then returns).
+func (c *Client) session(ctx context.Context, srv server) (registered bool, err error) {
+	nick := c.cfg.Nick
+	c.state.reset(nick)
+
+	var sockMu sync.Mutex
+	var sock *watchConn
+	closeSock := func() {
+		sockMu.Lock()
+		defer sockMu.Unlock()
+		if sock != nil {
+			sock.Close()
+		}
+	}
+	conn := &ircevent.Connection{
+		Server:      srv.addr,
+		Nick:        nick,
+		User:        "archivebot",
+		RealName:    "ArchiveBot",
+		Password:    c.cfg.Password,
+		RequestCaps: []string{"multi-prefix"},
+		QuitMessage: "ArchiveBot shutting down",
+		Version:     "ArchiveBot (archivebot-go)",
+		Timeout:     c.timeout,
+		KeepAlive:   c.keepAlive,
+		Log:         slog.NewLogLogger(c.log.Handler(), slog.LevelInfo),
+		DialContext: func(dctx context.Context, network, addr string) (net.Conn, error) {
+			if c.Gate != nil && !c.Gate() {
+				return nil, errGated
+			}
+			dctx, cancel := context.WithCancel(dctx)
+			defer cancel()
+			stop := context.AfterFunc(ctx, cancel)
+			defer stop()
+			raw, err := (&net.Dialer{}).DialContext(dctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			nc := raw
+			if srv.tls != nil {
+				tc := tls.Client(raw, srv.tls.Clone())
+				if err := tc.HandshakeContext(dctx); err != nil {
+					raw.Close()
+					return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+				}
+				nc = tc
+			}
+			w := &watchConn{Conn: nc, gate: c.Gate}
+			sockMu.Lock()
+			sock = w
+			sockMu.Unlock()
+			return w, nil
+		},
+	}
+	if c.cfg.SASL != "" {
+		user, pass, _ := strings.Cut(c.cfg.SASL, ":")
+		conn.SASLLogin, conn.SASLPassword, conn.UseSASL = user, pass, true
+	}
+	down := make(chan struct{})
+	var downOnce sync.Once
+	conn.AddDisconnectCallback(func(ircmsg.Message) { downOnce.Do(func() { close(down) }) })
+	for _, cmd := range handled {
+		conn.AddCallback(cmd, c.onMessage)
+	}
+	conn.AddCallback("432", func(m ircmsg.Message) { c.onErroneousNick(conn, m) })
+	conn.AddCallback("ERROR", func(m ircmsg.Message) {
+		c.log.Info("server closed the link", "reason", strings.Join(m.Params, " "))
+	})
+
+	// Connect does not take a context: closing the socket aborts it.
+	stopWatch := context.AfterFunc(ctx, closeSock)
+	err = conn.Connect()
+	stopWatch()
+	if err != nil {
+		closeSock()
+		return false, fmt.Errorf("connect to %s: %w", srv.addr, err)
+	}
+	defer closeSock()
+
+	gen := c.gen.Add(1)
+	if _, ok := conn.AcknowledgedCaps()["multi-prefix"]; ok {
+		c.state.mu.Lock()
+		c.state.multiPrefix = true
+		c.state.mu.Unlock()
+	}
+	sockMu.Lock()
+	l := &link{conn: conn, sock: sock, down: down, timeout: c.writeTimeout}
+	sockMu.Unlock()
+	c.out.setLink(l, gen)
+	c.connected.Store(true)
+	c.log.Info("connected to IRC", "server", srv.addr, "nick", c.state.Me(), "tls", srv.tls != nil)
+	if c.stateHook != nil {
+		c.stateHook(true)
+	}
+	defer func() {
+		c.connected.Store(false)
+		c.out.dropLink(gen)
+		c.failJoinWaiters(errNotConnected)
+		if c.stateHook != nil {
+			c.stateHook(false)
+		}
+	}()
+
+	c.joinWanted(gen)
+	reclaim := time.NewTicker(c.reclaimEvery)
+	defer reclaim.Stop()
+	rejoin := time.NewTicker(c.rejoinEvery)
+	defer rejoin.Stop()
+	for {
+		select {
+		case <-down:
+			return true, errors.New("connection closed")
+		case <-reclaim.C:
+			c.reclaimNick(gen)
+		case <-rejoin.C:
+			c.joinWanted(gen)
+		case <-ctx.Done():
+			c.shutdown(conn, down)
+			return true, nil
+		}
+	}
+}
+
+// shutdown: stop taking commands, let running commands and queued lines
+// finish for a moment, then QUIT and wait for the server to close.
+func (c *Client) shutdown(conn *ircevent.Connection, down chan struct{}) {
+	c.log.Info("shutting down IRC connection")
+	c.disp.stop()
+	drain, cancel := context.WithTimeout(context.Background(), c.drainTimeout)
+	defer cancel()
+	if !c.disp.wait(drain) {
+		c.cancel() // commands still running: make them give up
+	}
+	if !c.waitReplies(drain) {
+		c.log.Warn("shutdown: answers still queued were not sent")
+	}
+	if !c.out.flush(drain) {
+		c.log.Warn("shutdown: lines still queued were not sent", "lines", c.out.pending())
+	}
+	conn.Quit()
+	t := time.NewTimer(c.quitTimeout)
+	defer t.Stop()
+	select {
+	case <-down:
+	case <-t.C:
+		c.log.Warn("server did not close the connection after QUIT")
+	}
+}
+
+// control queues a protocol line ahead of messages without waiting.
+func (c *Client) control(gen uint64, command string, params ...string) {
+	line, err := buildLine(command, params...)
+	if err != nil {
+		c.log.Error("cannot build line", "command", command, "err", err)
+		return
+	}
+	c.out.enqueue(&item{line: line, gen: gen}, true)
+}
+
+// reclaimNick asks for the configured nick when we had to take another.
+func (c *Client) reclaimNick(gen uint64) {
+	want := c.cfg.Nick
+	if c.state.Fold(c.state.Me()) != c.state.Fold(want) {
+		c.control(gen, "NICK", want)
+	}
+}
+
+// onErroneousNick handles 432 during registration (the alternate nick
+// ircevent made up is too long for this server): try a short one.
+func (c *Client) onErroneousNick(conn *ircevent.Connection, m ircmsg.Message) {
+	if conn.CurrentNick() != "" {
+		return
+	}
+	base := c.cfg.Nick
+	if len(base) > 6 {
+		base = base[:6]
+	}
+	conn.Send("NICK", fmt.Sprintf("%s_%d", base, rand.N(1000)))
+}
