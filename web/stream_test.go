@@ -18,6 +18,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 	"github.com/archiveteam/archivebot-go/store"
 )
@@ -28,7 +29,7 @@ type tap struct {
 	hub    *Hub
 	mu     sync.Mutex
 	logs   map[string]int // entries per ident
-	events []coordinator.JobEvent
+	events []news.JobEvent
 	ch     chan struct{}
 }
 
@@ -40,7 +41,7 @@ func (t *tap) StreamLog(job *store.Job, entries []store.LogEntry) {
 	t.poke()
 }
 
-func (t *tap) StreamEvent(ev coordinator.JobEvent) {
+func (t *tap) StreamEvent(ev news.JobEvent) {
 	t.hub.StreamEvent(ev)
 	t.mu.Lock()
 	t.events = append(t.events, ev)
@@ -393,7 +394,7 @@ type v2frame struct {
 	N          int                          `json:"n"`
 	Entries    []map[string]any             `json:"entries"`
 	Jobs       map[string]map[string]string `json:"jobs"`
-	Events     []coordinator.JobEvent       `json:"events"`
+	Events     []news.JobEvent              `json:"events"`
 	Dropped    int                          `json:"dropped"`
 	Hello      map[string]any               `json:"hello"`
 	Subscribed map[string]any               `json:"subscribed"`
