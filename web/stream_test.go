@@ -670,10 +670,8 @@ func TestOversizedLogEntry(t *testing.T) {
 			t.Fatalf("/logs/recent: %v, %d entries, want the 2 downloads", err, len(got))
 		}
 
-		an := coordinator.NewAnalyzer(r.store, coordinator.AnalyzerConfig{}, nil)
-		res, err := an.Analyze(ctx, j.Ident)
-		if err != nil || res.Entries != 3 || res.Invalid != 1 || res.Counts.R2xx != 2 {
-			t.Fatalf("analyze: %+v, %v; want 3 entries, 1 invalid, 2 2xx", res, err)
+		if b := countLog(t, r.store, j.Ident); b.Entries != 3 || b.Invalid != 1 || b.Oversized != 1 || b.Counts.R2xx != 2 {
+			t.Fatalf("counted %+v; want 3 entries, 1 invalid (oversized), 2 2xx", b)
 		}
 	})
 }
