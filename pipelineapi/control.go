@@ -157,7 +157,7 @@ func (t *term) sendSettings(ctx context.Context, ident string) {
 	if err != nil {
 		if ctx.Err() == nil {
 			t.s.log.Warn("reading a job's settings failed; retrying", "ident", ident, "err", err)
-			time.AfterFunc(time.Second, func() { t.settingsChanged(ident) })
+			time.AfterFunc(readRetry.Wait(0), func() { t.settingsChanged(ident) })
 		}
 		return
 	}

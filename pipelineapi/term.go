@@ -66,6 +66,10 @@ type heldJob struct {
 	opMu sync.Mutex // serializes this job's writes (flush, abort, done)
 }
 
+// readRetry is the wait before reading again what a term needs from Redis
+// (its keys at the start, a held job's settings): a fixed second.
+var readRetry = run.Backoff{Min: time.Second, Max: time.Second}
+
 // Run serves one leadership term until ctx ends: it loads the keys,
 // refreshes them every KeyRefresh (closing the control streams of revoked
 // keys), writes the batched counters every FlushInterval, and delivers
@@ -85,20 +89,17 @@ func (s *Server) Run(ctx context.Context) error {
 		} else {
 			s.log.Warn("reading pipeline keys failed; retrying", "err", err)
 		}
-		select {
-		case <-ctx.Done():
+		if !readRetry.Sleep(ctx, 0) {
 			return ctx.Err()
-		case <-time.After(time.Second):
 		}
 	}
 	s.mu.Lock()
 	s.term = t
 	s.mu.Unlock()
 	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() { defer wg.Done(); t.refreshLoop(ctx) }()
-	go func() { defer wg.Done(); t.flushLoop(ctx) }()
-	go func() { defer wg.Done(); t.settingsLoop(ctx) }()
+	run.Go(&wg, s.log, "pipeline key refresh", func() { t.refreshLoop(ctx) })
+	run.Go(&wg, s.log, "pipeline API flush", func() { t.flushLoop(ctx) })
+	run.Go(&wg, s.log, "pipeline API settings", func() { t.settingsLoop(ctx) })
 	<-ctx.Done()
 	s.mu.Lock()
 	s.term = nil

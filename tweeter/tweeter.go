@@ -751,12 +751,10 @@ func (t *Tweeter) interrupted(n *net, a store.FeedAttempt, err error) (Outcome, 
 	return Interrupted, nil
 }
 
+// backoff is the wait before retry try (from 1): the node's one backoff
+// (run.Backoff) from RetryBackoff up to MaxBackoff.
 func (t *Tweeter) backoff(try int) time.Duration {
-	d := t.cfg.RetryBackoff
-	for i := 1; i < try && d < t.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, t.cfg.MaxBackoff)
+	return run.Backoff{Min: t.cfg.RetryBackoff, Max: t.cfg.MaxBackoff}.Wait(try - 1)
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.

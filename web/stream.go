@@ -112,9 +112,12 @@ type HubOptions struct {
 // Hub fans the firehose out to WebSocket clients. It implements
 // news.StreamSink.
 type Hub struct {
-	opt      HubOptions
-	log      *slog.Logger
-	upgrader websocket.Upgrader
+	opt HubOptions
+	log *slog.Logger
+	// clientLoops counts the clients' reader and writer goroutines
+	// (run.Go: a panic in one is logged, not fatal).
+	clientLoops sync.WaitGroup
+	upgrader    websocket.Upgrader
 
 	mu      sync.Mutex
 	entries []streamEntry
