@@ -270,17 +270,6 @@ func (f *Firehose) broadcastMany(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// Ingest hands the sink log entries that reached the node in process
-// (the pipeline API) rather than through IDENT_log: the same decoded type
-// (NewLogEntry) and the same path as the entries Broadcast reads. job is
-// the job's record as the caller last knew it.
-func (f *Firehose) Ingest(job *store.Job, entries []store.LogEntry) {
-	if job == nil || job.Ident == "" || len(entries) == 0 {
-		return
-	}
-	f.sink.StreamLog(job, entries)
-}
-
 func unixFloat(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // endFromHash tells from a job record (nil when expired) and its failure

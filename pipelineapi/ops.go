@@ -460,9 +460,10 @@ func jsonString(v any) string {
 	return string(b)
 }
 
-// streamLog hands entries to the live stream as the firehose hands those
-// it reads from Redis: the job's hash (with the counters not yet written)
-// and the entries in score order.
-func (s *Server) streamLog(sink news.StreamSink, ident string, job map[string]string, entries []store.LogEntry) {
+// streamLog hands entries to the live streams (through the sink, Redis
+// pub/sub and every node's listener) as the firehose hands those it reads
+// from Redis: the job's hash (with the counters not yet written) and the
+// entries in score order.
+func (s *Server) streamLog(sink LogSink, ident string, job map[string]string, entries []store.LogEntry) {
 	sink.StreamLog(store.DecodeJob(ident, job), entries)
 }

@@ -30,7 +30,6 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/internal/httpserve"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
-	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/store"
 )
@@ -73,8 +72,10 @@ const (
 // Options configure a Server; zero values take the defaults.
 type Options struct {
 	Store Store
-	// Sink gets the log entries (the live stream's hub); nil: none.
-	Sink news.StreamSink
+	// Sink gets the log entries for the live streams (the node's
+	// coordinator.APILogPublisher; doc/pipeline-api.md, Logs off Redis);
+	// nil: none.
+	Sink LogSink
 	// Leading, when set, is asked before every request in a term (the
 	// lease's local deadline): false answers 503 at once.
 	Leading func() bool
@@ -123,7 +124,7 @@ type Server struct {
 
 	mu   sync.Mutex
 	term *term
-	sink news.StreamSink
+	sink LogSink
 	ln   *limitListener // Serve's listener
 
 	logMu     sync.Mutex
@@ -207,14 +208,21 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, certFile, keyFile s
 	return err
 }
 
-// SetSink sets where log entries go (the live stream's hub).
-func (s *Server) SetSink(sink news.StreamSink) {
+// LogSink receives the log entries the API accepted, with the job's
+// record (the node's coordinator.APILogPublisher). StreamLog must not
+// block: it is called on the request path.
+type LogSink interface {
+	StreamLog(job *store.Job, entries []store.LogEntry)
+}
+
+// SetSink sets where log entries go (Options.Sink).
+func (s *Server) SetSink(sink LogSink) {
 	s.mu.Lock()
 	s.sink = sink
 	s.mu.Unlock()
 }
 
-func (s *Server) streamSink() news.StreamSink {
+func (s *Server) streamSink() LogSink {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sink != nil {

@@ -152,6 +152,10 @@ const (
 	// ChannelJobEvents (pub/sub, ours) gets every history entry appended
 	// to any job's history, as the same JSON document.
 	ChannelJobEvents = "archivebot:job_events"
+	// ChannelAPILog (pub/sub, ours) carries the log entries that reached
+	// the leader through the pipeline API, in batches (store/apilog.go):
+	// every node's live stream takes them from here.
+	ChannelAPILog = "archivebot:api_log"
 	// KeyStarted (set, ours) holds the idents in `working` whose start was
 	// observed (history entry written, notice queued). Idents that left
 	// `working` are removed by the next start scan.

@@ -12,7 +12,6 @@ import (
 	irun "github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/pipelineapi"
 	"github.com/archiveteam/archivebot-go/store"
-	"github.com/archiveteam/archivebot-go/web"
 )
 
 // listenPipelines opens the pipeline API's socket (pipelines.listen) before
@@ -39,6 +38,7 @@ func newPipelineAPI(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, cf
 	}
 	srv := pipelineapi.New(pipelineapi.Options{
 		Store:      store,
+		Sink:       startAPILogPublisher(ctx, wg, store, logger),
 		Leading:    leading,
 		Logger:     logger,
 		Rate:       cfg.Pipelines.Rate,
@@ -70,12 +70,10 @@ func offIfZero[T ~int | ~int64](v T) T {
 }
 
 // pipelineAPIWork is one term of the pipeline API (the whole run on a
-// single node, each leadership term under ha.enabled), its log entries
-// going to hub, as an entry of the leader's background work.
-func pipelineAPIWork(srv *pipelineapi.Server, hub *web.Hub) coordinator.Work {
-	if hub != nil {
-		srv.SetSink(hub)
-	}
+// single node, each leadership term under ha.enabled), as an entry of the
+// leader's background work. Its log entries go to every node's stream
+// through Redis (startAPILogPublisher, startAPILogListener).
+func pipelineAPIWork(srv *pipelineapi.Server) coordinator.Work {
 	return coordinator.Work{Name: "pipeline API term", Loop: func(ctx context.Context) { srv.Run(ctx) }}
 }
 

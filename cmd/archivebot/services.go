@@ -100,7 +100,7 @@ func startServices(ctx context.Context, cfg *config.Config, store *store.Store, 
 		svc.Add(firehoseWork(store, svc.Updates, hub, logger))
 	}
 	if papi != nil {
-		svc.Add(pipelineAPIWork(papi, hub))
+		svc.Add(pipelineAPIWork(papi))
 	}
 	svc.Start(ctx)
 	return svc, nil

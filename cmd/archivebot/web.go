@@ -81,6 +81,7 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener
 	hubOpt.Logger = logger
 	hub := web.NewHub(hubOpt)
 	irun.Go(wg, logger, "stream hub", func() { hub.Run(ctx) })
+	startAPILogListener(ctx, wg, store, hub, logger)
 	opt := web.Options{
 		Store:     store,
 		Hub:       hub,
