@@ -1,7 +1,9 @@
-// Package coordinator holds the background services that run inside the
-// control node (reaper, notifiers, analyzer, firehose, updates listener,
-// leader lease). They read and write Redis only through package
-// store.
+// Package coordinator holds the background services of the control node,
+// and only them (reaper, notifiers, analyzer, firehose, updates listener,
+// API log relay, leader lease). They read and write Redis only through
+// package store; the words they share with the front ends (Announcer,
+// FinishReport, JobEvent, StreamSink, …) are in package news, so only
+// cmd/archivebot imports this package (doc/architecture.md, Layers).
 package coordinator
 
 import (
