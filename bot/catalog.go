@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
 //go:embed defaults
@@ -171,16 +173,7 @@ func (c *Catalog) Watch(ctx context.Context, interval time.Duration) {
 	if c.setsDir == "" && c.agentsDir == "" {
 		return
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.CheckReload()
-		}
-	}
+	run.Every(ctx, c.log, "catalog watch", run.Schedule{Interval: interval}, func(context.Context) { c.CheckReload() })
 }
 
 // CheckReload reloads the catalog if its files changed since the last load.

@@ -215,7 +215,7 @@ type Options struct {
 
 // Bot runs commands against the job store.
 type Bot struct {
-	store *store.Store
+	store Store
 	opts  Options
 	log   *slog.Logger
 	table []*Command
@@ -232,7 +232,7 @@ type Bot struct {
 }
 
 // New returns a Bot over store.
-func New(store *store.Store, opts Options) *Bot {
+func New(store Store, opts Options) *Bot {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}

@@ -16,7 +16,7 @@ const ConsoleChannel = "console"
 
 // Console is the console front end: commands typed on stdin, replies on
 // stdout, without the "nick: " prefix. The console user counts as a
-// channel operator. It also implements coordinator.Announcer, printing
+// channel operator. It also implements news.Announcer, printing
 // reports.
 type Console struct {
 	Bot  *Bot

@@ -18,7 +18,7 @@ import (
 // bot cannot know whether the change was made. It says so at once, and
 // follows up: every state-changing command runs under a command id that
 // the store's write scripts record in the same step as the change (see
-// coordinator.WithCommand). Once Redis answers again the bot runs the
+// store.WithCommand). Once Redis answers again the bot runs the
 // command again under the same id: if the first send was applied, the
 // script returns its recorded result and changes nothing; if it never
 // arrived, it is applied now. Either way the bot knows what finally

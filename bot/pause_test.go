@@ -80,7 +80,7 @@ func TestStatusSaysWhyAJobWaits(t *testing.T) {
 		ctx := context.Background()
 		b := newTestBot(t, be)
 		st := store.NewStore(be.Client)
-		b.store.SetTakeRules(store.TakeRules{PerUserRunning: 1})
+		b.store.(*store.Store).SetTakeRules(store.TakeRules{PerUserRunning: 1})
 		sayAs(b, "erin", "erin", RankVoice, "#a", "!a http://one.example.com/")
 		sayAs(b, "erin", "erin", RankVoice, "#a", "!a https://shop.squarespace.com/")
 		first, second := urlIdent(t, "http://one.example.com/"), urlIdent(t, "https://shop.squarespace.com/")

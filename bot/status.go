@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -219,7 +219,7 @@ func jobStatus(j *store.Job) string {
 			b.WriteString(" Abort requested.")
 		}
 	case store.StateRunning:
-		p := coordinator.JobProgress(j)
+		p := news.JobProgress(j)
 		fmt.Fprintf(&b, " In progress. %s", p)
 		if c := p.Counts; c.R1xx+c.R2xx+c.R3xx+c.R4xx+c.R5xx+c.Runk > 0 {
 			fmt.Fprintf(&b, " Responses: %d 2xx, %d 3xx, %d 4xx, %d 5xx, %d other.",

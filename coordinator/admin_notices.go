@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -22,13 +23,13 @@ const DefaultAdminNoticeInterval = 2 * time.Second
 // delivered first next cycle.
 type AdminNotifier struct {
 	store *store.Store
-	ann   Announcer
+	ann   news.Announcer
 	log   *slog.Logger
 	batch int
 }
 
 // NewAdminNotifier returns an admin notifier.
-func NewAdminNotifier(store *store.Store, ann Announcer, log *slog.Logger) *AdminNotifier {
+func NewAdminNotifier(store *store.Store, ann news.Announcer, log *slog.Logger) *AdminNotifier {
 	return &AdminNotifier{store: store, ann: ann, log: serviceLog(log, "admin-notices"), batch: 100}
 }
 

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/internal/badkeys"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -133,12 +133,12 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 		if r.err != nil {
 			return total, r.err
 		}
-		b := countEntries(r.batch.Entries())
+		b := news.CountEntries(r.batch.Entries())
 		next := bookmark
-		if b.entries > 0 {
-			next = strconv.FormatFloat(b.last, 'f', -1, 64)
+		if b.Entries > 0 {
+			next = strconv.FormatFloat(b.Last, 'f', -1, 64)
 		}
-		res, trim, err := a.store.CommitLogCounts(ctx, ident, bookmark, next, b.counts,
+		res, trim, err := a.store.CommitLogCounts(ctx, ident, bookmark, next, b.Counts,
 			a.cfg.TrimAfter, a.cfg.RespectBroadcast, a.cfg.StreamMaxLag)
 		if err != nil {
 			return total, err
@@ -160,10 +160,10 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 			continue
 		}
 		bookmark = next
-		total.Entries += b.entries
-		metrics.LogEntriesAnalyzed(int(b.entries))
-		total.Invalid += b.invalid
-		total.Counts.Add(b.counts)
+		total.Entries += b.Entries
+		metrics.LogEntriesAnalyzed(int(b.Entries))
+		total.Invalid += b.Invalid
+		total.Counts.Add(b.Counts)
 		total.Bookmark, _ = strconv.ParseInt(next, 10, 64)
 		if trim.Trimmed > 0 {
 			total.Trimmed += trim.Trimmed
@@ -173,7 +173,7 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 			total.StreamSkipped += trim.Skipped
 			metrics.StreamSkipped(int(trim.Skipped))
 		}
-		if b.entries < int64(a.cfg.Batch) {
+		if b.Entries < int64(a.cfg.Batch) {
 			break
 		}
 	}
@@ -232,69 +232,6 @@ func (r *logReads) stop() {
 	r.cancel()
 	for range r.out {
 	}
-}
-
-// batchCount is what one batch of log entries adds up to.
-type batchCount struct {
-	entries, invalid int64
-	oversized        int64
-	counts           store.LogCounts
-	last             float64 // score of the last entry
-}
-
-// CountLogEntries adds up what entries (decoded once by NewLogEntry, from
-// Redis or in process) add to a job's counters, as the analyzer counts
-// them: the invalid (and oversized) ones are returned apart.
-func CountLogEntries(entries []store.LogEntry) (counts store.LogCounts, invalid int64) {
-	b := countEntries(entries)
-	return b.counts, b.invalid
-}
-
-// countEntries counts a batch of log entries (decoded once, see
-// LogEntry). Entries that are not JSON, or only a JSON scalar, are
-// invalid, and so are oversized ones (counted apart too); for each download
-// entry the bucket of its response_code (a number, or a numeric string as
-// Ruby's to_i read it) is counted, r1xx … r5xx, else runk, and error_count
-// when is_error is true.
-func countEntries(zs []store.LogEntry) batchCount {
-	var b batchCount
-	for _, e := range zs {
-		b.entries++
-		b.last = e.Score
-		switch e.Kind {
-		case store.EntryOversized:
-			b.invalid++
-			b.oversized++
-			continue
-		case store.EntryInvalid:
-			b.invalid++
-			continue
-		case store.EntryArray:
-			continue
-		}
-		if e.Type != "download" {
-			continue
-		}
-		code := e.Code
-		switch {
-		case code >= 100 && code < 200:
-			b.counts.R1xx++
-		case code >= 200 && code < 300:
-			b.counts.R2xx++
-		case code >= 300 && code < 400:
-			b.counts.R3xx++
-		case code >= 400 && code < 500:
-			b.counts.R4xx++
-		case code >= 500 && code < 600:
-			b.counts.R5xx++
-		default:
-			b.counts.Runk++
-		}
-		if e.IsError {
-			b.counts.Errors++
-		}
-	}
-	return b
 }
 
 // Notify asks for ident's log to be analyzed soon. It never blocks: the
@@ -359,53 +296,4 @@ func (a *Analyzer) runOnce(ctx context.Context) error {
 	}
 	a.badKeys.End(a.log, time.Now())
 	return firstErr
-}
-
-// Progress is what !status IDENT reports for a running job, from the
-// pipeline's counters and the analyzer's.
-type Progress struct {
-	BytesDownloaded int64
-	ItemsDownloaded int64
-	ItemsQueued     int64
-	Counts          store.LogCounts
-	Concurrency     int64
-	DelayMin        float64
-	DelayMax        float64
-}
-
-// JobProgress is the progress of j, from its record.
-func JobProgress(j *store.Job) Progress {
-	return Progress{
-		BytesDownloaded: j.BytesDownloaded,
-		ItemsDownloaded: j.ItemsDownloaded,
-		ItemsQueued:     j.ItemsQueued,
-		Counts:          j.Counts,
-		Concurrency:     j.Concurrency.Int,
-		DelayMin:        j.DelayMin.Float,
-		DelayMax:        j.DelayMax.Float,
-	}
-}
-
-// String is upstream's in-progress status text: "Downloaded 12.35 MB, 3
-// errors, 120 queued. 3 workers, delay: 250.0, 375.0 ms." (queued = items
-// queued minus items downloaded; MB = 10^6 bytes).
-func (p Progress) String() string {
-	mb := float64(p.BytesDownloaded) / 1e6
-	return fmt.Sprintf("Downloaded %s MB, %d errors, %d queued. %d workers, delay: %s, %s ms.",
-		rubyFloat(mb, 2), p.Counts.Errors, p.ItemsQueued-p.ItemsDownloaded,
-		p.Concurrency, rubyFloat(p.DelayMin, -1), rubyFloat(p.DelayMax, -1))
-}
-
-// rubyFloat writes f the way Ruby's Float#to_s does after round(digits):
-// shortest form, always with a decimal point ("250.0", "1.5", "12.35").
-func rubyFloat(f float64, digits int) string {
-	if digits >= 0 {
-		s := strconv.FormatFloat(f, 'f', digits, 64)
-		f, _ = strconv.ParseFloat(s, 64)
-	}
-	s := strconv.FormatFloat(f, 'f', -1, 64)
-	if !strings.Contains(s, ".") {
-		s += ".0"
-	}
-	return s
 }

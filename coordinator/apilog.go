@@ -267,7 +267,7 @@ func (l *APILogListener) Ready() <-chan struct{} { return l.ready }
 // published while the subscription is down do not reach this node's
 // stream; /logs/recent still has the last of them).
 func (l *APILogListener) Run(ctx context.Context) {
-	run.Reconnect(ctx, l.log, "API log subscription", PubSubBackoff, func(ctx context.Context) (bool, error) {
+	run.Reconnect(ctx, l.log, "API log subscription", run.PubSubBackoff, func(ctx context.Context) (bool, error) {
 		return l.store.ListenAPILog(ctx, func() { l.readyOnce.Do(func() { close(l.ready) }) }, l.handle)
 	})
 }

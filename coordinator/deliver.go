@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -39,7 +40,7 @@ const ackTimeout = 5 * time.Second
 // repeats at most the line in flight. drain returns once every notice
 // handed over has its answer, so no notice is handed over twice at once;
 // it returns the first failure.
-func drain(ctx context.Context, q store.DeliveryQueue, batch int, ann Announcer, log *slog.Logger, hand handOff) error {
+func drain(ctx context.Context, q store.DeliveryQueue, batch int, ann news.Announcer, log *slog.Logger, hand handOff) error {
 	awaitConnected(ctx, ann)
 	left, err := q.InDelivery(ctx, batch)
 	if err != nil {
@@ -120,7 +121,7 @@ const connectWait = 2 * time.Second
 // client still connecting, fail on the first ("irc: not connected") and
 // leave them all to the next cycle. While IRC is down the cycle goes on
 // after the wait and fails as before, the notice kept for later.
-func awaitConnected(ctx context.Context, ann Announcer) {
+func awaitConnected(ctx context.Context, ann news.Announcer) {
 	c, ok := ann.(interface{ Connected() bool })
 	if !ok || c.Connected() {
 		return

@@ -12,6 +12,7 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/text"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -102,7 +103,7 @@ func (n FinishNotice) Line() string {
 // (a crash, IRC down) is delivered first on the next cycle, in order.
 type FinishNotifier struct {
 	store *store.Store
-	ann   Announcer
+	ann   news.Announcer
 	cfg   FinishConfig
 	log   *slog.Logger
 	// onNotice, when set, is called with the ident of every notice read;
@@ -113,7 +114,7 @@ type FinishNotifier struct {
 
 // NewFinishNotifier returns a finish notifier; zero config values take
 // their defaults.
-func NewFinishNotifier(store *store.Store, ann Announcer, cfg FinishConfig, log *slog.Logger) *FinishNotifier {
+func NewFinishNotifier(store *store.Store, ann news.Announcer, cfg FinishConfig, log *slog.Logger) *FinishNotifier {
 	return &FinishNotifier{store: store, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "finish-notifier")}
 }
 
@@ -190,13 +191,13 @@ func (f *FinishNotifier) hand(ctx context.Context, doc string, done func(error))
 		return
 	}
 	f.observe(ctx, n)
-	if fa, ok := f.ann.(FinishAnnouncer); ok {
-		r := FinishReport{Channel: n.StartedIn, Nick: n.StartedBy, URL: n.URL, Ident: id, Aborted: bool(n.Aborted), Line: text.Clean(n.Line(), text.Untrusted)}
+	if fa, ok := f.ann.(news.FinishAnnouncer); ok {
+		r := news.FinishReport{Channel: n.StartedIn, Nick: n.StartedBy, URL: n.URL, Ident: id, Aborted: bool(n.Aborted), Line: text.Clean(n.Line(), text.Untrusted)}
 		fa.AnnounceFinish(ctx, r, func(err error) {
 			switch {
 			case err == nil:
 				f.log.Info("finish reported", "ident", id, "channel", n.StartedIn, "line", n.Line())
-			case errors.Is(err, ErrCannotDeliver):
+			case errors.Is(err, news.ErrCannotDeliver):
 				f.log.Warn("cannot deliver line, dropping it", "ident", id, "channel", n.StartedIn, "line", n.Line(), "err", err)
 				err = nil
 			default:

@@ -20,6 +20,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
@@ -261,11 +262,11 @@ type batchAnnouncer struct {
 }
 
 type batchCall struct {
-	r    FinishReport
+	r    news.FinishReport
 	done func(error)
 }
 
-func (a *batchAnnouncer) AnnounceFinish(ctx context.Context, r FinishReport, done func(error)) {
+func (a *batchAnnouncer) AnnounceFinish(ctx context.Context, r news.FinishReport, done func(error)) {
 	a.got <- batchCall{r, done}
 }
 
@@ -303,7 +304,7 @@ func TestFinishNotifierBatch(t *testing.T) {
 			t.Errorf("report = %+v", r)
 		}
 		calls[0].done(nil)
-		calls[2].done(ErrCannotDeliver)
+		calls[2].done(news.ErrCannotDeliver)
 		calls[3].done(errors.New("connection lost"))
 		calls[1].done(nil)
 		if err := <-errc; err == nil {

@@ -11,19 +11,9 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/badkeys"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/internal/text"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/store"
 )
-
-// JobEvent is one change of a job, as the bot publishes it on
-// ChannelJobEvents (see doc/protocol.md, Live stream):
-// {"ts":…,"ident":"…","event":"queued|settings|…","by":"…","detail":{…}}.
-type JobEvent struct {
-	TS     float64         `json:"ts"`
-	Ident  string          `json:"ident"`
-	Event  string          `json:"event"`
-	By     string          `json:"by,omitempty"`
-	Detail json.RawMessage `json:"detail,omitempty"`
-}
 
 // The job events are the history's (store/history.go). The firehose
 // derives started, finished, aborted and failed itself as well (from
@@ -33,17 +23,6 @@ type JobEvent struct {
 // isEndEvent reports whether e ends a job.
 func isEndEvent(e string) bool {
 	return e == store.EventFinished || e == store.EventAborted || e == store.EventFailed
-}
-
-// StreamSink receives what the firehose reads. Both methods are called
-// from the firehose's goroutines and must not block for long.
-type StreamSink interface {
-	// StreamLog gets a job's new log entries, in score order, with its
-	// record as read just before them.
-	StreamLog(job *store.Job, entries []store.LogEntry)
-	// StreamEvent gets a job event; a lifecycle event (queued, started,
-	// finished, aborted, failed, expired) comes once per run of a job.
-	StreamEvent(ev JobEvent)
 }
 
 // FirehoseConfig configures the firehose; zero values take defaults.
@@ -72,7 +51,7 @@ const seenCheckEvery = 30 * time.Second
 // ChannelJobEvents, so the sink learns of every job starting and ending.
 type Firehose struct {
 	store *store.Store
-	sink  StreamSink
+	sink  news.StreamSink
 	cfg   FirehoseConfig
 	log   *slog.Logger
 
@@ -129,7 +108,7 @@ func lifecycleBit(e string) uint8 {
 }
 
 // NewFirehose returns a firehose feeding sink; Start runs it.
-func NewFirehose(store *store.Store, sink StreamSink, cfg FirehoseConfig, log *slog.Logger) *Firehose {
+func NewFirehose(store *store.Store, sink news.StreamSink, cfg FirehoseConfig, log *slog.Logger) *Firehose {
 	if cfg.Batch <= 0 {
 		cfg.Batch = 5000
 	}
@@ -295,11 +274,11 @@ func unixFloat(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // endFromHash tells from a job record (nil when expired) and its failure
 // record whether and how the job ended (store.StateOf).
-func endFromHash(ident string, job *store.Job, fail *store.Failure) (JobEvent, bool) {
+func endFromHash(ident string, job *store.Job, fail *store.Failure) (news.JobEvent, bool) {
 	if job == nil {
 		job = store.DecodeJob(ident, nil)
 	}
-	ev := JobEvent{Ident: ident}
+	ev := news.JobEvent{Ident: ident}
 	detail := map[string]any{}
 	switch store.StateOf(job, fail, false) {
 	case store.StateFailed:
@@ -355,7 +334,7 @@ func (f *Firehose) watchWorking(ctx context.Context) {
 				detail["pipeline_id"] = st.Job.PipelineID.Value
 			}
 			b, _ := json.Marshal(detail)
-			f.emit(JobEvent{TS: unixFloat(f.cfg.Now()), Ident: id, Event: store.EventStarted, Detail: b})
+			f.emit(news.JobEvent{TS: unixFloat(f.cfg.Now()), Ident: id, Event: store.EventStarted, Detail: b})
 		}
 		delete(f.ending, id)
 	}
@@ -388,9 +367,9 @@ func (f *Firehose) watchWorking(ctx context.Context) {
 
 // listenEvents follows ChannelJobEvents, reconnecting with backoff.
 func (f *Firehose) listenEvents(ctx context.Context) {
-	run.Reconnect(ctx, f.log, "job events subscription", PubSubBackoff, func(ctx context.Context) (bool, error) {
+	run.Reconnect(ctx, f.log, "job events subscription", run.PubSubBackoff, func(ctx context.Context) (bool, error) {
 		return f.store.ListenJobEvents(ctx, func() { f.markReady(true, false) }, func(doc string) {
-			var ev JobEvent
+			var ev news.JobEvent
 			if err := json.Unmarshal([]byte(doc), &ev); err != nil || ev.Ident == "" || ev.Event == "" {
 				f.log.Warn("ignoring a job event that is not one", "doc", text.Cut(doc, 200))
 				return
@@ -403,7 +382,7 @@ func (f *Firehose) listenEvents(ctx context.Context) {
 // emit hands ev to the sink, once per lifecycle event and run of a job: a
 // job's lifecycle events are forgotten when it is queued or started again
 // after it ended (the same URL archived again gets the same ident).
-func (f *Firehose) emit(ev JobEvent) {
+func (f *Firehose) emit(ev news.JobEvent) {
 	if ev.TS == 0 {
 		ev.TS = unixFloat(f.cfg.Now())
 	}

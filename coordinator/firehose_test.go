@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
@@ -16,7 +17,7 @@ type sinkRec struct {
 	mu      sync.Mutex
 	entries map[string][]store.LogEntry
 	jobs    map[string]map[string]string
-	events  []JobEvent
+	events  []news.JobEvent
 }
 
 func newSinkRec() *sinkRec {
@@ -30,7 +31,7 @@ func (s *sinkRec) StreamLog(job *store.Job, es []store.LogEntry) {
 	s.jobs[job.Ident] = job.Fields
 }
 
-func (s *sinkRec) StreamEvent(ev JobEvent) {
+func (s *sinkRec) StreamEvent(ev news.JobEvent) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.events = append(s.events, ev)
@@ -100,10 +101,10 @@ func TestFirehoseForgetsEventsOfJobsThatDoNotExist(t *testing.T) {
 		sink := newSinkRec()
 		f := NewFirehose(s, sink, FirehoseConfig{Now: func() time.Time { return now }}, svcLog(t))
 		b.Client.HSet(ctx, "realjob", "url", "http://real.example/")
-		f.emit(JobEvent{Ident: "realjob", Event: store.EventQueued})
+		f.emit(news.JobEvent{Ident: "realjob", Event: store.EventQueued})
 		const junk = 3000
 		for i := range junk {
-			f.emit(JobEvent{Ident: fmt.Sprintf("evleak%d", i), Event: store.EventQueued})
+			f.emit(news.JobEvent{Ident: fmt.Sprintf("evleak%d", i), Event: store.EventQueued})
 		}
 		if len(sink.events) != junk+1 {
 			t.Fatalf("%d events passed on, want %d", len(sink.events), junk+1)
@@ -118,7 +119,7 @@ func TestFirehoseForgetsEventsOfJobsThatDoNotExist(t *testing.T) {
 		if n != 1 || !real {
 			t.Fatalf("the firehose remembers %d jobs (realjob: %v), want only realjob", n, real)
 		}
-		f.emit(JobEvent{Ident: "realjob", Event: store.EventQueued})
+		f.emit(news.JobEvent{Ident: "realjob", Event: store.EventQueued})
 		if len(sink.events) != junk+1 {
 			t.Errorf("a duplicate event of a remembered job was passed on")
 		}
@@ -132,7 +133,7 @@ func TestFirehoseSeenBounded(t *testing.T) {
 		sink := newSinkRec()
 		f := NewFirehose(store.NewStore(b.Client), sink, FirehoseConfig{MaxSeen: 100}, svcLog(t))
 		for i := range 1000 {
-			f.emit(JobEvent{Ident: fmt.Sprintf("evleak%d", i), Event: store.EventFinished})
+			f.emit(news.JobEvent{Ident: fmt.Sprintf("evleak%d", i), Event: store.EventFinished})
 		}
 		if len(f.seen) != 100 || len(sink.events) != 1000 {
 			t.Errorf("remembers %d jobs, passed on %d events; want 100 and 1000", len(f.seen), len(sink.events))

@@ -13,6 +13,7 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/text"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -94,7 +95,7 @@ const pipelineNoticeBacklog = 200
 // pipelines that were there at startup.
 type PipelineNotifier struct {
 	store *store.Store
-	ann   Announcer
+	ann   news.Announcer
 	cfg   PipelineNotifierConfig
 	log   *slog.Logger
 	// Now is the clock the silence limit is measured with.
@@ -119,7 +120,7 @@ type pipelineNotice struct {
 
 // NewPipelineNotifier returns a pipeline notifier; zero config values take
 // their defaults.
-func NewPipelineNotifier(store *store.Store, ann Announcer, cfg PipelineNotifierConfig, log *slog.Logger) *PipelineNotifier {
+func NewPipelineNotifier(store *store.Store, ann news.Announcer, cfg PipelineNotifierConfig, log *slog.Logger) *PipelineNotifier {
 	return &PipelineNotifier{
 		store: store, ann: ann, cfg: cfg.orDefaults(),
 		log: serviceLog(log, "pipeline-notifier"), Now: time.Now,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/internal/badkeys"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -35,7 +36,7 @@ func (c ReaperConfig) orDefaults() ReaperConfig {
 // number of working jobs; dead jobs cost a few more each.
 type Reaper struct {
 	store *store.Store
-	ann   Announcer
+	ann   news.Announcer
 	cfg   ReaperConfig
 	log   *slog.Logger
 
@@ -77,7 +78,7 @@ func (r *Reaper) removeGhosts(ctx context.Context) error {
 }
 
 // NewReaper returns a reaper; zero config values take their defaults.
-func NewReaper(store *store.Store, ann Announcer, cfg ReaperConfig, log *slog.Logger) *Reaper {
+func NewReaper(store *store.Store, ann news.Announcer, cfg ReaperConfig, log *slog.Logger) *Reaper {
 	return &Reaper{store: store, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "reaper"), ghostsAt: time.Now(),
 		badKeys: workingSummary("reaper", "not jobs: no death timer")}
 }

@@ -1,7 +1,9 @@
-// Package coordinator holds the background services that run inside the
-// control node (reaper, notifiers, analyzer, firehose, updates listener,
-// leader lease). They read and write Redis only through package
-// store.
+// Package coordinator holds the background services of the control node,
+// and only them (reaper, notifiers, analyzer, firehose, updates listener,
+// API log relay, leader lease). They read and write Redis only through
+// package store; the words they share with the front ends (Announcer,
+// FinishReport, JobEvent, StreamSink, …) are in package news, so only
+// cmd/archivebot imports this package (doc/architecture.md, Layers).
 package coordinator
 
 import (
@@ -13,6 +15,7 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -62,7 +65,7 @@ type Services struct {
 }
 
 // NewServices builds the services over store; ann receives their lines.
-func NewServices(store *store.Store, ann Announcer, cfg ServicesConfig, log *slog.Logger) *Services {
+func NewServices(store *store.Store, ann news.Announcer, cfg ServicesConfig, log *slog.Logger) *Services {
 	if log == nil {
 		log = slog.Default()
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
@@ -49,7 +50,7 @@ func (a *svcAnnouncer) Announce(ctx context.Context, channel, text string) error
 		return a.down
 	}
 	if a.cannot[channel] {
-		return ErrCannotDeliver
+		return news.ErrCannotDeliver
 	}
 	if strings.ContainsAny(text, "\r\n\x00") {
 		return fmt.Errorf("line with CR, LF or NUL: %q", text)
@@ -270,7 +271,7 @@ func TestServicesEndToEnd(t *testing.T) {
 		if err != nil || job == nil {
 			t.Fatalf("job %s: %v %v", id, job, err)
 		}
-		if got := JobProgress(job).Counts; got != wantCounts {
+		if got := news.JobProgress(job).Counts; got != wantCounts {
 			t.Errorf("job counters %+v, want %+v", got, wantCounts)
 		}
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/internal/badkeys"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -67,7 +68,7 @@ func (n StartNotice) Line() string {
 // deliver.go, as for finish notices).
 type StartNotifier struct {
 	store *store.Store
-	ann   Announcer
+	ann   news.Announcer
 	cfg   StartConfig
 	log   *slog.Logger
 
@@ -81,7 +82,7 @@ type StartNotifier struct {
 
 // NewStartNotifier returns a start notifier; zero config values take their
 // defaults.
-func NewStartNotifier(store *store.Store, ann Announcer, cfg StartConfig, log *slog.Logger) *StartNotifier {
+func NewStartNotifier(store *store.Store, ann news.Announcer, cfg StartConfig, log *slog.Logger) *StartNotifier {
 	return &StartNotifier{store: store, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "start-notifier"),
 		trigger: make(chan struct{}, 1), seen: map[string]struct{}{}, jobs: newJobWatch(store, log),
 		badKeys: workingSummary("start-notifier", "not jobs: no start notice, no history")}

@@ -6,15 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/store"
 )
-
-// PubSubBackoff bounds the reconnection waits of every pub/sub listener
-// (`updates` here, job events in the firehose, the pipeline API's job
-// settings): run.Reconnect.
-var PubSubBackoff = run.Backoff{Min: config.DefaultPubSubMinBackoff, Max: config.DefaultPubSubMaxBackoff}
 
 // Updates listens on the `updates` channel (a job ident on every log
 // entry, finish and abort) and fans each ident out to the registered
@@ -30,14 +24,14 @@ type Updates struct {
 	onSub    []func(ctx context.Context)
 
 	// MinBackoff and MaxBackoff bound the wait between reconnection
-	// attempts (PubSubBackoff unless a test changes them).
+	// attempts (run.PubSubBackoff unless a test changes them).
 	MinBackoff, MaxBackoff time.Duration
 }
 
 // NewUpdates returns a listener over store; Run starts it.
 func NewUpdates(store *store.Store, log *slog.Logger) *Updates {
 	return &Updates{store: store, log: serviceLog(log, "updates"),
-		MinBackoff: PubSubBackoff.Min, MaxBackoff: PubSubBackoff.Max}
+		MinBackoff: run.PubSubBackoff.Min, MaxBackoff: run.PubSubBackoff.Max}
 }
 
 // OnUpdate registers fn to be called with the ident of every `updates`

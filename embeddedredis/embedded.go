@@ -162,7 +162,10 @@ type Server struct {
 	warnedSync     atomic.Bool
 	panics         atomic.Int64 // commands that panicked (their connection was closed)
 
-	stop      chan struct{}
+	stop chan struct{}
+	// ctx ends when stop is closed: the loops run under run.Every.
+	ctx       context.Context
+	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
@@ -195,6 +198,7 @@ func Start(opts Options) (*Server, error) {
 		syncEvery: cmp.Or(opts.syncInterval, aofSyncInterval),
 		stop:      make(chan struct{}),
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 
 	// Restore before listening, so that no client ever sees an empty
 	// data set that is about to be replaced.
@@ -259,12 +263,10 @@ func Start(opts Options) (*Server, error) {
 			"anyone who can reach it can read and change the data (set redis.password)", "addr", s.addr)
 	}
 
-	s.wg.Add(1)
-	go s.expiryLoop(restoredAt)
+	run.Go(&s.wg, s.log, "embedded redis: expiry loop", func() { s.expiryLoop(restoredAt) })
 	if s.path != "" {
-		s.wg.Add(2)
-		go s.saveLoop()
-		go s.syncLoop()
+		run.Go(&s.wg, s.log, "embedded redis: save loop", s.saveLoop)
+		run.Go(&s.wg, s.log, "embedded redis: sync loop", s.syncLoop)
 	}
 	s.log.Info("embedded redis: listening", "addr", s.addr,
 		"password", opts.Password != "", "snapshot", s.path)
@@ -347,6 +349,7 @@ func (s *Server) Save() error {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
+		s.cancel()
 		s.wg.Wait() // the expiry ticker has brought TTLs up to date
 		s.saveMu.Lock()
 		defer s.saveMu.Unlock()
@@ -426,7 +429,6 @@ func (s *Server) saveLocked(live bool) error {
 // early or keep them. The wall clock itself is left alone (no SetTime):
 // miniredis then uses time.Now() for TIME, EXPIREAT and the like.
 func (s *Server) expiryLoop(last time.Time) {
-	defer s.wg.Done()
 	advance := func() {
 		now := time.Now()
 		elapsed := now.Sub(last)
@@ -459,19 +461,10 @@ func (s *Server) saveLoop() {
 	})
 }
 
-// every runs fn (guarded, named what) every d until the server stops.
+// every runs fn (guarded, named what) every d until the server stops:
+// run.Every, the node's one schedule.
 func (s *Server) every(d time.Duration, what string, fn func()) {
-	defer s.wg.Done()
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		s.safely(what, fn)
-	}
+	run.Every(s.ctx, s.log, "embedded redis: "+what, run.Schedule{Interval: d}, func(context.Context) { fn() })
 }
 
 // safely runs f, logging instead of crashing if it panics, so that a

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
@@ -95,7 +93,7 @@ func (t *term) settingsChanged(ident string) {
 func (t *term) settingsLoop(ctx context.Context) {
 	var wg sync.WaitGroup
 	run.Go(&wg, t.s.log, "job settings subscription", func() {
-		run.Reconnect(ctx, t.s.log, "job settings subscription", coordinator.PubSubBackoff, func(ctx context.Context) (bool, error) {
+		run.Reconnect(ctx, t.s.log, "job settings subscription", run.PubSubBackoff, func(ctx context.Context) (bool, error) {
 			return t.s.store.ListenJobSettings(ctx, func() {
 				// Messages are lost while unsubscribed: send every
 				// held job's settings again.
@@ -136,11 +134,10 @@ func (t *term) settingsLoop(ctx context.Context) {
 
 // settingsOf builds the settings event of a job record.
 func settingsOf(ident string, j *store.APIJob) wire.Settings {
-	f := j.Fields
-	age, _ := strconv.ParseInt(f["settings_age"], 10, 64)
-	return wire.Settings{Ident: ident, Age: age, DelayMin: f["delay_min"], DelayMax: f["delay_max"],
-		Concurrency: f["concurrency"], AbortRequested: f["abort_requested"] != "",
-		SuppressIgnoreReports: f["suppress_ignore_reports"] != "", IgnorePatterns: nonNil(j.Ignores)}
+	r := j.Record
+	return wire.Settings{Ident: ident, Age: r.SettingsAge, DelayMin: r.DelayMin.Value, DelayMax: r.DelayMax.Value,
+		Concurrency: r.Concurrency.Value, AbortRequested: r.AbortRequested,
+		SuppressIgnoreReports: r.SuppressIgnoreReports, IgnorePatterns: nonNil(j.Ignores)}
 }
 
 // sendSettings reads a held job's settings and sends them to its key.
@@ -153,19 +150,19 @@ func (t *term) sendSettings(ctx context.Context, ident string) {
 	}
 	rj, err := t.s.store.APIReadJob(ctx, ident)
 	var naj *store.NotAJobError
-	if errors.As(err, &naj) || (err == nil && (rj == nil || rj.Fields["pipeline_id"] != store.APIPipelineKey(j.key))) {
+	if errors.As(err, &naj) || (err == nil && (rj == nil || rj.Record.PipelineID.Value != store.APIPipelineKey(j.key))) {
 		t.release(j, "the job record is gone or names another pipeline")
 		return
 	}
 	if err != nil {
 		if ctx.Err() == nil {
 			t.s.log.Warn("reading a job's settings failed; retrying", "ident", ident, "err", err)
-			time.AfterFunc(time.Second, func() { t.settingsChanged(ident) })
+			time.AfterFunc(readRetry.Wait(0), func() { t.settingsChanged(ident) })
 		}
 		return
 	}
 	t.mu.Lock()
-	j.fields = rj.Fields
+	j.rec = rj.Record
 	t.mu.Unlock()
 	t.sendKey(j.key, wire.EventSettings, settingsOf(ident, rj))
 }

@@ -13,9 +13,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/sitematch"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/store"
 )
@@ -160,16 +160,15 @@ func (s *Server) take(req *request) (any, *refusal) {
 
 // taken records a job the key just took and answers it.
 func (s *Server) taken(req *request, j *store.APIJob) wire.TakeResponse {
-	score, _ := strconv.ParseInt(j.Fields["log_score"], 10, 64)
 	t := req.t
 	t.mu.Lock()
-	t.jobs[j.Ident] = &heldJob{ident: j.Ident, key: req.key, fields: maps.Clone(j.Fields), logScore: score}
+	t.jobs[j.Ident] = &heldJob{ident: j.Ident, key: req.key, rec: j.Record, logScore: j.Record.LogScore}
 	t.mu.Unlock()
 	s.forgetRecent(j.Ident)
 	t.settingsChanged(j.Ident)
 	s.log.Info("job taken through the pipeline API", "key", req.key, "ident", j.Ident, "queue", j.Queue)
 	return wire.TakeResponse{Job: &wire.Job{Ident: j.Ident, Queue: j.Queue, PipelineID: store.APIPipelineKey(req.key),
-		Fields: j.Fields, Ignores: nonNil(j.Ignores)}}
+		Fields: j.Record.Fields, Ignores: nonNil(j.Ignores)}}
 }
 
 func nonNil(s []string) []string {
@@ -200,7 +199,7 @@ func (s *Server) readJob(req *request, ident string) (any, *refusal) {
 	}
 	rj, err := s.store.APIReadJob(req.r.Context(), ident)
 	var naj *store.NotAJobError
-	if errors.As(err, &naj) || (err == nil && (rj == nil || rj.Fields["pipeline_id"] != store.APIPipelineKey(req.key))) {
+	if errors.As(err, &naj) || (err == nil && (rj == nil || rj.Record.PipelineID.Value != store.APIPipelineKey(req.key))) {
 		req.t.release(j, "the job record is gone or names another pipeline")
 		return nil, refuse(http.StatusForbidden, "not_held", "job "+ident+" is not held by key "+req.key)
 	}
@@ -209,8 +208,8 @@ func (s *Server) readJob(req *request, ident string) (any, *refusal) {
 	}
 	t := req.t
 	t.mu.Lock()
-	fields := t.withPending(j, rj.Fields)
-	j.fields = rj.Fields
+	fields := t.withPending(j, rj.Record.Fields)
+	j.rec = rj.Record
 	t.mu.Unlock()
 	return wire.Job{Ident: ident, PipelineID: store.APIPipelineKey(req.key), Fields: fields, Ignores: nonNil(rj.Ignores)}, nil
 }
@@ -299,7 +298,7 @@ func (s *Server) update(req *request, ident string) (any, *refusal) {
 		add(k, v)
 	}
 	if len(entries) > 0 {
-		c, _ := coordinator.CountLogEntries(entries)
+		c, _ := news.CountLogEntries(entries)
 		// The analyzer's seven counts exist once a job has entries, zero
 		// or not, as the direct analyzer's HINCRBY leaves them.
 		if j.incr == nil {
@@ -326,10 +325,9 @@ func (s *Server) update(req *request, ident string) (any, *refusal) {
 		}
 		j.dirty = true
 	}
-	snapshot := t.withPending(j, j.fields)
-	res := wire.UpdateResponse{LogAccepted: len(entries), LogScore: j.logScore}
-	res.SettingsAge, _ = strconv.ParseInt(j.fields["settings_age"], 10, 64)
-	res.AbortRequested = j.fields["abort_requested"] != ""
+	snapshot := t.withPending(j, j.rec.Fields)
+	res := wire.UpdateResponse{LogAccepted: len(entries), LogScore: j.logScore,
+		SettingsAge: j.rec.SettingsAge, AbortRequested: j.rec.AbortRequested}
 	t.mu.Unlock()
 	if len(entries) > 0 {
 		metrics.APILogEntries(req.key, len(entries))
@@ -369,7 +367,12 @@ func (s *Server) abort(req *request, ident string) (any, *refusal) {
 		return nil, rf
 	}
 	req.t.mu.Lock()
-	j.fields["aborted"] = "true"
+	aborted := maps.Clone(j.rec.Fields)
+	if aborted == nil {
+		aborted = map[string]string{}
+	}
+	aborted["aborted"] = "true"
+	j.rec = store.DecodeJob(ident, aborted)
 	req.t.mu.Unlock()
 	return wire.DoneResponse{Ident: ident, Aborted: true}, nil
 }

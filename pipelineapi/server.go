@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/internal/httpserve"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/store"
@@ -70,7 +71,7 @@ const (
 
 // Options configure a Server; zero values take the defaults.
 type Options struct {
-	Store *store.Store
+	Store Store
 	// Sink gets the log entries for the live streams (the node's
 	// coordinator.APILogPublisher; doc/pipeline-api.md, Logs off Redis);
 	// nil: none.
@@ -118,7 +119,7 @@ func limit[T ~int | ~int64](v, def T) T {
 // Server serves the pipeline API.
 type Server struct {
 	opt   Options
-	store *store.Store
+	store Store
 	log   *slog.Logger
 
 	mu   sync.Mutex
@@ -166,7 +167,8 @@ func New(opt Options) *Server {
 // beyond).
 const MaxHeaderBytes = 16 << 10
 
-// Serve answers on ln until ctx ends (requests in flight get 5 s), with
+// Serve answers on ln until ctx ends (requests in flight get 5 s; the
+// server helper, internal/httpserve, the web listener's too), with
 // TLS when cert and key are set, within the listener limits of Options:
 // a connection over MaxConns or MaxConnsPerAddr is refused at once; a
 // request's headers and body must arrive within ReadTimeout, an answer
@@ -174,11 +176,21 @@ const MaxHeaderBytes = 16 << 10
 // connection is closed after IdleTimeout without a request.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, certFile, keyFile string) error {
 	o := s.opt
-	hs := &http.Server{Handler: s.Handler(), ReadTimeout: o.ReadTimeout, IdleTimeout: o.IdleTimeout,
-		MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
-	if o.ReadTimeout > 0 && o.WriteTimeout > 0 {
-		hs.WriteTimeout = o.ReadTimeout + o.WriteTimeout
+	// Zero in Options is no bound (limit); to the server helper zero is
+	// the web listener's value, so it gets -1. The headers get the web
+	// listener's ReadHeaderTimeout.
+	none := func(d time.Duration) time.Duration {
+		if d <= 0 {
+			return -1
+		}
+		return d
 	}
+	var write time.Duration
+	if o.ReadTimeout > 0 && o.WriteTimeout > 0 {
+		write = o.ReadTimeout + o.WriteTimeout
+	}
+	hs := httpserve.Server(s.Handler(), httpserve.Timeouts{Read: none(o.ReadTimeout), Idle: none(o.IdleTimeout), Write: none(write)},
+		MaxHeaderBytes, s.log, nil)
 	lim := newLimitListener(ln, o.MaxConns, o.MaxConnsPerAddr, certFile == "" && keyFile == "", s.log)
 	s.mu.Lock()
 	s.ln = lim
@@ -192,18 +204,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, certFile, keyFile s
 		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		ln = tls.NewListener(ln, hs.TLSConfig)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx)
-	}()
-	err := hs.Serve(ln)
-	<-done
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
+	err := httpserve.Serve(ctx, hs, ln, s.log)
+	if ctx.Err() != nil {
+		return nil // stopped: requests still running after the grace are cut, as before
 	}
 	return err
 }

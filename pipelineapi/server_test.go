@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/store"
@@ -42,7 +42,7 @@ func (r *recSink) StreamLog(job *store.Job, es []store.LogEntry) {
 	r.entries[ident] = append(r.entries[ident], es...)
 	r.jobs[ident] = job.Fields
 }
-func (r *recSink) StreamEvent(coordinator.JobEvent) {}
+func (r *recSink) StreamEvent(news.JobEvent) {}
 
 func (r *recSink) got(ident string) []store.LogEntry {
 	r.mu.Lock()
@@ -279,8 +279,16 @@ func TestTakeUpdateDone(t *testing.T) {
 		if len(notes) != 1 {
 			t.Fatalf("finish notices %v", notes)
 		}
-		n, err := coordinator.ParseFinishNotice(notes[0])
-		if err != nil || n.URL != "http://example.com/job1" || n.StartedBy != "nick" || n.StartedIn != "#chan" || bool(n.Aborted) {
+		// The fields the finish notifier reads (doc/protocol.md, Finish
+		// notices); the notifier's own parser is tested in coordinator.
+		var n struct {
+			URL       string `json:"url"`
+			StartedBy string `json:"started_by"`
+			StartedIn string `json:"started_in"`
+			Aborted   bool   `json:"aborted"`
+		}
+		err = json.Unmarshal([]byte(notes[0]), &n)
+		if err != nil || n.URL != "http://example.com/job1" || n.StartedBy != "nick" || n.StartedIn != "#chan" || n.Aborted {
 			t.Errorf("finish notice %s: %+v %v", notes[0], n, err)
 		}
 		if rdb.SIsMember(ctx, store.KeyPipelineKeyJobs("alpha"), "job1").Val() {
@@ -626,6 +634,60 @@ func TestControlSettings(t *testing.T) {
 		}
 		if r, err := c.Heartbeat(ctx, "j"); err != nil || !r.AbortRequested {
 			t.Errorf("update after !abort: %+v %v", r, err)
+		}
+	})
+}
+
+// TestFlagsReadAsTheRecord: the API reads a job's flags as every other
+// reader of the record does (store.DecodeJob, doc/protocol.md Job record):
+// true only when the hash says "true". Another program's "1" or "yes" in
+// abort_requested or suppress_ignore_reports is not a request, in the
+// settings event and in the answer to an update alike, so the pipeline is
+// never told to abort a job that !status and the dashboard show running.
+func TestFlagsReadAsTheRecord(t *testing.T) {
+	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
+		c := h.holding("alpha", "j")
+		events := make(chan client.Event, 16)
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go c.Control(sctx, func(ev client.Event) error { events <- ev; return nil })
+		// settingsAt is the first settings event of age at least age.
+		settingsAt := func(age int64) wire.Settings {
+			t.Helper()
+			for {
+				select {
+				case ev := <-events:
+					s, err := ev.Settings()
+					if ev.Name != wire.EventSettings || err != nil {
+						t.Fatalf("event %s %s", ev.Name, ev.Data)
+					}
+					if s.Age >= age {
+						return s
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("no settings event of age %d", age)
+				}
+			}
+		}
+		settingsAt(0)
+		for i, tc := range []struct {
+			value string
+			want  bool
+		}{{"1", false}, {"yes", false}, {"true", true}} {
+			b.Client.HSet(ctx, "j", "abort_requested", tc.value, "suppress_ignore_reports", tc.value)
+			if _, err := h.store.ChangeSettings(ctx, "j", store.Change{Bump: 1}); err != nil {
+				t.Fatal(err)
+			}
+			rec := store.DecodeJob("j", b.Client.HGetAll(ctx, "j").Val())
+			if rec.AbortRequested != tc.want || rec.SuppressIgnoreReports != tc.want {
+				t.Fatalf("%q: DecodeJob reads abort %v, suppress %v", tc.value, rec.AbortRequested, rec.SuppressIgnoreReports)
+			}
+			if s := settingsAt(int64(i + 1)); s.AbortRequested != tc.want || s.SuppressIgnoreReports != tc.want {
+				t.Errorf("%q: settings event %+v, want both flags %v", tc.value, s, tc.want)
+			}
+			if r, err := c.Heartbeat(ctx, "j"); err != nil || r.AbortRequested != tc.want {
+				t.Errorf("%q: update answer %+v %v, want abort_requested %v", tc.value, r, err, tc.want)
+			}
 		}
 	})
 }

@@ -56,7 +56,7 @@ type keyState struct {
 // heldJob is a job a key holds, with what is not yet written.
 type heldJob struct {
 	ident, key string
-	fields     map[string]string // the record as last read, with what was written since
+	rec        *store.Job // the record as last read (DecodeJob), with what was written since
 	logScore   int64
 
 	incr  map[string]int64
@@ -65,6 +65,10 @@ type heldJob struct {
 
 	opMu sync.Mutex // serializes this job's writes (flush, abort, done)
 }
+
+// readRetry is the wait before reading again what a term needs from Redis
+// (its keys at the start, a held job's settings): a fixed second.
+var readRetry = run.Backoff{Min: time.Second, Max: time.Second}
 
 // Run serves one leadership term until ctx ends: it loads the keys,
 // refreshes them every KeyRefresh (closing the control streams of revoked
@@ -85,20 +89,17 @@ func (s *Server) Run(ctx context.Context) error {
 		} else {
 			s.log.Warn("reading pipeline keys failed; retrying", "err", err)
 		}
-		select {
-		case <-ctx.Done():
+		if !readRetry.Sleep(ctx, 0) {
 			return ctx.Err()
-		case <-time.After(time.Second):
 		}
 	}
 	s.mu.Lock()
 	s.term = t
 	s.mu.Unlock()
 	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() { defer wg.Done(); t.refreshLoop(ctx) }()
-	go func() { defer wg.Done(); t.flushLoop(ctx) }()
-	go func() { defer wg.Done(); t.settingsLoop(ctx) }()
+	run.Go(&wg, s.log, "pipeline key refresh", func() { t.refreshLoop(ctx) })
+	run.Go(&wg, s.log, "pipeline API flush", func() { t.flushLoop(ctx) })
+	run.Go(&wg, s.log, "pipeline API settings", func() { t.settingsLoop(ctx) })
 	<-ctx.Done()
 	s.mu.Lock()
 	s.term = nil
@@ -271,13 +272,12 @@ func (t *term) loadHeld(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
-		if j == nil || j.Fields["pipeline_id"] != pid || j.Fields["finished_at"] != "" {
+		if j == nil || j.Record.PipelineID.Value != pid || j.Record.FinishedAt.Value != "" {
 			continue
 		}
-		score, _ := strconv.ParseInt(j.Fields["log_score"], 10, 64)
 		t.mu.Lock()
 		if _, ok := t.jobs[id]; !ok {
-			t.jobs[id] = &heldJob{ident: id, key: name, fields: j.Fields, logScore: score}
+			t.jobs[id] = &heldJob{ident: id, key: name, rec: j.Record, logScore: j.Record.LogScore}
 		}
 		t.mu.Unlock()
 	}

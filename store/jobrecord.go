@@ -49,6 +49,7 @@ type Job struct {
 	ItemsDownloaded int64  // items_downloaded
 	ItemsQueued     int64  // items_queued
 	WarcSize        int64  // warc_size
+	LogScore        int64  // log_score: the score of the job's last log entry
 
 	// Counts are the analyzer's response counts (r1xx … runk) and
 	// error_count.
@@ -148,6 +149,7 @@ func DecodeJob(ident string, fields map[string]string) *Job {
 		ItemsDownloaded:       counter("items_downloaded"),
 		ItemsQueued:           counter("items_queued"),
 		WarcSize:              counter("warc_size"),
+		LogScore:              counter("log_score"),
 		Counts: LogCounts{
 			R1xx: counter("r1xx"), R2xx: counter("r2xx"), R3xx: counter("r3xx"),
 			R4xx: counter("r4xx"), R5xx: counter("r5xx"), Runk: counter("runk"),

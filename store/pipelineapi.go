@@ -23,22 +23,6 @@ func (s *Store) apiCtx(ctx context.Context) context.Context {
 	return ctx
 }
 
-// PipelineKey is a registered pipeline API key.
-type PipelineKey struct {
-	Name string
-	// PublicKey is the text as stored ("ed25519:…"); empty when revoked.
-	PublicKey string
-	Revoked   bool
-	RevokedAt time.Time
-	// Stats: AddedAt, LastSeen (zero when never), Refusals, LastRefusal.
-	AddedAt     time.Time
-	LastSeen    time.Time
-	Refusals    int64
-	LastRefusal string
-	// Held is how many jobs the key holds (the size of its held set).
-	Held int64
-}
-
 // PipelineKeys reads every key's public key and revocation: one round
 // trip (two HGETALL). The API refreshes it every 250 ms.
 func (s *Store) PipelineKeys(ctx context.Context) (active map[string]string, revoked map[string]string, err error) {
@@ -52,93 +36,6 @@ func (s *Store) PipelineKeys(ctx context.Context) (active map[string]string, rev
 		return nil, nil, wrap("read pipeline keys", err)
 	}
 	return a.Val(), r.Val(), nil
-}
-
-// AddPipelineKey registers (or replaces) name's public key and clears a
-// revocation, in one MULTI.
-func (s *Store) AddPipelineKey(ctx context.Context, name, pub string) error {
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, KeyPipelineKeys, name, pub)
-		p.HDel(ctx, KeyPipelineKeysRevoked, name)
-		p.HSet(ctx, KeyPipelineKeyStats(name), "added_at", strconv.FormatInt(s.Now().Unix(), 10))
-		return nil
-	})
-	return wrap("add pipeline key "+name, err)
-}
-
-// ErrNoPipelineKey: no key of that name is registered.
-var ErrNoPipelineKey = errors.New("no such pipeline key")
-
-// RevokePipelineKey revokes name, in one MULTI: its public key is removed
-// and the time recorded. Nodes notice within their refresh (250 ms).
-func (s *Store) RevokePipelineKey(ctx context.Context, name string) error {
-	n, err := s.rdb.HExists(ctx, KeyPipelineKeys, name).Result()
-	if err != nil {
-		return wrap("revoke pipeline key "+name, err)
-	}
-	if !n {
-		return fmt.Errorf("%w: %s", ErrNoPipelineKey, name)
-	}
-	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HDel(ctx, KeyPipelineKeys, name)
-		p.HSet(ctx, KeyPipelineKeysRevoked, name, strconv.FormatInt(s.Now().Unix(), 10))
-		return nil
-	})
-	return wrap("revoke pipeline key "+name, err)
-}
-
-// ListPipelineKeys returns every key, active and revoked, sorted by name,
-// with its statistics and held count.
-func (s *Store) ListPipelineKeys(ctx context.Context) ([]PipelineKey, error) {
-	active, revoked, err := s.PipelineKeys(ctx)
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, 0, len(active)+len(revoked))
-	for n := range active {
-		names = append(names, n)
-	}
-	for n := range revoked {
-		if _, ok := active[n]; !ok {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
-	stats := make([]*redis.MapStringStringCmd, len(names))
-	held := make([]*redis.IntCmd, len(names))
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, n := range names {
-			stats[i] = p.HGetAll(ctx, KeyPipelineKeyStats(n))
-			held[i] = p.SCard(ctx, KeyPipelineKeyJobs(n))
-		}
-		return nil
-	})
-	if err != nil && !isWrongType(err) {
-		return nil, wrap("read pipeline key stats", err)
-	}
-	out := make([]PipelineKey, len(names))
-	for i, n := range names {
-		k := PipelineKey{Name: n, PublicKey: active[n], Held: held[i].Val()}
-		if _, ok := active[n]; !ok {
-			k.Revoked = true
-			k.RevokedAt = unixText(revoked[n])
-		}
-		st := stats[i].Val()
-		k.AddedAt = unixText(st["added_at"])
-		k.LastSeen = unixText(st["last_seen"])
-		k.Refusals, _ = strconv.ParseInt(st["refusals"], 10, 64)
-		k.LastRefusal = st["last_refusal"]
-		out[i] = k
-	}
-	return out, nil
-}
-
-func unixText(s string) time.Time {
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f <= 0 {
-		return time.Time{}
-	}
-	return time.Unix(int64(f), 0)
 }
 
 // NonceResult is what CheckNonce found.
@@ -163,11 +60,13 @@ func (s *Store) CheckNonce(ctx context.Context, name, nonce string, ts int64, wi
 	return NonceResult(n), nil
 }
 
-// APIJob is a job held through the pipeline API: its record and ignores.
+// APIJob is a job held through the pipeline API: its record, decoded by
+// DecodeJob as every reader of the record does (Record.Fields is the hash
+// as read, which the take answers byte for byte), and its ignores.
 type APIJob struct {
 	Ident   string
 	Queue   string
-	Fields  map[string]string
+	Record  *Job
 	Ignores []string
 }
 
@@ -231,15 +130,17 @@ func (s *Store) APITakeStats(ctx context.Context, name, pub string, queues []str
 	if len(res) < 5 {
 		return nil, st, nil
 	}
-	j := &APIJob{Fields: make(map[string]string, len(res)/2)}
+	j := &APIJob{}
 	j.Queue, _ = res[3].(string)
 	j.Ident, _ = res[4].(string)
+	fields := make(map[string]string, len(res)/2)
 	for i := 5; i+1 < len(res); i += 2 {
 		k, _ := res[i].(string)
 		v, _ := res[i+1].(string)
-		j.Fields[k] = v
+		fields[k] = v
 	}
-	ig, err := s.rdb.SMembers(ctx, ignoresKey(j.Ident, j.Fields)).Result()
+	j.Record = DecodeJob(j.Ident, fields)
+	ig, err := s.rdb.SMembers(ctx, ignoresKey(j.Ident, fields)).Result()
 	if err != nil && !isWrongType(err) {
 		return j, st, wrap("read ignores", err)
 	}
@@ -272,11 +173,12 @@ func (s *Store) APIReadJob(ctx context.Context, ident string) (*APIJob, error) {
 	if isWrongType(h.Err()) {
 		return nil, &NotAJobError{Key: ident}
 	}
-	if len(h.Val()) == 0 || DecodeJob(ident, h.Val()).Ghost() {
+	rec := DecodeJob(ident, h.Val())
+	if len(h.Val()) == 0 || rec.Ghost() {
 		return nil, nil // gone, or a ghost: no job
 	}
-	j := &APIJob{Ident: ident, Fields: h.Val(), Ignores: ig.Val()}
-	if k := ignoresKey(ident, j.Fields); k != KeyIgnores(ident) {
+	j := &APIJob{Ident: ident, Record: rec, Ignores: ig.Val()}
+	if k := ignoresKey(ident, rec.Fields); k != KeyIgnores(ident) {
 		if j.Ignores, err = s.rdb.SMembers(ctx, k).Result(); err != nil && !isWrongType(err) {
 			return nil, wrap("read ignores", err)
 		}

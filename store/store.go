@@ -83,6 +83,11 @@ func stringsOf(v any) []string {
 	return out
 }
 
+// Clock is the store's clock (Now) as a method, for a consumer that
+// sees the store through an interface of its own and keeps time as the
+// store does (the tweeter's default clock).
+func (s *Store) Clock() time.Time { return s.Now() }
+
 // ErrUnavailable is wrapped by errors caused by Redis being unreachable, so
 // that front ends can answer "backend unavailable" instead of failing.
 var ErrUnavailable = errors.New("backend unavailable")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/internal/httpserve"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -142,7 +143,8 @@ func blueskyReset(h http.Header) time.Time {
 	if t := unixHeader(h.Get("RateLimit-Reset")); !t.IsZero() {
 		return t
 	}
-	return retryAfter(h)
+	at, _ := httpserve.RetryAfter(h, time.Now())
+	return at
 }
 
 type session struct {

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/mattn/go-mastodon"
 
+	"github.com/archiveteam/archivebot-go/internal/httpserve"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -175,22 +175,8 @@ func mastodonReset(h http.Header) time.Time {
 			return t
 		}
 	}
-	return retryAfter(h)
-}
-
-// retryAfter reads Retry-After (seconds or an HTTP date); zero if absent.
-func retryAfter(h http.Header) time.Time {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return time.Time{}
-	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return time.Now().Add(time.Duration(s) * time.Second)
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return t
-	}
-	return time.Time{}
+	at, _ := httpserve.RetryAfter(h, time.Now())
+	return at
 }
 
 // classifyHTTP turns a non-2xx answer of Mastodon or Bluesky into a typed

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/internal/httpserve"
 	"github.com/dghubble/go-twitter/twitter"
 	"github.com/dghubble/oauth1"
 )
@@ -386,9 +387,7 @@ func rateLimitReset(h http.Header) time.Time {
 		}
 	}
 	if reset.IsZero() {
-		if s, err := strconv.Atoi(strings.TrimSpace(h.Get("Retry-After"))); err == nil && s >= 0 {
-			reset = time.Now().Add(time.Duration(s) * time.Second)
-		}
+		reset, _ = httpserve.RetryAfter(h, time.Now())
 	}
 	return reset
 }

@@ -199,7 +199,7 @@ type NetStatus struct {
 // Prune, CheckJob and Sweep run one step each and are safe to call directly
 // (tests do), also while it runs.
 type Tweeter struct {
-	store  *store.Store
+	store  Store
 	cfg    Config
 	nets   []*net
 	names  store.FeedNets
@@ -226,7 +226,7 @@ type Tweeter struct {
 // New returns a tweeter over store. It posts on X through cfg.Poster if
 // set, else through the API version cfg.API when cfg.Credentials are set;
 // and on each of cfg.Networks. With no network at all it is a dry run.
-func New(store *store.Store, cfg Config) (*Tweeter, error) {
+func New(store Store, cfg Config) (*Tweeter, error) {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -257,7 +257,7 @@ func New(store *store.Store, cfg Config) (*Tweeter, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Now == nil {
-		cfg.Now = func() time.Time { return store.Now() }
+		cfg.Now = store.Clock
 	}
 	t := &Tweeter{
 		store:    store,
@@ -751,12 +751,10 @@ func (t *Tweeter) interrupted(n *net, a store.FeedAttempt, err error) (Outcome, 
 	return Interrupted, nil
 }
 
+// backoff is the wait before retry try (from 1): the node's one backoff
+// (run.Backoff) from RetryBackoff up to MaxBackoff.
 func (t *Tweeter) backoff(try int) time.Duration {
-	d := t.cfg.RetryBackoff
-	for i := 1; i < try && d < t.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, t.cfg.MaxBackoff)
+	return run.Backoff{Min: t.cfg.RetryBackoff, Max: t.cfg.MaxBackoff}.Wait(try - 1)
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.

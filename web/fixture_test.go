@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 	"github.com/archiveteam/archivebot-go/store"
 )
@@ -105,11 +107,8 @@ func newFixture(t testing.TB, b *redistest.Backend) *fixture {
 	if err := j1.AddCounters(ctx, 123456, 5, 40); err != nil {
 		t.Fatal(err)
 	}
-	an := coordinator.NewAnalyzer(f.store, coordinator.AnalyzerConfig{}, nil)
 	for _, id := range []string{f.run1, f.run2} {
-		if _, err := an.Analyze(ctx, id); err != nil {
-			t.Fatal(err)
-		}
+		countLog(t, f.store, id)
 	}
 
 	// A finished and an aborted job, indexed as the finish notifier does.
@@ -217,4 +216,31 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // connection: its writer never runs, as a client that stopped reading.
 func idleClient(h *Hub, v2 bool, lim queueLimits) *client {
 	return &client{hub: h, v2: v2, lim: lim, signal: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// countLog counts the log of ident into its record as the analyzer does
+// (package coordinator, which web's tests do not build): one batch read
+// through the store, counted by news.CountEntries, committed with
+// CommitLogCounts under the analyzer's default bounds.
+func countLog(t testing.TB, st *store.Store, ident string) news.BatchCount {
+	t.Helper()
+	ctx := context.Background()
+	bookmark, ok, err := st.LogBookmark(ctx, ident)
+	if err != nil || !ok {
+		t.Fatalf("bookmark of %s: %v %v", ident, ok, err)
+	}
+	entries, err := st.ReadLog(ctx, ident, bookmark, config.DefaultAnalyzerBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := news.CountEntries(entries)
+	next := bookmark
+	if b.Entries > 0 {
+		next = strconv.FormatFloat(b.Last, 'f', -1, 64)
+	}
+	res, _, err := st.CommitLogCounts(ctx, ident, bookmark, next, b.Counts, config.DefaultAnalyzerTrimAfter, false, 0)
+	if err != nil || res != store.LogCommitted {
+		t.Fatalf("commit the counts of %s: %v %v", ident, res, err)
+	}
+	return b
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/archiveteam/archivebot-go/internal/httpserve"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/store"
 )
@@ -43,7 +44,7 @@ const (
 
 // Options configures the server.
 type Options struct {
-	Store *store.Store
+	Store Store
 	// IgnoreSets returns every named ignore set with its patterns (the
 	// bot's catalog); used by /ignores/IDENT?compact=true. Nil: every
 	// pattern counts as a manual ignore.
@@ -79,7 +80,7 @@ type Options struct {
 // Server is the HTTP API.
 type Server struct {
 	opt     Options
-	store   *store.Store
+	store   Store
 	log     *slog.Logger
 	handler http.Handler
 	now     func() time.Time
@@ -235,28 +236,8 @@ func (s *Server) ServeStream(ctx context.Context, ln net.Listener) error {
 }
 
 func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	<-done
-	return err
+	srv := httpserve.Server(h, httpserve.Timeouts{}, MaxHeaderBytes, s.log, ctx)
+	return httpserve.Serve(ctx, srv, ln, s.log)
 }
 
 // writeJSON sends v as JSON with CORS open to every origin (upstream sent

@@ -35,7 +35,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -110,15 +110,18 @@ type HubOptions struct {
 }
 
 // Hub fans the firehose out to WebSocket clients. It implements
-// coordinator.StreamSink.
+// news.StreamSink.
 type Hub struct {
-	opt      HubOptions
-	log      *slog.Logger
-	upgrader websocket.Upgrader
+	opt HubOptions
+	log *slog.Logger
+	// clientLoops counts the clients' reader and writer goroutines
+	// (run.Go: a panic in one is logged, not fatal).
+	clientLoops sync.WaitGroup
+	upgrader    websocket.Upgrader
 
 	mu      sync.Mutex
 	entries []streamEntry
-	events  []coordinator.JobEvent
+	events  []news.JobEvent
 	clients map[*client]struct{}
 	seq     uint64
 	wake    chan struct{}
@@ -249,7 +252,7 @@ func (h *Hub) StreamLog(job *store.Job, entries []store.LogEntry) {
 }
 
 // StreamEvent queues a job event for the next batch.
-func (h *Hub) StreamEvent(ev coordinator.JobEvent) {
+func (h *Hub) StreamEvent(ev news.JobEvent) {
 	h.mu.Lock()
 	h.events = append(h.events, ev)
 	h.mu.Unlock()

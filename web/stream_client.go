@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/gorilla/websocket"
 )
 
@@ -500,6 +501,6 @@ func (h *Hub) serveStream(w http.ResponseWriter, r *http.Request) {
 	if h.onJoin != nil {
 		h.onJoin()
 	}
-	go c.writeLoop()
-	go c.readLoop()
+	run.Go(&h.clientLoops, h.log, "stream client writer", c.writeLoop)
+	run.Go(&h.clientLoops, h.log, "stream client reader", c.readLoop)
 }

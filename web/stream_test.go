@@ -18,6 +18,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 	"github.com/archiveteam/archivebot-go/store"
 )
@@ -28,7 +29,7 @@ type tap struct {
 	hub    *Hub
 	mu     sync.Mutex
 	logs   map[string]int // entries per ident
-	events []coordinator.JobEvent
+	events []news.JobEvent
 	ch     chan struct{}
 }
 
@@ -40,7 +41,7 @@ func (t *tap) StreamLog(job *store.Job, entries []store.LogEntry) {
 	t.poke()
 }
 
-func (t *tap) StreamEvent(ev coordinator.JobEvent) {
+func (t *tap) StreamEvent(ev news.JobEvent) {
 	t.hub.StreamEvent(ev)
 	t.mu.Lock()
 	t.events = append(t.events, ev)
@@ -393,7 +394,7 @@ type v2frame struct {
 	N          int                          `json:"n"`
 	Entries    []map[string]any             `json:"entries"`
 	Jobs       map[string]map[string]string `json:"jobs"`
-	Events     []coordinator.JobEvent       `json:"events"`
+	Events     []news.JobEvent              `json:"events"`
 	Dropped    int                          `json:"dropped"`
 	Hello      map[string]any               `json:"hello"`
 	Subscribed map[string]any               `json:"subscribed"`
@@ -669,10 +670,8 @@ func TestOversizedLogEntry(t *testing.T) {
 			t.Fatalf("/logs/recent: %v, %d entries, want the 2 downloads", err, len(got))
 		}
 
-		an := coordinator.NewAnalyzer(r.store, coordinator.AnalyzerConfig{}, nil)
-		res, err := an.Analyze(ctx, j.Ident)
-		if err != nil || res.Entries != 3 || res.Invalid != 1 || res.Counts.R2xx != 2 {
-			t.Fatalf("analyze: %+v, %v; want 3 entries, 1 invalid, 2 2xx", res, err)
+		if b := countLog(t, r.store, j.Ident); b.Entries != 3 || b.Invalid != 1 || b.Oversized != 1 || b.Counts.R2xx != 2 {
+			t.Fatalf("counted %+v; want 3 entries, 1 invalid (oversized), 2 2xx", b)
 		}
 	})
 }

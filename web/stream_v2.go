@@ -10,12 +10,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/gorilla/websocket"
 )
 
 // eventFrame: {"seq":S,"n":0,"t":MS,"events":[…]}.
-func eventFrame(seq uint64, now time.Time, events []coordinator.JobEvent) []byte {
+func eventFrame(seq uint64, now time.Time, events []news.JobEvent) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"seq":`)
 	b.WriteString(strconv.FormatUint(seq, 10))

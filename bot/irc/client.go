@@ -2,7 +2,7 @@
 // the configured server (reconnecting with backoff), joins the channels,
 // tracks who holds which channel rank, turns "!" lines into bot.Requests,
 // and sends every line through one rate-limited outbox. It also
-// implements coordinator.Announcer for the reporting services.
+// implements news.Announcer for the reporting services.
 //
 // Goroutines: Run owns the connection loop; ircevent runs a reader, a
 // writer and a pinger per connection and calls our callbacks from the

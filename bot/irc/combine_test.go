@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/news"
 )
 
 func TestMergeRuns(t *testing.T) {
@@ -50,7 +50,7 @@ func TestFinishUnits(t *testing.T) {
 		if i%4 == 0 {
 			via = "#elsewhere"
 		}
-		items = append(items, &finishItem{r: coordinator.FinishReport{Nick: nick, URL: url, Ident: fmt.Sprintf("id%03d", i), Aborted: i%5 == 0,
+		items = append(items, &finishItem{r: news.FinishReport{Nick: nick, URL: url, Ident: fmt.Sprintf("id%03d", i), Aborted: i%5 == 0,
 			Line: nick + ": Your job for " + url + " has finished. (id)"}, via: via, ctx: context.Background()})
 	}
 	units := c.finishUnits("#chan", items, true)

@@ -95,22 +95,12 @@ func (c *Client) Run(ctx context.Context) error {
 	return nil
 }
 
-// backoff is the wait before reconnect attempt n (from 0): doubling from
-// backoffMin up to backoffMax, with "equal jitter" (half fixed, half
-// random) so many bots do not reconnect in lockstep.
+// backoff is the wait before reconnect attempt n (from 0): the node's one
+// backoff (run.Backoff), doubling from backoffMin up to backoffMax, with
+// "equal jitter" (half fixed, half random) so many bots do not reconnect
+// in lockstep.
 func (c *Client) backoff(n int) time.Duration {
-	d := c.backoffMin
-	for i := 0; i < n && d < c.backoffMax; i++ {
-		d *= 2
-	}
-	if d > c.backoffMax {
-		d = c.backoffMax
-	}
-	half := d / 2
-	if half <= 0 {
-		return d
-	}
-	return half + rand.N(half)
+	return run.Backoff{Min: c.backoffMin, Max: c.backoffMax, Jitter: true}.Wait(n)
 }
 
 // server is where to connect and how.

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/archiveteam/archivebot-go/coordinator"
 )
 
 // gateLink is a connection whose writes signal when they start and
@@ -97,7 +96,7 @@ func TestFinishReportResumesAfterPartialSend(t *testing.T) {
 	f := &flakyLink{fail: map[int]bool{2: true}}
 	c.out.setLink(f, c.gen.Load())
 	url := "https://example.com/" + strings.Repeat("long/", 200)
-	r := coordinator.FinishReport{Channel: "#chan", Nick: "alice", URL: url, Ident: "resume1",
+	r := news.FinishReport{Channel: "#chan", Nick: "alice", URL: url, Ident: "resume1",
 		Line: "alice: Your job for " + url + " has finished."}
 	deliver := func() error {
 		done := make(chan error, 1)

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/news"
 )
 
 // Replies and finish reports wait in queues of their own, not in the
@@ -71,11 +71,11 @@ func (c *Client) nickLen() int {
 }
 
 // Announce posts text in channel and returns nil once every line of it
-// was written to the socket (coordinator.Announcer). Without a connection
+// was written to the socket (news.Announcer). Without a connection
 // it fails at once so the caller keeps the notice for later. A channel
 // that is not configured is never joined: the text goes to the report
 // channel as "[for CHANNEL] text", or, without one, the error wraps
-// coordinator.ErrCannotDeliver, as it does when the server refuses to let
+// news.ErrCannotDeliver, as it does when the server refuses to let
 // the bot into a configured channel.
 func (c *Client) Announce(ctx context.Context, channel, text string) error {
 	if _, up := c.out.connected(); !up || !c.connected.Load() {
@@ -90,7 +90,7 @@ func (c *Client) Announce(ctx context.Context, channel, text string) error {
 	}
 	lines, err := messageLines("PRIVMSG", dest, "", text, c.nickLen())
 	if err != nil {
-		return fmt.Errorf("%w: %v", coordinator.ErrCannotDeliver, err)
+		return fmt.Errorf("%w: %v", news.ErrCannotDeliver, err)
 	}
 	if len(lines) == 0 {
 		return nil

@@ -13,7 +13,7 @@ import (
 	"github.com/archiveteam/archivebot-go/bot"
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/news"
 )
 
 const (
@@ -396,7 +396,7 @@ func TestAnnounce(t *testing.T) {
 		}
 	}
 	err := h.client.Announce(ctx, "#locked", "let me in")
-	if !errors.Is(err, coordinator.ErrCannotDeliver) {
+	if !errors.Is(err, news.ErrCannotDeliver) {
 		t.Errorf("Announce to a +k channel: %v, want ErrCannotDeliver", err)
 	}
 	if got := h.client.Channels(); strings.Join(got, ",") != "#test,#keyed,#locked" {
@@ -411,7 +411,7 @@ func TestAnnounce(t *testing.T) {
 	}
 	// With irc.report_channel off such lines cannot be delivered.
 	h.client.report = ""
-	if err := h.client.Announce(ctx, "#elsewhere", "x"); !errors.Is(err, coordinator.ErrCannotDeliver) {
+	if err := h.client.Announce(ctx, "#elsewhere", "x"); !errors.Is(err, news.ErrCannotDeliver) {
 		t.Errorf("Announce to #elsewhere without a report channel: %v, want ErrCannotDeliver", err)
 	}
 }

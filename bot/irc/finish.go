@@ -5,24 +5,24 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/news"
 )
 
 // Finish reports, one of the delivery queues (delivery.go).
 
 // finishItem is one finish report waiting for its channel.
 type finishItem struct {
-	r    coordinator.FinishReport
+	r    news.FinishReport
 	via  string // the channel it was meant for, when redirected
 	ctx  context.Context
 	done func(error)
 }
 
-// AnnounceFinish queues a finish report (coordinator.FinishAnnouncer): in
+// AnnounceFinish queues a finish report (news.FinishAnnouncer): in
 // its channel when that is one of ours, else in the report channel saying
 // where it was meant to go. done is called once its line was written, or
 // with the reason it was not.
-func (c *Client) AnnounceFinish(ctx context.Context, r coordinator.FinishReport, done func(error)) {
+func (c *Client) AnnounceFinish(ctx context.Context, r news.FinishReport, done func(error)) {
 	if _, up := c.out.connected(); !up || !c.connected.Load() {
 		done(errNotConnected)
 		return
@@ -130,7 +130,7 @@ func (c *Client) finishUnits(channel string, items []*finishItem, combine bool) 
 		}
 		lines, err := messageLines("PRIVMSG", channel, "", text, nickLen)
 		if err != nil {
-			err = fmt.Errorf("%w: %v", coordinator.ErrCannotDeliver, err)
+			err = fmt.Errorf("%w: %v", news.ErrCannotDeliver, err)
 		}
 		return finishUnit{lines: lines, items: []*finishItem{it}, err: err}
 	}
@@ -184,7 +184,7 @@ func (c *Client) finishUnits(channel string, items []*finishItem, combine bool) 
 			text := prefix + fmt.Sprintf(header, len(entries)) + strings.Join(entries, ", ")
 			line, err := buildLine("PRIVMSG", channel, text)
 			if err != nil {
-				err = fmt.Errorf("%w: %v", coordinator.ErrCannotDeliver, err)
+				err = fmt.Errorf("%w: %v", news.ErrCannotDeliver, err)
 			}
 			out = append(out, finishUnit{lines: [][]byte{line}, items: carried, err: err})
 			entries, carried, size = nil, nil, 0

@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/internal/text"
+	"github.com/archiveteam/archivebot-go/news"
 )
 
 // membership is the client's part that knows the channels: which are
@@ -70,7 +70,7 @@ func (c *Client) route(channel string) (dest, via string, err error) {
 		via = text.Cut(cleanText(channel), 64)
 	}
 	if c.report == "" {
-		return "", "", fmt.Errorf("%w: %q is not one of the configured channels and irc.report_channel is off", coordinator.ErrCannotDeliver, via)
+		return "", "", fmt.Errorf("%w: %q is not one of the configured channels and irc.report_channel is off", news.ErrCannotDeliver, via)
 	}
 	return c.report, via, nil
 }
@@ -138,7 +138,7 @@ func (c *Client) onEvent(ev event, gen uint64) {
 		c.scheduleRejoin(ev.channel, gen)
 	case evJoinFailed:
 		c.log.Warn("cannot join channel", "channel", ev.channel, "reason", ev.reason)
-		c.wakeJoin(ev.channel, fmt.Errorf("%w: %s: %s", coordinator.ErrCannotDeliver, ev.channel, ev.reason))
+		c.wakeJoin(ev.channel, fmt.Errorf("%w: %s: %s", news.ErrCannotDeliver, ev.channel, ev.reason))
 	case evNickGone:
 		if c.state.Fold(ev.nick) == c.state.Fold(c.cfg.Nick) {
 			c.reclaimNick(gen)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/bot"
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/news"
 )
 
 // fakeLink is a connection that records the bytes written to it.
@@ -355,7 +355,7 @@ func TestAnnounceOffline(t *testing.T) {
 	c := New(config.IRC{Server: "irc://127.0.0.1:1", Nick: "ArchiveBot", Channels: []string{"#a", "#b key"}}, b, testLogger(t))
 	start := time.Now()
 	err := c.Announce(context.Background(), "#a", "x")
-	if err == nil || errors.Is(err, coordinator.ErrCannotDeliver) || time.Since(start) > 50*time.Millisecond {
+	if err == nil || errors.Is(err, news.ErrCannotDeliver) || time.Since(start) > 50*time.Millisecond {
 		t.Errorf("Announce offline: %v after %v", err, time.Since(start))
 	}
 	if got := strings.Join(c.Channels(), ","); got != "#a,#b" {

@@ -36,7 +36,7 @@ type adminCmd struct {
 	stderr      io.Writer
 
 	cfg   *config.Config
-	store *store.Store
+	store cliStore
 	close func()
 }
 

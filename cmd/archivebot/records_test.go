@@ -13,6 +13,7 @@ import (
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
@@ -40,7 +41,7 @@ func (r *lines) String() string   { r.mu.Lock(); defer r.mu.Unlock(); return str
 type streamSink struct {
 	mu     sync.Mutex
 	logged map[string]int
-	events []coordinator.JobEvent
+	events []news.JobEvent
 }
 
 func (s *streamSink) StreamLog(job *store.Job, es []store.LogEntry) {
@@ -49,7 +50,7 @@ func (s *streamSink) StreamLog(job *store.Job, es []store.LogEntry) {
 	s.logged[job.Ident] += len(es)
 }
 
-func (s *streamSink) StreamEvent(ev coordinator.JobEvent) {
+func (s *streamSink) StreamEvent(ev news.JobEvent) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.events = append(s.events, ev)
@@ -262,7 +263,7 @@ func TestWhichRecordSpeaks(t *testing.T) {
 				if j == nil {
 					return view{}
 				}
-				return view{"job", j.Fields["url"]}
+				return view{"job", j.Record.URL.Value}
 			}},
 		}
 

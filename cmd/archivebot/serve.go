@@ -21,16 +21,16 @@ import (
 	"github.com/archiveteam/archivebot-go/bot"
 	botirc "github.com/archiveteam/archivebot-go/bot/irc"
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/embeddedredis"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
 // frontEnd is the IRC client or the console.
 type frontEnd interface {
-	coordinator.Announcer
+	news.Announcer
 	Run(ctx context.Context) error
 }
 

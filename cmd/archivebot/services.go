@@ -12,6 +12,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelineapi"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 	"github.com/archiveteam/archivebot-go/store"
@@ -23,7 +24,7 @@ import (
 // (coordinator.Services): the coordinator services, then the tweeter, the
 // firehose feeding hub (when the web server is on) and the pipeline API's
 // term (when it is on), reporting to ann. Stop on the result ends it all.
-func startServices(ctx context.Context, cfg *config.Config, store *store.Store, ann coordinator.Announcer,
+func startServices(ctx context.Context, cfg *config.Config, store *store.Store, ann news.Announcer,
 	hub *web.Hub, papi *pipelineapi.Server, logger *slog.Logger) (*coordinator.Services, error) {
 	svc := coordinator.NewServices(store, ann, coordinator.ServicesConfig{
 		Reaper: coordinator.ReaperConfig{

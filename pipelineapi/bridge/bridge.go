@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
@@ -195,11 +196,15 @@ func (b *Bridge) ControlConnected() bool {
 	return b.ctlUp
 }
 
+// callBackoff is the wait between two tries of a call when the node gave
+// no Retry-After.
+var callBackoff = run.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
+
 // call runs op, retrying refusals that pass (429 with its Retry-After,
 // 503, the node unreachable) for up to RetryFor.
 func (b *Bridge) call(what string, op func(ctx context.Context) error) error {
 	deadline := time.Now().Add(b.retryFor)
-	wait := 200 * time.Millisecond
+	waited := 0 // retries that waited the backoff (no Retry-After)
 	for {
 		ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 		err := op(ctx)
@@ -214,8 +219,8 @@ func (b *Bridge) call(what string, op func(ctx context.Context) error) error {
 			return err
 		}
 		if after <= 0 {
-			after = wait
-			wait = min(wait*2, 5*time.Second)
+			after = callBackoff.Wait(waited)
+			waited++
 		}
 		if time.Now().Add(after).After(deadline) {
 			b.count("node_error:"+what, 1)

@@ -19,9 +19,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
+	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelineapi"
 	"github.com/archiveteam/archivebot-go/pipelineapi/apitest"
 	"github.com/archiveteam/archivebot-go/pipelineapi/bridge"
@@ -46,7 +46,7 @@ func (s *sink) StreamLog(job *store.Job, es []store.LogEntry) {
 	}
 	s.entries[ident] += len(es)
 }
-func (s *sink) StreamEvent(coordinator.JobEvent) {}
+func (s *sink) StreamEvent(news.JobEvent) {}
 func (s *sink) count(ident string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

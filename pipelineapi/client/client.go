@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/internal/httpserve"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
 
@@ -212,10 +213,9 @@ func readError(resp *http.Response) error {
 	} else {
 		e.Code, e.Reason = "http_"+strconv.Itoa(resp.StatusCode), strings.TrimSpace(string(b))
 	}
-	if s := resp.Header.Get("Retry-After"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil && n >= 0 {
-			e.RetryAfter = time.Duration(n) * time.Second
-		}
+	now := time.Now()
+	if at, ok := httpserve.RetryAfter(resp.Header, now); ok {
+		e.RetryAfter = max(at.Sub(now), 0)
 	}
 	return e
 }

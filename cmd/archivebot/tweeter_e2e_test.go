@@ -1,4 +1,4 @@
-package tweeter_test
+package main
 
 import (
 	"context"
@@ -8,47 +8,57 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 	"github.com/archiveteam/archivebot-go/tweeter"
 )
 
-// signalHandler passes records on and reports those whose message contains
+// tweetSignalHandler passes records on and reports those whose message contains
 // match.
-type signalHandler struct {
+type tweetSignalHandler struct {
 	slog.Handler
 	match string
 	ch    chan<- slog.Record
 }
 
-func (h signalHandler) Handle(ctx context.Context, r slog.Record) error {
+func (h tweetSignalHandler) Handle(ctx context.Context, r slog.Record) error {
 	if strings.Contains(r.Message, h.match) {
 		h.ch <- r
 	}
 	return h.Handler.Handle(ctx, r)
 }
 
-func (h signalHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return signalHandler{h.Handler.WithAttrs(as), h.match, h.ch}
+func (h tweetSignalHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return tweetSignalHandler{h.Handler.WithAttrs(as), h.match, h.ch}
 }
 
-func (h signalHandler) WithGroup(name string) slog.Handler {
-	return signalHandler{h.Handler.WithGroup(name), h.match, h.ch}
+func (h tweetSignalHandler) WithGroup(name string) slog.Handler {
+	return tweetSignalHandler{h.Handler.WithGroup(name), h.match, h.ch}
 }
 
-// End to end, in dry run, with the updates listener and a simulated
+// TestTweeterEndToEnd (the tweeter's end-to-end test, here because it
+// wires the tweeter to the services' updates listener as serve does): in
+// dry run, with the updates listener and a simulated
 // pipeline: a job the pipeline starts ends up as exactly one "Archiving
 // URL" in tweets:done; a job aborted before it started produces none.
-func TestEndToEnd(t *testing.T) {
+func TestTweeterEndToEnd(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, jobs *store.Store, ctx context.Context) {
-		base, logs := newLogger(t)
+		logs := &testproc.Buffer{}
+		base := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("log:\n%s", logs)
+			}
+		})
 		posts := make(chan slog.Record, 10)
-		logger := slog.New(signalHandler{base.Handler(), "would post", posts})
+		logger := slog.New(tweetSignalHandler{base.Handler(), "would post", posts})
 		tw, err := tweeter.New(jobs, tweeter.Config{Logger: logger, Interval: 10 * time.Millisecond, Delay: -1, SweepInterval: -1})
 		if err != nil {
 			t.Fatal(err)
@@ -141,13 +151,14 @@ func TestEndToEnd(t *testing.T) {
 		// The updates listener delivers in order and the tweeter checks in
 		// order: the aborted job's update was handled before the post.
 		tw.Stop()
-		st := state{
+		type tweetState struct{ Queued, Done, Failed []string }
+		st := tweetState{
 			Queued: membersOf(t, b, store.KeyTweetsQueue),
 			Done:   membersOf(t, b, store.KeyTweetsDone),
 			Failed: membersOf(t, b, store.KeyTweetsFailed),
 		}
-		want := state{Done: []string{"Archiving " + startedURL}}
-		if diff := cmp.Diff(want, st, cmpEmpty); diff != "" {
+		want := tweetState{Done: []string{"Archiving " + startedURL}}
+		if diff := cmp.Diff(want, st, cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("redis (-want +got):\n%s", diff)
 		}
 		select {

@@ -1,4 +1,4 @@
-package pipelineapi
+package main
 
 import (
 	"context"
@@ -15,6 +15,9 @@ import (
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
+	"github.com/archiveteam/archivebot-go/pipelineapi"
+	"github.com/archiveteam/archivebot-go/pipelineapi/apitest"
+	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 	"github.com/archiveteam/archivebot-go/store"
@@ -77,16 +80,40 @@ func (h queuedHandler) Handle(ctx context.Context, r slog.Record) error {
 func (h queuedHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h queuedHandler) WithGroup(string) slog.Handler      { return h }
 
+// apiHarness is a pipeline API server of its own over a store, for the
+// tests of what the node does with an API take (they build the leader's
+// services, which package pipelineapi does not import).
+type apiHarness struct {
+	t     *testing.T
+	store *store.Store
+	url   string
+}
+
+func newAPIHarness(t *testing.T, b *redistest.Backend, opt pipelineapi.Options) *apiHarness {
+	t.Helper()
+	h := &apiHarness{t: t, store: store.NewStore(b.Client)}
+	opt.Store = h.store
+	h.url = apitest.Serve(t, opt).URL
+	return h
+}
+
+// addKey registers a new key and returns a client of the server signing
+// with it, once the server knows it.
+func (h *apiHarness) addKey(name string) *client.Client {
+	h.t.Helper()
+	return apitest.Client(h.t, h.store, h.url, name)
+}
+
 // takeWatchers runs what reacts to a take in the node (the leader's
 // services: start notices, history; the tweeter: the feed) over h's store
 // and Redis, wired as cmd/archivebot wires them, with the given start
 // scan and tweeter sweep intervals. It returns once the updates
 // subscription is up.
-func takeWatchers(t *testing.T, h *harness, startEvery, sweepEvery time.Duration) (*timedAnnouncer, func(ident string) (time.Time, bool)) {
+func takeWatchers(t *testing.T, h *apiHarness, startEvery, sweepEvery time.Duration) (*timedAnnouncer, func(ident string) (time.Time, bool)) {
 	t.Helper()
 	ctx := context.Background()
 	ann := &timedAnnouncer{}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
 	svc := coordinator.NewServices(h.store, ann, coordinator.ServicesConfig{
 		Start:     coordinator.StartConfig{Interval: startEvery, Notify: true},
 		Reaper:    coordinator.ReaperConfig{Interval: time.Hour},
@@ -124,7 +151,7 @@ func takeWatchers(t *testing.T, h *harness, startEvery, sweepEvery time.Duration
 
 // queueNotified is harness.queue for a job that asks for a start notice,
 // as `!a` does by default.
-func (h *harness) queueNotified(ident string) {
+func (h *apiHarness) queueNotified(ident string) {
 	h.t.Helper()
 	err := h.store.Register(context.Background(), store.NewJob{Ident: ident, URL: "http://example.com/" + ident,
 		FetchDepth: "inf", Slug: "example.com-inf", StartedBy: "nick", StartedIn: "#chan",
@@ -140,7 +167,8 @@ func (h *harness) queueNotified(ident string) {
 // feed and its history has the start, with the periodic scans far away
 // (start scan hourly, the tweeter's sweep off).
 func TestAPITakeReachesServices(t *testing.T) {
-	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, ctx := newAPIHarness(t, b, pipelineapi.Options{}), context.Background()
 		ann, queued := takeWatchers(t, h, time.Hour, -1)
 		c := h.addKey("feedpipe")
 		id := "apitake" + b.Name
@@ -180,7 +208,7 @@ func TestAPITakeReachesServices(t *testing.T) {
 // pipeline API. It asserts nothing about time. Run it with
 //
 //	ARCHIVEBOT_PIPELINEAPI_MEASURE=1 ARCHIVEBOT_TEST_REDIS=redis://127.0.0.1:PORT/0 \
-//	  go test ./pipelineapi/ -run TestMeasureTakeToServices -v
+//	  go test ./cmd/archivebot/ -run TestMeasureTakeToServices -v
 func TestMeasureTakeToServices(t *testing.T) {
 	if os.Getenv("ARCHIVEBOT_PIPELINEAPI_MEASURE") == "" {
 		t.Skip("ARCHIVEBOT_PIPELINEAPI_MEASURE not set")
@@ -189,7 +217,7 @@ func TestMeasureTakeToServices(t *testing.T) {
 	if b == nil {
 		t.Skip("needs a real redis-server (ARCHIVEBOT_TEST_REDIS)")
 	}
-	h := newHarness(t, b, Options{Rate: 100000, LogRate: 1e6, KeyRefresh: DefaultKeyRefresh, FlushInterval: DefaultFlushInterval})
+	h := newAPIHarness(t, b, pipelineapi.Options{Rate: 100000, LogRate: 1e6, KeyRefresh: pipelineapi.DefaultKeyRefresh, FlushInterval: pipelineapi.DefaultFlushInterval})
 	ann, queued := takeWatchers(t, h, 0, 0) // 0: the defaults
 	ctx := context.Background()
 	c := h.addKey("measureapi")
