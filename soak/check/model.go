@@ -172,6 +172,11 @@ type checker struct {
 	openFault         map[string]ev
 
 	exists, refused, unknownYet, unackedReports, unknownTakes, endsWithoutTake, releasedByDeath int
+	// bridgeTakes: takes recorded between the node and the pipeline
+	// (the API proxy's, the bridges' own); handoffs: those then taken
+	// by the next in line; orphansEnded: those no pipeline got, found
+	// ended (by the reaper) when the job was taken again.
+	bridgeTakes, handoffs, orphansEnded int
 	reportsTotal, dupsTotal                                                                     int
 
 	leaders []ev
@@ -528,16 +533,43 @@ func (c *checker) report(e ev, s saying) {
 	}
 }
 
-// take applies a pipeline's take.
+// take applies a pipeline's take (or a bridge's own, for a pipeline
+// behind it: history.ViaBridgeSelf).
 func (c *checker) take(e ev) {
-	c.res.series.count("takes", e.T)
+	self := history.Relayed(e.Via)
+	if self {
+		c.bridgeTakes++
+	} else {
+		c.res.series.count("takes", e.T)
+	}
 	// Invariant 3.
 	if r, ok := c.revoke[e.Target]; ok && e.Target != "" && e.T.Sub(r.T) > c.opts.RevokeGrace {
 		c.inv[3].violate(Violation{Ident: e.Ident, T: r.T, T2: e.T, Lines: []int{r.line, e.line},
 			Detail: fmt.Sprintf("key %s took a job %s after its revocation", e.Target, e.T.Sub(r.T).Round(time.Millisecond))})
 	}
-	// Invariant 2: held by another?
+	var kept []hold
+	var passed *hold
 	for _, h := range c.holds[e.Ident] {
+		switch {
+		case passed == nil && history.Relayed(h.via) && e.Target != "" && h.target == e.Target && relayOrder(h.via, e.Via) && c.handoff(h, e):
+			// A pipeline (or a bridge) takes what the node handed its
+			// key (seen by the API proxy), a pipeline behind a bridge
+			// what the bridge took for it: the same hold, passed on
+			// (the life is running since the first).
+			c.handoffs++
+			passed = &hold{e.Actor, e.Via, e.Target, e.T, e.line, h.life}
+			continue
+		case history.Relayed(h.via) && h.life.outcome != "" && h.life.outcomeT.Before(e.T):
+			// A take no pipeline got (an orphan): the node failed (or
+			// ended) the job since; the key holds nothing.
+			c.orphansEnded++
+			continue
+		}
+		kept = append(kept, h)
+	}
+	c.holds[e.Ident] = kept
+	// Invariant 2: held by another?
+	for _, h := range kept {
 		d := fmt.Sprintf("held by %s (%s) since the first time, taken by %s (%s) at the second", h.actor, h.via, e.Actor, e.Via)
 		if end, over := h.life.ended(); over && end.Before(e.T) {
 			d += fmt.Sprintf(" (the holder's life of the job ended %s at %s, the holder never ended it)",
@@ -545,8 +577,27 @@ func (c *checker) take(e ev) {
 		}
 		c.inv[2].violate(Violation{Ident: e.Ident, T: h.t, T2: e.T, Lines: []int{h.line, e.line}, Detail: d})
 	}
+	if passed != nil {
+		c.holds[e.Ident] = append(c.holds[e.Ident], *passed)
+		return
+	}
 	l := c.take2(e)
 	c.holds[e.Ident] = append(c.holds[e.Ident], hold{e.Actor, e.Via, e.Target, e.T, e.line, l})
+}
+
+// relayOrder reports whether a take by via may take over a hold by
+// relay: the proxy's to the bridge or the pipeline, the bridge's to its
+// pipeline.
+func relayOrder(relay, via string) bool {
+	return relay == history.ViaProxy && via != history.ViaProxy || relay == history.ViaBridgeSelf && !history.Relayed(via)
+}
+
+// handoff reports whether a pipeline's take e, behind the bridge whose
+// own take is h, is that take passed on: the bridge's life of the job has
+// not ended before it.
+func (c *checker) handoff(h hold, e ev) bool {
+	end, over := h.life.ended()
+	return !over || end.After(e.T)
 }
 
 // take2 finds the life a take belongs to, judging a take after the end.
@@ -764,6 +815,10 @@ func (c *checker) judge2and3() {
 	}
 	c.inv[2].count("held at the end", "%d", held)
 	c.inv[2].count("released by a pipeline's death", "%d", c.releasedByDeath)
+	if c.bridgeTakes > 0 {
+		c.inv[2].count("relayed takes", "%d (%d passed on, %d orphans, %d of them found ended)",
+			c.bridgeTakes, c.handoffs, c.bridgeTakes-c.handoffs, c.orphansEnded)
+	}
 	if c.endsWithoutTake > 0 || c.unknownTakes > 0 {
 		c.inv[2].Notes = append(c.inv[2].Notes, fmt.Sprintf("%d ends without a recorded take; %d takes of jobs no scripted user queued", c.endsWithoutTake, c.unknownTakes))
 	}
@@ -934,6 +989,7 @@ func (c *checker) judge5(dump Dump) {
 		inv.Notes = append(inv.Notes, fmt.Sprintf("Redis was read over %s at the end: compared with the model over that time", to.Sub(from).Round(time.Millisecond)))
 	}
 	ends, ghosts := 0, 0
+	owed := owedReports(dump)
 	for ident, ls := range c.lives {
 		l := ls[len(ls)-1]
 		model := l.stateAt(c.res.End)
@@ -944,12 +1000,19 @@ func (c *checker) judge5(dump Dump) {
 		if st == "vanished" && (l.statesIn(from, to)["aborted"] || l.statesIn(from, to)["failed"]) {
 			ok = true // its record expired (5 s after the end) while Redis was read
 		}
-		if model == "queued" && st == "running" {
-			ok = true // taken in the last moment, its Take not yet written
+		if st == "running" && l.statesIn(from, to)["queued"] {
+			// Taken while Redis was read, its Take not yet written, or
+			// taken by a key whose pipeline never got the answer and
+			// then failed by the reaper while Redis was read: Redis
+			// read it running, the model has it queued then failed.
+			ok = true
 		}
 		if !ok && (model == "queued" || model == "running") && (st == "failed" || st == "finished" || st == "aborted") {
 			if end := c.endInDump(dump, l); !end.IsZero() && end.After(c.res.End.Add(-c.opts.EndGrace)) {
 				ok = true // it ended in the last seconds, unseen yet
+			}
+			if owed[ident] {
+				ok = true // it ended, its report waits in Redis, unseen yet
 			}
 		}
 		if !ok && (model == "queued" || model == "running") && l.acked && (st == "absent" || st == "stranded") {
@@ -1228,6 +1291,24 @@ func owedReports(dump Dump) map[string]bool {
 			}
 			if json.Unmarshal([]byte(doc), &n) == nil && n.URL != "" {
 				out[ident.Of(n.URL)] = true
+			}
+		}
+	}
+	// The reaper's death line is an admin notice, queued by the fail
+	// itself: a job failed in the last moment (while Redis was read) has
+	// its report waiting there.
+	for _, k := range []string{"archivebot:admin_notices", "archivebot:admin_notices:processing"} {
+		for _, doc := range dump.Members(k) {
+			var n struct {
+				Text string `json:"text"`
+			}
+			if json.Unmarshal([]byte(doc), &n) != nil {
+				continue
+			}
+			for _, s := range parseLine(n.Text) {
+				if s.kind == sayReport && s.ident != "" {
+					out[s.ident] = true
+				}
 			}
 		}
 	}
