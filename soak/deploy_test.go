@@ -28,6 +28,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
+	"github.com/archiveteam/archivebot-go/internal/clock"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
@@ -131,6 +132,9 @@ type node struct {
 	name    string
 	uid     int
 	cfg     string
+	// clockFile is the node's ARCHIVEBOT_CLOCK_OFFSET_FILE
+	// (internal/clock): the clock-skew fault writes an offset into it.
+	clockFile string
 	web     string // http.listen
 	stream  string // http.stream_listen
 	api     string // pipelines.listen
@@ -221,10 +225,20 @@ const leaseTTL = 5 * time.Second
 // start runs the node; test goroutine only.
 func (n *node) start(t *testing.T, bin string) {
 	exe, args := asUser(t, n.uid, bin, []string{"-config", n.cfg})
-	p := testproc.Start(t, n.name, exe, args, testproc.Options{Output: n.logFile, Tail: 40})
+	env := append(os.Environ(), clock.EnvOffsetFile+"="+n.clockFile)
+	p := testproc.Start(t, n.name, exe, args, testproc.Options{Output: n.logFile, Tail: 40, Env: env})
 	n.mu.Lock()
 	n.proc = p
 	n.mu.Unlock()
+}
+
+// skew sets the node's clock offset (0: its clock is right again).
+func (n *node) skew(d time.Duration) error {
+	tmp := n.clockFile + ".tmp"
+	if err := os.WriteFile(tmp, []byte(d.String()+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, n.clockFile)
 }
 
 // readyz is the role and leader a node reports ("" when it does not answer).

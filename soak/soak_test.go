@@ -127,7 +127,7 @@ type step struct {
 var faultKinds = []string{
 	"kill-leader", "freeze-leader", "kill-redis-master", "pause-pipeline",
 	"revoke-waiting", "restart-bridge",
-	"partition-node-redis", "partition-pipeline-node", "partition-leader-irc",
+	"partition-node-redis", "partition-pipeline-node", "partition-leader-irc", "clock-skew",
 }
 
 // makeSchedule draws the schedule: a warm-up, then faults one at a time
@@ -280,7 +280,8 @@ func TestSoak(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer lf.Close()
-		n := &node{name: name, uid: uidNode + i, web: testproc.FreeAddr(t), stream: testproc.FreeAddr(t), api: testproc.FreeAddr(t), logFile: lf}
+		n := &node{name: name, uid: uidNode + i, web: testproc.FreeAddr(t), stream: testproc.FreeAddr(t), api: testproc.FreeAddr(t), logFile: lf,
+			clockFile: filepath.Join(s.work, name+".clock")}
 		n.cfg = writeNodeConfig(t, s.work, name, irc.URL(), s.redis.cl.SentinelAddrs(), feeds, n.web, n.stream, n.api)
 		s.nodes[i] = n
 	}
@@ -737,6 +738,33 @@ func (s *soak) fault(st step) {
 		s.waitUntil(time.Now().Add(st.Dur + 5*time.Second))
 		s.net.heal(h)
 		end(l.name)
+	case "clock-skew":
+		// One node's clock 30 s ahead of or behind the other's (and
+		// Redis's), through its ARCHIVEBOT_CLOCK_OFFSET_FILE
+		// (internal/clock): the leader (mostly) or the standby. A node
+		// whose clock is off by more than ha.max_clock_skew does not
+		// lead (doc/reliability.md): a skewed leader steps down at its
+		// next renewal and the other takes over; a skewed standby does
+		// not campaign. Then the clock is put right.
+		n := s.leaderNode()
+		if n == nil || st.Pick >= 0.7 {
+			n = s.nodes[int(st.Pick*10)%2]
+		}
+		d := 30 * time.Second
+		if int(st.Pick*100)%2 == 1 {
+			d = -d
+		}
+		target := fmt.Sprintf("%s %+ds", n.name, int(d/time.Second))
+		start(target)
+		if err := n.skew(d); err != nil {
+			s.note("clock-skew: %v", err)
+		}
+		s.waitUntil(time.Now().Add(leaseTTL + st.Dur))
+		if err := n.skew(0); err != nil {
+			s.note("clock-skew: %v", err)
+		}
+		s.waitUntil(time.Now().Add(3 * time.Second))
+		end(target)
 	case "restart-bridge":
 		if len(s.bridges) == 0 {
 			return

@@ -39,6 +39,7 @@ func newPipelineAPI(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, cf
 	}
 	srv := pipelineapi.New(pipelineapi.Options{
 		Store:      store,
+		Now:        store.Now,
 		Leading:    leading,
 		Logger:     logger,
 		Rate:       cfg.Pipelines.Rate,
