@@ -129,16 +129,16 @@ func (r *redisSet) restartAsReplica(port int) {
 // The nodes.
 
 type node struct {
-	name    string
-	uid     int
-	cfg     string
+	name string
+	uid  int
+	cfg  string
 	// clockFile is the node's ARCHIVEBOT_CLOCK_OFFSET_FILE
 	// (internal/clock): the clock-skew fault writes an offset into it.
 	clockFile string
-	web     string // http.listen
-	stream  string // http.stream_listen
-	api     string // pipelines.listen
-	logFile *os.File
+	web       string // http.listen
+	stream    string // http.stream_listen
+	api       string // pipelines.listen
+	logFile   *os.File
 
 	mu   sync.Mutex
 	proc *testproc.Proc
