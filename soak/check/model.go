@@ -551,6 +551,12 @@ func (c *checker) take(e ev) {
 	var passed *hold
 	for _, h := range c.holds[e.Ident] {
 		switch {
+		case self && passed == nil && h.target == e.Target && relayOrder(e.Via, h.via) && !h.t.Before(e.T.Add(-relaySlack)):
+			// The same take, recorded by the next in line first (the
+			// processes' stamps are in milliseconds, the logs read
+			// apart): the hold stays the pipeline's.
+			c.handoffs++
+			return
 		case passed == nil && history.Relayed(h.via) && e.Target != "" && h.target == e.Target && relayOrder(h.via, e.Via) && c.handoff(h, e):
 			// A pipeline (or a bridge) takes what the node handed its
 			// key (seen by the API proxy), a pipeline behind a bridge
@@ -584,6 +590,9 @@ func (c *checker) take(e ev) {
 	l := c.take2(e)
 	c.holds[e.Ident] = append(c.holds[e.Ident], hold{e.Actor, e.Via, e.Target, e.T, e.line, l})
 }
+
+// relaySlack is how far apart the records of one take may be.
+const relaySlack = time.Second
 
 // relayOrder reports whether a take by via may take over a hold by
 // relay: the proxy's to the bridge or the pipeline, the bridge's to its
