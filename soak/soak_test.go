@@ -46,15 +46,18 @@ type scale struct {
 	MinEntries, MaxEntries int
 	EntryInterval          time.Duration
 	Think                  time.Duration // a user's mean pause between commands
+	// PickWindow: commands about a job pick it among this many of the
+	// latest acknowledged (about the jobs live at once).
+	PickWindow int
 }
 
 var scales = map[string]scale{
 	// The scale: 200 jobs at once on 50 pipelines, 1,000 log
 	// entries/s (200 jobs × 5/s), 20 viewers, 10 users.
 	"full": {Name: "full", APIPipes: 25, APIWorkers: 7, Direct: 15, Bridges: 2, PerBridge: 5, Viewers: 20, Users: 10,
-		MinEntries: 100, MaxEntries: 300, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond},
+		MinEntries: 100, MaxEntries: 300, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 300},
 	"ci": {Name: "ci", APIPipes: 6, APIWorkers: 3, Direct: 3, Bridges: 1, PerBridge: 2, Viewers: 4, Users: 4,
-		MinEntries: 30, MaxEntries: 100, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond},
+		MinEntries: 30, MaxEntries: 100, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 30},
 }
 
 // bridgedArgs are the simulator's flags for a pipeline behind a bridge:
@@ -221,7 +224,7 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &soak{t: t, seed: seed, sc: sc, rec: rec, dir: dir, work: irctest.ReadableTempDir(t), jobs: newJobList(), restart: make(chan *pipe, 256)}
+	s := &soak{t: t, seed: seed, sc: sc, rec: rec, dir: dir, work: irctest.ReadableTempDir(t), jobs: newJobList(sc.PickWindow), restart: make(chan *pipe, 256)}
 	closed := false
 	defer func() {
 		if !closed {
