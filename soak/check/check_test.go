@@ -826,3 +826,25 @@ func TestRelayedTakeRecordedAfterThePipelines(t *testing.T) {
 	r.add(31.0005, history.Event{Kind: history.Take, Actor: "api-proxy", Via: history.ViaProxy, Target: "key8", Ident: f})
 	failsOnly(t, r.check(t), 2, f, "held by api9", "taken by api-proxy")
 }
+
+// A job the node says a key held that no take handed it: a deposed
+// leader's take that Redis ran after the lease moved on (the planted
+// "fence skipped in the take script" shows it after a partition of the
+// leader from Redis). Every API take is recorded as the proxy saw the
+// node's answer, so a hold without one is a write no take asked of the
+// leader.
+func TestHoldWithoutTakeFails(t *testing.T) {
+	r := clean()
+	const url = "http://f.example/"
+	f := r.queue(30, "gina", url)
+	r.line(45, "gina: Job "+f+" <"+url+"> has had no heartbeat for 30 seconds; it has been marked as failed.")
+	job := `{"url":"` + url + `","started_at":"` + fmt.Sprint(float64(r.at(32).UnixMilli())/1000) + `","pipeline_id":"pipeline:` + md5hex("api:key1") + `"}`
+	r.set("archivebot:failed:"+f, "hash", map[string]string{"url": url, "failed_by": "reaper", "failed_at": "1764650045", "job": job})
+	r.set(f, "hash", registeredJob(url, "gina", "started_at", "1764650032.0", "failed", "true"))
+	failsOnly(t, r.check(t), 2, f, "held by key key1", "no take of it was seen")
+	// Seen by the proxy: a take whose pipeline never got the answer.
+	r.add(32, history.Event{Kind: history.Take, Actor: "api-proxy", Via: history.ViaProxy, Target: "key1", Ident: f})
+	if res := r.check(t); res.Failed() {
+		t.Fatalf("a recorded take whose answer was lost fails:\n%s", res.Summary())
+	}
+}
