@@ -848,3 +848,33 @@ func TestHoldWithoutTakeFails(t *testing.T) {
 		t.Fatalf("a recorded take whose answer was lost fails:\n%s", res.Summary())
 	}
 }
+
+// The load figures: log entries/s from the v2 viewers, the leader's CPU
+// from its samples while it led, and CPU per 1,000 entries/s.
+func TestLoadFigures(t *testing.T) {
+	r := clean()
+	// node-a leads until 11 s, node-b after (clean's Leader event);
+	// node-b spends 0.3 CPU s per 5 s, node-a ten times as much (not
+	// counted: it does not lead after warm-up).
+	r.add(0, history.Event{Kind: history.Leader, Actor: "node-a"})
+	for s := 0.0; s <= 60; s += 5 {
+		r.add(s+0.1, history.Event{Kind: history.Sample, Actor: "node-b", Num: map[string]float64{"cpu_seconds": 10 + s/5*0.3}})
+		r.add(s+0.1, history.Event{Kind: history.Sample, Actor: "node-a", Num: map[string]float64{"cpu_seconds": 10 + s/5*3}})
+	}
+	res := r.check(t)
+	l := res.Load
+	// 1,000 entries per 5 s: 200/s.
+	if l.EntriesPerSec < 190 || l.EntriesPerSec > 210 {
+		t.Errorf("entries/s %.1f, want 200", l.EntriesPerSec)
+	}
+	// 0.3 s per 5 s: 0.06 cores.
+	if l.LeaderCPU < 0.05 || l.LeaderCPU > 0.07 {
+		t.Errorf("leader CPU %.3f, want 0.06", l.LeaderCPU)
+	}
+	if want := l.LeaderCPU / 0.2; l.CPUPer1000 < want*0.99 || l.CPUPer1000 > want*1.01 {
+		t.Errorf("CPU per 1,000 entries/s %.3f, want %.3f", l.CPUPer1000, want)
+	}
+	if !strings.Contains(res.Summary(), "cores per 1,000 log entries/s") || !strings.Contains(res.Summary(), "faults by kind: kill-leader 1;") {
+		t.Errorf("summary lacks the load or fault figures:\n%s", res.Summary())
+	}
+}

@@ -261,6 +261,7 @@ func Check(events []history.Event, dump Dump, opts Options) *Result {
 	c.judge7()
 	c.judge8()
 	c.judgeEmpty()
+	c.res.Load = c.load()
 	return c.res
 }
 
