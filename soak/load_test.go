@@ -108,7 +108,7 @@ func (j *jobList) sample(r *rand.Rand, k int) []string {
 
 // cmdPlan is one command a user will send, drawn up front from the seed.
 type cmdPlan struct {
-	Kind  string  // a, ao, dup, bad, abort, ig, unig, delay, con, status, statusall, pending, fail, move
+	Kind  string  // a, ao, dup, bad, abort, ig, unig, delay, con, status, statusall, pending, fail, move, pause, resume
 	F     float64 // picks the target job
 	Think time.Duration
 	N     int
@@ -120,6 +120,13 @@ var cmdWeights = []struct {
 }{
 	{"a", 22}, {"ao", 22}, {"dup", 5}, {"bad", 4}, {"abort", 5}, {"ig", 6}, {"unig", 3},
 	{"delay", 5}, {"con", 4}, {"status", 10}, {"statusall", 3}, {"pending", 2}, {"fail", 2}, {"move", 4},
+	// The hook for !pause and !resume (the scheduler's, not on this
+	// branch yet): weight 0 draws them never and leaves every seed's
+	// plan as it is. To add them: give them a weight (the seeds' plans
+	// change), and teach the checker the paused state (soak/check
+	// parse.go: the acknowledgements; model.go: a paused job is neither
+	// taken nor reaped, and its probes say so).
+	{"pause", 0}, {"resume", 0},
 }
 
 func planCommands(r *rand.Rand, n int, think time.Duration) []cmdPlan {
@@ -179,6 +186,8 @@ func (s *soak) commandText(u string, n int, c cmdPlan) string {
 		return "!fail " + s.jobs.pick(c.F)
 	case "move":
 		return "!move " + s.jobs.pick(c.F) + []string{" front", " back"}[c.N%2]
+	case "pause", "resume":
+		return "!" + c.Kind + " " + s.jobs.pick(c.F)
 	}
 	return "!status"
 }
