@@ -54,8 +54,12 @@ type scale struct {
 var scales = map[string]scale{
 	// The scale: 200 jobs at once on 50 pipelines, 1,000 log
 	// entries/s (200 jobs × 5/s), 20 viewers, 10 users.
+	// Jobs last 200–400 entries (40–80 s): the 10 users queue about
+	// 3.7 jobs/s (44 % of a command every 1.2 s each), which keeps
+	// 3.7 × 60 s ≈ 220 jobs wanting a slot, so the 200 slots stay busy
+	// (with 100–300 entries only about 150 were: 740 entries/s at most).
 	"full": {Name: "full", APIPipes: 25, APIWorkers: 7, Direct: 15, Bridges: 2, PerBridge: 5, Viewers: 20, Users: 10,
-		MinEntries: 100, MaxEntries: 300, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 300},
+		MinEntries: 200, MaxEntries: 400, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 300},
 	"ci": {Name: "ci", APIPipes: 6, APIWorkers: 3, Direct: 3, Bridges: 1, PerBridge: 2, Viewers: 4, Users: 4,
 		MinEntries: 30, MaxEntries: 100, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 30},
 }
