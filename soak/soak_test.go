@@ -92,6 +92,9 @@ type soak struct {
 	restart chan *pipe
 
 	gate   sync.RWMutex // users hold it read-locked per command; quiet points lock it
+	// reportSeen gets a value (when empty) each time the observer sees a
+	// finish report in the channel.
+	reportSeen chan struct{}
 	nextID atomic.Int64
 
 	leaderMu sync.Mutex
@@ -228,7 +231,7 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &soak{t: t, seed: seed, sc: sc, rec: rec, dir: dir, work: irctest.ReadableTempDir(t), jobs: newJobList(sc.PickWindow), restart: make(chan *pipe, 256)}
+	s := &soak{t: t, seed: seed, sc: sc, rec: rec, dir: dir, work: irctest.ReadableTempDir(t), jobs: newJobList(sc.PickWindow), restart: make(chan *pipe, 256), reportSeen: make(chan struct{}, 1)}
 	closed := false
 	defer func() {
 		if !closed {
@@ -603,6 +606,24 @@ func (s *soak) fault(st step) {
 			s.note("kill-leader skipped: no leader")
 			return
 		}
+		// The hardest moment for at-least-once delivery: in the middle
+		// of a burst of finish reports. The pipelines pause for 3 s and
+		// go on, ending at once the jobs whose time came; the leader
+		// dies as the burst's first report reaches the channel (or
+		// after 10 s), its other notices taken and not yet said.
+		procs := s.pipeProcs()
+		for _, p := range procs {
+			p.Signal(syscall.SIGSTOP)
+		}
+		time.Sleep(3 * time.Second)
+		drain(s.reportSeen)
+		for _, p := range procs {
+			p.Signal(syscall.SIGCONT)
+		}
+		select {
+		case <-s.reportSeen:
+		case <-time.After(10 * time.Second):
+		}
 		start(l.name)
 		l.current().Kill()
 		s.waitLeader(s.otherNode(l).name, 30*time.Second)
@@ -815,9 +836,8 @@ func (s *soak) waitRole(n *node, role string, within time.Duration) {
 // probed on /jobs/IDENT, with !status IDENT, and in the dashboard's list
 // (/jobs).
 
-func (s *soak) quietPoint(prober *irctest.User, r *rand.Rand, settle time.Duration) {
-	s.gate.Lock()
-	defer s.gate.Unlock()
+// pipeProcs are the pipelines' processes now running.
+func (s *soak) pipeProcs() []interface{ Signal(syscall.Signal) error } {
 	var procs []interface{ Signal(syscall.Signal) error }
 	for _, p := range s.pipes {
 		p.mu.Lock()
@@ -826,6 +846,23 @@ func (s *soak) quietPoint(prober *irctest.User, r *rand.Rand, settle time.Durati
 		}
 		p.mu.Unlock()
 	}
+	return procs
+}
+
+func drain(c chan struct{}) {
+	for {
+		select {
+		case <-c:
+		default:
+			return
+		}
+	}
+}
+
+func (s *soak) quietPoint(prober *irctest.User, r *rand.Rand, settle time.Duration) {
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	procs := s.pipeProcs()
 	for _, p := range procs {
 		p.Signal(syscall.SIGSTOP)
 	}
