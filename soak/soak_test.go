@@ -91,11 +91,11 @@ type soak struct {
 	jobs    *jobList
 	restart chan *pipe
 
-	gate   sync.RWMutex // users hold it read-locked per command; quiet points lock it
+	gate sync.RWMutex // users hold it read-locked per command; quiet points lock it
 	// reportSeen gets a value (when empty) each time the observer sees a
 	// finish report in the channel.
 	reportSeen chan struct{}
-	nextID atomic.Int64
+	nextID     atomic.Int64
 
 	leaderMu sync.Mutex
 	leader   string
