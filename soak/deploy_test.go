@@ -159,14 +159,19 @@ func (n *node) pid() int {
 
 type feedURLs struct{ mastodon, bluesky string }
 
-func writeNodeConfig(t *testing.T, dir, name, ircURL string, sentinels []string, feed feedURLs, web, stream, api string) string {
+// writeNodeConfig writes a node's configuration. The outbox sends rate
+// lines a second after a burst of 2 (a deployment's IRC server allows
+// about 1): a burst of finish reports waits its turn there, and the node
+// acknowledges each notice only as its line is written, so a leader
+// killed in the middle of one must leave the rest to its successor.
+func writeNodeConfig(t *testing.T, dir, name, ircURL string, sentinels []string, feed feedURLs, web, stream, api string, rate float64) string {
 	s, _ := json.Marshal(sentinels)
 	body := fmt.Sprintf(`[irc]
 server = %q
 nick = %q
 channels = [%q]
-messages_per_second = 50
-burst = 10
+messages_per_second = %g
+burst = 2
 commands_per_minute = 1000
 
 [redis]
@@ -211,7 +216,7 @@ stream_listen = %q
 
 [pipelines]
 listen = %q
-`, ircURL, botNick, channel, s, redistest.SentinelMaster, leaseTTL.String(), name, feed.mastodon, feed.bluesky, web, stream, api)
+`, ircURL, botNick, channel, rate, s, redistest.SentinelMaster, leaseTTL.String(), name, feed.mastodon, feed.bluesky, web, stream, api)
 	p := filepath.Join(dir, name+".toml")
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)

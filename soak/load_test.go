@@ -285,7 +285,7 @@ func (s *soak) observe(o *irctest.User, stop <-chan struct{}) {
 			continue
 		}
 		s.rec.Add(history.Event{Kind: history.Line, Actor: m.Nick(), Channel: m.Params[0], Text: m.Params[1]})
-		if t := m.Params[1]; isBot(m.Nick()) && (strings.Contains(t, "Your job for ") || strings.Contains(t, " of your jobs finished")) {
+		if t := m.Params[1]; isBot(m.Nick()) && (strings.Contains(t, " has finished. (") || strings.Contains(t, " was aborted. (") || strings.Contains(t, " of your jobs finished")) {
 			select {
 			case s.reportSeen <- struct{}{}:
 			default:

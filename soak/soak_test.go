@@ -49,6 +49,9 @@ type scale struct {
 	// PickWindow: commands about a job pick it among this many of the
 	// latest acknowledged (about the jobs live at once).
 	PickWindow int
+	// IRCRate is the nodes' irc.messages_per_second (burst 2): about
+	// twice the lines the users' commands and the reports need.
+	IRCRate float64
 }
 
 var scales = map[string]scale{
@@ -59,9 +62,9 @@ var scales = map[string]scale{
 	// 3.7 × 60 s ≈ 220 jobs wanting a slot, so the 200 slots stay busy
 	// (with 100–300 entries only about 150 were: 740 entries/s at most).
 	"full": {Name: "full", APIPipes: 25, APIWorkers: 7, Direct: 15, Bridges: 2, PerBridge: 5, Viewers: 20, Users: 10,
-		MinEntries: 200, MaxEntries: 400, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 300},
+		MinEntries: 200, MaxEntries: 400, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 300, IRCRate: 30},
 	"ci": {Name: "ci", APIPipes: 6, APIWorkers: 3, Direct: 3, Bridges: 1, PerBridge: 2, Viewers: 4, Users: 4,
-		MinEntries: 30, MaxEntries: 100, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 30},
+		MinEntries: 30, MaxEntries: 100, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 30, IRCRate: 10},
 }
 
 // bridgedArgs are the simulator's flags for a pipeline behind a bridge:
@@ -292,7 +295,7 @@ func TestSoak(t *testing.T) {
 		defer lf.Close()
 		n := &node{name: name, uid: uidNode + i, web: testproc.FreeAddr(t), stream: testproc.FreeAddr(t), api: testproc.FreeAddr(t), logFile: lf,
 			clockFile: filepath.Join(s.work, name+".clock")}
-		n.cfg = writeNodeConfig(t, s.work, name, irc.URL(), s.redis.cl.SentinelAddrs(), feeds, n.web, n.stream, n.api)
+		n.cfg = writeNodeConfig(t, s.work, name, irc.URL(), s.redis.cl.SentinelAddrs(), feeds, n.web, n.stream, n.api, sc.IRCRate)
 		s.nodes[i] = n
 	}
 	observer := irctest.Dial(t, irc.Addr(), "observer")
