@@ -760,15 +760,25 @@ func (s *soak) fault(st step) {
 			s.note("partition-leader-irc skipped: no leader")
 			return
 		}
-		h := s.net.cut(l.uid, []int{s.ircPort})
+		// Half the time the packets are dropped (the connection
+		// hangs, its keepalive outlasts the fault), half the time
+		// answered with a reset: the leader's IRC connection breaks and
+		// it reconnects when the fault ends (a server restart, a
+		// netsplit), while notices keep coming due.
+		h, target := 0, l.name
+		if st.Pick < 0.5 {
+			h = s.net.cut(l.uid, []int{s.ircPort})
+		} else {
+			h, target = s.net.reset(l.uid, []int{s.ircPort}), l.name+" reset"
+		}
 		if h == 0 {
 			s.note("partition-leader-irc skipped: no nftables")
 			return
 		}
-		start(l.name)
+		start(target)
 		s.waitUntil(time.Now().Add(st.Dur + 5*time.Second))
 		s.net.heal(h)
-		end(l.name)
+		end(target)
 	case "clock-skew":
 		// One node's clock 30 s ahead of or behind the other's (and
 		// Redis's), through its ARCHIVEBOT_CLOCK_OFFSET_FILE
