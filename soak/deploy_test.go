@@ -5,6 +5,7 @@ package soak
 // the pipelines of the three kinds.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,8 +28,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
+	"github.com/archiveteam/archivebot-go/internal/clock"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
+	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/soak/history"
 )
 
@@ -125,13 +129,16 @@ func (r *redisSet) restartAsReplica(port int) {
 // The nodes.
 
 type node struct {
-	name    string
-	uid     int
-	cfg     string
-	web     string // http.listen
-	stream  string // http.stream_listen
-	api     string // pipelines.listen
-	logFile *os.File
+	name string
+	uid  int
+	cfg  string
+	// clockFile is the node's ARCHIVEBOT_CLOCK_OFFSET_FILE
+	// (internal/clock): the clock-skew fault writes an offset into it.
+	clockFile string
+	web       string // http.listen
+	stream    string // http.stream_listen
+	api       string // pipelines.listen
+	logFile   *os.File
 
 	mu   sync.Mutex
 	proc *testproc.Proc
@@ -152,14 +159,19 @@ func (n *node) pid() int {
 
 type feedURLs struct{ mastodon, bluesky string }
 
-func writeNodeConfig(t *testing.T, dir, name, ircURL string, sentinels []string, feed feedURLs, web, stream, api string) string {
+// writeNodeConfig writes a node's configuration. The outbox sends rate
+// lines a second after a burst of 2 (a deployment's IRC server allows
+// about 1): a burst of finish reports waits its turn there, and the node
+// acknowledges each notice only as its line is written, so a leader
+// killed in the middle of one must leave the rest to its successor.
+func writeNodeConfig(t *testing.T, dir, name, ircURL string, sentinels []string, feed feedURLs, web, stream, api string, rate float64) string {
 	s, _ := json.Marshal(sentinels)
 	body := fmt.Sprintf(`[irc]
 server = %q
 nick = %q
 channels = [%q]
-messages_per_second = 50
-burst = 10
+messages_per_second = %g
+burst = 2
 commands_per_minute = 1000
 
 [redis]
@@ -204,7 +216,7 @@ stream_listen = %q
 
 [pipelines]
 listen = %q
-`, ircURL, botNick, channel, s, redistest.SentinelMaster, leaseTTL.String(), name, feed.mastodon, feed.bluesky, web, stream, api)
+`, ircURL, botNick, channel, rate, s, redistest.SentinelMaster, leaseTTL.String(), name, feed.mastodon, feed.bluesky, web, stream, api)
 	p := filepath.Join(dir, name+".toml")
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
@@ -218,10 +230,20 @@ const leaseTTL = 5 * time.Second
 // start runs the node; test goroutine only.
 func (n *node) start(t *testing.T, bin string) {
 	exe, args := asUser(t, n.uid, bin, []string{"-config", n.cfg})
-	p := testproc.Start(t, n.name, exe, args, testproc.Options{Output: n.logFile, Tail: 40})
+	env := append(os.Environ(), clock.EnvOffsetFile+"="+n.clockFile)
+	p := testproc.Start(t, n.name, exe, args, testproc.Options{Output: n.logFile, Tail: 40, Env: env})
 	n.mu.Lock()
 	n.proc = p
 	n.mu.Unlock()
+}
+
+// skew sets the node's clock offset (0: its clock is right again).
+func (n *node) skew(d time.Duration) error {
+	tmp := n.clockFile + ".tmp"
+	if err := os.WriteFile(tmp, []byte(d.String()+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, n.clockFile)
 }
 
 // readyz is the role and leader a node reports ("" when it does not answer).
@@ -269,6 +291,28 @@ func apiProxy(t *testing.T, s *soak) string {
 			r.Out.Host = r.In.Host
 		},
 		FlushInterval: -1,
+		// The node's answers to takes: a job the node handed a key is
+		// held by that key even when its pipeline never gets the answer
+		// (partitioned, killed, its bridge gone in the middle of the
+		// take), and the node rightly says "running" until the reaper
+		// fails it. The model learns of it here.
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.Request.URL.Path != wire.PathTake || resp.StatusCode != http.StatusOK {
+				return nil
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			resp.Body = io.NopCloser(bytes.NewReader(b))
+			if err != nil {
+				return nil
+			}
+			var tr wire.TakeResponse
+			if json.Unmarshal(b, &tr) == nil && tr.Job != nil {
+				s.rec.Add(history.Event{Kind: history.Take, Actor: "api-proxy", Via: history.ViaProxy,
+					Target: resp.Request.Header.Get(wire.HeaderKey), Ident: tr.Job.Ident, URL: s.jobs.urlOf(tr.Job.Ident)})
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "soak proxy: no leader reachable: "+err.Error(), http.StatusServiceUnavailable)
@@ -550,13 +594,72 @@ type bridgeProc struct {
 	mu     sync.Mutex
 }
 
+// startBridge runs b (with -debug: it logs each job it takes) and
+// records its own takes: a job the bridge took through the API for a
+// pipeline behind it that never got the answer (the pipeline or the
+// bridge went away in the middle of the take) is held by the bridge's key
+// and by no pipeline, and the node rightly says "running" until the
+// reaper fails it. A (re)start releases what the previous process held.
 func (s *soak) startBridge(b *bridgeProc) {
-	exe, args := asUser(s.t, b.uid, s.bin, b.args)
-	p := testproc.Start(s.t, b.name, exe, args, testproc.Options{Tail: 20,
+	b.mu.Lock()
+	restarted := b.proc != nil
+	b.mu.Unlock()
+	outcome := "started"
+	if restarted {
+		outcome = "restarted"
+	}
+	s.rec.Add(history.Event{Kind: history.Pipe, Actor: b.name, Via: history.ViaBridgeSelf, Outcome: outcome})
+	exe, args := asUser(s.t, b.uid, s.bin, append(slices.Clone(b.args), "-debug"))
+	lw := &lineWriter{line: func(l string) { s.bridgeLine(b, l) }}
+	p := testproc.Start(s.t, b.name, exe, args, testproc.Options{Tail: 20, Output: lw,
 		Ready: func(l string) bool { return strings.HasPrefix(l, "bridge") && strings.Contains(l, "redis://") }})
 	b.mu.Lock()
 	b.proc = p
 	b.mu.Unlock()
+}
+
+// bridgeLine turns the bridge's "bridge: job taken" log line (slog's
+// text format, -debug) into a Take by the bridge itself, stamped with the
+// bridge's own time.
+func (s *soak) bridgeLine(b *bridgeProc, l string) {
+	if !strings.Contains(l, `msg="bridge: job taken"`) {
+		return
+	}
+	var at time.Time
+	var id string
+	for _, f := range strings.Fields(l) {
+		if v, ok := strings.CutPrefix(f, "time="); ok {
+			at, _ = time.Parse(time.RFC3339Nano, v)
+		}
+		if v, ok := strings.CutPrefix(f, "ident="); ok {
+			id = strings.Trim(v, `"`)
+		}
+	}
+	if id == "" {
+		return
+	}
+	s.rec.Add(history.Event{T: at, Kind: history.Take, Actor: b.name, Via: history.ViaBridgeSelf, Target: b.key, Ident: id, URL: s.jobs.urlOf(id)})
+}
+
+// lineWriter calls line for each complete line written to it.
+type lineWriter struct {
+	mu      sync.Mutex
+	partial []byte
+	line    func(string)
+}
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.partial = append(w.partial, b...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		w.line(string(w.partial[:i]))
+		w.partial = w.partial[i+1:]
+	}
 }
 
 func (b *bridgeProc) current() *testproc.Proc {

@@ -30,13 +30,19 @@ import (
 // builds its model from the history alone.
 
 type jobList struct {
-	mu    sync.Mutex
-	urls  map[string]string // ident → url, every URL sent
-	acked []string          // idents acknowledged with "Queued", in order
-	isAck map[string]bool
+	// window: how many of the latest acknowledged jobs commands pick
+	// their target from (about the jobs that live at once: a change to
+	// a job that already ended checks nothing).
+	window int
+	mu     sync.Mutex
+	urls   map[string]string // ident → url, every URL sent
+	acked  []string          // idents acknowledged with "Queued", in order
+	isAck  map[string]bool
 }
 
-func newJobList() *jobList { return &jobList{urls: map[string]string{}, isAck: map[string]bool{}} }
+func newJobList(window int) *jobList {
+	return &jobList{window: window, urls: map[string]string{}, isAck: map[string]bool{}}
+}
 
 func (j *jobList) urlOf(id string) string {
 	j.mu.Lock()
@@ -64,8 +70,8 @@ func (j *jobList) ack(id string) {
 	}
 }
 
-// pick returns an acknowledged ident chosen by f in [0,1), favouring
-// recent ones (most commands are about jobs that still live).
+// pick returns an acknowledged ident chosen by f in [0,1) among the
+// latest window (most commands are about jobs that still live).
 func (j *jobList) pick(f float64) string {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -73,7 +79,7 @@ func (j *jobList) pick(f float64) string {
 	if n == 0 {
 		return "zzznosuchjob"
 	}
-	w := min(n, 300)
+	w := min(n, j.window)
 	return j.acked[n-w+int(f*float64(w))]
 }
 
@@ -82,15 +88,19 @@ func (j *jobList) pickURL(f float64) string {
 	return j.urlOf(id)
 }
 
+// sample draws up to k acknowledged idents for a quiet point: half among
+// the latest window (the jobs most likely live, whose acknowledged
+// changes the probes can check), the rest among all the others.
 func (j *jobList) sample(r *rand.Rand, k int) []string {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	all := slices.Clone(j.acked)
-	r.Shuffle(len(all), func(a, b int) { all[a], all[b] = all[b], all[a] })
-	if len(all) > k {
-		all = all[:k]
-	}
-	return all
+	cut := max(0, len(j.acked)-j.window)
+	recent, older := slices.Clone(j.acked[cut:]), slices.Clone(j.acked[:cut])
+	r.Shuffle(len(recent), func(a, b int) { recent[a], recent[b] = recent[b], recent[a] })
+	r.Shuffle(len(older), func(a, b int) { older[a], older[b] = older[b], older[a] })
+	recent = recent[:min(len(recent), k/2)]
+	out := append(recent, older[:min(len(older), k-len(recent))]...)
+	return out
 }
 
 // ---------------------------------------------------------------------
@@ -98,7 +108,7 @@ func (j *jobList) sample(r *rand.Rand, k int) []string {
 
 // cmdPlan is one command a user will send, drawn up front from the seed.
 type cmdPlan struct {
-	Kind  string  // a, ao, dup, bad, abort, ig, unig, delay, con, status, statusall, pending, fail, move
+	Kind  string  // a, ao, dup, bad, abort, ig, unig, delay, con, status, statusall, pending, fail, move, pause, resume
 	F     float64 // picks the target job
 	Think time.Duration
 	N     int
@@ -110,6 +120,13 @@ var cmdWeights = []struct {
 }{
 	{"a", 22}, {"ao", 22}, {"dup", 5}, {"bad", 4}, {"abort", 5}, {"ig", 6}, {"unig", 3},
 	{"delay", 5}, {"con", 4}, {"status", 10}, {"statusall", 3}, {"pending", 2}, {"fail", 2}, {"move", 4},
+	// The hook for !pause and !resume (the scheduler's, not on this
+	// branch yet): weight 0 draws them never and leaves every seed's
+	// plan as it is. To add them: give them a weight (the seeds' plans
+	// change), and teach the checker the paused state (soak/check
+	// parse.go: the acknowledgements; model.go: a paused job is neither
+	// taken nor reaped, and its probes say so).
+	{"pause", 0}, {"resume", 0},
 }
 
 func planCommands(r *rand.Rand, n int, think time.Duration) []cmdPlan {
@@ -169,6 +186,8 @@ func (s *soak) commandText(u string, n int, c cmdPlan) string {
 		return "!fail " + s.jobs.pick(c.F)
 	case "move":
 		return "!move " + s.jobs.pick(c.F) + []string{" front", " back"}[c.N%2]
+	case "pause", "resume":
+		return "!" + c.Kind + " " + s.jobs.pick(c.F)
 	}
 	return "!status"
 }
@@ -266,6 +285,12 @@ func (s *soak) observe(o *irctest.User, stop <-chan struct{}) {
 			continue
 		}
 		s.rec.Add(history.Event{Kind: history.Line, Actor: m.Nick(), Channel: m.Params[0], Text: m.Params[1]})
+		if t := m.Params[1]; isBot(m.Nick()) && (strings.Contains(t, " has finished. (") || strings.Contains(t, " was aborted. (") || strings.Contains(t, " of your jobs finished")) {
+			select {
+			case s.reportSeen <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 

@@ -69,7 +69,16 @@ var handleRE = regexp.MustCompile(`# handle (\d+)`)
 
 // cut drops every TCP packet that uid's sockets send to ports; it
 // returns the rule's handle for heal, or 0 when it could not.
-func (n *netFaults) cut(uid int, ports []int) int {
+func (n *netFaults) cut(uid int, ports []int) int { return n.rule(uid, ports, "drop") }
+
+// reset makes every TCP packet uid's sockets send to ports answered
+// with a reset: its connections there break at their next write and new
+// ones are refused (a server restart, a netsplit), until heal.
+func (n *netFaults) reset(uid int, ports []int) int {
+	return n.rule(uid, ports, "reject", "with", "tcp", "reset")
+}
+
+func (n *netFaults) rule(uid int, ports []int, verdict ...string) int {
 	if !n.ok || len(ports) == 0 {
 		return 0
 	}
@@ -80,7 +89,8 @@ func (n *netFaults) cut(uid int, ports []int) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	args := []string{"-e", "-a", "add", "rule", "inet", n.table, "out", "meta", "skuid", strconv.Itoa(uid),
-		"tcp", "dport", "{", strings.Join(ps, ", "), "}", "drop"}
+		"tcp", "dport", "{", strings.Join(ps, ", "), "}"}
+	args = append(args, verdict...)
 	out, err := exec.Command(n.nft, args...).CombinedOutput()
 	m := handleRE.FindSubmatch(out)
 	if err != nil || m == nil {

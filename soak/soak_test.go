@@ -46,15 +46,25 @@ type scale struct {
 	MinEntries, MaxEntries int
 	EntryInterval          time.Duration
 	Think                  time.Duration // a user's mean pause between commands
+	// PickWindow: commands about a job pick it among this many of the
+	// latest acknowledged (about the jobs live at once).
+	PickWindow int
+	// IRCRate is the nodes' irc.messages_per_second (burst 2): about
+	// twice the lines the users' commands and the reports need.
+	IRCRate float64
 }
 
 var scales = map[string]scale{
 	// The scale: 200 jobs at once on 50 pipelines, 1,000 log
 	// entries/s (200 jobs × 5/s), 20 viewers, 10 users.
+	// Jobs last 200–400 entries (40–80 s): the 10 users queue about
+	// 3.7 jobs/s (44 % of a command every 1.2 s each), which keeps
+	// 3.7 × 60 s ≈ 220 jobs wanting a slot, so the 200 slots stay busy
+	// (with 100–300 entries only about 150 were: 740 entries/s at most).
 	"full": {Name: "full", APIPipes: 25, APIWorkers: 7, Direct: 15, Bridges: 2, PerBridge: 5, Viewers: 20, Users: 10,
-		MinEntries: 100, MaxEntries: 300, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond},
+		MinEntries: 200, MaxEntries: 400, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 300, IRCRate: 30},
 	"ci": {Name: "ci", APIPipes: 6, APIWorkers: 3, Direct: 3, Bridges: 1, PerBridge: 2, Viewers: 4, Users: 4,
-		MinEntries: 30, MaxEntries: 100, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond},
+		MinEntries: 30, MaxEntries: 100, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 30, IRCRate: 10},
 }
 
 // bridgedArgs are the simulator's flags for a pipeline behind a bridge:
@@ -84,8 +94,11 @@ type soak struct {
 	jobs    *jobList
 	restart chan *pipe
 
-	gate   sync.RWMutex // users hold it read-locked per command; quiet points lock it
-	nextID atomic.Int64
+	gate sync.RWMutex // users hold it read-locked per command; quiet points lock it
+	// reportSeen gets a value (when empty) each time the observer sees a
+	// finish report in the channel.
+	reportSeen chan struct{}
+	nextID     atomic.Int64
 
 	leaderMu sync.Mutex
 	leader   string
@@ -127,7 +140,7 @@ type step struct {
 var faultKinds = []string{
 	"kill-leader", "freeze-leader", "kill-redis-master", "pause-pipeline",
 	"revoke-waiting", "restart-bridge",
-	"partition-node-redis", "partition-pipeline-node", "partition-leader-irc",
+	"partition-node-redis", "partition-pipeline-node", "partition-leader-irc", "clock-skew",
 }
 
 // makeSchedule draws the schedule: a warm-up, then faults one at a time
@@ -221,7 +234,7 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &soak{t: t, seed: seed, sc: sc, rec: rec, dir: dir, work: irctest.ReadableTempDir(t), jobs: newJobList(), restart: make(chan *pipe, 256)}
+	s := &soak{t: t, seed: seed, sc: sc, rec: rec, dir: dir, work: irctest.ReadableTempDir(t), jobs: newJobList(sc.PickWindow), restart: make(chan *pipe, 256), reportSeen: make(chan struct{}, 1)}
 	closed := false
 	defer func() {
 		if !closed {
@@ -280,8 +293,9 @@ func TestSoak(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer lf.Close()
-		n := &node{name: name, uid: uidNode + i, web: testproc.FreeAddr(t), stream: testproc.FreeAddr(t), api: testproc.FreeAddr(t), logFile: lf}
-		n.cfg = writeNodeConfig(t, s.work, name, irc.URL(), s.redis.cl.SentinelAddrs(), feeds, n.web, n.stream, n.api)
+		n := &node{name: name, uid: uidNode + i, web: testproc.FreeAddr(t), stream: testproc.FreeAddr(t), api: testproc.FreeAddr(t), logFile: lf,
+			clockFile: filepath.Join(s.work, name+".clock")}
+		n.cfg = writeNodeConfig(t, s.work, name, irc.URL(), s.redis.cl.SentinelAddrs(), feeds, n.web, n.stream, n.api, sc.IRCRate)
 		s.nodes[i] = n
 	}
 	observer := irctest.Dial(t, irc.Addr(), "observer")
@@ -595,6 +609,24 @@ func (s *soak) fault(st step) {
 			s.note("kill-leader skipped: no leader")
 			return
 		}
+		// The hardest moment for at-least-once delivery: in the middle
+		// of a burst of finish reports. The pipelines pause for 3 s and
+		// go on, ending at once the jobs whose time came; the leader
+		// dies as the burst's first report reaches the channel (or
+		// after 10 s), its other notices taken and not yet said.
+		procs := s.pipeProcs()
+		for _, p := range procs {
+			p.Signal(syscall.SIGSTOP)
+		}
+		time.Sleep(3 * time.Second)
+		drain(s.reportSeen)
+		for _, p := range procs {
+			p.Signal(syscall.SIGCONT)
+		}
+		select {
+		case <-s.reportSeen:
+		case <-time.After(10 * time.Second):
+		}
 		start(l.name)
 		l.current().Kill()
 		s.waitLeader(s.otherNode(l).name, 30*time.Second)
@@ -728,15 +760,52 @@ func (s *soak) fault(st step) {
 			s.note("partition-leader-irc skipped: no leader")
 			return
 		}
-		h := s.net.cut(l.uid, []int{s.ircPort})
+		// Half the time the packets are dropped (the connection
+		// hangs, its keepalive outlasts the fault), half the time
+		// answered with a reset: the leader's IRC connection breaks and
+		// it reconnects when the fault ends (a server restart, a
+		// netsplit), while notices keep coming due.
+		h, target := 0, l.name
+		if st.Pick < 0.5 {
+			h = s.net.cut(l.uid, []int{s.ircPort})
+		} else {
+			h, target = s.net.reset(l.uid, []int{s.ircPort}), l.name+" reset"
+		}
 		if h == 0 {
 			s.note("partition-leader-irc skipped: no nftables")
 			return
 		}
-		start(l.name)
+		start(target)
 		s.waitUntil(time.Now().Add(st.Dur + 5*time.Second))
 		s.net.heal(h)
-		end(l.name)
+		end(target)
+	case "clock-skew":
+		// One node's clock 30 s ahead of or behind the other's (and
+		// Redis's), through its ARCHIVEBOT_CLOCK_OFFSET_FILE
+		// (internal/clock): the leader (mostly) or the standby. A node
+		// whose clock is off by more than ha.max_clock_skew does not
+		// lead (doc/reliability.md): a skewed leader steps down at its
+		// next renewal and the other takes over; a skewed standby does
+		// not campaign. Then the clock is put right.
+		n := s.leaderNode()
+		if n == nil || st.Pick >= 0.7 {
+			n = s.nodes[int(st.Pick*10)%2]
+		}
+		d := 30 * time.Second
+		if int(st.Pick*100)%2 == 1 {
+			d = -d
+		}
+		target := fmt.Sprintf("%s %+ds", n.name, int(d/time.Second))
+		start(target)
+		if err := n.skew(d); err != nil {
+			s.note("clock-skew: %v", err)
+		}
+		s.waitUntil(time.Now().Add(leaseTTL + st.Dur))
+		if err := n.skew(0); err != nil {
+			s.note("clock-skew: %v", err)
+		}
+		s.waitUntil(time.Now().Add(3 * time.Second))
+		end(target)
 	case "restart-bridge":
 		if len(s.bridges) == 0 {
 			return
@@ -780,9 +849,8 @@ func (s *soak) waitRole(n *node, role string, within time.Duration) {
 // probed on /jobs/IDENT, with !status IDENT, and in the dashboard's list
 // (/jobs).
 
-func (s *soak) quietPoint(prober *irctest.User, r *rand.Rand, settle time.Duration) {
-	s.gate.Lock()
-	defer s.gate.Unlock()
+// pipeProcs are the pipelines' processes now running.
+func (s *soak) pipeProcs() []interface{ Signal(syscall.Signal) error } {
 	var procs []interface{ Signal(syscall.Signal) error }
 	for _, p := range s.pipes {
 		p.mu.Lock()
@@ -791,6 +859,23 @@ func (s *soak) quietPoint(prober *irctest.User, r *rand.Rand, settle time.Durati
 		}
 		p.mu.Unlock()
 	}
+	return procs
+}
+
+func drain(c chan struct{}) {
+	for {
+		select {
+		case <-c:
+		default:
+			return
+		}
+	}
+}
+
+func (s *soak) quietPoint(prober *irctest.User, r *rand.Rand, settle time.Duration) {
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	procs := s.pipeProcs()
 	for _, p := range procs {
 		p.Signal(syscall.SIGSTOP)
 	}

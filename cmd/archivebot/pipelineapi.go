@@ -39,6 +39,7 @@ func newPipelineAPI(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, cf
 	srv := pipelineapi.New(pipelineapi.Options{
 		Store:      store,
 		Sink:       startAPILogPublisher(ctx, wg, store, logger),
+		Now:        store.Now,
 		Leading:    leading,
 		Logger:     logger,
 		Rate:       cfg.Pipelines.Rate,

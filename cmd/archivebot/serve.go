@@ -22,6 +22,7 @@ import (
 	botirc "github.com/archiveteam/archivebot-go/bot/irc"
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/embeddedredis"
+	"github.com/archiveteam/archivebot-go/internal/clock"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/news"
@@ -79,6 +80,9 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	}
 
 	store := store.NewStore(rdb)
+	// The node's wall clock where it matters across nodes; a test
+	// harness may skew it (internal/clock, doc/soak.md).
+	store.Now = clock.FromEnv()
 	store.WaitReplicas = cfg.Redis.WaitReplicas
 	store.WaitTimeout = cfg.Redis.WaitTimeout.Duration
 	store.SetTakeRules(takeRules(cfg))

@@ -57,6 +57,7 @@ func startServices(ctx context.Context, cfg *config.Config, store *store.Store, 
 		},
 		QueueIndexRebuild: config.DefaultQueueIndexRebuild,
 	}, logger)
+	svc.Pipelines.Now = store.Now
 	var networks []tweeter.Network
 	if m := cfg.Tweeter.Mastodon; m.On() {
 		networks = append(networks, tweeter.MastodonNetwork(m.Server, m.AccessToken, m.Budget, m.BudgetWindow.Duration, nil))

@@ -23,7 +23,7 @@ var layers = []struct {
 	name     string
 	packages []string
 }{
-	{"foundation", []string{"config", "ident", "internal/text", "internal/sitematch", "internal/metrics", "internal/badkeys",
+	{"foundation", []string{"config", "ident", "internal/text", "internal/sitematch", "internal/clock", "internal/metrics", "internal/badkeys",
 		"internal/run", "internal/httpserve", "internal/testproc", "internal/testtls", "internal/redistest",
 		"internal/lint", "pipelineapi/wire", "pipelineapi/client", "third_party/", "soak", "soak/"}},
 	{"store", []string{"store", "store/storetest", "embeddedredis"}},

@@ -178,6 +178,8 @@ type Result struct {
 	Faults     []Window
 	Slopes     []Slope
 	Recoveries []Recovery
+	// Load is what the run carried and what it cost the leader.
+	Load Load
 	// Report and PNG are the files written; PNGError says why there is
 	// no PNG.
 	Report, PNG, PNGError string
@@ -234,6 +236,8 @@ func (r *Result) Summary() string {
 			fmt.Fprintf(&b, "    %s\n", v)
 		}
 	}
+	b.WriteString(r.Load.String() + "\n")
+	b.WriteString(r.Figures())
 	if r.Report != "" {
 		fmt.Fprintf(&b, "report: %s\n", r.Report)
 	}
@@ -269,6 +273,10 @@ func RunWith(dir string, opts Options) (*Result, error) {
 	res := Check(events, dump, opts)
 	res.Dir = dir
 	res.Report = filepath.Join(dir, "report.html")
+	defer func() {
+		// The figures a closing note copies, as text.
+		os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(res.Summary()), 0o644)
+	}()
 	if err := os.WriteFile(res.Report, []byte(res.HTML()), 0o644); err != nil {
 		return res, err
 	}

@@ -1,6 +1,8 @@
 package check
 
 import (
+	"crypto/md5"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -172,7 +174,15 @@ type checker struct {
 	openFault         map[string]ev
 
 	exists, refused, unknownYet, unackedReports, unknownTakes, endsWithoutTake, releasedByDeath int
-	reportsTotal, dupsTotal                                                                     int
+	// apiKeys: every key name the history shows (takes' and
+	// revocations' targets), for telling a job held by a key.
+	apiKeys map[string]bool
+	// bridgeTakes: takes recorded between the node and the pipeline
+	// (the API proxy's, the bridges' own); handoffs: those then taken
+	// by the next in line; orphansEnded: those no pipeline got, found
+	// ended (by the reaper) when the job was taken again.
+	bridgeTakes, handoffs, orphansEnded int
+	reportsTotal, dupsTotal             int
 
 	leaders []ev
 	// When Redis was read at the end (zero: unknown).
@@ -199,7 +209,7 @@ func Check(events []history.Event, dump Dump, opts Options) *Result {
 		opts: opts, res: &Result{Events: len(evs), series: newSeriesSet(), opts: opts},
 		lives: map[string][]*life{}, cur: map[string]*life{}, sends: map[string][]time.Time{}, acks: map[string][]time.Time{},
 		sendBy: map[int64]ev{}, users: map[string]bool{}, holds: map[string][]hold{}, revoke: map[string]ev{},
-		pendingFinish: map[string]ev{}, openFault: map[string]ev{},
+		pendingFinish: map[string]ev{}, openFault: map[string]ev{}, apiKeys: map[string]bool{},
 	}
 	names := [...]string{"",
 		"every acknowledged !a/!ao reaches exactly one reported outcome, or is queued or running at the end",
@@ -244,13 +254,14 @@ func Check(events []history.Event, dump Dump, opts Options) *Result {
 	}
 	c.closeFaults()
 	c.judge1(dump)
-	c.judge2and3()
+	c.judge2and3(dump)
 	c.judge4(dump)
 	c.judge5(dump)
 	c.judge6()
 	c.judge7()
 	c.judge8()
 	c.judgeEmpty()
+	c.res.Load = c.load()
 	return c.res
 }
 
@@ -292,6 +303,9 @@ func (c *checker) event(e ev) {
 			c.say(e, s, false)
 		}
 	case history.Take:
+		if e.Target != "" {
+			c.apiKeys[e.Target] = true
+		}
 		c.take(e)
 	case history.JobEnd:
 		c.jobEnd(e)
@@ -310,6 +324,7 @@ func (c *checker) event(e ev) {
 			}
 		}
 	case history.Revoke:
+		c.apiKeys[e.Target] = true
 		if _, ok := c.revoke[e.Target]; !ok {
 			c.revoke[e.Target] = e
 		}
@@ -528,16 +543,49 @@ func (c *checker) report(e ev, s saying) {
 	}
 }
 
-// take applies a pipeline's take.
+// take applies a pipeline's take (or a bridge's own, for a pipeline
+// behind it: history.ViaBridgeSelf).
 func (c *checker) take(e ev) {
-	c.res.series.count("takes", e.T)
+	self := history.Relayed(e.Via)
+	if self {
+		c.bridgeTakes++
+	} else {
+		c.res.series.count("takes", e.T)
+	}
 	// Invariant 3.
 	if r, ok := c.revoke[e.Target]; ok && e.Target != "" && e.T.Sub(r.T) > c.opts.RevokeGrace {
 		c.inv[3].violate(Violation{Ident: e.Ident, T: r.T, T2: e.T, Lines: []int{r.line, e.line},
 			Detail: fmt.Sprintf("key %s took a job %s after its revocation", e.Target, e.T.Sub(r.T).Round(time.Millisecond))})
 	}
-	// Invariant 2: held by another?
+	var kept []hold
+	var passed *hold
 	for _, h := range c.holds[e.Ident] {
+		switch {
+		case self && passed == nil && h.target == e.Target && relayOrder(e.Via, h.via) && !h.t.Before(e.T.Add(-relaySlack)):
+			// The same take, recorded by the next in line first (the
+			// processes' stamps are in milliseconds, the logs read
+			// apart): the hold stays the pipeline's.
+			c.handoffs++
+			return
+		case passed == nil && history.Relayed(h.via) && e.Target != "" && h.target == e.Target && relayOrder(h.via, e.Via) && c.handoff(h, e):
+			// A pipeline (or a bridge) takes what the node handed its
+			// key (seen by the API proxy), a pipeline behind a bridge
+			// what the bridge took for it: the same hold, passed on
+			// (the life is running since the first).
+			c.handoffs++
+			passed = &hold{e.Actor, e.Via, e.Target, e.T, e.line, h.life}
+			continue
+		case history.Relayed(h.via) && h.life.outcome != "" && h.life.outcomeT.Before(e.T):
+			// A take no pipeline got (an orphan): the node failed (or
+			// ended) the job since; the key holds nothing.
+			c.orphansEnded++
+			continue
+		}
+		kept = append(kept, h)
+	}
+	c.holds[e.Ident] = kept
+	// Invariant 2: held by another?
+	for _, h := range kept {
 		d := fmt.Sprintf("held by %s (%s) since the first time, taken by %s (%s) at the second", h.actor, h.via, e.Actor, e.Via)
 		if end, over := h.life.ended(); over && end.Before(e.T) {
 			d += fmt.Sprintf(" (the holder's life of the job ended %s at %s, the holder never ended it)",
@@ -545,8 +593,30 @@ func (c *checker) take(e ev) {
 		}
 		c.inv[2].violate(Violation{Ident: e.Ident, T: h.t, T2: e.T, Lines: []int{h.line, e.line}, Detail: d})
 	}
+	if passed != nil {
+		c.holds[e.Ident] = append(c.holds[e.Ident], *passed)
+		return
+	}
 	l := c.take2(e)
 	c.holds[e.Ident] = append(c.holds[e.Ident], hold{e.Actor, e.Via, e.Target, e.T, e.line, l})
+}
+
+// relaySlack is how far apart the records of one take may be.
+const relaySlack = time.Second
+
+// relayOrder reports whether a take by via may take over a hold by
+// relay: the proxy's to the bridge or the pipeline, the bridge's to its
+// pipeline.
+func relayOrder(relay, via string) bool {
+	return relay == history.ViaProxy && via != history.ViaProxy || relay == history.ViaBridgeSelf && !history.Relayed(via)
+}
+
+// handoff reports whether a pipeline's take e, behind the bridge whose
+// own take is h, is that take passed on: the bridge's life of the job has
+// not ended before it.
+func (c *checker) handoff(h hold, e ev) bool {
+	end, over := h.life.ended()
+	return !over || end.After(e.T)
 }
 
 // take2 finds the life a take belongs to, judging a take after the end.
@@ -681,7 +751,7 @@ func (c *checker) allLives() []*life {
 func (c *checker) judge1(dump Dump) {
 	inv := c.inv[1]
 	n, byOutcome, live, unacked := 0, map[string]int{}, 0, 0
-	recent, queuedReport := 0, 0
+	recent, queuedReport, inFlight := 0, 0, 0
 	owed := owedReports(dump)
 	for _, l := range c.allLives() {
 		if !l.acked {
@@ -710,6 +780,10 @@ func (c *checker) judge1(dump Dump) {
 			recent++
 			continue
 		}
+		if end := c.endInDump(dump, l); !end.IsZero() && c.inResetInstant(end) {
+			inFlight++
+			continue
+		}
 		d := "no outcome reported in the channel, and not queued or running at the end (final state: " + st + ")"
 		lines := []int{l.ackLine}
 		t2 := time.Time{}
@@ -727,6 +801,7 @@ func (c *checker) judge1(dump Dump) {
 	inv.count("queued or running at the end", "%d", live)
 	inv.count(fmt.Sprintf("ended in the last %s, report not awaited", c.opts.EndGrace), "%d", recent)
 	inv.count("report still queued in Redis", "%d", queuedReport)
+	inv.count("report lost in flight when a reset broke the leader's IRC connection", "%d", inFlight)
 	inv.count("reports", "%d", c.reportsTotal)
 	inv.count("duplicate reports", "%d (%s)", c.dupsTotal, pct(c.dupsTotal, c.reportsTotal))
 	inv.count("already exists", "%d", c.exists)
@@ -745,7 +820,7 @@ func (c *checker) judge1(dump Dump) {
 
 // ---- invariants 2 and 3
 
-func (c *checker) judge2and3() {
+func (c *checker) judge2and3(dump Dump) {
 	takes := 0
 	for _, ls := range c.lives {
 		for _, l := range ls {
@@ -763,7 +838,12 @@ func (c *checker) judge2and3() {
 		held += len(hs)
 	}
 	c.inv[2].count("held at the end", "%d", held)
+	c.judgeGhostTakes(dump)
 	c.inv[2].count("released by a pipeline's death", "%d", c.releasedByDeath)
+	if c.bridgeTakes > 0 {
+		c.inv[2].count("relayed takes", "%d (%d passed on, %d orphans, %d of them found ended)",
+			c.bridgeTakes, c.handoffs, c.bridgeTakes-c.handoffs, c.orphansEnded)
+	}
 	if c.endsWithoutTake > 0 || c.unknownTakes > 0 {
 		c.inv[2].Notes = append(c.inv[2].Notes, fmt.Sprintf("%d ends without a recorded take; %d takes of jobs no scripted user queued", c.endsWithoutTake, c.unknownTakes))
 	}
@@ -772,6 +852,110 @@ func (c *checker) judge2and3() {
 	c.evidence[3] = len(c.revoke)
 	c.inv[3].count("late takes", "%d", len(c.inv[3].Violations))
 	c.inv[3].Pass = len(c.inv[3].Violations) == 0
+}
+
+// judgeGhostTakes (invariant 2): a job the node says a key held (its
+// record's pipeline_id, in Redis at the end or in its failure record)
+// that no take handed that key: every API take is recorded as the proxy
+// saw the node's answer, so a hold without one was written by no take a
+// pipeline asked of the leader, e.g. a deposed leader's take that Redis
+// ran after the lease had moved on (a write past the fence). A take made
+// just as the leader was killed (answer never sent) is excused: it falls
+// in a kill-leader window.
+func (c *checker) judgeGhostTakes(dump Dump) {
+	ids := map[string]string{}
+	for k := range c.apiKeys {
+		ids["pipeline:"+md5hex(apiPipelinePrefix+k)] = k
+	}
+	seen := map[string]bool{}
+	for ident, ls := range c.lives {
+		l := ls[len(ls)-1]
+		var fields map[string]string
+		how := ""
+		if f := dump.Hash("archivebot:failed:" + ident); f != nil && f["failed_by"] == "reaper" {
+			var job map[string]any
+			if json.Unmarshal([]byte(f["job"]), &job) == nil {
+				fields = map[string]string{}
+				for k, v := range job {
+					fields[k] = fmt.Sprint(v)
+				}
+			}
+			how = "failed by the reaper"
+		} else if h := dump.Hash(ident); h != nil && h["finished_at"] == "" && h["failed"] != "true" {
+			fields, how = h, "running at the end"
+		}
+		key, ok := ids[fields["pipeline_id"]]
+		if !ok || seen[ident] {
+			continue
+		}
+		started, err := strconv.ParseFloat(fields["started_at"], 64)
+		if err != nil {
+			continue
+		}
+		at := time.Unix(0, int64(started*1e9))
+		if at.Before(c.res.Start) || !c.dumpFrom.IsZero() && at.After(c.dumpFrom.Add(-2*time.Second)) {
+			continue // before the run, or too late for its take to be recorded
+		}
+		// The life it belongs to: taken at, by the model.
+		var life *life
+		for _, x := range ls {
+			if !x.start.After(at.Add(c.opts.ProbeSlack)) {
+				life = x
+			}
+		}
+		if life == nil {
+			life = l
+		}
+		taken := false
+		for _, t := range life.trans {
+			taken = taken || t.state == "running"
+		}
+		if taken || c.inKill(at) {
+			continue
+		}
+		seen[ident] = true
+		c.inv[2].violate(Violation{Ident: ident, T: at, Lines: []int{life.ackLine},
+			Detail: fmt.Sprintf("held by key %s since %s (%s), but no take of it was seen (proxy, bridge or pipeline): a hold no take asked of the leader made (a write past the lease fence?)",
+				key, at.UTC().Format("15:04:05.000"), how)})
+	}
+}
+
+// inResetInstant reports whether a job that ended at t had its report
+// in flight when a reset broke the leader's IRC connection (the reset
+// variant of partition-leader-irc): written into the socket within the
+// finish-report limit before the reset, or in the instant after it
+// before the reset came back (250 ms). The node acknowledges a notice
+// when its line is written; TCP discards what the server had not read
+// yet (doc/reliability.md). A report due later than that is owed: the
+// node knows it is not connected and keeps the notice.
+func (c *checker) inResetInstant(t time.Time) bool {
+	for _, f := range c.res.Faults {
+		if f.Fault == "partition-leader-irc" && strings.HasSuffix(f.Target, " reset") &&
+			!t.Before(f.Start.Add(-c.opts.FinishP99)) && !t.After(f.Start.Add(250*time.Millisecond)) {
+			return true
+		}
+	}
+	return false
+}
+
+// inKill reports whether t falls in a kill-leader window (a take whose
+// answer died with the node).
+func (c *checker) inKill(t time.Time) bool {
+	for _, f := range c.res.Faults {
+		if f.Fault == "kill-leader" && !t.Before(f.Start.Add(-time.Second)) && !t.After(f.End) {
+			return true
+		}
+	}
+	return false
+}
+
+// apiPipelinePrefix: an API key's pipeline record is
+// pipeline:<md5hex("api:" + name)> (doc/pipeline-api.md).
+const apiPipelinePrefix = "api:"
+
+func md5hex(s string) string {
+	sum := md5.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 // ---- invariant 4
@@ -934,6 +1118,7 @@ func (c *checker) judge5(dump Dump) {
 		inv.Notes = append(inv.Notes, fmt.Sprintf("Redis was read over %s at the end: compared with the model over that time", to.Sub(from).Round(time.Millisecond)))
 	}
 	ends, ghosts := 0, 0
+	owed := owedReports(dump)
 	for ident, ls := range c.lives {
 		l := ls[len(ls)-1]
 		model := l.stateAt(c.res.End)
@@ -944,12 +1129,19 @@ func (c *checker) judge5(dump Dump) {
 		if st == "vanished" && (l.statesIn(from, to)["aborted"] || l.statesIn(from, to)["failed"]) {
 			ok = true // its record expired (5 s after the end) while Redis was read
 		}
-		if model == "queued" && st == "running" {
-			ok = true // taken in the last moment, its Take not yet written
+		if st == "running" && l.statesIn(from, to)["queued"] {
+			// Taken while Redis was read, its Take not yet written, or
+			// taken by a key whose pipeline never got the answer and
+			// then failed by the reaper while Redis was read: Redis
+			// read it running, the model has it queued then failed.
+			ok = true
 		}
 		if !ok && (model == "queued" || model == "running") && (st == "failed" || st == "finished" || st == "aborted") {
 			if end := c.endInDump(dump, l); !end.IsZero() && end.After(c.res.End.Add(-c.opts.EndGrace)) {
 				ok = true // it ended in the last seconds, unseen yet
+			}
+			if owed[ident] {
+				ok = true // it ended, its report waits in Redis, unseen yet
 			}
 		}
 		if !ok && (model == "queued" || model == "running") && l.acked && (st == "absent" || st == "stranded") {
@@ -1228,6 +1420,24 @@ func owedReports(dump Dump) map[string]bool {
 			}
 			if json.Unmarshal([]byte(doc), &n) == nil && n.URL != "" {
 				out[ident.Of(n.URL)] = true
+			}
+		}
+	}
+	// The reaper's death line is an admin notice, queued by the fail
+	// itself: a job failed in the last moment (while Redis was read) has
+	// its report waiting there.
+	for _, k := range []string{"archivebot:admin_notices", "archivebot:admin_notices:processing"} {
+		for _, doc := range dump.Members(k) {
+			var n struct {
+				Text string `json:"text"`
+			}
+			if json.Unmarshal([]byte(doc), &n) != nil {
+				continue
+			}
+			for _, s := range parseLine(n.Text) {
+				if s.kind == sayReport && s.ident != "" {
+					out[s.ident] = true
+				}
 			}
 		}
 	}

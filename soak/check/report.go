@@ -404,6 +404,7 @@ th{background:#f3f3f3} .tag{font-weight:bold;border-radius:3px;padding:1px 6px;c
 </style></head><body>
 <h1><span class="verdict {{if .Failed}}fail">FAIL{{else}}pass">PASS{{end}}</span>Soak {{.R.Dir}}</h1>
 <div class="c">{{.R.Start.UTC.Format "2006-01-02 15:04:05"}} UTC, {{.Duration}}, {{.R.Events}} events, {{len .R.Faults}} faults</div>
+<div class="c">{{.R.Load.String}}</div>
 <h2>Invariants</h2>
 <table><tr><th style="width:26px">#</th><th style="width:52px"></th><th>invariant and figures</th></tr>
 {{range .R.Invariants}}<tr><td>{{.N}}</td><td>{{if .Pass}}<span class="tag pass">PASS</span>{{else}}<span class="tag fail">FAIL</span>{{end}}</td>

@@ -37,12 +37,26 @@ const (
 	// bridge or direct), Target (its key name, for api and bridge),
 	// Ident, URL.
 	Take Kind = "take"
+	//
+	// A Take with Via ViaBridgeSelf is a bridge's own take (Actor: the
+	// bridge, Target: its key): the bridge took the job through the API
+	// for one of the pipelines behind it, which then takes it from the
+	// bridge (a Take with Via "bridge" and the same Target: the hold
+	// passes to it), or never gets it when it or the bridge went away in
+	// the middle of the take (the job stays held by the key until the
+	// reaper fails it). A Take with Via ViaProxy is the node's answer
+	// to a take as the API proxy in between saw it (Target: the key
+	// that asked): it passes on to the API pipeline's (or the bridge's)
+	// own take of the job under that key, or, when the answer never
+	// reached it, the job stays held by the key until the reaper fails
+	// it.
 	// JobEnd: a pipeline ended a job it held. Actor, Via, Ident, Outcome
 	// (done, aborted, or abandoned when the pipeline died holding it or
 	// let it go because the node refused its writes for it).
 	JobEnd Kind = "jobend"
 	// Pipe: a pipeline's life. Actor, Via, Outcome (started, died,
-	// paused, resumed, restarted).
+	// paused, resumed, restarted). A bridge's (re)start is one too (Via
+	// ViaBridgeSelf): it releases what the bridge itself held.
 	Pipe Kind = "pipe"
 	// Revoke: a key's revocation returned (T is when it returned).
 	// Target (key name).
@@ -85,6 +99,22 @@ const (
 	// changes meanwhile may or may not be in the dump.
 	Final Kind = "final"
 )
+
+// Vias of the takes recorded between the node and a pipeline (see
+// Take): a relay's hold passes to the pipeline that then takes the job
+// under the same key.
+const (
+	// ViaBridgeSelf is the Via of a bridge's own Take and of its Pipe
+	// events.
+	ViaBridgeSelf = "bridge-self"
+	// ViaProxy is the Via of a take the node answered with a job, seen
+	// by the soak's API proxy (Actor "api-proxy", Target: the key).
+	ViaProxy = "api-proxy"
+)
+
+// Relayed reports whether via is one of a take recorded between the node
+// and the pipeline (ViaBridgeSelf, ViaProxy).
+func Relayed(via string) bool { return via == ViaBridgeSelf || via == ViaProxy }
 
 // Event is one line of the history. Only the fields its Kind names are
 // set.

@@ -1,0 +1,202 @@
+package check
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Load is what the run carried and what it cost the leader, after
+// warm-up (the first Options.WarmUp of the run): the figures of the
+// issue's "highest sustained load" and "CPU per 1,000 log entries/s".
+type Load struct {
+	// EntriesPerSec: log entries per second as the dashboard's v2
+	// viewers received them (each sees every job's entries): the best
+	// viewer's mean, and the 5-s interval median and peak of the best
+	// viewer per interval.
+	EntriesPerSec, EntriesMedian, EntriesPeak float64
+	// TakesPerSec, EndsPerSec: pipelines' takes and job ends per second.
+	TakesPerSec, EndsPerSec float64
+	// LeaderCPU is the leading node's CPU time per second of wall time
+	// (1 = one core), from its /proc/PID/stat samples while it led.
+	LeaderCPU float64
+	// CPUPer1000 is LeaderCPU per 1,000 log entries/s (EntriesPerSec).
+	CPUPer1000 float64
+	// LeaderRSS is the leader's largest resident memory, bytes.
+	LeaderRSS float64
+	Window    time.Duration
+}
+
+func (l Load) String() string {
+	if l.Window == 0 {
+		return "load: not measured (no samples after warm-up)"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "load over %s after warm-up: log entries/s mean %.0f, 5-s median %.0f, peak %.0f; takes/s %.2f, job ends/s %.2f",
+		l.Window.Round(time.Second), l.EntriesPerSec, l.EntriesMedian, l.EntriesPeak, l.TakesPerSec, l.EndsPerSec)
+	fmt.Fprintf(&b, "; leader CPU %.2f cores", l.LeaderCPU)
+	if l.EntriesPerSec > 0 {
+		fmt.Fprintf(&b, " = %.2f cores per 1,000 log entries/s", l.CPUPer1000)
+	}
+	fmt.Fprintf(&b, "; leader RSS peak %.0f MB", l.LeaderRSS/1e6)
+	return b.String()
+}
+
+// load works out Load from the samples, the stream figures and the
+// leader changes.
+func (c *checker) load() Load {
+	dur := c.res.End.Sub(c.res.Start)
+	cut := c.res.Start.Add(time.Duration(float64(dur) * c.opts.WarmUp))
+	var l Load
+	l.Window = c.res.End.Sub(cut)
+	if l.Window <= 0 {
+		return Load{}
+	}
+	secs := l.Window.Seconds()
+	// Stream: per v2 viewer, entries over the time its intervals cover.
+	type iv struct {
+		t    time.Time
+		rate float64
+	}
+	last := map[string]time.Time{}
+	total := map[string]float64{}
+	span := map[string]float64{}
+	var ivs []iv
+	for _, e := range c.res.series.streams {
+		prev, ok := last[e.Actor]
+		last[e.Actor] = e.T
+		if e.Via != "v2" || !ok || e.T.Before(cut) {
+			continue
+		}
+		d := e.T.Sub(prev).Seconds()
+		if d <= 0 {
+			continue
+		}
+		total[e.Actor] += e.Num["entries"]
+		span[e.Actor] += d
+		ivs = append(ivs, iv{e.T, e.Num["entries"] / d})
+	}
+	for v, n := range total {
+		if span[v] > 0 && n/span[v] > l.EntriesPerSec {
+			l.EntriesPerSec = n / span[v]
+		}
+	}
+	// The best viewer in each 5-s bucket.
+	best := map[int64]float64{}
+	for _, x := range ivs {
+		k := x.t.Unix() / 5
+		if x.rate > best[k] {
+			best[k] = x.rate
+		}
+	}
+	var rates []float64
+	for _, r := range best {
+		rates = append(rates, r)
+		l.EntriesPeak = max(l.EntriesPeak, r)
+	}
+	sort.Float64s(rates)
+	if len(rates) > 0 {
+		l.EntriesMedian = rates[len(rates)/2]
+	}
+	for _, t := range c.res.series.counts["takes"] {
+		if !t.Before(cut) {
+			l.TakesPerSec++
+		}
+	}
+	for _, t := range c.res.series.counts["job ends"] {
+		if !t.Before(cut) {
+			l.EndsPerSec++
+		}
+	}
+	l.TakesPerSec /= secs
+	l.EndsPerSec /= secs
+	// The leader's CPU: each pair of consecutive samples of a node while
+	// it led (a fall of cpu_seconds is a new process: skipped).
+	leaderAt := func(t time.Time) string {
+		cur := ""
+		for _, e := range c.leaders {
+			if e.T.After(t) {
+				break
+			}
+			cur = e.Actor
+		}
+		return cur
+	}
+	var cpu, wall float64
+	for _, s := range c.res.series.samples() {
+		switch s.metric {
+		case "cpu_seconds":
+			for i := 1; i < len(s.pts); i++ {
+				a, b := s.pts[i-1], s.pts[i]
+				if a.t.Before(cut) || b.v < a.v || leaderAt(a.t) != s.actor || leaderAt(b.t) != s.actor {
+					continue
+				}
+				cpu += b.v - a.v
+				wall += b.t.Sub(a.t).Seconds()
+			}
+		case "rss_bytes":
+			for _, p := range s.pts {
+				if !p.t.Before(cut) && leaderAt(p.t) == s.actor {
+					l.LeaderRSS = max(l.LeaderRSS, p.v)
+				}
+			}
+		}
+	}
+	if wall > 0 {
+		l.LeaderCPU = cpu / wall
+	}
+	if l.EntriesPerSec > 0 {
+		l.CPUPer1000 = l.LeaderCPU / (l.EntriesPerSec / 1000)
+	}
+	return l
+}
+
+// Figures are the run's figures for a closing note, as text: faults
+// injected by kind, each fault's recovery, the slopes with their limits.
+func (r *Result) Figures() string {
+	var b strings.Builder
+	kinds := map[string]int{}
+	for _, f := range r.Faults {
+		kinds[f.Fault]++
+	}
+	var ks []string
+	for k := range kinds {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	b.WriteString("faults by kind:")
+	for _, k := range ks {
+		fmt.Fprintf(&b, " %s %d;", k, kinds[k])
+	}
+	b.WriteString("\n")
+	for _, rc := range r.Recoveries {
+		cmd, st := "none answered", "did not stop"
+		if rc.Commands >= 0 {
+			cmd = rc.Commands.Round(10 * time.Millisecond).String()
+		}
+		switch {
+		case rc.Stream < 0:
+			st = "never flowed again"
+		case rc.Stream > 0:
+			st = rc.Stream.Round(10 * time.Millisecond).String()
+		}
+		fmt.Fprintf(&b, "  recovery %s %s at %s (%s): commands answered after %s, stream %s\n",
+			rc.Fault, rc.Target, rc.Start.UTC().Format("15:04:05"), rc.End.Sub(rc.Start).Round(time.Second), cmd, st)
+	}
+	for _, s := range r.Slopes {
+		if s.Limit == 0 {
+			continue
+		}
+		v := "not judged"
+		if s.Judged {
+			v = "PASS"
+			if !s.Pass {
+				v = "FAIL"
+			}
+		}
+		fmt.Fprintf(&b, "  slope %s %s/h (limit %s, judged against %s over %s, %d samples, %d segments) %s\n",
+			s.Series, human(s.Metric, s.PerHour), human(s.Metric, s.Limit), human(s.Metric, s.Allowed), s.Window.Round(time.Second), s.Samples, s.Segments, v)
+	}
+	return b.String()
+}
