@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,9 +30,11 @@ func historyOf(t *testing.T, s *store.Store, id string) []string {
 	return out
 }
 
-// jobEvents subscribes to archivebot:job_events and returns what it got so
-// far on each call.
-func jobEvents(t *testing.T, b *redistest.Backend) func(n int) []string {
+// jobEvents subscribes to archivebot:job_events and returns, on each call,
+// what it got so far for the job ident. Pub/sub ignores the database
+// index, so events of other packages' tests running on the same server
+// are left out.
+func jobEvents(t *testing.T, b *redistest.Backend) func(n int, ident string) []string {
 	t.Helper()
 	ctx := context.Background()
 	ps := b.Client.Subscribe(ctx, store.ChannelJobEvents)
@@ -41,11 +44,13 @@ func jobEvents(t *testing.T, b *redistest.Backend) func(n int) []string {
 	}
 	ch := ps.Channel()
 	var got []string
-	return func(n int) []string {
+	return func(n int, ident string) []string {
 		for len(got) < n {
 			select {
 			case m := <-ch:
-				got = append(got, m.Payload)
+				if strings.Contains(m.Payload, `"ident":"`+ident+`"`) {
+					got = append(got, m.Payload)
+				}
 			case <-time.After(5 * time.Second):
 				t.Fatalf("got %d job events, want %d: %q", len(got), n, got)
 			}
@@ -114,7 +119,7 @@ func TestJobHistory(t *testing.T) {
 		if es[4].Detail["pipeline"] != "hist-pipe" || es[1].Detail["set"] == nil {
 			t.Errorf("details: started %v, settings %v", es[4].Detail, es[1].Detail)
 		}
-		published := events(len(want))
+		published := events(len(want), id)
 		raw, _ := b.Client.LRange(ctx, store.KeyHistory(id), 0, -1).Result()
 		if diff := cmp.Diff(raw, published); diff != "" {
 			t.Errorf("published events differ from the history (-history +published):\n%s", diff)
