@@ -216,6 +216,9 @@ stream_listen = %q
 
 [pipelines]
 listen = %q
+# Every pipeline of the soak connects from 127.0.0.1, as pipelines behind
+# one proxy do: the per-address cap would refuse most of them.
+max_conns_per_addr = 0
 `, ircURL, botNick, channel, rate, s, redistest.SentinelMaster, leaseTTL.String(), name, feed.mastodon, feed.bluesky, web, stream, api)
 	p := filepath.Join(dir, name+".toml")
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
