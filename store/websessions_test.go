@@ -101,3 +101,25 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// Issue 31: a standby names the leader's dashboard address, which each
+// node records under archivebot:web:nodes.
+func TestNodeURL(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+		if u, err := s.NodeURL(ctx, "node-a"); err != nil || u != "" {
+			t.Fatalf("unknown node: %q, %v", u, err)
+		}
+		if err := s.SetNodeURL(ctx, "node-a", "https://a.example/"); err != nil {
+			t.Fatal(err)
+		}
+		if u, err := s.NodeURL(ctx, "node-a"); err != nil || u != "https://a.example/" {
+			t.Fatalf("node-a: %q, %v", u, err)
+		}
+		if err := s.SetNodeURL(ctx, "node-a", ""); err != nil {
+			t.Fatal(err)
+		}
+		if u, _ := s.NodeURL(ctx, "node-a"); u != "" {
+			t.Fatalf("forgotten node still says %q", u)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/bot"
@@ -113,6 +114,14 @@ func actionOptions(cfg *config.Config, b *bot.Bot, st *store.Store, fe frontEnd)
 		AddressPerMinute: cfg.Web.AddressPerMinute,
 	}
 	if r, ok := fe.(interface{ Role() string }); ok {
+		// Where this node's dashboard is, for a standby to name when it
+		// is the leader (best effort: a standby without it names the
+		// leader's node id only).
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := st.SetNodeURL(ctx, cfg.HA.NodeID, cfg.HTTP.PublicURL); err != nil {
+			slog.Warn("could not record this node's dashboard address", "err", err)
+		}
+		cancel()
 		opt.Leader = func() (bool, string) {
 			if r.Role() == "leader" {
 				return true, ""
@@ -120,6 +129,9 @@ func actionOptions(cfg *config.Config, b *bot.Bot, st *store.Store, fe frontEnd)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			if h, ok, err := st.Leader(ctx); err == nil && ok {
+				if u, _ := st.NodeURL(ctx, h.Node); u != "" {
+					return false, h.Node + " (" + u + ")"
+				}
 				return false, h.Node
 			}
 			return false, ""
