@@ -131,6 +131,7 @@ var (
 	apiNonceScript    = fenced(lua("api_nonce"))
 	apiReportScript   = fenced(lua("api_report"))
 	apiKeyStatsScript = fenced(lua("api_key_stats"))
+	banCheckScript    = fenced(lua("ban_check"))
 )
 
 // libSrc is the prologue of every script (scripts/lib.lua): the table K
