@@ -6,6 +6,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"time"
@@ -90,4 +91,23 @@ func SiteOf(url string) string {
 		return d
 	}
 	return h
+}
+
+// KeyAllAvoid (string, ours) marks a queued job whose "every pipeline
+// avoids its site" line was queued (AllAvoidNotice).
+func KeyAllAvoid(ident string) string { return "archivebot:all_avoid:" + ident }
+
+// AllAvoidNotice queues n for ident once: the marker and the notice in one
+// script (notice_once). It reports whether n was queued now.
+func (s *Store) AllAvoidNotice(ctx context.Context, ident string, n AdminNotice) (bool, error) {
+	b, err := json.Marshal(n)
+	if err != nil {
+		return false, err
+	}
+	v, err := noticeOnceScript.Run(s.apiCtx(ctx), s.rdb, []string{KeyAllAvoid(ident), KeyAdminNotices},
+		int64(BanCheckTTL/time.Second), b).Int64()
+	if err != nil {
+		return false, wrap("queue the all-avoid line of "+ident, err)
+	}
+	return v == 1, nil
 }
