@@ -139,6 +139,7 @@ func (c *Config) setDefaults() {
 	}
 	zero(&c.Jobs.PendingLimit, 5)
 	zero(&c.Jobs.TakeScanLimit, DefaultTakeScanLimit)
+	zero(&c.Jobs.BanCheckResponses, DefaultBanCheckResponses)
 	zero(&c.Pipelines.Rate, DefaultPipelineRate)
 	zero(&c.Pipelines.LogRate, DefaultPipelineLogRate)
 	zero(&c.Pipelines.MaxStreams, DefaultPipelineMaxStreams)
@@ -245,6 +246,7 @@ func LoadPartial(path string, o Overrides) (*Config, error) {
 			v    *int
 		}{
 			{[]string{"pipelines", "max_conns"}, &c.Pipelines.MaxConns},
+			{[]string{"jobs", "ban_check_responses"}, &c.Jobs.BanCheckResponses},
 			{[]string{"pipelines", "max_conns_per_addr"}, &c.Pipelines.MaxConnsPerAddr},
 			{[]string{"pipelines", "max_waiting_takes"}, &c.Pipelines.MaxWaitingTakes},
 			{[]string{"http", "recent_max_bytes"}, &c.HTTP.RecentMaxBytes},
@@ -502,6 +504,9 @@ func (c *Config) validate() Problems {
 	}
 	if c.Jobs.PerUserPendingLimit < 0 {
 		bad("jobs.per_user_pending_limit", "must not be negative (0 means no limit)")
+	}
+	if c.Jobs.BanCheckResponses < 0 || c.Jobs.BanCheckResponses > 10000 {
+		bad("jobs.ban_check_responses", "must be 0 (off) to 10000")
 	}
 	if c.Jobs.PerUserRunningLimit < 0 {
 		bad("jobs.per_user_running_limit", "must not be negative (0 means no limit)")

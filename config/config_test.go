@@ -481,3 +481,26 @@ func TestStreamUnreadBytes(t *testing.T) {
 		"[http]\nstream_unread_bytes_upstream = -1\n": "http.stream_unread_bytes",
 	})
 }
+
+// TestBanCheckResponses: jobs.ban_check_responses defaults to 50 when left
+// out, is off when written as 0, and refuses negative or huge values.
+func TestBanCheckResponses(t *testing.T) {
+	c, err := Load(write(t, "[jobs]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Jobs.BanCheckResponses != DefaultBanCheckResponses {
+		t.Errorf("default %d, want %d", c.Jobs.BanCheckResponses, DefaultBanCheckResponses)
+	}
+	c, err = Load(write(t, "[jobs]\nban_check_responses = 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Jobs.BanCheckResponses != 0 {
+		t.Errorf("written as 0: %d", c.Jobs.BanCheckResponses)
+	}
+	wantLoadErrors(t, map[string]string{
+		"[jobs]\nban_check_responses = -1\n":    "jobs.ban_check_responses",
+		"[jobs]\nban_check_responses = 20000\n": "jobs.ban_check_responses",
+	})
+}

@@ -16,6 +16,10 @@ const (
 	// (doc/pipeline-api.md, The take rule).
 	DefaultTakeScanLimit = 1000
 
+	// DefaultBanCheckResponses is how many first responses of a job decide
+	// the ban line (doc/pipeline-api.md, A ban shows itself).
+	DefaultBanCheckResponses = 50
+
 	// DefaultQueueIndexRebuild is how often the index of named queues is
 	// rebuilt with a SCAN, to find queues other programs created.
 	DefaultQueueIndexRebuild = 10 * time.Minute
@@ -35,9 +39,13 @@ type Jobs struct {
 	// held by PerUserRunningLimit.
 	PerUserRunningOpsExempt bool `toml:"per_user_running_ops_exempt"`
 	// TakeScanLimit is the most queued jobs one take examines.
-	TakeScanLimit int    `toml:"take_scan_limit"`
-	IgnoreSetsDir string `toml:"ignore_sets_dir"`
-	UserAgentsDir string `toml:"user_agents_dir"`
+	TakeScanLimit int `toml:"take_scan_limit"`
+	// BanCheckResponses: when a job's first this many responses are all
+	// errors, a line in its channel says its pipeline may be banned; 0
+	// switches the check off.
+	BanCheckResponses int    `toml:"ban_check_responses"`
+	IgnoreSetsDir     string `toml:"ignore_sets_dir"`
+	UserAgentsDir     string `toml:"user_agents_dir"`
 	// RequireAccount: commands that change jobs need a services account
 	// (the IRC server tells it through account-tag, extended-join or
 	// account-notify). Default off.

@@ -50,6 +50,9 @@ type Services struct {
 	Updates   *Updates
 	// Admin delivers the lines of the operator's commands.
 	Admin *AdminNotifier
+	// AvoidWatch tells a channel once when every pipeline avoids a queued
+	// job's site.
+	AvoidWatch *AvoidWatcher
 
 	// finishKick is signalled by every `updates` message; finishTrigger
 	// starts a finish cycle out of turn (see pushFinish).
@@ -70,15 +73,16 @@ func NewServices(store *store.Store, ann news.Announcer, cfg ServicesConfig, log
 		log = slog.Default()
 	}
 	s := &Services{
-		Reaper:    NewReaper(store, ann, cfg.Reaper, log),
-		Finish:    NewFinishNotifier(store, ann, cfg.Finish, log),
-		Starts:    NewStartNotifier(store, ann, cfg.Start, log),
-		Pipelines: NewPipelineNotifier(store, ann, cfg.Pipelines, log),
-		Analyzer:  NewAnalyzer(store, cfg.Analyzer, log),
-		Updates:   NewUpdates(store, log),
-		Admin:     NewAdminNotifier(store, ann, log),
-		store:     store,
-		log:       log,
+		Reaper:     NewReaper(store, ann, cfg.Reaper, log),
+		Finish:     NewFinishNotifier(store, ann, cfg.Finish, log),
+		Starts:     NewStartNotifier(store, ann, cfg.Start, log),
+		Pipelines:  NewPipelineNotifier(store, ann, cfg.Pipelines, log),
+		Analyzer:   NewAnalyzer(store, cfg.Analyzer, log),
+		Updates:    NewUpdates(store, log),
+		Admin:      NewAdminNotifier(store, ann, log),
+		AvoidWatch: NewAvoidWatcher(store, log),
+		store:      store,
+		log:        log,
 
 		finishKick:    make(chan struct{}, 1),
 		finishTrigger: make(chan struct{}),
@@ -94,6 +98,7 @@ func NewServices(store *store.Store, ann news.Announcer, cfg ServicesConfig, log
 		{Name: "finish-push", Loop: s.pushFinish},
 		{Name: "start-notifier", Schedule: run.Schedule{Interval: s.Starts.cfg.Interval, Now: true, Trigger: s.Starts.trigger}, RunOnce: s.Starts.runOnce},
 		{Name: "admin-notices", Schedule: every(DefaultAdminNoticeInterval, true), RunOnce: s.Admin.runOnce},
+		{Name: "avoid-watch", Schedule: every(s.AvoidWatch.Interval, false), RunOnce: s.AvoidWatch.runOnce},
 		{Name: "pipeline-notifier", Schedule: every(s.Pipelines.cfg.Interval, false), RunOnce: s.Pipelines.runOnce},
 		{Name: "analyzer-sweep", Schedule: every(s.Analyzer.cfg.SweepInterval, false), RunOnce: s.Analyzer.runOnce},
 		{Name: "queue-index", Schedule: every(queueIndexRebuild, true), RunOnce: func(ctx context.Context) error {

@@ -328,7 +328,12 @@ func (s *Server) update(req *request, ident string) (any, *refusal) {
 	snapshot := t.withPending(j, j.rec.Fields)
 	res := wire.UpdateResponse{LogAccepted: len(entries), LogScore: j.logScore,
 		SettingsAge: j.rec.SettingsAge, AbortRequested: j.rec.AbortRequested}
+	banCheck := len(entries) > 0 && !j.banDecided && s.opt.BanCheck > 0
+	url := j.rec.URL.Value
 	t.mu.Unlock()
+	if banCheck {
+		s.banCheck(req, j, url, entries)
+	}
 	if len(entries) > 0 {
 		metrics.APILogEntries(req.key, len(entries))
 		s.addRecent(ident, docs, entries[0].Score)
@@ -506,4 +511,36 @@ func jsonString(v any) string {
 // entries in score order.
 func (s *Server) streamLog(sink LogSink, ident string, job map[string]string, entries []store.LogEntry) {
 	sink.StreamLog(store.DecodeJob(ident, job), entries)
+}
+
+// banCheck adds the responses among entries to the job's ban check
+// (doc/pipeline-api.md, A ban shows itself): one script, which queues the
+// channel line once when the first BanCheck responses were all errors.
+// Once the check has decided, the job's updates stop asking. A failed
+// check is logged; the next update carries on counting.
+func (s *Server) banCheck(req *request, j *heldJob, url string, entries []store.LogEntry) {
+	var labels []string
+	for _, e := range entries {
+		if l := store.BanLabel(e); l != "" {
+			labels = append(labels, l)
+		}
+	}
+	if len(labels) == 0 {
+		return
+	}
+	state, text, err := s.store.BanCheck(req.r.Context(), j.ident, req.key, store.SiteOf(url), s.opt.BanCheck, labels)
+	if err != nil {
+		s.log.Warn("ban check failed", "ident", j.ident, "err", err)
+		return
+	}
+	if state == store.BanCounting {
+		return
+	}
+	if state == store.BanPosted {
+		metrics.BanLine()
+		s.log.Info("ban line", "ident", j.ident, "key", req.key, "line", text)
+	}
+	req.t.mu.Lock()
+	j.banDecided = true
+	req.t.mu.Unlock()
 }

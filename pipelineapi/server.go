@@ -103,7 +103,14 @@ type Options struct {
 	WriteTimeout              time.Duration
 	// MaxWaitingTakes caps the long-poll takes waiting per key.
 	MaxWaitingTakes int
+	// BanCheck is how many first responses of a job decide the ban line
+	// (doc/pipeline-api.md, A ban shows itself); 0 takes
+	// DefaultBanCheck, a negative value switches the check off.
+	BanCheck int
 }
+
+// DefaultBanCheck is the default of Options.BanCheck.
+const DefaultBanCheck = 50
 
 // limit is v, its default def when 0, and 0 (off) when negative.
 func limit[T ~int | ~int64](v, def T) T {
@@ -156,6 +163,7 @@ func New(opt Options) *Server {
 	opt.IdleTimeout = limit(opt.IdleTimeout, DefaultIdleTimeout)
 	opt.WriteTimeout = limit(opt.WriteTimeout, DefaultWriteTimeout)
 	opt.MaxWaitingTakes = limit(opt.MaxWaitingTakes, DefaultMaxWaitingTakes)
+	opt.BanCheck = limit(opt.BanCheck, DefaultBanCheck)
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}

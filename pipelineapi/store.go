@@ -20,6 +20,7 @@ type Store interface {
 	APITake(ctx context.Context, name, pub string, queues []string) (*store.APIJob, error)
 	APIUnregister(ctx context.Context, name string) error
 	APIUpdate(ctx context.Context, name, ident string, incr map[string]int64, set map[string]string) error
+	BanCheck(ctx context.Context, ident, pipeline, site string, n int, labels []string) (state, text string, err error)
 	CheckNonce(ctx context.Context, name, nonce string, ts int64, window time.Duration, max int) (store.NonceResult, error)
 	JobsQueued() <-chan struct{}
 	ListenJobSettings(ctx context.Context, onSubscribed func(), onMessage func(ident, age string)) (bool, error)

@@ -58,6 +58,9 @@ type heldJob struct {
 	ident, key string
 	rec        *store.Job // the record as last read (DecodeJob), with what was written since
 	logScore   int64
+	// banDecided: the job's ban check has decided (doc/pipeline-api.md,
+	// A ban shows itself); its updates no longer ask Redis.
+	banDecided bool
 
 	incr  map[string]int64
 	set   map[string]string

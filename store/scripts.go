@@ -131,6 +131,8 @@ var (
 	apiNonceScript    = fenced(lua("api_nonce"))
 	apiReportScript   = fenced(lua("api_report"))
 	apiKeyStatsScript = fenced(lua("api_key_stats"))
+	banCheckScript    = fenced(lua("ban_check"))
+	noticeOnceScript  = fenced(lua("notice_once"))
 )
 
 // libSrc is the prologue of every script (scripts/lib.lua): the table K

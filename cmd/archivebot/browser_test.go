@@ -343,12 +343,28 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	screenshot(t, ctx, dir, "4-job-page-dark")
 	dark(false)
+	// A paused queue shows on the pending page, with who, when and why.
+	if err := st.PauseQueue(bg, store.KeyPendingAO, "JAA", "deploy <b>now</b>"); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []string{"/pipelines", "/pending", "/finished"} {
 		if err := chromedp.Do(ctx, chromedp.Navigate(base+p)); err != nil {
 			t.Fatal(err)
 		}
 		waitJS(t, ctx, p, `document.getElementById("status").textContent.startsWith("loaded")`)
+		if p == "/pending" {
+			banner := evalJS[string](t, ctx, `(document.getElementById("paused") || {}).textContent || ""`)
+			if !regexp.MustCompile(`^Queue pending-ao is paused by JAA since \d{4}-\d\d-\d\d \d\d:\d\d UTC \(deploy <b>now</b>\): no pipeline gets its jobs until !resume\.$`).MatchString(banner) {
+				t.Errorf("pending page's pause banner: %q", banner)
+			}
+			if n := evalJS[int](t, ctx, `document.querySelectorAll("#paused b").length`); n != 0 {
+				t.Error("pause banner: the reason ran as HTML")
+			}
+		}
 		screenshot(t, ctx, dir, "5"+strings.ReplaceAll(p, "/", "-"))
+	}
+	if err := st.ResumeQueue(bg, store.KeyPendingAO); err != nil {
+		t.Fatal(err)
 	}
 
 	// A node restart: the page reconnects and the stream resumes.

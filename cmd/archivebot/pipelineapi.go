@@ -52,6 +52,7 @@ func newPipelineAPI(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, cf
 		ReadTimeout:     offIfZero(cfg.Pipelines.ReadTimeout.Duration),
 		IdleTimeout:     offIfZero(cfg.Pipelines.IdleTimeout.Duration),
 		WriteTimeout:    offIfZero(cfg.Pipelines.WriteTimeout.Duration),
+		BanCheck:        offIfZero(cfg.Jobs.BanCheckResponses),
 	})
 	irun.Go(wg, logger, "pipeline API", func() {
 		if err := srv.Serve(ctx, ln, cfg.Pipelines.TLSCert, cfg.Pipelines.TLSKey); err != nil {

@@ -17,6 +17,8 @@ var (
 		"key")
 	apiStreams = newGauge("archivebot_pipelineapi_control_streams",
 		"Open pipeline API control streams.")
+	banLines = newCounter("archivebot_ban_lines_total",
+		"Ban lines queued: jobs whose first responses were all errors (doc/pipeline-api.md, A ban shows itself).")
 	apiConns = newGauge("archivebot_pipelineapi_connections",
 		"Open pipeline API connections (within pipelines.max_conns).")
 	apiConnRefusals = newCounterVec("archivebot_pipelineapi_connections_refused_total",
@@ -45,3 +47,6 @@ func APILogEntries(key string, n int) { apiLogEntries.WithLabelValues(key).Add(f
 func APIStreams(d int) { apiStreams.Add(float64(d)) }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// BanLine counts a ban line queued.
+func BanLine() { banLines.Inc() }

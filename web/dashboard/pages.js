@@ -206,13 +206,19 @@ async function pipelinesPage() {
 
 async function pendingPage() {
 	document.title = "ArchiveBot pending";
-	const r = await getJSON("/jobs?state=queued");
+	const [r, st] = await Promise.all([getJSON("/jobs?state=queued"), getJSON("/status")]);
 	const byQueue = new Map();
 	for (const j of r.jobs) {
 		if (!byQueue.has(j.queue)) byQueue.set(j.queue, []);
 		byQueue.get(j.queue).push(j);
 	}
 	const parts = [el("h2", {}, `Pending (${r.jobs.length})`), el("p", { class: "help" }, "Queues in the order pipelines check them; next to run first.")];
+	// Paused queues (doc/protocol.md, Paused queues): who, when, why.
+	const paused = Object.entries(st.paused || {}).sort(([a], [b]) => a.localeCompare(b));
+	if (paused.length) {
+		parts.push(el("div", { class: "paused", id: "paused" }, paused.map(([q, p]) =>
+			el("p", {}, `${q === "all" ? "Every queue is" : "Queue " + q + " is"} paused by ${p.by} since ${new Date(p.at * 1000).toISOString().slice(0, 16).replace("T", " ")} UTC${p.reason ? " (" + p.reason + ")" : ""}: no pipeline gets its jobs until !resume.`))));
+	}
 	for (const [q, jobs] of byQueue) {
 		parts.push(el("h3", {}, `${q} (${jobs.length})`),
 			el("table", { class: "pending" }, el("tr", {}, ["#", "URL", "ident", "by", "queued"].map((h) => el("th", {}, h))),
