@@ -2,7 +2,8 @@ package web
 
 // Dashboard actions (doc/web.md, Signing in and acting). Each is the IRC
 // command it stands for, run through the command table (Bot.Handle) as
-// the signed-in nick, from the job's channel, with the rank the bot sees
+// the signed-in nick, from the job's channel (the first configured
+// channel for the queue actions pause and resume), with the rank the bot sees
 // there now and Where "web": one permission check, one audit line, one
 // history entry, the same replies. The channel sees them as
 // "NICK (web): …"; the page gets them in the answer.
@@ -29,6 +30,13 @@ type action struct {
 	fields  []string
 	// words are fields that must be one word (the rest may have spaces).
 	words bool
+	// queue: the action names a queue (the queue field: pending,
+	// pending-ao, pending-large, pending:NAME or all), not a job; it is
+	// judged and said in the first configured channel.
+	queue bool
+	// optional is a last field that may be left out and may have spaces
+	// (!pause's reason).
+	optional string
 }
 
 var actions = map[string]action{
@@ -40,6 +48,8 @@ var actions = map[string]action{
 	"ignorereports": {command: "!ignorereports", fields: []string{"on"}, words: true},
 	"fail":          {command: "!fail"},
 	"move":          {command: "!move", fields: []string{"to"}, words: true},
+	"pause":         {command: "!pause", queue: true, optional: "reason"},
+	"resume":        {command: "!resume", queue: true},
 }
 
 // ActionNames lists the actions, for the dashboard and the docs' test.
@@ -61,26 +71,54 @@ func actionText(name string, r *http.Request) (string, string) {
 	if !ok {
 		return "", "Refused: there is no dashboard action " + clip(name, 30) + "."
 	}
-	id := r.PostFormValue("ident")
-	if !bot.IsIdent(id) {
-		return "", "Refused: ident must be a job ident (lowercase letters and digits)."
+	parts := []string{a.command}
+	if a.queue {
+		q := strings.TrimSpace(r.PostFormValue("queue"))
+		if why := fieldProblem("queue", q, true); why != "" {
+			return "", why
+		}
+		if !store.ValidQueueName(q) {
+			return "", "Refused: queue must be pending, pending-ao, pending-large, pending:NAME or all."
+		}
+		parts = append(parts, q)
+	} else {
+		id := r.PostFormValue("ident")
+		if !bot.IsIdent(id) {
+			return "", "Refused: ident must be a job ident (lowercase letters and digits)."
+		}
+		parts = append(parts, id)
 	}
-	parts := []string{a.command, id}
 	for _, f := range a.fields {
 		v := strings.TrimSpace(r.PostFormValue(f))
-		switch {
-		case v == "":
-			return "", "Refused: " + f + " is missing."
-		case len(v) > maxFieldBytes:
-			return "", "Refused: " + f + " is longer than 400 bytes."
-		case strings.IndexFunc(v, unicode.IsControl) >= 0:
-			return "", "Refused: " + f + " contains a control character (a line break?)."
-		case a.words && strings.IndexFunc(v, unicode.IsSpace) >= 0:
-			return "", "Refused: " + f + " must be one word."
+		if why := fieldProblem(f, v, a.words); why != "" {
+			return "", why
 		}
 		parts = append(parts, v)
 	}
+	if a.optional != "" {
+		if v := strings.TrimSpace(r.PostFormValue(a.optional)); v != "" {
+			if why := fieldProblem(a.optional, v, false); why != "" {
+				return "", why
+			}
+			parts = append(parts, v)
+		}
+	}
 	return strings.Join(parts, " "), ""
+}
+
+// fieldProblem says what is wrong with one form field, or "".
+func fieldProblem(f, v string, word bool) string {
+	switch {
+	case v == "":
+		return "Refused: " + f + " is missing."
+	case len(v) > maxFieldBytes:
+		return "Refused: " + f + " is longer than 400 bytes."
+	case strings.IndexFunc(v, unicode.IsControl) >= 0:
+		return "Refused: " + f + " contains a control character (a line break?)."
+	case word && strings.IndexFunc(v, unicode.IsSpace) >= 0:
+		return "Refused: " + f + " must be one word."
+	}
+	return ""
 }
 
 // actionResult is the answer to an action that reached the command table.
@@ -146,7 +184,7 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, http.StatusForbidden, "account", why)
 		return
 	}
-	channel, err := s.jobChannel(r.Context(), r.PostFormValue("ident"))
+	channel, err := s.actionChannel(r.Context(), actions[name], r.PostFormValue("ident"))
 	if err != nil {
 		s.storeError(w, r, err)
 		return
@@ -189,16 +227,20 @@ func accountMismatch(ws *store.WebSession, p Presence) string {
 	return ""
 }
 
-// jobChannel is where an action on ident is judged and said: the channel
-// the job was started in when it is one of ours, else the first
-// configured channel.
-func (s *Server) jobChannel(ctx context.Context, ident string) (string, error) {
+// actionChannel is where an action is judged and said: for an action on
+// a job, the channel the job was started in when it is one of ours, else
+// the first configured channel; for a queue action (pause, resume), the
+// first configured channel.
+func (s *Server) actionChannel(ctx context.Context, a action, ident string) (string, error) {
 	var chans []string
 	if s.opt.Actions.Channels != nil {
 		chans = s.opt.Actions.Channels()
 	}
 	if len(chans) == 0 {
 		return "", nil
+	}
+	if a.queue {
+		return chans[0], nil
 	}
 	job, err := s.store.GetJob(ctx, ident)
 	if err != nil {

@@ -48,7 +48,8 @@ func webNodeConfig(t *testing.T, cfg string) (string, string) {
 // sending); the channel sees "vera (web): Added ignore pattern …" and
 // !history names "vera (web)". Devoiced, the same session is refused by
 // the command table and nothing changes. A form another site posts is
-// refused. Screenshots: ARCHIVEBOT_SCREENSHOTS=DIR keeps them.
+// refused. Opped, the user pauses and resumes a queue from the pending
+// page and sees the banner come and go. Screenshots: ARCHIVEBOT_SCREENSHOTS=DIR keeps them.
 func TestDashboardActionsThroughIRC(t *testing.T) {
 	ctx := browser(t)
 	b := redistest.RealOrMini(t)
@@ -173,6 +174,29 @@ func TestDashboardActionsThroughIRC(t *testing.T) {
 		t.Errorf("devoiced action changed the patterns: %q", pats)
 	}
 
+	// Opped, vera pauses a queue from the pending page (!pause, judged in
+	// the first channel) and sees the banner; then resumes it.
+	op.Send("MODE %s +o vera", ch)
+	op.Ask(botNick, ch, "!status") // the bot saw the MODE before this
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/pending")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the queue controls", `document.body.classList.contains("signed-in") && document.querySelector('.queue-pause[data-queue="pending-ao"]') !== null && getComputedStyle(document.getElementById("queue-actions")).display !== "none"`)
+	evalJS[bool](t, ctx, `(document.querySelector('.queue-reason[data-queue="pending-ao"]').value = "deploy", document.querySelector('.queue-pause[data-queue="pending-ao"]').click(), true)`)
+	waitJS(t, ctx, "the pause banner", `(document.getElementById("paused") || {textContent: ""}).textContent.includes("Queue pending-ao is paused by vera") && document.getElementById("queue-result").textContent.includes("Paused queue pending-ao")`)
+	screenshot(t, ctx, dir, "actions-4-pause")
+	if got := evalJS[string](t, ctx, `document.getElementById("queue-result").textContent`); !strings.Contains(got, "!pause pending-ao deploy (in "+ch+", your rank there: op)") {
+		t.Errorf("the pause's reply: %q", got)
+	}
+	if ps, err := st.Pauses(bg); err != nil || len(ps) != 1 || ps[0].Queue != "pending-ao" || ps[0].By != "vera" || ps[0].Reason != "deploy" {
+		t.Errorf("after the pause, Redis has %+v (%v)", ps, err)
+	}
+	evalJS[bool](t, ctx, `(document.querySelector('.queue-resume[data-queue="pending-ao"]').click(), true)`)
+	waitJS(t, ctx, "the banner gone", `document.getElementById("paused") === null && document.getElementById("queue-result").textContent.includes("Resumed queue pending-ao")`)
+	if ps, err := st.Pauses(bg); err != nil || len(ps) != 0 {
+		t.Errorf("after the resume, Redis has %+v (%v)", ps, err)
+	}
+
 	// A form on another site posting to the node: refused, nothing changes.
 	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
@@ -185,7 +209,7 @@ func TestDashboardActionsThroughIRC(t *testing.T) {
 	}
 	waitNavigated(t, ctx, base+"/actions/abort")
 	waitJS(t, ctx, "the refusal of the cross-site post", `document.body && document.body.textContent.includes("another site")`)
-	screenshot(t, ctx, dir, "actions-4-cross-site")
+	screenshot(t, ctx, dir, "actions-5-cross-site")
 	if job, _ := st.GetJob(bg, id); job == nil || job.AbortRequested {
 		t.Errorf("cross-site post aborted the job: %+v", job)
 	}

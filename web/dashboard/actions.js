@@ -30,7 +30,14 @@ function sessionBar() {
 	return bar;
 }
 
+// loadSession reads /session and then tells the page ("archivebot-session"
+// on document), so the pending page can show its queue controls.
 async function loadSession() {
+	await readSession();
+	document.dispatchEvent(new Event("archivebot-session"));
+}
+
+async function readSession() {
 	let r;
 	try {
 		r = await fetch("/session", { headers: { Accept: "application/json" }, cache: "no-store", credentials: "same-origin" });

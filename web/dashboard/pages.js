@@ -219,6 +219,7 @@ async function pendingPage() {
 		parts.push(el("div", { class: "paused", id: "paused" }, paused.map(([q, p]) =>
 			el("p", {}, `${q === "all" ? "Every queue is" : "Queue " + q + " is"} paused by ${p.by} since ${new Date(p.at * 1000).toISOString().slice(0, 16).replace("T", " ")} UTC${p.reason ? " (" + p.reason + ")" : ""}: no pipeline gets its jobs until !resume.`))));
 	}
+	parts.push(queueControls(st, byQueue));
 	for (const [q, jobs] of byQueue) {
 		parts.push(el("h3", {}, `${q} (${jobs.length})`),
 			el("table", { class: "pending" }, el("tr", {}, ["#", "URL", "ident", "by", "queued"].map((h) => el("th", {}, h))),
@@ -227,6 +228,66 @@ async function pendingPage() {
 	}
 	if (!r.jobs.length) parts.push(el("p", {}, "Nothing is pending."));
 	main.replaceChildren(...parts);
+}
+
+// The reply of the last pause or resume, kept across redraws.
+const queueResult = el("div", { id: "queue-result" });
+
+// queueControls is, for a signed-in user (actions.js), a Pause or Resume
+// button per queue and for all, with a reason box: POST /actions/pause
+// or /actions/resume, which the bot runs as !pause / !resume in its first
+// channel, with the rank it sees there now (doc/web.md, Signing in and
+// acting). The command's reply shows below; the page then redraws.
+function queueControls(st, byQueue) {
+	const paused = st.paused || {};
+	const names = new Set(["pending", "pending-ao", "pending-large",
+		...Object.keys(st["pending-others-details"] || {}), ...byQueue.keys(), ...Object.keys(paused)]);
+	names.delete("all");
+	const queues = ["all", ...[...names].sort((a, b) => a.localeCompare(b))];
+	const send = async (action, queue, reason, button) => {
+		if (!ACT.session) return;
+		const body = new URLSearchParams({ queue });
+		if (reason) body.set("reason", reason);
+		button.disabled = true;
+		queueResult.className = "";
+		queueResult.textContent = "sending…";
+		try {
+			const r = await fetch(`/actions/${action}`, { method: "POST", credentials: "same-origin",
+				headers: { "X-CSRF-Token": ACT.session.csrf, Accept: "application/json" }, body });
+			const j = await r.json();
+			if (!r.ok) {
+				queueResult.className = "bad";
+				queueResult.textContent = j.error || `HTTP ${r.status}`;
+			} else {
+				queueResult.className = j.replies.some((t) => /^Sorry/.test(t)) ? "bad" : "ok";
+				queueResult.replaceChildren(el("div", { class: "muted" }, `${j.command} (in ${j.channel}, your rank there: ${j.rank})`),
+					...j.replies.map((t) => el("div", { class: "reply" }, t)),
+					j.unsaid ? el("div", { class: "muted" }, j.unsaid) : "");
+			}
+		} catch (e) {
+			queueResult.className = "bad";
+			queueResult.textContent = `failed: ${e.message}`;
+		}
+		button.disabled = false;
+		try { await pendingPage(); } catch (e) { fail(e); }
+	};
+	const rows = queues.map((q) => {
+		const reason = el("input", { class: "queue-reason", "data-queue": q, placeholder: "reason (optional)", size: 30, spellcheck: "false" });
+		let button;
+		if (paused[q]) {
+			button = el("button", { class: "queue-resume", "data-queue": q, type: "button" }, "Resume");
+			button.addEventListener("click", () => send("resume", q, "", button));
+		} else {
+			button = el("button", { class: "queue-pause", "data-queue": q, type: "button" }, "Pause");
+			button.addEventListener("click", () => send("pause", q, reason.value.trim(), button));
+		}
+		return el("tr", {}, el("td", {}, q === "all" ? "all (every queue)" : q),
+			el("td", {}, paused[q] ? "paused" : "handing out"),
+			el("td", {}, paused[q] ? "" : reason), el("td", {}, button));
+	});
+	return el("details", { class: "queue-actions", id: "queue-actions", open: true },
+		el("summary", {}, "Pause or resume a queue (ops; runs !pause / !resume as you in the bot's first channel)"),
+		el("table", {}, rows), queueResult);
 }
 
 async function finishedPage() {
