@@ -3,7 +3,7 @@
 // variable ARCHIVEBOT_TEST_REDIS holds its URL (CI always sets it).
 //
 // `go test ./...` runs packages in parallel against the one real server, so
-// each test process claims its own database index (1–15) through an INCR on
+// each test process leases its own database index (1–15) through a key in
 // DB 0, and every test flushes that database first. Pub/sub ignores the
 // database index: tests that count messages must use idents of their own.
 package redistest
@@ -62,6 +62,42 @@ var (
 	dbErr  error
 )
 
+// claimDB leases a database index (1–15) of its own for this test process:
+// SET NX on archivebot:test:db:N in DB 0, with a short expiry that a
+// goroutine renews while the process lives. A counter taken modulo 15 (as
+// before) gave a long-running package's index to the sixteenth package
+// after it, and their FLUSHDBs emptied each other's data.
+func claimDB(opt *redis.Options) (int, error) {
+	c := redis.NewClient(opt)
+	ctx := context.Background()
+	me := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	const ttl = 15 * time.Second
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		for n := 1; n <= 15; n++ {
+			key := fmt.Sprintf("archivebot:test:db:%d", n)
+			ok, err := c.SetNX(ctx, key, me, ttl).Result()
+			if err != nil {
+				c.Close()
+				return 0, err
+			}
+			if ok {
+				go func() {
+					for range time.Tick(ttl / 3) {
+						c.Expire(ctx, key, ttl)
+					}
+				}()
+				return n, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			c.Close()
+			return 0, fmt.Errorf("no free test database among 1–15 for 2 minutes")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // RealRedis returns the real server backend with a flushed database of this
 // test process, or nil when EnvURL is not set.
 func RealRedis(t testing.TB) *Backend {
@@ -74,13 +110,7 @@ func RealRedis(t testing.TB) *Backend {
 	if err != nil {
 		t.Fatalf("%s=%q: %v", EnvURL, raw, err)
 	}
-	dbOnce.Do(func() {
-		c := redis.NewClient(opt)
-		defer c.Close()
-		var n int64
-		n, dbErr = c.Incr(context.Background(), "archivebot:test:dbcounter").Result()
-		dbNum = 1 + int(n%15)
-	})
+	dbOnce.Do(func() { dbNum, dbErr = claimDB(opt) })
 	if dbErr != nil {
 		t.Fatalf("real redis at %s: %v", raw, dbErr)
 	}
