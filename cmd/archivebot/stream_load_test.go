@@ -466,7 +466,7 @@ func TestAttackRSS(t *testing.T) {
 		if which != "1" && !strings.Contains(","+which+",", ","+a.name+",") {
 			continue
 		}
-		b.Client.FlushAll(ctx)
+		b.Client.FlushDB(ctx)
 		addr, pid, stop := startAttackNode(t, b.URL, bin)
 		time.Sleep(2 * time.Second)
 		idle := procKB(pid, "VmRSS")
