@@ -64,17 +64,27 @@ var (
 
 // claimDB leases a database index (1–15) of its own for this test process:
 // SET NX on archivebot:test:db:N in DB 0, with a short expiry that a
-// goroutine renews while the process lives. A counter taken modulo 15 (as
-// before) gave a long-running package's index to the sixteenth package
-// after it, and their FLUSHDBs emptied each other's data.
+// goroutine renews while the process lives. A counter taken modulo 15
+// alone gave a long-running package's index to the sixteenth package after
+// it, and their FLUSHDBs emptied each other's data; the counter still says
+// where to start looking.
 func claimDB(opt *redis.Options) (int, error) {
 	c := redis.NewClient(opt)
 	ctx := context.Background()
 	me := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	const ttl = 15 * time.Second
 	deadline := time.Now().Add(2 * time.Minute)
+	// Start where a counter points, so an index is reused as late as
+	// possible (a previous holder's child processes may still be shutting
+	// down), and skip the indexes another live process holds.
+	next, err := c.Incr(ctx, "archivebot:test:dbcounter").Result()
+	if err != nil {
+		c.Close()
+		return 0, err
+	}
 	for {
-		for n := 1; n <= 15; n++ {
+		for i := 0; i < 15; i++ {
+			n := 1 + int((next+int64(i))%15)
 			key := fmt.Sprintf("archivebot:test:db:%d", n)
 			ok, err := c.SetNX(ctx, key, me, ttl).Result()
 			if err != nil {
