@@ -501,6 +501,16 @@ func TestFail(t *testing.T) {
 		if len(got) != 1 || !strings.Contains(got[0], "failed") || !strings.Contains(got[0], refIdent) {
 			t.Fatalf("!fail: %q", got)
 		}
+		// The report is the admin notice queued with the fail (issue 28);
+		// the reply only acknowledges it, in other words.
+		if strings.Contains(got[0], "failed: removed from its queue") {
+			t.Fatalf("!fail's reply reports the outcome a second time: %q", got)
+		}
+		notices, _ := be.Client.LRange(ctx, store.KeyAdminNotices, 0, -1).Result()
+		if len(notices) != 1 || !strings.Contains(notices[0], `"channel":"#a"`) ||
+			!strings.Contains(notices[0], "Job "+refIdent+" for http://example.com/ failed: removed from its queue, it will not run any more (failed by carol).") {
+			t.Fatalf("admin notices after !fail: %q", notices)
+		}
 		m, _ := be.Client.HGetAll(ctx, refIdent).Result()
 		if m["failed"] != "true" || m["failed_reason"] != "failed by carol" {
 			t.Fatalf("record %v", m)
@@ -513,6 +523,9 @@ func TestFail(t *testing.T) {
 		}
 		if got := say(b, RankOp, "#a", "!fail "+refIdent); !strings.Contains(got[0], "already finished") {
 			t.Fatalf("second !fail: %q", got)
+		}
+		if n, _ := be.Client.LLen(ctx, store.KeyAdminNotices).Result(); n != 1 {
+			t.Fatalf("a !fail of a failed job queued a line: %d notices", n)
 		}
 		if got := say(b, RankNone, "#a", "!status "+refIdent); !strings.Contains(got[0], "Failed: failed by carol") {
 			t.Fatalf("status of failed job: %q", got)

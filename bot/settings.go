@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -267,9 +268,18 @@ func restAfterFirst(s string) string {
 }
 
 // !fail IDENT
+//
+// The fail's report is a line for the job's channel, queued in the fail's
+// own atomic step and delivered at least once by the admin notifier
+// (store.FailJobReported): a reply alone was lost when the node stopped
+// right after the fail (doc/reliability.md). The reply only acknowledges
+// the command, in words that do not report the outcome a second time.
 func runFail(ctx context.Context, b *Bot, c *Call) error {
 	id := c.Args[0]
-	job, err := b.store.FailJobBy(ctx, id, "failed by "+c.Req.by(), c.Req.by())
+	by := c.Req.by()
+	job, err := b.store.FailJobReported(ctx, id, "failed by "+by, by, func(j *store.Job) store.AdminNotice {
+		return failNotice(j, by)
+	})
 	switch {
 	case errors.Is(err, store.ErrNoJob):
 		c.unknownJob(id)
@@ -280,6 +290,21 @@ func runFail(ctx context.Context, b *Bot, c *Call) error {
 	case err != nil:
 		return err
 	}
-	c.Reply("Job %s for %s failed: removed from its queue, it will not run any more.", id, job.URL.Value)
+	where := job.StartedIn.Value
+	if where == "" {
+		where = "every channel"
+	}
+	c.Reply("OK, job %s for %s is failed; its report goes to %s.", id, job.URL.Value, where)
 	return nil
+}
+
+// failNotice is the channel line reporting that by failed job j, addressed
+// to whoever queued it: "Job IDENT for URL failed: removed from its
+// queue, …" (soak/check/parse.go recognises it as the job's outcome).
+func failNotice(j *store.Job, by string) store.AdminNotice {
+	text := fmt.Sprintf("Job %s for %s failed: removed from its queue, it will not run any more (failed by %s).", j.Ident, j.URL.Value, by)
+	if nick := j.StartedBy.Value; nick != "" {
+		text = nick + ": " + text
+	}
+	return store.AdminNotice{Channel: j.StartedIn.Value, Text: text}
 }

@@ -13,7 +13,7 @@ type Store interface {
 	ChangeSettings(ctx context.Context, ident string, c store.Change) (int64, error)
 	Exists(ctx context.Context, ident string) (bool, error)
 	ExpireBy(ctx context.Context, ident, by string) error
-	FailJobBy(ctx context.Context, ident, reason, by string) (*store.Job, error)
+	FailJobReported(ctx context.Context, ident, reason, by string, line func(*store.Job) store.AdminNotice) (*store.Job, error)
 	GetFailure(ctx context.Context, ident string) (*store.Failure, error)
 	GetJob(ctx context.Context, ident string) (*store.Job, error)
 	GetPipeline(ctx context.Context, key string) (*store.Pipeline, error)

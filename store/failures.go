@@ -87,6 +87,33 @@ func (s *Store) FailJobNotice(ctx context.Context, ident, reason, by string, not
 	return job, nil
 }
 
+// FailJobReported is FailJobBy for a command whose report of the fail
+// would otherwise be its reply only (!fail, `archivebot fail`): line
+// builds the channel line from the job as it is before the fail, and
+// that line is queued for the admin notifier in the fail's own atomic
+// step (FailJobNotice), so the channel hears of the fail at least once
+// even when the node that ran the command dies before replying
+// (doc/reliability.md). line is not called, and nothing is queued, when
+// there is no live job to fail.
+//
+// The job is read first, in its own round trip, for the line's channel,
+// nick and URL: started_in, started_by and url are written once, when
+// the job is queued, and the ident is the URL's, so only a job that
+// ended, expired and was queued again by someone else in between the
+// read and the fail could be reported to the previous job's channel.
+func (s *Store) FailJobReported(ctx context.Context, ident, reason, by string, line func(*Job) AdminNotice) (*Job, error) {
+	job, err := s.GetJob(ctx, ident)
+	if err != nil {
+		return nil, err
+	}
+	var notice *AdminNotice
+	if job != nil && !job.Failed && !job.FinishedAt.Set {
+		n := line(job)
+		notice = &n
+	}
+	return s.FailJobNotice(ctx, ident, reason, by, notice)
+}
+
 // FailureTTL is how long a failure record (and its index entry) is kept.
 const FailureTTL = 7 * 24 * time.Hour
 

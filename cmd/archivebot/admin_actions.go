@@ -68,7 +68,15 @@ func runFail(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	return a.session(func(ctx context.Context) int {
 		who := operator()
-		job, err := a.store.FailJobBy(ctx, id, "failed by "+who, who)
+		// The line goes into the admin notices in the fail's own atomic
+		// step (store.FailJobReported): a separate push after the fail was
+		// lost when the command died in between (doc/reliability.md).
+		var notice *store.AdminNotice
+		job, err := a.store.FailJobReported(ctx, id, "failed by "+who, who, func(j *store.Job) store.AdminNotice {
+			notice = &store.AdminNotice{Channel: j.StartedIn.Value,
+				Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): removed from its queue, it will not run any more.", id, j.URL.Value, who)}
+			return *notice
+		})
 		if errors.Is(err, store.ErrJobFinished) {
 			a.failf("job %s has already finished; there is nothing to fail", id)
 			return 1
@@ -76,14 +84,8 @@ func runFail(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if err != nil {
 			return a.refusal(id, err)
 		}
-		r := actionResult{Ident: id, URL: job.URL.Value, Result: "failed"}
-		n, err := a.notify(ctx, store.AdminNotice{Channel: job.StartedIn.Value,
-			Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): removed from its queue, it will not run any more.", id, job.URL.Value, who)})
-		r.Notice = n
-		if out := a.report(r, fmt.Sprintf("Job %s for %s failed: removed from its queue, it will not run any more.", id, job.URL.Value)); err != nil || out != 0 {
-			return 1
-		}
-		return 0
+		r := actionResult{Ident: id, URL: job.URL.Value, Result: "failed", Notice: notice}
+		return a.report(r, fmt.Sprintf("Job %s for %s failed: removed from its queue, it will not run any more.", id, job.URL.Value))
 	})
 }
 

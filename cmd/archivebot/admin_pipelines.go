@@ -145,7 +145,15 @@ func runReapPipeline(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			if j.Queue != store.KeyWorking || j.Job.PipelineID.Value != key {
 				continue
 			}
-			job, err := a.store.FailJobBy(ctx, j.Ident, fmt.Sprintf("pipeline %s is gone; failed by %s", hex, who), who)
+			// The line is queued in the fail's own atomic step
+			// (store.FailJobReported), so it is said at least once.
+			var notice *store.AdminNotice
+			job, err := a.store.FailJobReported(ctx, j.Ident, fmt.Sprintf("pipeline %s is gone; failed by %s", hex, who), who,
+				func(job *store.Job) store.AdminNotice {
+					notice = &store.AdminNotice{Channel: job.StartedIn.Value,
+						Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): its pipeline %s is gone.", j.Ident, job.URL.Value, who, hex)}
+					return *notice
+				})
 			if errors.Is(err, store.ErrJobFinished) || errors.Is(err, store.ErrNoJob) {
 				continue // it ended meanwhile
 			}
@@ -154,13 +162,7 @@ func runReapPipeline(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				status = 1
 				continue
 			}
-			r := actionResult{Ident: j.Ident, URL: job.URL.Value, Result: "failed"}
-			n, err := a.notify(ctx, store.AdminNotice{Channel: job.StartedIn.Value,
-				Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): its pipeline %s is gone.", j.Ident, job.URL.Value, who, hex)})
-			if err != nil {
-				status = 1
-			}
-			r.Notice = n
+			r := actionResult{Ident: j.Ident, URL: job.URL.Value, Result: "failed", Notice: notice}
 			res.Failed = append(res.Failed, r)
 		}
 		removed, err := a.store.RemovePipeline(ctx, key, silent, *force)

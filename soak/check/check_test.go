@@ -458,6 +458,21 @@ func TestParseCombinedLines(t *testing.T) {
 	if len(got) != 1 || got[0].outcome != "failed" || got[0].ident != "abc" {
 		t.Errorf("reaper line: %+v", got)
 	}
+	// A fail's report is the admin notice queued with it (bot/settings.go's
+	// failNotice, the admin CLI's lines); !fail's reply only acknowledges.
+	for _, line := range []string{
+		"erin: Job abc for http://x.example/ failed: removed from its queue, it will not run any more (failed by hank).",
+		"Job abc for http://x.example/ was failed by root (operator): removed from its queue, it will not run any more.",
+		"Job abc for http://x.example/ was failed by root (operator): its pipeline 0123abcd is gone.",
+	} {
+		got = parseLine(line)
+		if len(got) != 1 || got[0].kind != sayReport || got[0].outcome != "failed" || got[0].ident != "abc" || got[0].url != "http://x.example/" {
+			t.Errorf("fail notice %q: %+v", line, got)
+		}
+	}
+	if got = parseLine("hank: OK, job abc for http://x.example/ is failed; its report goes to #ab."); len(got) != 0 {
+		t.Errorf("!fail's acknowledgement read as %+v", got)
+	}
 }
 
 // TestRunWritesReport checks a run kept on disk, as the command does.

@@ -10,7 +10,9 @@ import (
 
 // What a bot line says, as far as the checker cares. The texts are the
 // bot's own (bot/archive.go, bot/settings.go, coordinator/finish.go,
-// coordinator/reaper.go, and bot/irc/combine.go's combined lines); a
+// coordinator/reaper.go, the operator's fail lines of
+// cmd/archivebot/admin_actions.go and admin_pipelines.go, and
+// bot/irc/combine.go's combined lines); a
 // change of wording there must be made here too, or the checker sees no
 // acknowledgements and fails invariant 1 loudly rather than passing.
 type saying struct {
@@ -57,6 +59,7 @@ var (
 	reAbortRun  = regexp.MustCompile(`^Initiated abort for (\S+)\.$`)
 	reAbortQ    = regexp.MustCompile(`^Job ([0-9a-z]+) for (\S+) was aborted before it started\.$`)
 	reFailCmd   = regexp.MustCompile(`^Job ([0-9a-z]+) for (\S+) failed: removed from its queue`)
+	reFailOp    = regexp.MustCompile(`^Job ([0-9a-z]+) for (\S+) was failed by \S+ \(operator\): `)
 	reReaped    = regexp.MustCompile(`^Job ([0-9a-z]+) <(\S+)> has had no heartbeat for .*; it has been marked as failed\.$`)
 	reFinish    = regexp.MustCompile(`^Your job for (\S+) (has finished|was aborted)\. \(([0-9a-z]+)\)$`)
 	reFinishN   = regexp.MustCompile(`^\d+ (?:of your )?jobs finished: (.*)$`)
@@ -167,6 +170,9 @@ func parsePiece(p string) ([]saying, bool) {
 		return []saying{{kind: sayAbort, ident: m[1], url: m[2]}}, true
 	}
 	if m := reFailCmd.FindStringSubmatch(p); m != nil {
+		return []saying{{kind: sayReport, ident: m[1], url: m[2], outcome: "failed"}}, true
+	}
+	if m := reFailOp.FindStringSubmatch(p); m != nil {
 		return []saying{{kind: sayReport, ident: m[1], url: m[2], outcome: "failed"}}, true
 	}
 	if m := reReaped.FindStringSubmatch(p); m != nil {
