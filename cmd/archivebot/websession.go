@@ -80,8 +80,9 @@ func currentIRC(fe frontEnd) ircView {
 }
 
 // actionOptions switch the dashboard's sign-in and actions on when
-// http.public_url is set; nil otherwise.
-func actionOptions(cfg *config.Config, b *bot.Bot, st *store.Store, fe frontEnd) *web.ActionOptions {
+// http.public_url is set; nil otherwise. log is the node's logger (its
+// warnings carry the node's handler and fields, as the rest of its lines).
+func actionOptions(cfg *config.Config, b *bot.Bot, st *store.Store, fe frontEnd, log *slog.Logger) *web.ActionOptions {
 	if cfg.HTTP.PublicURL == "" || b == nil {
 		return nil
 	}
@@ -119,7 +120,7 @@ func actionOptions(cfg *config.Config, b *bot.Bot, st *store.Store, fe frontEnd)
 		// leader's node id only).
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if err := st.SetNodeURL(ctx, cfg.HA.NodeID, cfg.HTTP.PublicURL); err != nil {
-			slog.Warn("could not record this node's dashboard address", "err", err)
+			log.Warn("could not record this node's dashboard address", "err", err)
 		}
 		cancel()
 		opt.Leader = func() (bool, string) {
