@@ -101,5 +101,23 @@ func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, store
 	logger.Info("shutting down")
 	cancel()
 	wg.Wait()
+	forgetNodeURL(cfg, store, logger)
 	return fatal
+}
+
+// forgetNodeURL removes this node's dashboard address from
+// archivebot:web:nodes (actionOptions wrote it at start) on a clean
+// shutdown, so a node taken out of service leaves no address behind. A
+// node that is killed leaves its entry until it starts again under the
+// same node id (which rewrites it); a standby names the address only for
+// the node that holds the lease.
+func forgetNodeURL(cfg *config.Config, st *store.Store, log *slog.Logger) {
+	if cfg.HTTP.PublicURL == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := st.SetNodeURL(ctx, cfg.HA.NodeID, ""); err != nil {
+		log.Warn("could not remove this node's dashboard address", "err", err)
+	}
 }
