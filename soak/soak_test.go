@@ -505,11 +505,20 @@ func (s *soak) sampler(stop <-chan struct{}) {
 	defer rdb.Close()
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
+	cpu := newCPUMeter()
+	cpu.read()
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
+		}
+		if by, busy, cores, ok := cpu.read(); ok {
+			num := map[string]float64{"cpu_busy": busy, "cores": cores}
+			for g, v := range by {
+				num["cpu_"+g] = v
+			}
+			s.rec.Add(history.Event{Kind: history.Sample, Actor: "machine", Num: num})
 		}
 		for _, n := range s.nodes {
 			pid := n.pid()

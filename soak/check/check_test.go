@@ -860,9 +860,22 @@ func TestLoadFigures(t *testing.T) {
 	for s := 0.0; s <= 60; s += 5 {
 		r.add(s+0.1, history.Event{Kind: history.Sample, Actor: "node-b", Num: map[string]float64{"cpu_seconds": 10 + s/5*0.3}})
 		r.add(s+0.1, history.Event{Kind: history.Sample, Actor: "node-a", Num: map[string]float64{"cpu_seconds": 10 + s/5*3}})
+		// The machine: 1.9 of 2 cores busy, most of it the pipelines.
+		r.add(s+0.2, history.Event{Kind: history.Sample, Actor: "machine", Num: map[string]float64{"cores": 2, "cpu_busy": 1.9, "cpu_pipelines": 1.1, "cpu_nodes": 0.3, "cpu_harness": 0.5}})
 	}
 	res := r.check(t)
 	l := res.Load
+	if l.Cores != 2 || l.MachineBusy < 1.89 || l.MachineBusy > 1.91 || l.CPU["pipelines"] < 1.09 || l.CPU["pipelines"] > 1.11 {
+		t.Errorf("machine figures: busy %.2f of %.0f, by class %v", l.MachineBusy, l.Cores, l.CPU)
+	}
+	if !strings.Contains(res.Summary(), "machine busy 1.90 of 2 cores (nodes 0.30, redis 0.00, pipelines 1.10") {
+		t.Errorf("summary lacks where the CPU went:\n%s", res.Summary())
+	}
+	for _, sl := range res.Slopes {
+		if strings.Contains(sl.Series, "machine") {
+			t.Errorf("the machine's CPU is judged as a process's resource: %+v", sl)
+		}
+	}
 	// 1,000 entries per 5 s: 200/s.
 	if l.EntriesPerSec < 190 || l.EntriesPerSec > 210 {
 		t.Errorf("entries/s %.1f, want 200", l.EntriesPerSec)

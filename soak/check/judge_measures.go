@@ -49,6 +49,9 @@ func (c *checker) judge6() {
 		}
 	}
 	for _, s := range c.res.series.samples() {
+		if s.actor == "machine" {
+			continue // where the CPU goes (load.go), not a process
+		}
 		sl := s.slope(cut, restarts[s.actor])
 		sl.Limit = c.opts.SlopeLimits[s.metric]
 		if sl.Limit > 0 && sl.Samples >= 3 && sl.Window > 0 {
