@@ -921,3 +921,41 @@ func TestReportLostInFlightAtAReset(t *testing.T) {
 		t.Fatalf("a report due after the reset and lost passes:\n%s", res.Summary())
 	}
 }
+
+// The stream's recovery is per viewer: a viewer whose interval in the
+// fault carried no frame stopped, and flowed again at its next interval
+// with frames; the figure is the last viewer's, from the fault's start.
+// A viewer idle long after the fault is not this fault's.
+func TestStreamRecoveryPerViewer(t *testing.T) {
+	r := clean()
+	// clean's leader kill is at 8–10 s; viewer-1 (clean's) never stops.
+	// viewer-2 has no frame in the intervals ending at 10.5 and 15.5,
+	// viewer-3 from 10.5 to 25.5 (flowing again at 30.5); viewer-4 only
+	// at 50.5, more than 30 s after the fault ended.
+	for s := 0.0; s <= 60; s += 5 {
+		f := map[string]float64{"viewer-2": 100, "viewer-3": 100, "viewer-4": 100}
+		if s == 10 || s == 15 {
+			f["viewer-2"] = 0
+		}
+		if s >= 10 && s <= 25 {
+			f["viewer-3"] = 0
+		}
+		if s == 50 {
+			f["viewer-4"] = 0
+		}
+		for _, v := range []string{"viewer-2", "viewer-3", "viewer-4"} {
+			r.add(s+0.5, history.Event{Kind: history.Stream, Actor: v, Via: "upstream", Num: map[string]float64{"frames": f[v], "entries": 10 * f[v]}})
+		}
+	}
+	res := r.check(t)
+	if len(res.Recoveries) != 1 {
+		t.Fatalf("recoveries %+v", res.Recoveries)
+	}
+	rc := res.Recoveries[0]
+	if want := r.at(30.5).Sub(rc.Start); rc.StreamStopped != 2 || rc.StreamViewers != 4 || rc.Stream != want {
+		t.Errorf("stream recovery: %d of %d viewers stopped, the last flowing again after %v; want 2 of 4, %v", rc.StreamStopped, rc.StreamViewers, rc.Stream, want)
+	}
+	if !strings.Contains(res.Summary(), "stopped for 2 of 4 viewers, flowing again for all within 23s") {
+		t.Errorf("summary:\n%s", res.Summary())
+	}
+}

@@ -161,7 +161,7 @@ func (c *checker) recoveries() {
 				break
 			}
 		}
-		r.Stream = c.res.series.streamRecovery(f.Start)
+		r.Stream, r.StreamStopped, r.StreamViewers = c.res.series.streamRecovery(f.Start, f.End)
 		c.res.Recoveries = append(c.res.Recoveries, r)
 	}
 	byKind := map[string]int{}

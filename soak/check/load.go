@@ -223,9 +223,9 @@ func (r *Result) Figures() string {
 		}
 		switch {
 		case rc.Stream < 0:
-			st = "never flowed again"
+			st = fmt.Sprintf("stopped for %d of %d viewers, and for one never flowed again", rc.StreamStopped, rc.StreamViewers)
 		case rc.Stream > 0:
-			st = rc.Stream.Round(10 * time.Millisecond).String()
+			st = fmt.Sprintf("stopped for %d of %d viewers, flowing again for all within %s", rc.StreamStopped, rc.StreamViewers, rc.Stream.Round(time.Second))
 		}
 		fmt.Fprintf(&b, "  recovery %s %s at %s (%s): commands answered after %s, stream %s\n",
 			rc.Fault, rc.Target, rc.Start.UTC().Format("15:04:05"), rc.End.Sub(rc.Start).Round(time.Second), cmd, st)
