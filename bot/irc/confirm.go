@@ -54,8 +54,9 @@ func (c *confirmer) confirm(ctx context.Context, timeout time.Duration) error {
 	// caller's lines: wait for the next one.
 	target := c.sent + 1
 	c.wanted = max(c.wanted, target)
-	c.pingLocked()
+	line := c.nextPingLocked()
 	c.mu.Unlock()
+	c.ping(line)
 
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -79,15 +80,26 @@ func (c *confirmer) confirm(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// pingLocked sends the next PING when none is in flight and a caller
-// waits for one not sent yet. c.mu is held.
-func (c *confirmer) pingLocked() {
+// nextPingLocked numbers the next PING when none is in flight and a
+// caller waits for one not sent yet, and returns its line ("" when none
+// is due). c.mu is held; the caller sends it after unlocking (a send can
+// block until the connection ends, and the end takes c.mu). Only one is
+// in flight, so PINGs leave in order.
+func (c *confirmer) nextPingLocked() string {
 	if c.gone || c.answered < c.sent || c.wanted <= c.sent {
-		return
+		return ""
 	}
 	c.sent++
-	if err := c.send("PING :" + confirmPrefix + strconv.FormatUint(c.sent, 10)); err != nil {
-		c.endLocked()
+	return "PING :" + confirmPrefix + strconv.FormatUint(c.sent, 10)
+}
+
+// ping sends line when there is one; a failed send ends the confirmer.
+func (c *confirmer) ping(line string) {
+	if line == "" {
+		return
+	}
+	if err := c.send(line); err != nil {
+		c.end()
 	}
 }
 
@@ -98,14 +110,16 @@ func (c *confirmer) pong(token string) {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if n <= c.answered || n > c.sent {
+		c.mu.Unlock()
 		return
 	}
 	c.answered = n
 	close(c.wake)
 	c.wake = make(chan struct{})
-	c.pingLocked()
+	line := c.nextPingLocked()
+	c.mu.Unlock()
+	c.ping(line)
 }
 
 // end fails every waiter: the connection is gone.
