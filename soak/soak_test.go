@@ -220,6 +220,20 @@ func TestSoak(t *testing.T) {
 	if !ok {
 		t.Fatalf("SOAK_SCALE=%q: full or ci", scName)
 	}
+	// SOAK_LOAD multiplies the log entries' rate and keeps the jobs'
+	// length (and so the jobs at once): k times the entries, each k
+	// times sooner. The highest load the machine sustains is the
+	// largest k whose entries/s follow (doc/soak.md, "Load").
+	if v := os.Getenv("SOAK_LOAD"); v != "" {
+		k, err := strconv.ParseFloat(v, 64)
+		if err != nil || k < 1 || k > 100 {
+			t.Fatalf("SOAK_LOAD=%q: a factor from 1 to 100", v)
+		}
+		sc.EntryInterval = time.Duration(float64(sc.EntryInterval) / k)
+		sc.MinEntries = int(float64(sc.MinEntries) * k)
+		sc.MaxEntries = int(float64(sc.MaxEntries) * k)
+		sc.Name += fmt.Sprintf("×%g", k)
+	}
 	dir := os.Getenv("SOAK_OUT")
 	if dir == "" {
 		dir, err = os.MkdirTemp("", "soak-")
@@ -505,11 +519,20 @@ func (s *soak) sampler(stop <-chan struct{}) {
 	defer rdb.Close()
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
+	cpu := newCPUMeter()
+	cpu.read()
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
+		}
+		if by, busy, cores, ok := cpu.read(); ok {
+			num := map[string]float64{"cpu_busy": busy, "cores": cores}
+			for g, v := range by {
+				num["cpu_"+g] = v
+			}
+			s.rec.Add(history.Event{Kind: history.Sample, Actor: "machine", Num: num})
 		}
 		for _, n := range s.nodes {
 			pid := n.pid()

@@ -88,7 +88,6 @@ func New(cfg config.IRC, b *bot.Bot, logger *slog.Logger) *Client {
 		},
 		delivery: delivery{
 			out:            newOutbox(cfg.MessagesPerSecond, cfg.Burst),
-			finishRest:     map[string][][]byte{},
 			replyMaxAge:    2 * time.Minute,
 			combineReplies: defaultCombineReplies,
 			combineFinish:  defaultCombineFinish,

@@ -199,6 +199,13 @@ type link struct {
 	sock    *watchConn
 	down    chan struct{}
 	timeout time.Duration
+	conf    *confirmer
+}
+
+// confirm waits for the server to answer a PING sent after the lines
+// written so far (confirm.go), at most the write timeout or 10 s.
+func (l *link) confirm(ctx context.Context) error {
+	return l.conf.confirm(ctx, max(l.timeout, 10*time.Second))
 }
 
 func (l *link) write(ctx context.Context, line []byte) error {
@@ -329,7 +336,16 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 	}
 	down := make(chan struct{})
 	var downOnce sync.Once
-	conn.AddDisconnectCallback(func(ircmsg.Message) { downOnce.Do(func() { close(down) }) })
+	conf := newConfirmer(conn.SendRaw)
+	conn.AddDisconnectCallback(func(ircmsg.Message) {
+		conf.end()
+		downOnce.Do(func() { close(down) })
+	})
+	conn.AddCallback("PONG", func(m ircmsg.Message) {
+		if len(m.Params) > 0 {
+			conf.pong(m.Params[len(m.Params)-1])
+		}
+	})
 	for _, cmd := range handled {
 		conn.AddCallback(cmd, c.onMessage)
 	}
@@ -357,7 +373,7 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 	_, c.state.accountTag = acked["account-tag"]
 	c.state.mu.Unlock()
 	sockMu.Lock()
-	l := &link{conn: conn, sock: sock, down: down, timeout: c.writeTimeout}
+	l := &link{conn: conn, sock: sock, down: down, timeout: c.writeTimeout, conf: conf}
 	sockMu.Unlock()
 	c.out.setLink(l, gen)
 	c.connected.Store(true)
@@ -369,6 +385,7 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 	defer func() {
 		c.connected.Store(false)
 		c.out.dropLink(gen)
+		conf.end()
 		c.failJoinWaiters(errNotConnected)
 		if c.stateHook != nil {
 			c.stateHook(false)

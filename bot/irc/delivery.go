@@ -3,7 +3,6 @@ package irc
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,12 +42,7 @@ type delivery struct {
 	replies  *keyedQueue[replyItem]   // answers waiting, by folded nick
 	finishes *keyedQueue[*finishItem] // finish reports waiting, by folded channel
 
-	qmu sync.Mutex // guards finishRest
-	// finishRest holds the lines of a report split over several lines
-	// that were not sent when its first lines were, by finishRestKey: a
-	// report delivered again (at least once) sends only the rest.
-	finishRest map[string][][]byte
-	cmdSeq     atomic.Uint64 // numbers commands, for combining answers
+	cmdSeq atomic.Uint64 // numbers commands, for combining answers
 
 	// Tunables; tests shorten or lengthen them.
 	replyMaxAge    time.Duration // a reply not sent by then is dropped
@@ -99,23 +93,24 @@ func (c *Client) Announce(ctx context.Context, channel, text string) error {
 }
 
 // postChannel sends lines to channel, one of ours, joining it first when
-// the bot is not in it, and returns once all were written.
+// the bot is not in it, and returns once all were written and the server
+// confirmed it read them (confirm.go): the caller acknowledges a report
+// on nil, and a write is not a read (a TCP reset discards what the
+// server had not read). Unconfirmed, the whole report is sent again
+// later, never only a part: a line lost in a reset is sent again, and a
+// line the server did read may then be repeated (at least once).
 func (c *Client) postChannel(ctx context.Context, channel string, lines [][]byte) error {
-	_, err := c.postChannelN(ctx, channel, lines)
-	return err
-}
-
-// postChannelN is postChannel, also reporting how many lines, from the
-// first, were written (outbox.sendN).
-func (c *Client) postChannelN(ctx context.Context, channel string, lines [][]byte) (int, error) {
 	gen, up := c.out.connected()
 	if !up || !c.connected.Load() {
-		return 0, errNotConnected
+		return errNotConnected
 	}
 	if !c.state.Joined(channel) {
 		if err := c.join(ctx, channel, gen); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return c.out.sendN(ctx, "a:"+c.state.Fold(channel), gen, time.Time{}, false, lines...)
+	if _, err := c.out.sendN(ctx, "a:"+c.state.Fold(channel), gen, time.Time{}, false, lines...); err != nil {
+		return err
+	}
+	return c.out.confirm(ctx, gen)
 }

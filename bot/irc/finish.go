@@ -71,19 +71,8 @@ type finishUnit struct {
 	err   error
 }
 
-// maxFinishRest bounds the reports whose unsent lines are remembered;
-// past it a report sent again is sent whole.
-const maxFinishRest = 1024
-
-// finishRestKey names one report in one channel for finishRest.
-func (c *Client) finishRestKey(channel string, it *finishItem) string {
-	return c.state.Fold(channel) + "\x00" + it.r.Ident + "\x00" + it.via + "\x00" + it.r.Line
-}
-
 // postUnit sends a unit's lines; it gives up when the context of any of
-// its reports ends (they all come from the same notifier cycle). When a
-// report of its own unit fails after some of its lines went out, the rest
-// is remembered for its next delivery (finishRest).
+// its reports ends (they all come from the same notifier cycle).
 func (c *Client) postUnit(channel string, u finishUnit) error {
 	if u.err != nil {
 		return u.err
@@ -94,22 +83,7 @@ func (c *Client) postUnit(channel string, u finishUnit) error {
 		stop := context.AfterFunc(it.ctx, cancel)
 		defer stop()
 	}
-	n, err := c.postChannelN(ctx, channel, u.lines)
-	c.qmu.Lock()
-	defer c.qmu.Unlock()
-	switch {
-	case err == nil && len(c.finishRest) > 0:
-		// Delivered, alone or in a combined line: nothing left of it.
-		for _, it := range u.items {
-			delete(c.finishRest, c.finishRestKey(channel, it))
-		}
-	case err != nil && n > 0 && len(u.items) == 1:
-		key := c.finishRestKey(channel, u.items[0])
-		if len(c.finishRest) < maxFinishRest || c.finishRest[key] != nil {
-			c.finishRest[key] = u.lines[n:]
-		}
-	}
-	return err
+	return c.postChannel(ctx, channel, u.lines)
 }
 
 // finishUnits turns reports into units: one line each, or, combining,
@@ -118,12 +92,6 @@ func (c *Client) postUnit(channel string, u finishUnit) error {
 func (c *Client) finishUnits(channel string, items []*finishItem, combine bool) []finishUnit {
 	nickLen := c.nickLen()
 	single := func(it *finishItem) finishUnit {
-		c.qmu.Lock()
-		rest := c.finishRest[c.finishRestKey(channel, it)]
-		c.qmu.Unlock()
-		if rest != nil {
-			return finishUnit{lines: rest, items: []*finishItem{it}}
-		}
 		text := it.r.Line
 		if it.via != "" {
 			text = "[for " + it.via + "] " + text

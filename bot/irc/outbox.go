@@ -22,9 +22,12 @@ var (
 
 // lineWriter is one live connection as the outbox sees it: write returns
 // once line (CRLF included) was written to the socket, or with the reason
-// it was not.
+// it was not; confirm returns once the server has read every line
+// written before it was called (confirm.go), or with the reason that is
+// unknown.
 type lineWriter interface {
 	write(ctx context.Context, line []byte) error
+	confirm(ctx context.Context) error
 }
 
 // Item states. An item goes queued → sending → done, or queued → done when
@@ -132,6 +135,22 @@ func (o *outbox) dropLink(gen uint64) {
 	}
 	o.failWhere(func(it *item) bool { return it.gen != 0 && it.gen <= gen }, errConnLost)
 	o.notify()
+}
+
+// confirm waits until connection gen's server has read every line
+// written on it so far (lineWriter.confirm); errConnLost when gen is no
+// longer the connection.
+func (o *outbox) confirm(ctx context.Context, gen uint64) error {
+	o.mu.Lock()
+	w := o.link
+	if o.gen != gen {
+		w = nil
+	}
+	o.mu.Unlock()
+	if w == nil {
+		return errConnLost
+	}
+	return w.confirm(ctx)
 }
 
 // connected reports whether a connection is up, and its generation.

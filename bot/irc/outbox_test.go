@@ -28,6 +28,8 @@ type fakeLink struct {
 	fail  error
 }
 
+func (*fakeLink) confirm(context.Context) error { return nil }
+
 func (f *fakeLink) write(ctx context.Context, line []byte) error {
 	if f.block != nil {
 		select {

@@ -160,6 +160,10 @@ type Recovery struct {
 	End      time.Time     `json:"end"`
 	Commands time.Duration `json:"commands"` // -1: none answered
 	Stream   time.Duration `json:"stream"`   // 0: never stopped; -1: never flowed again
+	// StreamStopped of StreamViewers viewers saw their stream stop in
+	// the fault (Stream is the last of them to see it flow again).
+	StreamStopped int `json:"stream_stopped"`
+	StreamViewers int `json:"stream_viewers"`
 }
 
 // Window is a fault's window.

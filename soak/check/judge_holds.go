@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -113,24 +112,6 @@ func (c *checker) judgeGhostTakes(dump Dump) {
 			Detail: fmt.Sprintf("held by key %s since %s (%s), but no take of it was seen (proxy, bridge or pipeline): a hold no take asked of the leader made (a write past the lease fence?)",
 				key, at.UTC().Format("15:04:05.000"), how)})
 	}
-}
-
-// inResetInstant reports whether a job that ended at t had its report
-// in flight when a reset broke the leader's IRC connection (the reset
-// variant of partition-leader-irc): written into the socket within the
-// finish-report limit before the reset, or in the instant after it
-// before the reset came back (250 ms). The node acknowledges a notice
-// when its line is written; TCP discards what the server had not read
-// yet (doc/reliability.md). A report due later than that is owed: the
-// node knows it is not connected and keeps the notice.
-func (c *checker) inResetInstant(t time.Time) bool {
-	for _, f := range c.res.Faults {
-		if f.Fault == "partition-leader-irc" && strings.HasSuffix(f.Target, " reset") &&
-			!t.Before(f.Start.Add(-c.opts.FinishP99)) && !t.After(f.Start.Add(250*time.Millisecond)) {
-			return true
-		}
-	}
-	return false
 }
 
 // inKill reports whether t falls in a kill-leader window (a take whose

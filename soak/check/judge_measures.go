@@ -49,6 +49,9 @@ func (c *checker) judge6() {
 		}
 	}
 	for _, s := range c.res.series.samples() {
+		if s.actor == "machine" {
+			continue // where the CPU goes (load.go), not a process
+		}
 		sl := s.slope(cut, restarts[s.actor])
 		sl.Limit = c.opts.SlopeLimits[s.metric]
 		if sl.Limit > 0 && sl.Samples >= 3 && sl.Window > 0 {
@@ -158,7 +161,7 @@ func (c *checker) recoveries() {
 				break
 			}
 		}
-		r.Stream = c.res.series.streamRecovery(f.Start)
+		r.Stream, r.StreamStopped, r.StreamViewers = c.res.series.streamRecovery(f.Start, f.End)
 		c.res.Recoveries = append(c.res.Recoveries, r)
 	}
 	byKind := map[string]int{}

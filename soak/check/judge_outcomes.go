@@ -55,7 +55,7 @@ func (c *checker) allLives() []*life {
 func (c *checker) judge1(dump Dump) {
 	inv := c.inv[1]
 	n, byOutcome, live, unacked := 0, map[string]int{}, 0, 0
-	recent, queuedReport, inFlight := 0, 0, 0
+	recent, queuedReport := 0, 0
 	owed := owedReports(dump)
 	for _, l := range c.allLives() {
 		if !l.acked {
@@ -84,10 +84,6 @@ func (c *checker) judge1(dump Dump) {
 			recent++
 			continue
 		}
-		if end := c.endInDump(dump, l); !end.IsZero() && c.inResetInstant(end) {
-			inFlight++
-			continue
-		}
 		d := "no outcome reported in the channel, and not queued or running at the end (final state: " + st + ")"
 		lines := []int{l.ackLine}
 		t2 := time.Time{}
@@ -105,7 +101,6 @@ func (c *checker) judge1(dump Dump) {
 	inv.count("queued or running at the end", "%d", live)
 	inv.count(fmt.Sprintf("ended in the last %s, report not awaited", c.opts.EndGrace), "%d", recent)
 	inv.count("report still queued in Redis", "%d", queuedReport)
-	inv.count("report lost in flight when a reset broke the leader's IRC connection", "%d", inFlight)
 	inv.count("reports", "%d", c.reportsTotal)
 	inv.count("duplicate reports", "%d (%s)", c.dupsTotal, pct(c.dupsTotal, c.reportsTotal))
 	inv.count("already exists", "%d", c.exists)

@@ -25,8 +25,18 @@ type Load struct {
 	CPUPer1000 float64
 	// LeaderRSS is the leader's largest resident memory, bytes.
 	LeaderRSS float64
-	Window    time.Duration
+	// MachineBusy is the machine's mean busy cores (of Cores), and CPU
+	// the mean cores each class of process used (nodes, redis,
+	// pipelines, bridges, ngircd, harness, other): what a run that
+	// did not reach its load was short of. Empty without "machine"
+	// samples.
+	MachineBusy, Cores float64
+	CPU                map[string]float64
+	Window             time.Duration
 }
+
+// cpuOrder is the order CPU classes are printed in.
+var cpuOrder = []string{"nodes", "redis", "pipelines", "bridges", "ngircd", "harness", "other"}
 
 func (l Load) String() string {
 	if l.Window == 0 {
@@ -40,6 +50,16 @@ func (l Load) String() string {
 		fmt.Fprintf(&b, " = %.2f cores per 1,000 log entries/s", l.CPUPer1000)
 	}
 	fmt.Fprintf(&b, "; leader RSS peak %.0f MB", l.LeaderRSS/1e6)
+	if l.Cores > 0 {
+		fmt.Fprintf(&b, "; machine busy %.2f of %.0f cores (", l.MachineBusy, l.Cores)
+		for i, g := range cpuOrder {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s %.2f", g, l.CPU[g])
+		}
+		b.WriteString(")")
+	}
 	return b.String()
 }
 
@@ -124,7 +144,16 @@ func (c *checker) load() Load {
 		return cur
 	}
 	var cpu, wall float64
+	mach := map[string][]float64{}
 	for _, s := range c.res.series.samples() {
+		if s.actor == "machine" {
+			for _, p := range s.pts {
+				if !p.t.Before(cut) {
+					mach[s.metric] = append(mach[s.metric], p.v)
+				}
+			}
+			continue
+		}
 		switch s.metric {
 		case "cpu_seconds":
 			for i := 1; i < len(s.pts); i++ {
@@ -145,6 +174,23 @@ func (c *checker) load() Load {
 	}
 	if wall > 0 {
 		l.LeaderCPU = cpu / wall
+	}
+	mean := func(v []float64) float64 {
+		t := 0.0
+		for _, x := range v {
+			t += x
+		}
+		return t / float64(len(v))
+	}
+	if len(mach["cores"]) > 0 {
+		l.Cores = mean(mach["cores"])
+		l.MachineBusy = mean(mach["cpu_busy"])
+		l.CPU = map[string]float64{}
+		for _, g := range cpuOrder {
+			if v := mach["cpu_"+g]; len(v) > 0 {
+				l.CPU[g] = mean(v)
+			}
+		}
 	}
 	if l.EntriesPerSec > 0 {
 		l.CPUPer1000 = l.LeaderCPU / (l.EntriesPerSec / 1000)
@@ -177,9 +223,9 @@ func (r *Result) Figures() string {
 		}
 		switch {
 		case rc.Stream < 0:
-			st = "never flowed again"
+			st = fmt.Sprintf("stopped for %d of %d viewers, and for one never flowed again", rc.StreamStopped, rc.StreamViewers)
 		case rc.Stream > 0:
-			st = rc.Stream.Round(10 * time.Millisecond).String()
+			st = fmt.Sprintf("stopped for %d of %d viewers, flowing again for all within %s", rc.StreamStopped, rc.StreamViewers, rc.Stream.Round(time.Second))
 		}
 		fmt.Fprintf(&b, "  recovery %s %s at %s (%s): commands answered after %s, stream %s\n",
 			rc.Fault, rc.Target, rc.Start.UTC().Format("15:04:05"), rc.End.Sub(rc.Start).Round(time.Second), cmd, st)

@@ -423,7 +423,7 @@ th{background:#f3f3f3} .tag{font-weight:bold;border-radius:3px;padding:1px 6px;c
 </table>
 <h2>Faults and recovery (invariant 7)</h2>
 <table><tr><th>fault</th><th>target</th><th>start</th><th>lasted</th><th>commands answered again after</th><th>stream flowing again after</th></tr>
-{{range .R.Recoveries}}<tr><td><span class="sw" style="background:{{color .Fault}}"></span>{{.Fault}}</td><td>{{.Target}}</td><td>{{clock .Start}}</td><td>{{dur (.End.Sub .Start)}}</td><td>{{dur .Commands}}</td><td>{{if eq .Stream 0}}did not stop{{else}}{{dur .Stream}}{{end}}</td></tr>{{end}}
+{{range .R.Recoveries}}<tr><td><span class="sw" style="background:{{color .Fault}}"></span>{{.Fault}}</td><td>{{.Target}}</td><td>{{clock .Start}}</td><td>{{dur (.End.Sub .Start)}}</td><td>{{dur .Commands}}</td><td>{{if eq .Stream 0}}did not stop{{else}}{{.StreamStopped}} of {{.StreamViewers}} viewers stopped; {{if lt .Stream 0}}one never flowed again{{else}}all flowing within {{dur .Stream}}{{end}}{{end}}</td></tr>{{end}}
 </table>
 </body></html>
 `))

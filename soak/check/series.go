@@ -148,25 +148,50 @@ func (ss *sampleSeries) slope(cut time.Time, restarts []time.Time) Slope {
 	return sl
 }
 
-// streamRecovery is how long after t the dashboard stream flowed again:
-// 0 when no viewer's interval after t came without frames, -1 when it
-// never flowed again.
-func (s *seriesSet) streamRecovery(t time.Time) time.Duration {
-	stopped := false
+// streamRecovery is how the dashboard's stream came through a fault
+// that started at t and ended at end, per viewer (each v2 and upstream
+// viewer follows every job): a viewer stopped when one of its 5-s
+// intervals ending between t and end+settle carried no frame, and
+// flowed again at the end of its next interval with frames (an upper
+// bound: the interval's end). stopped is how many viewers stopped, of
+// viewers seen in the window; d is the last of them to flow again,
+// measured from t (0: none stopped; -1: one never flowed again before
+// the run ended).
+func (s *seriesSet) streamRecovery(t, end time.Time) (d time.Duration, stopped, viewers int) {
+	const settle = 30 * time.Second
+	type st struct{ stopped, again bool }
+	per := map[string]*st{}
 	for _, e := range s.streams {
 		if e.T.Before(t) {
 			continue
 		}
-		if e.Num["frames"] == 0 {
-			stopped = true
-			continue
+		v := per[e.Actor]
+		if v == nil {
+			if e.T.After(end.Add(settle)) {
+				continue
+			}
+			v = &st{}
+			per[e.Actor] = v
 		}
-		if stopped {
-			return e.T.Sub(t)
+		switch {
+		case v.again:
+		case e.Num["frames"] == 0:
+			if !v.stopped && !e.T.After(end.Add(settle)) {
+				v.stopped = true
+			}
+		case v.stopped:
+			v.again = true
+			d = max(d, e.T.Sub(t))
 		}
 	}
-	if stopped {
-		return -1
+	for _, v := range per {
+		viewers++
+		if v.stopped {
+			stopped++
+			if !v.again {
+				return -1, stopped, len(per)
+			}
+		}
 	}
-	return 0
+	return d, stopped, viewers
 }

@@ -34,6 +34,17 @@ type User struct {
 	seq      int      // Ask markers
 	wake     chan struct{}
 	closed   bool
+	// holdPings: PINGs are recorded like other messages instead of
+	// answered (a server that stopped reading, for the test).
+	holdPings bool
+}
+
+// HoldPings stops answering PING: from now on PINGs are recorded as
+// messages, unanswered, as by a server that has not read them.
+func (u *User) HoldPings() {
+	u.mu.Lock()
+	u.holdPings = true
+	u.mu.Unlock()
 }
 
 // Dial connects nick to the server at addr and waits for the end of
@@ -90,7 +101,10 @@ func (u *User) read() {
 			u.mu.Unlock()
 			continue
 		}
-		if m.Command == "PING" && len(m.Params) > 0 {
+		u.mu.Lock()
+		hold := u.holdPings
+		u.mu.Unlock()
+		if m.Command == "PING" && len(m.Params) > 0 && !hold {
 			u.Send("PONG :%s", m.Params[0])
 			continue
 		}
