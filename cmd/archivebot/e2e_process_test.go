@@ -86,6 +86,16 @@ func TestE2EFinishNoticesSurviveKill(t *testing.T) {
 		// deliver the first.
 		ircDown := func(bot *child, tag string, n int) []string {
 			t.Helper()
+			// The lines seen so far are acknowledged once the server
+			// answered the PING after them (bot/irc/confirm.go), a
+			// moment after the watcher saw them: stopping ngircd in that
+			// moment would leave one unconfirmed, sent again (at least
+			// once), and this test counts the normal batches exactly.
+			testproc.Eventually(t, "the lines seen so far acknowledged", func() bool {
+				a, _ := rdb.LLen(ctx, keyNotices).Result()
+				b, _ := rdb.LLen(ctx, keyProcessing).Result()
+				return a+b == 0
+			})
 			from := bot.log.len()
 			irc.Stop()
 			bot.log.waitFor(t, from, "disconnected from IRC")
