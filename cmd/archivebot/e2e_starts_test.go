@@ -104,6 +104,13 @@ func TestE2EStartNotices(t *testing.T) {
 		// observes the start and queues its notice, then dies; the next
 		// process announces it. A job taken while no node runs is
 		// announced too.
+		// Every start line seen is acknowledged (a moment after it is
+		// seen: bot/irc/confirm.go) before ngircd stops.
+		testproc.Eventually(t, "the start lines seen acknowledged", func() bool {
+			q, _ := rdb.LLen(ctx, store.KeyStartNotifications).Result()
+			pr, _ := rdb.LLen(ctx, store.KeyStartProcessing).Result()
+			return q+pr == 0
+		})
 		from := bot.log.len()
 		irc.Stop()
 		bot.log.waitFor(t, from, "disconnected from IRC")
