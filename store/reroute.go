@@ -236,3 +236,25 @@ func (s *Store) Reroute(ctx context.Context, ident, avoid, by string) (*RerouteR
 	}
 	return nil, fmt.Errorf("reroute %s: the job's records kept changing; try again", ident)
 }
+
+// Sentence is the reroute's outcome as !reroute and `archivebot reroute`
+// say it, e.g. "Job X rerouted: aborted on pipe-a, queued again at the
+// front of pending; pipe-a now avoids example.com."
+func (r *RerouteResult) Sentence() string {
+	s := "Job " + r.Ident + " rerouted: "
+	if r.Running {
+		s += "aborted on " + r.From + ", queued again at the front of " + r.Queue
+	} else {
+		s += "moved to the front of " + r.Queue
+	}
+	switch {
+	case r.Avoid == "":
+	case r.Rule == "":
+		s += "; " + r.Avoid + " avoids nothing new: " + r.NoRule
+	case r.RuleAdded:
+		s += "; " + r.Avoid + " now avoids " + r.Rule
+	default:
+		s += "; " + r.Avoid + " already avoided " + r.Rule
+	}
+	return s + "."
+}
