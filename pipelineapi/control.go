@@ -146,7 +146,7 @@ func settingsOf(ident string, j *store.APIJob) wire.Settings {
 // crawling it (doc/pipeline-api.md, A ban shows itself).
 func lostReason(rj *store.APIJob) string {
 	if rj != nil && rj.Record.PipelineID.Value == "" && rj.Record.FinishedAt.Value == "" {
-		return "rerouted: an operator took the job back from this pipeline and queued it again; stop crawling it"
+		return wire.ReleasedRerouted + " an operator took the job back from this pipeline and queued it again; stop crawling it"
 	}
 	return "the job record is gone or names another pipeline"
 }
