@@ -22,6 +22,7 @@ type Store interface {
 	LegacyPipelines(ctx context.Context) (int, error)
 	PauseQueue(ctx context.Context, name, by, reason string) error
 	Pauses(ctx context.Context) ([]store.Pause, error)
+	Reroute(ctx context.Context, ident, avoid, by string) (*store.RerouteResult, error)
 	ResumeQueue(ctx context.Context, name string) error
 	WaitingOf(ctx context.Context, ident, url string) (*store.Waiting, error)
 	Ping(ctx context.Context) error

@@ -62,6 +62,8 @@ func commandTable() []*Command {
 			Usage: "!useragent IDENT ALIAS", Help: "change the user agent of a job that has not started yet"},
 		{Name: "!move", Perm: Op, Mutates: true, MinArgs: 2, MaxArgs: 2, Ident: true, Run: runMove,
 			Usage: "!move IDENT front|back|QUEUE (QUEUE: pending, pending-ao, pending-large or pending:NAME)", Help: "move a queued job to the front (next to run) or back of its queue, or to another queue of the same kind"},
+		{Name: "!reroute", Perm: Op, Mutates: true, MinArgs: 1, MaxArgs: 3, Ident: true, Run: runReroute,
+			Usage: "!reroute IDENT [--avoid PIPELINE] (PIPELINE: a pipeline key name; the pipeline running the job when left out)", Help: "take a job away from a pipeline that seems banned from its site and queue it again at the front, with that pipeline avoiding the site"},
 		{Name: "!login", Aliases: []string{"!web"}, Perm: Anyone, MinArgs: 0, MaxArgs: 0, Run: runLogin,
 			Usage: "!login", Help: "get a one-time link, in private, that signs you in to the dashboard to act on jobs with your rank here"},
 		{Name: "!logout", Perm: Anyone, MinArgs: 0, MaxArgs: 0, Run: runLogout,

@@ -140,6 +140,17 @@ func settingsOf(ident string, j *store.APIJob) wire.Settings {
 		SuppressIgnoreReports: r.SuppressIgnoreReports, IgnorePatterns: nonNil(j.Ignores)}
 }
 
+// lostReason is why a key no longer holds a job whose record was read as
+// rj (nil: gone): a record that names no pipeline was taken back by an
+// operator (!reroute, `archivebot requeue`), and the pipeline must stop
+// crawling it (doc/pipeline-api.md, A ban shows itself).
+func lostReason(rj *store.APIJob) string {
+	if rj != nil && rj.Record.PipelineID.Value == "" && rj.Record.FinishedAt.Value == "" {
+		return wire.ReleasedRerouted + " an operator took the job back from this pipeline and queued it again; stop crawling it"
+	}
+	return "the job record is gone or names another pipeline"
+}
+
 // sendSettings reads a held job's settings and sends them to its key.
 func (t *term) sendSettings(ctx context.Context, ident string) {
 	t.mu.Lock()
@@ -151,7 +162,7 @@ func (t *term) sendSettings(ctx context.Context, ident string) {
 	rj, err := t.s.store.APIReadJob(ctx, ident)
 	var naj *store.NotAJobError
 	if errors.As(err, &naj) || (err == nil && (rj == nil || rj.Record.PipelineID.Value != store.APIPipelineKey(j.key))) {
-		t.release(j, "the job record is gone or names another pipeline")
+		t.release(j, lostReason(rj))
 		return
 	}
 	if err != nil {

@@ -200,7 +200,7 @@ func (s *Server) readJob(req *request, ident string) (any, *refusal) {
 	rj, err := s.store.APIReadJob(req.r.Context(), ident)
 	var naj *store.NotAJobError
 	if errors.As(err, &naj) || (err == nil && (rj == nil || rj.Record.PipelineID.Value != store.APIPipelineKey(req.key))) {
-		req.t.release(j, "the job record is gone or names another pipeline")
+		req.t.release(j, lostReason(rj))
 		return nil, refuse(http.StatusForbidden, "not_held", "job "+ident+" is not held by key "+req.key)
 	}
 	if err != nil {

@@ -71,6 +71,7 @@ var (
 var (
 	requeueScript        = fenced(lua("requeue"))
 	pipelineRemoveScript = fenced(lua("pipeline_remove"))
+	rerouteScript        = command("reroute")
 )
 
 // Scripts of the background services and of FailJob.

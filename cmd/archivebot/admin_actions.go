@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -169,6 +170,42 @@ func runRequeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if nerr != nil || out != 0 {
 			return 1
 		}
+		return 0
+	})
+}
+
+// runReroute is `archivebot reroute IDENT [-avoid KEY]`: !reroute from
+// the shell (doc/commands.md, Reroute). A node serving the key that held
+// the job hears of it through Redis (doc/pipeline-api.md, A ban shows
+// itself).
+func runReroute(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	a := newAdminCmd("reroute", stdout, stderr)
+	avoid := a.fs.String("avoid", "", "the pipeline key that must avoid the job's site (default: the key running the job)")
+	id, code := a.parseIdent(args, false)
+	if code >= 0 {
+		return code
+	}
+	if *avoid != "" && !wire.ValidKeyName(*avoid) {
+		a.failf("-avoid: not a pipeline key name (letters, digits, '.', '_' and '-', at most %d characters); nothing was done", wire.MaxKeyName)
+		return 2
+	}
+	return a.session(func(ctx context.Context) int {
+		r, err := a.store.Reroute(ctx, id, *avoid, operator())
+		var direct *store.DirectPipelineError
+		var full *store.AvoidFullError
+		switch {
+		case errors.Is(err, store.ErrJobFinished), errors.Is(err, store.ErrAbortRequested),
+			errors.Is(err, store.ErrNotRunningOrQueued), errors.Is(err, store.ErrRerouteNothing),
+			errors.Is(err, store.ErrNoSuchPipelineKey), errors.As(err, &direct), errors.As(err, &full):
+			a.failf("job %s: %v; nothing was done", id, err)
+			return 1
+		case err != nil:
+			return a.refusal(id, err)
+		}
+		if a.json {
+			return a.writeJSON(r)
+		}
+		fmt.Fprintln(a.stdout, tc(r.Sentence()))
 		return 0
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/store"
 )
@@ -61,6 +63,67 @@ func TestAdminPauseResumeAndKeyRules(t *testing.T) {
 		r, err := st.PipelineKeyRules(ctx, "alpha")
 		if err != nil || !slices.Equal(r.Avoid, []string{"example.org", "xn--bcher-kva.example"}) || !r.TargetedOnly {
 			t.Fatalf("rules %+v %v", r, err)
+		}
+	})
+}
+
+// archivebot reroute: bad input refused with the reason and nothing
+// written; a running API job goes back to the front of pending with its
+// key avoiding the site, and the output says the same as !reroute.
+func TestAdminReroute(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		st := store.NewStore(b.Client)
+		for _, k := range []string{"pipe-a", "pipe-b"} {
+			if err := st.AddPipelineKey(ctx, k, "ed25519:"+k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, id := range []string{"jobone", "jobtwo"} {
+			if err := st.Register(ctx, store.NewJob{Ident: id, URL: "http://www." + id + ".example.com/", FetchDepth: "inf",
+				StartedBy: "erin", StartedIn: "#a", Queue: store.KeyPending}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if j, err := st.APITake(ctx, "pipe-a", "ed25519:pipe-a", []string{store.KeyPending}); err != nil || j == nil || j.Ident != "jobone" {
+			t.Fatalf("take %v %v", j, err)
+		}
+		before := b.Dump(t)
+		for _, c := range []struct {
+			args []string
+			code int
+			want string
+		}{
+			{[]string{"reroute"}, 2, "needs exactly 1 argument"},
+			{[]string{"reroute", "jobone", "jobtwo"}, 2, "needs exactly 1 argument"},
+			{[]string{"reroute", "jobone", "-avoid", "pipe\r\nb"}, 2, "not a pipeline key name"},
+			{[]string{"reroute", "jobone", "-avoid", strings.Repeat("k", 100)}, 2, "not a pipeline key name"},
+			{[]string{"reroute", "nosuchjob"}, 1, "no job nosuchjob"},
+			{[]string{"reroute", "jobone", "-avoid", "nokey"}, 1, "no such pipeline key: nokey"},
+			{[]string{"reroute", "jobtwo"}, 1, "no pipeline holds it"},
+		} {
+			code, _, errs := admin(t, b, c.args...)
+			if code != c.code || !strings.Contains(errs, c.want) {
+				t.Errorf("%q: exit %d, stderr %q; want %d and %q", c.args, code, errs, c.code, c.want)
+			}
+			if strings.ContainsAny(errs[:max(len(errs)-1, 0)], "\r") {
+				t.Errorf("%q: raw CR in %q", c.args, errs)
+			}
+			if diff := cmp.Diff(before, b.Dump(t)); diff != "" {
+				t.Fatalf("%q changed Redis: %s", c.args, diff)
+			}
+		}
+		code, out, errs := admin(t, b, "reroute", "jobone")
+		want := "Job jobone rerouted: aborted on pipe-a, queued again at the front of pending; pipe-a now avoids example.com.\n"
+		if code != 0 || out != want {
+			t.Fatalf("reroute: %d %q %q; want %q", code, out, errs, want)
+		}
+		if q := b.Client.LRange(ctx, store.KeyPending, 0, -1).Val(); !slices.Equal(q, []string{"jobtwo", "jobone"}) {
+			t.Errorf("pending %q", q)
+		}
+		if code, out, errs := admin(t, b, "reroute", "jobtwo", "-avoid", "pipe-b", "-json"); code != 0 ||
+			!strings.Contains(out, `"avoid": "pipe-b"`) || !strings.Contains(out, `"rule": "example.com"`) {
+			t.Errorf("reroute -json: %d %q %q", code, out, errs)
 		}
 	})
 }

@@ -42,6 +42,7 @@ func commands() []command {
 		{"expire", "IDENT", "expire a finished job now so its URL can be archived again, as !expire does", runExpire},
 		{"pipelines", "", "list the pipelines and their jobs", runPipelines},
 		{"requeue", "IDENT", "put a failed or dead job back in the queue it came from, with its settings; the channel is told", runRequeue},
+		{"reroute", "IDENT [-avoid KEY]", "take a running job away from the pipeline API key that seems banned from its site and queue it again at the front, with that key (or KEY) avoiding the site, as !reroute does", runReroute},
 		{"status", "", "which node holds the leader lease (ha), since when, and when it expires; exit 3 when none does", runStatus},
 		{"feed", "", "each configured feed network (x, mastodon, bluesky): texts pending, in flight, budget used, digests, give-ups", runFeed},
 		{"reap-pipeline", "ID", "fail every job of a pipeline that is gone and forget the pipeline; the channel is told", runReapPipeline},

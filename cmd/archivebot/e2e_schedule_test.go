@@ -82,3 +82,49 @@ func TestE2EStatusSaysWhyAJobWaits(t *testing.T) {
 		}
 	})
 }
+
+// TestE2ERerouteFromIRC: an op's !reroute through a real IRC server takes
+// a job away from the API key running it and queues it at the front, the
+// key avoiding the site; a plain user is refused and nothing changes.
+func TestE2ERerouteFromIRC(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		const ch = "#reroute"
+		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
+		cfg := nodeConfig{ircURL: irc.URL(), channels: []string{ch}, redisURL: b.URL}.write(t)
+		op, _, plain := rolesIn(t, irc, ch)
+		startChild(t, cfg)
+		plain.WaitBotIn(botNick, ch)
+
+		st := store.NewStore(b.Client)
+		if err := st.AddPipelineKey(ctx, "pipe-a", "ed25519:pipe-a"); err != nil {
+			t.Fatal(err)
+		}
+		one, idOne := identOf(t, "https://www.one.example.com/")
+		two, idTwo := identOf(t, "https://two.example.org/")
+		for _, u := range []string{one, two} {
+			if got := ask(op, ch, "!a "+u); !strings.Contains(got, "Queued") {
+				t.Fatalf("!a %s: %q", u, got)
+			}
+		}
+		if j, err := st.APITake(ctx, "pipe-a", "ed25519:pipe-a", []string{store.KeyPending}); err != nil || j == nil || j.Ident != idOne {
+			t.Fatalf("take: %v %v", j, err)
+		}
+		if got := ask(plain, ch, "!reroute "+idOne); !strings.Contains(got, "only channel operators may") {
+			t.Errorf("!reroute by a plain user: %q", got)
+		}
+		if got := ask(op, ch, "!reroute "+idOne+" --avoid no-such-key"); !strings.Contains(got, "no pipeline key called no-such-key") {
+			t.Errorf("!reroute --avoid unknown: %q", got)
+		}
+		want := "Job " + idOne + " rerouted: aborted on pipe-a, queued again at the front of pending; pipe-a now avoids example.com."
+		if got := ask(op, ch, "!reroute "+idOne); !strings.Contains(got, want) {
+			t.Fatalf("!reroute: %q, want %q", got, want)
+		}
+		if q := b.Client.LRange(ctx, store.KeyPending, 0, -1).Val(); len(q) != 2 || q[0] != idTwo || q[1] != idOne {
+			t.Errorf("pending %q, want %s at the head", q, idOne)
+		}
+		if got := ask(plain, ch, "!status "+idOne); !strings.Contains(got, "In queue") {
+			t.Errorf("!status after the reroute: %q", got)
+		}
+	})
+}

@@ -15,8 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -117,6 +119,14 @@ type jobState struct {
 	counter map[string]int64 // running HINCRBY totals the pipeline sees
 	age     int64
 	ended   string // non-empty: released or finished, and why
+	// last is the last record read (never cleared): what a drained job's
+	// reads answer.
+	last *wire.Job
+	// drain: an operator rerouted the job (wire.ReleasedRerouted). The
+	// node no longer takes writes for it, so the bridge winds it down
+	// itself: the pipeline reads abort_requested, its writes are answered
+	// here and dropped, and its mark_aborted and mark_done end it here.
+	drain, drainAborted bool
 }
 
 // New returns a bridge over cfg.Node. Serve starts it.
@@ -279,6 +289,9 @@ func (b *Bridge) held(ident string) (js *jobState, reply string) {
 	js = b.jobs[ident]
 	b.mu.Unlock()
 	if js != nil {
+		if b.drained(js) {
+			return js, ""
+		}
 		if js.ended != "" {
 			return nil, fmt.Sprintf("ERR job %s: %s", ident, js.ended)
 		}
@@ -319,6 +332,11 @@ func plausibleIdent(s string) bool {
 // CacheFor and no control event came since.
 func (b *Bridge) record(js *jobState) (*wire.Job, string) {
 	b.mu.Lock()
+	if js.drain {
+		rec := drainedRecord(js)
+		b.mu.Unlock()
+		return rec, ""
+	}
 	if js.rec != nil && time.Since(js.recAt) < b.cacheFor {
 		rec := js.rec
 		b.mu.Unlock()
@@ -331,15 +349,51 @@ func (b *Bridge) record(js *jobState) (*wire.Job, string) {
 		return nil, nodeReply(err)
 	}
 	b.mu.Lock()
-	js.rec, js.recAt = rec, time.Now()
+	js.rec, js.recAt, js.last = rec, time.Now(), rec
 	b.mu.Unlock()
 	return rec, ""
+}
+
+// drainedRecord is what a drained job's reads answer: its last record with the
+// abort requested at a new settings_age (and aborted after mark_aborted);
+// b.mu held.
+func drainedRecord(js *jobState) *wire.Job {
+	rec := *js.last
+	rec.Fields = maps.Clone(js.last.Fields)
+	if rec.Fields == nil {
+		rec.Fields = map[string]string{}
+	}
+	rec.Fields["abort_requested"] = "true"
+	rec.Fields["settings_age"] = strconv.FormatInt(js.age, 10)
+	if js.drainAborted {
+		rec.Fields["aborted"] = "true"
+	}
+	return &rec
+}
+
+// drained reports whether js is being wound down after a reroute.
+func (b *Bridge) drained(js *jobState) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return js.drain
+}
+
+// draining returns ident's state when it is drained, else nil.
+func (b *Bridge) draining(ident string) *jobState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if js := b.jobs[ident]; js != nil && js.drain {
+		return js
+	}
+	return nil
 }
 
 func (b *Bridge) releaseIfNotHeld(ident string, err error) {
 	if client.IsCode(err, "not_held") || client.IsCode(err, "not_found") {
 		b.mu.Lock()
-		delete(b.jobs, ident)
+		if js := b.jobs[ident]; js == nil || !js.drain {
+			delete(b.jobs, ident)
+		}
 		b.mu.Unlock()
 	}
 }

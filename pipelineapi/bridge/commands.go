@@ -215,9 +215,13 @@ func (b *Bridge) flush(c redcon.Conn, cs *connState) {
 	failed := map[string]string{}
 	for _, ident := range cs.order {
 		u := cs.batch[ident]
-		if _, reply := b.held(ident); reply != "" {
+		js, reply := b.held(ident)
+		if reply != "" {
 			failed[ident] = reply
 			continue
+		}
+		if b.drained(js) {
+			continue // rerouted: answered, and dropped
 		}
 		for first := true; first || len(u.Log) > 0; first = false {
 			part := wire.UpdateRequest{Incr: u.Incr}

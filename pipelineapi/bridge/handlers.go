@@ -84,6 +84,10 @@ func (b *Bridge) hset(c redcon.Conn, name string, args []string) {
 	if js == nil {
 		return
 	}
+	if b.drained(js) {
+		reply() // rerouted: the node takes nothing more for it
+		return
+	}
 	set := map[string]string{}
 	for k, v := range fields {
 		if k != "started_at" && k != "pipeline_id" {
@@ -201,7 +205,7 @@ func (b *Bridge) take(c redcon.Conn, cs *connState, args []string) {
 		return
 	}
 	b.mu.Lock()
-	js := &jobState{ident: job.Ident, rec: job, recAt: time.Now(), counter: map[string]int64{}}
+	js := &jobState{ident: job.Ident, rec: job, recAt: time.Now(), last: job, counter: map[string]int64{}}
 	js.age, _ = strconv.ParseInt(job.Fields["settings_age"], 10, 64)
 	b.jobs[job.Ident] = js
 	b.mu.Unlock()
@@ -244,6 +248,14 @@ func (b *Bridge) hincrby(c redcon.Conn, args []string) {
 	field := args[1]
 	js := b.heldJob(c, args[0])
 	if js == nil {
+		return
+	}
+	if b.drained(js) {
+		b.mu.Lock()
+		js.counter[field] += n
+		v := js.counter[field]
+		b.mu.Unlock()
+		c.WriteInt64(v)
 		return
 	}
 	var req wire.UpdateRequest
@@ -295,6 +307,13 @@ func (b *Bridge) eval(c redcon.Conn, name string, args []string) {
 		b.flush(c, cs)
 		return
 	case scriptMarkAborted:
+		if js := b.draining(ident); js != nil {
+			b.mu.Lock()
+			js.drainAborted = true
+			b.mu.Unlock()
+			c.WriteNull()
+			return
+		}
 		js := b.endJob(c, "abort", ident, b.node.Abort)
 		if js == nil {
 			return
@@ -304,6 +323,14 @@ func (b *Bridge) eval(c redcon.Conn, name string, args []string) {
 		b.mu.Unlock()
 		c.WriteNull()
 	case scriptMarkDone:
+		if js := b.draining(ident); js != nil {
+			b.mu.Lock()
+			delete(b.jobs, js.ident)
+			b.mu.Unlock()
+			b.log.Info("bridge: rerouted job wound down", "ident", js.ident)
+			c.WriteNull()
+			return
+		}
 		js := b.endJob(c, "done", ident, b.node.Done)
 		if js == nil {
 			return

@@ -366,6 +366,16 @@ func (b *Bridge) onControl(ev client.Event) error {
 			return nil
 		}
 		b.mu.Lock()
+		if js := b.jobs[r.Ident]; js != nil && js.last != nil && strings.HasPrefix(r.Reason, wire.ReleasedRerouted) {
+			// Rerouted: the pipeline is made to abort it (drain).
+			js.drain, js.ended, js.rec = true, "", nil
+			js.age++
+			age := js.age
+			b.mu.Unlock()
+			b.log.Warn("bridge: the node rerouted a job; the pipeline is told to abort it", "ident", r.Ident, "reason", r.Reason)
+			b.publish(channelJobPrefix+r.Ident, strconv.FormatInt(age, 10))
+			return nil
+		}
 		if js := b.jobs[r.Ident]; js != nil {
 			js.ended = "released by the node: " + oneLine(r.Reason)
 		} else {

@@ -244,3 +244,29 @@ func TestScheduleRaceForLastAllowedJob(t *testing.T) {
 		}
 	})
 }
+
+// A rerouted job goes back to the head of its queue: the pipeline it was
+// taken from (now avoiding the site) skips it, and another takes it next,
+// whether the pipelines call the API or speak upstream's Redis to a bridge.
+func TestScheduleRerouteGoesToAnotherPipeline(t *testing.T) {
+	eachWay(t, func(t *testing.T, n *schedNode, w way) {
+		takeA, _ := w.make(n, "pipe-a")
+		takeB, _ := w.make(n, "pipe-b")
+		n.queue("jb", "erin", "https://www.example.com/")
+		n.queue("other", "erin", "https://example.org/")
+		n.queue("third", "erin", "https://example.net/")
+		if id := takeA(); id != "jb" {
+			t.Fatalf("pipe-a took %q, want jb", id)
+		}
+		r, err := n.st.Reroute(n.ctx, "jb", "", "op")
+		if err != nil || r.From != "pipe-a" || r.Rule != "example.com" {
+			t.Fatalf("reroute: %+v %v", r, err)
+		}
+		if id := takeA(); id != "other" {
+			t.Fatalf("pipe-a took %q, want other (it avoids example.com now)", id)
+		}
+		if id := takeB(); id != "jb" {
+			t.Fatalf("pipe-b took %q, want jb (at the head of pending)", id)
+		}
+	})
+}

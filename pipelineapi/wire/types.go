@@ -120,12 +120,18 @@ const (
 	// ignore or abort change).
 	EventSettings = "settings"
 	// EventReleased carries Released: the key no longer holds the job
-	// (failed, requeued or expired by an operator); stop sending for it.
+	// (failed, requeued, rerouted or expired by an operator); stop
+	// sending for it.
 	EventReleased = "released"
 	// EventBye carries Error: the node closes the stream (key revoked,
 	// node shutting down or no longer the leader).
 	EventBye = "bye"
 )
+
+// ReleasedRerouted starts the reason of a released event for a job an
+// operator rerouted (!reroute): it was taken back and queued again, not
+// finished; the pipeline should stop crawling it as it would an abort.
+const ReleasedRerouted = "rerouted:"
 
 // Released is the data of a released event.
 type Released struct {

@@ -19,7 +19,7 @@ local function held_check()
   local f = redis.call('HMGET', KEYS[1], 'pipeline_id', 'finished_at')
   if f[1] ~= ARGV[1] then
     redis.call('SREM', KEYS[2], KEYS[1])
-    return 'the job was requeued or taken by another pipeline'
+    return 'the job was rerouted, requeued or taken by another pipeline'
   end
   if f[2] then
     redis.call('SREM', KEYS[2], KEYS[1])
