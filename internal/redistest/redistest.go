@@ -10,6 +10,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -233,12 +234,27 @@ func Dump(ctx context.Context, c *redis.Client) (map[string]Entry, error) {
 		case "zset":
 			e.Value, err = c.ZRangeWithScores(ctx, k, 0, -1).Result()
 		}
+		if errors.Is(err, redis.Nil) {
+			// Listed by KEYS, expired or deleted before it was read
+			// (a live system's dump): recorded as gone ("none", as
+			// TYPE says of a missing key), not an error that loses the
+			// whole dump.
+			out[k] = Entry{Type: "none", TTL: -1}
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("dump %s: %w", k, err)
 		}
 		ttl, err := c.PTTL(ctx, k).Result()
 		if err != nil {
 			return nil, err
+		}
+		if ttl == -2 || empty(e.Value) {
+			// Gone before its value was read (Redis holds no empty
+			// hash, list, set or sorted set: an empty one is a key
+			// read after it went) or before its TTL was.
+			out[k] = Entry{Type: "none", TTL: -1}
+			continue
 		}
 		if ttl >= 0 {
 			e.TTL = "set"
@@ -248,6 +264,19 @@ func Dump(ctx context.Context, c *redis.Client) (map[string]Entry, error) {
 		out[k] = e
 	}
 	return out, nil
+}
+
+// empty reports whether a collection's value as read is empty.
+func empty(v any) bool {
+	switch v := v.(type) {
+	case map[string]string:
+		return len(v) == 0
+	case []string:
+		return len(v) == 0
+	case []redis.Z:
+		return len(v) == 0
+	}
+	return false
 }
 
 // Dump is Dump of the backend's database; an error fails the test.
