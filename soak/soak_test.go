@@ -102,6 +102,8 @@ type soak struct {
 
 	leaderMu sync.Mutex
 	leader   string
+
+	ev *evidence // evidence_test.go
 }
 
 func (s *soak) leaderNode() *node {
@@ -234,7 +236,7 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &soak{t: t, seed: seed, sc: sc, rec: rec, dir: dir, work: irctest.ReadableTempDir(t), jobs: newJobList(sc.PickWindow), restart: make(chan *pipe, 256), reportSeen: make(chan struct{}, 1)}
+	s := &soak{t: t, seed: seed, sc: sc, rec: rec, dir: dir, work: irctest.ReadableTempDir(t), jobs: newJobList(sc.PickWindow), restart: make(chan *pipe, 256), reportSeen: make(chan struct{}, 1), ev: &evidence{dir: dir}}
 	closed := false
 	defer func() {
 		if !closed {
@@ -414,6 +416,9 @@ func TestSoak(t *testing.T) {
 	// The observer reads the channel until Redis's state is taken: a
 	// report of a job that ended in the last seconds is then either seen
 	// or still waiting in Redis.
+	s.goroutineDumps()
+	s.fdView()
+	s.redisView("the end, before the dump")
 	rdb := s.redis.failoverClient()
 	defer rdb.Close()
 	dumpStarted := time.Now()
@@ -424,6 +429,8 @@ func TestSoak(t *testing.T) {
 	}
 	close(stopBG)
 	bgWG.Wait()
+	s.strandedEvidence(dump)
+	s.redisView("the end, after the dump")
 	b, _ := json.MarshalIndent(dump, "", " ")
 	if err := os.WriteFile(filepath.Join(dir, "final_redis.json"), b, 0o644); err != nil {
 		t.Fatal(err)
@@ -505,11 +512,17 @@ func (s *soak) sampler(stop <-chan struct{}) {
 	defer rdb.Close()
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
-	for {
+	for tick := 1; ; tick++ {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
+		}
+		if tick%12 == 0 { // every minute
+			s.fdView()
+		}
+		if tick%36 == 0 { // every 3 minutes
+			s.goroutineDumps()
 		}
 		for _, n := range s.nodes {
 			pid := n.pid()
@@ -660,10 +673,15 @@ func (s *soak) fault(st step) {
 			}
 			s.waitUntil(time.Now().Add(250 * time.Millisecond))
 		}
+		s.redisView(fmt.Sprintf("kill-redis-master of %s: the sentinels moved on", addr))
 		if ok {
 			s.redis.restartAsReplica(port)
 		}
 		end(addr)
+		go func() {
+			time.Sleep(10 * time.Second)
+			s.redisView(fmt.Sprintf("kill-redis-master of %s: 10 s after its end", addr))
+		}()
 	case "pause-pipeline":
 		// A pipeline process, or now and then a bridge.
 		if len(s.bridges) > 0 && st.Pick < 0.2 {
