@@ -168,7 +168,7 @@ func (s *soak) fdView() {
 			if err != nil {
 				continue
 			}
-				if ino, ok := strings.CutPrefix(l, "socket:["); ok {
+			if ino, ok := strings.CutPrefix(l, "socket:["); ok {
 				if p, ok := strings.CutPrefix(peers[strings.TrimSuffix(ino, "]")], "listen "); ok {
 					listen[p] = true
 				}
