@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -294,4 +295,84 @@ type Entry struct {
 	Type  string `json:"type"`
 	Value any    `json:"value"`
 	TTL   any    `json:"ttl"`
+}
+
+// snapshotScript reads every key, its type, value and TTL in one atomic
+// step.
+var snapshotScript = redis.NewScript(`
+local out = {}
+for _, k in ipairs(redis.call('KEYS', '*')) do
+  local t = redis.call('TYPE', k)
+  if type(t) == 'table' then t = t.ok end
+  local v = {}
+  if t == 'string' then v = {redis.call('GET', k)}
+  elseif t == 'hash' then v = redis.call('HGETALL', k)
+  elseif t == 'list' then v = redis.call('LRANGE', k, 0, -1)
+  elseif t == 'set' then v = redis.call('SMEMBERS', k)
+  elseif t == 'zset' then v = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')
+  end
+  out[#out + 1] = {k, t, redis.call('PTTL', k), v}
+end
+return out
+`)
+
+// Snapshot is Dump read in one atomic step (a Lua script): every key as
+// it was at one moment. Dump reads key by key; on a system that keeps
+// running it records each key at a different moment, and a job's hash
+// read before a pipeline took the job beside a queue read after it is a
+// state the job never was in (the chaos soak's "stranded" jobs). It
+// blocks the server while it runs: for test deployments, not production.
+func Snapshot(ctx context.Context, c redis.Scripter) (map[string]Entry, error) {
+	res, err := snapshotScript.Run(ctx, c, nil).Slice()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Entry, len(res))
+	for _, r := range res {
+		f, ok := r.([]any)
+		if !ok || len(f) != 4 {
+			return nil, fmt.Errorf("snapshot: unexpected entry %v", r)
+		}
+		k, _ := f[0].(string)
+		typ, _ := f[1].(string)
+		ttl, _ := f[2].(int64)
+		vals, _ := f[3].([]any)
+		strs := make([]string, len(vals))
+		for i, v := range vals {
+			strs[i], _ = v.(string)
+		}
+		e := Entry{Type: typ, TTL: -1}
+		if ttl >= 0 {
+			e.TTL = "set"
+		}
+		switch typ {
+		case "string":
+			if len(strs) == 1 {
+				e.Value = strs[0]
+			}
+		case "hash":
+			m := make(map[string]string, len(strs)/2)
+			for i := 0; i+1 < len(strs); i += 2 {
+				m[strs[i]] = strs[i+1]
+			}
+			e.Value = m
+		case "list":
+			e.Value = strs
+		case "set":
+			slices.Sort(strs)
+			e.Value = strs
+		case "zset":
+			z := make([]redis.Z, 0, len(strs)/2)
+			for i := 0; i+1 < len(strs); i += 2 {
+				sc, err := strconv.ParseFloat(strs[i+1], 64)
+				if err != nil {
+					return nil, fmt.Errorf("snapshot: %s: score %q: %w", k, strs[i+1], err)
+				}
+				z = append(z, redis.Z{Member: strs[i], Score: sc})
+			}
+			e.Value = z
+		}
+		out[k] = e
+	}
+	return out, nil
 }
