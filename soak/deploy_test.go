@@ -122,7 +122,27 @@ func (r *redisSet) restartAsReplica(port int) {
 	}, testproc.Options{Dir: r.dir, Tail: 30})
 	r.mu.Lock()
 	r.procs[port] = p.Kill
+	r.pids[port] = p.Pid()
 	r.mu.Unlock()
+}
+
+// ports are the Redis servers' ports (evidence_test.go).
+func (r *redisSet) ports() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []int
+	for p := range r.procs {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// pid is the pid of the restarted server on port (0: the cluster's own).
+func (r *redisSet) pid(port int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pids[port]
 }
 
 // ---------------------------------------------------------------------
@@ -233,7 +253,13 @@ const leaseTTL = 5 * time.Second
 // start runs the node; test goroutine only.
 func (n *node) start(t *testing.T, bin string) {
 	exe, args := asUser(t, n.uid, bin, []string{"-config", n.cfg})
-	env := append(os.Environ(), clock.EnvOffsetFile+"="+n.clockFile)
+	// The node runs under its own uid: the dump file is made for it.
+	dump := filepath.Join(filepath.Dir(n.logFile.Name()), "goroutines-"+n.name+".txt")
+	if f, err := os.OpenFile(dump, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o666); err == nil {
+		f.Chmod(0o666)
+		f.Close()
+	}
+	env := append(os.Environ(), clock.EnvOffsetFile+"="+n.clockFile, "ARCHIVEBOT_GOROUTINE_DUMP="+dump)
 	p := testproc.Start(t, n.name, exe, args, testproc.Options{Output: n.logFile, Tail: 40, Env: env})
 	n.mu.Lock()
 	n.proc = p

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ergochat/irc-go/ircmsg"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
@@ -102,6 +103,8 @@ type soak struct {
 
 	leaderMu sync.Mutex
 	leader   string
+
+	ev *evidence // evidence_test.go
 }
 
 func (s *soak) leaderNode() *node {
@@ -248,7 +251,7 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &soak{t: t, seed: seed, sc: sc, rec: rec, dir: dir, work: irctest.ReadableTempDir(t), jobs: newJobList(sc.PickWindow), restart: make(chan *pipe, 256), reportSeen: make(chan struct{}, 1)}
+	s := &soak{t: t, seed: seed, sc: sc, rec: rec, dir: dir, work: irctest.ReadableTempDir(t), jobs: newJobList(sc.PickWindow), restart: make(chan *pipe, 256), reportSeen: make(chan struct{}, 1), ev: &evidence{dir: dir}}
 	closed := false
 	defer func() {
 		if !closed {
@@ -428,16 +431,26 @@ func TestSoak(t *testing.T) {
 	// The observer reads the channel until Redis's state is taken: a
 	// report of a job that ended in the last seconds is then either seen
 	// or still waiting in Redis.
-	rdb := s.redis.failoverClient()
+	s.goroutineDumps()
+	s.fdView()
+	s.redisView("the end, before the dump")
+	// One atomic read (redistest.Snapshot): read key by key, while
+	// pipelines still take and finish jobs, a job's hash of one moment
+	// sat beside a queue of another, "stranded" jobs every server held
+	// started and finished (the first long run's invariant 5).
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.SentinelMaster, SentinelAddrs: s.redis.cl.SentinelAddrs(),
+		DialTimeout: time.Second, ReadTimeout: time.Minute, WriteTimeout: 3 * time.Second})
 	defer rdb.Close()
 	dumpStarted := time.Now()
-	dump, err := redistest.Dump(context.Background(), rdb)
+	dump, err := redistest.Snapshot(context.Background(), rdb)
 	dumped := time.Now()
 	if err != nil {
 		t.Errorf("dump Redis at the end: %v", err)
 	}
 	close(stopBG)
 	bgWG.Wait()
+	s.strandedEvidence(dump)
+	s.redisView("the end, after the dump")
 	b, _ := json.MarshalIndent(dump, "", " ")
 	if err := os.WriteFile(filepath.Join(dir, "final_redis.json"), b, 0o644); err != nil {
 		t.Fatal(err)
@@ -521,7 +534,7 @@ func (s *soak) sampler(stop <-chan struct{}) {
 	defer t.Stop()
 	cpu := newCPUMeter()
 	cpu.read()
-	for {
+	for tick := 1; ; tick++ {
 		select {
 		case <-stop:
 			return
@@ -533,6 +546,12 @@ func (s *soak) sampler(stop <-chan struct{}) {
 				num["cpu_"+g] = v
 			}
 			s.rec.Add(history.Event{Kind: history.Sample, Actor: "machine", Num: num})
+		}
+		if tick%12 == 0 { // every minute
+			s.fdView()
+		}
+		if tick%36 == 0 { // every 3 minutes
+			s.goroutineDumps()
 		}
 		for _, n := range s.nodes {
 			pid := n.pid()
@@ -683,10 +702,15 @@ func (s *soak) fault(st step) {
 			}
 			s.waitUntil(time.Now().Add(250 * time.Millisecond))
 		}
+		s.redisView(fmt.Sprintf("kill-redis-master of %s: the sentinels moved on", addr))
 		if ok {
 			s.redis.restartAsReplica(port)
 		}
 		end(addr)
+		go func() {
+			time.Sleep(10 * time.Second)
+			s.redisView(fmt.Sprintf("kill-redis-master of %s: 10 s after its end", addr))
+		}()
 	case "pause-pipeline":
 		// A pipeline process, or now and then a bridge.
 		if len(s.bridges) > 0 && st.Pick < 0.2 {

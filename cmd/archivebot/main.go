@@ -79,6 +79,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		defer stop()
 	}
 	routeRedisLog(logger)
+	defer startGoroutineDumps()()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, cfg, logger, stdin, stdout); err != nil {

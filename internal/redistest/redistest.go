@@ -10,10 +10,12 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -233,12 +235,27 @@ func Dump(ctx context.Context, c *redis.Client) (map[string]Entry, error) {
 		case "zset":
 			e.Value, err = c.ZRangeWithScores(ctx, k, 0, -1).Result()
 		}
+		if errors.Is(err, redis.Nil) {
+			// Listed by KEYS, expired or deleted before it was read
+			// (a live system's dump): recorded as gone ("none", as
+			// TYPE says of a missing key), not an error that loses the
+			// whole dump.
+			out[k] = Entry{Type: "none", TTL: -1}
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("dump %s: %w", k, err)
 		}
 		ttl, err := c.PTTL(ctx, k).Result()
 		if err != nil {
 			return nil, err
+		}
+		if ttl == -2 || empty(e.Value) {
+			// Gone before its value was read (Redis holds no empty
+			// hash, list, set or sorted set: an empty one is a key
+			// read after it went) or before its TTL was.
+			out[k] = Entry{Type: "none", TTL: -1}
+			continue
 		}
 		if ttl >= 0 {
 			e.TTL = "set"
@@ -248,6 +265,19 @@ func Dump(ctx context.Context, c *redis.Client) (map[string]Entry, error) {
 		out[k] = e
 	}
 	return out, nil
+}
+
+// empty reports whether a collection's value as read is empty.
+func empty(v any) bool {
+	switch v := v.(type) {
+	case map[string]string:
+		return len(v) == 0
+	case []string:
+		return len(v) == 0
+	case []redis.Z:
+		return len(v) == 0
+	}
+	return false
 }
 
 // Dump is Dump of the backend's database; an error fails the test.
@@ -265,4 +295,84 @@ type Entry struct {
 	Type  string `json:"type"`
 	Value any    `json:"value"`
 	TTL   any    `json:"ttl"`
+}
+
+// snapshotScript reads every key, its type, value and TTL in one atomic
+// step.
+var snapshotScript = redis.NewScript(`
+local out = {}
+for _, k in ipairs(redis.call('KEYS', '*')) do
+  local t = redis.call('TYPE', k)
+  if type(t) == 'table' then t = t.ok end
+  local v = {}
+  if t == 'string' then v = {redis.call('GET', k)}
+  elseif t == 'hash' then v = redis.call('HGETALL', k)
+  elseif t == 'list' then v = redis.call('LRANGE', k, 0, -1)
+  elseif t == 'set' then v = redis.call('SMEMBERS', k)
+  elseif t == 'zset' then v = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')
+  end
+  out[#out + 1] = {k, t, redis.call('PTTL', k), v}
+end
+return out
+`)
+
+// Snapshot is Dump read in one atomic step (a Lua script): every key as
+// it was at one moment. Dump reads key by key; on a system that keeps
+// running it records each key at a different moment, and a job's hash
+// read before a pipeline took the job beside a queue read after it is a
+// state the job never was in (the chaos soak's "stranded" jobs). It
+// blocks the server while it runs: for test deployments, not production.
+func Snapshot(ctx context.Context, c redis.Scripter) (map[string]Entry, error) {
+	res, err := snapshotScript.Run(ctx, c, nil).Slice()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Entry, len(res))
+	for _, r := range res {
+		f, ok := r.([]any)
+		if !ok || len(f) != 4 {
+			return nil, fmt.Errorf("snapshot: unexpected entry %v", r)
+		}
+		k, _ := f[0].(string)
+		typ, _ := f[1].(string)
+		ttl, _ := f[2].(int64)
+		vals, _ := f[3].([]any)
+		strs := make([]string, len(vals))
+		for i, v := range vals {
+			strs[i], _ = v.(string)
+		}
+		e := Entry{Type: typ, TTL: -1}
+		if ttl >= 0 {
+			e.TTL = "set"
+		}
+		switch typ {
+		case "string":
+			if len(strs) == 1 {
+				e.Value = strs[0]
+			}
+		case "hash":
+			m := make(map[string]string, len(strs)/2)
+			for i := 0; i+1 < len(strs); i += 2 {
+				m[strs[i]] = strs[i+1]
+			}
+			e.Value = m
+		case "list":
+			e.Value = strs
+		case "set":
+			slices.Sort(strs)
+			e.Value = strs
+		case "zset":
+			z := make([]redis.Z, 0, len(strs)/2)
+			for i := 0; i+1 < len(strs); i += 2 {
+				sc, err := strconv.ParseFloat(strs[i+1], 64)
+				if err != nil {
+					return nil, fmt.Errorf("snapshot: %s: score %q: %w", k, strs[i+1], err)
+				}
+				z = append(z, redis.Z{Member: strs[i], Score: sc})
+			}
+			e.Value = z
+		}
+		out[k] = e
+	}
+	return out, nil
 }

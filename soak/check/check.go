@@ -140,7 +140,11 @@ type Slope struct {
 	Series  string  `json:"series"` // actor/metric
 	Metric  string  `json:"metric"`
 	PerHour float64 `json:"per_hour"`
-	Limit   float64 `json:"limit"` // 0: not judged
+	// StdErr is PerHour's standard error (least squares). A series
+	// fails only when PerHour − 2·StdErr exceeds Allowed: growth the
+	// samples show, not a slope their noise could give.
+	StdErr float64 `json:"std_err"`
+	Limit  float64 `json:"limit"` // 0: not judged
 	// Allowed is the limit the slope was judged against (Limit scaled
 	// for a short window).
 	Allowed  float64       `json:"allowed"`

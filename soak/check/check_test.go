@@ -3,6 +3,7 @@ package check
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -964,4 +965,56 @@ func TestStreamRecoveryPerViewer(t *testing.T) {
 	if !strings.Contains(res.Summary(), "stopped for 2 of 4 viewers, flowing again for all within 23s") {
 		t.Errorf("summary:\n%s", res.Summary())
 	}
+}
+
+// noisyLives is node-b over a 30-minute run as the first long soak had
+// it: a life of about a minute between kills, its goroutines flat but
+// noisy (a leader's goroutines follow its backlog of requests waiting
+// for a Redis connection: 150–550 within a minute in the soak), plus
+// perHour of growth.
+func noisyLives(seed uint64, lifetime float64, perHour float64) *run {
+	r := clean()
+	rng := rand.New(rand.NewPCG(seed, 1))
+	for s := lifetime; s < 1800; s += lifetime {
+		r.add(s, history.Event{Kind: history.Fault, Fault: "kill-leader", Target: "node-b", Outcome: "start"})
+		r.add(s+1, history.Event{Kind: history.Fault, Fault: "kill-leader", Target: "node-b", Outcome: "end"})
+	}
+	for s := 0.0; s <= 1800; s += 5 {
+		g := 300 + rng.NormFloat64()*150 + perHour*s/3600
+		r.add(s, history.Event{Kind: history.Sample, Actor: "node-b", Num: map[string]float64{"goroutines": g}})
+	}
+	return r
+}
+
+func slopeOf(res *Result, series string) Slope {
+	for _, s := range res.Slopes {
+		if s.Series == series {
+			return s
+		}
+	}
+	return Slope{}
+}
+
+// TestNoisyShortLivesAreNotGrowth: pure noise over many short lives fits
+// a slope far from zero; the seed is one whose slope is above the limit
+// (about 4 seeds in 10 are), as the first long soak's node-b was
+// (+993/h over 26 lives). That is not growth the samples show: its
+// standard error is several times the limit.
+func TestNoisyShortLivesAreNotGrowth(t *testing.T) {
+	res := noisyLives(3, 65, 0).check(t)
+	sl := slopeOf(res, "node-b/goroutines")
+	if sl.PerHour <= 200 {
+		t.Fatalf("the seed's fitted slope is %+.1f/h, within the limit: not the case this test is about", sl.PerHour)
+	}
+	t.Logf("fitted slope: %+v", sl)
+	if !res.Invariant(6).Pass {
+		t.Fatalf("noise over short lives counts as growth (%+v):\n%s", sl, res.Invariant(6).Violations)
+	}
+}
+
+// TestNoisyGrowthFails: the same noise does not hide real growth that the
+// samples show: 600 goroutines an hour in one life of 30 minutes.
+func TestNoisyGrowthFails(t *testing.T) {
+	res := noisyLives(3, 3600, 600).check(t)
+	failsOnly(t, res, 6, "node-b/goroutines grows")
 }

@@ -63,17 +63,17 @@ func (c *checker) judge6() {
 				// window against what an hour may add.
 				sl.Allowed = sl.Limit * float64(time.Hour) / float64(sl.Window)
 			}
-			sl.Pass = sl.PerHour <= sl.Allowed
+			sl.Pass = sl.PerHour-2*sl.StdErr <= sl.Allowed
 			c.evidence[6]++
 			if !sl.Pass {
 				inv.violate(Violation{T: cut, T2: c.res.End, Lines: s.lines(cut),
-					Detail: fmt.Sprintf("%s grows %s per hour after warm-up (limit %s, judged against %s over %s)",
-						sl.Series, human(sl.Metric, sl.PerHour), human(sl.Metric, sl.Limit), human(sl.Metric, sl.Allowed), sl.Window.Round(time.Second))})
+					Detail: fmt.Sprintf("%s grows %s per hour after warm-up (limit %s, judged against %s over %s; ±%s standard error)",
+						sl.Series, human(sl.Metric, sl.PerHour), human(sl.Metric, sl.Limit), human(sl.Metric, sl.Allowed), sl.Window.Round(time.Second), strings.TrimPrefix(human(sl.Metric, sl.StdErr), "+"))})
 			}
 		}
 		c.res.Slopes = append(c.res.Slopes, sl)
 		if sl.Limit > 0 {
-			inv.count(sl.Series, "%s/h (limit %s)", human(sl.Metric, sl.PerHour), human(sl.Metric, sl.Limit))
+			inv.count(sl.Series, "%s/h ±%s (limit %s)", human(sl.Metric, sl.PerHour), strings.TrimPrefix(human(sl.Metric, sl.StdErr), "+"), human(sl.Metric, sl.Limit))
 		}
 	}
 	if dur < c.opts.MinSlopeWindow {

@@ -375,7 +375,9 @@ var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 		}
 		return d.Round(100 * time.Millisecond).String()
 	},
-	"perh": func(s Slope) string { return human(s.Metric, s.PerHour) },
+	"perh": func(s Slope) string {
+		return human(s.Metric, s.PerHour) + " ±" + strings.TrimPrefix(human(s.Metric, s.StdErr), "+")
+	},
 	"lim": func(s Slope) string {
 		if s.Limit == 0 {
 			return "–"

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"math"
 	"sort"
 	"time"
 
@@ -144,6 +145,33 @@ func (ss *sampleSeries) slope(cut time.Time, restarts []time.Time) Slope {
 	}
 	if sxx > 0 {
 		sl.PerHour = sxy / sxx
+	}
+	// The slope's standard error: the residuals' spread about each
+	// segment's line, over the spread of the times. Many short segments
+	// of a noisy series (the leader's goroutines follow its backlog of
+	// requests) give a slope that says little; its error says how little.
+	var rss float64
+	n, k := 0, 0
+	for _, a := range segs {
+		if len(a.pts) < 2 {
+			continue
+		}
+		k++
+		var mx, my float64
+		for _, p := range a.pts {
+			mx += p.t.Sub(first).Hours()
+			my += p.v
+		}
+		mx /= float64(len(a.pts))
+		my /= float64(len(a.pts))
+		for _, p := range a.pts {
+			r := (p.v - my) - sl.PerHour*(p.t.Sub(first).Hours()-mx)
+			rss += r * r
+			n++
+		}
+	}
+	if dof := n - k - 1; dof > 0 && sxx > 0 {
+		sl.StdErr = math.Sqrt(rss / float64(dof) / sxx)
 	}
 	return sl
 }
