@@ -843,6 +843,36 @@ func TestRelayedTakeRecordedAfterThePipelines(t *testing.T) {
 	failsOnly(t, r.check(t), 2, f, "held by api9", "taken by api-proxy")
 }
 
+// A pipeline's record of a take comes late (3.2 s on a loaded machine)
+// and the job was failed in between, 1.4 s after the node's take that
+// the proxy saw: the same take, passed on, not a take after the end. A
+// pipeline's take after the end that no earlier take of the node's
+// explains is still a violation.
+func TestLateRecordOfATakeBeforeTheEnd(t *testing.T) {
+	build := func(proxy bool) *run {
+		r := clean()
+		const url = "http://f.example/"
+		f := r.queue(30, "gina", url)
+		if proxy {
+			r.add(31, history.Event{Kind: history.Take, Actor: "api-proxy", Via: history.ViaProxy, Target: "key1", Ident: f})
+		}
+		r.line(32.4, "gina: Job "+f+" <"+url+"> has had no heartbeat for 30 seconds; it has been marked as failed.")
+		r.take(34.2, "api1", "key1", f)
+		r.end(41, "api1", f, "abandoned")
+		job := `{"url":"` + url + `","started_at":"` + fmt.Sprint(float64(r.at(31).UnixMilli())/1000) + `","pipeline_id":"pipeline:` + md5hex("api:key1") + `"}`
+		r.set("archivebot:failed:"+f, "hash", map[string]string{"url": url, "failed_by": "reaper", "failed_at": "1764650032", "job": job})
+		r.set(f, "hash", registeredJob(url, "gina", "started_at", "1764650031.0", "failed", "true"))
+		return r
+	}
+	if res := build(true).check(t); res.Failed() {
+		t.Fatalf("a pipeline's late record of a take made before the fail fails:\n%s", res.Summary())
+	}
+	res := build(false).check(t)
+	if inv := res.Invariant(2); inv.Pass || !strings.Contains(fmt.Sprint(inv.Violations), "after it ended") {
+		t.Fatalf("a take after the end with no earlier take of the node's passes invariant 2:\n%s", res.Summary())
+	}
+}
+
 // A job the node says a key held that no take handed it: a deposed
 // leader's take that Redis ran after the lease moved on (the planted
 // "fence skipped in the take script" shows it after a partition of the
