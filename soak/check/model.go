@@ -462,6 +462,15 @@ func (c *checker) say(e ev, s saying, fromReply bool) {
 		switch {
 		case l != nil && !l.acked && !c.requeuedSince(l, e.T):
 			// Taken (or reported) before the acknowledgement was seen.
+			// The !a that queued it is the latest sent so far (a dup is
+			// sent only after an acknowledgement): a later line of the
+			// same answer ("Use !status …", seen after the job ended)
+			// is then no new !a.
+			if l.sendT.IsZero() {
+				if send, ok := c.lastSend(s.ident, time.Time{}, e.T); ok {
+					l.sendT = send
+				}
+			}
 		case l != nil && !l.acked:
 			// A life no one was seen to queue ended, and a new !a
 			// registered the job again.

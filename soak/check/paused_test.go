@@ -155,3 +155,23 @@ func TestPausedJobAtTheEndIsQueued(t *testing.T) {
 		t.Fatalf("a job waiting in a paused queue fails:\n%s", res.Summary())
 	}
 }
+
+// A job taken before its acknowledgement was seen, ended before the
+// answer's second line ("Use !status …") came: one life, reported once
+// (seed 1's first job, once the plan held pauses).
+func TestAnswersSecondLineAfterTheEndIsNoNewLife(t *testing.T) {
+	r := clean()
+	n := "http://f.example/"
+	f := identOf(n)
+	r.id++
+	r.add(30, history.Event{Kind: history.Send, Actor: "gina", Text: "!ao " + n, ID: r.id})
+	r.take(30.2, "p4", "key4", f)
+	r.add(30.3, history.Event{Kind: history.Reply, Actor: "gina", Text: "Queued " + n + " for archival without recursion.", ID: r.id})
+	r.line(30.3, "gina: Queued "+n+" for archival without recursion.")
+	r.end(30.5, "p4", f, "aborted")
+	r.line(30.6, "gina: Use !status "+f+" for updates, !abort "+f+" to abort.")
+	r.line(31, "gina: Your job for "+n+" was aborted. ("+f+")")
+	if res := r.check(t); res.Failed() {
+		t.Fatalf("one life read as two:\n%s", res.Summary())
+	}
+}
