@@ -123,8 +123,8 @@ var cmdWeights = []struct {
 	// !pause and !resume (doc/commands.md; doc/protocol.md, Paused
 	// queues): a pause is followed by the same user's !resume of the
 	// same target 2-5 s later (runUser), so queues are paused a small
-	// part of the run (at ci scale about a tenth of it) and never at the
-	// end; a lone !resume is mostly refused ("not paused"), now and then
+	// part of the run (ci scale, seed 1: 3 pauses, about 8 s of 120) and
+	// never at the end; a lone !resume is mostly refused ("not paused"), now and then
 	// it ends another user's pause early. The checker knows the paused
 	// state (soak/check: no take of a job queued while its queue was
 	// paused before the resume was sent; paused lists are queued).
