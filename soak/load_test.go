@@ -120,13 +120,15 @@ var cmdWeights = []struct {
 }{
 	{"a", 22}, {"ao", 22}, {"dup", 5}, {"bad", 4}, {"abort", 5}, {"ig", 6}, {"unig", 3},
 	{"delay", 5}, {"con", 4}, {"status", 10}, {"statusall", 3}, {"pending", 2}, {"fail", 2}, {"move", 4},
-	// The hook for !pause and !resume (the scheduler's, not on this
-	// branch yet): weight 0 draws them never and leaves every seed's
-	// plan as it is. To add them: give them a weight (the seeds' plans
-	// change), and teach the checker the paused state (soak/check
-	// parse.go: the acknowledgements; model.go: a paused job is neither
-	// taken nor reaped, and its probes say so).
-	{"pause", 0}, {"resume", 0},
+	// !pause and !resume (doc/commands.md; doc/protocol.md, Paused
+	// queues): a pause is followed by the same user's !resume of the
+	// same target 2-5 s later (runUser), so queues are paused a small
+	// part of the run (ci scale, seed 1: 3 pauses, about 8 s of 120) and
+	// never at the end; a lone !resume is mostly refused ("not paused"), now and then
+	// it ends another user's pause early. The checker knows the paused
+	// state (soak/check: no take of a job queued while its queue was
+	// paused before the resume was sent; paused lists are queued).
+	{"pause", 1}, {"resume", 1},
 }
 
 func planCommands(r *rand.Rand, n int, think time.Duration) []cmdPlan {
@@ -186,11 +188,22 @@ func (s *soak) commandText(u string, n int, c cmdPlan) string {
 		return "!fail " + s.jobs.pick(c.F)
 	case "move":
 		return "!move " + s.jobs.pick(c.F) + []string{" front", " back"}[c.N%2]
-	case "pause", "resume":
-		return "!" + c.Kind + " " + s.jobs.pick(c.F)
+	case "pause":
+		return "!pause " + pauseTarget(c.N) + " soak"
+	case "resume":
+		return "!resume " + pauseTarget(c.N)
 	}
 	return "!status"
 }
+
+// pauseTarget is the queue a !pause or !resume names: the two queues the
+// users' jobs go to, and now and then every queue.
+func pauseTarget(n int) string {
+	return []string{"pending", "pending-ao", "pending", "pending-ao", "all"}[n%5]
+}
+
+// pauseHold is how long a user keeps the queue it paused paused: 2-5 s.
+func pauseHold(n int) time.Duration { return 2*time.Second + time.Duration(n%3000)*time.Millisecond }
 
 func isBot(nick string) bool {
 	return strings.HasPrefix(strings.ToLower(nick), strings.ToLower(botNick))
@@ -239,23 +252,8 @@ func (s *soak) runUser(u *irctest.User, plan []cmdPlan, stop <-chan struct{}) {
 		}
 		s.gate.RLock()
 		text := s.commandText(u.Nick, i, c)
-		id := s.nextID.Add(1)
-		u.Mark()
-		sent := time.Now()
-		u.Say(channel, text)
-		s.rec.Add(history.Event{T: sent, Kind: history.Send, Actor: u.Nick, Channel: channel, Text: text, ID: id})
-		m, err := u.WaitWithin(replyWait, "reply", replyTo(u.Nick))
-		if err != nil {
-			s.rec.Add(history.Event{Kind: history.Reply, Actor: u.Nick, Channel: channel, ID: id, Outcome: "timeout",
-				Num: map[string]float64{"latency_ms": float64(replyWait.Milliseconds())}})
-			s.gate.RUnlock()
-			continue
-		}
-		got := time.Now()
-		r := strings.TrimPrefix(m.Params[1], u.Nick+": ")
-		s.rec.Add(history.Event{T: got, Kind: history.Reply, Actor: u.Nick, Channel: m.Params[0], Text: r, ID: id,
-			Num: map[string]float64{"latency_ms": float64(got.Sub(sent).Microseconds()) / 1000}})
-		if (c.Kind == "a" || c.Kind == "ao") && strings.HasPrefix(r, "Queued ") {
+		r, ok := s.command(u, text)
+		if ok && (c.Kind == "a" || c.Kind == "ao") && strings.HasPrefix(r, "Queued ") {
 			if f := strings.Fields(text); len(f) > 1 {
 				if id := s.jobs.sent(f[1]); id != "" {
 					s.jobs.ack(id)
@@ -263,7 +261,53 @@ func (s *soak) runUser(u *irctest.User, plan []cmdPlan, stop <-chan struct{}) {
 			}
 		}
 		s.gate.RUnlock()
+		if c.Kind == "pause" && !(ok && (strings.HasPrefix(r, "Sorry") || strings.Contains(r, "Nothing was changed."))) {
+			// The same user resumes what it paused (or may have: a
+			// timeout, "Redis did not answer in time") a few seconds
+			// later, even when the load is stopping: the drain at the
+			// end needs every queue handed out again.
+			time.Sleep(pauseHold(c.N))
+			s.resume(u, pauseTarget(c.N))
+		}
 	}
+}
+
+// resume sends !resume target until the bot says it is resumed or not
+// paused (someone else's !resume came first); "every queue is paused"
+// (a single queue under a pause of all), a timeout or an error is tried
+// again, 8 times at most.
+func (s *soak) resume(u *irctest.User, target string) {
+	for try := 0; try < 8; try++ {
+		s.gate.RLock()
+		r, ok := s.command(u, "!resume "+target)
+		s.gate.RUnlock()
+		if ok && (strings.HasPrefix(r, "Resumed ") || strings.Contains(r, " is not paused.")) {
+			return
+		}
+		time.Sleep(2 * time.Second)
+	}
+	s.note("%s: !resume %s not acknowledged after 8 tries", u.Nick, target)
+}
+
+// command sends text as u and waits for its reply, recording Send and
+// Reply; ok is false on a timeout. The caller holds s.gate read-locked.
+func (s *soak) command(u *irctest.User, text string) (reply string, ok bool) {
+	id := s.nextID.Add(1)
+	u.Mark()
+	sent := time.Now()
+	u.Say(channel, text)
+	s.rec.Add(history.Event{T: sent, Kind: history.Send, Actor: u.Nick, Channel: channel, Text: text, ID: id})
+	m, err := u.WaitWithin(replyWait, "reply", replyTo(u.Nick))
+	if err != nil {
+		s.rec.Add(history.Event{Kind: history.Reply, Actor: u.Nick, Channel: channel, ID: id, Outcome: "timeout",
+			Num: map[string]float64{"latency_ms": float64(replyWait.Milliseconds())}})
+		return "", false
+	}
+	got := time.Now()
+	r := strings.TrimPrefix(m.Params[1], u.Nick+": ")
+	s.rec.Add(history.Event{T: got, Kind: history.Reply, Actor: u.Nick, Channel: m.Params[0], Text: r, ID: id,
+		Num: map[string]float64{"latency_ms": float64(got.Sub(sent).Microseconds()) / 1000}})
+	return r, true
 }
 
 // observe records every line the observer sees in the channel until its

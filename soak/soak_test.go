@@ -942,6 +942,11 @@ func (s *soak) quietPoint(prober *irctest.User, r *rand.Rand, settle time.Durati
 	ids := s.jobs.sample(r, 50)
 	c := http.Client{Timeout: 5 * time.Second}
 	listed := map[string]string{}
+	// The list is read once, here: each job's dashboard probe is stamped
+	// with this time, not with when the loop below gets to it (up to 50
+	// jobs later, seconds after; a job the reaper failed meanwhile read
+	// as "stale").
+	listedAt := time.Now()
 	if resp, err := c.Get("http://" + l.web + "/jobs"); err == nil {
 		var body struct {
 			Jobs []struct {
@@ -975,7 +980,7 @@ func (s *soak) quietPoint(prober *irctest.User, r *rand.Rand, settle time.Durati
 		if !ok {
 			ls = "absent"
 		}
-		s.rec.Add(history.Event{Kind: history.Probe, Via: "dashboard", Ident: id, Outcome: ls})
+		s.rec.Add(history.Event{T: listedAt, Kind: history.Probe, Via: "dashboard", Ident: id, Outcome: ls})
 		prober.Mark()
 		prober.Say(channel, "!status "+id)
 		m, err := prober.WaitWithin(replyWait, "status", replyTo(prober.Nick))

@@ -191,13 +191,24 @@ func (s *Store) ActiveJobs(ctx context.Context) ([]ActiveJob, error) {
 		return nil, err
 	}
 	names := append(append(named, FixedQueues...), KeyWorking)
-	lists, err := s.readLists(ctx, names, "list queues")
+	// A paused queue's jobs wait in its list aside (doc/protocol.md,
+	// Paused queues): still queued, and listed in their queue, the
+	// older ones aside nearer the head (resume appends them at the right
+	// end).
+	keys := slices.Clone(names)
+	for _, q := range names[:len(names)-1] {
+		keys = append(keys, KeyPausedQueue(q))
+	}
+	lists, err := s.readLists(ctx, keys, "list queues")
 	if err != nil {
 		return nil, err
 	}
 	var out []ActiveJob
 	for i, q := range names {
 		ids := lists[i]
+		if q != KeyWorking {
+			ids = append(slices.Clone(ids), lists[len(names)+i]...)
+		}
 		if q == KeyWorking {
 			for _, id := range dedupe(ids) {
 				out = append(out, ActiveJob{Ident: id, Queue: q})

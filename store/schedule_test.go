@@ -311,3 +311,30 @@ func TestTakeRaceForLastAllowedJob(t *testing.T) {
 		}
 	})
 }
+
+// The dashboard's list (/jobs, ActiveJobs) shows a paused queue's jobs:
+// they are queued, waiting aside, in their queue's order, the jobs queued
+// during the pause behind the others.
+func TestActiveJobsListsPausedQueue(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+		for _, id := range []string{"j1", "j2"} {
+			queueJob(t, ctx, st, id, "erin", "http://"+id+".example.com/", store.KeyPending)
+		}
+		if err := st.PauseQueue(ctx, store.KeyPending, "JAA", "deploy"); err != nil {
+			t.Fatal(err)
+		}
+		queueJob(t, ctx, st, "j3", "bob", "http://j3.example.com/", store.KeyPending)
+		jobs, err := st.ActiveJobs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, j := range jobs {
+			got = append(got, fmt.Sprintf("%s %s %d", j.Ident, j.Queue, j.Position))
+		}
+		want := []string{"j1 pending 1", "j2 pending 2", "j3 pending 3"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("active jobs while pending is paused = %q, want %q", got, want)
+		}
+	})
+}

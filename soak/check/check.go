@@ -347,11 +347,14 @@ func (d Dump) Members(key string) []string {
 	return m
 }
 
-// queues are the lists that hold queued jobs.
+// queues are the lists that hold queued jobs, a paused queue's list
+// aside (archivebot:paused:QUEUE, doc/protocol.md, Paused queues)
+// included.
 func (d Dump) queues() []string {
 	var out []string
 	for k, e := range d {
-		if e.Type == "list" && (k == "pending" || k == "pending-ao" || k == "pending-large" || strings.HasPrefix(k, "pending:")) {
+		q := strings.TrimPrefix(k, "archivebot:paused:")
+		if e.Type == "list" && (q == "pending" || q == "pending-ao" || q == "pending-large" || strings.HasPrefix(q, "pending:")) {
 			out = append(out, k)
 		}
 	}

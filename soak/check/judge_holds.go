@@ -33,6 +33,7 @@ func (c *checker) judge2and3(dump Dump) {
 	}
 	c.inv[2].count("held at the end", "%d", held)
 	c.judgeGhostTakes(dump)
+	c.judgePaused()
 	c.inv[2].count("released by a pipeline's death", "%d", c.releasedByDeath)
 	if c.bridgeTakes > 0 {
 		c.inv[2].count("relayed takes", "%d (%d passed on, %d orphans, %d of them found ended)",

@@ -223,6 +223,7 @@ func (c *checker) judge5(dump Dump) {
 	inv.count("quiet points", "%d", len(c.quiet))
 	inv.count("jobs compared at the end", "%d", ends)
 	inv.count("ghost hashes left in Redis", "%d", ghosts)
+	c.judgeFence(dump)
 	inv.Pass = len(inv.Violations) == 0
 }
 

@@ -21,6 +21,7 @@ type ev struct {
 // failed job's URL can be queued again at once).
 type life struct {
 	ident, url, nick string
+	queue            string    // pending or pending-ao, as its acknowledgement said ("" unknown)
 	start            time.Time // the !a's send, else the first sign of the job
 	sendT            time.Time
 	acked            bool
@@ -190,6 +191,26 @@ type checker struct {
 
 	// evidence: per invariant, how many things it checked.
 	evidence [9]int
+
+	// The paused state (doc/protocol.md, Paused queues): pauseAcks, each
+	// acknowledged !pause (target, when seen); resumeSends, the !resume
+	// commands by their send's ID (refused ones are dropped when their
+	// reply says so); lifeTakes and reaps, the takes and reaper failures
+	// to hold against the paused spans once the history is read.
+	pauseAcks   []ev
+	resumeSends map[int64]ev
+	resumeReply map[int64]time.Time
+	lifeTakes   []lifeEvent
+	reaps       []lifeEvent
+	// pausedJudged: takes and reaper failures of jobs queued while their
+	// queue was paused, judged against the pause.
+	pausedJudged int
+}
+
+// lifeEvent is a take or a report, with the life it belongs to.
+type lifeEvent struct {
+	ev
+	life *life
 }
 
 // Check decides every invariant over events and the final dump.
@@ -204,6 +225,7 @@ func Check(events []history.Event, dump Dump, opts Options) *Result {
 		lives: map[string][]*life{}, cur: map[string]*life{}, sends: map[string][]time.Time{}, acks: map[string][]time.Time{},
 		sendBy: map[int64]ev{}, users: map[string]bool{}, holds: map[string][]hold{}, revoke: map[string]ev{},
 		pendingFinish: map[string]ev{}, openFault: map[string]ev{}, apiKeys: map[string]bool{},
+		resumeSends: map[int64]ev{}, resumeReply: map[int64]time.Time{},
 	}
 	names := [...]string{"",
 		"every acknowledged !a/!ao reaches exactly one reported outcome, or is queued or running at the end",
@@ -229,8 +251,12 @@ func Check(events []history.Event, dump Dump, opts Options) *Result {
 		if e.Kind == history.Send {
 			c.sendBy[e.ID] = e
 			c.users[strings.ToLower(e.Actor)] = true
-			if cmd := parseCommand(e.Text); (cmd.name == "a" || cmd.name == "ao") && cmd.ident != "" {
+			cmd := parseCommand(e.Text)
+			if (cmd.name == "a" || cmd.name == "ao") && cmd.ident != "" {
 				c.sends[cmd.ident] = append(c.sends[cmd.ident], e.T)
+			}
+			if cmd.name == "resume" {
+				c.resumeSends[e.ID] = e
 			}
 		}
 	}
@@ -284,9 +310,17 @@ func (c *checker) event(e ev) {
 		if !math.IsInf(l.ms, 1) && !reNotice.MatchString(e.Text) {
 			c.res.series.add("reply latency", "ms", e.T, l.ms)
 		}
+		if _, ok := c.resumeSends[e.ID]; ok && e.Outcome != "timeout" {
+			c.resumeReply[e.ID] = e.T
+		}
 		if e.Outcome != "timeout" {
 			for _, s := range parseLine(e.Text) {
 				c.say(e, s, true)
+				if s.kind == sayRefused {
+					// A refused !resume changed nothing: the pause
+					// goes on.
+					delete(c.resumeSends, e.ID)
+				}
 			}
 		}
 	case history.Line:
@@ -428,6 +462,15 @@ func (c *checker) say(e ev, s saying, fromReply bool) {
 		switch {
 		case l != nil && !l.acked && !c.requeuedSince(l, e.T):
 			// Taken (or reported) before the acknowledgement was seen.
+			// The !a that queued it is the latest sent so far (a dup is
+			// sent only after an acknowledgement): a later line of the
+			// same answer ("Use !status …", seen after the job ended)
+			// is then no new !a.
+			if l.sendT.IsZero() {
+				if send, ok := c.lastSend(s.ident, time.Time{}, e.T); ok {
+					l.sendT = send
+				}
+			}
 		case l != nil && !l.acked:
 			// A life no one was seen to queue ended, and a new !a
 			// registered the job again.
@@ -461,6 +504,9 @@ func (c *checker) say(e ev, s saying, fromReply bool) {
 			l.to(start, "queued")
 		}
 		l.acked, l.ackT, l.ackLine = true, e.T, e.line
+		if s.queue != "" {
+			l.queue = s.queue
+		}
 		if s.url != "" {
 			l.url = s.url
 		}
@@ -469,6 +515,17 @@ func (c *checker) say(e ev, s saying, fromReply bool) {
 		} else if e.Kind == history.Reply {
 			l.nick = e.Actor
 		}
+	case sayPause:
+		for _, a := range c.pauseAcks {
+			if a.Target == s.queue && e.T.Sub(a.T) <= c.opts.ProbeSlack {
+				return // the reply and the observer's copy of it
+			}
+		}
+		c.pauseAcks = append(c.pauseAcks, e)
+		c.pauseAcks[len(c.pauseAcks)-1].Target = s.queue
+	case sayResume:
+		// The end of a pause is its !resume's send (resumeSends): the
+		// acknowledgement comes after the change.
 	case sayExists:
 		if !fromReply {
 			c.exists++
@@ -524,6 +581,9 @@ func (c *checker) report(e ev, s saying) {
 		l.url = s.url
 	}
 	l.reports++
+	if s.reaped {
+		c.reaps = append(c.reaps, lifeEvent{e, l})
+	}
 	switch {
 	case l.outcome == "":
 		l.outcome, l.outcomeT, l.outcomeLine = s.outcome, e.T, e.line
@@ -589,9 +649,11 @@ func (c *checker) take(e ev) {
 	}
 	if passed != nil {
 		c.holds[e.Ident] = append(c.holds[e.Ident], *passed)
+		c.lifeTakes = append(c.lifeTakes, lifeEvent{e, passed.life})
 		return
 	}
 	l := c.take2(e)
+	c.lifeTakes = append(c.lifeTakes, lifeEvent{e, l})
 	c.holds[e.Ident] = append(c.holds[e.Ident], hold{e.Actor, e.Via, e.Target, e.T, e.line, l})
 }
 
@@ -708,7 +770,7 @@ func normState(s string) string {
 		return "finished"
 	case "in progress", "in_progress", "working", "running", "started":
 		return "running"
-	case "pending", "queued", "in queue":
+	case "pending", "queued", "in queue", "paused":
 		return "queued"
 	case "absent", "", "none", "not found", "unknown":
 		return "absent"

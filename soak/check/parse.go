@@ -23,8 +23,14 @@ type saying struct {
 	pattern string
 	lo, hi  int64
 	n       int64
-	// outcome of a report: finished, aborted or failed.
+	// outcome of a report: finished, aborted or failed; reaped: the
+	// reaper's failure (not !fail's).
 	outcome string
+	reaped  bool
+	// queue: where a queued job waits (pending for !a, pending-ao for
+	// !ao; "" when the line does not say); a pause's or resume's target
+	// (a queue, or "all").
+	queue string
 }
 
 type sayKind int
@@ -40,6 +46,8 @@ const (
 	sayAbort                         // abort acknowledged (running or queued job)
 	sayReport                        // an outcome report (finish line, fail line)
 	sayUnknownYet                    // "Redis did not answer in time; I don't know yet …"
+	sayPause                         // "Paused queue Q: …" / "Paused every queue: …"
+	sayResume                        // "Resumed queue Q: …" / "Resumed every queue: …"
 )
 
 var (
@@ -65,6 +73,12 @@ var (
 	reFinishN   = regexp.MustCompile(`^\d+ (?:of your )?jobs finished: (.*)$`)
 	reFinishOne = regexp.MustCompile(`(\S+) \(([0-9a-z]+)(, aborted)?\)`)
 	reUnknown   = regexp.MustCompile(`^Redis did not answer in time`)
+	// bot/pause.go: the acknowledgements, and the refusal of a pause of
+	// a queue already paused, which says the pause and "Nothing was
+	// changed." without "Sorry".
+	rePause     = regexp.MustCompile(`^Paused (?:queue (\S+)|(every queue)): no pipeline gets a job from it`)
+	reResume    = regexp.MustCompile(`^Resumed (?:queue (\S+)|(every queue)): its jobs are handed out again`)
+	rePauseHeld = regexp.MustCompile(`^(?:Queue \S+|Every queue) is paused by .* Nothing was changed\.$`)
 	answered    = "Redis has answered about "
 )
 
@@ -135,12 +149,30 @@ func parseLine(text string) []saying {
 
 func identOf(url string) string { return ident.Of(url) }
 
+// pauseTarget is a pause's target as the checker keys it: the queue, or
+// "all" for "every queue".
+func pauseTarget(queue, every string) string {
+	if every != "" {
+		return "all"
+	}
+	return queue
+}
+
 func parsePiece(p string) ([]saying, bool) {
 	if m := reQueuedAO.FindStringSubmatch(p); m != nil {
-		return []saying{{kind: sayQueued, url: m[1], ident: identOf(m[1])}}, true
+		return []saying{{kind: sayQueued, url: m[1], ident: identOf(m[1]), queue: "pending-ao"}}, true
 	}
 	if m := reQueued.FindStringSubmatch(p); m != nil {
-		return []saying{{kind: sayQueued, url: m[1], ident: identOf(m[1])}}, true
+		return []saying{{kind: sayQueued, url: m[1], ident: identOf(m[1]), queue: "pending"}}, true
+	}
+	if m := rePause.FindStringSubmatch(p); m != nil {
+		return []saying{{kind: sayPause, queue: pauseTarget(m[1], m[2])}}, true
+	}
+	if m := reResume.FindStringSubmatch(p); m != nil {
+		return []saying{{kind: sayResume, queue: pauseTarget(m[1], m[2])}}, true
+	}
+	if rePauseHeld.MatchString(p) {
+		return []saying{{kind: sayRefused}}, true
 	}
 	if m := reUseStatus.FindStringSubmatch(p); m != nil {
 		return []saying{{kind: sayQueued, ident: m[1]}}, true
@@ -176,7 +208,7 @@ func parsePiece(p string) ([]saying, bool) {
 		return []saying{{kind: sayReport, ident: m[1], url: m[2], outcome: "failed"}}, true
 	}
 	if m := reReaped.FindStringSubmatch(p); m != nil {
-		return []saying{{kind: sayReport, ident: m[1], url: m[2], outcome: "failed"}}, true
+		return []saying{{kind: sayReport, ident: m[1], url: m[2], outcome: "failed", reaped: true}}, true
 	}
 	if m := reFinish.FindStringSubmatch(p); m != nil {
 		o := "finished"

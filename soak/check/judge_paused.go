@@ -1,0 +1,134 @@
+package check
+
+// The paused state (doc/protocol.md, Paused queues): while a queue (or
+// every queue) is paused, no pipeline gets a job from it, and a job that
+// waits in it is never running, so the reaper cannot fail it. Part of
+// invariant 2.
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// pauseSpan is a time the model is sure a target (a queue, or "all") was
+// paused: from a !pause's acknowledgement (the pause was made before it)
+// to the send of the first !resume of the same target that may have
+// ended it (open: none did).
+type pauseSpan struct {
+	target           string
+	from, to         time.Time
+	fromLine, toLine int
+	open             bool
+}
+
+// pauseSpans works the spans out once the whole history is read. A
+// !resume may have ended a pause when it was not refused and its reply
+// (a timeout: any time later) came after the pause's acknowledgement;
+// the span ends at the earliest such resume's send (or at the
+// acknowledgement, when the resume was sent before it): the shortest
+// span the history allows.
+func (c *checker) pauseSpans() []pauseSpan {
+	var out []pauseSpan
+	for _, a := range c.pauseAcks {
+		sp := pauseSpan{target: a.Target, from: a.T, fromLine: a.line, open: true}
+		for id, r := range c.resumeSends {
+			target := parseCommand(r.Text).ident
+			if target == "" {
+				target = "all"
+			}
+			if target != a.Target {
+				continue
+			}
+			if replied, ok := c.resumeReply[id]; ok && !replied.After(a.T) {
+				continue // answered before this pause was made
+			}
+			end := maxTime(r.T, a.T)
+			if sp.open || end.Before(sp.to) {
+				sp.to, sp.toLine, sp.open = end, r.line, false
+			}
+		}
+		out = append(out, sp)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].from.Before(out[j].from) })
+	return out
+}
+
+// registeredAt is the send of the !a that registered l: a bound below
+// its registration. Zero when unknown (a job no one was seen to queue).
+// Dups of a job are sent only after its acknowledgement was seen, so the
+// latest !a sent before the job's first sign is the one that queued it.
+func (c *checker) registeredAt(l *life) time.Time {
+	if !l.sendT.IsZero() {
+		return l.sendT
+	}
+	if !l.acked {
+		return time.Time{}
+	}
+	t, _ := c.lastSend(l.ident, time.Time{}, l.start)
+	return t
+}
+
+// judgePaused holds takes and reaper failures against the pauses: a job
+// whose !a was sent after its queue's (or every queue's) pause was
+// acknowledged was registered into the paused queue, and may not be
+// taken, nor failed by the reaper, before the !resume that could end the
+// pause was sent. (A job queued before the pause and taken during it is
+// not judged: its take may have been made at the node before the pause
+// and recorded after.)
+func (c *checker) judgePaused() {
+	spans := c.pauseSpans()
+	defer func() {
+		c.inv[2].count("pauses", "%d acknowledged; %d takes and reaper failures of jobs queued while their queue was paused, judged against the pause",
+			len(spans), c.pausedJudged)
+	}()
+	if len(spans) == 0 {
+		return
+	}
+	judge := func(e lifeEvent, what string) {
+		l := e.life
+		if l == nil || !l.acked {
+			return
+		}
+		reg := c.registeredAt(l)
+		if reg.IsZero() {
+			return
+		}
+		counted := false
+		for _, sp := range spans {
+			if sp.target != "all" && sp.target != l.queue {
+				continue
+			}
+			if reg.Before(sp.from) || !sp.open && !reg.Before(sp.to) {
+				continue
+			}
+			if !counted {
+				c.pausedJudged++
+				counted = true
+			}
+			if !sp.open && !e.T.Before(sp.to) {
+				continue
+			}
+			queue := "every queue"
+			if sp.target != "all" {
+				queue = "queue " + sp.target
+			}
+			resumed := "never resumed"
+			lines := []int{sp.fromLine, e.line}
+			if !sp.open {
+				resumed = "its !resume sent at " + sp.to.UTC().Format("15:04:05.000")
+				lines = append(lines, sp.toLine)
+			}
+			c.inv[2].violate(Violation{Ident: l.ident, T: sp.from, T2: e.T, Lines: lines,
+				Detail: fmt.Sprintf("%s while paused: %s was paused (acknowledged at the first time), the job queued in %s by an !a sent at %s, %s",
+					what, queue, firstNonEmpty(l.queue, "its queue"), reg.UTC().Format("15:04:05.000"), resumed)})
+			return
+		}
+	}
+	for _, t := range c.lifeTakes {
+		judge(t, fmt.Sprintf("taken by %s (%s)", t.Actor, t.Via))
+	}
+	for _, r := range c.reaps {
+		judge(r, "failed by the reaper")
+	}
+}
