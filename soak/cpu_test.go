@@ -22,13 +22,16 @@ var cpuGroups = []string{"nodes", "redis", "pipelines", "bridges", "ngircd", "ha
 // process that ended is not charged its last moments).
 type cpuMeter struct {
 	self      int
+	bin       string // the node binary's name (SOAK_BIN may name it otherwise)
 	last      map[int]float64
 	lastBusy  float64
 	lastTotal float64
 	lastAt    time.Time
 }
 
-func newCPUMeter() *cpuMeter { return &cpuMeter{self: os.Getpid(), last: map[int]float64{}} }
+func newCPUMeter(bin string) *cpuMeter {
+	return &cpuMeter{self: os.Getpid(), bin: filepath.Base(bin), last: map[int]float64{}}
+}
 
 // class names the class of pid from its command line.
 func (m *cpuMeter) class(pid int, cmdline []string) string {
@@ -44,7 +47,7 @@ func (m *cpuMeter) class(pid int, cmdline []string) string {
 		return "redis"
 	case base == "ngircd":
 		return "ngircd"
-	case base == "archivebot":
+	case base == "archivebot" || base == m.bin:
 		for _, a := range cmdline[1:] {
 			switch a {
 			case "simulate-pipeline":

@@ -8,7 +8,7 @@ import (
 )
 
 func TestCPUMeterClassesAndCharges(t *testing.T) {
-	m := newCPUMeter()
+	m := newCPUMeter("/tmp/x/ab-built")
 	for _, c := range []struct {
 		args []string
 		want string
@@ -16,6 +16,8 @@ func TestCPUMeterClassesAndCharges(t *testing.T) {
 		{[]string{"/tmp/x/archivebot", "simulate-pipeline", "-node", "h"}, "pipelines"},
 		{[]string{"/tmp/x/archivebot", "bridge", "-listen", "a"}, "bridges"},
 		{[]string{"/tmp/x/archivebot", "-config", "c.toml"}, "nodes"},
+		{[]string{"/tmp/y/ab-built", "-config", "c.toml"}, "nodes"},
+		{[]string{"/tmp/y/ab-built", "simulate-pipeline"}, "pipelines"},
 		{[]string{"/usr/bin/redis-server", "*:1"}, "redis"},
 		{[]string{"redis-sentinel", "*:2"}, "redis"},
 		{[]string{"/usr/sbin/ngircd", "-n"}, "ngircd"},

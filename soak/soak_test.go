@@ -532,7 +532,7 @@ func (s *soak) sampler(stop <-chan struct{}) {
 	defer rdb.Close()
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
-	cpu := newCPUMeter()
+	cpu := newCPUMeter(s.bin)
 	cpu.read()
 	for tick := 1; ; tick++ {
 		select {
