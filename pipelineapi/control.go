@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -149,6 +150,20 @@ func lostReason(rj *store.APIJob) string {
 		return wire.ReleasedRerouted + " an operator took the job back from this pipeline and queued it again; stop crawling it"
 	}
 	return "the job record is gone or names another pipeline"
+}
+
+// notHeldReason is the reason a released event gives for a write the
+// store refused as not held (why): a job an operator took back reads as
+// such (lostReason) whichever path notices first — the settings loop, or
+// a write of counters batched before the reroute — so the pipeline is
+// told to stop crawling it either way.
+func (t *term) notHeldReason(ctx context.Context, ident, why string) string {
+	if rj, err := t.s.store.APIReadJob(ctx, ident); err == nil && rj != nil {
+		if r := lostReason(rj); strings.HasPrefix(r, wire.ReleasedRerouted) {
+			return r
+		}
+	}
+	return why
 }
 
 // sendSettings reads a held job's settings and sends them to its key.

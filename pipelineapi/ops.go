@@ -407,7 +407,7 @@ func (s *Server) flushBefore(req *request, j *heldJob) *refusal {
 func (s *Server) heldErr(req *request, j *heldJob, err error) *refusal {
 	var nh *store.NotHeldError
 	if errors.As(err, &nh) {
-		req.t.release(j, nh.Why)
+		req.t.release(j, req.t.notHeldReason(req.r.Context(), j.ident, nh.Why))
 		return refuse(http.StatusForbidden, "not_held", nh.Error())
 	}
 	if err != nil {

@@ -361,7 +361,7 @@ func (t *term) flush(ctx context.Context, j *heldJob) error {
 	var nh *store.NotHeldError
 	switch {
 	case errors.As(err, &nh):
-		t.release(j, nh.Why)
+		t.release(j, t.notHeldReason(ctx, j.ident, nh.Why))
 	case err != nil:
 		t.mu.Lock()
 		for k, v := range incr {
