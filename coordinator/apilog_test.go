@@ -61,6 +61,19 @@ func readCounts(t testing.TB, what ...string) counts {
 
 func (c counts) delta(t testing.TB, what string) float64 { return relayCount(t, what) - c[what] }
 
+// wantReceived checks the relay's "received" count: exactly want on
+// miniredis; at least want on a shared redis-server, where pub/sub
+// ignores the database index and another package's test publishing on
+// the same channel at the same time is received too (.ci/run counted 26
+// of 25). The sink's own count of this test's jobs stays exact.
+func wantReceived(t testing.TB, b *redistest.Backend, got float64, want float64) {
+	t.Helper()
+	if got == want || b.Real() && got > want {
+		return
+	}
+	t.Errorf("received counted %v, want %v", got, want)
+}
+
 func apiJob(ident string, fields ...string) *store.Job {
 	m := map[string]string{"url": "http://" + ident + ".example/", "pipeline_id": "archivebot:pipelinekey:k"}
 	for i := 0; i+1 < len(fields); i += 2 {
@@ -169,9 +182,7 @@ func TestAPILogRelay(t *testing.T) {
 		if d := before.delta(t, "published"); d != 50 {
 			t.Errorf("published counted %v, want 50", d)
 		}
-		if d := before.delta(t, "received"); d != 50 {
-			t.Errorf("received counted %v, want 50", d)
-		}
+		wantReceived(t, b, before.delta(t, "received"), 50)
 		// Every message within the bounds, and more than one: the bounds
 		// split the round.
 		msgs := 0
@@ -229,9 +240,7 @@ func TestAPILogRelayBounds(t *testing.T) {
 		if d := before.delta(t, "dropped:too_large"); d != 1 {
 			t.Errorf("too_large counted %v, want 1", d)
 		}
-		if d := before.delta(t, "received"); d != 25 {
-			t.Errorf("received counted %v, want 25", d)
-		}
+		wantReceived(t, b, before.delta(t, "received"), 25)
 	})
 	t.Run("silent-redis", func(t *testing.T) {
 		// The node's client waits 3 s for an answer; this one 200 ms.
