@@ -148,8 +148,7 @@ func (s *Store) AbortBy(ctx context.Context, ident, by string) (AbortResult, str
 		KeyJob(ident), KeyLog(ident), KeyIgnores(ident), ChannelJob(ident),
 		KeyJobsAborted, KeyFinishNotifications, ChannelUpdates, KeyHistory(ident), KeyOrigin(ident),
 	}
-	keys = append(keys, FixedQueues...)
-	keys = append(keys, named...)
+	keys = append(keys, withPausedLists(FixedQueues, named)...)
 	now := float64(s.Now().UnixMicro()) / 1e6
 	res, err := s.runWrite(ctx, "abort "+ident, abortScript, keys, strconv.FormatFloat(now, 'f', 6, 64), abortExpiry,
 		s.entry(ident, EventAborted, by, map[string]any{"queued": true}),

@@ -61,8 +61,7 @@ func (s *Store) FailJobNotice(ctx context.Context, ident, reason, by string, not
 	}
 	keys := []string{KeyJob(ident), KeyLog(ident), KeyIgnores(ident), KeyJobsFailed,
 		KeyHistory(ident), KeyFailed(ident), KeyOrigin(ident), KeyFinishedIndex, KeyAdminNotices, KeyWorking}
-	keys = append(keys, FixedQueues...)
-	keys = append(keys, named...)
+	keys = append(keys, withPausedLists(FixedQueues, named)...)
 	at := s.nowFloat()
 	entry := s.entry(ident, EventFailed, by, map[string]any{"reason": reason})
 	res, err := s.runWrite(ctx, "fail job "+ident, failScript, keys, reason, failExpiry,

@@ -127,6 +127,22 @@ func PauseOf(pauses []Pause, queue string) *Pause {
 	return nil
 }
 
+// withPausedLists lists every queue of the lists given and, after each,
+// the list it waits in while paused (archivebot:paused:QUEUE): a script
+// that takes a queued job out of its queue (abort, fail) must find it in
+// either, or a job failed while its queue was paused comes back at the
+// resume and is taken (the long soak: a !fail during a pause, the job
+// taken ten minutes later by a direct pipeline).
+func withPausedLists(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		for _, q := range l {
+			out = append(out, q, KeyPausedQueue(q))
+		}
+	}
+	return out
+}
+
 // pauseTargets lists the queues a pause or resume of name moves: name
 // itself, or for "all" the fixed queues and every indexed named queue.
 func (s *Store) pauseTargets(ctx context.Context, name string) ([]string, error) {

@@ -338,3 +338,33 @@ func TestActiveJobsListsPausedQueue(t *testing.T) {
 		}
 	})
 }
+
+// A job failed or aborted while its queue is paused leaves the list it
+// waits in aside, so the resume does not bring it back to be taken (the
+// long soak: a !fail during a pause of all queues; ten minutes later a
+// direct pipeline took the failed job).
+func TestFailAndAbortWhilePausedLeaveTheQueue(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+		for _, id := range []string{"j1", "j2", "j3"} {
+			queueJob(t, ctx, st, id, "erin", "http://"+id+".example.com/", store.KeyPending)
+		}
+		if err := st.PauseQueue(ctx, store.PauseAll, "JAA", "deploy"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.FailJobBy(ctx, "j1", "no", "op"); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := st.AbortBy(ctx, "j2", "op"); err != nil {
+			t.Fatal(err)
+		}
+		if got := list(t, b, store.KeyPausedQueue(store.KeyPending)); !slices.Equal(got, []string{"j3"}) {
+			t.Errorf("paused list after a fail and an abort = %v, want [j3]", got)
+		}
+		if err := st.ResumeQueue(ctx, store.PauseAll); err != nil {
+			t.Fatal(err)
+		}
+		if got := list(t, b, store.KeyPending); !slices.Equal(got, []string{"j3"}) {
+			t.Fatalf("pending after resume = %v, want [j3]: a failed or aborted job came back", got)
+		}
+	})
+}

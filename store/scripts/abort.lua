@@ -8,7 +8,9 @@
 -- KEYS[1] job hash  KEYS[2] log  KEYS[3] ignore set  KEYS[4] job channel
 -- KEYS[5] jobs_aborted  KEYS[6] finish_notifications  KEYS[7] updates
 -- KEYS[8] archivebot:history:IDENT   KEYS[9] archivebot:origin:IDENT
--- KEYS[10..] every queue the job may wait in
+-- KEYS[10..] every queue the job may wait in, each followed by its
+--            archivebot:paused:QUEUE list (where its jobs wait while it
+--            is paused)
 -- ARGV[1] now (UNIX seconds with fraction)   ARGV[2] expiry seconds (5)
 -- ARGV[3] history entry when a queued job is aborted, ARGV[4] when the
 -- abort is requested from a running job (history.lua, prepended)

@@ -6,7 +6,9 @@
 -- KEYS[7] archivebot:origin:IDENT  KEYS[8] archivebot:finished
 -- KEYS[9] archivebot:admin_notices   KEYS[10] working
 -- KEYS[11 ..] every queue the ident may sit in (pending, pending-ao,
---            pending-large and each pending:NAME that exists)
+--            pending-large and each pending:NAME that exists), each
+--            followed by its archivebot:paused:QUEUE list (where its jobs
+--            wait while it is paused)
 -- ARGV[1] the reason (failed_reason)
 -- ARGV[2] expiry in seconds of the hash, log and ignore set (5)
 -- ARGV[3] the "failed" history entry (history.lua, prepended)
