@@ -895,6 +895,34 @@ func TestHoldWithoutTakeFails(t *testing.T) {
 	}
 }
 
+// A take that ran as the Redis master was killed: its answer died with
+// the master's connection (the node answered "store failed; retry"), so
+// no take was recorded, and the reaper failed the job 30 s later (the
+// second long soak, 76 ms after a kill). Counted, not a hold written past
+// the lease fence; the same hold away from a master kill still fails.
+func TestTakeAnswerLostWithTheMaster(t *testing.T) {
+	build := func(kill float64) *run {
+		r := clean()
+		const url = "http://f.example/"
+		f := r.queue(30, "gina", url)
+		r.add(kill, history.Event{Kind: history.Fault, Fault: "kill-redis-master", Target: "127.0.0.1:1", Outcome: "start"})
+		r.add(kill+8, history.Event{Kind: history.Fault, Fault: "kill-redis-master", Target: "127.0.0.1:1", Outcome: "end"})
+		r.line(45, "gina: Job "+f+" <"+url+"> has had no heartbeat for 30 seconds; it has been marked as failed.")
+		job := `{"url":"` + url + `","started_at":"` + fmt.Sprint(float64(r.at(32).UnixMilli())/1000) + `","pipeline_id":"pipeline:` + md5hex("api:key1") + `"}`
+		r.set("archivebot:failed:"+f, "hash", map[string]string{"url": url, "failed_by": "reaper", "failed_at": "1764650045", "job": job})
+		r.set(f, "hash", registeredJob(url, "gina", "started_at", "1764650032.0", "failed", "true"))
+		return r
+	}
+	res := build(31.9).check(t)
+	if res.Failed() {
+		t.Fatalf("a take lost with the master fails:\n%s", res.Summary())
+	}
+	if !strings.Contains(res.Summary(), "takes whose answer died with the Redis master (held by a key that never knew, failed by the reaper) 1") {
+		t.Errorf("not counted:\n%s", res.Summary())
+	}
+	failsOnly(t, build(20).check(t), 2, "no take of it was seen")
+}
+
 // The load figures: log entries/s from the v2 viewers, the leader's CPU
 // from its samples while it led, and CPU per 1,000 entries/s.
 func TestLoadFigures(t *testing.T) {
