@@ -95,3 +95,16 @@ local function queue_name(key)
   end
   return key
 end
+
+-- list_holding returns the first of KEYS[first ..] that holds KEYS[1] (a
+-- key of another type is skipped), or nil: where a job waits, for the
+-- scripts that move it (move, reroute).
+local function list_holding(first)
+  for k = first, #KEYS do
+    local ok, pos = pcall(redis.call, 'LPOS', KEYS[k], KEYS[1])
+    if ok and pos then
+      return KEYS[k]
+    end
+  end
+  return nil
+end

@@ -36,14 +36,7 @@ end
 if f[3] or f[4] then
   return {-2, ''}
 end
-local from = nil
-for k = 8, #KEYS do
-  local ok, pos = pcall(redis.call, 'LPOS', KEYS[k], KEYS[1])
-  if ok and pos then
-    from = KEYS[k]
-    break
-  end
-end
+local from = list_holding(8)
 if not from then
   return {-6, ''}
 end

@@ -70,14 +70,7 @@ local function pending_queue(q)
 end
 
 -- Where the job waits now, if it does.
-local from = nil
-for k = 16, #KEYS do
-  local ok, pos = pcall(redis.call, 'LPOS', KEYS[k], KEYS[1])
-  if ok and pos then
-    from = KEYS[k]
-    break
-  end
-end
+local from = list_holding(16)
 -- Where it goes: the list that holds it; else the origin record's queue;
 -- else the queue its depth implies.
 local queue = nil
