@@ -125,18 +125,23 @@ func (ss *sampleSeries) slope(cut time.Time, restarts []time.Time) Slope {
 	}
 	sl.Window = last.Sub(first)
 	sl.Segments = len(segs)
+	// Each segment's means, computed once for the slope and its error.
+	means := func(a *acc) (mx, my float64) {
+		for _, p := range a.pts {
+			mx += p.t.Sub(first).Hours()
+			my += p.v
+		}
+		return mx / float64(len(a.pts)), my / float64(len(a.pts))
+	}
+	type mean struct{ x, y float64 }
+	ms := map[*acc]mean{}
 	var sxy, sxx float64
 	for _, a := range segs {
 		if len(a.pts) < 2 {
 			continue
 		}
-		var mx, my float64
-		for _, p := range a.pts {
-			mx += p.t.Sub(first).Hours()
-			my += p.v
-		}
-		mx /= float64(len(a.pts))
-		my /= float64(len(a.pts))
+		mx, my := means(a)
+		ms[a] = mean{mx, my}
 		for _, p := range a.pts {
 			x := p.t.Sub(first).Hours() - mx
 			sxy += x * (p.v - my)
@@ -152,20 +157,10 @@ func (ss *sampleSeries) slope(cut time.Time, restarts []time.Time) Slope {
 	// requests) give a slope that says little; its error says how little.
 	var rss float64
 	n, k := 0, 0
-	for _, a := range segs {
-		if len(a.pts) < 2 {
-			continue
-		}
+	for a, m := range ms {
 		k++
-		var mx, my float64
 		for _, p := range a.pts {
-			mx += p.t.Sub(first).Hours()
-			my += p.v
-		}
-		mx /= float64(len(a.pts))
-		my /= float64(len(a.pts))
-		for _, p := range a.pts {
-			r := (p.v - my) - sl.PerHour*(p.t.Sub(first).Hours()-mx)
+			r := (p.v - m.y) - sl.PerHour*(p.t.Sub(first).Hours()-m.x)
 			rss += r * r
 			n++
 		}
