@@ -490,7 +490,10 @@ func TestStaleTimestampRefused(t *testing.T) {
 		testproc.Eventually(h.t, "the key", func() bool { p, _ := h.srv.currentTerm().publicKey("alpha"); return p != nil })
 		h.queue("j", store.KeyPending)
 		before := h.dump()
-		for _, skew := range []time.Duration{-61 * time.Second, 61 * time.Second, -time.Hour} {
+		// Timestamps are whole seconds on both sides, so a request signed
+		// 61 s ahead can read as 60 s ahead when the node's second ticks
+		// over in between: the skews keep a margin past MaxSkew.
+		for _, skew := range []time.Duration{-wire.MaxSkew - 5*time.Second, wire.MaxSkew + 5*time.Second, -time.Hour} {
 			c, _ := client.New(h.hs.URL, "alpha", priv, client.WithClock(func() time.Time { return time.Now().Add(skew) }))
 			_, err := c.Take(ctx, wire.TakeRequest{})
 			wantCode(t, err, 401, "stale_timestamp")
