@@ -7,6 +7,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -87,6 +88,9 @@ type RerouteResult struct {
 	Rule      string `json:"rule,omitempty"`
 	RuleAdded bool   `json:"rule_added"`
 	NoRule    string `json:"no_rule,omitempty"`
+	// Notice is the line queued for the job's channel in the reroute's
+	// own step (RerouteReported); nil from Reroute.
+	Notice *AdminNotice `json:"notice,omitempty"`
 }
 
 // RerouteRule is the avoid rule of a job URL: the registered domain of its
@@ -111,19 +115,61 @@ func RerouteRule(url string) (rule, why string) {
 // moves to the head of its queue, with avoid (required) made to avoid the
 // site. One atomic step (reroute.lua) that also records by in the job's
 // history; see RerouteResetFields for what a running job's record loses.
+// Nothing is said in the job's channel: !reroute replies there.
 func (s *Store) Reroute(ctx context.Context, ident, avoid, by string) (*RerouteResult, error) {
+	return s.reroute(ctx, ident, avoid, by, false)
+}
+
+// RerouteReported is Reroute for a command whose report would otherwise
+// be its reply only (`archivebot reroute`): the line for the job's
+// channel (started_in, the nick that queued it first as requeue's line
+// does; RerouteNoticeText) is queued for the admin notifier in the
+// reroute's own atomic step, only when the job is rerouted, and returned
+// in the result's Notice. The script picks the line for what it finds (a
+// running job taken back or a queued job moved) and refuses, so that the
+// caller reads again, when the channel or nick is not what was read.
+func (s *Store) RerouteReported(ctx context.Context, ident, avoid, by string) (*RerouteResult, error) {
+	return s.reroute(ctx, ident, avoid, by, true)
+}
+
+// RerouteNoticeText is the channel's line for r, rerouted by the
+// operator by, for the job queued by nick ("" none): e.g. "erin: Job X
+// for URL was rerouted by op (operator): taken from pipe-a and queued
+// again at the front of pending; pipe-a avoids example.com." It says
+// "avoids", true whether or not the list had the rule before.
+func RerouteNoticeText(r *RerouteResult, by, nick string) string {
+	s := "Job " + r.Ident + " for " + r.URL + " was rerouted by " + by + " (operator): "
+	if nick != "" {
+		s = nick + ": " + s
+	}
+	if r.Running {
+		s += "taken from " + r.From + " and queued again at the front of " + r.Queue
+	} else {
+		s += "moved to the front of " + r.Queue
+	}
+	switch {
+	case r.Avoid == "":
+	case r.Rule == "":
+		s += "; " + r.Avoid + " was given no rule: " + r.NoRule
+	default:
+		s += "; " + r.Avoid + " avoids " + r.Rule
+	}
+	return s + "."
+}
+
+func (s *Store) reroute(ctx context.Context, ident, avoid, by string, report bool) (*RerouteResult, error) {
 	named, err := s.NamedQueues(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var url, pid, depth, origin string
+	var url, pid, depth, origin, startedIn, startedBy string
 	var keyNames []string
 	{
 		var job *redis.SliceCmd
 		var oq *redis.StringCmd
 		var act, rev *redis.StringSliceCmd
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			job = p.HMGet(ctx, KeyJob(ident), "url", "pipeline_id", "fetch_depth")
+			job = p.HMGet(ctx, KeyJob(ident), "url", "pipeline_id", "fetch_depth", "started_in", "started_by")
 			oq = p.HGet(ctx, KeyOrigin(ident), "queue")
 			act = p.HKeys(ctx, KeyPipelineKeys)
 			rev = p.HKeys(ctx, KeyPipelineKeysRevoked)
@@ -141,6 +187,7 @@ func (s *Store) Reroute(ctx context.Context, ident, avoid, by string) (*RerouteR
 			return ""
 		}
 		url, pid, depth, origin = str(0), str(1), str(2), oq.Val()
+		startedIn, startedBy = str(3), str(4)
 		keyNames = append(act.Val(), rev.Val()...)
 	}
 	queue := origin
@@ -172,7 +219,7 @@ func (s *Store) Reroute(ctx context.Context, ident, avoid, by string) (*RerouteR
 		}
 		keys := []string{KeyJob(ident), KeyHistory(ident), KeyOrigin(ident), ChannelJob(ident), KeyWorking,
 			heldSet, avoidSet, KeyPipelineKeys, queue, KeyPaused, KeyPausedQueue(queue), KeyQueues,
-			KeyLog(ident), KeyBanCheck(ident), ChannelUpdates}
+			KeyLog(ident), KeyBanCheck(ident), ChannelUpdates, KeyAdminNotices}
 		for _, q := range append(append([]string{}, FixedQueues...), named...) {
 			keys = append(keys, q, KeyPausedQueue(q))
 		}
@@ -186,7 +233,26 @@ func (s *Store) Reroute(ctx context.Context, ident, avoid, by string) (*RerouteR
 		if rule != "" {
 			detail["rule"] = rule
 		}
-		argv := []any{url, pid, holder, av, rule, MaxAvoidRules, s.entry(ident, EventRerouted, by, detail)}
+		// The two lines the script chooses from: a running job taken
+		// back from holder, a queued job moved.
+		var notices [2]*AdminNotice
+		var docs [2]string
+		if report {
+			for i, running := range []bool{true, false} {
+				r := &RerouteResult{Ident: ident, URL: url, Running: running, Queue: queue, Avoid: av, Rule: rule, NoRule: why}
+				if running {
+					r.From = holder
+				}
+				n := &AdminNotice{Channel: startedIn, Text: RerouteNoticeText(r, by, startedBy)}
+				b, err := json.Marshal(n)
+				if err != nil {
+					return nil, err
+				}
+				notices[i], docs[i] = n, string(b)
+			}
+		}
+		argv := []any{url, pid, holder, av, rule, MaxAvoidRules, s.entry(ident, EventRerouted, by, detail),
+			docs[0], docs[1], startedIn, startedBy}
 		for _, f := range RerouteResetFields {
 			argv = append(argv, f)
 		}
@@ -204,6 +270,9 @@ func (s *Store) Reroute(ctx context.Context, ident, avoid, by string) (*RerouteR
 			r.RuleAdded = added == 1
 			if code == 1 {
 				r.From = holder
+				r.Notice = notices[0]
+			} else {
+				r.Notice = notices[1]
 			}
 			return r, nil
 		case 0:
@@ -228,6 +297,8 @@ func (s *Store) Reroute(ctx context.Context, ident, avoid, by string) (*RerouteR
 			url, _ = res[1].(string)
 			pid, _ = res[2].(string)
 			queue, _ = res[3].(string)
+			startedIn, _ = res[4].(string)
+			startedBy, _ = res[5].(string)
 			continue
 		case -10:
 			return nil, ErrRerouteNothing

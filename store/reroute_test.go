@@ -2,11 +2,16 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/store"
@@ -24,9 +29,9 @@ func rerouteState(t *testing.T, b *redistest.Backend, ident string, keys ...stri
 		fields = append(fields, k+"="+v)
 	}
 	slices.Sort(fields)
-	out := fmt.Sprintf("job %v\nworking %v\npending %v\npending-ao %v\nhistory %d\n", fields,
+	out := fmt.Sprintf("job %v\nworking %v\npending %v\npending-ao %v\nhistory %d\nadmin notices %q\n", fields,
 		list(t, b, store.KeyWorking), list(t, b, store.KeyPending), list(t, b, store.KeyPendingAO),
-		c.LLen(ctx, store.KeyHistory(ident)).Val())
+		c.LLen(ctx, store.KeyHistory(ident)).Val(), list(t, b, store.KeyAdminNotices))
 	for _, k := range keys {
 		m, _ := c.SMembers(ctx, store.KeyPipelineKeyJobs(k)).Result()
 		a, _ := c.SMembers(ctx, store.KeyPipelineKeyAvoid(k)).Result()
@@ -218,6 +223,19 @@ func TestRerouteRefusalsChangeNothing(t *testing.T) {
 		queueJob(t, ctx, st, "jb", "erin", "http://example.com/", store.KeyPending)
 		take(t, ctx, st, "pipe-a")
 		before := rerouteState(t, b, "jb", "pipe-a", "full")
+		// Each refusal is asked for with and without the channel's line:
+		// neither queues one.
+		reroute := func(ident, avoid string) (*store.RerouteResult, error) {
+			t.Helper()
+			r, err := st.RerouteReported(ctx, ident, avoid, "op")
+			if r != nil {
+				return r, err
+			}
+			if _, err2 := st.Reroute(ctx, ident, avoid, "op"); fmt.Sprint(err2) != fmt.Sprint(err) {
+				t.Errorf("reroute %s: %v without the line, %v with it", ident, err2, err)
+			}
+			return r, err
+		}
 		check := func(name string, err error, want error) {
 			t.Helper()
 			if !errors.Is(err, want) {
@@ -227,11 +245,11 @@ func TestRerouteRefusalsChangeNothing(t *testing.T) {
 				t.Fatalf("%s changed\n%s\nto\n%s", name, before, after)
 			}
 		}
-		_, err := st.Reroute(ctx, "nosuch", "", "op")
+		_, err := reroute("nosuch", "")
 		check("unknown ident", err, store.ErrNoJob)
-		_, err = st.Reroute(ctx, "jb", "nokey", "op")
+		_, err = reroute("jb", "nokey")
 		check("unknown key", err, store.ErrNoSuchPipelineKey)
-		_, err = st.Reroute(ctx, "jb", "full", "op")
+		_, err = reroute("jb", "full")
 		var full *store.AvoidFullError
 		if !errors.As(err, &full) || full.N != int64(store.MaxAvoidRules) || !strings.Contains(err.Error(), "full") {
 			t.Errorf("full avoid list: %v", err)
@@ -244,7 +262,7 @@ func TestRerouteRefusalsChangeNothing(t *testing.T) {
 		b.Client.LPush(ctx, store.KeyWorking, "direct")
 		b.Client.HSet(ctx, store.KeyJob("direct"), "pipeline_id", "pipeline:deadbeef", "started_at", "1")
 		before = rerouteState(t, b, "jb", "pipe-a", "full")
-		_, err = st.Reroute(ctx, "direct", "pipe-a", "op")
+		_, err = reroute("direct", "pipe-a")
 		var dp *store.DirectPipelineError
 		if !errors.As(err, &dp) || dp.PipelineID != "pipeline:deadbeef" {
 			t.Errorf("direct pipeline: %v", err)
@@ -256,7 +274,7 @@ func TestRerouteRefusalsChangeNothing(t *testing.T) {
 			t.Fatal(res, err)
 		}
 		before = rerouteState(t, b, "jb", "pipe-a", "full")
-		_, err = st.Reroute(ctx, "jb", "", "op")
+		_, err = reroute("jb", "")
 		check("abort requested", err, store.ErrAbortRequested)
 
 		// Finished.
@@ -264,7 +282,167 @@ func TestRerouteRefusalsChangeNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		before = rerouteState(t, b, "jb", "pipe-a", "full")
-		_, err = st.Reroute(ctx, "jb", "", "op")
+		_, err = reroute("jb", "")
 		check("finished", err, store.ErrJobFinished)
 	})
+}
+
+// RerouteReported (`archivebot reroute`) queues the job's channel line in
+// the reroute's own script run: exactly one admin notice, for started_in,
+// saying what the script found (a running job taken back, a queued job
+// moved), and no push of the client's own. Reroute (!reroute, which
+// replies in the channel) queues none.
+func TestRerouteReportedQueuesTheChannelLine(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+		addKey(t, ctx, st, "pipe-a")
+		addKey(t, ctx, st, "pipe-b")
+		queueJob(t, ctx, st, "jb", "erin", "http://www.Example.com/x", store.KeyPending)
+		queueJob(t, ctx, st, "jc", "frank", "http://example.com/y", store.KeyPending)
+		queueJob(t, ctx, st, "jd", "gina", "http://192.0.2.7/", store.KeyPending)
+		if got := take(t, ctx, st, "pipe-a"); got != "jb" {
+			t.Fatalf("pipe-a took %q, want jb", got)
+		}
+		notices := func() []store.AdminNotice {
+			t.Helper()
+			var out []store.AdminNotice
+			for _, d := range list(t, b, store.KeyAdminNotices) {
+				var n store.AdminNotice
+				if err := json.Unmarshal([]byte(d), &n); err != nil {
+					t.Fatalf("notice %q: %v", d, err)
+				}
+				out = append(out, n)
+			}
+			return out
+		}
+		h := &nameHook{}
+		b.Client.AddHook(h)
+
+		// A running job, its holder made to avoid the site.
+		r, err := st.RerouteReported(ctx, "jb", "", "opnick")
+		if err != nil {
+			t.Fatalf("reroute: %v", err)
+		}
+		want := store.AdminNotice{Channel: "#archivebot", Text: "erin: Job jb for http://www.Example.com/x was rerouted by opnick (operator): " +
+			"taken from pipe-a and queued again at the front of pending; pipe-a avoids example.com."}
+		if got := notices(); len(got) != 1 || got[0] != want {
+			t.Fatalf("admin notices %+v, want just %+v", got, want)
+		}
+		if r.Notice == nil || *r.Notice != want {
+			t.Errorf("result's notice %+v, want %+v", r.Notice, want)
+		}
+		if pushes := h.pushes(); len(pushes) != 0 {
+			t.Errorf("the client pushed %v itself: the line must go in the reroute's own script run", pushes)
+		}
+
+		// A queued job whose site pipe-a avoids already: the same
+		// "avoids", true either way.
+		r, err = st.RerouteReported(ctx, "jc", "pipe-a", "opnick")
+		if err != nil || r.Running || r.RuleAdded {
+			t.Fatalf("reroute of a queued job: %+v %v", r, err)
+		}
+		want2 := store.AdminNotice{Channel: "#archivebot", Text: "frank: Job jc for http://example.com/y was rerouted by opnick (operator): " +
+			"moved to the front of pending; pipe-a avoids example.com."}
+		if got := notices(); len(got) != 2 || got[1] != want2 {
+			t.Fatalf("admin notices %+v, want %+v last", got, want2)
+		}
+
+		// No rule for an IP address: the line says so.
+		r, err = st.RerouteReported(ctx, "jd", "pipe-b", "opnick")
+		if err != nil || r.Notice == nil || !strings.HasSuffix(r.Notice.Text, "; pipe-b was given no rule: its host 192.0.2.7 has no registered domain to avoid.") {
+			t.Fatalf("reroute of an IP host: %+v %v", r, err)
+		}
+		if got := notices(); len(got) != 3 || got[2] != *r.Notice {
+			t.Fatalf("admin notices %+v", got)
+		}
+
+		// !reroute's path queues nothing.
+		r, err = st.Reroute(ctx, "jc", "pipe-b", "opnick")
+		if err != nil || r.Notice != nil {
+			t.Fatalf("plain reroute: %+v %v", r, err)
+		}
+		if got := notices(); len(got) != 3 {
+			t.Fatalf("plain reroute queued a line: %+v", got)
+		}
+		if pushes := h.pushes(); len(pushes) != 0 {
+			t.Errorf("the client pushed %v itself", pushes)
+		}
+	})
+}
+
+// The channel and nick the line names are the script's: when they are
+// not what the caller read, the script refuses and the caller reads again.
+func TestRerouteReportedNamesTheChannelTheScriptFinds(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+		addKey(t, ctx, st, "pipe-a")
+		queueJob(t, ctx, st, "jb", "erin", "http://example.com/", store.KeyPending)
+		take(t, ctx, st, "pipe-a")
+		// Between the read (a pipeline) and the script (EVALSHA), the
+		// record changes its channel and nick once.
+		b.Client.AddHook(&beforeScript{once: func() {
+			b.Client.HSet(ctx, store.KeyJob("jb"), "started_in", "#other", "started_by", "zed")
+		}})
+		r, err := st.RerouteReported(ctx, "jb", "", "op")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := list(t, b, store.KeyAdminNotices)
+		if len(got) != 1 || r.Notice == nil || r.Notice.Channel != "#other" || !strings.HasPrefix(r.Notice.Text, "zed: ") {
+			t.Fatalf("notice %+v, queued %q; want one for #other naming zed", r.Notice, got)
+		}
+	})
+}
+
+// nameHook records the push commands a client sends itself.
+type nameHook struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (h *nameHook) note(cmds ...redis.Cmder) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range cmds {
+		if n := c.Name(); n == "rpush" || n == "lpush" {
+			h.names = append(h.names, n)
+		}
+	}
+}
+
+func (h *nameHook) pushes() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.names)
+}
+
+func (h *nameHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *nameHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.note(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *nameHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.note(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// beforeScript runs once before the first script a client sends.
+type beforeScript struct {
+	done atomic.Bool
+	once func()
+}
+
+func (h *beforeScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *beforeScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); (n == "evalsha" || n == "eval") && h.done.CompareAndSwap(false, true) {
+			h.once()
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *beforeScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

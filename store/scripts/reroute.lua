@@ -11,7 +11,11 @@
 -- pushed at the head (the right end, which a take pops first) of its
 -- queue. A queued job moves to the head of the list that holds it. The
 -- avoiding key (ARGV[4]) gets the rule ARGV[5] in its operators' avoid
--- list, unless it has it already.
+-- list, unless it has it already. When the caller asks for it, the line
+-- for the job's channel goes into the admin notices in this same step
+-- (`archivebot reroute`; !reroute replies in the channel itself): the
+-- document for a running job taken back (ARGV[8]) or the one for a queued
+-- job moved (ARGV[9]), whichever the script finds.
 --
 -- KEYS[1] job hash   KEYS[2] archivebot:history:IDENT
 -- KEYS[3] archivebot:origin:IDENT   KEYS[4] archivebot:job:IDENT (channel)
@@ -21,17 +25,22 @@
 -- the job to go back to   KEYS[10] archivebot:paused
 -- KEYS[11] archivebot:paused:QUEUE of KEYS[9]   KEYS[12] archivebot:queues
 -- KEYS[13] the job's log   KEYS[14] archivebot:ban_check:IDENT
--- KEYS[15] the updates channel
--- KEYS[16 ..] every queue the job may wait in, each followed by its paused
+-- KEYS[15] the updates channel   KEYS[16] archivebot:admin_notices
+-- KEYS[17 ..] every queue the job may wait in, each followed by its paused
 -- list (as move.lua)
 -- ARGV[1] the job URL the caller read   ARGV[2] the pipeline_id it read
 -- ("" none)   ARGV[3] the holder's key name ("" none)
 -- ARGV[4] the avoiding key's name ("" none)   ARGV[5] the rule ("" none)
 -- ARGV[6] the most rules an avoid list holds   ARGV[7] the history entry
--- ARGV[8 ..] the fields of a run, removed from a running job
+-- ARGV[8] the admin notice document to queue when a running job is taken
+-- back ('' none)   ARGV[9] the one to queue when a queued job moves ('' none)
+-- ARGV[10] the started_in the caller read   ARGV[11] the started_by it read
+-- (the notice names that channel and nick)
+-- ARGV[12 ..] the fields of a run, removed from a running job
 -- ARGV[#ARGV - 1], ARGV[#ARGV] the command record (cmdrecord.lua, prepended)
 --
--- Returns, with nothing written unless the code is 1 or 2:
+-- Returns, with nothing written (and no notice queued) unless the code is
+-- 1 or 2:
 --   {1, queue, added}  a running job was taken back and queued at the
 --       head of queue; added is 1 when the rule was added, 0 when the
 --       list had it (or there is no rule)
@@ -43,22 +52,23 @@
 --   {-6}  neither queued nor running
 --   {-7, n}  the avoid list is full (n rules)
 --   {-8}  the avoiding key is not registered
---   {-9, url, pipeline_id, queue}  the records are not what the caller
---         read: call again with these
+--   {-9, url, pipeline_id, queue, started_in, started_by}  the records
+--         are not what the caller read: call again with these
 --   {-10} a queued job and no avoiding key (nothing to change)
 local t = job_type(KEYS[1]) -- a ghost is 'none'
 if t ~= 'hash' then
   return t == 'none' and {0} or {-3}
 end
 local bad = history_bad(KEYS[2]) or expects(KEYS[3], 'hash', KEYS[5], 'list', KEYS[8], 'hash',
-  KEYS[9], 'list', KEYS[10], 'hash', KEYS[11], 'list', KEYS[12], 'set', KEYS[13], 'zset')
+  KEYS[9], 'list', KEYS[10], 'hash', KEYS[11], 'list', KEYS[12], 'set', KEYS[13], 'zset',
+  KEYS[16], 'list')
 if not bad and KEYS[6] ~= '' then bad = expect(KEYS[6], 'set') end
 if not bad and KEYS[7] ~= '' then bad = expect(KEYS[7], 'set') end
 if bad then
   return bad
 end
 local f = redis.call('HMGET', KEYS[1], 'finished_at', 'failed', 'aborted', 'abort_requested',
-  'pipeline_id', 'url', 'fetch_depth')
+  'pipeline_id', 'url', 'fetch_depth', 'started_in', 'started_by')
 if f[1] or f[2] == 'true' or f[3] == 'true' then
   return {-1}
 end
@@ -70,7 +80,7 @@ local function pending_queue(q)
 end
 
 -- Where the job waits now, if it does.
-local from = list_holding(16)
+local from = list_holding(17)
 -- Where it goes: the list that holds it; else the origin record's queue;
 -- else the queue its depth implies.
 local queue = nil
@@ -82,8 +92,9 @@ else
     if f[7] == 'shallow' then queue = K.pending_ao else queue = K.pending end
   end
 end
-if (f[6] or '') ~= ARGV[1] or pid ~= ARGV[2] or queue ~= KEYS[9] then
-  return {-9, f[6] or '', pid, queue}
+if (f[6] or '') ~= ARGV[1] or pid ~= ARGV[2] or queue ~= KEYS[9]
+  or (f[8] or '') ~= ARGV[10] or (f[9] or '') ~= ARGV[11] then
+  return {-9, f[6] or '', pid, queue, f[8] or '', f[9] or ''}
 end
 if f[4] == 'true' then
   return {-4}
@@ -120,7 +131,7 @@ if not from then
   code = 1
   redis.call('LREM', KEYS[5], 0, KEYS[1])
   redis.call('SREM', KEYS[6], KEYS[1])
-  redis.call('HDEL', KEYS[1], unpack(ARGV, 8, #ARGV - 2))
+  redis.call('HDEL', KEYS[1], unpack(ARGV, 12, #ARGV - 2))
   redis.call('DEL', KEYS[13], KEYS[14])
   local age = redis.call('HINCRBY', KEYS[1], 'settings_age', 1)
   redis.call('PUBLISH', KEYS[4], age)
@@ -135,4 +146,11 @@ redis.call('RPUSH', to, KEYS[1])
 redis.call('HSET', KEYS[3], 'queue', queue)
 redis.call('PUBLISH', KEYS[15], KEYS[1])
 history(KEYS[2], ARGV[7])
+local notice = ARGV[9]
+if code == 1 then
+  notice = ARGV[8]
+end
+if notice ~= '' then
+  redis.call('RPUSH', KEYS[16], notice)
+end
 return done({code, queue, added})
