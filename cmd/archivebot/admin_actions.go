@@ -31,13 +31,18 @@ func (a *adminCmd) report(r actionResult, text string) int {
 	}
 	fmt.Fprintln(a.stdout, tc(text))
 	if r.Notice != nil {
-		where := r.Notice.Channel
-		if where == "" {
-			where = "every channel"
-		}
-		fmt.Fprintf(a.stdout, "Queued for %s: %s\n", tc(where), tc(r.Notice.Text))
+		a.printNotice(*r.Notice)
 	}
 	return 0
+}
+
+// printNotice says which line was queued for which channel.
+func (a *adminCmd) printNotice(n store.AdminNotice) {
+	where := n.Channel
+	if where == "" {
+		where = "every channel"
+	}
+	fmt.Fprintf(a.stdout, "Queued for %s: %s\n", tc(where), tc(n.Text))
 }
 
 // notify queues a line for the channel; a failure is reported (the change
@@ -175,9 +180,10 @@ func runRequeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 }
 
 // runReroute is `archivebot reroute IDENT [-avoid KEY]`: !reroute from
-// the shell (doc/commands.md, Reroute). A node serving the key that held
-// the job hears of it through Redis (doc/pipeline-api.md, A ban shows
-// itself).
+// the shell (doc/commands.md, Reroute) that also queues the line for the
+// job's channel (the -json output has it as "notice"). A node serving the
+// key that held the job hears of it through Redis (doc/pipeline-api.md, A
+// ban shows itself).
 func runReroute(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	a := newAdminCmd("reroute", stdout, stderr)
 	avoid := a.fs.String("avoid", "", "the pipeline key that must avoid the job's site (default: the key running the job)")
@@ -190,7 +196,10 @@ func runReroute(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	return a.session(func(ctx context.Context) int {
-		r, err := a.store.Reroute(ctx, id, *avoid, operator())
+		// The channel's line goes into the admin notices in the reroute's
+		// own atomic step (store.RerouteReported), as fail's does; !reroute
+		// needs none, its reply is in the channel.
+		r, err := a.store.RerouteReported(ctx, id, *avoid, operator())
 		var direct *store.DirectPipelineError
 		var full *store.AvoidFullError
 		switch {
@@ -206,6 +215,9 @@ func runReroute(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return a.writeJSON(r)
 		}
 		fmt.Fprintln(a.stdout, tc(r.Sentence()))
+		if r.Notice != nil {
+			a.printNotice(*r.Notice)
+		}
 		return 0
 	})
 }

@@ -68,8 +68,10 @@ func TestAdminPauseResumeAndKeyRules(t *testing.T) {
 }
 
 // archivebot reroute: bad input refused with the reason and nothing
-// written; a running API job goes back to the front of pending with its
-// key avoiding the site, and the output says the same as !reroute.
+// written (no line queued either); a running API job goes back to the
+// front of pending with its key avoiding the site, the output says the
+// same as !reroute, and the job's channel gets its line through the admin
+// notices, printed as "Queued for CHANNEL: ..." (in -json, "notice").
 func TestAdminReroute(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
@@ -114,16 +116,28 @@ func TestAdminReroute(t *testing.T) {
 			}
 		}
 		code, out, errs := admin(t, b, "reroute", "jobone")
-		want := "Job jobone rerouted: aborted on pipe-a, queued again at the front of pending; pipe-a now avoids example.com.\n"
+		line := "erin: Job jobone for http://www.jobone.example.com/ was rerouted by " + operator() +
+			" (operator): taken from pipe-a and queued again at the front of pending; pipe-a avoids example.com."
+		want := "Job jobone rerouted: aborted on pipe-a, queued again at the front of pending; pipe-a now avoids example.com.\n" +
+			"Queued for #a: " + line + "\n"
 		if code != 0 || out != want {
 			t.Fatalf("reroute: %d %q %q; want %q", code, out, errs, want)
 		}
 		if q := b.Client.LRange(ctx, store.KeyPending, 0, -1).Val(); !slices.Equal(q, []string{"jobtwo", "jobone"}) {
 			t.Errorf("pending %q", q)
 		}
-		if code, out, errs := admin(t, b, "reroute", "jobtwo", "-avoid", "pipe-b", "-json"); code != 0 ||
-			!strings.Contains(out, `"avoid": "pipe-b"`) || !strings.Contains(out, `"rule": "example.com"`) {
+		if n := adminNotices(t, b); len(n) != 1 || n[0] != (store.AdminNotice{Channel: "#a", Text: line}) {
+			t.Fatalf("admin notices %+v, want the one line for #a", n)
+		}
+		code, out, errs = admin(t, b, "reroute", "jobtwo", "-avoid", "pipe-b", "-json")
+		line2 := "erin: Job jobtwo for http://www.jobtwo.example.com/ was rerouted by " + operator() +
+			" (operator): moved to the front of pending; pipe-b avoids example.com."
+		if code != 0 || !strings.Contains(out, `"avoid": "pipe-b"`) || !strings.Contains(out, `"rule": "example.com"`) ||
+			!strings.Contains(out, `"notice": {`) || !strings.Contains(out, `"channel": "#a"`) || !strings.Contains(out, `"text": "`+line2+`"`) {
 			t.Errorf("reroute -json: %d %q %q", code, out, errs)
+		}
+		if n := adminNotices(t, b); len(n) != 2 || n[1] != (store.AdminNotice{Channel: "#a", Text: line2}) {
+			t.Fatalf("admin notices %+v, want the line for jobtwo last", n)
 		}
 	})
 }

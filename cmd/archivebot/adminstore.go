@@ -25,7 +25,7 @@ type cliStore interface {
 	PushAdminNotice(ctx context.Context, n store.AdminNotice) error
 	RemovePipeline(ctx context.Context, key string, silentAfter time.Duration, force bool) (bool, error)
 	Requeue(ctx context.Context, ident string, force bool, silentAfter time.Duration) (*store.RequeueResult, error)
-	Reroute(ctx context.Context, ident, avoid, by string) (*store.RerouteResult, error)
+	RerouteReported(ctx context.Context, ident, avoid, by string) (*store.RerouteResult, error)
 	RevokePipelineKey(ctx context.Context, name string) error
 	PauseQueue(ctx context.Context, name, by, reason string) error
 	PipelineKeyRules(ctx context.Context, name string) (store.KeyRules, error)
