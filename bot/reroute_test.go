@@ -76,7 +76,9 @@ func TestRerouteBadInput(t *testing.T) {
 
 // TestReroute: the running job goes back to the front of pending, its
 // pipeline avoids example.com, and the reply says so; --avoid names
-// another key for a queued job.
+// another key for a queued job. The reply is the channel's line: no admin
+// notice is queued (`archivebot reroute` queues one; here it would be said
+// twice).
 func TestReroute(t *testing.T) {
 	eachWithJob(t, "", func(t *testing.T, be *redistest.Backend, b *Bot) {
 		ctx := context.Background()
@@ -96,6 +98,9 @@ func TestReroute(t *testing.T) {
 		want = "carol: Job " + queued + " rerouted: moved to the front of pending; pipe-b now avoids example.org."
 		if len(got) != 1 || got[0] != want {
 			t.Fatalf("replies %q, want %q", got, want)
+		}
+		if n, _ := be.Client.LLen(ctx, store.KeyAdminNotices).Result(); n != 0 {
+			t.Errorf("!reroute queued %d admin notices; its reply is the channel's line", n)
 		}
 		if h := say(b, RankNone, "#a", "!history "+refIdent); !strings.Contains(strings.Join(h, "\n"), "rerouted") {
 			t.Errorf("!history does not show the reroute: %q", h)
