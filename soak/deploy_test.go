@@ -320,6 +320,10 @@ func apiProxy(t *testing.T, s *soak) string {
 			r.Out.Host = r.In.Host
 		},
 		FlushInterval: -1,
+		// A load balancer keeps its connections to the node: with
+		// net/http's default of 2 idle connections per host, most of
+		// the pipelines' requests paid a new connection to the node.
+		Transport: proxyTransport(),
 		// The node's answers to takes: a job the node handed a key is
 		// held by that key even when its pipeline never gets the answer
 		// (partitioned, killed, its bridge gone in the middle of the
@@ -351,6 +355,12 @@ func apiProxy(t *testing.T, s *soak) string {
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 	return l.Addr().String()
+}
+
+func proxyTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 1024, 1024
+	return t
 }
 
 // masterProxy is a TCP proxy to the master the sentinels name now, for

@@ -69,11 +69,28 @@ func New(base string, keyName string, priv ed25519.PrivateKey, opts ...Option) (
 		return nil, fmt.Errorf("node URL %q: no path or query (the API's paths are fixed)", base)
 	}
 	u.Path, u.RawPath = "", ""
-	c := &Client{base: u, key: keyName, priv: priv, hc: &http.Client{}, now: time.Now, nonceFn: RandomNonce}
+	c := &Client{base: u, key: keyName, priv: priv, hc: &http.Client{Transport: newTransport()}, now: time.Now, nonceFn: RandomNonce}
 	for _, o := range opts {
 		o(c)
 	}
 	return c, nil
+}
+
+// IdleConnsPerNode is how many idle connections to the node a client
+// keeps for reuse. A pipeline's calls are concurrent (each job's updates
+// and heartbeats, a long-poll take per free slot, the control stream, and
+// a bridge's for all its pipelines), and net/http's default of 2 closed
+// the rest after each call: every other request paid a new TCP
+// connection, on the pipeline, any proxy and the node (the chaos soak's
+// profile, doc/soak.md).
+const IdleConnsPerNode = 64
+
+// newTransport is http.DefaultTransport's settings with IdleConnsPerNode.
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = IdleConnsPerNode
+	t.MaxIdleConns = IdleConnsPerNode
+	return t
 }
 
 // KeyName is the key the client signs as.
