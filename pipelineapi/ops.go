@@ -171,6 +171,7 @@ func (s *Server) taken(req *request, j *store.APIJob) wire.TakeResponse {
 	s.forgetRecent(j.Ident)
 	t.settingsChanged(j.Ident)
 	if j.Replayed {
+		metrics.APITakeAnsweredAgain(req.key)
 		s.log.Info("take answered again: its take_id already took the job", "key", req.key, "ident", j.Ident, "queue", j.Queue)
 	} else {
 		s.log.Info("job taken through the pipeline API", "key", req.key, "ident", j.Ident, "queue", j.Queue)

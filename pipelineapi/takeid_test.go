@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
@@ -75,6 +76,7 @@ func TestTakeAnswerLostRetriedGetsTheSameJob(t *testing.T) {
 				c := h.addKey("pipe-1", client.WithHTTPClient(&http.Client{Transport: lose}))
 				h.queue("j1", store.KeyPending)
 				h.queue("j2", store.KeyPending)
+				again := takesAnsweredAgain("pipe-1")
 				j, err := c.Take(ctx, wire.TakeRequest{})
 				if err != nil {
 					t.Fatalf("take: %v (the client did not retry the take whose answer was lost)", err)
@@ -98,6 +100,9 @@ func TestTakeAnswerLostRetriedGetsTheSameJob(t *testing.T) {
 				if got, _ := b.Client.SMembers(ctx, store.KeyPipelineKeyJobs("pipe-1")).Result(); !slices.Equal(got, []string{"j1"}) {
 					t.Fatalf("pipe-1 holds %v, want [j1]", got)
 				}
+				if d := takesAnsweredAgain("pipe-1") - again; d != 1 {
+					t.Fatalf("archivebot_pipelineapi_takes_answered_again_total rose by %v, want 1", d)
+				}
 				if _, err := c.Heartbeat(ctx, j.Ident); err != nil {
 					t.Fatalf("heartbeat of the job answered again: %v", err)
 				}
@@ -107,4 +112,21 @@ func TestTakeAnswerLostRetriedGetsTheSameJob(t *testing.T) {
 			})
 		})
 	}
+}
+
+func takesAnsweredAgain(key string) float64 {
+	mfs, _ := metrics.Registry.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != "archivebot_pipelineapi_takes_answered_again_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, p := range m.GetLabel() {
+				if p.GetName() == "key" && p.GetValue() == key {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
