@@ -76,12 +76,13 @@ type APIJob struct {
 
 // How long, and how many, take_ids a key's takes are remembered
 // (doc/pipeline-api.md, A lost answer). A client retries a take whose
-// answer it lost within seconds, at most about a minute (its bounded
-// attempts and backoff, the bridge's retry_for), so ten minutes is a wide
-// margin, and a job the key held that long unknowingly has been failed by
-// the reaper by then anyway; the cap bounds the memory of a key that
-// takes without end (a few hundred bytes an entry), and is far above the
-// takes one key makes within a client's retry horizon.
+// answer it lost within seconds (the client's own retry: about two
+// seconds), at most a couple of minutes (the bridge's RetryFor, 2 min by
+// default), so ten minutes is a wide margin; the cap bounds the memory
+// of a key that takes without end (about a hundred bytes an entry, in
+// two keys), and is far above the takes one key makes within a client's
+// retry horizon. Past either bound a retry takes anew, as before take_ids
+// (the job it lost is failed by the reaper, reported).
 const (
 	TakeIDTTL = 10 * time.Minute
 	TakeIDCap = 1000

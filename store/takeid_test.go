@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -176,6 +177,47 @@ func TestTakeIDForgotten(t *testing.T) {
 		}
 		if got := held(t, b, "pipe-a"); !slices.Equal(got, []string{"j1", "j2", "j3", "j4", "j5"}) {
 			t.Fatalf("pipe-a holds %v", got)
+		}
+	})
+}
+
+// Retries of one take racing each other (the client gave up on a slow
+// answer while the first was still running) take at most one job: the
+// check and the take are one script.
+func TestTakeIDRacingRetriesTakeOneJob(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+		addKey(t, ctx, st, "pipe-a")
+		for _, id := range []string{"j1", "j2", "j3", "j4", "j5", "j6", "j7", "j8", "j9"} {
+			queueJob(t, ctx, st, id, "erin", "http://"+id+".org/", store.KeyPending)
+		}
+		const n = 8
+		got := make(chan string, n)
+		errs := make(chan error, n)
+		for range n {
+			go func() {
+				j, err := st.APITakeID(ctx, "pipe-a", "ed25519:pipe-a", "take-race-1", []string{store.KeyPending})
+				if err != nil || j == nil {
+					errs <- fmt.Errorf("take: %v %v", j, err)
+					return
+				}
+				got <- j.Ident
+			}()
+		}
+		for range n {
+			select {
+			case err := <-errs:
+				t.Fatal(err)
+			case id := <-got:
+				if id != "j1" {
+					t.Fatalf("a racing retry took %s, want j1", id)
+				}
+			}
+		}
+		if h := held(t, b, "pipe-a"); !slices.Equal(h, []string{"j1"}) {
+			t.Fatalf("pipe-a holds %v, want [j1]", h)
+		}
+		if n := b.Client.LLen(ctx, store.KeyPending).Val(); n != 8 {
+			t.Fatalf("%d jobs left in pending, want 8", n)
 		}
 	})
 }
