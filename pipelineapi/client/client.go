@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/internal/httpserve"
@@ -33,6 +34,9 @@ type Client struct {
 	now     func() time.Time
 	nonceFn func() string
 	retry   Retry
+	// oldNodeUntil (UnixNano): until then takes go without take_id, the
+	// node having refused the field (a node older than take_id).
+	oldNodeUntil atomic.Int64
 }
 
 // Retry bounds how Take sends a take again whose outcome it does not know
@@ -265,6 +269,9 @@ func (c *Client) Take(ctx context.Context, req wire.TakeRequest) (*wire.Job, err
 	if req.TakeID == "" {
 		req.TakeID = NewTakeID()
 	}
+	if time.Now().UnixNano() < c.oldNodeUntil.Load() {
+		req.TakeID = ""
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -280,6 +287,18 @@ func (c *Client) Take(ctx context.Context, req wire.TakeRequest) (*wire.Job, err
 		err = c.send(hr, &out)
 		if err == nil {
 			return out.Job, nil
+		}
+		if req.TakeID != "" && takeIDUnknown(err) {
+			// A node older than take_id refused the field: nothing was
+			// taken. Take without it (as before take_id) for a while,
+			// then try again, the node may have been updated.
+			c.oldNodeUntil.Store(time.Now().Add(OldNodeRecheck).UnixNano())
+			req.TakeID = ""
+			if body, err = json.Marshal(req); err != nil {
+				return nil, err
+			}
+			attempt--
+			continue
 		}
 		if attempt >= r.Attempts || ctx.Err() != nil || !OutcomeUnknown(err) {
 			return nil, err
@@ -299,6 +318,18 @@ func (c *Client) Take(ctx context.Context, req wire.TakeRequest) (*wire.Job, err
 		case <-t.C:
 		}
 	}
+}
+
+// OldNodeRecheck is how long a client takes without take_id after a
+// node refused the field as unknown (a node older than take_id).
+var OldNodeRecheck = 5 * time.Minute
+
+// takeIDUnknown says whether err is a node's refusal of the take_id field
+// itself: a node older than take_id decodes bodies strictly.
+func takeIDUnknown(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusBadRequest && e.Code == "bad_request" &&
+		strings.Contains(e.Reason, `unknown field "take_id"`)
 }
 
 // OutcomeUnknown says whether a request that failed with err may have
