@@ -64,6 +64,10 @@ func (s *Server) take(req *request) (any, *refusal) {
 	if tr.WaitMS < 0 || tr.WaitMS > wire.MaxTakeWaitMS {
 		return nil, refuse(http.StatusBadRequest, "bad_request", fmt.Sprintf("wait_ms must be 0 to %d", wire.MaxTakeWaitMS))
 	}
+	if tr.TakeID != "" && !wire.ValidTakeID(tr.TakeID) {
+		return nil, refuse(http.StatusBadRequest, "bad_request",
+			fmt.Sprintf("take_id must be %d to %d characters of A-Z a-z 0-9 _ - (or left out)", wire.MinTakeID, wire.MaxTakeID))
+	}
 	if len(tr.Queues) > 32 {
 		return nil, refuse(http.StatusBadRequest, "bad_request", "at most 32 queues")
 	}
@@ -111,7 +115,7 @@ func (s *Server) take(req *request) (any, *refusal) {
 		}
 		// Asked before the look: a job queued after it wakes the wait.
 		woke := s.store.JobsQueued()
-		j, err := s.store.APITake(ctx, req.key, text, queues)
+		j, err := s.store.APITakeID(ctx, req.key, text, tr.TakeID, queues)
 		if errors.Is(err, store.ErrKeyRevoked) {
 			return nil, revoked
 		}
@@ -166,7 +170,12 @@ func (s *Server) taken(req *request, j *store.APIJob) wire.TakeResponse {
 	t.mu.Unlock()
 	s.forgetRecent(j.Ident)
 	t.settingsChanged(j.Ident)
-	s.log.Info("job taken through the pipeline API", "key", req.key, "ident", j.Ident, "queue", j.Queue)
+	if j.Replayed {
+		metrics.APITakeAnsweredAgain(req.key)
+		s.log.Info("take answered again: its take_id already took the job", "key", req.key, "ident", j.Ident, "queue", j.Queue)
+	} else {
+		s.log.Info("job taken through the pipeline API", "key", req.key, "ident", j.Ident, "queue", j.Queue)
+	}
 	return wire.TakeResponse{Job: &wire.Job{Ident: j.Ident, Queue: j.Queue, PipelineID: store.APIPipelineKey(req.key),
 		Fields: j.Record.Fields, Ignores: nonNil(j.Ignores)}}
 }

@@ -17,7 +17,7 @@ type Store interface {
 	APIKeyStats(ctx context.Context, name string, lastSeen time.Time, refusals int64, lastRefusal string) error
 	APIReadJob(ctx context.Context, ident string) (*store.APIJob, error)
 	APIReport(ctx context.Context, name string, fields map[string]string) error
-	APITake(ctx context.Context, name, pub string, queues []string) (*store.APIJob, error)
+	APITakeID(ctx context.Context, name, pub, takeID string, queues []string) (*store.APIJob, error)
 	APIUnregister(ctx context.Context, name string) error
 	APIUpdate(ctx context.Context, name, ident string, incr map[string]int64, set map[string]string) error
 	BanCheck(ctx context.Context, ident, pipeline, site string, n int, labels []string) (state, text string, err error)

@@ -200,11 +200,19 @@ func callRetrying(ctx context.Context, fn func() error) (err error, unsure bool)
 // (EventDrop). Neither ends the worker.
 func (p *APIPipeline) work(ctx context.Context, o RunOptions, emit func(Event)) error {
 	var job *wire.Job
+	// The take_id is kept while takes fail with an unknown outcome, so a
+	// take whose answer was lost is answered again, and renewed once the
+	// node answered (doc/pipeline-api.md, A lost answer).
+	takeID := client.NewTakeID()
 	for job == nil {
 		start := time.Now()
-		j, err := p.c.Take(ctx, wire.TakeRequest{AOOnly: p.cfg.AOOnly, Large: p.cfg.Large, WaitMS: int(min(o.PollInterval, 30*time.Second) / time.Millisecond)})
+		j, err := p.c.Take(ctx, wire.TakeRequest{AOOnly: p.cfg.AOOnly, Large: p.cfg.Large,
+			WaitMS: int(min(o.PollInterval, 30*time.Second) / time.Millisecond), TakeID: takeID})
 		if ctx.Err() != nil {
 			return nil
+		}
+		if err == nil || !client.OutcomeUnknown(err) {
+			takeID = client.NewTakeID()
 		}
 		if err != nil {
 			emit(Event{Kind: EventError, Err: err})

@@ -5,3 +5,6 @@ func FencedSourcesForTest() []string { return append([]string(nil), fencedList..
 
 // AnalyzeCommitScriptForTest is scripts/analyze_commit.lua, run directly.
 var AnalyzeCommitScriptForTest = analyzeCommitScript
+
+// SetTakeIDCapForTest lowers how many take_ids a key's takes remember.
+func (s *Store) SetTakeIDCapForTest(n int) { s.takeIDCap = n }

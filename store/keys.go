@@ -199,8 +199,8 @@ const (
 	// revoked. A revoked name is not in KeyPipelineKeys.
 	KeyPipelineKeysRevoked = "archivebot:pipeline_keys:revoked"
 	// PipelineKeyPrefix prefixes a key's statistics (hash: added_at,
-	// last_seen, refusals, last_refusal), its held set (…:jobs) and its
-	// nonces (…:nonces).
+	// last_seen, refusals, last_refusal), its held set (…:jobs), its
+	// nonces (…:nonces) and its take_ids (…:take_ids, …:take_ids_at).
 	PipelineKeyPrefix = "archivebot:pipeline_key:"
 	// APIPipelineIDPrefix is hashed with the key name into the key's
 	// pipeline record: pipeline:<md5hex("api:" + name)>.
@@ -215,6 +215,17 @@ func KeyPipelineKeyJobs(name string) string { return PipelineKeyPrefix + name + 
 
 // KeyPipelineKeyNonces is the sorted set of a key's recent nonces.
 func KeyPipelineKeyNonces(name string) string { return PipelineKeyPrefix + name + ":nonces" }
+
+// KeyPipelineKeyTakeIDs is the hash of a key's recent take_ids: take_id ->
+// the job it took, IDENT "\n" QUEUE (scripts/take.lua).
+func KeyPipelineKeyTakeIDs(name string) string { return PipelineKeyPrefix + name + ":take_ids" }
+
+// KeyPipelineKeyTakeIDsAt is the sorted set of a key's recent take_ids,
+// scored by when they took (UNIX seconds): the age and the cap of
+// KeyPipelineKeyTakeIDs.
+func KeyPipelineKeyTakeIDsAt(name string) string {
+	return PipelineKeyPrefix + name + ":take_ids_at"
+}
 
 // APIPipelineKey is the pipeline record of an API key:
 // pipeline:<md5 hex of "api:" + name>.

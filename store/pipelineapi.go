@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,7 +69,24 @@ type APIJob struct {
 	Queue   string
 	Record  *Job
 	Ignores []string
+	// Replayed: the take's take_id had already taken this job, which the
+	// key still holds; it was answered again and nothing was taken.
+	Replayed bool
 }
+
+// How long, and how many, take_ids a key's takes are remembered
+// (doc/pipeline-api.md, A lost answer). A client retries a take whose
+// answer it lost within seconds (the client's own retry: about two
+// seconds), at most a couple of minutes (the bridge's RetryFor, 2 min by
+// default), so ten minutes is a wide margin; the cap bounds the memory
+// of a key that takes without end (about a hundred bytes an entry, in
+// two keys), and is far above the takes one key makes within a client's
+// retry horizon. Past either bound a retry takes anew, as before take_ids
+// (the job it lost is failed by the reaper, reported).
+const (
+	TakeIDTTL = 10 * time.Minute
+	TakeIDCap = 1000
+)
 
 // ErrKeyRevoked: the take's key is no longer registered with the public
 // key the request was verified with (revoked or replaced); nothing was
@@ -94,6 +112,22 @@ func (s *Store) APITake(ctx context.Context, name, pub string, queues []string) 
 
 // APITakeStats is APITake that also says what the scan saw.
 func (s *Store) APITakeStats(ctx context.Context, name, pub string, queues []string) (*APIJob, TakeStats, error) {
+	return s.apiTake(ctx, name, pub, "", queues)
+}
+
+// APITakeID is APITake with an idempotency key, takeID (wire.ValidTakeID;
+// "" for none): a take whose takeID already took a job the key still
+// holds answers that job again (APIJob.Replayed) and takes nothing, so a
+// pipeline that lost a take's answer gets the job on its retry instead of
+// leaving it held by nobody (doc/pipeline-api.md, A lost answer). The
+// takeID and its job are remembered for TakeIDTTL, at most TakeIDCap per
+// key, in the take's one script.
+func (s *Store) APITakeID(ctx context.Context, name, pub, takeID string, queues []string) (*APIJob, error) {
+	j, _, err := s.apiTake(ctx, name, pub, takeID, queues)
+	return j, err
+}
+
+func (s *Store) apiTake(ctx context.Context, name, pub, takeID string, queues []string) (*APIJob, TakeStats, error) {
 	var st TakeStats
 	r := s.rules()
 	scan := r.ScanLimit
@@ -109,11 +143,12 @@ func (s *Store) APITakeStats(ctx context.Context, name, pub string, queues []str
 		exempt = "1"
 	}
 	keys := append([]string{KeyWorking, KeyPipelineKeyJobs(name), KeyPipelineKeys, KeyPaused,
-		KeyPipelineKeyRules(name), KeyPipelineKeyAvoid(name), KeyPipelineKeyAvoidSelf(name)}, queues...)
+		KeyPipelineKeyRules(name), KeyPipelineKeyAvoid(name), KeyPipelineKeyAvoidSelf(name),
+		KeyPipelineKeyTakeIDs(name), KeyPipelineKeyTakeIDsAt(name)}, queues...)
 	now := s.Now()
 	started := strconv.FormatFloat(float64(now.UnixNano())/1e9, 'f', 6, 64)
 	res, err := apiTakeScript.Run(s.apiCtx(ctx), s.rdb, keys, started, APIPipelineKey(name), name, pub, ChannelUpdates,
-		r.PerUserRunning, exempt, cm, scan).Slice()
+		r.PerUserRunning, exempt, cm, scan, takeID, int64(TakeIDTTL/time.Second), cmp.Or(s.takeIDCap, TakeIDCap)).Slice()
 	if err != nil {
 		return nil, st, wrap("take", err)
 	}
@@ -131,6 +166,7 @@ func (s *Store) APITakeStats(ctx context.Context, name, pub string, queues []str
 		return nil, st, nil
 	}
 	j := &APIJob{}
+	j.Replayed = res[0] == "replay"
 	j.Queue, _ = res[3].(string)
 	j.Ident, _ = res[4].(string)
 	fields := make(map[string]string, len(res)/2)

@@ -117,6 +117,8 @@ type Store struct {
 	queued queuedSignal // JobsQueued
 
 	takeRules atomic.Pointer[TakeRules] // SetTakeRules
+
+	takeIDCap int // TakeIDCap when 0; tests lower it
 }
 
 // NewStore returns a store over rdb.

@@ -15,6 +15,9 @@ var (
 	apiLogEntries = newCounterVec("archivebot_pipelineapi_log_entries_total",
 		"Log entries accepted through the pipeline API, by key.",
 		"key")
+	apiTakesAgain = newCounterVec("archivebot_pipelineapi_takes_answered_again_total",
+		"Takes whose take_id had already taken a job the key still holds, answered that job again (a lost answer retried), by key.",
+		"key")
 	apiStreams = newGauge("archivebot_pipelineapi_control_streams",
 		"Open pipeline API control streams.")
 	banLines = newCounter("archivebot_ban_lines_total",
@@ -42,6 +45,9 @@ func APIRefusal(key, reason string) { apiRefusals.WithLabelValues(key, reason).I
 
 // APILogEntries counts log entries accepted from key.
 func APILogEntries(key string, n int) { apiLogEntries.WithLabelValues(key).Add(float64(n)) }
+
+// APITakeAnsweredAgain counts a take of key answered again by its take_id.
+func APITakeAnsweredAgain(key string) { apiTakesAgain.WithLabelValues(key).Inc() }
 
 // APIStreams moves the open control stream gauge by d.
 func APIStreams(d int) { apiStreams.Add(float64(d)) }

@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -31,6 +32,11 @@ type fakeNode struct {
 	takes   []wire.TakeRequest
 	// fail, when set, answers every call with this error.
 	fail error
+	// takeIDs: take_id -> the job it took (the node's answer again to a
+	// take retried with its take_id); loseTakes: how many takes from now
+	// take their job and then lose the answer (a transport error).
+	takeIDs   map[string]string
+	loseTakes int
 }
 
 func newFakeNode() *fakeNode {
@@ -89,6 +95,10 @@ func (f *fakeNode) Take(ctx context.Context, req wire.TakeRequest) (*wire.Job, e
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.takes = append(f.takes, req)
+	if id, ok := f.takeIDs[req.TakeID]; ok && req.TakeID != "" && f.held[id] {
+		cp := *f.jobs[id]
+		return &cp, nil
+	}
 	qs := req.Queues
 	if len(qs) == 0 {
 		qs = append(append([]string(nil), f.named...), "pending-ao")
@@ -112,6 +122,16 @@ func (f *fakeNode) Take(ctx context.Context, req wire.TakeRequest) (*wire.Job, e
 		j.Fields["pipeline_id"] = j.PipelineID
 		cp := *j
 		cp.Queue = q
+		if req.TakeID != "" {
+			if f.takeIDs == nil {
+				f.takeIDs = map[string]string{}
+			}
+			f.takeIDs[req.TakeID] = id
+		}
+		if f.loseTakes > 0 {
+			f.loseTakes--
+			return nil, errors.New("fake node: connection reset before the answer")
+		}
 		return &cp, nil
 	}
 	return nil, nil

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/tidwall/redcon"
 )
@@ -195,6 +196,9 @@ func (b *Bridge) take(c redcon.Conn, cs *connState, args []string) {
 	} else {
 		req = wire.TakeRequest{Queues: []string{q}}
 	}
+	// One take_id for every try of this take: a try whose answer was lost
+	// is answered again on the next (doc/pipeline-api.md, A lost answer).
+	req.TakeID = client.NewTakeID()
 	job, err := callFor(b, "take", func(ctx context.Context) (*wire.Job, error) { return b.node.Take(ctx, req) })
 	if err != nil {
 		c.WriteError(nodeReply(err))

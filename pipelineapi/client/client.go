@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/internal/httpserve"
@@ -32,7 +33,24 @@ type Client struct {
 	hc      *http.Client
 	now     func() time.Time
 	nonceFn func() string
+	retry   Retry
+	// oldNodeUntil (UnixNano): until then takes go without take_id, the
+	// node having refused the field (a node older than take_id).
+	oldNodeUntil atomic.Int64
 }
+
+// Retry bounds how Take sends a take again whose outcome it does not know
+// (doc/pipeline-api.md, A lost answer): Attempts sends in all (1: no
+// retry), waiting Min, then twice as long each time up to Max between
+// two (a 503's Retry-After, when given, instead, at most Max).
+type Retry struct {
+	Attempts int
+	Min, Max time.Duration
+}
+
+// DefaultTakeRetry is Take's retry unless WithTakeRetry says otherwise:
+// four sends over about two seconds, and the caller's context bounds them.
+var DefaultTakeRetry = Retry{Attempts: 4, Min: 250 * time.Millisecond, Max: 2 * time.Second}
 
 // Option changes a Client.
 type Option func(*Client)
@@ -43,6 +61,9 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc
 
 // WithClock signs with now instead of time.Now (tests of stale timestamps).
 func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = now } }
+
+// WithTakeRetry sets how Take retries a take whose outcome is unknown.
+func WithTakeRetry(r Retry) Option { return func(c *Client) { c.retry = r } }
 
 // WithNonce draws nonces from fn instead of 16 random bytes (tests of
 // replays).
@@ -69,7 +90,7 @@ func New(base string, keyName string, priv ed25519.PrivateKey, opts ...Option) (
 		return nil, fmt.Errorf("node URL %q: no path or query (the API's paths are fixed)", base)
 	}
 	u.Path, u.RawPath = "", ""
-	c := &Client{base: u, key: keyName, priv: priv, hc: &http.Client{Transport: newTransport()}, now: time.Now, nonceFn: RandomNonce}
+	c := &Client{base: u, key: keyName, priv: priv, hc: &http.Client{Transport: newTransport()}, now: time.Now, nonceFn: RandomNonce, retry: DefaultTakeRetry}
 	for _, o := range opts {
 		o(c)
 	}
@@ -104,6 +125,10 @@ func RandomNonce() string {
 	}
 	return hex.EncodeToString(b[:])
 }
+
+// NewTakeID is a fresh wire.TakeRequest.TakeID: 16 bytes from
+// crypto/rand in hex.
+func NewTakeID() string { return RandomNonce() }
 
 // Error is a refusal from the node.
 type Error struct {
@@ -247,12 +272,94 @@ func jobPath(ident, op string) string {
 
 // Take asks for a job; it returns nil, nil when none came within
 // req.WaitMS.
+//
+// A take is idempotent by its req.TakeID (NewTakeID when empty): when
+// its outcome is unknown (the request or its answer was lost, a timeout,
+// a 5xx such as 503 retry) Take sends the same take again, signed anew,
+// as the client's Retry allows; the node answers the job the first send
+// took, if it did, instead of taking another, so no job is left held by
+// the key while the pipeline does not know it. A refusal (4xx) is
+// definite and returned at once. A caller that retries a failed Take
+// itself should pass the same TakeID again (until Take answers or
+// refuses).
 func (c *Client) Take(ctx context.Context, req wire.TakeRequest) (*wire.Job, error) {
-	var out wire.TakeResponse
-	if err := c.Do(ctx, http.MethodPost, wire.PathTake, req, &out); err != nil {
+	if req.TakeID == "" {
+		req.TakeID = NewTakeID()
+	}
+	if time.Now().UnixNano() < c.oldNodeUntil.Load() {
+		req.TakeID = ""
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
 		return nil, err
 	}
-	return out.Job, nil
+	r := c.retry
+	wait := r.Min
+	for attempt := 1; ; attempt++ {
+		var out wire.TakeResponse
+		hr, err := c.NewRequest(ctx, http.MethodPost, wire.PathTake, body)
+		if err != nil {
+			return nil, err
+		}
+		err = c.send(hr, &out)
+		if err == nil {
+			return out.Job, nil
+		}
+		if req.TakeID != "" && takeIDUnknown(err) {
+			// A node older than take_id refused the field: nothing was
+			// taken. Take without it (as before take_id) for a while,
+			// then try again, the node may have been updated.
+			c.oldNodeUntil.Store(time.Now().Add(OldNodeRecheck).UnixNano())
+			req.TakeID = ""
+			if body, err = json.Marshal(req); err != nil {
+				return nil, err
+			}
+			attempt--
+			continue
+		}
+		if attempt >= r.Attempts || ctx.Err() != nil || !OutcomeUnknown(err) {
+			return nil, err
+		}
+		d := wait
+		var e *Error
+		if errors.As(err, &e) && e.RetryAfter > 0 {
+			d = e.RetryAfter
+		}
+		d = min(d, r.Max)
+		wait = min(2*wait, r.Max)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
+// OldNodeRecheck is how long a client takes without take_id after a
+// node refused the field as unknown (a node older than take_id).
+var OldNodeRecheck = 5 * time.Minute
+
+// takeIDUnknown says whether err is a node's refusal of the take_id field
+// itself: a node older than take_id decodes bodies strictly.
+func takeIDUnknown(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusBadRequest && e.Code == "bad_request" &&
+		strings.Contains(e.Reason, `unknown field "take_id"`)
+}
+
+// OutcomeUnknown says whether a request that failed with err may have
+// been carried out by the node: its answer was lost (a transport error, a
+// timeout, an answer cut short) or the node or a proxy answered 5xx (a
+// 503 retry can come after the store ran the write, its reply lost). A
+// refusal of 4xx is definite: nothing was done.
+func OutcomeUnknown(err error) bool {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status >= 500
+	}
+	return !errors.Is(err, context.Canceled)
 }
 
 // Job reads a held job's record and ignore set.

@@ -1,60 +1,143 @@
-package client
+package client_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
-	"net"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/archiveteam/archivebot-go/pipelineapi/client"
+	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
 
-// TestConnectionsReused: a pipeline's concurrent calls reuse their
-// connections. With net/http's default of 2 idle connections per host,
-// each round of 8 calls at once opened 6 new connections (each one's
-// setup paid by the pipeline, any proxy and the node).
-func TestConnectionsReused(t *testing.T) {
-	var opened atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Calls overlap, as a pipeline's do.
-		time.Sleep(time.Millisecond)
-		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`{}`))
-	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			opened.Add(1)
-		}
+// node is a stand-in pipeline API that answers takes with answer(n, req)
+// (n counts from 1) and records the take requests and their nonces.
+type node struct {
+	mu     sync.Mutex
+	reqs   []wire.TakeRequest
+	nonces []string
+	answer func(n int, body []byte) (int, string)
+}
+
+func (nd *node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var tr wire.TakeRequest
+	_ = json.Unmarshal(body, &tr)
+	nd.mu.Lock()
+	nd.reqs = append(nd.reqs, tr)
+	nd.nonces = append(nd.nonces, r.Header.Get(wire.HeaderNonce))
+	n := len(nd.reqs)
+	nd.mu.Unlock()
+	status, out := nd.answer(n, body)
+	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
 	}
-	srv.Start()
-	defer srv.Close()
+	w.WriteHeader(status)
+	io.WriteString(w, out)
+}
+
+func (nd *node) takes() []wire.TakeRequest {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return append([]wire.TakeRequest(nil), nd.reqs...)
+}
+
+func newClient(t *testing.T, nd *node) *client.Client {
+	t.Helper()
+	hs := httptest.NewServer(nd)
+	t.Cleanup(hs.Close)
 	_, priv, _ := ed25519.GenerateKey(nil)
-	c, err := New(srv.URL, "alpha", priv)
+	c, err := client.New(hs.URL, "pipe-1", priv,
+		client.WithTakeRetry(client.Retry{Attempts: 4, Min: time.Millisecond, Max: 5 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Rounds of 8 calls at once, as a pipeline's jobs flush their
-	// updates together: between rounds all 8 connections are idle.
-	const workers, rounds = 8, 10
-	for range rounds {
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := c.Heartbeat(context.Background(), "job"); err != nil {
-					t.Error(err)
-				}
-			}()
+	return c
+}
+
+const jobAnswer = `{"job":{"ident":"j1","queue":"pending","pipeline_id":"pipeline:x","fields":{"url":"http://example.com/"},"ignores":[]}}`
+
+// A take answered 5xx (a 503 retry, a proxy's 502) is sent again with
+// the same take_id, signed anew; a 4xx is not sent again.
+func TestTakeRetriesUnknownOutcomesWithOneTakeID(t *testing.T) {
+	nd := &node{answer: func(n int, _ []byte) (int, string) {
+		switch n {
+		case 1:
+			return http.StatusServiceUnavailable, `{"error":"retry","reason":"the store did not answer"}`
+		case 2:
+			return http.StatusBadGateway, `proxy: upstream reset`
 		}
-		wg.Wait()
+		return http.StatusOK, jobAnswer
+	}}
+	c := newClient(t, nd)
+	j, err := c.Take(context.Background(), wire.TakeRequest{})
+	if err != nil || j == nil || j.Ident != "j1" {
+		t.Fatalf("take = %+v, %v; want j1 after two retries", j, err)
 	}
-	// At most one connection per call of a round, and a few more where a
-	// call starts while another's connection is on its way back.
-	if n := opened.Load(); n > 2*workers {
-		t.Errorf("%d rounds of %d calls at once opened %d connections; want at most %d", rounds, workers, n, 2*workers)
+	takes := nd.takes()
+	if len(takes) != 3 || !wire.ValidTakeID(takes[0].TakeID) || takes[1].TakeID != takes[0].TakeID || takes[2].TakeID != takes[0].TakeID {
+		t.Fatalf("takes sent %+v, want 3 with one valid take_id", takes)
+	}
+	if nd.nonces[0] == nd.nonces[1] || nd.nonces[1] == nd.nonces[2] {
+		t.Fatalf("nonces %v reused: every send is signed anew", nd.nonces)
+	}
+	// The next take has a take_id of its own.
+	if _, err := c.Take(context.Background(), wire.TakeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if takes := nd.takes(); takes[3].TakeID == takes[0].TakeID {
+		t.Fatal("the next take reused the take_id")
+	}
+
+	refused := &node{answer: func(int, []byte) (int, string) {
+		return http.StatusForbidden, `{"error":"forbidden_queue","reason":"no"}`
+	}}
+	c = newClient(t, refused)
+	if _, err := c.Take(context.Background(), wire.TakeRequest{}); !client.IsCode(err, "forbidden_queue") {
+		t.Fatalf("take = %v, want the forbidden_queue refusal", err)
+	}
+	if n := len(refused.takes()); n != 1 {
+		t.Fatalf("a 403 was sent %d times, want once", n)
+	}
+
+	down := &node{answer: func(int, []byte) (int, string) {
+		return http.StatusServiceUnavailable, `{"error":"retry","reason":"down"}`
+	}}
+	c = newClient(t, down)
+	if _, err := c.Take(context.Background(), wire.TakeRequest{}); !client.IsCode(err, "retry") {
+		t.Fatalf("take = %v, want the last 503", err)
+	}
+	if n := len(down.takes()); n != 4 {
+		t.Fatalf("sent %d times, want the 4 attempts", n)
+	}
+}
+
+// A node older than take_id refuses the field as unknown: the client
+// takes without it (nothing was taken by the refusal), and keeps doing
+// so for a while.
+func TestTakeWithoutTakeIDOnAnOldNode(t *testing.T) {
+	nd := &node{answer: func(_ int, body []byte) (int, string) {
+		if bytes.Contains(body, []byte(`"take_id"`)) {
+			return http.StatusBadRequest, `{"error":"bad_request","reason":"body: json: unknown field \"take_id\""}`
+		}
+		return http.StatusOK, jobAnswer
+	}}
+	c := newClient(t, nd)
+	for i := range 2 {
+		j, err := c.Take(context.Background(), wire.TakeRequest{})
+		if err != nil || j == nil {
+			t.Fatalf("take %d on an old node: %+v %v", i, j, err)
+		}
+	}
+	takes := nd.takes()
+	if len(takes) != 3 || takes[0].TakeID == "" || takes[1].TakeID != "" || takes[2].TakeID != "" {
+		t.Fatalf("takes sent %+v, want one with take_id, then two without", takes)
 	}
 }

@@ -39,6 +39,35 @@ type TakeRequest struct {
 	// WaitMS is how long to wait for a job when every queue is empty
 	// (0: answer at once; at most MaxTakeWaitMS).
 	WaitMS int `json:"wait_ms,omitempty"`
+	// TakeID, when set, makes the take idempotent (doc/pipeline-api.md, A
+	// lost answer): the client chooses it, one per logical take
+	// (ValidTakeID), and sends it again when it retries a take whose
+	// answer it did not get. A take whose TakeID already took a job the
+	// key still holds answers that job again and takes nothing.
+	TakeID string `json:"take_id,omitempty"`
+}
+
+// MinTakeID and MaxTakeID bound a TakeID's length.
+const (
+	MinTakeID = 8
+	MaxTakeID = 64
+)
+
+// ValidTakeID reports whether id can be a TakeID: 8 to 64 characters of
+// A-Z a-z 0-9 _ -.
+func ValidTakeID(id string) bool {
+	if len(id) < MinTakeID || len(id) > MaxTakeID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Job is a held job's record and ignore set, as Redis holds them.
