@@ -896,31 +896,28 @@ func TestHoldWithoutTakeFails(t *testing.T) {
 }
 
 // A take that ran as the Redis master was killed: its answer died with
-// the master's connection (the node answered "store failed; retry"), so
-// no take was recorded, and the reaper failed the job 30 s later (the
-// second long soak, 76 ms after a kill). Counted, not a hold written past
-// the lease fence; the same hold away from a master kill still fails.
-func TestTakeAnswerLostWithTheMaster(t *testing.T) {
-	build := func(kill float64) *run {
-		r := clean()
-		const url = "http://f.example/"
-		f := r.queue(30, "gina", url)
-		r.add(kill, history.Event{Kind: history.Fault, Fault: "kill-redis-master", Target: "127.0.0.1:1", Outcome: "start"})
-		r.add(kill+8, history.Event{Kind: history.Fault, Fault: "kill-redis-master", Target: "127.0.0.1:1", Outcome: "end"})
-		r.line(45, "gina: Job "+f+" <"+url+"> has had no heartbeat for 30 seconds; it has been marked as failed.")
-		job := `{"url":"` + url + `","started_at":"` + fmt.Sprint(float64(r.at(32).UnixMilli())/1000) + `","pipeline_id":"pipeline:` + md5hex("api:key1") + `"}`
-		r.set("archivebot:failed:"+f, "hash", map[string]string{"url": url, "failed_by": "reaper", "failed_at": "1764650045", "job": job})
-		r.set(f, "hash", registeredJob(url, "gina", "started_at", "1764650032.0", "failed", "true"))
-		return r
+// the master's connection (the node answered "store failed; retry").
+// The second long soak saw one, 76 ms after a kill, and the reaper failed
+// the job 30 s later; the checker excused it then. A take now carries a
+// take_id, and the pipeline's retry with it is answered the job the lost
+// take took (doc/pipeline-api.md, Takes), so the retry's answer is seen
+// and a hold no take saw fails at a master kill too.
+func TestTakeAnswerLostWithTheMasterFails(t *testing.T) {
+	r := clean()
+	const url = "http://f.example/"
+	f := r.queue(30, "gina", url)
+	r.add(31.9, history.Event{Kind: history.Fault, Fault: "kill-redis-master", Target: "127.0.0.1:1", Outcome: "start"})
+	r.add(39.9, history.Event{Kind: history.Fault, Fault: "kill-redis-master", Target: "127.0.0.1:1", Outcome: "end"})
+	r.line(45, "gina: Job "+f+" <"+url+"> has had no heartbeat for 30 seconds; it has been marked as failed.")
+	job := `{"url":"` + url + `","started_at":"` + fmt.Sprint(float64(r.at(32).UnixMilli())/1000) + `","pipeline_id":"pipeline:` + md5hex("api:key1") + `"}`
+	r.set("archivebot:failed:"+f, "hash", map[string]string{"url": url, "failed_by": "reaper", "failed_at": "1764650045", "job": job})
+	r.set(f, "hash", registeredJob(url, "gina", "started_at", "1764650032.0", "failed", "true"))
+	failsOnly(t, r.check(t), 2, f, "held by key key1", "no take of it was seen")
+	// The retry's answer, seen by the proxy: the pipeline held it.
+	r.add(33.5, history.Event{Kind: history.Take, Actor: "api-proxy", Via: history.ViaProxy, Target: "key1", Ident: f})
+	if res := r.check(t); res.Failed() {
+		t.Fatalf("a take answered again after a master kill fails:\n%s", res.Summary())
 	}
-	res := build(31.9).check(t)
-	if res.Failed() {
-		t.Fatalf("a take lost with the master fails:\n%s", res.Summary())
-	}
-	if !strings.Contains(res.Summary(), "takes whose answer died with the Redis master (held by a key that never knew, failed by the reaper) 1") {
-		t.Errorf("not counted:\n%s", res.Summary())
-	}
-	failsOnly(t, build(20).check(t), 2, "no take of it was seen")
 }
 
 // The load figures: log entries/s from the v2 viewers, the leader's CPU

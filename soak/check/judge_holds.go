@@ -33,7 +33,6 @@ func (c *checker) judge2and3(dump Dump) {
 	}
 	c.inv[2].count("held at the end", "%d", held)
 	c.judgeGhostTakes(dump)
-	c.inv[2].count("takes whose answer died with the Redis master (held by a key that never knew, failed by the reaper)", "%d", c.lostWithMaster)
 	c.judgePaused()
 	c.inv[2].count("released by a pipeline's death", "%d", c.releasedByDeath)
 	if c.bridgeTakes > 0 {
@@ -109,10 +108,6 @@ func (c *checker) judgeGhostTakes(dump Dump) {
 		if taken || c.inKill(at) {
 			continue
 		}
-		if c.atMasterKill(at) {
-			c.lostWithMaster++
-			continue
-		}
 		seen[ident] = true
 		c.inv[2].violate(Violation{Ident: ident, T: at, Lines: []int{life.ackLine},
 			Detail: fmt.Sprintf("held by key %s since %s (%s), but no take of it was seen (proxy, bridge or pipeline): a hold no take asked of the leader made (a write past the lease fence?)",
@@ -125,22 +120,6 @@ func (c *checker) judgeGhostTakes(dump Dump) {
 func (c *checker) inKill(t time.Time) bool {
 	for _, f := range c.res.Faults {
 		if f.Fault == "kill-leader" && !t.Before(f.Start.Add(-time.Second)) && !t.After(f.End) {
-			return true
-		}
-	}
-	return false
-}
-
-// atMasterKill reports whether a take at t ran in the instant the Redis
-// master was killed (from 1 s before to 2 s after): the script ran and
-// replicated, its answer died with the master's connection, so neither
-// the node nor its pipeline saw the take (the node answered "store
-// failed; retry"). The job is held by a key that does not know it, and
-// the reaper fails it (reported) after the death timer: counted, not a
-// hold a deposed leader wrote.
-func (c *checker) atMasterKill(t time.Time) bool {
-	for _, f := range c.res.Faults {
-		if f.Fault == "kill-redis-master" && !t.Before(f.Start.Add(-time.Second)) && !t.After(f.Start.Add(2*time.Second)) {
 			return true
 		}
 	}

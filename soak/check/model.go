@@ -177,10 +177,7 @@ type checker struct {
 	// by the next in line; orphansEnded: those no pipeline got, found
 	// ended (by the reaper) when the job was taken again.
 	bridgeTakes, handoffs, orphansEnded int
-	// lostWithMaster counts holds whose take ran as the Redis master was
-	// killed (atMasterKill).
-	lostWithMaster          int
-	reportsTotal, dupsTotal int
+	reportsTotal, dupsTotal             int
 
 	leaders []ev
 	// When Redis was read at the end (zero: unknown).
