@@ -458,7 +458,12 @@ type pipe struct {
 // startPipe runs p; test goroutine only.
 func (s *soak) startPipe(p *pipe, outcome string) {
 	exe, args := asUser(s.t, p.uid, s.bin, p.args)
-	proc := testproc.Start(s.t, "pipeline "+p.name, exe, args, testproc.Options{Lines: 4096, Tail: 20})
+	// One P each: the 40 simulator processes stand for pipelines on other
+	// machines, and with a P per core each spent most of its CPU in the
+	// scheduler looking for work between its timers (the soak's profile,
+	// doc/soak.md), CPU the node under test then did not get.
+	env := append(os.Environ(), "GOMAXPROCS=1")
+	proc := testproc.Start(s.t, "pipeline "+p.name, exe, args, testproc.Options{Lines: 4096, Tail: 20, Env: env})
 	p.mu.Lock()
 	p.proc, p.held, p.aborted, p.killed, p.dead = proc, map[string]bool{}, map[string]bool{}, false, false
 	p.gen++
