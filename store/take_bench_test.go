@@ -46,7 +46,9 @@ func BenchmarkTake(b *testing.B) {
 						}
 						ident, _ = res[1].(string)
 					} else {
-						j, err := s.APITake(ctx, name, "ed25519:"+name, []string{KeyPending})
+						// Each take with its own take_id, as the client
+						// sends them (the script remembers each).
+						j, err := s.APITakeID(ctx, name, "ed25519:"+name, fmt.Sprintf("bench-take-%08d", i), []string{KeyPending})
 						if err != nil || j == nil {
 							b.Fatalf("take: %v %v", j, err)
 						}
