@@ -318,6 +318,18 @@ func apiProxy(t *testing.T, s *soak) string {
 			u, _ := url.Parse("http://" + n.api)
 			r.SetURL(u)
 			r.Out.Host = r.In.Host
+			// A take's take_id, for its answer's record: a retry of a
+			// take whose answer was lost is answered the same job
+			// again under the same take_id (doc/pipeline-api.md).
+			if r.In.URL.Path == wire.PathTake && r.Out.Body != nil {
+				b, err := io.ReadAll(io.LimitReader(r.Out.Body, 1<<20))
+				r.Out.Body.Close()
+				r.Out.Body = io.NopCloser(bytes.NewReader(b))
+				var tr wire.TakeRequest
+				if err == nil && json.Unmarshal(b, &tr) == nil && tr.TakeID != "" {
+					r.Out = r.Out.WithContext(context.WithValue(r.Out.Context(), takeIDKey{}, tr.TakeID))
+				}
+			}
 		},
 		FlushInterval: -1,
 		// A load balancer keeps its connections to the node: with
@@ -341,8 +353,9 @@ func apiProxy(t *testing.T, s *soak) string {
 			}
 			var tr wire.TakeResponse
 			if json.Unmarshal(b, &tr) == nil && tr.Job != nil {
+				id, _ := resp.Request.Context().Value(takeIDKey{}).(string)
 				s.rec.Add(history.Event{Kind: history.Take, Actor: "api-proxy", Via: history.ViaProxy,
-					Target: resp.Request.Header.Get(wire.HeaderKey), Ident: tr.Job.Ident, URL: s.jobs.urlOf(tr.Job.Ident)})
+					Target: resp.Request.Header.Get(wire.HeaderKey), Ident: tr.Job.Ident, URL: s.jobs.urlOf(tr.Job.Ident), Text: id})
 			}
 			return nil
 		},
@@ -356,6 +369,9 @@ func apiProxy(t *testing.T, s *soak) string {
 	t.Cleanup(func() { srv.Close() })
 	return l.Addr().String()
 }
+
+// takeIDKey carries a take's take_id from its request to its answer.
+type takeIDKey struct{}
 
 func proxyTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()

@@ -1073,3 +1073,31 @@ func TestNoisyGrowthFails(t *testing.T) {
 	res := noisyLives(3, 3600, 600).check(t)
 	failsOnly(t, res, 6, "node-b/goroutines grows")
 }
+
+// A take the node answered again under its take_id (the pipeline's
+// retry after the answer was lost between the proxy and the pipeline):
+// the proxy records the job twice for one key and one take_id, then the
+// pipeline's own take. One hold, counted; the same job answered to the
+// same key under another take_id is two takes of one job and fails.
+func TestTakeAnsweredAgainPasses(t *testing.T) {
+	build := func(second string) *run {
+		r := clean()
+		const url = "http://f.example/"
+		f := r.queue(30, "gina", url)
+		r.add(31, history.Event{Kind: history.Take, Actor: "api-proxy", Via: history.ViaProxy, Target: "key1", Ident: f, Text: "take-aaaaaaaa"})
+		r.add(33, history.Event{Kind: history.Take, Actor: "api-proxy", Via: history.ViaProxy, Target: "key1", Ident: f, Text: second})
+		r.take(33.1, "p1", "key1", f)
+		r.end(35, "p1", f, "done")
+		r.line(35.2, "gina: Your job for "+url+" has finished. ("+f+")")
+		r.set(f, "hash", registeredJob(url, "gina", "started_at", "1764650031.0", "finished_at", "1764650035.0"))
+		return r
+	}
+	res := build("take-aaaaaaaa").check(t)
+	if res.Failed() {
+		t.Fatalf("a take answered again under its take_id fails:\n%s", res.Summary())
+	}
+	if !strings.Contains(res.Summary(), "takes answered again under their take_id 1") {
+		t.Errorf("not counted:\n%s", res.Summary())
+	}
+	failsOnly(t, build("take-bbbbbbbb").check(t), 2, "held by api-proxy", "taken by api-proxy")
+}

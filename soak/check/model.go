@@ -132,6 +132,9 @@ type hold struct {
 	t                  time.Time
 	line               int
 	life               *life
+	// takeID is the take_id of the take the node answered (the API
+	// proxy's record), kept when the hold is passed on.
+	takeID string
 }
 
 type latency struct {
@@ -169,6 +172,9 @@ type checker struct {
 	openFault         map[string]ev
 
 	exists, refused, unknownYet, unackedReports, unknownTakes, endsWithoutTake, releasedByDeath int
+	// takesAnsweredAgain counts takes the node answered again under
+	// their take_id (a retry after a lost answer).
+	takesAnsweredAgain int
 	// apiKeys: every key name the history shows (takes' and
 	// revocations' targets), for telling a job held by a key.
 	apiKeys map[string]bool
@@ -611,6 +617,18 @@ func (c *checker) take(e ev) {
 		c.inv[3].violate(Violation{Ident: e.Ident, T: r.T, T2: e.T, Lines: []int{r.line, e.line},
 			Detail: fmt.Sprintf("key %s took a job %s after its revocation", e.Target, e.T.Sub(r.T).Round(time.Millisecond))})
 	}
+	// A take the node answered again (its retry after a lost answer,
+	// doc/pipeline-api.md): the same key, the same take_id, a job the
+	// key holds under it. Its hold stays as it is; one key taking one
+	// job twice under two take_ids is judged below.
+	if id := takeIDOf(e); id != "" {
+		for _, h := range c.holds[e.Ident] {
+			if h.target == e.Target && h.takeID == id {
+				c.takesAnsweredAgain++
+				return
+			}
+		}
+	}
 	var kept []hold
 	var passed *hold
 	for _, h := range c.holds[e.Ident] {
@@ -627,7 +645,7 @@ func (c *checker) take(e ev) {
 			// what the bridge took for it: the same hold, passed on
 			// (the life is running since the first).
 			c.handoffs++
-			passed = &hold{e.Actor, e.Via, e.Target, e.T, e.line, h.life}
+			passed = &hold{e.Actor, e.Via, e.Target, e.T, e.line, h.life, h.takeID}
 			continue
 		case history.Relayed(h.via) && h.life.outcome != "" && h.life.outcomeT.Before(e.T):
 			// A take no pipeline got (an orphan): the node failed (or
@@ -654,7 +672,15 @@ func (c *checker) take(e ev) {
 	}
 	l := c.take2(e)
 	c.lifeTakes = append(c.lifeTakes, lifeEvent{e, l})
-	c.holds[e.Ident] = append(c.holds[e.Ident], hold{e.Actor, e.Via, e.Target, e.T, e.line, l})
+	c.holds[e.Ident] = append(c.holds[e.Ident], hold{e.Actor, e.Via, e.Target, e.T, e.line, l, takeIDOf(e)})
+}
+
+// takeIDOf is the take_id of a take the API proxy saw answered.
+func takeIDOf(e ev) string {
+	if e.Via == history.ViaProxy {
+		return e.Text
+	}
+	return ""
 }
 
 // relaySlack is how far apart the records of one take may be.
