@@ -359,6 +359,7 @@ func (p *APIPipeline) work(ctx context.Context, o RunOptions, emit func(Event)) 
 	if _, err := p.c.Heartbeat(ctx, job.Ident); err != nil && ctx.Err() == nil {
 		emit(Event{Kind: EventError, Ident: job.Ident, Err: err})
 	}
+	due := time.Now() // when the next entry is due
 	for i := 0; ; {
 		select {
 		case <-ctx.Done():
@@ -422,7 +423,16 @@ func (p *APIPipeline) work(ctx context.Context, o RunOptions, emit func(Event)) 
 			incr["items_queued"] += 2
 			bmu.Unlock()
 			emit(Event{Kind: EventLog, Ident: job.Ident, N: int64(i)})
-			next.Reset(o.EntryInterval)
+			// Entries are due on a fixed schedule, so a late timer (a
+			// heartbeat in flight, a busy scheduler) does not stretch
+			// the job; but a pipeline more than a second behind (frozen,
+			// SIGSTOP) starts afresh from now rather than making up its
+			// entries in a burst.
+			due = due.Add(o.EntryInterval)
+			if now := time.Now(); now.Sub(due) > time.Second {
+				due = now
+			}
+			next.Reset(time.Until(due))
 		}
 	}
 }
