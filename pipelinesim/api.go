@@ -248,25 +248,88 @@ func (p *APIPipeline) work(ctx context.Context, o RunOptions, emit func(Event)) 
 	defer hb.Stop()
 	next := time.NewTimer(0)
 	defer next.Stop()
-	flush := time.NewTicker(250 * time.Millisecond)
-	defer flush.Stop()
-	var pending []json.RawMessage
-	var incr map[string]int64
-	send := func(final bool) error {
-		if len(pending) == 0 && len(incr) == 0 {
+	// The log and counters not yet sent. The job's loop adds to them on
+	// its schedule while the shipper sends them, as upstream's crawl goes
+	// on while its ship_logs thread sends
+	// (pipelineapi/bridge/testdata/upstream_pipeline.py): an update in
+	// flight does not hold up the crawl, so the offered entry rate does
+	// not fall with the node's latency.
+	var (
+		bmu     sync.Mutex
+		pending []json.RawMessage
+		incr    map[string]int64
+	)
+	take := func() ([]json.RawMessage, map[string]int64) {
+		bmu.Lock()
+		defer bmu.Unlock()
+		l, c := pending, incr
+		pending, incr = nil, nil
+		return l, c
+	}
+	// putBack returns a batch the node did not take in front of what
+	// came since, so the next batch carries it in order.
+	putBack := func(l []json.RawMessage, c map[string]int64) {
+		bmu.Lock()
+		defer bmu.Unlock()
+		pending = append(l, pending...)
+		if len(c) > 0 && incr == nil {
+			incr = map[string]int64{}
+		}
+		for k, v := range c {
+			incr[k] += v
+		}
+	}
+	update := func(l []json.RawMessage, c map[string]int64) error {
+		_, err := p.c.Update(ctx, job.Ident, wire.UpdateRequest{Log: l, Incr: c})
+		return err
+	}
+	// The shipper sends what is pending every 250 ms, one update in
+	// flight at a time; a retryable failure keeps the batch for the next
+	// one, a refusal ends the shipper with shipErr set.
+	stopShip, shipDone := make(chan struct{}), make(chan struct{})
+	var shipErr error
+	go func() {
+		defer close(shipDone)
+		flush := time.NewTicker(250 * time.Millisecond)
+		defer flush.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-stopShip:
+				return
+			case <-flush.C:
+			}
+			l, c := take()
+			if len(l) == 0 && len(c) == 0 {
+				continue
+			}
+			if err := update(l, c); err != nil {
+				if retryable(err) {
+					putBack(l, c)
+					continue
+				}
+				shipErr = err
+				return
+			}
+		}
+	}()
+	// stopShipper waits for the shipper's update in flight, if any, and
+	// returns its refusal, if any.
+	var stopOnce sync.Once
+	stopShipper := func() error {
+		stopOnce.Do(func() { close(stopShip) })
+		<-shipDone
+		return shipErr
+	}
+	defer stopShipper()
+	// send sends what is left once the shipper stopped, retrying.
+	send := func() error {
+		l, c := take()
+		if len(l) == 0 && len(c) == 0 {
 			return nil
 		}
-		update := func() error {
-			_, err := p.c.Update(ctx, job.Ident, wire.UpdateRequest{Log: pending, Incr: incr})
-			return err
-		}
-		var err error
-		if final {
-			err, _ = callRetrying(ctx, update)
-		} else if err = update(); err != nil && retryable(err) {
-			return nil // kept: sent with the next batch
-		}
-		pending, incr = nil, nil
+		err, _ := callRetrying(ctx, func() error { return update(l, c) })
 		return err
 	}
 	// drop gives the job up after a refused write.
@@ -288,12 +351,15 @@ func (p *APIPipeline) work(ctx context.Context, o RunOptions, emit func(Event)) 
 	}
 	stdout := func(msg string) {
 		b, _ := json.Marshal(StdoutEntry{Type: "stdout", Message: msg, TS: p.cfg.Now().Unix()})
+		bmu.Lock()
 		pending = append(pending, b)
+		bmu.Unlock()
 	}
 	stdout(fmt.Sprintf(StdoutReceived, job.Ident))
 	if _, err := p.c.Heartbeat(ctx, job.Ident); err != nil && ctx.Err() == nil {
 		emit(Event{Kind: EventError, Ident: job.Ident, Err: err})
 	}
+	due := time.Now() // when the next entry is due
 	for i := 0; ; {
 		select {
 		case <-ctx.Done():
@@ -302,10 +368,11 @@ func (p *APIPipeline) work(ctx context.Context, o RunOptions, emit func(Event)) 
 			if _, err := p.c.Heartbeat(ctx, job.Ident); err != nil && ctx.Err() == nil {
 				emit(Event{Kind: EventError, Ident: job.Ident, Err: err})
 			}
-		case <-flush.C:
-			if err := send(false); err != nil {
-				return drop(err)
+		case <-shipDone:
+			if shipErr == nil { // ctx ended
+				return nil
 			}
+			return drop(shipErr)
 		case s := <-ch:
 			if s.Age <= age {
 				continue
@@ -315,8 +382,11 @@ func (p *APIPipeline) work(ctx context.Context, o RunOptions, emit func(Event)) 
 			if !s.AbortRequested {
 				continue
 			}
+			if err := stopShipper(); err != nil {
+				return drop(err)
+			}
 			stdout(StdoutAborted)
-			if err := send(true); err != nil {
+			if err := send(); err != nil {
 				return drop(err)
 			}
 			if err, _ := callRetrying(ctx, func() error { _, err := p.c.Abort(ctx, job.Ident); return err }); err != nil {
@@ -326,8 +396,11 @@ func (p *APIPipeline) work(ctx context.Context, o RunOptions, emit func(Event)) 
 			return done()
 		case <-next.C:
 			if i == o.Entries {
+				if err := stopShipper(); err != nil {
+					return drop(err)
+				}
 				stdout(fmt.Sprintf(StdoutFinished, job.Ident))
-				if err := send(true); err != nil {
+				if err := send(); err != nil {
 					return drop(err)
 				}
 				return done()
@@ -340,6 +413,7 @@ func (p *APIPipeline) work(ctx context.Context, o RunOptions, emit func(Event)) 
 				e.WgetCode = "NETWORK_ERROR"
 			}
 			b, _ := json.Marshal(e)
+			bmu.Lock()
 			pending = append(pending, b)
 			if incr == nil {
 				incr = map[string]int64{}
@@ -347,8 +421,18 @@ func (p *APIPipeline) work(ctx context.Context, o RunOptions, emit func(Event)) 
 			incr["bytes_downloaded"] += 1000
 			incr["items_downloaded"]++
 			incr["items_queued"] += 2
+			bmu.Unlock()
 			emit(Event{Kind: EventLog, Ident: job.Ident, N: int64(i)})
-			next.Reset(o.EntryInterval)
+			// Entries are due on a fixed schedule, so a late timer (a
+			// heartbeat in flight, a busy scheduler) does not stretch
+			// the job; but a pipeline more than a second behind (frozen,
+			// SIGSTOP) starts afresh from now rather than making up its
+			// entries in a burst.
+			due = due.Add(o.EntryInterval)
+			if now := time.Now(); now.Sub(due) > time.Second {
+				due = now
+			}
+			next.Reset(time.Until(due))
 		}
 	}
 }
