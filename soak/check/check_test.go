@@ -1101,3 +1101,34 @@ func TestTakeAnsweredAgainPasses(t *testing.T) {
 	}
 	failsOnly(t, build("take-bbbbbbbb").check(t), 2, "held by api-proxy", "taken by api-proxy")
 }
+
+// A direct-Redis pipeline goes on crawling a job !failed under it (the
+// node cannot stop it), and the job's URL may be queued again at once:
+// another pipeline taking the new life is not two holders of one life.
+// Found by a load run at 719 entries/s. Before the fail, the same take
+// is two holders.
+func TestDirectPipelineStillCrawlingAFailedJob(t *testing.T) {
+	build := func(failAt float64) *run {
+		r := clean()
+		const url = "http://f.example/"
+		f := r.queue(30, "gina", url)
+		r.add(31, history.Event{Kind: history.Take, Actor: "direct08", Via: "direct", Ident: f})
+		r.line(failAt, "gina: Job "+f+" for "+url+" failed: removed from its queue, it will not run any more (failed by hank).")
+		r.queue(40, "gina", url)
+		r.take(41, "p1", "key1", f)
+		r.set(f, "hash", registeredJob(url, "gina", "started_at", "1764650041.0", "pipeline_id", "pipeline:"+md5hex("api:key1")))
+		r.set("working", "list", []string{idC, f})
+		return r
+	}
+	res := build(35).check(t)
+	if inv := res.Invariant(2); !inv.Pass {
+		t.Fatalf("a new life taken while a direct pipeline crawls the failed one fails invariant 2:\n%s", res.Summary())
+	}
+	if !strings.Contains(res.Summary(), "new lives taken while a direct pipeline still crawled the failed one 1") {
+		t.Errorf("not counted:\n%s", res.Summary())
+	}
+	// The fail reported only after the second take: two holders.
+	if inv := build(42).check(t).Invariant(2); inv.Pass {
+		t.Errorf("a take while the direct pipeline's life had not ended passes invariant 2")
+	}
+}

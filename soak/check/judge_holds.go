@@ -36,6 +36,7 @@ func (c *checker) judge2and3(dump Dump) {
 	c.judgePaused()
 	c.inv[2].count("released by a pipeline's death", "%d", c.releasedByDeath)
 	c.inv[2].count("takes answered again under their take_id", "%d", c.takesAnsweredAgain)
+	c.inv[2].count("new lives taken while a direct pipeline still crawled the failed one", "%d", c.directFailedStillHeld)
 	if c.bridgeTakes > 0 {
 		c.inv[2].count("relayed takes", "%d (%d passed on, %d orphans, %d of them found ended)",
 			c.bridgeTakes, c.handoffs, c.bridgeTakes-c.handoffs, c.orphansEnded)

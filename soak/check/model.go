@@ -172,6 +172,9 @@ type checker struct {
 	openFault         map[string]ev
 
 	exists, refused, unknownYet, unackedReports, unknownTakes, endsWithoutTake, releasedByDeath int
+	// directFailedStillHeld counts holds of a direct pipeline on a job
+	// failed under it that another take of a new life met.
+	directFailedStillHeld int
 	// takesAnsweredAgain counts takes the node answered again under
 	// their take_id (a retry after a lost answer).
 	takesAnsweredAgain int
@@ -647,6 +650,14 @@ func (c *checker) take(e ev) {
 			c.handoffs++
 			passed = &hold{e.Actor, e.Via, e.Target, e.T, e.line, h.life, h.takeID}
 			continue
+		case h.via == viaDirect && h.life.outcome == "failed" && h.life.outcomeT.Before(e.T):
+			// A direct-Redis pipeline crawling a job failed under it (by
+			// !fail, or by the reaper while it was frozen): nothing the
+			// node writes stops it, and the job's URL may be queued again
+			// at once (doc/reliability.md, A failed job's direct
+			// pipeline). Its hold is not the new life's; counted.
+			c.directFailedStillHeld++
+			continue
 		case history.Relayed(h.via) && h.life.outcome != "" && h.life.outcomeT.Before(e.T):
 			// A take no pipeline got (an orphan): the node failed (or
 			// ended) the job since; the key holds nothing.
@@ -674,6 +685,9 @@ func (c *checker) take(e ev) {
 	c.lifeTakes = append(c.lifeTakes, lifeEvent{e, l})
 	c.holds[e.Ident] = append(c.holds[e.Ident], hold{e.Actor, e.Via, e.Target, e.T, e.line, l, takeIDOf(e)})
 }
+
+// viaDirect is a direct-Redis pipeline's Via.
+const viaDirect = "direct"
 
 // takeIDOf is the take_id of a take the API proxy saw answered.
 func takeIDOf(e ev) string {
