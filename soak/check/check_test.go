@@ -1132,3 +1132,31 @@ func TestDirectPipelineStillCrawlingAFailedJob(t *testing.T) {
 		t.Errorf("a take while the direct pipeline's life had not ended passes invariant 2")
 	}
 }
+
+// Redis keeps an ended job's record, log and history until they expire
+// (48 h, 7 days), so its used memory grows with the jobs ended: the
+// raw figure is reported, and what is judged is Redis less the keys with
+// a TTL. A live part that grows still fails.
+func TestRedisRetentionIsNotGrowth(t *testing.T) {
+	build := func(liveGrows bool) *run {
+		r := clean()
+		for s := 0.0; s <= 60; s += 5 {
+			kept := s / 60 * 200e6 // 200 MB kept by TTL over the run
+			live := 3e6
+			if liveGrows {
+				live += s / 60 * 200e6
+			}
+			r.add(s+0.1, history.Event{Kind: history.Sample, Actor: "redis", Num: map[string]float64{
+				"redis_used_memory": live + kept, "redis_expiring_memory": kept, "redis_live_memory": live}})
+		}
+		return r
+	}
+	res := build(false).check(t)
+	if res.Failed() {
+		t.Fatalf("memory kept by TTL fails invariant 6:\n%s", res.Summary())
+	}
+	if !strings.Contains(res.Summary(), "redis/redis_live_memory") {
+		t.Errorf("the live memory is not judged:\n%s", res.Summary())
+	}
+	failsOnly(t, build(true).check(t), 6, "redis/redis_live_memory grows")
+}

@@ -323,6 +323,7 @@ func (r *Result) charts() []template.HTML {
 	}
 	metric("rss_bytes", "Resident memory", "MB", 1e6)
 	metric("redis_used_memory", "Redis used memory", "MB", 1e6)
+	metric("redis_live_memory", "Redis memory less keys with a TTL (judged)", "MB", 1e6)
 	metric("goroutines", "Goroutines", "count", 1)
 	metric("fds", "Open file descriptors", "count", 1)
 	lat := func(name, title string, limit time.Duration) {
