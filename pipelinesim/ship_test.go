@@ -5,22 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/archiveteam/archivebot-go/store"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/internal/redistest"
-	"github.com/archiveteam/archivebot-go/pipelineapi"
 	"github.com/archiveteam/archivebot-go/pipelineapi/apitest"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
-	"github.com/archiveteam/archivebot-go/store"
 )
 
 // TestAPIModeCrawlsWhileShipping: an API-mode job goes on generating
@@ -36,12 +31,9 @@ import (
 // the log and counters the node applied are checked: every entry once,
 // in order, counters summed exactly.
 func TestAPIModeCrawlsWhileShipping(t *testing.T) {
-	b := redistest.Mini(t)
+	n := newProxiedNode(t)
+	b, st := n.b, n.st
 	ctx := context.Background()
-	st := store.NewStore(b.Client)
-	hs := apitest.Serve(t, pipelineapi.Options{Store: st, KeyRefresh: 20 * time.Millisecond})
-	target, _ := url.Parse(hs.URL)
-	rp := httputil.NewSingleHostReverseProxy(target)
 	const ident = "simship0"
 	var mu sync.Mutex
 	logUpdates := 0   // updates of the job carrying log entries
@@ -51,9 +43,9 @@ func TestAPIModeCrawlsWhileShipping(t *testing.T) {
 	release := make(chan struct{})
 	seen := make(chan struct{}) // 5 entries generated while blocked
 	var applied []wire.UpdateRequest
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front := n.front(t, func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasSuffix(r.URL.Path, "/"+ident+"/update") {
-			rp.ServeHTTP(w, r)
+			n.pass(w, r)
 			return
 		}
 		body, _ := io.ReadAll(r.Body)
@@ -63,16 +55,16 @@ func TestAPIModeCrawlsWhileShipping(t *testing.T) {
 			t.Errorf("update body: %v", err)
 		}
 		mu.Lock()
-		n := 0
+		nth := 0
 		if len(req.Log) > 0 {
 			logUpdates++
-			n = logUpdates
+			nth = logUpdates
 		}
-		if n == 1 {
+		if nth == 1 {
 			logsAtBlock = logsSeen
 		}
 		mu.Unlock()
-		switch n {
+		switch nth {
 		case 1:
 			close(blocked)
 			<-release
@@ -86,21 +78,15 @@ func TestAPIModeCrawlsWhileShipping(t *testing.T) {
 			io.WriteString(w, `{"error":"not_leader","reason":"this node stands by"}`)
 			return
 		}
-		rec := httptest.NewRecorder()
-		rp.ServeHTTP(rec, r)
+		rec := n.run(r)
 		if rec.Code == http.StatusOK {
 			mu.Lock()
 			applied = append(applied, req)
 			mu.Unlock()
 		}
-		for k, v := range rec.Header() {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(rec.Code)
-		w.Write(rec.Body.Bytes())
-	}))
-	t.Cleanup(front.Close)
-	c := apitest.Client(t, st, front.URL, "sim-ship")
+		answer(w, rec)
+	})
+	c := apitest.Client(t, st, front, "sim-ship")
 	if err := st.Register(ctx, store.NewJob{Ident: ident, URL: "http://example.com/s/", FetchDepth: "inf",
 		Slug: "x", StartedBy: "vera", StartedIn: "#ab", DelayMin: 250, DelayMax: 375, Concurrency: 3, Queue: "pending"}); err != nil {
 		t.Fatal(err)

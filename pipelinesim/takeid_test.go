@@ -4,20 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/archiveteam/archivebot-go/store"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/internal/redistest"
-	"github.com/archiveteam/archivebot-go/pipelineapi"
 	"github.com/archiveteam/archivebot-go/pipelineapi/apitest"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
-	"github.com/archiveteam/archivebot-go/store"
 )
 
 // TestAPIModeLostTakeAnswers: the answers of the first takes that took a
@@ -26,21 +21,17 @@ import (
 // the same take_id and gets the job, so no job is left held by nobody
 // and every job is crawled to its end.
 func TestAPIModeLostTakeAnswers(t *testing.T) {
-	b := redistest.Mini(t)
+	n := newProxiedNode(t)
+	b, st := n.b, n.st
 	ctx := context.Background()
-	st := store.NewStore(b.Client)
-	hs := apitest.Serve(t, pipelineapi.Options{Store: st, KeyRefresh: 20 * time.Millisecond})
-	target, _ := url.Parse(hs.URL)
-	rp := httputil.NewSingleHostReverseProxy(target)
 	var mu sync.Mutex
 	lost := 0
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front := n.front(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != wire.PathTake {
-			rp.ServeHTTP(w, r)
+			n.pass(w, r)
 			return
 		}
-		rec := httptest.NewRecorder()
-		rp.ServeHTTP(rec, r)
+		rec := n.run(r)
 		var out wire.TakeResponse
 		_ = json.Unmarshal(rec.Body.Bytes(), &out)
 		mu.Lock()
@@ -53,14 +44,9 @@ func TestAPIModeLostTakeAnswers(t *testing.T) {
 			w.WriteHeader(http.StatusBadGateway)
 			return
 		}
-		for k, v := range rec.Header() {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(rec.Code)
-		w.Write(rec.Body.Bytes())
-	}))
-	t.Cleanup(front.Close)
-	c := apitest.Client(t, st, front.URL, "sim-lost")
+		answer(w, rec)
+	})
+	c := apitest.Client(t, st, front, "sim-lost")
 	for i := range 2 {
 		if err := st.Register(ctx, store.NewJob{Ident: fmt.Sprintf("simlost%d", i), URL: fmt.Sprintf("http://example.com/l%d/", i),
 			FetchDepth: "inf", Slug: "x", StartedBy: "vera", StartedIn: "#ab", DelayMin: 250, DelayMax: 375, Concurrency: 3,
