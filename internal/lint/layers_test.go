@@ -24,7 +24,7 @@ var layers = []struct {
 	packages []string
 }{
 	{"foundation", []string{"config", "ident", "internal/text", "internal/sitematch", "internal/clock", "internal/metrics", "internal/badkeys",
-		"internal/run", "internal/httpserve", "internal/testproc", "internal/testtls", "internal/redistest",
+		"internal/run", "internal/httpserve", "internal/refusal", "internal/testproc", "internal/testtls", "internal/redistest",
 		"internal/lint", "pipelineapi/wire", "pipelineapi/client", "third_party/", "soak", "soak/"}},
 	{"store", []string{"store", "store/storetest", "embeddedredis"}},
 	{"words", []string{"news"}},
