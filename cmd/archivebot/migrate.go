@@ -573,16 +573,20 @@ func judgeRollback(r *migrateReport, sv *store.Survey, nodeRuns bool, nodeWhy st
 			"stop it first (SIGTERM: it delivers what it took, and releases the lease)"))
 	}
 	if len(sv.Paused) > 0 || len(sv.PausedJobs) > 0 {
-		var qs []string
+		var qs, cmds []string
 		for q := range sv.Paused {
-			qs = append(qs, q)
+			cmds = append(cmds, "archivebot resume "+q)
+			if _, aside := sv.PausedJobs[q]; !aside {
+				qs = append(qs, q+": paused")
+			}
 		}
 		for q, n := range sv.PausedJobs {
-			qs = append(qs, fmt.Sprintf("%s: %d jobs aside in archivebot:paused:%s", q, n, q))
+			qs = append(qs, fmt.Sprintf("%s: paused, %d jobs aside in archivebot:paused:%s", q, n, q))
 		}
 		sort.Strings(qs)
+		sort.Strings(cmds)
 		r.Blocks = append(r.Blocks, newFinding("paused queues: their jobs wait under archivebot:paused:QUEUE, where upstream's bot and pipelines never look (lost to them), and upstream's pipelines do not honour a pause", qs,
-			"archivebot resume all, before stopping the node"))
+			strings.Join(cmds, "; ")+", before stopping the node"))
 	}
 	var held []string
 	for _, p := range r.Found.Pipelines {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/store"
 )
@@ -264,5 +265,30 @@ func TestMigrateVersions(t *testing.T) {
 	judgeRedis(r, &store.Survey{Redis: store.RedisFacts{Version: "7.2.4", Role: "slave", ClusterEnabled: true}})
 	if len(r.Blocks) != 2 {
 		t.Errorf("a cluster replica: blocks %+v", r.Blocks)
+	}
+}
+
+// TestMigrateRollbackBlocks: going back is blocked by jobs running on the
+// pipeline API (upstream's bot cannot let them report or finish) and by
+// finish notices a stopped node had taken but not said; start notices
+// not said are a note (upstream has none).
+func TestMigrateRollbackBlocks(t *testing.T) {
+	cfg := &config.Config{}
+	cfg.Notifier.PipelineSilentAfter.Duration = time.Minute
+	sv := &store.Survey{Keys: map[string]int{"ours": 3}, Working: []string{"apijob"},
+		Jobs:       []store.SurveyJob{{Ident: "apijob", State: "running", Fields: map[string]string{"url": "http://a.example/", "pipeline_id": "pipeline:api1"}}},
+		Pipelines:  []store.SurveyPipeline{{Key: "pipeline:api1", InSet: true, HasRecord: true, Fields: map[string]string{"api_key": "alpha", "nickname": "alpha", "ts": "1"}}},
+		Processing: map[string]int{store.KeyFinishProcessing: 2, store.KeyStartNotifications: 1}}
+	r := judge(sv, cfg, true, time.Now())
+	if !r.Blocked || findingAbout(r.Blocks, "pipeline API") == nil || findingAbout(r.Blocks, "2 finish notices") == nil {
+		t.Errorf("blocks %+v", r.Blocks)
+	}
+	if findingAbout(r.Notes, "start and operator notices") == nil || findingAbout(r.Notes, "pipeline records of the node's pipeline API") == nil {
+		t.Errorf("notes %+v", r.Notes)
+	}
+	sv.Working, sv.Processing = nil, nil
+	sv.Jobs[0].State = "finished"
+	if r := judge(sv, cfg, true, time.Now()); r.Blocked {
+		t.Errorf("blocks %+v", r.Blocks)
 	}
 }
