@@ -211,7 +211,54 @@ func TestE2EMigrateRollback(t *testing.T) {
 		}
 		upstreamReads(t, rdb)
 		runUpstreamCode(t, b.URL, nodeJob)
+
+		// The clean-ups of doc/migrating.md, as written there: notices a
+		// killed node had taken go back to the head of
+		// finish_notifications, in order; then every key of the node goes.
+		rdb.Del(ctx, "finish_notifications")
+		rdb.RPush(ctx, keyProcessing, `{"url":"https://example.com/p1"}`, `{"url":"https://example.com/p2"}`)
+		rdb.RPush(ctx, "finish_notifications", `{"url":"https://example.com/n1"}`)
+		runDocBlock(t, b.URL, "LMOVE archivebot:finish_notifications:processing")
+		got, _ := rdb.LRange(ctx, "finish_notifications", 0, -1).Result()
+		if want := []string{`{"url":"https://example.com/p1"}`, `{"url":"https://example.com/p2"}`, `{"url":"https://example.com/n1"}`}; strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("finish_notifications after the move back: %q, want %q", got, want)
+		}
+		if n, _ := rdb.Exists(ctx, keyProcessing).Result(); n != 0 {
+			t.Errorf("the processing list is still there")
+		}
+		if n, _ := rdb.Keys(ctx, "archivebot:*").Result(); len(n) == 0 {
+			t.Fatal("no key of the node to clean up: the test proves nothing")
+		}
+		runDocBlock(t, b.URL, "--pattern 'archivebot:*'")
+		if n, _ := rdb.Keys(ctx, "archivebot:*").Result(); len(n) != 0 {
+			t.Errorf("keys of the node left after the clean-up: %q", n)
+		}
+		upstreamReads(t, rdb)
 	})
+}
+
+// runDocBlock runs, with bash and REDIS_URL, the shell block of
+// doc/migrating.md that contains marker.
+func runDocBlock(t *testing.T, redisURL, marker string) {
+	t.Helper()
+	testproc.Bin(t, "redis-cli")
+	doc, err := os.ReadFile(filepath.Join("..", "..", "doc", "migrating.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(string(doc), "```")
+	for i := 1; i < len(parts); i += 2 {
+		if !strings.Contains(parts[i], marker) {
+			continue
+		}
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", strings.TrimPrefix(parts[i], "\n"))
+		cmd.Env = append(os.Environ(), "REDIS_URL="+redisURL)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("doc/migrating.md's block %q: %v\n%s", marker, err, out)
+		}
+		return
+	}
+	t.Fatalf("doc/migrating.md has no shell block with %q", marker)
 }
 
 // runUpstreamCode runs upstream's own bot and pipeline code on the Redis
