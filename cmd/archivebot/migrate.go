@@ -401,9 +401,11 @@ func judgeJobs(r *migrateReport, sv *store.Survey, cfg *config.Config, now time.
 		dead = append(dead, fmt.Sprintf("%s on %s (%s), death_timer %d", j.Ident, orDash(p.Nickname, j.Fields["pipeline_id"]), why, timer))
 	}
 	if len(dead) > 0 {
-		do := fmt.Sprintf("the node's reaper goes on counting (reaper.threshold %d checks of %v) and tells the job's channel once at the threshold", cfg.Reaper.Threshold, cfg.Reaper.Interval.Duration)
+		do := fmt.Sprintf("the node's reaper goes on counting (reaper.threshold %d checks of %v) and tells the job's channel once at the threshold (%d of them are past it: at its first check)", cfg.Reaper.Threshold, cfg.Reaper.Interval.Duration, deadNow)
 		if cfg.Reaper.AutoFail {
-			do += fmt.Sprintf("; with reaper.auto_fail it fails the job then (%d of them at its first check). To put one back in its queue: archivebot requeue IDENT, after the start", deadNow)
+			do += "; with reaper.auto_fail it fails the job then. To put one back in its queue: archivebot requeue IDENT, after the start"
+		} else {
+			do += "; reaper.auto_fail is off: an op can !fail it, or archivebot requeue IDENT puts it back in its queue"
 		}
 		r.Changes = append(r.Changes, newFinding("running jobs whose pipeline is gone, silent, or whose heartbeat stopped (death_timer above 0)", dead, do))
 	}
