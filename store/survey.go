@@ -168,6 +168,18 @@ func isIdent(k string) bool {
 	return k != "" && strings.Trim(k, "0123456789abcdefghijklmnopqrstuvwxyz") == ""
 }
 
+// jobLike reports whether a hash without url has a field only a job
+// record has (what a pipeline's late write re-creates).
+func jobLike(fields map[string]string) bool {
+	for _, f := range []string{"heartbeat", "log_score", "finished_at", "bytes_downloaded", "items_downloaded",
+		"items_queued", "started_at", "pipeline_id", "aborted", "death_timer"} {
+		if _, ok := fields[f]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // Survey reads every key of the database once (SCAN, TYPE, then each
 // value) and writes nothing. Keys that change while it reads are read as
 // they are then: it is a picture of a running system, not one moment.
@@ -388,6 +400,15 @@ func (s *Store) surveyJobs(ctx context.Context, sv *Survey, hashes []string, pre
 				continue // gone since the SCAN
 			}
 			j := DecodeJob(id, fields)
+			if j.Ghost() && !jobLike(fields) {
+				// A hash of another program's whose name happens to look
+				// like an ident.
+				sv.Keys["other"]++
+				if len(sv.Other) < surveyOther {
+					sv.Other = append(sv.Other, id)
+				}
+				continue
+			}
 			if j.Ghost() {
 				sv.Keys["ghost"]++
 				sv.Ghosts = append(sv.Ghosts, id)

@@ -292,3 +292,37 @@ func TestMigrateRollbackBlocks(t *testing.T) {
 		t.Errorf("blocks %+v", r.Blocks)
 	}
 }
+
+// TestMigrateCheckGhostsAndStrays: a pipeline's late write after a job
+// ended (a hash without url) is a ghost, in working or not; another
+// program's hash whose name looks like an ident is neither a job nor a
+// ghost; a member of working without a record is named.
+func TestMigrateCheckGhostsAndStrays(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		loadMigrateFixture(t, b.Client)
+		b.Client.HSet(ctx, "ghostinworking", "heartbeat", "7")
+		b.Client.RPush(ctx, "working", "ghostinworking", "nosuchjob")
+		b.Client.HSet(ctx, "ghostelsewhere", "log_score", "3")
+		b.Client.HSet(ctx, "settings", "colour", "blue")
+		code, r, out := migrateCheck(t, b.URL, migrateConfig(t, ""))
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, out)
+		}
+		if f := findingAbout(r.Changes, "in working: the reaper deletes them"); f == nil || strings.Join(f.Keys, " ") != "ghostinworking" {
+			t.Errorf("ghost in working: %+v", f)
+		}
+		if f := findingAbout(r.Changes, "outside working"); f == nil || strings.Join(f.Keys, " ") != "ghostelsewhere" {
+			t.Errorf("ghost elsewhere: %+v", f)
+		}
+		if f := findingAbout(r.Changes, "members of working that are no job record"); f == nil || strings.Join(f.Keys, " ") != "nosuchjob" {
+			t.Errorf("stray member of working: %+v", f)
+		}
+		if f := findingAbout(r.Notes, "neither upstream's nor the node's"); f == nil || strings.Join(f.Keys, " ") != "settings" {
+			t.Errorf("another program's key: %+v", f)
+		}
+		if r.Found.Ghosts != 2 || r.Found.Jobs["running"] != 3 {
+			t.Errorf("ghosts %d, running %d", r.Found.Ghosts, r.Found.Jobs["running"])
+		}
+	})
+}
