@@ -169,10 +169,13 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) error {
 	case <-reported:
 	case <-runCtx.Done():
 	}
+	// A clean end (MaxJobs reached) waits for the resumed jobs too, as a
+	// pipeline asked to stop finishes the jobs it has.
+	var resumed sync.WaitGroup
 	for _, id := range o.Resume {
-		wg.Add(1)
+		resumed.Add(1)
 		go func() {
-			defer wg.Done()
+			defer resumed.Done()
 			j, err := p.Resume(runCtx, id)
 			if err == nil {
 				var entries int
@@ -184,6 +187,7 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) error {
 		}()
 	}
 	err := p.work(runCtx, o, emit)
+	resumed.Wait()
 	cancel()
 	wg.Wait()
 	p.crashMu.Lock()
