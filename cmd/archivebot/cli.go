@@ -122,6 +122,7 @@ func flagExit(err error) int {
 type nodeOptions struct {
 	config       string
 	check        bool
+	allowInUse   bool
 	debug        bool
 	version      bool
 	redisListen  string
@@ -165,6 +166,7 @@ func nodeFlags(out io.Writer) (*flag.FlagSet, *nodeOptions) {
 	fs.SetOutput(out)
 	registerConfigFlag(fs, &o.config, "none: console front end and embedded Redis")
 	fs.BoolVar(&o.check, "check-config", false, "check what a run would, short of running, then exit, reporting every problem found: the file (TOML errors with their lines, every key), every listen address (all bound together, then released), Redis or the sentinels (pinged), the data directory, TLS files, ignore sets; warnings as a run prints them")
+	fs.BoolVar(&o.allowInUse, "allow-in-use", false, "with -check-config: a listen address (http.listen, http.stream_listen, pipelines.listen) that another program holds now is a warning, not a problem; for the check before a switch-over, while upstream's web app and websocket.py still hold 4567 and 4568 (doc/migrating.md). Every other check is the same; a start still needs them free")
 	fs.BoolVar(&o.debug, "debug", false, "log debug messages (same as log.level = \"debug\")")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.redisListen, "redis-listen", "", "address of the embedded Redis, e.g. 127.0.0.1:6380 (redis.listen; env "+config.EnvRedisListen+")")
