@@ -182,7 +182,7 @@ func TestE2EMigrateRollback(t *testing.T) {
 		// doc/migrating.md, Rolling back: resume what the check names,
 		// stop the node.
 		r := check(exitBlocked)
-		if f := findingAbout(r.Blocks, "paused queues"); f == nil || f.Do != "archivebot resume pending-ao, before stopping the node" {
+		if f := findingAbout(r.Blocks, "paused queues"); f == nil || f.Do != "archivebot resume pending-ao -config "+cfgPath+", before stopping the node" {
 			t.Fatalf("the paused queue's finding: %+v", f)
 		}
 		if code, out, errs := admin(t, b, "resume", "pending-ao"); code != 0 {
