@@ -469,9 +469,14 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	fmt.Fprintf(out, "pipeline %q (%s) on %s%s\n", p.Nickname(), p.Key(), o.RedisURL, mode)
 	ro := o.RunOptions
 	// One line per step of a job, not per log entry: the entries are
-	// counted and the count goes on the job's last line.
+	// counted and the count goes on the job's last line. Resumed jobs
+	// are crawled beside the taken ones: events come from several
+	// goroutines.
+	var mu sync.Mutex
 	logged := map[string]int{}
 	ro.OnEvent = func(e Event) {
+		mu.Lock()
+		defer mu.Unlock()
 		switch {
 		case e.Kind == EventReport && e.Err == nil:
 			return
