@@ -340,8 +340,8 @@ func judgeProcesses(r *migrateReport, sv *store.Survey, nodeRuns bool, nodeWhy s
 	if nodeRuns {
 		r.Notes = append(r.Notes, newFinding("a node of this project already runs on this Redis ("+nodeWhy+"): this is not a first switch", nil, ""))
 	} else if n := sv.Subscribers[store.ChannelUpdates]; n > 0 {
-		r.Blocks = append(r.Blocks, newFinding(fmt.Sprintf("%d connections subscribe to updates and no node of this project runs: upstream's log processes (analyzer, trimmer, log-firehose, recorder, the cogs' tweeter) still run; beside the node they would count every response twice and move the log bookmarks under it", n), nil,
-			"stop them (doc/migrating.md, Stop upstream's processes)"))
+		r.Blocks = append(r.Blocks, newFinding(fmt.Sprintf("%d connections subscribe to updates and no node of this project runs: upstream's processes still run (each updates-listener: analyzer, trimmer, recorder, log-firehose, set-watermarks; and the cogs); beside the node they would count every response twice and move the log bookmarks under it", n), nil,
+			"stop them (doc/migrating.md, Stop upstream's processes; pgrep -af 'updates-listener|cogs/start' lists them)"))
 	}
 	if sv.Clients == nil {
 		r.Notes = append(r.Notes, newFinding("CLIENT LIST was refused ("+sv.ClientsError+"): whether upstream's bot is still connected cannot be seen", nil,
@@ -560,8 +560,7 @@ func judgeRest(r *migrateReport, sv *store.Survey, cfg *config.Config) {
 	if n := len(sv.FeedNew); n > 0 {
 		what := fmt.Sprintf("%d running jobs have no \"Archiving URL\" text in tweets:queue or tweets:done: once the node runs, its tweeter queues one for each (as upstream's tweeter does for a job it sees running, when it has a Twitter configuration)", n)
 		if dry {
-			r.Changes = append(r.Changes, newFinding(what+"; no feed network is configured: the dry run moves them to tweets:done, posting nothing", sv.FeedNew,
-				"nothing; a feed network configured later never posts them"))
+			r.Changes = append(r.Changes, newFinding(what+"; no feed network is configured: the dry run moves them to tweets:done, posting nothing (a network configured later never posts them)", sv.FeedNew, ""))
 		} else {
 			r.Changes = append(r.Changes, newFinding(what+fmt.Sprintf("; the node posts them on %s, within each network's budget: %d posts at the start", feedNames(nets), n), sv.FeedNew,
 				"to post none of them: start the node without feed networks first; its dry run records each as posted ("+typed(cfg, "feed")+" shows none pending once it has), then add the networks"))

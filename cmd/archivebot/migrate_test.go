@@ -251,7 +251,9 @@ func TestMigrateCheckBlocks(t *testing.T) {
 		if _, err := ps.Receive(ctx); err != nil {
 			t.Fatal(err)
 		}
-		blocked("subscribe to updates")
+		if f := blocked("subscribe to updates"); !strings.Contains(f.What, "each updates-listener") || !strings.Contains(f.Do, "pgrep -af") {
+			t.Errorf("the finding does not say which processes, or how to find them: %+v", f)
+		}
 		// The same subscriber on a connection of a node of ours: not
 		// upstream's (CLIENT LIST names it; miniredis has no CLIENT
 		// LIST, so there the leader lease says a node runs).

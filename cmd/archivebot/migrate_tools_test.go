@@ -38,7 +38,8 @@ func TestMigrateCheckFeed(t *testing.T) {
 		}
 		// fxAbort runs too, but its abort was requested: never tweeted.
 		f := findingAbout(r.Changes, "running jobs have no \"Archiving URL\" text")
-		if f == nil || !reflect.DeepEqual(f.Keys, []string{fxDead, fxRunning}) || r.Found.FeedNew != 2 || !strings.Contains(f.What, "the dry run moves them to tweets:done") {
+		// Nothing to do about it: no "→" line.
+		if f == nil || !reflect.DeepEqual(f.Keys, []string{fxDead, fxRunning}) || r.Found.FeedNew != 2 || !strings.Contains(f.What, "the dry run moves them to tweets:done") || f.Do != "" {
 			t.Fatalf("the texts the node will queue: %+v (found %d)", f, r.Found.FeedNew)
 		}
 		b.Client.ZAdd(ctx, store.KeyTweetsDone, redis.Z{Score: 1, Member: tweeter.ArchivingText(fx.Hash(fxRunning)["url"])})
