@@ -71,12 +71,14 @@ type redisSet struct {
 }
 
 func startRedis(t *testing.T) *redisSet {
-	cl := redistest.StartCluster(t)
+	profile, tm := sentinelProfile(t)
+	cl := redistest.StartClusterWith(t, tm)
 	r := &redisSet{t: t, bin: redistest.RedisServer(t), cl: cl, dir: t.TempDir(), procs: map[int]func(){}, pids: map[int]int{}}
 	for _, p := range append([]*redistest.Proc{cl.Master}, cl.Replicas...) {
 		p := p
 		r.procs[p.Port] = p.Kill
 	}
+	watchRedis(t, r, profile, tm)
 	return r
 }
 
