@@ -33,7 +33,22 @@ type term struct {
 	flushWake    chan struct{}
 	settingsWake chan struct{}
 	settingsDue  map[string]bool // idents whose settings to send
+
+	// releasedTakes are the last holds released with a known take
+	// position, for RecheckHolds: another path (a write refused, the
+	// control stream's opening) may notice a lost take first.
+	releasedTakes []releasedTake
 }
+
+type releasedTake struct {
+	ident string
+	pos   store.ReplPos
+	at    time.Time
+}
+
+// maxReleasedTakes bounds releasedTakes; a failover is checked within
+// seconds, so the last few hundred releases cover it.
+const maxReleasedTakes = 256
 
 // keyState is what the node keeps per key during a term.
 type keyState struct {
@@ -58,6 +73,9 @@ type heldJob struct {
 	ident, key string
 	rec        *store.Job // the record as last read (DecodeJob), with what was written since
 	logScore   int64
+	// pos is where the take landed in Redis's replication stream
+	// (zero: loaded from Redis, or not tracked): RecheckHolds.
+	pos store.ReplPos
 	// banDecided: the job's ban check has decided (doc/pipeline-api.md,
 	// A ban shows itself); its updates no longer ask Redis.
 	banDecided bool
@@ -308,6 +326,12 @@ func (t *term) release(j *heldJob, reason string) {
 	t.mu.Lock()
 	if t.jobs[j.ident] == j {
 		delete(t.jobs, j.ident)
+		if !j.pos.Zero() {
+			if len(t.releasedTakes) >= maxReleasedTakes {
+				t.releasedTakes = t.releasedTakes[1:]
+			}
+			t.releasedTakes = append(t.releasedTakes, releasedTake{ident: j.ident, pos: j.pos, at: time.Now()})
+		}
 	}
 	t.mu.Unlock()
 	if reason != "" {

@@ -85,6 +85,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	store.Now = clock.FromEnv()
 	store.WaitReplicas = cfg.Redis.WaitReplicas
 	store.WaitTimeout = cfg.Redis.WaitTimeout.Duration
+	trackPositions(cfg, store)
 	store.SetTakeRules(takeRules(cfg))
 	if err := store.Ping(ctx); err != nil {
 		// Not fatal: Redis going away is normal, commands answer
@@ -431,5 +432,15 @@ func failoverOptions(cfg *config.Config) *redis.FailoverOptions {
 		SentinelPassword: cfg.Redis.SentinelPassword,
 		Password:         cfg.Redis.MasterPassword,
 		DB:               cfg.Redis.DB,
+	}
+}
+
+// trackPositions makes a node behind Sentinel note where its writes land
+// in the replication stream, for the leader's failover check
+// (coordinator.FailoverCheck; doc/reliability.md, A failover that loses
+// writes).
+func trackPositions(cfg *config.Config, st *store.Store) {
+	if len(cfg.Redis.Sentinels) > 0 {
+		st.TrackPositions(store.NewPositions())
 	}
 }
