@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -58,7 +57,7 @@ func (s *Server) RecheckHolds(ctx context.Context, lacks func(store.ReplPos) boo
 		}
 		s.log.Error("a Redis failover lost this take: the job is no longer the key's; told its pipeline to let go",
 			"key", j.key, "ident", j.ident, "take_replid", j.pos.ID, "take_offset", j.pos.Offset)
-		t.release(j, wire.ReleasedLost+" a Redis failover lost this pipeline's take of the job (the new master never had it); stop crawling it")
+		t.release(j, lostTakeReason)
 		released = append(released, j.ident)
 	}
 	return released, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -334,9 +335,32 @@ func (t *term) release(j *heldJob, reason string) {
 		}
 	}
 	t.mu.Unlock()
+	if reason != "" && !strings.HasPrefix(reason, wire.ReleasedLost) && t.takeLost(j) {
+		// Whichever path noticed first (a refused write, the settings
+		// loop's resync), the pipeline learns why.
+		reason = lostTakeReason
+	}
 	if reason != "" {
 		t.sendKey(j.key, wire.EventReleased, wire.Released{Ident: j.ident, Reason: reason})
 	}
+}
+
+// lostTakeReason is the released event's reason for a take a Redis
+// failover lost.
+const lostTakeReason = wire.ReleasedLost + " a Redis failover lost this pipeline's take of the job (the new master never had it); stop crawling it"
+
+// takeLost reports whether j's take is one the master Redis now has
+// lacks (store.Store.TakeLost; false when positions are not tracked).
+func (t *term) takeLost(j *heldJob) bool {
+	tl, ok := t.s.store.(interface {
+		TakeLost(context.Context, store.ReplPos) bool
+	})
+	if !ok || j.pos.Zero() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 2*time.Second)
+	defer cancel()
+	return tl.TakeLost(ctx, j.pos)
 }
 
 func (t *term) flushLoop(ctx context.Context) {

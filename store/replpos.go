@@ -236,3 +236,19 @@ func (s *Store) runNoting(ctx context.Context, sc *fencedScript, keys []string, 
 	}
 	return cmd, s.noteInfo(info)
 }
+
+// TakeLost reports whether the master now lacks a write that ended at
+// pos: its replication history does not reach it, or does not say (more
+// failovers than this node saw). False when positions are not tracked,
+// pos is unknown or the master cannot be asked.
+func (s *Store) TakeLost(ctx context.Context, pos ReplPos) bool {
+	if s.positions == nil || pos.Zero() {
+		return false
+	}
+	ri, err := s.MasterReplication(ctx)
+	if err != nil || ri.Role != "master" || ri.ID == pos.ID {
+		return false
+	}
+	holds, known := s.positions.Holds(ri, pos)
+	return !known || !holds
+}
