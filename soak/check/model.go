@@ -284,6 +284,7 @@ func Check(events []history.Event, dump Dump, opts Options) *Result {
 	c.closeFaults()
 	c.judge1(dump)
 	c.judge2and3(dump)
+	c.judgeLostWrites(evs)
 	c.judge4(dump)
 	c.judge5(dump)
 	c.judge6()

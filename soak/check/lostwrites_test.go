@@ -1,0 +1,98 @@
+package check
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/archiveteam/archivebot-go/soak/history"
+)
+
+// lostTake is the clean run with a take lost by a Redis failover: key1's
+// pipeline takes f at 31, the master is killed at 32, and the new master
+// never had the take: the job, queued again there, is taken by key2 at
+// 34.5 while p1 still holds it.
+func lostTake() (*run, string) {
+	r := clean()
+	const url = "http://f.example/"
+	f := r.queue(30, "gina", url)
+	r.take(31, "p1", "key1", f)
+	r.add(32, history.Event{Kind: history.Fault, Fault: "kill-redis-master", Target: "127.0.0.1:1", Outcome: "start"})
+	r.add(34, history.Event{Kind: history.Fault, Fault: "kill-redis-master", Target: "127.0.0.1:1", Outcome: "end"})
+	r.take(34.5, "p2", "key2", f)
+	r.end(35.2, "p1", f, "abandoned")
+	r.set(f, "hash", registeredJob(url, "gina", "started_at", "1764650034.5", "pipeline_id", "archivebot:key2"))
+	r.set("working", "list", []string{idC, f})
+	return r, f
+}
+
+func counted(res *Result, n int, name string) string {
+	for _, c := range res.Invariant(n).Counts {
+		if c.Name == name {
+			return c.Value
+		}
+	}
+	return ""
+}
+
+// TestLostTakeNoticedPasses: the node said it in the channel, naming the
+// job: Sentinel's limit, noticed, counted.
+func TestLostTakeNoticedPasses(t *testing.T) {
+	r, f := lostTake()
+	r.line(35, "Redis failover lost writes: 1 takes lost; their pipelines were told to let go: "+f+".")
+	res := r.check(t)
+	if res.Failed() {
+		t.Fatalf("a lost take the node noticed fails:\n%s", res.Summary())
+	}
+	if got := counted(res, 2, "takes lost by a Redis failover"); got != "1 (1 noticed in the channel, 0 not)" {
+		t.Errorf("takes lost = %q, want 1, noticed", got)
+	}
+}
+
+// TestLostTakeUnnoticedFails: the same loss, and the node never said it
+// (its failover check off: soak/plants/failover-check-off.patch).
+func TestLostTakeUnnoticedFails(t *testing.T) {
+	r, f := lostTake()
+	failsOnly(t, r.check(t), 2, f, "a Redis failover lost a take and the node never said so", "held by p1", "taken by p2")
+}
+
+// TestLostTakeNoticeNamingAnotherJobFails: a line that names other jobs
+// (and not "N more") does not excuse this one; nor does one long after.
+func TestLostTakeNoticeNamingAnotherJobFails(t *testing.T) {
+	r, f := lostTake()
+	r.line(35, "Redis failover lost writes: 1 takes lost; their pipelines were told to let go: "+idC+".")
+	r.line(80, "Redis failover lost writes: 1 takes lost; their pipelines were told to let go: "+f+".")
+	res := r.check(t)
+	failsOnly(t, res, 2, f, "never said so")
+	if got := counted(res, 2, "lost-writes lines"); !strings.HasPrefix(got, "2 (2 naming no lost take seen") {
+		t.Errorf("lost-writes lines = %q, want 2, neither matched", got)
+	}
+}
+
+// TestLostTakeNoticeOfManyPasses: "and N more" covers a job not named.
+func TestLostTakeNoticeOfManyPasses(t *testing.T) {
+	r, _ := lostTake()
+	r.line(36, "Redis failover lost writes: the new master is 2258 bytes short of this node's last confirmed write (register job x, 05:00:31 UTC); commands acknowledged just before it may be undone. 7 takes lost; their pipelines were told to let go: a, b, c, d, e and 2 more.")
+	if res := r.check(t); res.Failed() {
+		t.Fatalf("a notice of 7 lost takes naming 5 fails:\n%s", res.Summary())
+	}
+}
+
+// TestOverlapAwayFromAMasterKillStillFails: a notice does not excuse two
+// holders when no master was killed around them.
+func TestOverlapAwayFromAMasterKillStillFails(t *testing.T) {
+	r := clean()
+	r.take(7, "p9", "key9", idC)
+	r.line(7.5, "Redis failover lost writes: 1 takes lost; their pipelines were told to let go: "+idC+".")
+	failsOnly(t, r.check(t), 2, idC, "held by p2", "taken by p9")
+}
+
+func TestParseLostNotice(t *testing.T) {
+	ids, more := parseLostNotice("Redis failover lost writes: 2 takes lost; their pipelines were told to let go: abc, def.")
+	if !ids["abc"] || !ids["def"] || len(ids) != 2 || more {
+		t.Errorf("got %v %v", ids, more)
+	}
+	ids, more = parseLostNotice("Redis failover lost writes: the new master lacks this node's last confirmed write (x, 05:00:00 UTC); commands acknowledged just before it may be undone.")
+	if len(ids) != 0 || more {
+		t.Errorf("a notice of a lost command write names %v %v", ids, more)
+	}
+}
