@@ -96,3 +96,21 @@ func TestParseLostNotice(t *testing.T) {
 		t.Errorf("a notice of a lost command write names %v %v", ids, more)
 	}
 }
+
+// TestLostDirectTakeIsCounted: a direct-Redis pipeline's take is its own
+// write, which the node never saw: lost with the master, counted.
+func TestLostDirectTakeIsCounted(t *testing.T) {
+	r, f := lostTake()
+	for i := range r.events {
+		if e := &r.events[i]; e.Kind == history.Take && e.Actor == "p1" {
+			e.Via, e.Target = viaDirect, ""
+		}
+	}
+	res := r.check(t)
+	if res.Failed() {
+		t.Fatalf("a direct pipeline's lost take fails:\n%s", res.Summary())
+	}
+	if got := counted(res, 2, "direct pipelines' own takes lost by a Redis failover"); got != "1" {
+		t.Errorf("direct takes lost = %q, want 1 (%s)", got, f)
+	}
+}
