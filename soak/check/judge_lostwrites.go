@@ -152,3 +152,84 @@ func firstUnused(ns []*lostNotice) int {
 	}
 	return 0
 }
+
+// judgeLoseWindows holds each lose-redis-write fault (a failover that
+// loses writes on purpose) to the promise: the node said "Redis failover
+// lost writes" within noticeGrace of its end, or invariant 2 fails. What
+// such a failover undid (a registration, a change, a pipeline's end, all
+// written in its window) is Redis's doing, noticed: violations of
+// invariants 1, 4 and 5 about a job that changed in a noticed window are
+// excused and counted. Run after judges 1 to 5.
+func (c *checker) judgeLoseWindows(evs []ev) {
+	var notices []time.Time
+	for _, e := range evs {
+		if e.Kind == history.Line && !c.users[strings.ToLower(e.Actor)] && strings.Contains(e.Text, lostNoticePrefix) {
+			notices = append(notices, e.T)
+		}
+	}
+	var noticed []Window
+	faults, missed := 0, 0
+	for _, w := range c.res.Faults {
+		if w.Fault != "lose-redis-write" {
+			continue
+		}
+		faults++
+		said := false
+		for _, t := range notices {
+			said = said || !t.Before(w.Start) && !t.After(w.End.Add(noticeGrace))
+		}
+		if said {
+			noticed = append(noticed, w)
+			continue
+		}
+		missed++
+		c.inv[2].violate(Violation{T: w.Start, T2: w.End, Lines: w.Lines[:],
+			Detail: "a failover lost writes on purpose (lose-redis-write) and the node never said so (no \"" + lostNoticePrefix + "\" line within " + noticeGrace.String() + " of its end)"})
+	}
+	if faults == 0 {
+		return
+	}
+	c.inv[2].count("lose-redis-write faults noticed", "%d of %d", faults-missed, faults)
+	c.inv[2].Pass = len(c.inv[2].Violations) == 0
+	in := func(t time.Time) bool {
+		for _, w := range noticed {
+			if !t.Before(w.Start.Add(-time.Second)) && !t.After(w.End) {
+				return true
+			}
+		}
+		return false
+	}
+	touched := map[string]bool{}
+	for ident, ls := range c.lives {
+		for _, l := range ls {
+			hit := in(l.ackT) || in(l.outcomeT) || in(l.pipeEndT)
+			for _, s := range l.trans {
+				hit = hit || in(s.t)
+			}
+			for _, ch := range l.changes {
+				hit = hit || in(ch.t)
+			}
+			if hit {
+				touched[ident] = true
+			}
+		}
+	}
+	for _, n := range []int{1, 4, 5} {
+		inv := c.inv[n]
+		var kept []Violation
+		excused := 0
+		for _, v := range inv.Violations {
+			if v.Ident != "" && touched[v.Ident] {
+				excused++
+				continue
+			}
+			kept = append(kept, v)
+		}
+		if excused == 0 {
+			continue
+		}
+		inv.Violations = kept
+		inv.count("undone by a noticed lose-redis-write failover", "%d", excused)
+		inv.Pass = len(kept) == 0
+	}
+}

@@ -114,3 +114,46 @@ func TestLostDirectTakeIsCounted(t *testing.T) {
 		t.Errorf("direct takes lost = %q, want 1 (%s)", got, f)
 	}
 }
+
+// loseWindow is the clean run with a lose-redis-write fault at 30–36 in
+// which gina's !a was acknowledged and then lost with the master: the
+// job is gone from the final dump.
+func loseWindow() (*run, string) {
+	r := clean()
+	r.add(30, history.Event{Kind: history.Fault, Fault: "lose-redis-write", Target: "127.0.0.1:1", Outcome: "start"})
+	g := r.queue(31, "gina", "http://g.example/")
+	r.add(36, history.Event{Kind: history.Fault, Fault: "lose-redis-write", Target: "127.0.0.1:1", Outcome: "end"})
+	return r, g
+}
+
+// TestLoseRedisWriteUnnoticedFails: the fault lost writes (on purpose)
+// and the node never said so: its failover check off
+// (soak/plants/failover-check-off.patch). What the failover undid is not
+// excused either.
+func TestLoseRedisWriteUnnoticedFails(t *testing.T) {
+	r, g := loseWindow()
+	res := r.check(t)
+	if inv := res.Invariant(2); inv.Pass || !strings.Contains(inv.Violations[0].Detail, "lose-redis-write) and the node never said so") {
+		t.Errorf("invariant 2 = %v %v, want a violation for the unnoticed lose-redis-write", inv.Pass, inv.Violations)
+	}
+	if inv := res.Invariant(1); inv.Pass || !strings.Contains(inv.Violations[0].String(), g) {
+		t.Errorf("invariant 1 = %v %v, want %s's loss unexcused", inv.Pass, inv.Violations, g)
+	}
+}
+
+// TestLoseRedisWriteNoticedPasses: the node said it; the job whose !a the
+// failover undid is Redis's doing, noticed, counted.
+func TestLoseRedisWriteNoticedPasses(t *testing.T) {
+	r, _ := loseWindow()
+	r.line(37.5, "Redis failover lost writes: the new master is 3212 bytes short of this node's last confirmed write (register job x, 05:00:31 UTC); commands acknowledged just before it may be undone.")
+	res := r.check(t)
+	if res.Failed() {
+		t.Fatalf("a noticed lose-redis-write fails:\n%s", res.Summary())
+	}
+	if got := counted(res, 1, "undone by a noticed lose-redis-write failover"); got != "1" {
+		t.Errorf("invariant 1 excused %q, want 1", got)
+	}
+	if got := counted(res, 2, "lose-redis-write faults noticed"); got != "1 of 1" {
+		t.Errorf("lose-redis-write faults noticed = %q, want 1 of 1", got)
+	}
+}

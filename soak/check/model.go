@@ -287,6 +287,7 @@ func Check(events []history.Event, dump Dump, opts Options) *Result {
 	c.judgeLostWrites(evs)
 	c.judge4(dump)
 	c.judge5(dump)
+	c.judgeLoseWindows(evs)
 	c.judge6()
 	c.judge7()
 	c.judge8()
