@@ -25,7 +25,7 @@ type HoldRechecker interface {
 	RecheckHolds(ctx context.Context, lacks func(store.ReplPos) bool) ([]string, error)
 }
 
-// FailoverCheck is the leader's watch over Redis failovers. Redis
+// FailoverCheck is a node's watch over Redis failovers. Redis
 // replicates asynchronously: WAIT makes a write reach a replica, not the
 // replica that will be promoted, and a take is not waited for at all. So
 // after each change of master (a new replication ID) it compares where
@@ -36,16 +36,32 @@ type HoldRechecker interface {
 // master lacks any of them it logs it, counts it, re-checks the holds
 // made in that window (a pipeline holding a job Redis has forgotten is
 // told at once, not at its next write), and says it once in every
-// channel (archivebot:admin_notices). doc/reliability.md, A failover that
-// loses writes.
+// channel (archivebot:admin_notices) while it leads. doc/reliability.md,
+// A failover that loses writes.
 type FailoverCheck struct {
 	store *store.Store
 	pos   *store.Positions
 	holds HoldRechecker // nil: no pipeline API
 	log   *slog.Logger
-	// notice is a line to queue that could not be yet (Redis away).
-	notice string
+	// Leading, when set (ha.enabled: the lease's Valid), says whether
+	// this node leads now. Every node runs the check, since a failover
+	// can move the leadership too (a lease_ttl shorter than the
+	// failover): the node that made the writes judges them, logs and
+	// counts what was lost wherever it stands, and says it in the
+	// channel only while it leads (a follower never writes): at once,
+	// or when it next leads, within noticeKeep. Set it before Run.
+	Leading func() bool
+
+	// notice is a line to queue that could not be yet (Redis away, or
+	// not leading), noticed at noticeAt.
+	notice   string
+	noticeAt time.Time
+	failing  bool
 }
+
+// noticeKeep is how long a node that noticed a loss while not leading
+// keeps the line for the channel, in case it leads again.
+const noticeKeep = 10 * time.Minute
 
 // NewFailoverCheck returns the check over st's positions
 // (store.TrackPositions must be set); holds may be nil.
@@ -53,19 +69,48 @@ func NewFailoverCheck(st *store.Store, holds HoldRechecker, log *slog.Logger) *F
 	return &FailoverCheck{store: st, pos: st.Positions(), holds: holds, log: serviceLog(log, "failover-check")}
 }
 
-// Work is the check as an entry of the leader's background work.
-func (f *FailoverCheck) Work() Work {
-	return Work{Name: "failover-check", Schedule: run.Schedule{Interval: DefaultFailoverCheckInterval, Now: true}, RunOnce: f.runOnce}
+// Run checks every DefaultFailoverCheckInterval until ctx ends.
+func (f *FailoverCheck) Run(ctx context.Context) {
+	run.Every(ctx, f.log, "failover-check", run.Schedule{Interval: DefaultFailoverCheckInterval, Now: true}, func(ctx context.Context) {
+		err := f.Check(ctx)
+		switch {
+		case err != nil && !f.failing && ctx.Err() == nil:
+			f.failing = true
+			f.log.Warn("cannot check the Redis master's replication state; retrying every second", "err", err)
+		case err == nil && f.failing:
+			f.failing = false
+			f.log.Info("checking the Redis master's replication state again")
+		}
+	})
 }
 
-// runOnce reads the master's replication state and, at a change of
-// master, judges it.
-func (f *FailoverCheck) runOnce(ctx context.Context) error {
-	if f.notice != "" {
-		if err := f.store.PushAdminNotice(ctx, store.AdminNotice{Text: f.notice}); err != nil {
-			return err
-		}
+func (f *FailoverCheck) leading() bool { return f.Leading == nil || f.Leading() }
+
+// say queues the pending line for every channel, if this node leads.
+func (f *FailoverCheck) say(ctx context.Context) error {
+	if f.notice == "" {
+		return nil
+	}
+	if time.Since(f.noticeAt) > noticeKeep {
+		f.log.Warn("a lost-writes line was never said in the channel: this node did not lead again in time", "line", f.notice)
 		f.notice = ""
+		return nil
+	}
+	if !f.leading() {
+		return nil
+	}
+	if err := f.store.PushAdminNotice(ctx, store.AdminNotice{Text: f.notice}); err != nil {
+		return err
+	}
+	f.notice = ""
+	return nil
+}
+
+// Check is one cycle: it reads the master's replication state and, at a
+// change of master, judges it.
+func (f *FailoverCheck) Check(ctx context.Context) error {
+	if err := f.say(ctx); err != nil {
+		return err
 	}
 	ri, err := f.store.MasterReplication(ctx)
 	if err != nil {
@@ -127,13 +172,16 @@ func (f *FailoverCheck) judge(ctx context.Context, prev string, ri store.ReplInf
 		f.log.Warn("the Redis master changed and its replication history does not say whether it holds this node's last confirmed write (more failovers than this node saw)", attrs...)
 		return nil
 	}
-	f.log.Error("a Redis failover lost writes this node acknowledged: the new master lacks them", attrs...)
-	f.notice = lostNotice(lost, conf, op, at, ri, released)
-	if err := f.store.PushAdminNotice(ctx, store.AdminNotice{Text: f.notice}); err != nil {
-		return err // said at the next cycle
+	f.log.Error("a Redis failover lost writes this node acknowledged: the new master lacks them", append(attrs, "leading", f.leading())...)
+	text := lostNotice(lost, conf, op, at, ri, released)
+	if f.notice != "" {
+		text = f.notice + " " + text // an earlier one not yet said
 	}
-	f.notice = ""
-	return nil
+	if !f.leading() {
+		text += fmt.Sprintf(" (noticed at %s UTC by a node that did not lead then)", time.Now().UTC().Format("15:04:05"))
+	}
+	f.notice, f.noticeAt = text, time.Now()
+	return f.say(ctx) // else said at a later cycle
 }
 
 // LostNoticePrefix starts the line the leader says in every channel when

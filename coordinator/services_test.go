@@ -295,7 +295,7 @@ func TestServicesEndToEnd(t *testing.T) {
 // cmd/archivebot's startServices adds.
 func TestGoroutineTable(t *testing.T) {
 	// Added by startServices (cmd/archivebot/services.go), in its order.
-	added := []string{"tweeter", "firehose", "pipeline API term", "failover-check"}
+	added := []string{"tweeter", "firehose", "pipeline API term"}
 	want := append(NewServices(nil, newSvcAnnouncer(), ServicesConfig{}, svcLog(t)).WorkNames(), added...)
 
 	doc, err := os.ReadFile("../doc/architecture.md")

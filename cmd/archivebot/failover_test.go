@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,11 +26,13 @@ import (
 
 // TestFailoverLosingWritesIsNoticed: a Sentinel failover promotes a
 // replica that lacks a write WAIT confirmed (the other replica confirmed
-// it) and a take answered to an API pipeline. The leader's failover check
-// sees the new master is short of them: it logs it, counts it, says it
-// once in the admin channel, and the pipeline holding the job Redis
-// forgot is told at once (a released event on its control stream,
-// before it writes anything), while a hold the new master has is kept.
+// it) and a take answered to an API pipeline. The node's failover check
+// sees the new master is short of them: it logs it, counts it, and the
+// pipeline holding the job Redis forgot is told at once (a released
+// event on its control stream, before it writes anything), while a hold
+// the new master has is kept; it says it once in the admin channel, not
+// while it does not lead (a follower never writes), at once when it
+// does.
 //
 // The promotion: replica 1's link to the master is cut (a wrong
 // masterauth, so it cannot resync) while replica 0 confirms the writes;
@@ -116,11 +119,15 @@ func TestFailoverLosingWritesIsNoticed(t *testing.T) {
 	}
 
 	// The leader's check, counting its cycles.
-	w := coordinator.NewFailoverCheck(st, papi, logger).Work()
+	fc := coordinator.NewFailoverCheck(st, papi, logger)
+	// The node does not lead when it notices (a failover can move the
+	// leadership too): it says it in the channel once it leads.
+	var leading atomic.Bool
+	fc.Leading = leading.Load
 	var cycleMu sync.Mutex
 	n := 0
 	runCheck := func() {
-		if err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		if err := fc.Check(ctx); err != nil && ctx.Err() == nil {
 			logger.Warn("check", "err", err)
 		}
 		cycleMu.Lock()
@@ -199,8 +206,15 @@ func TestFailoverLosingWritesIsNoticed(t *testing.T) {
 	if r := releasedOf("late")[0]; !strings.HasPrefix(r.Reason, wire.ReleasedLost) {
 		t.Errorf("released late for %q, want the reason to start %q", r.Reason, wire.ReleasedLost)
 	}
-	// Five more cycles of the check: still one notice, the kept hold kept.
+	// Not leading: nothing said yet, five cycles on.
 	after := cyclesRun()
+	testproc.Eventually(t, "five more cycles of the check", func() bool { return cyclesRun() >= after+5 })
+	if n, _ := rdb.LLen(ctx, store.KeyAdminNotices).Result(); n != 0 {
+		t.Errorf("a node that does not lead queued %d admin notices; a follower never writes", n)
+	}
+	leading.Store(true)
+	// Five more cycles of the check: one notice, the kept hold kept.
+	after = cyclesRun()
 	testproc.Eventually(t, "five more cycles of the check", func() bool { return cyclesRun() >= after+5 })
 	if r := releasedOf("early"); len(r) != 0 {
 		t.Errorf("early's hold, which the new master has, was released: %+v", r)
@@ -210,7 +224,7 @@ func TestFailoverLosingWritesIsNoticed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(docs) != 1 || !strings.Contains(docs[0], coordinator.LostNoticePrefix) || !strings.Contains(docs[0], "late") ||
-		!strings.Contains(docs[0], "last confirmed write") {
+		!strings.Contains(docs[0], "last confirmed write") || !strings.Contains(docs[0], "by a node that did not lead then") {
 		t.Errorf("admin notices %q, want one saying the new master lacks the last confirmed write and the take of late", docs)
 	}
 	out := logs.String()

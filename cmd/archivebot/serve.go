@@ -137,6 +137,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	irun.Go(&wg, logger, "catalog", func() { catalog.Watch(runCtx, 5*time.Second) })
 
 	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, store, nil, logger)
+	startFailoverCheck(runCtx, &wg, store, papi, nil, logger)
 	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes,
 		actionOptions(cfg, b, store, fe, logger), signIn)
 	services, err := startServices(runCtx, cfg, store, fe, hub, papi, logger)

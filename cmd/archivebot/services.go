@@ -103,13 +103,6 @@ func startServices(ctx context.Context, cfg *config.Config, store *store.Store, 
 	if papi != nil {
 		svc.Add(pipelineAPIWork(papi))
 	}
-	if store.Positions() != nil {
-		var holds coordinator.HoldRechecker
-		if papi != nil {
-			holds = papi
-		}
-		svc.Add(coordinator.NewFailoverCheck(store, holds, logger).Work())
-	}
 	svc.Start(ctx)
 	return svc, nil
 }
