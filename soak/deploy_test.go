@@ -72,6 +72,7 @@ type redisSet struct {
 
 func startRedis(t *testing.T) *redisSet {
 	profile, tm := sentinelProfile(t)
+	leaseTTL = profileLease(profile)
 	cl := redistest.StartClusterWith(t, tm)
 	r := &redisSet{t: t, bin: redistest.RedisServer(t), cl: cl, dir: t.TempDir(), procs: map[int]func(){}, pids: map[int]int{}}
 	for _, p := range append([]*redistest.Proc{cl.Master}, cl.Replicas...) {
@@ -249,8 +250,9 @@ max_conns_per_addr = 0
 	return p
 }
 
-// leaseTTL is the nodes' ha.lease_ttl: a freeze lasts longer.
-const leaseTTL = 5 * time.Second
+// leaseTTL is the nodes' ha.lease_ttl (a freeze lasts longer): the
+// Sentinel profile's (sentinelProfile; startRedis sets it).
+var leaseTTL = recommendedLease
 
 // start runs the node; test goroutine only.
 func (n *node) start(t *testing.T, bin string) {

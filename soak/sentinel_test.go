@@ -30,6 +30,22 @@ import (
 // otherwise.
 var recommendedSentinel = redistest.SentinelTimings{DownAfter: 5 * time.Second, FailoverTimeout: 10 * time.Second}
 
+// recommendedLease is the ha.lease_ttl doc/operating.md recommends
+// with those timings: the leader rides out a failover (up to 7.0 s from
+// the kill under load) without stepping down; stressLease is the soak's
+// old 5 s, kept with the stress profile (its failovers take 1-3 s).
+const (
+	recommendedLease = 20 * time.Second
+	stressLease      = 5 * time.Second
+)
+
+func profileLease(profile string) time.Duration {
+	if profile == "stress" {
+		return stressLease
+	}
+	return recommendedLease
+}
+
 // sentinelProfile reads SOAK_SENTINEL: "" or "recommended" for the
 // recommended timings, "stress" for the tests' 1 s down-after, which a
 // loaded machine trips (a second failover before the replicas caught up:
