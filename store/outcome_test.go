@@ -207,10 +207,20 @@ func BenchmarkRegisterWait(b *testing.B) {
 	cl := redistest.StartCluster(b)
 	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.SentinelMaster, SentinelAddrs: cl.SentinelAddrs()})
 	defer rdb.Close()
-	for _, wait := range []int{0, 1, 2} {
-		b.Run(fmt.Sprintf("wait_replicas=%d", wait), func(b *testing.B) {
+	for _, wait := range []int{0, 1, 2, -1} {
+		name := fmt.Sprintf("wait_replicas=%d", wait)
+		if wait < 0 {
+			// With the failover check's positions: INFO replication in
+			// the write's round trip (store/replpos.go).
+			name = "wait_replicas=1,positions"
+		}
+		b.Run(name, func(b *testing.B) {
 			s := store.NewStore(rdb)
 			s.WaitReplicas, s.WaitTimeout = wait, time.Second
+			if wait < 0 {
+				s.WaitReplicas = 1
+				s.TrackPositions(store.NewPositions())
+			}
 			ctx := context.Background()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

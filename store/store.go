@@ -119,6 +119,8 @@ type Store struct {
 	takeRules atomic.Pointer[TakeRules] // SetTakeRules
 
 	takeIDCap int // TakeIDCap when 0; tests lower it
+
+	positions *Positions // TrackPositions
 }
 
 // NewStore returns a store over rdb.

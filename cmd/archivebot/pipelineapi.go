@@ -86,3 +86,19 @@ func recentAPI(srv *pipelineapi.Server) func(string, int) []store.LogEntry {
 	}
 	return srv.Recent
 }
+
+// startFailoverCheck runs the failover check (coordinator.FailoverCheck)
+// on a node behind Sentinel, whether it leads or not (leading: the
+// lease's Valid; nil for a single node).
+func startFailoverCheck(ctx context.Context, wg *sync.WaitGroup, st *store.Store, papi *pipelineapi.Server, leading func() bool, logger *slog.Logger) {
+	if st.Positions() == nil {
+		return
+	}
+	var holds coordinator.HoldRechecker
+	if papi != nil {
+		holds = papi
+	}
+	fc := coordinator.NewFailoverCheck(st, holds, logger)
+	fc.Leading = leading
+	irun.Go(wg, logger, "failover check", func() { fc.Run(ctx) })
+}

@@ -85,6 +85,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	store.Now = clock.FromEnv()
 	store.WaitReplicas = cfg.Redis.WaitReplicas
 	store.WaitTimeout = cfg.Redis.WaitTimeout.Duration
+	trackPositions(cfg, store)
 	store.SetTakeRules(takeRules(cfg))
 	if err := store.Ping(ctx); err != nil {
 		// Not fatal: Redis going away is normal, commands answer
@@ -136,6 +137,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	irun.Go(&wg, logger, "catalog", func() { catalog.Watch(runCtx, 5*time.Second) })
 
 	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, store, nil, logger)
+	startFailoverCheck(runCtx, &wg, store, papi, nil, logger)
 	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes,
 		actionOptions(cfg, b, store, fe, logger), signIn)
 	services, err := startServices(runCtx, cfg, store, fe, hub, papi, logger)
@@ -438,5 +440,15 @@ func failoverOptions(cfg *config.Config) *redis.FailoverOptions {
 		SentinelPassword: cfg.Redis.SentinelPassword,
 		Password:         cfg.Redis.MasterPassword,
 		DB:               cfg.Redis.DB,
+	}
+}
+
+// trackPositions makes a node behind Sentinel note where its writes land
+// in the replication stream, for the leader's failover check
+// (coordinator.FailoverCheck; doc/reliability.md, A failover that loses
+// writes).
+func trackPositions(cfg *config.Config, st *store.Store) {
+	if len(cfg.Redis.Sentinels) > 0 {
+		st.TrackPositions(store.NewPositions())
 	}
 }
