@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // HistoryMax is the most entries a job's history keeps (the oldest go).
@@ -126,7 +128,7 @@ func (fj FinishedJob) State() JobState { return StateOf(fj.Job, fj.Failure, fals
 
 // Record is the job record to show: the record, else the copy the
 // failure record keeps.
-func (fj FinishedJob) Record() *Job { return recordOf(fj.Ident, fj.Job, fj.Failure) }
+func (fj FinishedJob) Record() *Job { return record.Shown(fj.Ident, fj.Job, fj.Failure) }
 
 // FinishedJobs lists the jobs of the finished index that still have a job
 // record with finished_at or a failure record, oldest first, each as
@@ -162,7 +164,7 @@ func (s *Store) FinishedJobs(ctx context.Context) ([]FinishedJob, error) {
 			job = DecodeJob(id, m)
 		}
 		fj := FinishedJob{Ident: id}
-		fj.Job, fj.Failure = Speaking(job, parseFailure(id, fails[i].Val()))
+		fj.Job, fj.Failure = Speaking(job, record.DecodeFailure(id, fails[i].Val()))
 		if fj.Job != nil && !fj.Job.Finished() {
 			fj.Job = nil // queued or running again: not finished
 		}

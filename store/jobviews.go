@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // The read models of a job for the web API and the admin CLI (their
@@ -68,7 +70,7 @@ func (d *JobDetail) State() JobState { return StateOf(d.Job, d.Failure, d.Workin
 
 // Record is the job record to show: the record, else the copy the
 // failure record keeps.
-func (d *JobDetail) Record() *Job { return recordOf(d.Ident, d.Job, d.Failure) }
+func (d *JobDetail) Record() *Job { return record.Shown(d.Ident, d.Job, d.Failure) }
 
 // JobDetail reads one job. It returns nil, nil when there is neither a job
 // record nor a failure record that speaks (Speaking: a ghost hash is no
@@ -97,7 +99,7 @@ func (s *Store) JobDetail(ctx context.Context, ident string) (*JobDetail, error)
 	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
 		return nil, wrap("read job "+ident, err)
 	}
-	d := &JobDetail{Ident: ident, Failure: parseFailure(ident, fail.Val()), TTL: ttl.Val(), History: parseHistory(hist.Val())}
+	d := &JobDetail{Ident: ident, Failure: record.DecodeFailure(ident, fail.Val()), TTL: ttl.Val(), History: parseHistory(hist.Val())}
 	if m := job.Val(); len(m) > 0 {
 		d.Job = DecodeJob(ident, m)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // JobLog is a job with some of its log entries (decoded once, see
@@ -172,7 +173,7 @@ func (b LogBatch) Entries() []LogEntry {
 			out = append(out, NewLogEntry(m, score))
 		case int64:
 			metrics.LogEntryOversized()
-			out = append(out, OversizedLogEntry(int(m), score))
+			out = append(out, record.OversizedLogEntry(int(m), score))
 		}
 	}
 	return out
@@ -186,23 +187,9 @@ func parseLogRead(res any) ([]LogEntry, error) {
 	return b.Entries(), nil
 }
 
-// LogCounts are the response counters the analyzer keeps on a job.
-type LogCounts struct {
-	R1xx, R2xx, R3xx, R4xx, R5xx, Runk int64
-	// Errors counts download entries with is_error.
-	Errors int64
-}
-
-// Add adds o to c.
-func (c *LogCounts) Add(o LogCounts) {
-	c.R1xx += o.R1xx
-	c.R2xx += o.R2xx
-	c.R3xx += o.R3xx
-	c.R4xx += o.R4xx
-	c.R5xx += o.R5xx
-	c.Runk += o.Runk
-	c.Errors += o.Errors
-}
+// MaxLogReadBytes bounds the entries one read of a job's log returns (at
+// least one entry is always returned, so the bookmark moves).
+const MaxLogReadBytes = 4 << 20
 
 // LogCommit is what CommitLogCounts did.
 type LogCommit int

@@ -10,6 +10,8 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // ListenUpdates subscribes to `updates` and calls onMessage with the ident
@@ -134,7 +136,7 @@ func (s *Store) ReadEndState(ctx context.Context, ident string) (EndState, error
 		st.Job = DecodeJob(ident, m)
 	}
 	if m := fail.Val(); len(m) > 0 {
-		st.Failure = parseFailure(ident, m)
+		st.Failure = record.DecodeFailure(ident, m)
 	}
 	st.Job, st.Failure = Speaking(st.Job, st.Failure)
 	return st, nil

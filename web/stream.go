@@ -36,6 +36,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/news"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -206,7 +207,7 @@ func (j *jobRef) encode() {
 	m["ident"] = j.ident
 	// Counters the analyzer and the pipeline have not written yet read as
 	// "0": dashboard.js adds them up with parseInt, and NaN would stick.
-	for _, k := range store.JobCounterFields {
+	for _, k := range record.CounterFields {
 		if _, ok := m[k]; !ok {
 			m[k] = "0"
 		}
