@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
@@ -25,7 +26,7 @@ func TestFailJobReportedQueuesOnlyARealFail(t *testing.T) {
 			return v
 		}
 		calls := 0
-		line := func(j *store.Job) store.AdminNotice {
+		line := func(j *record.Job) store.AdminNotice {
 			calls++
 			return store.AdminNotice{Channel: j.StartedIn.Value, Text: j.StartedBy.Value + ": " + j.Ident + " for " + j.URL.Value + " failed"}
 		}

@@ -34,13 +34,13 @@ const failExpiry = 5
 // nick, or "reaper".
 // ErrNoJob and ErrJobFinished leave Redis unchanged; with
 // ErrJobFinished the job as it is is returned too.
-func (s *Store) FailJob(ctx context.Context, ident, reason string) (*Job, error) {
+func (s *Store) FailJob(ctx context.Context, ident, reason string) (*record.Job, error) {
 	return s.FailJobBy(ctx, ident, reason, "node")
 }
 
 // FailJobBy is FailJob recording by (an operator's nick, or "reaper") as
 // who failed the job.
-func (s *Store) FailJobBy(ctx context.Context, ident, reason, by string) (*Job, error) {
+func (s *Store) FailJobBy(ctx context.Context, ident, reason, by string) (*record.Job, error) {
 	return s.FailJobNotice(ctx, ident, reason, by, nil)
 }
 
@@ -48,7 +48,7 @@ func (s *Store) FailJobBy(ctx context.Context, ident, reason, by string) (*Job, 
 // the admin notifier in the same atomic step, only if the job is failed:
 // the reaper's "marked as failed" line is said only for a fail that
 // happened, and at least once.
-func (s *Store) FailJobNotice(ctx context.Context, ident, reason, by string, notice *AdminNotice) (*Job, error) {
+func (s *Store) FailJobNotice(ctx context.Context, ident, reason, by string, notice *AdminNotice) (*record.Job, error) {
 	doc := ""
 	if notice != nil {
 		b, err := json.Marshal(notice)
@@ -81,7 +81,7 @@ func (s *Store) FailJobNotice(ctx context.Context, ident, reason, by string, not
 	case -3:
 		return nil, &NotAJobError{Key: KeyJob(ident)}
 	}
-	job := DecodeJob(ident, scriptFields(res[1:]))
+	job := record.DecodeJob(ident, scriptFields(res[1:]))
 	if code == 2 {
 		return job, ErrJobFinished
 	}
@@ -102,7 +102,7 @@ func (s *Store) FailJobNotice(ctx context.Context, ident, reason, by string, not
 // the job is queued, and the ident is the URL's, so only a job that
 // ended, expired and was queued again by someone else in between the
 // read and the fail could be reported to the previous job's channel.
-func (s *Store) FailJobReported(ctx context.Context, ident, reason, by string, line func(*Job) AdminNotice) (*Job, error) {
+func (s *Store) FailJobReported(ctx context.Context, ident, reason, by string, line func(*record.Job) AdminNotice) (*record.Job, error) {
 	job, err := s.GetJob(ctx, ident)
 	if err != nil {
 		return nil, err
@@ -121,7 +121,7 @@ const FailureTTL = 7 * 24 * time.Hour
 // RecordFailure writes f as archivebot:failed:IDENT with a TTL of
 // FailureTTL and adds it to the index of finished jobs, in one step (one
 // round trip). FailedAt zero means now.
-func (s *Store) RecordFailure(ctx context.Context, f Failure) error {
+func (s *Store) RecordFailure(ctx context.Context, f record.Failure) error {
 	if f.FailedAt == 0 {
 		now := s.Now()
 		f.FailedAt = float64(now.UnixMilli()) / 1000
@@ -151,7 +151,7 @@ func (s *Store) RecordFailure(ctx context.Context, f Failure) error {
 
 // GetFailure reads ident's failure record; nil, nil when there is none.
 // One round trip.
-func (s *Store) GetFailure(ctx context.Context, ident string) (*Failure, error) {
+func (s *Store) GetFailure(ctx context.Context, ident string) (*record.Failure, error) {
 	m, err := s.rdb.HGetAll(ctx, KeyFailed(ident)).Result()
 	if err != nil && !isWrongType(err) {
 		return nil, wrap("get failure "+ident, err)

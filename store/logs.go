@@ -18,8 +18,8 @@ import (
 // JobLog is a job with some of its log entries (decoded once, see
 // LogEntry; oversized ones are their size alone).
 type JobLog struct {
-	Job     *Job
-	Entries []LogEntry
+	Job     *record.Job
+	Entries []record.LogEntry
 }
 
 // RecentLogs returns, for each job in `working` that still has a record
@@ -41,7 +41,7 @@ func (s *Store) RecentLogs(ctx context.Context, count int) ([]JobLog, error) {
 		for i, id := range idents {
 			jobs[i] = p.HGetAll(ctx, KeyJob(id))
 			logs[i] = readLogScript.EvalSha(ctx, p, []string{KeyLog(id)}, "tail", "", count,
-				MaxLogEntryBytes, MaxLogReadBytes)
+				record.MaxLogEntryBytes, MaxLogReadBytes)
 		}
 		return nil
 	}
@@ -52,13 +52,13 @@ func (s *Store) RecentLogs(ctx context.Context, count int) ([]JobLog, error) {
 	out := make([]JobLog, 0, len(idents))
 	for i, id := range idents {
 		m := jobs[i].Val()
-		if len(m) == 0 || DecodeJob(id, m).Ghost() {
+		if len(m) == 0 || record.DecodeJob(id, m).Ghost() {
 			continue
 		}
 		// The log key the pipeline writes is the one the record names
 		// (always IDENT_log for jobs this node registered).
 		entries, _ := parseLogRead(logs[i].Val())
-		out = append(out, JobLog{Job: DecodeJob(id, m), Entries: entries})
+		out = append(out, JobLog{Job: record.DecodeJob(id, m), Entries: entries})
 	}
 	return out, nil
 }
@@ -85,7 +85,7 @@ func (s *Store) LogBookmark(ctx context.Context, ident string) (string, bool, er
 
 // ReadLog returns up to limit entries of the job's log scored after
 // bookmark ("" = from the start), in score order.
-func (s *Store) ReadLog(ctx context.Context, ident, bookmark string, limit int) ([]LogEntry, error) {
+func (s *Store) ReadLog(ctx context.Context, ident, bookmark string, limit int) ([]record.LogEntry, error) {
 	b, err := s.ReadLogBatch(ctx, ident, bookmark, limit)
 	if err != nil {
 		return nil, err
@@ -114,7 +114,7 @@ func (s *Store) ReadLogBatch(ctx context.Context, ident, bookmark string, limit 
 // most MaxLogReadBytes of entries.
 func (s *Store) readLog(ctx context.Context, ident, mode, bookmark string, limit int) (any, error) {
 	res, err := readLogScript.Run(ctx, s.rdb, []string{KeyLog(ident)}, mode, bookmark, limit,
-		MaxLogEntryBytes, MaxLogReadBytes).Result()
+		record.MaxLogEntryBytes, MaxLogReadBytes).Result()
 	return res, wrap("read log of "+ident, err)
 }
 
@@ -164,13 +164,13 @@ func rawScore(v any) float64 {
 
 // Entries decodes the entries read; one that came back as its size alone
 // is EntryOversized (counted in archivebot_log_entries_oversized_total).
-func (b LogBatch) Entries() []LogEntry {
-	out := make([]LogEntry, 0, b.Len())
+func (b LogBatch) Entries() []record.LogEntry {
+	out := make([]record.LogEntry, 0, b.Len())
 	for i := 0; i+1 < len(b.raw); i += 2 {
 		score := rawScore(b.raw[i+1])
 		switch m := b.raw[i].(type) {
 		case string:
-			out = append(out, NewLogEntry(m, score))
+			out = append(out, record.NewLogEntry(m, score))
 		case int64:
 			metrics.LogEntryOversized()
 			out = append(out, record.OversizedLogEntry(int(m), score))
@@ -179,7 +179,7 @@ func (b LogBatch) Entries() []LogEntry {
 	return out
 }
 
-func parseLogRead(res any) ([]LogEntry, error) {
+func parseLogRead(res any) ([]record.LogEntry, error) {
 	b, err := newLogBatch(res)
 	if err != nil {
 		return nil, err
@@ -220,7 +220,7 @@ type LogTrim struct {
 // only up to what the live stream has broadcast — unless the stream lags
 // more than maxLag entries (0: no bound), then it keeps only the newest
 // maxLag unbroadcast entries and reports the rest as skipped.
-func (s *Store) CommitLogCounts(ctx context.Context, ident, from, to string, c LogCounts, trimAfter int, respectBroadcast bool, maxLag int) (LogCommit, LogTrim, error) {
+func (s *Store) CommitLogCounts(ctx context.Context, ident, from, to string, c record.LogCounts, trimAfter int, respectBroadcast bool, maxLag int) (LogCommit, LogTrim, error) {
 	respect := "0"
 	if respectBroadcast {
 		respect = "1"

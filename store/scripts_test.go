@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
@@ -135,7 +136,7 @@ func TestWriteScriptsCheckTypesFirst(t *testing.T) {
 		},
 		keys: []string{store.KeyLog(ident)},
 		run: func(ctx context.Context, s *store.Store) error {
-			_, _, err := s.CommitLogCounts(ctx, ident, "", "2", store.LogCounts{R2xx: 2}, 0, false, 0)
+			_, _, err := s.CommitLogCounts(ctx, ident, "", "2", record.LogCounts{R2xx: 2}, 0, false, 0)
 			return err
 		},
 	}, {
@@ -215,7 +216,7 @@ func TestWriteScriptsNonIntegerFields(t *testing.T) {
 		b.Client.ZAdd(ctx, store.KeyLog(ident), redis.Z{Score: 1, Member: "{}"})
 		before := b.Dump(t)
 		s := store.NewStore(b.Client)
-		_, _, err := s.CommitLogCounts(ctx, ident, "", "1", store.LogCounts{R1xx: 1, R2xx: 1}, 0, false, 0)
+		_, _, err := s.CommitLogCounts(ctx, ident, "", "1", record.LogCounts{R1xx: 1, R2xx: 1}, 0, false, 0)
 		if err == nil {
 			t.Error("commit onto r2xx = lots: no error")
 		}

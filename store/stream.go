@@ -63,11 +63,11 @@ func (s *Store) follow(ctx context.Context, pattern bool, channel string, onSubs
 // Unbroadcast is what a job logged since the stream last sent its log.
 type Unbroadcast struct {
 	// Job is the job record as read; nil when it does not exist.
-	Job *Job
+	Job *record.Job
 	// Bookmark is last_broadcasted_log_entry as read ("" = none).
 	Bookmark string
 	// Entries past the bookmark, in score order.
-	Entries []LogEntry
+	Entries []record.LogEntry
 }
 
 // ReadUnbroadcast reads the job hash, then up to limit entries of its log
@@ -81,7 +81,7 @@ func (s *Store) ReadUnbroadcast(ctx context.Context, ident string, limit int) (U
 	if err != nil {
 		return Unbroadcast{}, wrap("read job "+ident, err)
 	}
-	j := DecodeJob(ident, job)
+	j := record.DecodeJob(ident, job)
 	if len(job) == 0 || j.Ghost() {
 		return Unbroadcast{}, nil // no job, or a ghost: nothing to stream
 	}
@@ -108,15 +108,15 @@ func (s *Store) MarkBroadcast(ctx context.Context, ident, from string, to float6
 // EndState is what the stream needs to tell how a job that left
 // `working` ended: its record (nil when expired) and its failure record.
 type EndState struct {
-	Job     *Job
-	Failure *Failure
+	Job     *record.Job
+	Failure *record.Failure
 	// NotAJob is true when the key holds another type (not a hash):
 	// another program's key, not a job.
 	NotAJob bool
 }
 
 // State is the job's state (StateOf its record and failure record).
-func (e EndState) State() JobState { return StateOf(e.Job, e.Failure, false) }
+func (e EndState) State() record.State { return record.StateOf(e.Job, e.Failure, false) }
 
 // ReadEndState reads the job hash and its failure record in one round
 // trip.
@@ -133,12 +133,12 @@ func (s *Store) ReadEndState(ctx context.Context, ident string) (EndState, error
 	var st EndState
 	st.NotAJob = isWrongType(job.Err())
 	if m := job.Val(); len(m) > 0 {
-		st.Job = DecodeJob(ident, m)
+		st.Job = record.DecodeJob(ident, m)
 	}
 	if m := fail.Val(); len(m) > 0 {
 		st.Failure = record.DecodeFailure(ident, m)
 	}
-	st.Job, st.Failure = Speaking(st.Job, st.Failure)
+	st.Job, st.Failure = record.Speaking(st.Job, st.Failure)
 	return st, nil
 }
 
@@ -191,7 +191,7 @@ func (s *Store) ReadUnbroadcastMany(ctx context.Context, idents []string, limit 
 		case isWrongType(c.Err()):
 			errs[i] = &NotAJobError{Key: KeyJob(idents[i])}
 		case len(c.Val()) > 0:
-			j := DecodeJob(idents[i], c.Val())
+			j := record.DecodeJob(idents[i], c.Val())
 			if j.Ghost() {
 				continue // not a job: nothing to stream
 			}
@@ -210,7 +210,7 @@ func (s *Store) ReadUnbroadcastMany(ctx context.Context, idents []string, limit 
 				bm = "0"
 			}
 			logs[k] = readLogScript.EvalSha(ctx, p, []string{KeyLog(idents[i])}, "after", bm, limit,
-				MaxLogEntryBytes, MaxLogReadBytes)
+				record.MaxLogEntryBytes, MaxLogReadBytes)
 		}
 		return nil
 	}
