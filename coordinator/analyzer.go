@@ -13,6 +13,7 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/news"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -59,7 +60,7 @@ type AnalyzeResult struct {
 	// scalar).
 	Entries, Invalid int64
 	// Counts added to the job.
-	Counts store.LogCounts
+	Counts record.LogCounts
 	// Bookmark is last_analyzed_log_entry afterwards.
 	Bookmark int64
 	// Trimmed entries were removed, up to score TrimmedTo.

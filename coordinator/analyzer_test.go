@@ -17,13 +17,14 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
 // bruteCount counts log entries the obvious way, in Go: the reference the
 // analyzer must agree with.
-func bruteCount(entries []string) (c store.LogCounts, invalid int64) {
+func bruteCount(entries []string) (c record.LogCounts, invalid int64) {
 	for _, raw := range entries {
 		var v any
 		err := json.Unmarshal([]byte(raw), &v)
@@ -115,7 +116,7 @@ func logRandom(t *testing.T, ctx context.Context, j *pipelinesim.Job, rng *rand.
 	}
 }
 
-func jobCounts(t *testing.T, s *store.Store, id string) store.LogCounts {
+func jobCounts(t *testing.T, s *store.Store, id string) record.LogCounts {
 	t.Helper()
 	j, err := s.GetJob(context.Background(), id)
 	if err != nil || j == nil {

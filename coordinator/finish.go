@@ -13,6 +13,7 @@ import (
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/text"
 	"github.com/archiveteam/archivebot-go/news"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -148,7 +149,7 @@ func (f *FinishNotifier) observe(ctx context.Context, n FinishNotice) {
 }
 
 // failed tells whether the record that speaks for ident is its failure
-// record (store.Speaking): the job was failed, and no registration of the
+// record (record.Speaking): the job was failed, and no registration of the
 // same ident came after.
 func (f *FinishNotifier) failed(ctx context.Context, id string) (bool, error) {
 	fail, err := f.store.GetFailure(ctx, id)
@@ -160,7 +161,7 @@ func (f *FinishNotifier) failed(ctx context.Context, id string) (bool, error) {
 	if err != nil && !errors.As(err, &notJob) {
 		return false, err
 	}
-	_, fail = store.Speaking(j, fail)
+	_, fail = record.Speaking(j, fail)
 	return fail != nil, nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
@@ -431,7 +432,7 @@ func TestFinishedIndexExpiry(t *testing.T) {
 		}
 
 		// A failure record, with the job record it outlives.
-		f := store.Failure{Ident: "failedjob", URL: "http://f.example.com/", Reason: "no heartbeat for 2h0m",
+		f := record.Failure{Ident: "failedjob", URL: "http://f.example.com/", Reason: "no heartbeat for 2h0m",
 			FailedBy: "reaper", Queue: store.KeyWorking, Job: map[string]string{"fetch_depth": "inf", "started_by": "alice"},
 			Extra: map[string]string{"pipeline_nick": "p1"}}
 		if err := s.RecordFailure(ctx, f); err != nil {
@@ -453,7 +454,7 @@ func TestFinishedIndexExpiry(t *testing.T) {
 
 		// A key of ours holding something else is refused, nothing written.
 		c.Set(ctx, store.KeyFailed("clash"), "x", 0)
-		if err := s.RecordFailure(ctx, store.Failure{Ident: "clash"}); !errors.Is(err, store.ErrWrongType) {
+		if err := s.RecordFailure(ctx, record.Failure{Ident: "clash"}); !errors.Is(err, store.ErrWrongType) {
 			t.Fatalf("clash: %v", err)
 		}
 		if n, _ := c.ZScore(ctx, store.KeyFinishedIndex, "clash").Result(); n != 0 {

@@ -9,22 +9,23 @@ import (
 
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/news"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
 type sinkRec struct {
 	mu      sync.Mutex
-	entries map[string][]store.LogEntry
+	entries map[string][]record.LogEntry
 	jobs    map[string]map[string]string
 	events  []news.JobEvent
 }
 
 func newSinkRec() *sinkRec {
-	return &sinkRec{entries: map[string][]store.LogEntry{}, jobs: map[string]map[string]string{}}
+	return &sinkRec{entries: map[string][]record.LogEntry{}, jobs: map[string]map[string]string{}}
 }
 
-func (s *sinkRec) StreamLog(job *store.Job, es []store.LogEntry) {
+func (s *sinkRec) StreamLog(job *record.Job, es []record.LogEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.entries[job.Ident] = append(s.entries[job.Ident], es...)

@@ -52,7 +52,7 @@ type Reaper struct {
 // Redis tidy, and its scan of the finished index need not run every cycle.
 const ghostEvery = time.Minute
 
-// removeGhosts deletes ghost job hashes (store.Job.Ghost: re-created by a
+// removeGhosts deletes ghost job hashes (record.Job.Ghost: re-created by a
 // pipeline's late writes after the job ended), once per ghostEvery (the
 // first a ghostEvery after the start; that cycle costs one more round
 // trip), and logs one line when it removed any.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
@@ -163,7 +164,7 @@ func TestReaperCrashedJob(t *testing.T) {
 			t.Errorf("announcements (-want +got):\n%s", diff)
 		}
 		job, _ := s.GetJob(ctx, id)
-		if job.State() != store.StateRunning {
+		if job.State() != record.StateRunning {
 			t.Errorf("without auto_fail the job is %v, want still running", job.State())
 		}
 
@@ -206,7 +207,7 @@ func TestReaperAutoFail(t *testing.T) {
 			t.Error("admin notices delivered with IRC down")
 		}
 		job, _ := s.GetJob(ctx, id)
-		if job == nil || job.State() != store.StateFailed || job.Get("failed_reason") != "no heartbeat for 2m" {
+		if job == nil || job.State() != record.StateFailed || job.Get("failed_reason") != "no heartbeat for 2m" {
 			t.Fatalf("job after auto-fail: %+v", job)
 		}
 		ann.setDown(nil)
@@ -282,9 +283,9 @@ func TestReaperSaysFailedOnlyWhenFailed(t *testing.T) {
 			t.Fatal(err)
 		}
 		job, _ := s.GetJob(ctx, id)
-		state := store.StateOf(job, f, false)
+		state := record.StateOf(job, f, false)
 		for _, l := range ann.take() {
-			if strings.Contains(l.Text, "marked as failed") && state != store.StateFailed {
+			if strings.Contains(l.Text, "marked as failed") && state != record.StateFailed {
 				t.Errorf("the channel heard %q, but the job is %s", l.Text, state)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
@@ -455,10 +456,10 @@ func TestFailJob(t *testing.T) {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("FailJob error %v, want %v", err, tc.wantErr)
 				}
-				if err == nil && (job == nil || !job.Flag("failed") || job.URL.Value != url || job.State() != store.StateFailed) {
+				if err == nil && (job == nil || !job.Flag("failed") || job.URL.Value != url || job.State() != record.StateFailed) {
 					t.Errorf("returned job %+v, want the failed record", job)
 				}
-				if errors.Is(err, store.ErrJobFinished) && (job == nil || job.State() != store.StateFinished) {
+				if errors.Is(err, store.ErrJobFinished) && (job == nil || job.State() != record.StateFinished) {
 					t.Errorf("returned job %+v, want the finished record", job)
 				}
 				got := svcDump(t, b)
