@@ -17,6 +17,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -162,7 +163,7 @@ func (c *Call) unknownUserAgent(alias string) {
 
 // job reads the record of id; when there is none it answers so and
 // returns nil, nil.
-func (b *Bot) job(ctx context.Context, c *Call, id string) (*store.Job, error) {
+func (b *Bot) job(ctx context.Context, c *Call, id string) (*record.Job, error) {
 	job, err := b.store.GetJob(ctx, id)
 	if err == nil && job == nil {
 		c.unknownJob(id)

@@ -12,6 +12,7 @@ import (
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -224,7 +225,7 @@ func TestNotifyStartOption(t *testing.T) {
 // TestFailureStatus: the failed-job line says why, who or what failed it,
 // and the pipeline it was reaped with.
 func TestFailureStatus(t *testing.T) {
-	f := &store.Failure{Ident: "abc", URL: "http://x/", Reason: "no heartbeat for 2h0m", FailedBy: "reaper",
+	f := &record.Failure{Ident: "abc", URL: "http://x/", Reason: "no heartbeat for 2h0m", FailedBy: "reaper",
 		FailedAt: 1796000000, Queue: "working", Job: map[string]string{"started_by": "alice", "pipeline_id": "pipeline:1"},
 		Extra: map[string]string{"pipeline": "crashy"}}
 	want := `Job abc <http://x/>. Started by alice. Failed: no heartbeat for 2h0m (reaped by the death timer with its pipeline "crashy", pipeline:1), at 2026-11-30 00:53:20Z, while in working.`

@@ -31,6 +31,7 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/httpserve"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -223,7 +224,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, certFile, keyFile s
 // record (the node's coordinator.APILogPublisher). StreamLog must not
 // block: it is called on the request path.
 type LogSink interface {
-	StreamLog(job *store.Job, entries []store.LogEntry)
+	StreamLog(job *record.Job, entries []record.LogEntry)
 }
 
 // SetSink sets where log entries go (Options.Sink).
@@ -256,16 +257,16 @@ type recentDoc struct {
 // Recent returns the last n entries (n <= RecentPerJob) that arrived
 // through the API for ident, oldest first, with their scores:
 // /logs/recent shows them.
-func (s *Server) Recent(ident string, n int) []store.LogEntry {
+func (s *Server) Recent(ident string, n int) []record.LogEntry {
 	s.recentMu.Lock()
 	defer s.recentMu.Unlock()
 	r := s.recent[ident]
 	if n < len(r) {
 		r = r[len(r)-n:]
 	}
-	out := make([]store.LogEntry, len(r))
+	out := make([]record.LogEntry, len(r))
 	for i, d := range r {
-		out[i] = store.NewLogEntry(d.doc, d.score)
+		out[i] = record.NewLogEntry(d.doc, d.score)
 	}
 	return out
 }

@@ -22,32 +22,33 @@ import (
 	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
 // recSink records what the server hands the live stream.
 type recSink struct {
 	mu      sync.Mutex
-	entries map[string][]store.LogEntry
+	entries map[string][]record.LogEntry
 	jobs    map[string]map[string]string
 }
 
-func (r *recSink) StreamLog(job *store.Job, es []store.LogEntry) {
+func (r *recSink) StreamLog(job *record.Job, es []record.LogEntry) {
 	ident := job.Ident
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.entries == nil {
-		r.entries, r.jobs = map[string][]store.LogEntry{}, map[string]map[string]string{}
+		r.entries, r.jobs = map[string][]record.LogEntry{}, map[string]map[string]string{}
 	}
 	r.entries[ident] = append(r.entries[ident], es...)
 	r.jobs[ident] = job.Fields
 }
 func (r *recSink) StreamEvent(news.JobEvent) {}
 
-func (r *recSink) got(ident string) []store.LogEntry {
+func (r *recSink) got(ident string) []record.LogEntry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]store.LogEntry(nil), r.entries[ident]...)
+	return append([]record.LogEntry(nil), r.entries[ident]...)
 }
 
 type harness struct {
@@ -642,7 +643,7 @@ func TestControlSettings(t *testing.T) {
 }
 
 // TestFlagsReadAsTheRecord: the API reads a job's flags as every other
-// reader of the record does (store.DecodeJob, doc/protocol.md Job record):
+// reader of the record does (record.DecodeJob, doc/protocol.md Job record):
 // true only when the hash says "true". Another program's "1" or "yes" in
 // abort_requested or suppress_ignore_reports is not a request, in the
 // settings event and in the answer to an update alike, so the pipeline is
@@ -681,7 +682,7 @@ func TestFlagsReadAsTheRecord(t *testing.T) {
 			if _, err := h.store.ChangeSettings(ctx, "j", store.Change{Bump: 1}); err != nil {
 				t.Fatal(err)
 			}
-			rec := store.DecodeJob("j", b.Client.HGetAll(ctx, "j").Val())
+			rec := record.DecodeJob("j", b.Client.HGetAll(ctx, "j").Val())
 			if rec.AbortRequested != tc.want || rec.SuppressIgnoreReports != tc.want {
 				t.Fatalf("%q: DecodeJob reads abort %v, suppress %v", tc.value, rec.AbortRequested, rec.SuppressIgnoreReports)
 			}

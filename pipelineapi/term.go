@@ -13,6 +13,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -56,7 +57,7 @@ type keyState struct {
 // heldJob is a job a key holds, with what is not yet written.
 type heldJob struct {
 	ident, key string
-	rec        *store.Job // the record as last read (DecodeJob), with what was written since
+	rec        *record.Job // the record as last read (DecodeJob), with what was written since
 	logScore   int64
 	// banDecided: the job's ban check has decided (doc/pipeline-api.md,
 	// A ban shows itself); its updates no longer ask Redis.

@@ -17,6 +17,7 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -147,7 +148,7 @@ func newFixture(t testing.TB, b *redistest.Backend) *fixture {
 	if _, err := f.store.FailJob(ctx, f.failed, "failed by bob"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.store.RecordFailure(ctx, store.Failure{Ident: f.failed, URL: job.URL.Value, Reason: "failed by bob",
+	if err := f.store.RecordFailure(ctx, record.Failure{Ident: f.failed, URL: job.URL.Value, Reason: "failed by bob",
 		FailedBy: "bob", FailedAt: 1732900100.5, Queue: store.KeyPendingAO, Job: job.Fields}); err != nil {
 		t.Fatal(err)
 	}

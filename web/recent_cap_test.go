@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -27,11 +28,11 @@ func TestRecentAnswerCapped(t *testing.T) {
 		b.Client.RPush(ctx, store.KeyWorking, id)
 	}
 	big := strings.Repeat("x", 2000)
-	recent := func(ident string, n int) []store.LogEntry {
-		out := make([]store.LogEntry, 0, n)
+	recent := func(ident string, n int) []record.LogEntry {
+		out := make([]record.LogEntry, 0, n)
 		for k := perJob - n; k < perJob; k++ {
 			doc := fmt.Sprintf(`{"type":"stdout","ts":1,"message":"%s %d %s"}`, ident, k, big)
-			out = append(out, store.LogEntry{Doc: doc, Score: float64(k + 1), Kind: store.EntryObject, Type: "stdout"})
+			out = append(out, record.LogEntry{Doc: doc, Score: float64(k + 1), Kind: record.EntryObject, Type: "stdout"})
 		}
 		return out
 	}

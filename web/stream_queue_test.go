@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // TestQueueShedsByAgeOnPush: a client that does not read holds at most
@@ -51,11 +51,11 @@ func TestBatchSplitIntoBoundedFrames(t *testing.T) {
 	c.setFilter(false, []string{"splitjob"}, false)
 	hub.clients[c] = struct{}{}
 	pad := strings.Repeat("x", 1000)
-	var entries []store.LogEntry
+	var entries []record.LogEntry
 	for i := range 1200 {
-		entries = append(entries, store.NewLogEntry(fmt.Sprintf(`{"type":"download","url":"http://x.example/%d","pad":"%s"}`, i, pad), float64(i+1)))
+		entries = append(entries, record.NewLogEntry(fmt.Sprintf(`{"type":"download","url":"http://x.example/%d","pad":"%s"}`, i, pad), float64(i+1)))
 	}
-	hub.StreamLog(store.DecodeJob("splitjob", map[string]string{"url": "http://x.example/"}), entries)
+	hub.StreamLog(record.DecodeJob("splitjob", map[string]string{"url": "http://x.example/"}), entries)
 	if n := hub.Flush(); n != 1200 {
 		t.Fatalf("flushed %d entries", n)
 	}

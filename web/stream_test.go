@@ -20,6 +20,7 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -33,7 +34,7 @@ type tap struct {
 	ch     chan struct{}
 }
 
-func (t *tap) StreamLog(job *store.Job, entries []store.LogEntry) {
+func (t *tap) StreamLog(job *record.Job, entries []record.LogEntry) {
 	t.hub.StreamLog(job, entries)
 	t.mu.Lock()
 	t.logs[job.Ident] += len(entries)

@@ -25,6 +25,7 @@ import (
 	"github.com/archiveteam/archivebot-go/pipelineapi"
 	"github.com/archiveteam/archivebot-go/pipelineapi/apitest"
 	"github.com/archiveteam/archivebot-go/pipelineapi/bridge"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -37,7 +38,7 @@ type sink struct {
 	entries map[string]int
 }
 
-func (s *sink) StreamLog(job *store.Job, es []store.LogEntry) {
+func (s *sink) StreamLog(job *record.Job, es []record.LogEntry) {
 	ident := job.Ident
 	s.mu.Lock()
 	defer s.mu.Unlock()
