@@ -11,6 +11,7 @@ import (
 	"github.com/archiveteam/archivebot-go/coordinator"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/pipelineapi"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -80,7 +81,7 @@ func pipelineAPIWork(srv *pipelineapi.Server) coordinator.Work {
 }
 
 // recentAPI is what /logs/recent asks for the API's in-memory entries.
-func recentAPI(srv *pipelineapi.Server) func(string, int) []store.LogEntry {
+func recentAPI(srv *pipelineapi.Server) func(string, int) []record.LogEntry {
 	if srv == nil {
 		return nil
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 	"github.com/archiveteam/archivebot-go/web"
@@ -44,7 +45,7 @@ type streamSink struct {
 	events []news.JobEvent
 }
 
-func (s *streamSink) StreamLog(job *store.Job, es []store.LogEntry) {
+func (s *streamSink) StreamLog(job *record.Job, es []record.LogEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.logged[job.Ident] += len(es)

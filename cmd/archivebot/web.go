@@ -13,6 +13,7 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/web"
 )
@@ -73,7 +74,7 @@ func hubOptions(cfg *config.Config) web.HubOptions {
 // and on streamLn) until ctx ends (wg waits for the graceful shutdown). It
 // returns the hub for the firehose (firehoseWork), nil when the web server is off.
 func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener, store *store.Store,
-	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger, recent func(string, int) []store.LogEntry, hubOpt web.HubOptions,
+	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger, recent func(string, int) []record.LogEntry, hubOpt web.HubOptions,
 	recentMaxBytes int, actions *web.ActionOptions, signIn *webSignIn) *web.Hub {
 	if ln == nil {
 		return nil
