@@ -12,7 +12,6 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/badkeys"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
-	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
@@ -134,7 +133,7 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 		if r.err != nil {
 			return total, r.err
 		}
-		b := news.CountEntries(r.batch.Entries())
+		b := record.CountEntries(r.batch.Entries())
 		next := bookmark
 		if b.Entries > 0 {
 			next = strconv.FormatFloat(b.Last, 'f', -1, 64)

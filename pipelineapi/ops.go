@@ -15,7 +15,6 @@ import (
 
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/sitematch"
-	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
@@ -308,7 +307,7 @@ func (s *Server) update(req *request, ident string) (any, *refusal) {
 		add(k, v)
 	}
 	if len(entries) > 0 {
-		c, _ := news.CountLogEntries(entries)
+		c, _ := record.CountLogEntries(entries)
 		// The analyzer's seven counts exist once a job has entries, zero
 		// or not, as the direct analyzer's HINCRBY leaves them.
 		if j.incr == nil {

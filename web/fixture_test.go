@@ -15,7 +15,6 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
-	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
 	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
@@ -221,9 +220,9 @@ func idleClient(h *Hub, v2 bool, lim queueLimits) *client {
 
 // countLog counts the log of ident into its record as the analyzer does
 // (package coordinator, which web's tests do not build): one batch read
-// through the store, counted by news.CountEntries, committed with
+// through the store, counted by record.CountEntries, committed with
 // CommitLogCounts under the analyzer's default bounds.
-func countLog(t testing.TB, st *store.Store, ident string) news.BatchCount {
+func countLog(t testing.TB, st *store.Store, ident string) record.BatchCount {
 	t.Helper()
 	ctx := context.Background()
 	bookmark, ok, err := st.LogBookmark(ctx, ident)
@@ -234,7 +233,7 @@ func countLog(t testing.TB, st *store.Store, ident string) news.BatchCount {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := news.CountEntries(entries)
+	b := record.CountEntries(entries)
 	next := bookmark
 	if b.Entries > 0 {
 		next = strconv.FormatFloat(b.Last, 'f', -1, 64)
