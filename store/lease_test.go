@@ -75,7 +75,7 @@ func TestFencedServiceWrite(t *testing.T) {
 		if err := b.Client.RPush(ctx, store.KeyFinishNotifications, `{"url":"http://x/"}`).Err(); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err = s.FinishNotices().Take(store.WithFence(ctx, old.Value))
+		_, _, err = s.TakeNotice(store.WithFence(ctx, old.Value), store.FinishQueue)
 		if !store.IsFenced(err) {
 			t.Fatalf("take under the old token: err = %v; want FENCED", err)
 		}
@@ -85,13 +85,13 @@ func TestFencedServiceWrite(t *testing.T) {
 		if _, err := s.FailJob(store.WithFence(ctx, old.Value), "nojob", "reason"); !store.IsFenced(err) {
 			t.Fatalf("FailJob under the old token: err = %v; want FENCED", err)
 		}
-		if _, ok, err := s.FinishNotices().Take(store.WithFence(ctx, cur.Value)); err != nil || !ok {
+		if _, ok, err := s.TakeNotice(store.WithFence(ctx, cur.Value), store.FinishQueue); err != nil || !ok {
 			t.Fatalf("take under the current token: ok=%v err=%v", ok, err)
 		}
 		if err := b.Client.RPush(ctx, store.KeyFinishNotifications, `{"url":"http://y/"}`).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok, err := s.FinishNotices().Take(ctx); err != nil || !ok {
+		if _, ok, err := s.TakeNotice(ctx, store.FinishQueue); err != nil || !ok {
 			t.Fatalf("take without a token (single node): ok=%v err=%v", ok, err)
 		}
 	})
