@@ -75,7 +75,7 @@ type AnalyzeResult struct {
 // Counting a batch and moving the bookmark are one atomic step, so a crash
 // can neither lose nor double-count entries (see Analyze).
 type Analyzer struct {
-	store *store.Store
+	store Store
 	cfg   AnalyzerConfig
 	log   *slog.Logger
 
@@ -89,9 +89,9 @@ type Analyzer struct {
 }
 
 // NewAnalyzer returns an analyzer; zero config values take defaults.
-func NewAnalyzer(store *store.Store, cfg AnalyzerConfig, log *slog.Logger) *Analyzer {
+func NewAnalyzer(st Store, cfg AnalyzerConfig, log *slog.Logger) *Analyzer {
 	return &Analyzer{
-		store: store, cfg: cfg.orDefaults(), log: serviceLog(log, "analyzer"),
+		store: st, cfg: cfg.orDefaults(), log: serviceLog(log, "analyzer"),
 		notified: newWakeSet(),
 		badKeys:  workingSummary("analyzer", "not jobs: not analyzed"),
 	}

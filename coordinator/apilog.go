@@ -24,7 +24,6 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/internal/text"
 	"github.com/archiveteam/archivebot-go/record"
-	"github.com/archiveteam/archivebot-go/store"
 )
 
 // LogSink receives a job's log entries, in score order, with its record:
@@ -96,7 +95,7 @@ type apiLogUpdate struct {
 // Run publishes, one message at a time: while Redis is slow or away the
 // queue fills up to its bound, and what does not fit is dropped.
 type APILogPublisher struct {
-	store *store.Store
+	store Store
 	cfg   APILogConfig
 	log   *slog.Logger
 
@@ -109,7 +108,7 @@ type APILogPublisher struct {
 }
 
 // NewAPILogPublisher returns a publisher; Run publishes what it queued.
-func NewAPILogPublisher(st *store.Store, cfg APILogConfig, log *slog.Logger) *APILogPublisher {
+func NewAPILogPublisher(st Store, cfg APILogConfig, log *slog.Logger) *APILogPublisher {
 	cfg.defaults()
 	l := serviceLog(log, "api-log")
 	return &APILogPublisher{store: st, cfg: cfg, log: l, wake: make(chan struct{}, 1), dropped: newDropLog(l)}
@@ -244,7 +243,7 @@ func (p *APILogPublisher) publish(ctx context.Context, m encodedMessage) {
 // APILogListener hands the API log entries published on
 // store.ChannelAPILog to a node's live stream.
 type APILogListener struct {
-	store   *store.Store
+	store   Store
 	sink    LogSink
 	cfg     APILogConfig
 	log     *slog.Logger
@@ -255,7 +254,7 @@ type APILogListener struct {
 }
 
 // NewAPILogListener returns a listener feeding sink; Run listens.
-func NewAPILogListener(st *store.Store, sink LogSink, cfg APILogConfig, log *slog.Logger) *APILogListener {
+func NewAPILogListener(st Store, sink LogSink, cfg APILogConfig, log *slog.Logger) *APILogListener {
 	cfg.defaults()
 	l := serviceLog(log, "api-log")
 	return &APILogListener{store: st, sink: sink, cfg: cfg, log: l, dropped: newDropLog(l), ready: make(chan struct{})}

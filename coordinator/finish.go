@@ -97,13 +97,13 @@ func (n FinishNotice) Line() string {
 }
 
 // FinishNotifier turns finish_notifications into channel lines, at least
-// once and, in normal operation, exactly once (store.DeliveryQueue, the
+// once and, in normal operation, exactly once (store.NoticeQueue, the
 // drain loop of deliver.go): each document is moved into delivery before
 // its line is sent, and acknowledged only once the front end reports the
 // line written to the IRC socket. Whatever is left in the processing list
 // (a crash, IRC down) is delivered first on the next cycle, in order.
 type FinishNotifier struct {
-	store *store.Store
+	store Store
 	ann   news.Announcer
 	cfg   FinishConfig
 	log   *slog.Logger
@@ -115,15 +115,15 @@ type FinishNotifier struct {
 
 // NewFinishNotifier returns a finish notifier; zero config values take
 // their defaults.
-func NewFinishNotifier(store *store.Store, ann news.Announcer, cfg FinishConfig, log *slog.Logger) *FinishNotifier {
-	return &FinishNotifier{store: store, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "finish-notifier")}
+func NewFinishNotifier(st Store, ann news.Announcer, cfg FinishConfig, log *slog.Logger) *FinishNotifier {
+	return &FinishNotifier{store: st, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "finish-notifier")}
 }
 
 // runOnce delivers what the processing list holds, then up to Batch new
 // notices. The first failure ends the cycle: the notice stays in the
 // processing list and is the first delivered next time.
 func (f *FinishNotifier) runOnce(ctx context.Context) error {
-	return drain(ctx, f.store.FinishNotices(), f.cfg.Batch, f.ann, f.log, f.hand)
+	return drain(ctx, f.store, store.FinishQueue, f.cfg.Batch, f.ann, f.log, f.hand)
 }
 
 // RunOnce runs one cycle now, as the service's timer would: for tests of

@@ -51,7 +51,7 @@ const seenCheckEvery = 30 * time.Second
 // moves the bookmark. It also watches `working` and listens to
 // ChannelJobEvents, so the sink learns of every job starting and ending.
 type Firehose struct {
-	store *store.Store
+	store Store
 	sink  news.StreamSink
 	cfg   FirehoseConfig
 	log   *slog.Logger
@@ -109,7 +109,7 @@ func lifecycleBit(e string) uint8 {
 }
 
 // NewFirehose returns a firehose feeding sink; Start runs it.
-func NewFirehose(store *store.Store, sink news.StreamSink, cfg FirehoseConfig, log *slog.Logger) *Firehose {
+func NewFirehose(st Store, sink news.StreamSink, cfg FirehoseConfig, log *slog.Logger) *Firehose {
 	if cfg.Batch <= 0 {
 		cfg.Batch = 5000
 	}
@@ -122,7 +122,7 @@ func NewFirehose(store *store.Store, sink news.StreamSink, cfg FirehoseConfig, l
 	if cfg.MaxSeen <= 0 {
 		cfg.MaxSeen = 50_000
 	}
-	return &Firehose{store: store, sink: sink, cfg: cfg, log: serviceLog(log, "firehose"),
+	return &Firehose{store: st, sink: sink, cfg: cfg, log: serviceLog(log, "firehose"),
 		notified: newWakeSet(), seen: map[string]*seenEvents{},
 		working: map[string]bool{}, ending: map[string]int{}, ready: make(chan struct{}),
 		badKeys:    workingSummary("firehose", "not jobs: not streamed"),

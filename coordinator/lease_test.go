@@ -54,7 +54,7 @@ func TestLeaseManager(t *testing.T) {
 	if a.Valid() {
 		t.Fatal("a still counts itself leader after losing the lease")
 	}
-	if _, _, err := s.FinishNotices().Take(context.WithoutCancel(first.ctx)); !store.IsFenced(err) {
+	if _, _, err := s.TakeNotice(context.WithoutCancel(first.ctx), store.FinishQueue); !store.IsFenced(err) {
 		t.Fatalf("a's term context still writes: %v", err)
 	}
 	// The intruder goes away: someone takes over.

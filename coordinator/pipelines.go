@@ -94,7 +94,7 @@ const pipelineNoticeBacklog = 200
 // successful comparison only records what exists: no announcements for
 // pipelines that were there at startup.
 type PipelineNotifier struct {
-	store *store.Store
+	store Store
 	ann   news.Announcer
 	cfg   PipelineNotifierConfig
 	log   *slog.Logger
@@ -120,9 +120,9 @@ type pipelineNotice struct {
 
 // NewPipelineNotifier returns a pipeline notifier; zero config values take
 // their defaults.
-func NewPipelineNotifier(store *store.Store, ann news.Announcer, cfg PipelineNotifierConfig, log *slog.Logger) *PipelineNotifier {
+func NewPipelineNotifier(st Store, ann news.Announcer, cfg PipelineNotifierConfig, log *slog.Logger) *PipelineNotifier {
 	return &PipelineNotifier{
-		store: store, ann: ann, cfg: cfg.orDefaults(),
+		store: st, ann: ann, cfg: cfg.orDefaults(),
 		log: serviceLog(log, "pipeline-notifier"), Now: time.Now,
 		silent: map[string]bool{}, badTS: map[string]bool{},
 		changes: map[string]*changeState{}, dirty: map[string]bool{},

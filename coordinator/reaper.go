@@ -35,7 +35,7 @@ func (c ReaperConfig) orDefaults() ReaperConfig {
 // Lua script, so it costs the same number of Redis round trips whatever the
 // number of working jobs; dead jobs cost a few more each.
 type Reaper struct {
-	store *store.Store
+	store Store
 	ann   news.Announcer
 	cfg   ReaperConfig
 	log   *slog.Logger
@@ -78,8 +78,8 @@ func (r *Reaper) removeGhosts(ctx context.Context) error {
 }
 
 // NewReaper returns a reaper; zero config values take their defaults.
-func NewReaper(store *store.Store, ann news.Announcer, cfg ReaperConfig, log *slog.Logger) *Reaper {
-	return &Reaper{store: store, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "reaper"), ghostsAt: time.Now(),
+func NewReaper(st Store, ann news.Announcer, cfg ReaperConfig, log *slog.Logger) *Reaper {
+	return &Reaper{store: st, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "reaper"), ghostsAt: time.Now(),
 		badKeys: workingSummary("reaper", "not jobs: no death timer")}
 }
 

@@ -16,7 +16,7 @@ import (
 // reconnects with backoff and subscribes again; messages published in
 // between are lost, which is why the analyzer also sweeps `working`.
 type Updates struct {
-	store *store.Store
+	store Store
 	log   *slog.Logger
 
 	mu       sync.Mutex
@@ -28,9 +28,9 @@ type Updates struct {
 	MinBackoff, MaxBackoff time.Duration
 }
 
-// NewUpdates returns a listener over store; Run starts it.
-func NewUpdates(store *store.Store, log *slog.Logger) *Updates {
-	return &Updates{store: store, log: serviceLog(log, "updates"),
+// NewUpdates returns a listener over st; Run starts it.
+func NewUpdates(st Store, log *slog.Logger) *Updates {
+	return &Updates{store: st, log: serviceLog(log, "updates"),
 		MinBackoff: run.PubSubBackoff.Min, MaxBackoff: run.PubSubBackoff.Max}
 }
 
