@@ -16,7 +16,6 @@ import (
 	"github.com/archiveteam/archivebot-go/pipelineapi"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
-	"github.com/archiveteam/archivebot-go/store"
 )
 
 // Serve runs a server of opt (opt.Store is required) behind an httptest
@@ -43,10 +42,17 @@ func Serve(t testing.TB, opt pipelineapi.Options) *httptest.Server {
 	return hs
 }
 
+// Keys is apitest's door to the store: the one method of *store.Store
+// it calls, to register a pipeline's key (the server itself takes
+// pipelineapi.Store, in Options).
+type Keys interface {
+	AddPipelineKey(ctx context.Context, name, pub string) error
+}
+
 // Client registers a new key name in st and returns a client of the
 // server at url signing with it, once the server knows the key (it
 // answers a job lookup not_held, not unknown_key).
-func Client(t testing.TB, st *store.Store, url, name string) *client.Client {
+func Client(t testing.TB, st Keys, url, name string) *client.Client {
 	t.Helper()
 	ctx := context.Background()
 	pub, priv, err := ed25519.GenerateKey(nil)
