@@ -10,11 +10,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
@@ -92,20 +91,6 @@ func Serve(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Log
 	return err
 }
 
-// RetryAfter reads the Retry-After header of h: delay-seconds (a
-// non-negative integer) or an HTTP date (RFC 9110, 10.2.3), as the time
-// it names, seconds counted from now. ok is false when the header is
-// absent or is neither.
-func RetryAfter(h http.Header, now time.Time) (at time.Time, ok bool) {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return time.Time{}, false
-	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return now.Add(time.Duration(s) * time.Second), true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return t, true
-	}
-	return time.Time{}, false
-}
+// RetryAfter is retry.After. Deprecated: use it; it goes once no branch
+// spells httpserve.RetryAfter.
+func RetryAfter(h http.Header, now time.Time) (time.Time, bool) { return retry.After(h, now) }

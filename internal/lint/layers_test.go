@@ -24,10 +24,10 @@ var layers = []struct {
 	packages []string
 }{
 	{"foundation", []string{"config", "ident", "internal/text", "internal/sitematch", "internal/clock", "internal/metrics", "internal/badkeys",
-		"internal/run", "internal/httpserve", "internal/refusal", "internal/testproc", "internal/testtls", "internal/redistest",
+		"internal/run", "internal/retry", "internal/httpserve", "internal/refusal", "internal/testproc", "internal/testtls", "internal/redistest",
 		"internal/lint", "pipelineapi/wire", "pipelineapi/client", "third_party/", "soak", "soak/"}},
 	{"record", []string{"record"}},
-	{"store", []string{"store", "store/storetest", "embeddedredis"}},
+	{"store", []string{"store", "store/storetest", "store/faultstore", "embeddedredis"}},
 	{"words", []string{"news"}},
 	{"services", []string{"coordinator", "tweeter"}},
 	{"front ends", []string{"bot", "bot/irc", "bot/irc/irctest", "web", "pipelineapi", "pipelineapi/apitest",
