@@ -23,7 +23,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/internal/run"
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
@@ -208,7 +208,7 @@ func (b *Bridge) ControlConnected() bool {
 
 // callBackoff is the wait between two tries of a call when the node gave
 // no Retry-After.
-var callBackoff = run.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
+var callBackoff = retry.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
 
 // call runs op, retrying refusals that pass (429 with its Retry-After,
 // 503, the node unreachable) for up to RetryFor.

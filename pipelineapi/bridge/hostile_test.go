@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -394,5 +395,43 @@ func TestWrongNodeAddressReply(t *testing.T) {
 		if got := nodeReply(tc.err); !strings.Contains(got, tc.want) {
 			t.Errorf("nodeReply(%v) = %q, want %q in it", tc.err, got, tc.want)
 		}
+	}
+}
+
+// failingListener fails its first accepts (a process out of descriptors),
+// then hands out pipe connections.
+type failingListener struct {
+	*pipeListener
+	mu    sync.Mutex
+	fails int
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	if l.fails > 0 {
+		l.fails--
+		l.mu.Unlock()
+		return nil, errors.New("accept: too many open files")
+	}
+	l.mu.Unlock()
+	return l.pipeListener.Accept()
+}
+
+// TestAcceptFailures: failed accepts are waited out with the accept
+// backoff (5 ms doubling), not spun on, and the bridge serves the next
+// connection.
+func TestAcceptFailures(t *testing.T) {
+	if w := [3]time.Duration{acceptBackoff.Wait(0), acceptBackoff.Wait(1), acceptBackoff.Wait(20)}; w != [3]time.Duration{5 * time.Millisecond, 10 * time.Millisecond, time.Second} {
+		t.Errorf("accept waits %v, want 5ms, 10ms, then 1s", w)
+	}
+	ln := &failingListener{pipeListener: newPipeListener(), fails: 4}
+	b := New(Config{Node: newFakeNode(), RetryFor: 2 * time.Second})
+	done := make(chan struct{})
+	go func() { defer close(done); b.Serve(ln) }()
+	t.Cleanup(func() { b.Close(); <-done })
+	c := ln.dial(t)
+	io.WriteString(c, "*1\r\n$4\r\nPING\r\n")
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || line != "+PONG\r\n" {
+		t.Fatalf("PING after failed accepts: %q, %v", line, err)
 	}
 }
