@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/ergochat/irc-go/ircevent"
 	"github.com/ergochat/irc-go/ircmsg"
@@ -72,35 +73,22 @@ func (c *Client) Run(ctx context.Context) error {
 		<-outDone
 	}()
 
-	attempt := 0
-	for ctx.Err() == nil {
+	// A connection that registered and stayed up stableAfter counts as
+	// established: the next wait starts again from backoffMin.
+	run.Reconnect(ctx, c.log.With("server", c.cfg.Server), "IRC connection", c.backoff(), func(ctx context.Context) (bool, error) {
 		start := time.Now()
 		registered, err := c.session(ctx, dial)
-		if ctx.Err() != nil {
-			break
-		}
-		if registered && time.Since(start) >= c.stableAfter {
-			attempt = 0
-		}
-		delay := c.backoff(attempt)
-		attempt++
-		c.log.Warn("disconnected from IRC; reconnecting", "server", c.cfg.Server, "err", err, "retry_in", delay.Round(time.Millisecond))
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
-	}
+		return registered && time.Since(start) >= c.stableAfter, err
+	})
 	return nil
 }
 
-// backoff is the wait before reconnect attempt n (from 0): the node's one
-// backoff (run.Backoff), doubling from backoffMin up to backoffMax, with
-// "equal jitter" (half fixed, half random) so many bots do not reconnect
-// in lockstep.
-func (c *Client) backoff(n int) time.Duration {
-	return run.Backoff{Min: c.backoffMin, Max: c.backoffMax, Jitter: true}.Wait(n)
+// backoff is the wait between reconnects: the node's one backoff
+// (retry.Backoff), doubling from backoffMin up to backoffMax, with "equal
+// jitter" (half fixed, half random) so many bots do not reconnect in
+// lockstep.
+func (c *Client) backoff() retry.Backoff {
+	return retry.Backoff{Min: c.backoffMin, Max: c.backoffMax, Jitter: true}
 }
 
 // server is where to connect and how.
