@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/store"
 )
@@ -55,7 +56,7 @@ func (u *Updates) OnSubscribe(fn func(ctx context.Context)) {
 
 // Run listens until ctx ends.
 func (u *Updates) Run(ctx context.Context) {
-	run.Reconnect(ctx, u.log, "updates subscription", run.Backoff{Min: u.MinBackoff, Max: u.MaxBackoff}, u.session)
+	run.Reconnect(ctx, u.log, "updates subscription", retry.Backoff{Min: u.MinBackoff, Max: u.MaxBackoff}, u.session)
 }
 
 // session subscribes once and delivers messages until the connection

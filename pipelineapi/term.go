@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/record"
@@ -72,7 +73,7 @@ type heldJob struct {
 
 // readRetry is the wait before reading again what a term needs from Redis
 // (its keys at the start, a held job's settings): a fixed second.
-var readRetry = run.Backoff{Min: time.Second, Max: time.Second}
+var readRetry = retry.Backoff{Min: time.Second, Max: time.Second}
 
 // Run serves one leadership term until ctx ends: it loads the keys,
 // refreshes them every KeyRefresh (closing the control streams of revoked
