@@ -116,27 +116,19 @@ func drain(ctx context.Context, st Store, q store.NoticeQueue, batch int, ann ne
 const connectWait = 2 * time.Second
 
 // awaitConnected waits, up to connectWait, until a front end that can tell
-// (the IRC client: Connected) is connected. Right after a start the first
-// cycle would otherwise hand the notices left from the earlier run to a
-// client still connecting, fail on the first ("irc: not connected") and
-// leave them all to the next cycle. While IRC is down the cycle goes on
-// after the wait and fails as before, the notice kept for later.
+// (the IRC client: WaitConnected) is connected. Right after a start the
+// first cycle would otherwise hand the notices left from the earlier run
+// to a client still connecting, fail on the first ("irc: not connected")
+// and leave them all to the next cycle. While IRC is down the cycle goes
+// on after the wait and fails as before, the notice kept for later.
 func awaitConnected(ctx context.Context, ann news.Announcer) {
-	c, ok := ann.(interface{ Connected() bool })
-	if !ok || c.Connected() {
+	c, ok := ann.(interface {
+		WaitConnected(context.Context) bool
+	})
+	if !ok {
 		return
 	}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.NewTimer(connectWait)
-	defer deadline.Stop()
-	for !c.Connected() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-deadline.C:
-			return
-		case <-tick.C:
-		}
-	}
+	ctx, cancel := context.WithTimeout(ctx, connectWait)
+	defer cancel()
+	c.WaitConnected(ctx)
 }

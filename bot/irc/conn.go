@@ -29,7 +29,7 @@ import (
 // server: Run's reconnect loop, one session per connection, the socket
 // that tells the outbox when its line was written.
 type connection struct {
-	connected atomic.Bool
+	connected upSignal
 	gen       atomic.Uint64 // numbers connections; lines can be bound to one
 	running   atomic.Bool
 	// botModeSet is the connection whose bot mode was asked for.
@@ -45,6 +45,44 @@ type connection struct {
 	reclaimEvery           time.Duration // try to get the configured nick back
 	drainTimeout           time.Duration // at shutdown, for commands and outbox
 	quitTimeout            time.Duration // at shutdown, for the server to close
+}
+
+// upSignal is whether the client is registered on the server, read as a
+// flag (Load) or waited for (wait: a channel closed while connected,
+// replaced by an open one at each disconnect).
+type upSignal struct {
+	up atomic.Bool
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// Load reports whether the client is connected now.
+func (s *upSignal) Load() bool { return s.up.Load() }
+
+func (s *upSignal) set(up bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.up.Swap(up) == up {
+		return
+	}
+	if up {
+		if s.ch == nil {
+			s.ch = make(chan struct{})
+		}
+		close(s.ch)
+	} else {
+		s.ch = make(chan struct{})
+	}
+}
+
+// wait is closed once the client is connected (at once if it is now).
+func (s *upSignal) wait() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
 }
 
 // Run keeps the bot connected until ctx ends, reconnecting after any
@@ -364,14 +402,14 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 	l := &link{conn: conn, sock: sock, down: down, timeout: c.writeTimeout, conf: conf}
 	sockMu.Unlock()
 	c.out.setLink(l, gen)
-	c.connected.Store(true)
+	c.connected.set(true)
 	c.setBotMode(gen)
 	c.log.Info("connected to IRC", "server", srv.addr, "nick", c.state.Me(), "tls", srv.tls != nil)
 	if c.stateHook != nil {
 		c.stateHook(true)
 	}
 	defer func() {
-		c.connected.Store(false)
+		c.connected.set(false)
 		c.out.dropLink(gen)
 		conf.end()
 		c.failJoinWaiters(errNotConnected)

@@ -89,7 +89,7 @@ func offlineClient(t *testing.T, perSecond float64, burst int) (*Client, *fakeLi
 	runOutbox(t, c.out)
 	gen := c.gen.Add(1)
 	c.out.setLink(f, gen)
-	c.connected.Store(true)
+	c.connected.set(true)
 	// Pretend we are in #chan.
 	c.onMessage(parse(t, ":ArchiveBot!u@h JOIN #chan"))
 	return c, f
