@@ -126,10 +126,6 @@ func (f *FinishNotifier) runOnce(ctx context.Context) error {
 	return drain(ctx, f.store, store.FinishQueue, f.cfg.Batch, f.ann, f.log, f.hand)
 }
 
-// RunOnce runs one cycle now, as the service's timer would: for tests of
-// front ends, which drive the notifier without its schedule.
-func (f *FinishNotifier) RunOnce(ctx context.Context) error { return f.runOnce(ctx) }
-
 // observe does what the node does once it sees a job has ended, before
 // its report goes out: the analyzer reads the job's last log entries, the
 // job joins the index of finished jobs (/finished) and its history gets

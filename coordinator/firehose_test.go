@@ -85,9 +85,9 @@ func TestFirehoseBroadcast(t *testing.T) {
 		if n := b.Client.Exists(ctx, "gonefh").Val(); n != 0 {
 			t.Error("the firehose re-created an expired job")
 		}
-		ok, err := store.NewStore(b.Client).MarkBroadcast(ctx, "fhjob", "3", 9, 1)
-		if err != nil || ok {
-			t.Errorf("MarkBroadcast from a stale bookmark: %v %v", ok, err)
+		moved, err := store.NewStore(b.Client).MarkBroadcastMany(ctx, []store.BroadcastMark{{Ident: "fhjob", From: "3", To: 9, Now: 1}})
+		if err != nil || len(moved) != 1 || moved[0] {
+			t.Errorf("MarkBroadcastMany from a stale bookmark: %v %v", moved, err)
 		}
 	})
 }

@@ -132,7 +132,6 @@ type Server struct {
 
 	mu   sync.Mutex
 	term *term
-	sink LogSink
 	ln   *limitListener // Serve's listener
 
 	logMu     sync.Mutex
@@ -227,21 +226,7 @@ type LogSink interface {
 	StreamLog(job *record.Job, entries []record.LogEntry)
 }
 
-// SetSink sets where log entries go (Options.Sink).
-func (s *Server) SetSink(sink LogSink) {
-	s.mu.Lock()
-	s.sink = sink
-	s.mu.Unlock()
-}
-
-func (s *Server) streamSink() LogSink {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sink != nil {
-		return s.sink
-	}
-	return s.opt.Sink
-}
+func (s *Server) streamSink() LogSink { return s.opt.Sink }
 
 // Handler is the API's HTTP handler.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }

@@ -79,12 +79,6 @@ func (s *Store) BanCheck(ctx context.Context, ident, pipeline, site string, n in
 	return state, text, nil
 }
 
-// ClearBanCheck forgets ident's ban check (a rerouted job is checked again
-// on its next pipeline).
-func (s *Store) ClearBanCheck(ctx context.Context, ident string) error {
-	return wrap("clear ban check of "+ident, s.rdb.Del(ctx, KeyBanCheck(ident)).Err())
-}
-
 // SiteOf is the registered domain of a job URL's host (the host itself
 // when it has none, such as an IP address), as the ban line names it.
 func SiteOf(url string) string {

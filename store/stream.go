@@ -70,41 +70,6 @@ type Unbroadcast struct {
 	Entries []record.LogEntry
 }
 
-// ReadUnbroadcast reads the job hash, then up to limit entries of its log
-// scored after last_broadcasted_log_entry: two round trips. A key that is
-// not a hash is a *NotAJobError.
-func (s *Store) ReadUnbroadcast(ctx context.Context, ident string, limit int) (Unbroadcast, error) {
-	job, err := s.rdb.HGetAll(ctx, KeyJob(ident)).Result()
-	if isWrongType(err) {
-		return Unbroadcast{}, &NotAJobError{Key: KeyJob(ident)}
-	}
-	if err != nil {
-		return Unbroadcast{}, wrap("read job "+ident, err)
-	}
-	j := record.DecodeJob(ident, job)
-	if len(job) == 0 || j.Ghost() {
-		return Unbroadcast{}, nil // no job, or a ghost: nothing to stream
-	}
-	u := Unbroadcast{Job: j, Bookmark: j.LastBroadcast}
-	u.Entries, err = s.ReadLog(ctx, ident, u.Bookmark, limit)
-	if isWrongType(err) {
-		return u, nil // not a log: nothing to stream
-	}
-	return u, err
-}
-
-// MarkBroadcast moves the job's last_broadcasted_log_entry from from to
-// to and sets its ts to now (broadcast.lua). It reports false when the
-// bookmark had moved or the job is gone; nothing is written then.
-func (s *Store) MarkBroadcast(ctx context.Context, ident, from string, to float64, now float64) (bool, error) {
-	res, err := broadcastScript.Run(ctx, s.rdb, []string{KeyJob(ident)}, from,
-		strconv.FormatFloat(to, 'f', -1, 64), strconv.FormatFloat(now, 'f', -1, 64)).Int64()
-	if err != nil {
-		return false, wrap("mark broadcast of "+ident, err)
-	}
-	return res == 1, nil
-}
-
 // EndState is what the stream needs to tell how a job that left
 // `working` ended: its record (nil when expired) and its failure record.
 type EndState struct {
@@ -168,9 +133,11 @@ func (s *Store) JobsExist(ctx context.Context, idents []string) ([]bool, error) 
 	return out, nil
 }
 
-// ReadUnbroadcastMany is ReadUnbroadcast for many jobs in two round
-// trips whatever their number: one pipeline of HGETALL, then one of
-// read_log for the jobs that exist. errs[i] is a *NotAJobError for a key
+// ReadUnbroadcastMany reads, for each job, its hash and up to limit
+// entries of its log scored after last_broadcasted_log_entry (a ghost or
+// a missing hash has nothing to stream), in two round trips whatever
+// their number: one pipeline of HGETALL, then one of read_log for the
+// jobs that exist. errs[i] is a *NotAJobError for a key
 // that is not a hash (or whose log is not a sorted set: nothing to
 // stream then), nil otherwise; err is a failure of Redis itself.
 func (s *Store) ReadUnbroadcastMany(ctx context.Context, idents []string, limit int) (out []Unbroadcast, errs []error, err error) {
@@ -228,14 +195,17 @@ func (s *Store) ReadUnbroadcastMany(ctx context.Context, idents []string, limit 
 	return out, errs, nil
 }
 
-// BroadcastMark is one move of a job's broadcast bookmark (MarkBroadcast).
+// BroadcastMark is one move of a job's broadcast bookmark
+// (MarkBroadcastMany).
 type BroadcastMark struct {
 	Ident, From string
 	To, Now     float64
 }
 
-// MarkBroadcastMany runs MarkBroadcast for each mark in one round trip;
-// moved[i] is false when that bookmark had moved or the job is gone.
+// MarkBroadcastMany moves, for each mark, the job's
+// last_broadcasted_log_entry from From to To and sets its ts to Now
+// (broadcast.lua), all in one round trip; moved[i] is false when that
+// bookmark had moved or the job is gone (nothing is written then).
 func (s *Store) MarkBroadcastMany(ctx context.Context, marks []BroadcastMark) ([]bool, error) {
 	if len(marks) == 0 {
 		return nil, nil

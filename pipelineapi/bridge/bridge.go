@@ -97,7 +97,6 @@ type Bridge struct {
 	// subs are the SUBSCRIBE connections, by channel.
 	subs    map[string]map[*subscriber]struct{}
 	stats   map[string]int64
-	ctlUp   bool
 	closing bool
 	lns     []net.Listener
 	conns   map[net.Conn]struct{}
@@ -197,13 +196,6 @@ func (b *Bridge) count(name string, n int64) {
 	b.mu.Lock()
 	b.stats[name] += n
 	b.mu.Unlock()
-}
-
-// ControlConnected reports whether the control stream is open.
-func (b *Bridge) ControlConnected() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.ctlUp
 }
 
 // callBackoff is the wait between two tries of a call when the node gave

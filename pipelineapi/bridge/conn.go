@@ -446,13 +446,6 @@ func (b *Bridge) untrack(nc net.Conn) {
 	b.mu.Unlock()
 }
 
-// Clients is the number of connections being served.
-func (b *Bridge) Clients() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.conns)
-}
-
 // serveConn runs one connection's commands until it closes, detaches
 // (SUBSCRIBE), sends what the bridge refuses to read, or panics.
 func (b *Bridge) serveConn(nc net.Conn) {

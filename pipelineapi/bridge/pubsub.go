@@ -301,9 +301,6 @@ func (b *Bridge) controlLoop() {
 		err := b.node.Control(b.ctx, b.onControlSafe)
 		// Events may be missed until the stream is open again: no cached
 		// record answers meanwhile.
-		b.mu.Lock()
-		b.ctlUp = false
-		b.mu.Unlock()
 		b.dropCache()
 		if b.ctx.Err() != nil {
 			return
@@ -343,9 +340,6 @@ func (b *Bridge) onControlSafe(ev client.Event) (err error) {
 }
 
 func (b *Bridge) onControl(ev client.Event) error {
-	b.mu.Lock()
-	b.ctlUp = true
-	b.mu.Unlock()
 	switch ev.Name {
 	case wire.EventSettings:
 		s, err := ev.Settings()

@@ -66,10 +66,6 @@ func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = n
 // WithTakeRetry sets how Take retries a take whose outcome is unknown.
 func WithTakeRetry(r Retry) Option { return func(c *Client) { c.retry = r } }
 
-// WithNonce draws nonces from fn instead of 16 random bytes (tests of
-// replays).
-func WithNonce(fn func() string) Option { return func(c *Client) { c.nonceFn = fn } }
-
 // New returns a client of the node at base (the pipelines.listen address,
 // or the proxy in front of it, as an http:// or https:// URL with no path:
 // the path is signed as the node receives it, so a proxy must pass paths
