@@ -233,7 +233,7 @@ type Bot struct {
 }
 
 // New returns a Bot over store.
-func New(store Store, opts Options) *Bot {
+func New(st Store, opts Options) *Bot {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -252,7 +252,7 @@ func New(store Store, opts Options) *Bot {
 	if opts.OutcomePoll <= 0 {
 		opts.OutcomePoll = 250 * time.Millisecond
 	}
-	b := &Bot{store: store, opts: opts, log: opts.Logger, index: map[string]*Command{}}
+	b := &Bot{store: st, opts: opts, log: opts.Logger, index: map[string]*Command{}}
 	b.life, b.cancel = context.WithCancel(context.Background())
 	b.table = commandTable()
 	for _, c := range b.table {

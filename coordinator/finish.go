@@ -110,7 +110,7 @@ type FinishNotifier struct {
 	// onNotice, when set, is called with the ident of every notice read;
 	// Services points it at the analyzer so a job's last log entries are
 	// counted even when their `updates` messages were lost.
-	onNotice func(ctx context.Context, ident string)
+	onNotice func(ctx context.Context, id string)
 }
 
 // NewFinishNotifier returns a finish notifier; zero config values take

@@ -308,13 +308,13 @@ func (n *PipelineNotifier) saveChanges(ctx context.Context, cur map[string]store
 	}
 }
 
-func (n *PipelineNotifier) queue(text string) {
-	n.log.Info("pipeline notice", "line", text)
+func (n *PipelineNotifier) queue(line string) {
+	n.log.Info("pipeline notice", "line", line)
 	if len(n.outbox) >= pipelineNoticeBacklog {
 		n.log.Warn("pipeline notice backlog full, dropping the oldest", "line", n.outbox[0].text)
 		n.outbox = n.outbox[1:]
 	}
-	n.outbox = append(n.outbox, pipelineNotice{text: text})
+	n.outbox = append(n.outbox, pipelineNotice{text: line})
 }
 
 // flush posts the queued lines in every channel, in order. A line stays

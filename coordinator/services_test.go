@@ -207,8 +207,8 @@ func TestServicesEndToEnd(t *testing.T) {
 			Analyzer:  AnalyzerConfig{SweepInterval: time.Hour, Debounce: -1, TrimAfter: 1000},
 		}, svcLog(t))
 		analyzed := make(chan AnalyzeResult, 1000)
-		svc.Analyzer.analyzed = func(ident string, res AnalyzeResult, err error) {
-			if ident == id && err == nil {
+		svc.Analyzer.analyzed = func(id string, res AnalyzeResult, err error) {
+			if id == id && err == nil {
 				analyzed <- res
 			}
 		}

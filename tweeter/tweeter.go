@@ -224,10 +224,10 @@ type Tweeter struct {
 	wg     sync.WaitGroup
 }
 
-// New returns a tweeter over store. It posts on X through cfg.Poster if
+// New returns a tweeter over st. It posts on X through cfg.Poster if
 // set, else through the API version cfg.API when cfg.Credentials are set;
 // and on each of cfg.Networks. With no network at all it is a dry run.
-func New(store Store, cfg Config) (*Tweeter, error) {
+func New(st Store, cfg Config) (*Tweeter, error) {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -258,10 +258,10 @@ func New(store Store, cfg Config) (*Tweeter, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Now == nil {
-		cfg.Now = store.Clock
+		cfg.Now = st.Clock
 	}
 	t := &Tweeter{
-		store:    store,
+		store:    st,
 		cfg:      cfg,
 		log:      cfg.Logger.With("service", "tweeter"),
 		seen:     make(map[string]*list.Element),

@@ -80,9 +80,9 @@ func newActionsRig(t testing.TB, be *redistest.Backend, public string) *actionsR
 	be.Client.FlushDB(context.Background())
 	rig := &actionsRig{b: be, st: store.NewStore(be.Client), p: &fakePresence{ranks: map[string]bot.Rank{}}, leading: true, logs: &bytes.Buffer{}}
 	rig.bot = bot.New(rig.st, bot.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	url := "http://example.com/"
-	rig.job = ident.Of(url)
-	if err := rig.st.Register(context.Background(), store.NewJob{Ident: rig.job, URL: url, FetchDepth: "inf", Slug: "x",
+	u := "http://example.com/"
+	rig.job = ident.Of(u)
+	if err := rig.st.Register(context.Background(), store.NewJob{Ident: rig.job, URL: u, FetchDepth: "inf", Slug: "x",
 		StartedBy: "alice", StartedIn: "#archivebot", DelayMin: 250, DelayMax: 375, Concurrency: 3, Queue: store.KeyPending}); err != nil {
 		t.Fatal(err)
 	}

@@ -222,14 +222,14 @@ func idleClient(h *Hub, v2 bool, lim queueLimits) *client {
 // (package coordinator, which web's tests do not build): one batch read
 // through the store, counted by record.CountEntries, committed with
 // CommitLogCounts under the analyzer's default bounds.
-func countLog(t testing.TB, st *store.Store, ident string) record.BatchCount {
+func countLog(t testing.TB, st *store.Store, id string) record.BatchCount {
 	t.Helper()
 	ctx := context.Background()
-	bookmark, ok, err := st.LogBookmark(ctx, ident)
+	bookmark, ok, err := st.LogBookmark(ctx, id)
 	if err != nil || !ok {
-		t.Fatalf("bookmark of %s: %v %v", ident, ok, err)
+		t.Fatalf("bookmark of %s: %v %v", id, ok, err)
 	}
-	entries, err := st.ReadLog(ctx, ident, bookmark, config.DefaultAnalyzerBatch)
+	entries, err := st.ReadLog(ctx, id, bookmark, config.DefaultAnalyzerBatch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,9 +238,9 @@ func countLog(t testing.TB, st *store.Store, ident string) record.BatchCount {
 	if b.Entries > 0 {
 		next = strconv.FormatFloat(b.Last, 'f', -1, 64)
 	}
-	res, _, err := st.CommitLogCounts(ctx, ident, bookmark, next, b.Counts, config.DefaultAnalyzerTrimAfter, false, 0)
+	res, _, err := st.CommitLogCounts(ctx, id, bookmark, next, b.Counts, config.DefaultAnalyzerTrimAfter, false, 0)
 	if err != nil || res != store.LogCommitted {
-		t.Fatalf("commit the counts of %s: %v %v", ident, res, err)
+		t.Fatalf("commit the counts of %s: %v %v", id, res, err)
 	}
 	return b
 }

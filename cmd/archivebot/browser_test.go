@@ -286,10 +286,10 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the job page", `document.getElementById("job-state") !== null`)
-	page := evalJS[string](t, ctx, `document.body.innerText`)
+	pg := evalJS[string](t, ctx, `document.body.innerText`)
 	for _, wantText := range []string{fai.Ident, "http://failed.example/", "failed", "Permalink", "Ignore patterns"} {
-		if !strings.Contains(page, wantText) {
-			t.Errorf("job page lacks %q:\n%s", wantText, page)
+		if !strings.Contains(pg, wantText) {
+			t.Errorf("job page lacks %q:\n%s", wantText, pg)
 		}
 	}
 	// Its history, newest first: time (UTC), event, who, detail; markup

@@ -33,14 +33,14 @@ func listenPipelines(cfg *config.Config, stdout io.Writer) (net.Listener, error)
 // ctx ends; nil when ln is nil. It answers 503 until pipelineAPIWork starts
 // a term. leading (nil on a single node) is asked before every request.
 func newPipelineAPI(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, cfg *config.Config,
-	store *store.Store, leading func() bool, logger *slog.Logger) *pipelineapi.Server {
+	st *store.Store, leading func() bool, logger *slog.Logger) *pipelineapi.Server {
 	if ln == nil {
 		return nil
 	}
 	srv := pipelineapi.New(pipelineapi.Options{
-		Store:      store,
-		Sink:       startAPILogPublisher(ctx, wg, store, logger),
-		Now:        store.Now,
+		Store:      st,
+		Sink:       startAPILogPublisher(ctx, wg, st, logger),
+		Now:        st.Now,
 		Leading:    leading,
 		Logger:     logger,
 		Rate:       cfg.Pipelines.Rate,

@@ -79,14 +79,14 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 		defer apiLn.Close()
 	}
 
-	store := store.NewStore(rdb)
+	st := store.NewStore(rdb)
 	// The node's wall clock where it matters across nodes; a test
 	// harness may skew it (internal/clock, doc/soak.md).
-	store.Now = clock.FromEnv()
-	store.WaitReplicas = cfg.Redis.WaitReplicas
-	store.WaitTimeout = cfg.Redis.WaitTimeout.Duration
-	store.SetTakeRules(takeRules(cfg))
-	if err := store.Ping(ctx); err != nil {
+	st.Now = clock.FromEnv()
+	st.WaitReplicas = cfg.Redis.WaitReplicas
+	st.WaitTimeout = cfg.Redis.WaitTimeout.Duration
+	st.SetTakeRules(takeRules(cfg))
+	if err := st.Ping(ctx); err != nil {
 		// Not fatal: Redis going away is normal, commands answer
 		// "backend unavailable" until it is back.
 		logger.Warn("redis is not answering yet; commands will say the backend is unavailable until it does", "err", err)
@@ -97,7 +97,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	}
 	signIn := &webSignIn{}
 	login, logout := signIn.botHooks(cfg)
-	b := bot.New(store, bot.Options{
+	b := bot.New(st, bot.Options{
 		PublicURL:           cfg.HTTP.PublicURL,
 		Login:               login,
 		Logout:              logout,
@@ -118,7 +118,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	defer b.Close()
 
 	if cfg.HA.Enabled {
-		return serveHA(ctx, cfg, logger, store, b, catalog, webLn, streamLn, apiLn, signIn)
+		return serveHA(ctx, cfg, logger, st, b, catalog, webLn, streamLn, apiLn, signIn)
 	}
 	metrics.SetLeader(true, time.Now()) // a single node leads
 
@@ -135,10 +135,10 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	var wg sync.WaitGroup
 	irun.Go(&wg, logger, "catalog", func() { catalog.Watch(runCtx, 5*time.Second) })
 
-	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, store, nil, logger)
-	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes,
-		actionOptions(cfg, b, store, fe, logger), signIn)
-	services, err := startServices(runCtx, cfg, store, fe, hub, papi, logger)
+	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, st, nil, logger)
+	hub := startWeb(runCtx, &wg, webLn, streamLn, st, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes,
+		actionOptions(cfg, b, st, fe, logger), signIn)
+	services, err := startServices(runCtx, cfg, st, fe, hub, papi, logger)
 	if err != nil {
 		return err
 	}

@@ -214,8 +214,8 @@ func (b *Bridge) call(what string, op func(ctx context.Context) error) error {
 		if err == nil {
 			return nil
 		}
-		retry, after := transient(err)
-		if !retry || b.ctx.Err() != nil {
+		again, after := transient(err)
+		if !again || b.ctx.Err() != nil {
 			b.count("node_error:"+what, 1)
 			b.log.Warn("bridge: the node refused", "op", what, "err", err)
 			return err
