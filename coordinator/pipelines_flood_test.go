@@ -37,8 +37,7 @@ func TestPipelineReportCannotFloodChannel(t *testing.T) {
 		clock := &svcClock{t: time.Unix(1_800_000_000, 0)}
 		ann := newSvcAnnouncer("#a")
 		newNotifier := func() *PipelineNotifier {
-			n := NewPipelineNotifier(st, ann, PipelineNotifierConfig{SilentAfter: time.Hour}, svcLog(t))
-			n.Now = clock.Now
+			n := NewPipelineNotifier(st, ann, PipelineNotifierConfig{SilentAfter: time.Hour, Now: clock.Now}, svcLog(t))
 			if err := n.runOnce(ctx); err != nil { // the baseline
 				t.Fatal(err)
 			}

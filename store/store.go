@@ -95,17 +95,20 @@ var ErrUnavailable = errors.New("backend unavailable")
 // Store is the job store: typed operations over the shared Redis layout.
 type Store struct {
 	rdb redis.UniversalClient
-	// Now is the clock; tests replace it.
+	log *slog.Logger
+	// Now is the clock (WithClock). Deprecated as a field to set: give
+	// the clock to New; the field goes once no branch sets it.
 	Now func() time.Time
 	// WaitReplicas, when positive, makes every user-command write wait
 	// (Redis WAIT, at most WaitTimeout) until that many replicas have it;
-	// see runWrite. Set it before use.
+	// see runWrite. Deprecated as fields to set: use WithWait.
 	WaitReplicas int
 	WaitTimeout  time.Duration
 	// CommandFence, when set (ha.enabled), gives the fencing token of the
 	// user-command writes whose context carries none (see WithFence): a
 	// node that lost the lease refuses the commands it still had buffered.
-	// Lease.CommandFence is the one to use.
+	// Lease.CommandFence is the one to use. Deprecated as a field to set:
+	// use WithCommandFence.
 	CommandFence func() string
 
 	indexMu    sync.Mutex
@@ -121,10 +124,44 @@ type Store struct {
 	takeIDCap int // TakeIDCap when 0; tests lower it
 }
 
-// NewStore returns a store over rdb.
-func NewStore(rdb redis.UniversalClient) *Store {
-	return &Store{rdb: rdb, Now: time.Now}
+// Option sets something of a store at construction (New): nothing of a
+// store is set after it.
+type Option func(*Store)
+
+// WithClock makes now the store's clock (time.Now by default): what it
+// writes as the time of a change, and the death timer's, the feed's and
+// the nonces' sense of now. The node passes internal/clock's; tests pass
+// a clock they move.
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.Now = now } }
+
+// WithLogger is where the store logs what it skips (a shared key of the
+// wrong type); slog.Default() by default.
+func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
+
+// WithWait makes every user-command write wait (Redis WAIT, at most
+// timeout) until replicas replicas have it (redis.wait_replicas,
+// redis.wait_timeout); see runWrite. Zero replicas: no wait.
+func WithWait(replicas int, timeout time.Duration) Option {
+	return func(s *Store) { s.WaitReplicas, s.WaitTimeout = replicas, timeout }
 }
+
+// WithCommandFence gives the fencing token of the user-command writes
+// whose context carries none (ha.enabled: Lease.CommandFence), so that a
+// node that lost the lease refuses the commands it still had buffered.
+func WithCommandFence(fence func() string) Option { return func(s *Store) { s.CommandFence = fence } }
+
+// New returns a store over rdb, set up by opts.
+func New(rdb redis.UniversalClient, opts ...Option) *Store {
+	s := &Store{rdb: rdb, Now: time.Now, log: slog.Default()}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// NewStore is New without options. Deprecated: use New; it goes once no
+// branch calls it.
+func NewStore(rdb redis.UniversalClient) *Store { return New(rdb) }
 
 // wrap classifies err: Redis server replies stay as they are, anything else
 // (refused connections, timeouts, closed pools) wraps ErrUnavailable.
@@ -186,7 +223,7 @@ func (s *Store) wrongTypeSkipped(key string, err error) bool {
 	}
 	s.wrongMu.Unlock()
 	if !said {
-		slog.Warn("skipping a shared key of the wrong type: it reads as empty", "service", "store", "key", key, "err", err)
+		s.log.Warn("skipping a shared key of the wrong type: it reads as empty", "service", "store", "key", key, "err", err)
 	}
 	return true
 }

@@ -63,12 +63,8 @@ func (h *haFrontEnd) Channels() []string            { return nil }
 // the lease's local deadline) and runs the services under the fencing
 // token; otherwise it only serves the web API. See doc/architecture.md,
 // High availability.
-func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, st *store.Store,
+func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, st *store.Store, lease *coordinator.Lease,
 	b *bot.Bot, catalog *bot.Catalog, webLn, streamLn, apiLn net.Listener, signIn *webSignIn) error {
-	lease := coordinator.NewLease(st, cfg.HA.NodeID, cfg.HA.LeaseTTL.Duration, logger)
-	lease.MaxClockSkew = cfg.HA.MaxClockSkew.Duration
-	// Commands a deposed leader still had buffered are refused too.
-	st.CommandFence = lease.CommandFence
 	fe := &haFrontEnd{lease: lease}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

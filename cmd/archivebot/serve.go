@@ -21,6 +21,7 @@ import (
 	"github.com/archiveteam/archivebot-go/bot"
 	botirc "github.com/archiveteam/archivebot-go/bot/irc"
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/embeddedredis"
 	"github.com/archiveteam/archivebot-go/internal/clock"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
@@ -79,12 +80,25 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 		defer apiLn.Close()
 	}
 
-	st := store.NewStore(rdb)
-	// The node's wall clock where it matters across nodes; a test
-	// harness may skew it (internal/clock, doc/soak.md).
-	st.Now = clock.FromEnv()
-	st.WaitReplicas = cfg.Redis.WaitReplicas
-	st.WaitTimeout = cfg.Redis.WaitTimeout.Duration
+	// With ha.enabled, the commands a deposed leader still had buffered
+	// are refused too: their writes carry the lease's command fence. The
+	// lease is made over the store, so the store asks for it through lease.
+	var lease *coordinator.Lease
+	opts := []store.Option{
+		// The node's wall clock where it matters across nodes; a test
+		// harness may skew it (internal/clock, doc/soak.md).
+		store.WithClock(clock.FromEnv()),
+		store.WithLogger(logger),
+		store.WithWait(cfg.Redis.WaitReplicas, cfg.Redis.WaitTimeout.Duration),
+	}
+	if cfg.HA.Enabled {
+		opts = append(opts, store.WithCommandFence(func() string { return lease.CommandFence() }))
+	}
+	st := store.New(rdb, opts...)
+	if cfg.HA.Enabled {
+		lease = coordinator.NewLease(st, cfg.HA.NodeID, cfg.HA.LeaseTTL.Duration, logger)
+		lease.MaxClockSkew = cfg.HA.MaxClockSkew.Duration
+	}
 	st.SetTakeRules(takeRules(cfg))
 	if err := st.Ping(ctx); err != nil {
 		// Not fatal: Redis going away is normal, commands answer
@@ -118,7 +132,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	defer b.Close()
 
 	if cfg.HA.Enabled {
-		return serveHA(ctx, cfg, logger, st, b, catalog, webLn, streamLn, apiLn, signIn)
+		return serveHA(ctx, cfg, logger, st, lease, b, catalog, webLn, streamLn, apiLn, signIn)
 	}
 	metrics.SetLeader(true, time.Now()) // a single node leads
 
@@ -368,7 +382,7 @@ func pingRedis(ctx context.Context, cfg *config.Config) error {
 	defer rdb.Close()
 	pingCtx, cancel := context.WithTimeout(ctx, checkRedisTimeout+time.Second)
 	defer cancel()
-	if err := store.NewStore(rdb).Ping(pingCtx); err != nil {
+	if err := store.New(rdb).Ping(pingCtx); err != nil {
 		return fmt.Errorf("redis: %s does not answer: %w (a run would start, but every command would answer \"backend unavailable\" until it does)", where, err)
 	}
 	return nil
@@ -407,10 +421,8 @@ func adminStore(ctx context.Context, cfg *config.Config) (st *store.Store, close
 		opt.DialTimeout, opt.DialerRetries, opt.MaxRetries = dialTimeout, 1, -1
 		rdb = redis.NewClient(opt)
 	}
-	st = store.NewStore(rdb)
 	// The operator's writes wait for replicas as the bot's do.
-	st.WaitReplicas = cfg.Redis.WaitReplicas
-	st.WaitTimeout = cfg.Redis.WaitTimeout.Duration
+	st = store.New(rdb, store.WithWait(cfg.Redis.WaitReplicas, cfg.Redis.WaitTimeout.Duration))
 	pingCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	if err := st.Ping(pingCtx); err != nil {

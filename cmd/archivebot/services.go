@@ -45,6 +45,7 @@ func startServices(ctx context.Context, cfg *config.Config, st *store.Store, ann
 			Interval:    cfg.Notifier.PipelineInterval.Duration,
 			SilentAfter: cfg.Notifier.PipelineSilentAfter.Duration,
 			ChangeEvery: changeEvery(cfg.Notifier.PipelineChangeEvery.Duration),
+			Now:         st.Now,
 		},
 		Analyzer: coordinator.AnalyzerConfig{
 			SweepInterval: cfg.Analyzer.SweepInterval.Duration,
@@ -57,7 +58,6 @@ func startServices(ctx context.Context, cfg *config.Config, st *store.Store, ann
 		},
 		QueueIndexRebuild: config.DefaultQueueIndexRebuild,
 	}, logger)
-	svc.Pipelines.Now = st.Now
 	var networks []tweeter.Network
 	if m := cfg.Tweeter.Mastodon; m.On() {
 		networks = append(networks, tweeter.MastodonNetwork(m.Server, m.AccessToken, m.Budget, m.BudgetWindow.Duration, nil))
