@@ -403,9 +403,9 @@ func TestFinishNotifierIndexesFinishedJobs(t *testing.T) {
 // when read; entries older than the failure records' lifetime are pruned
 // when one is added; failure records carry what operators need.
 func TestFinishedIndexExpiry(t *testing.T) {
+	var now time.Time
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
-		now := time.Unix(1732900000, 0)
-		s.Now = func() time.Time { return now }
+		now = time.Unix(1732900000, 0)
 		c := b.Client
 		c.HSet(ctx, "gone", "url", "http://gone.example.com/", "finished_at", "1732800000.5")
 		c.HSet(ctx, "old", "url", "http://old.example.com/", "finished_at", "1000")
@@ -460,7 +460,7 @@ func TestFinishedIndexExpiry(t *testing.T) {
 		if n, _ := c.ZScore(ctx, store.KeyFinishedIndex, "clash").Result(); n != 0 {
 			t.Fatalf("clash indexed")
 		}
-	})
+	}, store.WithClock(func() time.Time { return now }))
 }
 
 // The SIGKILL test runs the finish notifier in a child process (this test

@@ -97,10 +97,9 @@ func recvTerm[T any](t *testing.T, ch chan T) T {
 // its clock agrees it leads.
 func TestLeaseRefusesSkewedClock(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		s := store.NewStore(b.Client)
 		var skew atomic.Int64
 		skew.Store(int64(30 * time.Second))
-		s.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+		s := store.New(b.Client, store.WithClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }))
 		l := coordinator.NewLease(s, "skewed", 600*time.Millisecond, nil)
 		l.MaxClockSkew = 5 * time.Second
 		led := make(chan struct{}, 1)

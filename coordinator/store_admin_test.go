@@ -71,7 +71,6 @@ func livePipeline(t *testing.T, ctx context.Context, b *redistest.Backend, nick,
 
 func TestRequeueFailedJob(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
-		s.Now = func() time.Time { return time.Unix(1732950000, 0) }
 		const id, url = "requeue1", "http://requeue.example.com/"
 		writeFailureRecord(t, b, id, failedJobFields(id, url), store.KeyWorking, "pending:fast", []string{"p1", "(?i)p2"})
 
@@ -115,7 +114,7 @@ func TestRequeueFailedJob(t *testing.T) {
 		if err != nil || job == nil || job.Ident != id {
 			t.Fatalf("take: %v %v", job, err)
 		}
-	})
+	}, store.WithClock(func() time.Time { return time.Unix(1732950000, 0) }))
 }
 
 func TestRequeueQueueFallbacks(t *testing.T) {

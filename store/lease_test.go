@@ -155,18 +155,17 @@ func TestCommandFence(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.CommandFence = func() string { return "standby old" }
-		if err := s.Register(ctx, newJob("fencedjob")); !store.IsFenced(err) {
+		deposed := store.New(b.Client, store.WithCommandFence(func() string { return "standby old" }))
+		if err := deposed.Register(ctx, newJob("fencedjob")); !store.IsFenced(err) {
 			t.Fatalf("register on a deposed leader: %v; want FENCED", err)
 		}
 		if n := b.Client.Exists(ctx, "fencedjob").Val(); n != 0 {
 			t.Fatal("the refused register wrote the job")
 		}
-		s.CommandFence = func() string { return cur.Value }
-		if err := s.Register(ctx, newJob("fencedjob")); err != nil {
+		leader := store.New(b.Client, store.WithCommandFence(func() string { return cur.Value }))
+		if err := leader.Register(ctx, newJob("fencedjob")); err != nil {
 			t.Fatalf("register on the leader: %v", err)
 		}
-		s.CommandFence = nil
 		if err := s.Register(ctx, newJob("clijob")); err != nil {
 			t.Fatalf("register without a fence (admin CLI): %v", err)
 		}

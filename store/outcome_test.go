@@ -180,8 +180,7 @@ func BenchmarkCommandRecord(b *testing.B) {
 func TestWaitReplicasNotConfirmed(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := store.WithCommand(context.Background(), "w1", time.Minute)
-		s := store.NewStore(b.Client)
-		s.WaitReplicas, s.WaitTimeout = 1, 10*time.Millisecond
+		s := store.New(b.Client, store.WithWait(1, 10*time.Millisecond))
 		for i := 0; i < 2; i++ {
 			err := s.Register(ctx, newJob("waitjob"))
 			if !store.IsOutcomeUnknown(err) || !errors.Is(err, store.ErrNotReplicated) {
@@ -191,8 +190,7 @@ func TestWaitReplicasNotConfirmed(t *testing.T) {
 		if n := b.Client.LLen(context.Background(), store.KeyPending).Val(); n != 1 {
 			t.Fatalf("pending has %d entries; want the job once", n)
 		}
-		s.WaitReplicas = 0
-		if err := s.Register(ctx, newJob("waitjob")); err != nil {
+		if err := store.New(b.Client).Register(ctx, newJob("waitjob")); err != nil {
 			t.Fatalf("resend without WAIT: %v; want the recorded success", err)
 		}
 	})
@@ -209,8 +207,7 @@ func BenchmarkRegisterWait(b *testing.B) {
 	defer rdb.Close()
 	for _, wait := range []int{0, 1, 2} {
 		b.Run(fmt.Sprintf("wait_replicas=%d", wait), func(b *testing.B) {
-			s := store.NewStore(rdb)
-			s.WaitReplicas, s.WaitTimeout = wait, time.Second
+			s := store.New(rdb, store.WithWait(wait, time.Second))
 			ctx := context.Background()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

@@ -188,7 +188,6 @@ func TestWriteScriptsCheckTypesFirst(t *testing.T) {
 		for _, key := range tc.keys {
 			t.Run(tc.name+"/"+key, func(t *testing.T) {
 				storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
-					s.Now = func() time.Time { return now }
 					tc.setup(ctx, s, b.Client)
 					b.Client.Del(ctx, key)
 					b.Client.Set(ctx, key, "junk", 0)
@@ -200,7 +199,7 @@ func TestWriteScriptsCheckTypesFirst(t *testing.T) {
 					if diff := cmp.Diff(before, b.Dump(t)); diff != "" {
 						t.Errorf("with %s a string, the script changed Redis (-before +after):\n%s", key, diff)
 					}
-				})
+				}, store.WithClock(func() time.Time { return now }))
 			})
 		}
 	}

@@ -16,7 +16,7 @@ func TestDryRunHonoursBudget(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		clock := newClock(time.Unix(1_700_000_000, 0))
 		r := newRig(t, b, tweeter.Config{XBudget: 3, XWindow: time.Hour, Now: clock.Now})
-		r.store.Now = clock.Now
+		r.storeNow = clock.Now
 		if !r.tw.DryRun() {
 			t.Fatal("not a dry run")
 		}

@@ -69,8 +69,7 @@ func register(t testing.TB, f *fixture, url, queue, depth string, patterns ...st
 func newFixture(t testing.TB, b *redistest.Backend) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	f := &fixture{b: b, store: store.NewStore(b.Client), urls: map[string]string{}}
-	f.store.Now = fixedNow
+	f := &fixture{b: b, store: store.New(b.Client, store.WithClock(fixedNow)), urls: map[string]string{}}
 	f.srv = New(Options{Store: f.store, Now: fixedNow, IgnoreSets: func() map[string][]string { return testSets }})
 	f.pipe = pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "simpipe", Now: fixedNow})
 	if err := f.pipe.Report(ctx, "Running"); err != nil {
