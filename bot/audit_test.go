@@ -18,7 +18,7 @@ import (
 func TestAuditLineOfRefusals(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
 		var buf bytes.Buffer
-		b := New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t),
+		b := New(store.New(be.Client), Options{Catalog: referenceCatalog(t),
 			Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 		say(b, RankOp, "#a", "!a http://example.com/") // accepted
 		cases := []struct{ text, outcome string }{

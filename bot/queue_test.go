@@ -163,7 +163,7 @@ func TestHistoryLimits(t *testing.T) {
 // refusal says how many are queued and writes nothing; ops are exempt.
 func TestPerUserPendingLimitCommand(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
-		b := New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t), PerUserPendingLimit: 2})
+		b := New(store.New(be.Client), Options{Catalog: referenceCatalog(t), PerUserPendingLimit: 2})
 		sayAs(b, "Dan[x]", "dan{x}", RankVoice, "#a", "!a http://d1.example.com/")
 		sayAs(b, "DAN{X}", "dan{x}", RankVoice, "#a", "!ao http://d2.example.com/")
 		before := be.Dump(t)
@@ -207,7 +207,7 @@ func TestFailedJobStatus(t *testing.T) {
 // announced: !a by default (notifier.start_notices), !ao only when asked.
 func TestNotifyStartOption(t *testing.T) {
 	be := redistest.Mini(t)
-	b := New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t), StartNotices: true})
+	b := New(store.New(be.Client), Options{Catalog: referenceCatalog(t), StartNotices: true})
 	for _, c := range []struct{ text, url, want string }{
 		{"!a http://n1.example.com/", "http://n1.example.com/", "1"},
 		{"!a http://n2.example.com/ --no-notify-start", "http://n2.example.com/", "0"},

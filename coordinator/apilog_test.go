@@ -247,7 +247,7 @@ func TestAPILogRelayBounds(t *testing.T) {
 		// The node's client waits 3 s for an answer; this one 200 ms.
 		c := redis.NewClient(&redis.Options{Addr: redistest.Silent(t), MaxRetries: -1, ReadTimeout: 200 * time.Millisecond, Protocol: 2})
 		defer c.Close()
-		pub := NewAPILogPublisher(store.NewStore(c), APILogConfig{QueueEntries: 10}, svcLog(t))
+		pub := NewAPILogPublisher(store.New(c), APILogConfig{QueueEntries: 10}, svcLog(t))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); pub.Run(ctx) }()
@@ -334,7 +334,7 @@ func (c *countSink) StreamLog(_ *record.Job, es []record.LogEntry) { c.n.Add(int
 func BenchmarkAPILogRelay(b *testing.B) {
 	for _, be := range redistest.All(b) {
 		b.Run(be.Name, func(b *testing.B) {
-			s := store.NewStore(be.Client)
+			s := store.New(be.Client)
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
 			defer func() { cancel(); wg.Wait() }()

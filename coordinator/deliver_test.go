@@ -107,7 +107,7 @@ func TestDrainWaitsForConnect(t *testing.T) {
 		b.Client.RPush(ctx, store.KeyFinishProcessing, svcNotice(url, "a", "#ab", false))
 		ann := &connectingAnnouncer{svcAnnouncer: newSvcAnnouncer("#ab"), up: make(chan struct{}), waiting: make(chan struct{}, 1)}
 		ann.setDown(errIRCDown)
-		f := NewFinishNotifier(store.NewStore(b.Client), ann, FinishConfig{}, svcLog(t))
+		f := NewFinishNotifier(store.New(b.Client), ann, FinishConfig{}, svcLog(t))
 		done := make(chan error, 1)
 		go func() { done <- f.runOnce(ctx) }()
 		select {

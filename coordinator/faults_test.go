@@ -152,7 +152,7 @@ func TestReaperAutoFailFaults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 				ctx := context.Background()
-				s := store.NewStore(b.Client)
+				s := store.New(b.Client)
 				ids := deadJobs(t, b, s, 2)
 				f := faultstore.New(s)
 				r := NewReaper(f, newSvcAnnouncer("#ab"), ReaperConfig{Interval: time.Minute, Threshold: 2, AutoFail: true}, svcLog(t))
@@ -217,7 +217,7 @@ func TestFinishNotifierAckLost(t *testing.T) {
 			lines = append(lines, fmt.Sprintf("a: Your job for %s has finished. (%s)", url, ident.Of(url)))
 		}
 		b.Client.RPush(ctx, store.KeyFinishNotifications, docs[0], docs[1], docs[2])
-		f := faultstore.New(store.NewStore(b.Client))
+		f := faultstore.New(store.New(b.Client))
 		f.Fail("AckNotice", 1, nil)
 		ann := newSvcAnnouncer("#ab")
 		n := NewFinishNotifier(f, ann, FinishConfig{}, svcLog(t))
@@ -254,7 +254,7 @@ func TestFinishNotifierRecordUnreadable(t *testing.T) {
 		url := "http://unreadable.example.com/"
 		doc := svcNotice(url, "a", "#ab", false)
 		b.Client.RPush(ctx, store.KeyFinishNotifications, doc)
-		f := faultstore.New(store.NewStore(b.Client))
+		f := faultstore.New(store.New(b.Client))
 		f.Fail("GetFailure", 1, nil)
 		ann := newSvcAnnouncer("#ab")
 		n := NewFinishNotifier(f, ann, FinishConfig{}, svcLog(t))
@@ -289,7 +289,7 @@ func TestFinishNotifierRecordUnreadable(t *testing.T) {
 // and the cycle returns.
 func TestServicesStopWithAStalledStore(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		f := faultstore.New(store.NewStore(b.Client))
+		f := faultstore.New(store.New(b.Client))
 		gate := f.Hold("AdvanceDeathTimers")
 		defer gate.Open()
 		svc := NewServices(f, newSvcAnnouncer("#ab"), ServicesConfig{Reaper: ReaperConfig{Interval: time.Millisecond}}, svcLog(t))

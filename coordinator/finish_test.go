@@ -195,7 +195,7 @@ func TestFinishNotifierDelivery(t *testing.T) {
 				for _, c := range tc.cannot {
 					ann.cannot[c] = true
 				}
-				f := NewFinishNotifier(store.NewStore(b.Client), ann, FinishConfig{}, svcLog(t))
+				f := NewFinishNotifier(store.New(b.Client), ann, FinishConfig{}, svcLog(t))
 				if err := f.runOnce(ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -224,7 +224,7 @@ func TestFinishNotifierIRCDown(t *testing.T) {
 		b.Client.RPush(ctx, store.KeyFinishNotifications, docs[0], docs[1], docs[2])
 		ann := newSvcAnnouncer("#ab")
 		ann.setDown(errIRCDown)
-		f := NewFinishNotifier(store.NewStore(b.Client), ann, FinishConfig{Batch: 2}, svcLog(t))
+		f := NewFinishNotifier(store.New(b.Client), ann, FinishConfig{Batch: 2}, svcLog(t))
 		for range 3 {
 			if err := f.runOnce(ctx); err == nil {
 				t.Fatal("cycle with IRC down succeeded")
@@ -236,7 +236,7 @@ func TestFinishNotifierIRCDown(t *testing.T) {
 		}
 		// A restarted bot (a new notifier) with IRC back; Batch 2 per cycle.
 		ann.setDown(nil)
-		f = NewFinishNotifier(store.NewStore(b.Client), ann, FinishConfig{Batch: 2}, svcLog(t))
+		f = NewFinishNotifier(store.New(b.Client), ann, FinishConfig{Batch: 2}, svcLog(t))
 		var got []string
 		for range 3 {
 			if err := f.runOnce(ctx); err != nil {
@@ -519,7 +519,7 @@ func TestFinishNotifierChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := redis.NewClient(opt)
-	f := NewFinishNotifier(store.NewStore(c), &ackAnnouncer{addr: os.Getenv(envKillIRC)}, FinishConfig{Batch: 1}, svcLog(t))
+	f := NewFinishNotifier(store.New(c), &ackAnnouncer{addr: os.Getenv(envKillIRC)}, FinishConfig{Batch: 1}, svcLog(t))
 	for { // until killed
 		f.runOnce(context.Background())
 		time.Sleep(5 * time.Millisecond)

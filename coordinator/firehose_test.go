@@ -49,7 +49,7 @@ func TestFirehoseBroadcast(t *testing.T) {
 		b.Client.HSet(ctx, "fhjob", "url", "http://fh.example/", "last_broadcasted_log_entry", "2")
 		sink := newSinkRec()
 		now := time.Unix(1732900000, 500_000_000)
-		f := NewFirehose(store.NewStore(b.Client), sink, FirehoseConfig{Batch: 3, Now: func() time.Time { return now }}, svcLog(t))
+		f := NewFirehose(store.New(b.Client), sink, FirehoseConfig{Batch: 3, Now: func() time.Time { return now }}, svcLog(t))
 		if err := f.Broadcast(ctx, "fhjob"); err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func TestFirehoseBroadcast(t *testing.T) {
 		if n := b.Client.Exists(ctx, "gonefh").Val(); n != 0 {
 			t.Error("the firehose re-created an expired job")
 		}
-		moved, err := store.NewStore(b.Client).MarkBroadcastMany(ctx, []store.BroadcastMark{{Ident: "fhjob", From: "3", To: 9, Now: 1}})
+		moved, err := store.New(b.Client).MarkBroadcastMany(ctx, []store.BroadcastMark{{Ident: "fhjob", From: "3", To: 9, Now: 1}})
 		if err != nil || len(moved) != 1 || moved[0] {
 			t.Errorf("MarkBroadcastMany from a stale bookmark: %v %v", moved, err)
 		}
@@ -132,7 +132,7 @@ func TestFirehoseForgetsEventsOfJobsThatDoNotExist(t *testing.T) {
 func TestFirehoseSeenBounded(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		sink := newSinkRec()
-		f := NewFirehose(store.NewStore(b.Client), sink, FirehoseConfig{MaxSeen: 100}, svcLog(t))
+		f := NewFirehose(store.New(b.Client), sink, FirehoseConfig{MaxSeen: 100}, svcLog(t))
 		for i := range 1000 {
 			f.emit(news.JobEvent{Ident: fmt.Sprintf("evleak%d", i), Event: store.EventFinished})
 		}

@@ -19,7 +19,7 @@ import (
 // standby takes it at once.
 func TestLeaseManager(t *testing.T) {
 	b := redistest.Mini(t)
-	s := store.NewStore(b.Client)
+	s := store.New(b.Client)
 	ttl := 600 * time.Millisecond
 	type term struct {
 		node string

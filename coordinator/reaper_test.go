@@ -111,7 +111,7 @@ func TestReaperTimers(t *testing.T) {
 func reaperScenario(t *testing.T, b *redistest.Backend) (*store.Store, string, *pipelinesim.Job) {
 	t.Helper()
 	ctx := context.Background()
-	s := store.NewStore(b.Client)
+	s := store.New(b.Client)
 	id := svcQueue(t, s, "http://dies.example.net/", "alice", "#ab", store.KeyPending)
 	p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "crashy"})
 	if err := p.Report(ctx, ""); err != nil {
@@ -309,7 +309,7 @@ func TestReaperRoundTrips(t *testing.T) {
 				t.Fatal(err)
 			}
 			rt.Store(0)
-			r := NewReaper(store.NewStore(c), newSvcAnnouncer("#ab"), ReaperConfig{}, svcLog(t))
+			r := NewReaper(store.New(c), newSvcAnnouncer("#ab"), ReaperConfig{}, svcLog(t))
 			if err := r.runOnce(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -326,7 +326,7 @@ func TestReaperRoundTrips(t *testing.T) {
 func TestFailureRecordFromReaper(t *testing.T) {
 	b := redistest.Mini(t)
 	ctx := context.Background()
-	s := store.NewStore(b.Client)
+	s := store.New(b.Client)
 	id := svcQueue(t, s, "http://reaped.example.com/", "alice", "#ab", store.KeyPending)
 	b.Client.SAdd(ctx, store.KeyIgnores(id), "/x/")
 	p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "reaped-pipe"})

@@ -234,7 +234,7 @@ func TestStartNoticesDefault(t *testing.T) {
 		t.Run(fmt.Sprint(on), func(t *testing.T) {
 			b := redistest.Mini(t)
 			ctx := context.Background()
-			s := store.NewStore(b.Client)
+			s := store.New(b.Client)
 			nodeStarted(t, s)
 			inf := svcQueue(t, s, "http://inf.example.com/", "alice", "#ab", store.KeyPending)
 			ao := svcQueue(t, s, "http://ao.example.com/", "alice", "#ab", store.KeyPendingAO)

@@ -48,7 +48,7 @@ func TestAttackMeasure(t *testing.T) {
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	st := store.NewStore(rdb)
+	st := store.New(rdb)
 	ctx := context.Background()
 	newKey := func(name string) *client.Client {
 		pub, priv, _ := ed25519.GenerateKey(nil)

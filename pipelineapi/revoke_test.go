@@ -62,7 +62,7 @@ func TestRevocationEndsWaitingTakes(t *testing.T) {
 func TestTakeScriptChecksKey(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		st := store.NewStore(b.Client)
+		st := store.New(b.Client)
 		if err := st.AddPipelineKey(ctx, "alpha", "ed25519:old"); err != nil {
 			t.Fatal(err)
 		}

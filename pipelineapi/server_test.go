@@ -64,7 +64,7 @@ type harness struct {
 
 func newHarness(t *testing.T, b *redistest.Backend, opt Options) *harness {
 	t.Helper()
-	h := &harness{t: t, b: b, store: store.NewStore(b.Client), sink: &recSink{}}
+	h := &harness{t: t, b: b, store: store.New(b.Client), sink: &recSink{}}
 	opt.Store = h.store
 	opt.Sink = h.sink
 	if opt.KeyRefresh == 0 {
@@ -782,7 +782,7 @@ func TestLimitsRefused(t *testing.T) {
 
 func TestStandbyAnswers503(t *testing.T) {
 	b := redistest.Mini(t)
-	s := New(Options{Store: store.NewStore(b.Client), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s := New(Options{Store: store.New(b.Client), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	hs := httptest.NewServer(s.Handler())
 	defer hs.Close()
 	_, priv, _ := ed25519.GenerateKey(nil)
@@ -794,7 +794,7 @@ func TestStandbyAnswers503(t *testing.T) {
 	}
 	// Leading false also answers 503 in a term.
 	leading := false
-	s2 := New(Options{Store: store.NewStore(b.Client), Leading: func() bool { return leading },
+	s2 := New(Options{Store: store.New(b.Client), Leading: func() bool { return leading },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -24,7 +24,7 @@ import (
 func TestUpstreamModeThroughBridge(t *testing.T) {
 	b := redistest.RealOrMini(t)
 	ctx := context.Background()
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	hs := apitest.Serve(t, pipelineapi.Options{Store: st})
 	cl := apitest.Client(t, st, hs.URL, "sim-bridge")
 	br := bridge.New(bridge.Config{Node: cl, RetryFor: 5 * time.Second})

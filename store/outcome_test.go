@@ -123,7 +123,7 @@ func TestWriteFailureClassified(t *testing.T) {
 	b := redistest.Mini(t)
 	addr := b.Mini.Addr()
 	b.Mini.Close()
-	refused := store.NewStore(redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1}))
+	refused := store.New(redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1}))
 	err := refused.Register(ctx, newJob("job1"))
 	if !store.IsUnavailable(err) || store.IsOutcomeUnknown(err) {
 		t.Fatalf("refused connection: %v (unavailable %v, unknown %v)", err,
@@ -133,7 +133,7 @@ func TestWriteFailureClassified(t *testing.T) {
 	// A server that reads everything and never answers.
 	rdb := redis.NewClient(&redis.Options{Addr: redistest.Silent(t), ReadTimeout: 100 * time.Millisecond, Protocol: 2})
 	defer rdb.Close()
-	silent := store.NewStore(rdb)
+	silent := store.New(rdb)
 	for name, run := range map[string]func() error{
 		"register": func() error { return silent.Register(ctx, newJob("job1")) },
 		"settings": func() error { _, err := silent.ChangeSettings(ctx, "job1", store.Change{Bump: 1}); return err },
@@ -152,7 +152,7 @@ func BenchmarkCommandRecord(b *testing.B) {
 		for _, withID := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/record=%v", be.Name, withID), func(b *testing.B) {
 				ctx := context.Background()
-				s := store.NewStore(be.Client)
+				s := store.New(be.Client)
 				if err := s.Register(ctx, newJob("benchjob")); err != nil && !errors.Is(err, store.ErrJobExists) {
 					b.Fatal(err)
 				}

@@ -214,7 +214,7 @@ func TestWriteScriptsNonIntegerFields(t *testing.T) {
 		b.Client.HSet(ctx, store.KeyJob(ident), "url", tweetURL, "r1xx", "1", "r2xx", "lots")
 		b.Client.ZAdd(ctx, store.KeyLog(ident), redis.Z{Score: 1, Member: "{}"})
 		before := b.Dump(t)
-		s := store.NewStore(b.Client)
+		s := store.New(b.Client)
 		_, _, err := s.CommitLogCounts(ctx, ident, "", "1", record.LogCounts{R1xx: 1, R2xx: 1}, 0, false, 0)
 		if err == nil {
 			t.Error("commit onto r2xx = lots: no error")
@@ -236,7 +236,7 @@ func TestReapJunkDeathTimer(t *testing.T) {
 				b.Client.RPush(ctx, store.KeyWorking, "junkjob", "goodjob")
 				b.Client.HSet(ctx, "junkjob", "heartbeat", "5", "last_acknowledged_heartbeat", "5", "death_timer", junk)
 				b.Client.HSet(ctx, "goodjob", "heartbeat", "5", "last_acknowledged_heartbeat", "5", "death_timer", "0")
-				s := store.NewStore(b.Client)
+				s := store.New(b.Client)
 				var dead []store.DeadJob
 				for i := 0; i < 2; i++ {
 					var err error

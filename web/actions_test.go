@@ -78,7 +78,7 @@ type actionsRig struct {
 func newActionsRig(t testing.TB, be *redistest.Backend, public string) *actionsRig {
 	t.Helper()
 	be.Client.FlushDB(context.Background())
-	rig := &actionsRig{b: be, st: store.NewStore(be.Client), p: &fakePresence{ranks: map[string]bot.Rank{}}, leading: true, logs: &bytes.Buffer{}}
+	rig := &actionsRig{b: be, st: store.New(be.Client), p: &fakePresence{ranks: map[string]bot.Rank{}}, leading: true, logs: &bytes.Buffer{}}
 	rig.bot = bot.New(rig.st, bot.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	u := "http://example.com/"
 	rig.job = ident.Of(u)

@@ -30,7 +30,7 @@ const benchRunning = 100
 func seedRunning(b *testing.B, be *redistest.Backend, n int) string {
 	b.Helper()
 	ctx := context.Background()
-	st := store.NewStore(be.Client)
+	st := store.New(be.Client)
 	p := pipelinesim.New(be.Client, pipelinesim.Config{Nickname: "bench"})
 	if err := p.Report(ctx, "Running"); err != nil {
 		b.Fatal(err)
@@ -75,7 +75,7 @@ func BenchmarkEndpoints(b *testing.B) {
 				b.Skipf("%s not set", redistest.EnvURL)
 			}
 			id := seedRunning(b, be, benchRunning)
-			srv := New(Options{Store: store.NewStore(be.Client)})
+			srv := New(Options{Store: store.New(be.Client)})
 			h := srv.Handler()
 			rt := redistest.CountRoundTrips(be.Client)
 			for _, path := range []string{"/status", "/logs/recent", "/jobs/" + id} {

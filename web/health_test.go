@@ -27,7 +27,7 @@ func TestReadyz(t *testing.T) {
 	var connected atomic.Bool
 	connected.Store(true)
 	var offset atomic.Int64 // how far the server's clock is ahead
-	s := New(Options{Store: store.NewStore(b.Client), IRCConnected: connected.Load,
+	s := New(Options{Store: store.New(b.Client), IRCConnected: connected.Load,
 		Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }})
 	metrics.RegisterService("test-service", time.Minute)
 	t.Cleanup(func() { metrics.UnregisterService("test-service") })
@@ -78,7 +78,7 @@ func TestReadyz(t *testing.T) {
 // a standby (no IRC, no services) is ready when Redis answers.
 func TestReadyzRole(t *testing.T) {
 	b := redistest.Mini(t)
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	var role atomic.Value
 	role.Store("standby")
 	s := New(Options{Store: st, IRCConnected: func() bool { return false }, Role: func() string { return role.Load().(string) }})
@@ -107,7 +107,7 @@ func TestReadyzRole(t *testing.T) {
 // not ready, and /readyz says why.
 func TestReadyzClockProblem(t *testing.T) {
 	b := redistest.Mini(t)
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	var problem atomic.Value
 	problem.Store("this node's clock is 30s from Redis's TIME")
 	s := New(Options{Store: st, IRCConnected: func() bool { return false }, Role: func() string { return "standby" },

@@ -20,7 +20,7 @@ import (
 func TestRecentAnswerCapped(t *testing.T) {
 	b := redistest.Mini(t)
 	ctx := context.Background()
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	const jobs, perJob, capBytes = 20, 10, 100 << 10
 	for i := range jobs {
 		id := fmt.Sprintf("capjob%02d", i)

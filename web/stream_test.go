@@ -123,7 +123,7 @@ func newStreamRig(t *testing.T, b *redistest.Backend, opt HubOptions, manual boo
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := quietLogger()
-	r := &streamRig{b: b, store: store.NewStore(b.Client), joined: make(chan struct{}, 16)}
+	r := &streamRig{b: b, store: store.New(b.Client), joined: make(chan struct{}, 16)}
 	opt.Logger = log
 	r.hub = NewHub(opt)
 	r.hub.onJoin = func() { r.joined <- struct{}{} }

@@ -34,7 +34,7 @@ func TestDashboardAccountTakeover(t *testing.T) {
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	st := store.NewStore(rdb)
+	st := store.New(rdb)
 	var srv *web.Server
 	b := bot.New(st, bot.Options{Logger: testLogger(t),
 		Login: func(ctx context.Context, req bot.Request) (string, error) { return srv.LoginLink(ctx, req) }})

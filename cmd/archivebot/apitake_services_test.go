@@ -91,7 +91,7 @@ type apiHarness struct {
 
 func newAPIHarness(t *testing.T, b *redistest.Backend, opt pipelineapi.Options) *apiHarness {
 	t.Helper()
-	h := &apiHarness{t: t, store: store.NewStore(b.Client)}
+	h := &apiHarness{t: t, store: store.New(b.Client)}
 	opt.Store = h.store
 	h.url = apitest.Serve(t, opt).URL
 	return h

@@ -60,7 +60,7 @@ func TestDashboardActionsThroughIRC(t *testing.T) {
 	op.WaitBotIn(botNick, ch)
 	dir := t.TempDir()
 	bg := context.Background()
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 
 	// A running job with a log line.
 	reply := strings.Join(voice.Ask(botNick, ch, "!a http://weblogin.example/"), "\n")

@@ -45,7 +45,7 @@ func TestAPIPipelineInBrowser(t *testing.T) {
 	s.expect("ArchiveBot console")
 
 	bg := context.Background()
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	c := apitest.Client(t, st, "http://"+api, "apibrowser")
 	// A report without load, memory or disk (a pipeline that does not
 	// measure them).

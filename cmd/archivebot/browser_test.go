@@ -174,7 +174,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	s, dir, base, pipe := n.session, n.dir, n.base, n.pipe
 
 	bg := context.Background()
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	queue := func(url string) *pipelinesim.Job {
 		t.Helper()
 		j := n.queue(url)

@@ -121,7 +121,7 @@ func TestHAStandbyStreamsAPILog(t *testing.T) {
 	nb.log.waitFor(t, 0, "standby: another node leads")
 
 	bg := context.Background()
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	c := apitest.Client(t, st, "http://"+apiA, "hapipe")
 	raw := "http://haapilog.example/"
 	url, id := identOf(t, raw)

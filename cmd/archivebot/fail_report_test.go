@@ -58,7 +58,7 @@ func (a *chanLines) all() []svcChanLine {
 func TestFailReportSurvivesTheNodeDyingBeforeItsReply(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := store.NewStore(b.Client)
+		s := store.New(b.Client)
 		const id, url = "failrep1", "http://failrep.example.com/"
 		if err := s.Register(ctx, store.NewJob{Ident: id, URL: url, FetchDepth: "inf", Slug: "failrep.example.com-inf",
 			StartedBy: "user9", StartedIn: "#archivebot", DelayMin: 250, DelayMax: 375, Concurrency: 3,

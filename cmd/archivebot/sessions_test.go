@@ -16,7 +16,7 @@ import (
 func TestSessionsCommand(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		st := store.NewStore(b.Client)
+		st := store.New(b.Client)
 		for i, nick := range []string{"erin", "Erin", "frank"} {
 			code := "code-" + nick
 			st.CreateLoginCode(ctx, code, nick, strings.ToLower(nick), "", false, time.Minute)

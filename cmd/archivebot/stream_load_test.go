@@ -508,7 +508,7 @@ func startAttackNode(t *testing.T, redisURL, bin string) (addr string, pid int, 
 func runningJobs(t *testing.T, rdb *redis.Client, name string, n int) []string {
 	t.Helper()
 	ctx := context.Background()
-	st := store.NewStore(rdb)
+	st := store.New(rdb)
 	idents := make([]string, n)
 	for i := range idents {
 		idents[i] = fmt.Sprintf("%sjob%04d", name, i)

@@ -207,7 +207,7 @@ func TestUpstreamPipelineThroughBridge(t *testing.T) {
 	b := redistest.RealOrMini(t)
 	ctx := context.Background()
 	rdb := b.Client
-	st := store.NewStore(rdb)
+	st := store.New(rdb)
 	sk := &sink{}
 	hs := apitest.Serve(t, pipelineapi.Options{Store: st, Sink: sk})
 	cl := apitest.Client(t, st, hs.URL, "bridge-e2e")
