@@ -11,7 +11,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// TestAuditLineOfRefusals (issue 27, finding 21): a state-changing command
+// TestAuditLineOfRefusals: a state-changing command
 // that passes the rank check but that its handler refuses (nothing
 // changed) logs its audit line with the refusal's outcome, never
 // outcome=ok; a malformed argument the handler finds is "usage".

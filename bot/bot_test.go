@@ -501,7 +501,7 @@ func TestFail(t *testing.T) {
 		if len(got) != 1 || !strings.Contains(got[0], "failed") || !strings.Contains(got[0], refIdent) {
 			t.Fatalf("!fail: %q", got)
 		}
-		// The report is the admin notice queued with the fail (issue 28);
+		// The report is the admin notice queued with the fail;
 		// the reply only acknowledges it, in other words.
 		if strings.Contains(got[0], "failed: removed from its queue") {
 			t.Fatalf("!fail's reply reports the outcome a second time: %q", got)

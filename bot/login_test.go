@@ -12,7 +12,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// Issue 31: !login (!web) sends the link in private, wherever it was
+// !login (!web) sends the link in private, wherever it was
 // typed, and not from the dashboard itself; !logout ends sessions; both
 // say so when signing in is off.
 func TestLoginCommand(t *testing.T) {
@@ -53,7 +53,7 @@ func TestLoginCommand(t *testing.T) {
 	}
 }
 
-// Issue 31: a dashboard action is the IRC command, with where=web in the
+// A dashboard action is the IRC command, with where=web in the
 // audit line (the channel beside it) and "(web)" after the nick in the
 // job's history; !pending links the pending page when http.public_url is
 // set.

@@ -37,7 +37,7 @@ func waitReply(t *testing.T, lines chan string) string {
 	}
 }
 
-// Issue 9, finding 4: with redis-server stopped (SIGSTOP), a write whose
+// With redis-server stopped (SIGSTOP), a write whose
 // reply does not come is not "backend unavailable … try again": its outcome
 // is unknown, the bot says so, and once Redis answers it says what finally
 // happened — exactly once, without applying the command twice.

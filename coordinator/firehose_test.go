@@ -92,7 +92,7 @@ func TestFirehoseBroadcast(t *testing.T) {
 	})
 }
 
-// Job events for idents that are no jobs (hardening II, finding 8: 500,000
+// Job events for idents that are no jobs (500,000
 // published "queued" events took the node from 82 to 354 MB for good) are
 // forgotten once the firehose sees the jobs do not exist; a job that
 // exists is still remembered, so its duplicate events are still dropped.

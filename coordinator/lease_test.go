@@ -13,7 +13,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// Issue 14: the lease manager runs lead while it holds the lease, with the
+// The lease manager runs lead while it holds the lease, with the
 // fencing token in its context; it cancels that context as soon as a
 // renewal finds another holder, and releases the lease at shutdown so a
 // standby takes it at once.
@@ -92,7 +92,7 @@ func recvTerm[T any](t *testing.T, ch chan T) T {
 	}
 }
 
-// Hardening III, finding 9: a node whose clock is further than
+// A node whose clock is further than
 // MaxClockSkew from Redis's TIME does not campaign, and says why; once
 // its clock agrees it leads.
 func TestLeaseRefusesSkewedClock(t *testing.T) {

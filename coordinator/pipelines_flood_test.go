@@ -25,7 +25,7 @@ func heldNotices() float64 {
 	return 0
 }
 
-// TestPipelineReportCannotFloodChannel (issue 27, finding 5): what a
+// TestPipelineReportCannotFloodChannel: what a
 // pipeline reports reaches the channel capped (a 400-character version
 // is "(unusual version)", a long nickname or id is cut), and a pipeline
 // whose version changes every cycle gets one "changed version" line an

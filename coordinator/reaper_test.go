@@ -356,7 +356,7 @@ func TestFailureRecordFromReaper(t *testing.T) {
 	}
 }
 
-// The reaper removes ghost job hashes (issue 27, finding 18): after !fail
+// The reaper removes ghost job hashes: after !fail
 // on a running job, the pipeline's late writes re-create the hash without
 // url (and its log); the reaper's ghost pass deletes both, and leaves live
 // jobs, the failure record and other programs' keys alone.

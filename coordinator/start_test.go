@@ -118,7 +118,7 @@ func nodeStarted(t *testing.T, s *store.Store) {
 	}
 }
 
-// TestStartNoticesBaseline (issue 18, finding 11): the first start against
+// TestStartNoticesBaseline: the first start against
 // a Redis where pipelines already run jobs (a switch-over from upstream's
 // node) announces none of them: they started before this node did, so
 // "has started" would be untrue, and hundreds of lines would take the

@@ -9,7 +9,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// TestNoncePrunedByRequestTime (finding 9): node B's clock runs 90 s
+// TestNoncePrunedByRequestTime: node B's clock runs 90 s
 // ahead of node A's. A request stamped between both clocks is accepted by
 // A; a later request to B (stamped by the pipeline's clock) must not
 // prune A's nonce while A would still accept a replay of it. Before,

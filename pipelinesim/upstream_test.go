@@ -16,7 +16,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// TestUpstreamModeThroughBridge (issue 27, finding 17): `simulate-pipeline
+// TestUpstreamModeThroughBridge: `simulate-pipeline
 // -upstream` with REDIS_URL pointing at `archivebot bridge` works a job
 // from the take to mark_done, and the bridge refuses none of what it
 // sends. (Without -upstream the simulator EVALs its own scripts, which the

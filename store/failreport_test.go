@@ -12,7 +12,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
-// Issue 28: a command's fail queues its channel line in the fail's own
+// A command's fail queues its channel line in the fail's own
 // atomic step, and only when the fail happens: a fail of a job that is
 // failed already, finished by its pipeline, or absent queues nothing.
 func TestFailJobReportedQueuesOnlyARealFail(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
-// Issue 14: the lease is taken by one node only, renewed only by its
+// The lease is taken by one node only, renewed only by its
 // holder, released only by its holder; each term gets a larger token.
 func TestLeaseAcquireRenewRelease(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
@@ -58,7 +58,7 @@ func TestLeaseAcquireRenewRelease(t *testing.T) {
 	})
 }
 
-// Issue 14: a service write under a fencing token that no longer holds
+// A service write under a fencing token that no longer holds
 // the lease is refused and writes nothing; the current holder's token and
 // no token (single node) write.
 func TestFencedServiceWrite(t *testing.T) {
@@ -97,7 +97,7 @@ func TestFencedServiceWrite(t *testing.T) {
 	})
 }
 
-// Issue 14: every Lua script that writes is fenced (declared with
+// Every Lua script that writes is fenced (declared with
 // fenced() or command(), starting with scripts/fence.lua) or one of the
 // lease scripts listed here. A new script that writes fails this test
 // until it is wrapped.
@@ -145,7 +145,7 @@ func TestWriteScriptsFenced(t *testing.T) {
 	}
 }
 
-// Issue 14: with Store.CommandFence set (an HA node), a user command's
+// With Store.CommandFence set (an HA node), a user command's
 // write is refused once the node no longer holds the lease (a command
 // buffered while it was frozen), and goes through while it does; the
 // admin CLI's store (no CommandFence) is not fenced.

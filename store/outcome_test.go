@@ -15,7 +15,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
-// Issue 9, finding 4: every write of a user command records its outcome in
+// Every write of a user command records its outcome in
 // the same script as the change. Run again under the same command id (as
 // the bot does when a reply was lost), it returns the recorded result and
 // changes nothing; refusals write no record.
@@ -172,7 +172,7 @@ func BenchmarkCommandRecord(b *testing.B) {
 	}
 }
 
-// Issue 14: with redis.wait_replicas set, a command's write that no
+// With redis.wait_replicas set, a command's write that no
 // replica confirmed is not acknowledged: its outcome is unknown (the bot
 // says so and follows up), and a resend under the same command id finds
 // the record and waits again, changing nothing. (Neither backend here has

@@ -10,7 +10,7 @@ import (
 )
 
 // The dry run (no network configured) honours tweeter.budget, so an
-// operator can preview the digests it makes (issue 32: it ignored the
+// operator can preview the digests it makes (before: it ignored the
 // budget and logged every text on its own).
 func TestDryRunHonoursBudget(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {

@@ -74,7 +74,7 @@ func TestReadyz(t *testing.T) {
 	}
 }
 
-// Issue 14: with HA, /readyz names this node's role and the lease holder;
+// With HA, /readyz names this node's role and the lease holder;
 // a standby (no IRC, no services) is ready when Redis answers.
 func TestReadyzRole(t *testing.T) {
 	b := redistest.Mini(t)
@@ -103,7 +103,7 @@ func TestReadyzRole(t *testing.T) {
 	}
 }
 
-// Hardening III, finding 9: a node whose clock keeps it from leading is
+// A node whose clock keeps it from leading is
 // not ready, and /readyz says why.
 func TestReadyzClockProblem(t *testing.T) {
 	b := redistest.Mini(t)

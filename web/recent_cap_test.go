@@ -13,7 +13,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// TestRecentAnswerCapped (hardening III, finding 11): a /logs/recent
+// TestRecentAnswerCapped: a /logs/recent
 // answer stays within RecentMaxBytes however big the pipelines' entries
 // are (30 requests for 6.5 MB answers took the node to 239 MB); each job
 // keeps its newest entries, and the answer says how many were left out.

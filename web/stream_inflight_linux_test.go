@@ -51,7 +51,7 @@ func unreadBytes(t *testing.T, server, client net.Conn) int {
 	return n
 }
 
-// TestStreamUnreadBytesBounded (issue 27, finding 20): a client (of
+// TestStreamUnreadBytesBounded: a client (of
 // either protocol) that stops reading is sent at most about
 // HubOptions.InflightBytes(Upstream); the
 // rest stays in its queue, where it is shed (by age, or here by the

@@ -14,7 +14,7 @@ import (
 // TestQueueShedsByAgeOnPush: a client that does not read holds at most
 // the frames of the latency budget, not its byte limit: frames that would
 // be shed when sent are shed as soon as a newer frame shows them too old.
-// (Issue 18 finding 3: 100 slow v2 clients with their own subscriptions
+// (100 slow v2 clients with their own subscriptions
 // held 4 MiB each until a send.)
 func TestQueueShedsByAgeOnPush(t *testing.T) {
 	hub := NewHub(HubOptions{Logger: quietLogger()})

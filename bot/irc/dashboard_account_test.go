@@ -22,7 +22,7 @@ import (
 	"github.com/archiveteam/archivebot-go/web"
 )
 
-// TestDashboardAccountTakeover (issue 31; scripted server, since ngircd
+// TestDashboardAccountTakeover (scripted server, since ngircd
 // tells no accounts): erin, voiced and logged into the account erinacct,
 // signs in to the dashboard in chromium with the link !login sent her and
 // acts; then her nick is taken by someone logged into malloryacct, voiced

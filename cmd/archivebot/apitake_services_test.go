@@ -162,8 +162,8 @@ func (h *apiHarness) queueNotified(ident string) {
 }
 
 // TestAPITakeReachesServices: a job taken through the API is seen by
-// what reacts to a take as a direct pipeline's job is (issue 27, finding
-// 12): its start notice is posted, its "Archiving URL" is queued for the
+// what reacts to a take as a direct pipeline's job is: its start notice
+// is posted, its "Archiving URL" is queued for the
 // feed and its history has the start, with the periodic scans far away
 // (start scan hourly, the tweeter's sweep off).
 func TestAPITakeReachesServices(t *testing.T) {

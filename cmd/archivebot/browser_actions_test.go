@@ -42,7 +42,7 @@ func webNodeConfig(t *testing.T, cfg string) (string, string) {
 	return cfg, "http://" + addr
 }
 
-// Issue 31, end to end through ngircd: a voiced user types !login, opens
+// End to end through ngircd: a voiced user types !login, opens
 // the link from the bot's private message in chromium, signs in, and adds
 // an ignore pattern from a log line (right-click, pattern edited before
 // sending); the channel sees "vera (web): Added ignore pattern …" and

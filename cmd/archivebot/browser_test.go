@@ -402,7 +402,7 @@ func lineNumbers(t *testing.T, ctx context.Context, sel string) []int {
 	return out
 }
 
-// TestDashboardNoGapAtStart (finding 10): a pipeline writes a line every
+// TestDashboardNoGapAtStart: a pipeline writes a line every
 // few milliseconds while the dashboard and the job page load. Each page
 // subscribes first, then loads /logs/recent, and shows every line once:
 // the numbers on the page are consecutive up to the last line written (no
@@ -479,7 +479,7 @@ func TestDashboardNoGapAtStart(t *testing.T) {
 	}
 }
 
-// TestDashboardBoundedAndSafeLinks (findings 12 and 15): "finished" events
+// TestDashboardBoundedAndSafeLinks: "finished" events
 // for jobs the page never showed create nothing; a job that ended leaves
 // the page after its time (set short here); and a URL that is not http(s)
 // (javascript:, data:) in the job header or a log line is text, never a

@@ -471,7 +471,7 @@ func hasAddressee(line string, users []string) bool {
 	return false
 }
 
-// TestE2EForeignChannel (issue 9, finding 1): a finish notice a pipeline
+// TestE2EForeignChannel: a finish notice a pipeline
 // wrote with started_in "#victim" is reported in our channel, saying it
 // was meant for #victim, and acknowledged; the bot never joins #victim,
 // so #victim's operator cannot run !a or !fail through it.

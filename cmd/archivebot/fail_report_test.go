@@ -50,7 +50,7 @@ func (a *chanLines) all() []svcChanLine {
 	return append([]svcChanLine{}, a.lines...)
 }
 
-// Issue 28 (the long soak): user9's !fail of a queued job was written to
+// Found by a long soak: user9's !fail of a queued job was written to
 // Redis, then the leader froze before its reply, the only report of the
 // fail, reached the channel; the next leader never told the channel. The
 // fail's line is queued with the fail, so the next node's admin notifier

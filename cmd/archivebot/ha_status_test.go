@@ -12,7 +12,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// Issue 14: `archivebot status` names the lease holder and its age, and
+// `archivebot status` names the lease holder and its age, and
 // says when nobody leads; a node without ha.enabled leads alone.
 func TestStatusCommand(t *testing.T) {
 	b := redistest.Mini(t)

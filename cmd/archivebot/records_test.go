@@ -21,8 +21,8 @@ import (
 	"github.com/archiveteam/archivebot-go/web"
 )
 
-// Which record speaks for a job (doc/protocol.md; issue 27, finding 18,
-// after issue 18's finding 9): one table, every reader of a job × every
+// Which record speaks for a job (doc/protocol.md): one table, every
+// reader of a job × every
 // situation. A failure record speaks only while no newer registration of
 // the ident exists; a hash without the fields the node registers (url) is
 // a ghost, re-created by a pipeline's late writes: never shown as a job,

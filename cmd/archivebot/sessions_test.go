@@ -10,7 +10,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// Issue 31: `archivebot sessions list|revoke` lists the dashboard's
+// `archivebot sessions list|revoke` lists the dashboard's
 // sessions without their tokens and ends one by id prefix or all of a
 // nick's; bad arguments change nothing.
 func TestSessionsCommand(t *testing.T) {

@@ -1,7 +1,6 @@
 package bridge
 
-// What a hostile or broken client can send the bridge (issue 27, findings
-// 2, 3, 4 and 10).
+// What a hostile or broken client can send the bridge.
 
 import (
 	"bufio"
@@ -74,7 +73,7 @@ func takes(node *fakeNode) []string {
 	return out
 }
 
-// TestHTTPRequestRunsNothing (finding 2): an HTTP POST whose body is
+// TestHTTPRequestRunsNothing: an HTTP POST whose body is
 // Redis commands, as a web page can make a browser send, closes the
 // connection at its request line, as Redis does, and runs none of them;
 // an inline command is refused and closes the connection too.
@@ -128,7 +127,7 @@ func TestHTTPRequestRunsNothing(t *testing.T) {
 	}
 }
 
-// TestHugeLengths (finding 3): lengths that overflow or are over the
+// TestHugeLengths: lengths that overflow or are over the
 // limits are refused as soon as their header is read, before anything is
 // allocated for them; the connection that sent them is closed and the
 // bridge goes on.
@@ -179,7 +178,7 @@ func (p panicNode) Take(context.Context, wire.TakeRequest) (*wire.Job, error) {
 	return nil, nil
 }
 
-// TestPanicEndsOnlyItsConnection (finding 3): a panic while serving one
+// TestPanicEndsOnlyItsConnection: a panic while serving one
 // connection closes that connection, after telling it; the bridge and
 // its other connections go on.
 func TestPanicEndsOnlyItsConnection(t *testing.T) {
@@ -204,7 +203,7 @@ func TestPanicEndsOnlyItsConnection(t *testing.T) {
 	}
 }
 
-// TestRefusalStatsBounded (finding 10): refusals of command names a
+// TestRefusalStatsBounded: refusals of command names a
 // client invents are counted under one name.
 func TestRefusalStatsBounded(t *testing.T) {
 	node := newFakeNode()
@@ -290,7 +289,7 @@ func subscribeCmd(ch string) string {
 	return fmt.Sprintf("*2\r\n$9\r\nSUBSCRIBE\r\n$%d\r\n%s\r\n", len(ch), ch)
 }
 
-// TestStalledSubscriber (finding 10): a subscriber that stops reading
+// TestStalledSubscriber: a subscriber that stops reading
 // neither stalls the control stream nor the other subscribers; it is
 // closed once its queue is full.
 func TestStalledSubscriber(t *testing.T) {
@@ -348,7 +347,7 @@ func TestStalledSubscriber(t *testing.T) {
 	}
 }
 
-// TestRevocationDropsCache (finding 4): once the control stream says the
+// TestRevocationDropsCache: once the control stream says the
 // key is revoked, the bridge no longer answers reads from its cache.
 func TestRevocationDropsCache(t *testing.T) {
 	ctx := context.Background()
@@ -381,7 +380,7 @@ func TestRevocationDropsCache(t *testing.T) {
 	}
 }
 
-// TestWrongNodeAddressReply (finding 16): a refusal that is not the API's
+// TestWrongNodeAddressReply: a refusal that is not the API's
 // (the node's web port answering 405) tells the pipeline to check -node.
 func TestWrongNodeAddressReply(t *testing.T) {
 	for _, tc := range []struct {

@@ -1,7 +1,7 @@
 package bridge_test
 
 // `archivebot bridge` checks its key with the node before it serves
-// (issue 27, findings 15 and 16).
+//.
 
 import (
 	"bytes"
