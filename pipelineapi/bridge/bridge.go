@@ -230,9 +230,7 @@ func (b *Bridge) call(what string, op func(ctx context.Context) error) error {
 			return err
 		}
 		b.count("retry:"+what, 1)
-		select {
-		case <-time.After(after):
-		case <-b.ctx.Done():
+		if !retry.Sleep(b.ctx, after) {
 			return err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
@@ -38,10 +39,8 @@ func whoAmI(ctx context.Context, node Whoer) (wire.WhoAmI, error) {
 		if err == nil || !errors.As(err, &e) || e.Code != "unknown_key" || time.Now().After(deadline) {
 			return who, err
 		}
-		select {
-		case <-ctx.Done():
+		if !retry.Sleep(ctx, 250*time.Millisecond) {
 			return who, err
-		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }

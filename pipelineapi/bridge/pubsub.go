@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/tidwall/redcon"
 
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
@@ -311,9 +311,7 @@ func (b *Bridge) controlLoop() {
 			wait = e.RetryAfter
 		}
 		b.log.Info("bridge: control stream closed; reopening", "err", err, "in", wait)
-		select {
-		case <-time.After(wait):
-		case <-b.ctx.Done():
+		if !retry.Sleep(b.ctx, wait) {
 			return
 		}
 	}
