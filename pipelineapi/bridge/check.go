@@ -95,7 +95,7 @@ func CheckNode(ctx context.Context, node Whoer, nodeURL string, k KeyFile) (warn
 			return "the node is an older version without GET /v1/pipeline: the key is not checked before serving", nil
 		}
 	}
-	if retry, _ := transient(err); retry {
+	if again, _ := transient(err); again {
 		return fmt.Sprintf("the node could not check the key now (%d %s: %s); serving, and every call is retried", e.Status, e.Code, oneLine(e.Reason)), nil
 	}
 	return "", fmt.Errorf("the node at %s refused the key check: %d %s: %s", nodeURL, e.Status, e.Code, oneLine(e.Reason))
