@@ -19,8 +19,8 @@ import (
 // the caller's context carries none: a node that lost the lease refuses
 // them (HTTP requests' contexts come from the server, not the term).
 func (s *Store) apiCtx(ctx context.Context) context.Context {
-	if fenceToken(ctx) == "" && s.CommandFence != nil {
-		return WithFence(ctx, s.CommandFence())
+	if fenceToken(ctx) == "" && s.commandFence != nil {
+		return WithFence(ctx, s.commandFence())
 	}
 	return ctx
 }

@@ -87,35 +87,3 @@ func (s *Store) AckNotice(ctx context.Context, q NoticeQueue, doc string) error 
 	err := noticeAckScript.Run(ctx, s.rdb, []string{processing}, doc).Err()
 	return wrap("acknowledge "+q.String(), err)
 }
-
-// DeliveryQueue is one notice queue with its store. Deprecated: use
-// TakeNotice, AckNotice and NoticesInDelivery; it goes once no branch
-// uses it.
-type DeliveryQueue struct {
-	s *Store
-	q NoticeQueue
-}
-
-// FinishNotices is FinishQueue. Deprecated: see DeliveryQueue.
-func (s *Store) FinishNotices() DeliveryQueue { return DeliveryQueue{s, FinishQueue} }
-
-// StartNotices is StartQueue. Deprecated: see DeliveryQueue.
-func (s *Store) StartNotices() DeliveryQueue { return DeliveryQueue{s, StartQueue} }
-
-// AdminNotices is AdminQueue. Deprecated: see DeliveryQueue.
-func (s *Store) AdminNotices() DeliveryQueue { return DeliveryQueue{s, AdminQueue} }
-
-// InDelivery is NoticesInDelivery. Deprecated: see DeliveryQueue.
-func (q DeliveryQueue) InDelivery(ctx context.Context, limit int) ([]string, error) {
-	return q.s.NoticesInDelivery(ctx, q.q, limit)
-}
-
-// Take is TakeNotice. Deprecated: see DeliveryQueue.
-func (q DeliveryQueue) Take(ctx context.Context) (string, bool, error) {
-	return q.s.TakeNotice(ctx, q.q)
-}
-
-// Ack is AckNotice. Deprecated: see DeliveryQueue.
-func (q DeliveryQueue) Ack(ctx context.Context, doc string) error {
-	return q.s.AckNotice(ctx, q.q, doc)
-}

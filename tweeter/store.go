@@ -12,7 +12,7 @@ import (
 // tweeter calls (doc/architecture.md, Layers). Its own file in store/ is
 // feed.go.
 type Store interface {
-	Clock() time.Time
+	Now() time.Time
 	FeedClaim(ctx context.Context, net string, a store.FeedAttempt, budget int, window time.Duration) (string, error)
 	FeedDay(ctx context.Context, from, to time.Time) (queued, ended int64, err error)
 	FeedResolve(ctx context.Context, nets store.FeedNets, net, key, outcome, reason string) (int, error)

@@ -258,7 +258,7 @@ func New(st Store, cfg Config) (*Tweeter, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Now == nil {
-		cfg.Now = st.Clock
+		cfg.Now = st.Now
 	}
 	t := &Tweeter{
 		store:    st,

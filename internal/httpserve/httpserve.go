@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
@@ -90,7 +89,3 @@ func Serve(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Log
 	<-done
 	return err
 }
-
-// RetryAfter is retry.After. Deprecated: use it; it goes once no branch
-// spells httpserve.RetryAfter.
-func RetryAfter(h http.Header, now time.Time) (time.Time, bool) { return retry.After(h, now) }

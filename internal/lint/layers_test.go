@@ -41,7 +41,7 @@ var layers = []struct {
 // (third_party/, soak/) packages import each other freely.
 var sameLayer = map[string]map[string]string{
 	"internal/run":        {"config": "the pub/sub backoff's bounds are config's defaults", "internal/retry": "Reconnect waits with the one backoff"},
-	"internal/httpserve":  {"internal/run": "the listener's goroutines run under run.Guard", "internal/retry": "RetryAfter forwards to retry.After while branches move"},
+	"internal/httpserve":  {"internal/run": "the listener's goroutines run under run.Guard"},
 	"internal/badkeys":    {"internal/metrics": "the bad-member gauge", "internal/text": "member names are cleaned for the log"},
 	"internal/redistest":  {"internal/testproc": "real servers are test processes", "third_party/miniredis": "the in-process backend"},
 	"pipelineapi/client":  {"pipelineapi/wire": "the API's wire types", "internal/retry": "Take's retry and Retry-After"},

@@ -86,10 +86,6 @@ func Every(ctx context.Context, log *slog.Logger, name string, s Schedule, fn fu
 	}
 }
 
-// Backoff is retry.Backoff, the module's one backoff. Deprecated: use
-// it; the alias goes once no branch spells run.Backoff.
-type Backoff = retry.Backoff
-
 // Reconnect runs session until ctx ends, again after every failure: a
 // long-lived connection (a pub/sub subscription) that must come back when
 // Redis restarts or drops the client. session returns when its connection

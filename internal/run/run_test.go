@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/archiveteam/archivebot-go/internal/retry"
 )
 
 func TestGuardLogsPanic(t *testing.T) {
@@ -59,7 +61,7 @@ func TestReconnect(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	ups := []bool{false, false, false, true, false}
 	n := 0
-	Reconnect(ctx, log, "test subscription", Backoff{Min: time.Millisecond, Max: 2 * time.Millisecond}, func(context.Context) (bool, error) {
+	Reconnect(ctx, log, "test subscription", retry.Backoff{Min: time.Millisecond, Max: 2 * time.Millisecond}, func(context.Context) (bool, error) {
 		if n == len(ups) {
 			cancel()
 			return false, context.Canceled
