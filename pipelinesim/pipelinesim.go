@@ -280,6 +280,8 @@ type Job struct {
 	// noIgnoreReports is the job's suppress_ignore_reports as last read
 	// (set, in any form, means off, as upstream's pipeline reads it).
 	noIgnoreReports bool
+	// resumed: taken before this Pipeline value existed (Resume).
+	resumed bool
 }
 
 // IgnoreReports reports whether the pipeline writes ignore entries for
@@ -349,6 +351,27 @@ func (p *Pipeline) takeUpstream(ctx context.Context, queues []string) (*Job, err
 		return j, nil
 	}
 	return nil, nil
+}
+
+// Resume returns a job this pipeline took earlier and still crawls (its
+// ident is in working with this pipeline's key as pipeline_id): the
+// record as read now, with no settings age known, so that the next
+// SettingsChanged reads the settings.
+func (p *Pipeline) Resume(ctx context.Context, ident string) (*Job, error) {
+	fields, err := p.rdb.HGetAll(ctx, ident).Result()
+	if err != nil {
+		return nil, err
+	}
+	if fields["pipeline_id"] != p.key {
+		return nil, fmt.Errorf("resume %s: its pipeline_id is %q, not %s", ident, fields["pipeline_id"], p.key)
+	}
+	if fields["finished_at"] != "" {
+		return nil, fmt.Errorf("resume %s: it is finished", ident)
+	}
+	j := &Job{p: p, Ident: ident, Queue: keyWorking, Fields: fields, resumed: true}
+	j.logKey = jobLogKey(fields, ident)
+	j.noIgnoreReports = fields["suppress_ignore_reports"] != ""
+	return j, nil
 }
 
 // Heartbeat increments the job's heartbeat (step 3).

@@ -430,3 +430,70 @@ func TestRedisFlagHelp(t *testing.T) {
 		t.Errorf("-redis help: %q", block)
 	}
 }
+
+// TestRunResumesHeldJobs: a pipeline that held jobs before Run (the
+// switch-over of doc/migrating.md) crawls them to their end beside its
+// takes: one finishes with its log continued after what it shipped, one
+// whose abort was requested while it did not listen is aborted.
+func TestRunResumesHeldJobs(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		c := b.Client
+		queue(t, c, "held1", "pending")
+		queue(t, c, "held2", "pending")
+		queue(t, c, "later", "pending")
+		before := New(c, Config{Nickname: "resumer"})
+		var held []*Job
+		for range 2 {
+			j, err := before.Take(ctx)
+			if err != nil || j == nil {
+				t.Fatalf("take: %v %v", j, err)
+			}
+			if _, err := j.LogStdout(ctx, "before the switch"); err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, j)
+		}
+		// The abort is requested without the pipeline hearing it.
+		c.HSet(ctx, held[1].Ident, "abort_requested", "true", "settings_age", "5")
+
+		p := New(c, Config{Nickname: "resumer"})
+		var mu sync.Mutex
+		done := map[string]bool{}
+		o := RunOptions{Entries: 3, EntryInterval: time.Millisecond, HeartbeatInterval: 10 * time.Millisecond,
+			PollInterval: 10 * time.Millisecond, ReportInterval: 50 * time.Millisecond, MaxJobs: 1,
+			Resume: []string{held[0].Ident, held[1].Ident},
+			OnEvent: func(e Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				if e.Kind == EventDone {
+					done[e.Ident] = true
+				}
+				if e.Kind == EventError {
+					t.Errorf("event %v", e)
+				}
+			}}
+		if err := p.Run(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !done["held1"] || !done["held2"] || !done["later"] {
+			t.Fatalf("done: %v", done)
+		}
+		if got, _ := c.Get(ctx, "jobs_completed").Int(); got != 2 {
+			t.Errorf("jobs_completed = %d, want 2 (held1 and later)", got)
+		}
+		if got, _ := c.Get(ctx, "jobs_aborted").Int(); got != 1 {
+			t.Errorf("jobs_aborted = %d, want 1 (held2)", got)
+		}
+		// held1's log goes on after its entry from before: 1 + received
+		// line not repeated + 3 entries + the finished line.
+		if n, _ := c.HGet(ctx, "held1", "log_score").Int(); n != 5 {
+			t.Errorf("held1 log_score = %d, want 5", n)
+		}
+		if _, err := p.Resume(ctx, "later"); err == nil {
+			t.Error("Resume of a job the pipeline no longer holds was accepted")
+		}
+	})
+}

@@ -45,6 +45,12 @@ type RunOptions struct {
 	CrashAfter int
 	// OnEvent, when set, is told about every step (tests wait on it).
 	OnEvent func(Event)
+	// Resume names jobs this pipeline already holds when Run starts: a
+	// pipeline that went on crawling while the control node was switched
+	// (doc/migrating.md). Each is crawled to its end beside the take loop,
+	// Entries more entries after those it shipped; its settings are read
+	// once first, so an abort requested meanwhile is seen.
+	Resume []string
 }
 
 func (o RunOptions) withDefaults() RunOptions {
@@ -163,7 +169,25 @@ func (p *Pipeline) Run(ctx context.Context, o RunOptions) error {
 	case <-reported:
 	case <-runCtx.Done():
 	}
+	// A clean end (MaxJobs reached) waits for the resumed jobs too, as a
+	// pipeline asked to stop finishes the jobs it has.
+	var resumed sync.WaitGroup
+	for _, id := range o.Resume {
+		resumed.Add(1)
+		go func() {
+			defer resumed.Done()
+			j, err := p.Resume(runCtx, id)
+			if err == nil {
+				var entries int
+				err = p.crawl(runCtx, j, o, emit, &entries)
+			}
+			if err != nil && runCtx.Err() == nil {
+				emit(Event{Kind: EventError, Ident: id, Err: err})
+			}
+		}()
+	}
 	err := p.work(runCtx, o, emit)
+	resumed.Wait()
 	cancel()
 	wg.Wait()
 	p.crashMu.Lock()
@@ -251,7 +275,20 @@ func (p *Pipeline) crawl(ctx context.Context, j *Job, o RunOptions, emit func(Ev
 	if err := j.Heartbeat(ctx); err != nil && ctx.Err() == nil {
 		emit(Event{Kind: EventError, Ident: j.Ident, Err: err})
 	}
-	if _, err := j.LogStdout(ctx, fmt.Sprintf(StdoutReceived, j.Ident)); err != nil && ctx.Err() == nil {
+	if j.resumed {
+		// Settings changed while the crawler was not listening (an abort
+		// requested during the switch) are read now.
+		age, _ := strconv.ParseInt(j.Fields["settings_age"], 10, 64)
+		ended, err := j.SettingsChanged(ctx, age)
+		if err != nil {
+			return err
+		}
+		if ended {
+			emit(Event{Kind: EventAbort, Ident: j.Ident})
+			emit(Event{Kind: EventDone, Ident: j.Ident})
+			return nil
+		}
+	} else if _, err := j.LogStdout(ctx, fmt.Sprintf(StdoutReceived, j.Ident)); err != nil && ctx.Err() == nil {
 		emit(Event{Kind: EventError, Ident: j.Ident, Err: err})
 	}
 	hb := time.NewTicker(o.HeartbeatInterval)

@@ -35,6 +35,7 @@ type cliStore interface {
 	RevokeWebSession(ctx context.Context, id string) (bool, error)
 	RevokeWebSessionsOf(ctx context.Context, nickKey string) (int, error)
 	SetPipelineKeyAvoid(ctx context.Context, name string, domains []string) error
+	Survey(ctx context.Context) (*store.Survey, error)
 	SetPipelineKeyTargetedOnly(ctx context.Context, name string, on bool) error
 	WebSessions(ctx context.Context) ([]store.WebSession, error)
 }

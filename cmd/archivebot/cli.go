@@ -51,6 +51,7 @@ func commands() []command {
 		{"pipeline-key", "add NAME PUBKEY|list|revoke NAME|set NAME avoid=D,...|targeted_only=1|0", "manage the pipeline API's keys: register a pipeline's public key, list keys (last seen, jobs held, refusals), revoke one, set its take rules", runPipelineKey},
 		{"pause", "[QUEUE|all] [REASON]", "stop handing out jobs from a queue (all when left out) to every pipeline, as !pause does", runPause},
 		{"resume", "[QUEUE|all]", "hand out a paused queue's jobs again, in order, as !resume does", runResume},
+		{"migrate", "check [-rollback]", "before a switch-over from upstream's bot on the same Redis (doc/migrating.md): read everything once, write nothing, and say what the node will find, what it will refuse or change at start and what blocks the switch; exit 3 when something blocks. -rollback: what blocks going back", runMigrate},
 		{"help", "[COMMAND]", "this text, or one command's", func(a []string, _ io.Reader, o, e io.Writer) int { return runHelp(a, o, e) }},
 		{"version", "", "print the module version and VCS revision", func(_ []string, _ io.Reader, o, _ io.Writer) int { return runVersion(o) }},
 	}
@@ -231,7 +232,8 @@ Exit status:
      -check-config that found errors); with -json the error is a JSON
      object {"command", "error"} on standard output
   2  usage: unknown command or flag, wrong arguments
-  3  status: no node holds the leader lease
+  3  status: no node holds the leader lease; migrate check: something blocks
+     the switch (or, with -rollback, going back), each named
 `, config.EnvRedisURL, EnvConfig, config.EnvRedisListen, config.EnvDataDir, config.EnvHTTPListen, config.EnvStreamListen)
 }
 

@@ -173,7 +173,9 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 func openRedis(cfg *config.Config, logger *slog.Logger, stdout io.Writer) (*redis.Client, *embeddedredis.Server, error) {
 	if len(cfg.Redis.Sentinels) > 0 {
 		logger.Info("using redis through sentinel", "master_name", cfg.Redis.MasterName, "sentinels", cfg.Redis.Sentinels, "db", cfg.Redis.DB)
-		return redis.NewFailoverClient(failoverOptions(cfg)), nil, nil
+		fo := failoverOptions(cfg)
+		fo.ClientName = nodeClientName
+		return redis.NewFailoverClient(fo), nil, nil
 	}
 	if !cfg.Embedded() {
 		opt, err := config.ParseRedisURL(cfg.Redis.URL)
@@ -181,6 +183,9 @@ func openRedis(cfg *config.Config, logger *slog.Logger, stdout io.Writer) (*redi
 			return nil, nil, fmt.Errorf("redis.url: %w", err)
 		}
 		logger.Info("using redis", "url", config.RedactURL(cfg.Redis.URL))
+		// Named, so that CLIENT LIST (and archivebot migrate check) tells
+		// the node's connections from upstream's processes.
+		opt.ClientName = nodeClientName
 		return redis.NewClient(opt), nil, nil
 	}
 	srv, err := embeddedredis.Start(embeddedredis.Options{
@@ -401,6 +406,7 @@ func adminStore(ctx context.Context, cfg *config.Config) (st *store.Store, close
 	case len(cfg.Redis.Sentinels) > 0:
 		fo := failoverOptions(cfg)
 		fo.DialTimeout, fo.MaxRetries = dialTimeout, -1
+		fo.ClientName = cliClientName
 		rdb = redis.NewFailoverClient(fo)
 		where = "the master " + cfg.Redis.MasterName + " of the sentinels (redis.sentinels)"
 	default:
@@ -419,6 +425,7 @@ func adminStore(ctx context.Context, cfg *config.Config) (st *store.Store, close
 			where = config.RedactURL(cfg.Redis.URL)
 		}
 		opt.DialTimeout, opt.DialerRetries, opt.MaxRetries = dialTimeout, 1, -1
+		opt.ClientName = cliClientName
 		rdb = redis.NewClient(opt)
 	}
 	// The operator's writes wait for replicas as the bot's do.
