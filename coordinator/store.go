@@ -59,6 +59,10 @@ type Store interface {
 	ListenJobEvents(ctx context.Context, onSubscribed func(), onMessage func(doc string)) (bool, error)
 	ListenAPILog(ctx context.Context, onSubscribed func(), onMessage func(msg string)) (bool, error)
 
+	// The failover check (failover.go).
+	MasterReplication(ctx context.Context) (store.ReplInfo, error)
+	PushAdminNotice(ctx context.Context, n store.AdminNotice) error
+
 	// The leader lease (lease.go).
 	AcquireLease(ctx context.Context, node string, ttl time.Duration) (store.LeaseHolder, bool, error)
 	RenewLease(ctx context.Context, value string, ttl time.Duration) (bool, error)

@@ -166,7 +166,7 @@ func (s *Server) take(req *request) (any, *refusal) {
 func (s *Server) taken(req *request, j *store.APIJob) wire.TakeResponse {
 	t := req.t
 	t.mu.Lock()
-	t.jobs[j.Ident] = &heldJob{ident: j.Ident, key: req.key, rec: j.Record, logScore: j.Record.LogScore}
+	t.jobs[j.Ident] = &heldJob{ident: j.Ident, key: req.key, rec: j.Record, logScore: j.Record.LogScore, pos: j.Pos}
 	t.mu.Unlock()
 	s.forgetRecent(j.Ident)
 	t.settingsChanged(j.Ident)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,7 +36,22 @@ type term struct {
 	flushWake    chan struct{}
 	settingsWake chan struct{}
 	settingsDue  map[string]bool // idents whose settings to send
+
+	// releasedTakes are the last holds released with a known take
+	// position, for RecheckHolds: another path (a write refused, the
+	// control stream's opening) may notice a lost take first.
+	releasedTakes []releasedTake
 }
+
+type releasedTake struct {
+	ident string
+	pos   store.ReplPos
+	at    time.Time
+}
+
+// maxReleasedTakes bounds releasedTakes; a failover is checked within
+// seconds, so the last few hundred releases cover it.
+const maxReleasedTakes = 256
 
 // keyState is what the node keeps per key during a term.
 type keyState struct {
@@ -60,6 +76,9 @@ type heldJob struct {
 	ident, key string
 	rec        *record.Job // the record as last read (DecodeJob), with what was written since
 	logScore   int64
+	// pos is where the take landed in Redis's replication stream
+	// (zero: loaded from Redis, or not tracked): RecheckHolds.
+	pos store.ReplPos
 	// banDecided: the job's ban check has decided (doc/pipeline-api.md,
 	// A ban shows itself); its updates no longer ask Redis.
 	banDecided bool
@@ -310,11 +329,40 @@ func (t *term) release(j *heldJob, reason string) {
 	t.mu.Lock()
 	if t.jobs[j.ident] == j {
 		delete(t.jobs, j.ident)
+		if !j.pos.Zero() {
+			if len(t.releasedTakes) >= maxReleasedTakes {
+				t.releasedTakes = t.releasedTakes[1:]
+			}
+			t.releasedTakes = append(t.releasedTakes, releasedTake{ident: j.ident, pos: j.pos, at: time.Now()})
+		}
 	}
 	t.mu.Unlock()
+	if reason != "" && !strings.HasPrefix(reason, wire.ReleasedLost) && t.takeLost(j) {
+		// Whichever path noticed first (a refused write, the settings
+		// loop's resync), the pipeline learns why.
+		reason = lostTakeReason
+	}
 	if reason != "" {
 		t.sendKey(j.key, wire.EventReleased, wire.Released{Ident: j.ident, Reason: reason})
 	}
+}
+
+// lostTakeReason is the released event's reason for a take a Redis
+// failover lost.
+const lostTakeReason = wire.ReleasedLost + " a Redis failover lost this pipeline's take of the job (the new master never had it); stop crawling it"
+
+// takeLost reports whether j's take is one the master Redis now has
+// lacks (store.Store.TakeLost; false when positions are not tracked).
+func (t *term) takeLost(j *heldJob) bool {
+	tl, ok := t.s.store.(interface {
+		TakeLost(context.Context, store.ReplPos) bool
+	})
+	if !ok || j.pos.Zero() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 2*time.Second)
+	defer cancel()
+	return tl.TakeLost(ctx, j.pos)
 }
 
 func (t *term) flushLoop(ctx context.Context) {

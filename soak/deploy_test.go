@@ -71,12 +71,15 @@ type redisSet struct {
 }
 
 func startRedis(t *testing.T) *redisSet {
-	cl := redistest.StartCluster(t)
+	profile, tm := sentinelProfile(t)
+	leaseTTL = profileLease(profile)
+	cl := redistest.StartClusterWith(t, tm)
 	r := &redisSet{t: t, bin: redistest.RedisServer(t), cl: cl, dir: t.TempDir(), procs: map[int]func(){}, pids: map[int]int{}}
 	for _, p := range append([]*redistest.Proc{cl.Master}, cl.Replicas...) {
 		p := p
 		r.procs[p.Port] = p.Kill
 	}
+	watchRedis(t, r, profile, tm)
 	return r
 }
 
@@ -247,8 +250,9 @@ max_conns_per_addr = 0
 	return p
 }
 
-// leaseTTL is the nodes' ha.lease_ttl: a freeze lasts longer.
-const leaseTTL = 5 * time.Second
+// leaseTTL is the nodes' ha.lease_ttl (a freeze lasts longer): the
+// Sentinel profile's (sentinelProfile; startRedis sets it).
+var leaseTTL = recommendedLease
 
 // start runs the node; test goroutine only.
 func (n *node) start(t *testing.T, bin string) {

@@ -162,6 +162,11 @@ func makeSchedule(r *rand.Rand, d time.Duration, only map[string]bool) []step {
 			kinds = append(kinds, f)
 		}
 	}
+	for _, f := range optInFaults {
+		if only[f] {
+			kinds = append(kinds, f)
+		}
+	}
 	var round []string
 	first := true
 	next := func() string {
@@ -265,7 +270,7 @@ func TestSoak(t *testing.T) {
 	only := map[string]bool{}
 	if v := os.Getenv("SOAK_FAULTS"); v != "" {
 		known := map[string]bool{}
-		for _, f := range faultKinds {
+		for _, f := range append(faultKinds, optInFaults...) {
 			known[f] = true
 		}
 		for _, f := range strings.Split(v, ",") {
@@ -711,6 +716,8 @@ func (s *soak) fault(st step) {
 		p.Signal(syscall.SIGCONT)
 		s.waitRole(l, "standby", 30*time.Second)
 		end(l.name)
+	case "lose-redis-write":
+		s.loseRedisWrite(st, start, end)
 	case "kill-redis-master":
 		addr := s.redis.masterAddr()
 		start(addr)

@@ -112,6 +112,19 @@ func (s *Store) runWrite(ctx context.Context, op string, sc *fencedScript, keys 
 		defer conn.Close()
 		process = conn.Process
 	}
+	var info *redis.StringCmd
+	if conn != nil && s.positions != nil {
+		// INFO replication in the same round trip, right behind the
+		// script: where the write ended in the replication stream.
+		process = func(ctx context.Context, cmd redis.Cmder) error {
+			conn.Pipelined(ctx, func(p redis.Pipeliner) error {
+				p.Process(ctx, cmd)
+				info = p.Info(ctx, "replication")
+				return nil
+			})
+			return cmd.Err()
+		}
+	}
 	cmd := redis.NewCmd(ctx, args...)
 	err := process(ctx, noRetryCmd{cmd})
 	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
@@ -126,6 +139,8 @@ func (s *Store) runWrite(ctx context.Context, op string, sc *fencedScript, keys 
 	if conn != nil {
 		if werr := s.waitReplicas(ctx, conn); werr != nil {
 			cmd.SetErr(fmt.Errorf("%s: %w", op, werr))
+		} else if s.positions != nil {
+			s.positions.Confirmed(s.noteInfo(info), op, time.Now())
 		}
 	}
 	return cmd

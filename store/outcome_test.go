@@ -205,9 +205,17 @@ func BenchmarkRegisterWait(b *testing.B) {
 	cl := redistest.StartCluster(b)
 	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.SentinelMaster, SentinelAddrs: cl.SentinelAddrs()})
 	defer rdb.Close()
-	for _, wait := range []int{0, 1, 2} {
-		b.Run(fmt.Sprintf("wait_replicas=%d", wait), func(b *testing.B) {
-			s := store.New(rdb, store.WithWait(wait, time.Second))
+	for _, wait := range []int{0, 1, 2, -1} {
+		name := fmt.Sprintf("wait_replicas=%d", wait)
+		opts := []store.Option{store.WithWait(wait, time.Second)}
+		if wait < 0 {
+			// With the failover check's positions: INFO replication in
+			// the write's round trip (store/replpos.go).
+			name = "wait_replicas=1,positions"
+			opts = []store.Option{store.WithWait(1, time.Second), store.WithPositions(store.NewPositions())}
+		}
+		b.Run(name, func(b *testing.B) {
+			s := store.New(rdb, opts...)
 			ctx := context.Background()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

@@ -73,6 +73,9 @@ type APIJob struct {
 	// Replayed: the take's take_id had already taken this job, which the
 	// key still holds; it was answered again and nothing was taken.
 	Replayed bool
+	// Pos is where the take landed in the replication stream (zero
+	// unless the store was made WithPositions).
+	Pos ReplPos
 }
 
 // How long, and how many, take_ids a key's takes are remembered
@@ -148,8 +151,9 @@ func (s *Store) apiTake(ctx context.Context, name, pub, takeID string, queues []
 		KeyPipelineKeyTakeIDs(name), KeyPipelineKeyTakeIDsAt(name)}, queues...)
 	now := s.Now()
 	started := strconv.FormatFloat(float64(now.UnixNano())/1e9, 'f', 6, 64)
-	res, err := apiTakeScript.Run(s.apiCtx(ctx), s.rdb, keys, started, APIPipelineKey(name), name, pub, ChannelUpdates,
-		r.PerUserRunning, exempt, cm, scan, takeID, int64(TakeIDTTL/time.Second), cmp.Or(s.takeIDCap, TakeIDCap)).Slice()
+	run, pos := s.runNoting(s.apiCtx(ctx), apiTakeScript, keys, started, APIPipelineKey(name), name, pub, ChannelUpdates,
+		r.PerUserRunning, exempt, cm, scan, takeID, int64(TakeIDTTL/time.Second), cmp.Or(s.takeIDCap, TakeIDCap))
+	res, err := run.Slice()
 	if err != nil {
 		return nil, st, wrap("take", err)
 	}
@@ -166,7 +170,7 @@ func (s *Store) apiTake(ctx context.Context, name, pub, takeID string, queues []
 	if len(res) < 5 {
 		return nil, st, nil
 	}
-	j := &APIJob{}
+	j := &APIJob{Pos: pos}
 	j.Replayed = res[0] == "replay"
 	j.Queue, _ = res[3].(string)
 	j.Ident, _ = res[4].(string)

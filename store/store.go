@@ -117,6 +117,8 @@ type Store struct {
 	takeRules atomic.Pointer[TakeRules] // SetTakeRules
 
 	takeIDCap int // TakeIDCap when 0; tests lower it
+
+	positions *Positions // WithPositions
 }
 
 // Option sets something of a store at construction (New): nothing of a

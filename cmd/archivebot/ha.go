@@ -72,6 +72,7 @@ func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, st *s
 	irun.Go(&wg, logger, "catalog", func() { catalog.Watch(runCtx, 5*time.Second) })
 	// The pipeline API listens on every node; a standby answers 503.
 	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, st, lease.Valid, logger)
+	startFailoverCheck(runCtx, &wg, st, papi, lease.Valid, logger)
 	hub := startWeb(runCtx, &wg, webLn, streamLn, st, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes,
 		actionOptions(cfg, b, st, fe, logger), signIn)
 	logger.Info("high availability: campaigning for the leader lease", "node", cfg.HA.NodeID, "lease_ttl", cfg.HA.LeaseTTL.Duration)

@@ -87,3 +87,19 @@ func recentAPI(srv *pipelineapi.Server) func(string, int) []record.LogEntry {
 	}
 	return srv.Recent
 }
+
+// startFailoverCheck runs the failover check (coordinator.FailoverCheck)
+// on a node behind Sentinel, whether it leads or not (leading: the
+// lease's Valid; nil for a single node).
+func startFailoverCheck(ctx context.Context, wg *sync.WaitGroup, st *store.Store, papi *pipelineapi.Server, leading func() bool, logger *slog.Logger) {
+	if st.Positions() == nil {
+		return
+	}
+	var holds coordinator.HoldRechecker
+	if papi != nil {
+		holds = papi
+	}
+	fc := coordinator.NewFailoverCheck(st, st.Positions(), holds, logger)
+	fc.Leading = leading
+	irun.Go(wg, logger, "failover check", func() { fc.Run(ctx) })
+}

@@ -91,6 +91,13 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 		store.WithLogger(logger),
 		store.WithWait(cfg.Redis.WaitReplicas, cfg.Redis.WaitTimeout.Duration),
 	}
+	if len(cfg.Redis.Sentinels) > 0 {
+		// A node behind Sentinel notes where its writes land in the
+		// replication stream, for the leader's failover check
+		// (coordinator.FailoverCheck; doc/reliability.md, A failover that
+		// loses writes).
+		opts = append(opts, store.WithPositions(store.NewPositions()))
+	}
 	if cfg.HA.Enabled {
 		opts = append(opts, store.WithCommandFence(func() string { return lease.CommandFence() }))
 	}
@@ -150,6 +157,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	irun.Go(&wg, logger, "catalog", func() { catalog.Watch(runCtx, 5*time.Second) })
 
 	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, st, nil, logger)
+	startFailoverCheck(runCtx, &wg, st, papi, nil, logger)
 	hub := startWeb(runCtx, &wg, webLn, streamLn, st, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes,
 		actionOptions(cfg, b, st, fe, logger), signIn)
 	services, err := startServices(runCtx, cfg, st, fe, hub, papi, logger)

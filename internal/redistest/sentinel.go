@@ -89,11 +89,33 @@ func StartServer(t testing.TB) *Proc {
 // peers through hello messages every 2 s.
 const clusterWait = 30 * time.Second
 
+// SentinelTimings are the sentinels' timings for the monitored master
+// (Sentinel's own names): how long the master may go unanswered before a
+// sentinel thinks it down, and failover-timeout (a failover's deadline
+// for promotion and the replicas' reconfiguration; twice it, the wait
+// before the same master is failed over again).
+type SentinelTimings struct {
+	DownAfter       time.Duration
+	FailoverTimeout time.Duration
+}
+
+// FastTimings are the tests' timings: a failover in a few seconds on a
+// quiet machine. A loaded machine trips a 1 s down-after (doc/operating.md,
+// Sentinel's timings): tests that must not see a spurious failover under
+// load use the recommended timings instead.
+var FastTimings = SentinelTimings{DownAfter: time.Second, FailoverTimeout: 5 * time.Second}
+
 // StartCluster starts the master, two replicas and three sentinels (quorum
-// 2, down-after 1 s) and returns once the replicas are in sync and every
+// 2, FastTimings) and returns once the replicas are in sync and every
 // sentinel knows the replicas and the two other sentinels, so that killing
 // the master starts a failover.
 func StartCluster(t testing.TB) *Cluster {
+	t.Helper()
+	return StartClusterWith(t, FastTimings)
+}
+
+// StartClusterWith is StartCluster with the sentinels' timings given.
+func StartClusterWith(t testing.TB, tm SentinelTimings) *Cluster {
 	t.Helper()
 	bin := RedisServer(t)
 	dir := t.TempDir()
@@ -110,8 +132,8 @@ func StartCluster(t testing.TB) *Cluster {
 		sp := testproc.FreePort(t)
 		conf := filepath.Join(dir, fmt.Sprintf("sentinel%d.conf", i))
 		body := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s 127.0.0.1 %d 2\n"+
-			"sentinel down-after-milliseconds %s 1000\nsentinel failover-timeout %s 5000\nsentinel parallel-syncs %s 1\n",
-			sp, dir, SentinelMaster, mp, SentinelMaster, SentinelMaster, SentinelMaster)
+			"sentinel down-after-milliseconds %s %d\nsentinel failover-timeout %s %d\nsentinel parallel-syncs %s 1\n",
+			sp, dir, SentinelMaster, mp, SentinelMaster, tm.DownAfter.Milliseconds(), SentinelMaster, tm.FailoverTimeout.Milliseconds(), SentinelMaster)
 		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}

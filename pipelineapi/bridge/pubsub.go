@@ -358,7 +358,7 @@ func (b *Bridge) onControl(ev client.Event) error {
 			return nil
 		}
 		b.mu.Lock()
-		if js := b.jobs[r.Ident]; js != nil && js.last != nil && strings.HasPrefix(r.Reason, wire.ReleasedRerouted) {
+		if js := b.jobs[r.Ident]; js != nil && js.last != nil && (strings.HasPrefix(r.Reason, wire.ReleasedRerouted) || strings.HasPrefix(r.Reason, wire.ReleasedLost)) {
 			// Rerouted: the pipeline is made to abort it (drain).
 			js.drain, js.ended, js.rec = true, "", nil
 			js.age++

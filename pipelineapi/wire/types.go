@@ -162,6 +162,12 @@ const (
 // finished; the pipeline should stop crawling it as it would an abort.
 const ReleasedRerouted = "rerouted:"
 
+// ReleasedLost starts the reason of a released event for a job whose
+// take a Redis failover lost: the new master never had it, so the job is
+// as it was before the take (queued, or taken by another key); the
+// pipeline should stop crawling it as it would an abort.
+const ReleasedLost = "lost:"
+
 // Released is the data of a released event.
 type Released struct {
 	Ident  string `json:"ident"`

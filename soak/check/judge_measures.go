@@ -24,7 +24,7 @@ func (c *checker) judge6() {
 		if strings.HasPrefix(f.Fault, "kill") || strings.HasPrefix(f.Fault, "restart") {
 			restarts[f.Target] = append(restarts[f.Target], f.Start)
 		}
-		if f.Fault == "kill-redis-master" {
+		if f.Fault == "kill-redis-master" || f.Fault == "lose-redis-write" {
 			// The samples follow the master, a new process after it.
 			restarts["redis"] = append(restarts["redis"], f.Start)
 		}

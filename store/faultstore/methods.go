@@ -384,4 +384,24 @@ func (f *Store) ClockOffset(ctx context.Context) (r0 time.Duration, err error) {
 }
 
 // methods are the door's methods, each wrapped above.
-var methods = []string{"AdvanceDeathTimers", "FailJobNotice", "MarkDeathReported", "RemoveGhosts", "NoticesInDelivery", "TakeNotice", "AckNotice", "IndexFinished", "RecordJobEnd", "ScanStarts", "AllAvoidNotice", "WaitingOf", "GetJob", "GetFailure", "JobsExist", "FailReasons", "ReadEndState", "WorkingJobs", "Queues", "RebuildQueueIndex", "LogBookmark", "ReadLogBatch", "CommitLogCounts", "ReadUnbroadcastMany", "MarkBroadcastMany", "PublishAPILog", "PipelineSnapshot", "PipelineNoticeStates", "SetPipelineNoticeState", "ForgetPipelineNoticeStates", "ListenUpdates", "ListenJobEvents", "ListenAPILog", "AcquireLease", "RenewLease", "ReleaseLease", "ClockOffset"}
+var methods = []string{"AdvanceDeathTimers", "FailJobNotice", "MarkDeathReported", "RemoveGhosts", "NoticesInDelivery", "TakeNotice", "AckNotice", "IndexFinished", "RecordJobEnd", "ScanStarts", "AllAvoidNotice", "WaitingOf", "GetJob", "GetFailure", "JobsExist", "FailReasons", "ReadEndState", "WorkingJobs", "Queues", "RebuildQueueIndex", "LogBookmark", "ReadLogBatch", "CommitLogCounts", "ReadUnbroadcastMany", "MarkBroadcastMany", "PublishAPILog", "PipelineSnapshot", "PipelineNoticeStates", "SetPipelineNoticeState", "ForgetPipelineNoticeStates", "ListenUpdates", "ListenJobEvents", "ListenAPILog", "AcquireLease", "RenewLease", "ReleaseLease", "ClockOffset", "MasterReplication", "PushAdminNotice"}
+
+// MasterReplication calls the wrapped store's, unless a fault is set for it.
+func (f *Store) MasterReplication(ctx context.Context) (r0 store.ReplInfo, err error) {
+	after, err := f.enter(ctx, "MasterReplication")
+	if err != nil {
+		return
+	}
+	r0, err = f.next.MasterReplication(ctx)
+	return r0, after(err)
+}
+
+// PushAdminNotice calls the wrapped store's, unless a fault is set for it.
+func (f *Store) PushAdminNotice(ctx context.Context, n store.AdminNotice) (err error) {
+	after, err := f.enter(ctx, "PushAdminNotice")
+	if err != nil {
+		return
+	}
+	err = f.next.PushAdminNotice(ctx, n)
+	return after(err)
+}
