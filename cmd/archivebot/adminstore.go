@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -14,7 +15,7 @@ type cliStore interface {
 	ActiveJobs(ctx context.Context) ([]store.ActiveJob, error)
 	AddPipelineKey(ctx context.Context, name, pub string) error
 	ExpireBy(ctx context.Context, ident, by string) error
-	FailJobReported(ctx context.Context, ident, reason, by string, line func(*store.Job) store.AdminNotice) (*store.Job, error)
+	FailJobReported(ctx context.Context, ident, reason, by string, line func(*record.Job) store.AdminNotice) (*record.Job, error)
 	FeedStatus(ctx context.Context, net string, window time.Duration) (store.FeedNetStatus, error)
 	GetPipeline(ctx context.Context, key string) (*store.Pipeline, error)
 	JobDetail(ctx context.Context, ident string) (*store.JobDetail, error)
