@@ -11,14 +11,14 @@ import (
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// TestAuditLineOfRefusals (issue 27, finding 21): a state-changing command
+// TestAuditLineOfRefusals: a state-changing command
 // that passes the rank check but that its handler refuses (nothing
 // changed) logs its audit line with the refusal's outcome, never
 // outcome=ok; a malformed argument the handler finds is "usage".
 func TestAuditLineOfRefusals(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
 		var buf bytes.Buffer
-		b := New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t),
+		b := New(store.New(be.Client), Options{Catalog: referenceCatalog(t),
 			Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 		say(b, RankOp, "#a", "!a http://example.com/") // accepted
 		cases := []struct{ text, outcome string }{

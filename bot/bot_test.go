@@ -22,7 +22,7 @@ import (
 
 func newTestBot(t *testing.T, be *redistest.Backend) *Bot {
 	t.Helper()
-	return New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t)})
+	return New(store.New(be.Client), Options{Catalog: referenceCatalog(t)})
 }
 
 // eachWithJob runs test on each backend with a new bot that an op has
@@ -179,7 +179,7 @@ func TestPrivateAndPermissions(t *testing.T) {
 
 func TestStatusURLAndLimits(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
-		b := New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t), PendingLimit: 2})
+		b := New(store.New(be.Client), Options{Catalog: referenceCatalog(t), PendingLimit: 2})
 		if got := say(b, RankNone, "#a", "!status http://nothing.example/"); len(got) != 1 || !strings.Contains(got[0], "URL has not been archived recently") {
 			t.Fatalf("status of unknown URL: %q", got)
 		}
@@ -380,7 +380,7 @@ func TestCatalogReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	be := redistest.Mini(t)
-	b := New(store.NewStore(be.Client), Options{Catalog: cat})
+	b := New(store.New(be.Client), Options{Catalog: cat})
 	say(b, RankOp, "#a", "!a http://example.com/")
 
 	write(`{"name":"custom","patterns":["new1","new2"]}`)
@@ -479,7 +479,7 @@ func FuzzHandle(f *testing.F) {
 		f.Add(s)
 	}
 	be := redistest.Mini(f)
-	b := New(store.NewStore(be.Client), Options{})
+	b := New(store.New(be.Client), Options{})
 	f.Fuzz(func(t *testing.T, s string) {
 		rec := &recorder{nick: "n"}
 		b.Handle(context.Background(), Request{Nick: "n", Channel: "#c", Rank: RankOp, Text: s}, rec)
@@ -501,7 +501,7 @@ func TestFail(t *testing.T) {
 		if len(got) != 1 || !strings.Contains(got[0], "failed") || !strings.Contains(got[0], refIdent) {
 			t.Fatalf("!fail: %q", got)
 		}
-		// The report is the admin notice queued with the fail (issue 28);
+		// The report is the admin notice queued with the fail;
 		// the reply only acknowledges it, in other words.
 		if strings.Contains(got[0], "failed: removed from its queue") {
 			t.Fatalf("!fail's reply reports the outcome a second time: %q", got)
@@ -663,7 +663,7 @@ func TestBadKey_StatusAbortNotAJob(t *testing.T) {
 func TestAuditLine(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
 		var buf bytes.Buffer
-		b := New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t),
+		b := New(store.New(be.Client), Options{Catalog: referenceCatalog(t),
 			Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 		say(b, RankOp, "#a", "!a http://example.com/")
 		say(b, RankVoice, "#a", "!fail "+refIdent)  // refused: rank

@@ -17,6 +17,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -162,7 +163,7 @@ func (c *Call) unknownUserAgent(alias string) {
 
 // job reads the record of id; when there is none it answers so and
 // returns nil, nil.
-func (b *Bot) job(ctx context.Context, c *Call, id string) (*store.Job, error) {
+func (b *Bot) job(ctx context.Context, c *Call, id string) (*record.Job, error) {
 	job, err := b.store.GetJob(ctx, id)
 	if err == nil && job == nil {
 		c.unknownJob(id)
@@ -232,7 +233,7 @@ type Bot struct {
 }
 
 // New returns a Bot over store.
-func New(store Store, opts Options) *Bot {
+func New(st Store, opts Options) *Bot {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -251,7 +252,7 @@ func New(store Store, opts Options) *Bot {
 	if opts.OutcomePoll <= 0 {
 		opts.OutcomePoll = 250 * time.Millisecond
 	}
-	b := &Bot{store: store, opts: opts, log: opts.Logger, index: map[string]*Command{}}
+	b := &Bot{store: st, opts: opts, log: opts.Logger, index: map[string]*Command{}}
 	b.life, b.cancel = context.WithCancel(context.Background())
 	b.table = commandTable()
 	for _, c := range b.table {

@@ -72,16 +72,16 @@ func (c *Console) println(line string) {
 
 type consoleReplier struct{ c *Console }
 
-func (r consoleReplier) Reply(text string)   { r.c.println(text) }
-func (r consoleReplier) Private(text string) { r.c.println(text) }
+func (r consoleReplier) Reply(line string)   { r.c.println(line) }
+func (r consoleReplier) Private(line string) { r.c.println(line) }
 
 // Announce prints a report. Reports for IRC channels (jobs queued by other
 // tools) are printed with the channel name.
-func (c *Console) Announce(ctx context.Context, channel, text string) error {
+func (c *Console) Announce(ctx context.Context, channel, line string) error {
 	if channel != ConsoleChannel {
-		text = "[" + channel + "] " + text
+		line = "[" + channel + "] " + line
 	}
-	c.println(text)
+	c.println(line)
 	return nil
 }
 

@@ -9,7 +9,7 @@ import (
 )
 
 // Input the bot must refuse, or answer saying exactly what it did. The
-// TestInputGap* tests are issue 9, finding 7 ("input gaps"): each of those
+// TestInputGap* tests are the "input gaps" a review found: each of those
 // inputs was accepted or left unanswered before, and each test names the
 // gap it covers. The others are replies a newcomer tripped over in their
 // first hour.

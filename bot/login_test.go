@@ -12,13 +12,13 @@ import (
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// Issue 31: !login (!web) sends the link in private, wherever it was
+// !login (!web) sends the link in private, wherever it was
 // typed, and not from the dashboard itself; !logout ends sessions; both
 // say so when signing in is off.
 func TestLoginCommand(t *testing.T) {
 	be := redistest.Mini(t)
 	var asked []Request
-	b := New(store.NewStore(be.Client), Options{
+	b := New(store.New(be.Client), Options{
 		Login: func(ctx context.Context, req Request) (string, error) {
 			asked = append(asked, req)
 			return "http://node/login?code=abc", nil
@@ -45,7 +45,7 @@ func TestLoginCommand(t *testing.T) {
 	if got := say(b, RankNone, "#a", "!logout"); len(got) != 1 || got[0] != "carol: Ended your 2 dashboard sessions." {
 		t.Errorf("!logout: %q", got)
 	}
-	off := New(store.NewStore(be.Client), Options{})
+	off := New(store.New(be.Client), Options{})
 	for _, cmd := range []string{"!login", "!logout"} {
 		if got := say(off, RankOp, "#a", cmd); len(got) != 1 || !strings.Contains(got[0], "signing in to the dashboard is off") {
 			t.Errorf("%s while off: %q", cmd, got)
@@ -53,14 +53,14 @@ func TestLoginCommand(t *testing.T) {
 	}
 }
 
-// Issue 31: a dashboard action is the IRC command, with where=web in the
+// A dashboard action is the IRC command, with where=web in the
 // audit line (the channel beside it) and "(web)" after the nick in the
 // job's history; !pending links the pending page when http.public_url is
 // set.
 func TestWebRequestAuditHistoryPending(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
 		var buf bytes.Buffer
-		st := store.NewStore(be.Client)
+		st := store.New(be.Client)
 		b := New(st, Options{Catalog: referenceCatalog(t), PublicURL: "https://bot.example/",
 			Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 		say(b, RankOp, "#a", "!a http://example.com/")

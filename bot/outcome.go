@@ -75,11 +75,11 @@ func (b *Bot) outcomeUnknown(call *Call, id string, err error) {
 // bufReplier holds a resend's replies until its outcome is known.
 type bufReplier struct{ lines []func(Replier) }
 
-func (r *bufReplier) Reply(text string) {
-	r.lines = append(r.lines, func(o Replier) { o.Reply(text) })
+func (r *bufReplier) Reply(line string) {
+	r.lines = append(r.lines, func(o Replier) { o.Reply(line) })
 }
-func (r *bufReplier) Private(text string) {
-	r.lines = append(r.lines, func(o Replier) { o.Private(text) })
+func (r *bufReplier) Private(line string) {
+	r.lines = append(r.lines, func(o Replier) { o.Private(line) })
 }
 
 // followUp waits for Redis, resends the command under its id and reports
@@ -158,7 +158,7 @@ type prefixed struct {
 	prefix string
 }
 
-func (p prefixed) Reply(text string) { p.Replier.Reply(p.prefix + text) }
+func (p prefixed) Reply(line string) { p.Replier.Reply(p.prefix + line) }
 
 func quoteCommand(s string) string {
 	return "\"" + text.Cut(strings.TrimSpace(s), 77) + "\""

@@ -37,7 +37,7 @@ func waitReply(t *testing.T, lines chan string) string {
 	}
 }
 
-// Issue 9, finding 4: with redis-server stopped (SIGSTOP), a write whose
+// With redis-server stopped (SIGSTOP), a write whose
 // reply does not come is not "backend unavailable … try again": its outcome
 // is unknown, the bot says so, and once Redis answers it says what finally
 // happened — exactly once, without applying the command twice.
@@ -115,7 +115,7 @@ func TestOutcomeUnknownSIGSTOP(t *testing.T) {
 
 func newOutcomeBot(t *testing.T, rdb *redis.Client) *Bot {
 	t.Helper()
-	b := New(store.NewStore(rdb), Options{Catalog: referenceCatalog(t), OutcomePoll: 20 * time.Millisecond})
+	b := New(store.New(rdb), Options{Catalog: referenceCatalog(t), OutcomePoll: 20 * time.Millisecond})
 	t.Cleanup(b.Close)
 	return b
 }
@@ -133,7 +133,7 @@ func silentClient(t *testing.T) *redis.Client {
 // does not know, and claims neither success nor failure.
 func TestOutcomeStillUnknown(t *testing.T) {
 	rdb := silentClient(t)
-	b := New(store.NewStore(rdb), Options{Catalog: referenceCatalog(t), OutcomePoll: 10 * time.Millisecond, OutcomeWait: 200 * time.Millisecond})
+	b := New(store.New(rdb), Options{Catalog: referenceCatalog(t), OutcomePoll: 10 * time.Millisecond, OutcomeWait: 200 * time.Millisecond})
 	t.Cleanup(b.Close)
 	out := &chanReplier{nick: "carol", lines: make(chan string, 10)}
 	b.Handle(context.Background(), Request{Nick: "carol", Channel: "#a", Rank: RankOp, Text: "!a http://example.org/"}, out)
@@ -155,7 +155,7 @@ func TestOutcomeStillUnknown(t *testing.T) {
 // Close stops a follow-up that is still waiting, without a reply.
 func TestOutcomeFollowUpStopsOnClose(t *testing.T) {
 	rdb := silentClient(t)
-	b := New(store.NewStore(rdb), Options{Catalog: referenceCatalog(t), OutcomeWait: time.Hour})
+	b := New(store.New(rdb), Options{Catalog: referenceCatalog(t), OutcomeWait: time.Hour})
 	out := &chanReplier{nick: "carol", lines: make(chan string, 10)}
 	b.Handle(context.Background(), Request{Nick: "carol", Channel: "#a", Rank: RankOp, Text: "!ig " + refIdent + " x"}, out)
 	if got := waitReply(t, out.lines); !strings.Contains(got, "don't know yet whether your !ig "+refIdent+" x took effect") {

@@ -79,7 +79,7 @@ func TestStatusSaysWhyAJobWaits(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
 		ctx := context.Background()
 		b := newTestBot(t, be)
-		st := store.NewStore(be.Client)
+		st := store.New(be.Client)
 		b.store.(*store.Store).SetTakeRules(store.TakeRules{PerUserRunning: 1})
 		sayAs(b, "erin", "erin", RankVoice, "#a", "!a http://one.example.com/")
 		sayAs(b, "erin", "erin", RankVoice, "#a", "!a https://shop.squarespace.com/")

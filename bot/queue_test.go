@@ -12,6 +12,7 @@ import (
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -162,7 +163,7 @@ func TestHistoryLimits(t *testing.T) {
 // refusal says how many are queued and writes nothing; ops are exempt.
 func TestPerUserPendingLimitCommand(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
-		b := New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t), PerUserPendingLimit: 2})
+		b := New(store.New(be.Client), Options{Catalog: referenceCatalog(t), PerUserPendingLimit: 2})
 		sayAs(b, "Dan[x]", "dan{x}", RankVoice, "#a", "!a http://d1.example.com/")
 		sayAs(b, "DAN{X}", "dan{x}", RankVoice, "#a", "!ao http://d2.example.com/")
 		before := be.Dump(t)
@@ -206,7 +207,7 @@ func TestFailedJobStatus(t *testing.T) {
 // announced: !a by default (notifier.start_notices), !ao only when asked.
 func TestNotifyStartOption(t *testing.T) {
 	be := redistest.Mini(t)
-	b := New(store.NewStore(be.Client), Options{Catalog: referenceCatalog(t), StartNotices: true})
+	b := New(store.New(be.Client), Options{Catalog: referenceCatalog(t), StartNotices: true})
 	for _, c := range []struct{ text, url, want string }{
 		{"!a http://n1.example.com/", "http://n1.example.com/", "1"},
 		{"!a http://n2.example.com/ --no-notify-start", "http://n2.example.com/", "0"},
@@ -224,7 +225,7 @@ func TestNotifyStartOption(t *testing.T) {
 // TestFailureStatus: the failed-job line says why, who or what failed it,
 // and the pipeline it was reaped with.
 func TestFailureStatus(t *testing.T) {
-	f := &store.Failure{Ident: "abc", URL: "http://x/", Reason: "no heartbeat for 2h0m", FailedBy: "reaper",
+	f := &record.Failure{Ident: "abc", URL: "http://x/", Reason: "no heartbeat for 2h0m", FailedBy: "reaper",
 		FailedAt: 1796000000, Queue: "working", Job: map[string]string{"started_by": "alice", "pipeline_id": "pipeline:1"},
 		Extra: map[string]string{"pipeline": "crashy"}}
 	want := `Job abc <http://x/>. Started by alice. Failed: no heartbeat for 2h0m (reaped by the death timer with its pipeline "crashy", pipeline:1), at 2026-11-30 00:53:20Z, while in working.`

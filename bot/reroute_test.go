@@ -16,7 +16,7 @@ import (
 func rerouteRig(t *testing.T, be *redistest.Backend, b *Bot) (st *store.Store, queued string) {
 	t.Helper()
 	ctx := context.Background()
-	st = store.NewStore(be.Client)
+	st = store.New(be.Client)
 	for _, k := range []string{"pipe-a", "pipe-b"} {
 		if err := st.AddPipelineKey(ctx, k, "ed25519:"+k); err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -277,7 +278,7 @@ func restAfterFirst(s string) string {
 func runFail(ctx context.Context, b *Bot, c *Call) error {
 	id := c.Args[0]
 	by := c.Req.by()
-	job, err := b.store.FailJobReported(ctx, id, "failed by "+by, by, func(j *store.Job) store.AdminNotice {
+	job, err := b.store.FailJobReported(ctx, id, "failed by "+by, by, func(j *record.Job) store.AdminNotice {
 		return failNotice(j, by)
 	})
 	switch {
@@ -301,7 +302,7 @@ func runFail(ctx context.Context, b *Bot, c *Call) error {
 // failNotice is the channel line reporting that by failed job j, addressed
 // to whoever queued it: "Job IDENT for URL failed: removed from its
 // queue, …" (soak/check/parse.go recognises it as the job's outcome).
-func failNotice(j *store.Job, by string) store.AdminNotice {
+func failNotice(j *record.Job, by string) store.AdminNotice {
 	text := fmt.Sprintf("Job %s for %s failed: removed from its queue, it will not run any more (failed by %s).", j.Ident, j.URL.Value, by)
 	if nick := j.StartedBy.Value; nick != "" {
 		text = nick + ": " + text

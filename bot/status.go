@@ -8,6 +8,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/news"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -71,8 +72,8 @@ func runStatus(ctx context.Context, b *Bot, c *Call) error {
 // job's record says only why; its failure record (written by the same
 // script) says who failed it and when, so that is the answer, the job's
 // note added, from the first second on.
-func (b *Bot) replyJob(ctx context.Context, c *Call, job *store.Job) error {
-	if job.State() == store.StateFailed {
+func (b *Bot) replyJob(ctx context.Context, c *Call, job *record.Job) error {
+	if job.State() == record.StateFailed {
 		f, err := b.store.GetFailure(ctx, job.Ident)
 		if err != nil {
 			return err
@@ -87,7 +88,7 @@ func (b *Bot) replyJob(ctx context.Context, c *Call, job *store.Job) error {
 		}
 	}
 	line := jobStatus(job)
-	if job.State() == store.StateQueued {
+	if job.State() == record.StateQueued {
 		w, err := b.store.WaitingOf(ctx, job.Ident, job.URL.Value)
 		if err != nil {
 			return err
@@ -176,7 +177,7 @@ func (b *Bot) replyFailure(ctx context.Context, c *Call, id string, none func())
 
 // failureStatus is the one-line status of a failed job from its failure
 // record: why, who or what failed it, when, and where it was.
-func failureStatus(f *store.Failure) string {
+func failureStatus(f *record.Failure) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Job %s <%s>.", f.Ident, f.URL)
 	job := f.JobRecord()
@@ -209,16 +210,16 @@ func failureStatus(f *store.Failure) string {
 }
 
 // jobStatus is the one-line status of a job.
-func jobStatus(j *store.Job) string {
+func jobStatus(j *record.Job) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Job %s <%s>. Started by %s.", j.Ident, j.URL.Value, j.StartedBy.Value)
 	switch j.State() {
-	case store.StateQueued:
+	case record.StateQueued:
 		b.WriteString(" In queue.")
 		if j.AbortRequested {
 			b.WriteString(" Abort requested.")
 		}
-	case store.StateRunning:
+	case record.StateRunning:
 		p := news.JobProgress(j)
 		fmt.Fprintf(&b, " In progress. %s", p)
 		if c := p.Counts; c.R1xx+c.R2xx+c.R3xx+c.R4xx+c.R5xx+c.Runk > 0 {
@@ -228,11 +229,11 @@ func jobStatus(j *store.Job) string {
 		if j.AbortRequested {
 			b.WriteString(" Abort requested.")
 		}
-	case store.StateFinished:
+	case record.StateFinished:
 		b.WriteString(" Completed.")
-	case store.StateAborted:
+	case record.StateAborted:
 		b.WriteString(" Aborted.")
-	case store.StateFailed:
+	case record.StateFailed:
 		b.WriteString(" Failed")
 		if r := j.FailedReason.Value; r != "" {
 			fmt.Fprintf(&b, " (%s)", r)

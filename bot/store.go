@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -13,9 +14,9 @@ type Store interface {
 	ChangeSettings(ctx context.Context, ident string, c store.Change) (int64, error)
 	Exists(ctx context.Context, ident string) (bool, error)
 	ExpireBy(ctx context.Context, ident, by string) error
-	FailJobReported(ctx context.Context, ident, reason, by string, line func(*store.Job) store.AdminNotice) (*store.Job, error)
-	GetFailure(ctx context.Context, ident string) (*store.Failure, error)
-	GetJob(ctx context.Context, ident string) (*store.Job, error)
+	FailJobReported(ctx context.Context, ident, reason, by string, line func(*record.Job) store.AdminNotice) (*record.Job, error)
+	GetFailure(ctx context.Context, ident string) (*record.Failure, error)
+	GetJob(ctx context.Context, ident string) (*record.Job, error)
 	GetPipeline(ctx context.Context, key string) (*store.Pipeline, error)
 	History(ctx context.Context, ident string, n int) ([]store.HistoryEntry, error)
 	Move(ctx context.Context, ident, where, by string) (string, error)

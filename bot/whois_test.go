@@ -24,7 +24,7 @@ func (d fakeDirectory) Whois(channel, nick string) Whois {
 // refused with the reason; without a directory it says it knows nothing.
 func TestWhois(t *testing.T) {
 	be := redistest.Mini(t)
-	b := New(store.NewStore(be.Client), Options{})
+	b := New(store.New(be.Client), Options{})
 	if got := say(b, RankNone, "#a", "!whois alice"); len(got) != 1 || !strings.Contains(got[0], "no IRC connection") {
 		t.Errorf("without a directory: %q", got)
 	}
@@ -60,7 +60,7 @@ func TestWhois(t *testing.T) {
 // commands and the console are not affected.
 func TestRequireAccountRefuses(t *testing.T) {
 	be := redistest.Mini(t)
-	b := New(store.NewStore(be.Client), Options{RequireAccount: true})
+	b := New(store.New(be.Client), Options{RequireAccount: true})
 	got := say(b, RankOp, "#a", "!a https://example.com/")
 	if len(got) != 1 || !strings.Contains(got[0], "needs a services account") {
 		t.Fatalf("no account: %q", got)

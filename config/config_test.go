@@ -62,7 +62,7 @@ func TestLoadErrorsNameFileAndKey(t *testing.T) {
 		{"[irc]\nsasl = \"nocolon\"\n", "irc.sasl"},
 		{"[tweeter]\nconsumer_key = \"k\"\n", "tweeter"},
 		{"[tweeter]\napi = \"v3\"\n", "tweeter.api"},
-		// Issue 22: the feed's networks and schedules.
+		// The feed's networks and schedules.
 		{"[tweeter]\ndigest_schedule = \"every hour\"\n", "tweeter.digest_schedule"},
 		{"[tweeter]\nsummary_schedule = \"0 0 * *\"\n", "tweeter.summary_schedule"},
 		{"[tweeter]\nsummary_schedule = \"61 0 * * *\"\n", "tweeter.summary_schedule"},
@@ -77,7 +77,7 @@ func TestLoadErrorsNameFileAndKey(t *testing.T) {
 		{"[jobs]\nschemes = [\"HTTP\"]\n", "jobs.schemes"},
 		{"[notifier]\npipeline_silent_after = \"1s\"\n", "notifier.pipeline_silent_after"},
 		{"[irc]\nchannels = [\"#a\"]\nreport_channel = \"#victim\"\n", "irc.report_channel"},
-		// Issue 14: Sentinel and HA keys.
+		// Sentinel and HA keys.
 		{"[redis]\nsentinels = [\"127.0.0.1:26379\"]\n", "redis.master_name"},
 		{"[redis]\nsentinels = [\"nope\"]\nmaster_name = \"m\"\n", "redis.sentinels"},
 		{"[redis]\nurl = \"redis://x:1/0\"\nsentinels = [\"127.0.0.1:26379\"]\nmaster_name = \"m\"\n", "redis.sentinels"},
@@ -189,7 +189,7 @@ func TestListenAndDataDirOverrides(t *testing.T) {
 	}
 }
 
-// Issue 14: sentinels select Redis without the embedded server.
+// Sentinels select Redis without the embedded server.
 func TestSentinelsAreNotEmbedded(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
 	c, err := Load(write(t, "[irc]\nserver = \"irc://x\"\nchannels = [\"#a\"]\n[redis]\nsentinels = [\"127.0.0.1:26379\", \"127.0.0.1:26380\"]\nmaster_name = \"m\"\ndb = 2\nwait_replicas = 1\n[ha]\nenabled = true\nnode_id = \"n1\"\n"))
@@ -229,7 +229,7 @@ func TestHTTPStreamKeys(t *testing.T) {
 	})
 }
 
-// Issue 22: the feed's budgets default per network; an explicit 0 is no
+// The feed's budgets default per network; an explicit 0 is no
 // budget; schedules are kept as written.
 func TestTweeterNetworks(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
@@ -333,7 +333,7 @@ func TestPipelinesListenerLimits(t *testing.T) {
 	})
 }
 
-// One load reports every problem of a file (issue 32): TOML syntax errors
+// One load reports every problem of a file: TOML syntax errors
 // and values of the wrong type with their lines (a value over several
 // lines is one problem), unknown keys, then every key's check; never only
 // the first.
@@ -400,7 +400,7 @@ func TestLoadPartialKeepsWhatItRead(t *testing.T) {
 }
 
 // A bad Redis URL says what was given (password hidden) and what is
-// expected (issue 32: it ended with "redis: invalid URL scheme: ").
+// expected (before: it ended with "redis: invalid URL scheme: ").
 func TestRedisURLErrors(t *testing.T) {
 	cases := []struct{ url, want string }{
 		{"redis//user:secret@localhost:6379", `"xxxxx@localhost:6379" is not a Redis URL: it has no scheme; expected redis://`},
@@ -429,7 +429,7 @@ func TestRedisURLErrors(t *testing.T) {
 }
 
 // The embedded Redis's data directory defaults to the user's state
-// directory, never the working directory (issue 32: "./data" put the state
+// directory, never the working directory (before: "./data" put the state
 // inside the clone the node was started from).
 func TestDefaultDataDir(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
@@ -459,8 +459,8 @@ func TestDefaultDataDir(t *testing.T) {
 	}
 }
 
-// TestStreamUnreadBytes: the live stream's unread-bytes bounds (issue 27,
-// finding 20) default when left out, are off when written as 0, and
+// TestStreamUnreadBytes: the live stream's unread-bytes bounds
+// default when left out, are off when written as 0, and
 // refuse negative values.
 func TestStreamUnreadBytes(t *testing.T) {
 	c, err := Load(write(t, "[http]\n"))

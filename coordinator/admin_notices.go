@@ -17,26 +17,26 @@ const DefaultAdminNoticeInterval = 2 * time.Second
 
 // AdminNotifier delivers the lines `archivebot` subcommands queue in
 // archivebot:admin_notices (a fail, a requeue), at least once, as finish
-// notices are (store.DeliveryQueue and the drain loop of deliver.go): each
+// notices are (store.NoticeQueue and the drain loop of deliver.go): each
 // document moves into a processing list before its line is sent and is
 // removed only once Announce reports it written; what is left there is
 // delivered first next cycle.
 type AdminNotifier struct {
-	store *store.Store
+	store Store
 	ann   news.Announcer
 	log   *slog.Logger
 	batch int
 }
 
 // NewAdminNotifier returns an admin notifier.
-func NewAdminNotifier(store *store.Store, ann news.Announcer, log *slog.Logger) *AdminNotifier {
-	return &AdminNotifier{store: store, ann: ann, log: serviceLog(log, "admin-notices"), batch: 100}
+func NewAdminNotifier(st Store, ann news.Announcer, log *slog.Logger) *AdminNotifier {
+	return &AdminNotifier{store: st, ann: ann, log: serviceLog(log, "admin-notices"), batch: 100}
 }
 
 // runOnce delivers what the processing list holds, then up to a batch of
 // new notices; the first failure ends the cycle.
 func (a *AdminNotifier) runOnce(ctx context.Context) error {
-	return drain(ctx, a.store.AdminNotices(), a.batch, a.ann, a.log, a.hand)
+	return drain(ctx, a.store, store.AdminQueue, a.batch, a.ann, a.log, a.hand)
 }
 
 // hand says doc's line (a handOff); a document that cannot be read is

@@ -12,7 +12,7 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/badkeys"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
-	"github.com/archiveteam/archivebot-go/news"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -59,7 +59,7 @@ type AnalyzeResult struct {
 	// scalar).
 	Entries, Invalid int64
 	// Counts added to the job.
-	Counts store.LogCounts
+	Counts record.LogCounts
 	// Bookmark is last_analyzed_log_entry afterwards.
 	Bookmark int64
 	// Trimmed entries were removed, up to score TrimmedTo.
@@ -75,7 +75,7 @@ type AnalyzeResult struct {
 // Counting a batch and moving the bookmark are one atomic step, so a crash
 // can neither lose nor double-count entries (see Analyze).
 type Analyzer struct {
-	store *store.Store
+	store Store
 	cfg   AnalyzerConfig
 	log   *slog.Logger
 
@@ -89,9 +89,9 @@ type Analyzer struct {
 }
 
 // NewAnalyzer returns an analyzer; zero config values take defaults.
-func NewAnalyzer(store *store.Store, cfg AnalyzerConfig, log *slog.Logger) *Analyzer {
+func NewAnalyzer(st Store, cfg AnalyzerConfig, log *slog.Logger) *Analyzer {
 	return &Analyzer{
-		store: store, cfg: cfg.orDefaults(), log: serviceLog(log, "analyzer"),
+		store: st, cfg: cfg.orDefaults(), log: serviceLog(log, "analyzer"),
 		notified: newWakeSet(),
 		badKeys:  workingSummary("analyzer", "not jobs: not analyzed"),
 	}
@@ -133,7 +133,7 @@ func (a *Analyzer) Analyze(ctx context.Context, ident string) (AnalyzeResult, er
 		if r.err != nil {
 			return total, r.err
 		}
-		b := news.CountEntries(r.batch.Entries())
+		b := record.CountEntries(r.batch.Entries())
 		next := bookmark
 		if b.Entries > 0 {
 			next = strconv.FormatFloat(b.Last, 'f', -1, 64)

@@ -17,13 +17,14 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
 // bruteCount counts log entries the obvious way, in Go: the reference the
 // analyzer must agree with.
-func bruteCount(entries []string) (c store.LogCounts, invalid int64) {
+func bruteCount(entries []string) (c record.LogCounts, invalid int64) {
 	for _, raw := range entries {
 		var v any
 		err := json.Unmarshal([]byte(raw), &v)
@@ -115,7 +116,7 @@ func logRandom(t *testing.T, ctx context.Context, j *pipelinesim.Job, rng *rand.
 	}
 }
 
-func jobCounts(t *testing.T, s *store.Store, id string) store.LogCounts {
+func jobCounts(t *testing.T, s *store.Store, id string) record.LogCounts {
 	t.Helper()
 	j, err := s.GetJob(context.Background(), id)
 	if err != nil || j == nil {
@@ -220,7 +221,7 @@ func TestAnalyzerTrim(t *testing.T) {
 				if len(tc.seed) > 0 {
 					b.Client.HSet(ctx, id, tc.seed)
 				}
-				a := NewAnalyzer(store.NewStore(b.Client), AnalyzerConfig{TrimAfter: 10, RespectBroadcast: tc.respect,
+				a := NewAnalyzer(store.New(b.Client), AnalyzerConfig{TrimAfter: 10, RespectBroadcast: tc.respect,
 					StreamMaxLag: tc.maxLag}, svcLog(t))
 				res, err := a.Analyze(ctx, id)
 				if err != nil {
@@ -268,7 +269,7 @@ func TestAnalyzerUpdatesAndSweep(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		s := store.NewStore(b.Client)
+		s := store.New(b.Client)
 		id := svcQueue(t, s, "http://listen.example.com/", "alice", "#ab", store.KeyPending)
 		j := mustTake(t, ctx, pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "p"}))
 		rng := rand.New(rand.NewPCG(3, 4))
@@ -279,7 +280,7 @@ func TestAnalyzerUpdatesAndSweep(t *testing.T) {
 				analyzed <- res
 			}
 		}
-		u := NewUpdates(store.NewStore(b.Client), svcLog(t))
+		u := NewUpdates(store.New(b.Client), svcLog(t))
 		u.OnUpdate(a.Notify)
 		subscribed := make(chan struct{}, 10)
 		u.OnSubscribe(func(context.Context) { subscribed <- struct{}{} })

@@ -131,13 +131,13 @@ func serviceLog(log *slog.Logger, name string) *slog.Logger {
 	return log.With("service", name)
 }
 
-// addressed is a channel line addressed to nick ("NICK: text"), or text
+// addressed is a channel line addressed to nick ("NICK: line"), or the line
 // alone when nick is "" (a job queued without one).
-func addressed(nick, text string) string {
+func addressed(nick, line string) string {
 	if nick == "" {
-		return text
+		return line
 	}
-	return nick + ": " + text
+	return nick + ": " + line
 }
 
 // orDefault sets *v to def when it is zero or negative: a service built

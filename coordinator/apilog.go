@@ -23,13 +23,13 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/internal/text"
-	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // LogSink receives a job's log entries, in score order, with its record:
 // the live stream's hub (the log half of StreamSink).
 type LogSink interface {
-	StreamLog(job *store.Job, entries []store.LogEntry)
+	StreamLog(job *record.Job, entries []record.LogEntry)
 }
 
 // Bounds of the API log relay (APILogConfig's defaults).
@@ -85,8 +85,8 @@ type apiLogEntry struct {
 
 // apiLogUpdate is what one StreamLog call queued.
 type apiLogUpdate struct {
-	job     *store.Job
-	entries []store.LogEntry
+	job     *record.Job
+	entries []record.LogEntry
 	bytes   int
 }
 
@@ -95,7 +95,7 @@ type apiLogUpdate struct {
 // Run publishes, one message at a time: while Redis is slow or away the
 // queue fills up to its bound, and what does not fit is dropped.
 type APILogPublisher struct {
-	store *store.Store
+	store Store
 	cfg   APILogConfig
 	log   *slog.Logger
 
@@ -108,7 +108,7 @@ type APILogPublisher struct {
 }
 
 // NewAPILogPublisher returns a publisher; Run publishes what it queued.
-func NewAPILogPublisher(st *store.Store, cfg APILogConfig, log *slog.Logger) *APILogPublisher {
+func NewAPILogPublisher(st Store, cfg APILogConfig, log *slog.Logger) *APILogPublisher {
 	cfg.defaults()
 	l := serviceLog(log, "api-log")
 	return &APILogPublisher{store: st, cfg: cfg, log: l, wake: make(chan struct{}, 1), dropped: newDropLog(l)}
@@ -116,7 +116,7 @@ func NewAPILogPublisher(st *store.Store, cfg APILogConfig, log *slog.Logger) *AP
 
 // StreamLog queues a job's new entries to be published; it never blocks.
 // What does not fit the queue is dropped and counted.
-func (p *APILogPublisher) StreamLog(job *store.Job, entries []store.LogEntry) {
+func (p *APILogPublisher) StreamLog(job *record.Job, entries []record.LogEntry) {
 	if job == nil || job.Ident == "" || len(entries) == 0 {
 		return
 	}
@@ -243,7 +243,7 @@ func (p *APILogPublisher) publish(ctx context.Context, m encodedMessage) {
 // APILogListener hands the API log entries published on
 // store.ChannelAPILog to a node's live stream.
 type APILogListener struct {
-	store   *store.Store
+	store   Store
 	sink    LogSink
 	cfg     APILogConfig
 	log     *slog.Logger
@@ -254,7 +254,7 @@ type APILogListener struct {
 }
 
 // NewAPILogListener returns a listener feeding sink; Run listens.
-func NewAPILogListener(st *store.Store, sink LogSink, cfg APILogConfig, log *slog.Logger) *APILogListener {
+func NewAPILogListener(st Store, sink LogSink, cfg APILogConfig, log *slog.Logger) *APILogListener {
 	cfg.defaults()
 	l := serviceLog(log, "api-log")
 	return &APILogListener{store: st, sink: sink, cfg: cfg, log: l, dropped: newDropLog(l), ready: make(chan struct{})}
@@ -294,26 +294,26 @@ func (l *APILogListener) handle(msg string) {
 		return
 	}
 	var order []string
-	by := map[string][]store.LogEntry{}
+	by := map[string][]record.LogEntry{}
 	n, refused := 0, 0
 	for _, e := range m.Entries {
 		fields, ok := m.Jobs[e.Ident]
 		if e.Ident == "" || len(e.Ident) > maxIdentBytes || !ok || fields == nil ||
-			e.Score <= 0 || math.IsInf(e.Score, 0) || math.IsNaN(e.Score) || len(e.Doc) > store.MaxLogEntryBytes {
+			e.Score <= 0 || math.IsInf(e.Score, 0) || math.IsNaN(e.Score) || len(e.Doc) > record.MaxLogEntryBytes {
 			refused++
 			continue
 		}
 		if _, ok := by[e.Ident]; !ok {
 			order = append(order, e.Ident)
 		}
-		by[e.Ident] = append(by[e.Ident], store.NewLogEntry(e.Doc, e.Score))
+		by[e.Ident] = append(by[e.Ident], record.NewLogEntry(e.Doc, e.Score))
 		n++
 	}
 	if refused > 0 {
 		bad(refused, "entries without a job record, ident, score or with a document too large")
 	}
 	for _, id := range order {
-		l.sink.StreamLog(store.DecodeJob(id, m.Jobs[id]), by[id])
+		l.sink.StreamLog(record.DecodeJob(id, m.Jobs[id]), by[id])
 	}
 	if n > 0 {
 		metrics.APILogRelayed("received", n)

@@ -16,6 +16,7 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
@@ -74,18 +75,18 @@ func wantReceived(t testing.TB, b *redistest.Backend, got float64, want float64)
 	t.Errorf("received counted %v, want %v", got, want)
 }
 
-func apiJob(ident string, fields ...string) *store.Job {
+func apiJob(ident string, fields ...string) *record.Job {
 	m := map[string]string{"url": "http://" + ident + ".example/", "pipeline_id": "archivebot:pipelinekey:k"}
 	for i := 0; i+1 < len(fields); i += 2 {
 		m[fields[i]] = fields[i+1]
 	}
-	return store.DecodeJob(ident, m)
+	return record.DecodeJob(ident, m)
 }
 
-func apiEntries(from, n int, f func(i int) string) []store.LogEntry {
-	out := make([]store.LogEntry, n)
+func apiEntries(from, n int, f func(i int) string) []record.LogEntry {
+	out := make([]record.LogEntry, n)
 	for i := range out {
-		out[i] = store.NewLogEntry(f(from+i), float64(from+i))
+		out[i] = record.NewLogEntry(f(from+i), float64(from+i))
 	}
 	return out
 }
@@ -171,7 +172,7 @@ func TestAPILogRelay(t *testing.T) {
 		wantScores(t, "relayb", sink.scores("relayb"), 1, 20)
 		sink.mu.Lock()
 		e := sink.entries["relayb"][4]
-		want := store.NewLogEntry(fmt.Sprintf(`{"type":"download","url":"http://b/%d","response_code":500,"is_error":true,"wget_code":"\"quoted\"\t"}`, 5), 5)
+		want := record.NewLogEntry(fmt.Sprintf(`{"type":"download","url":"http://b/%d","response_code":500,"is_error":true,"wget_code":"\"quoted\"\t"}`, 5), 5)
 		if e != want {
 			t.Errorf("entry arrived as %+v, was %+v", e, want)
 		}
@@ -226,7 +227,7 @@ func TestAPILogRelayBounds(t *testing.T) {
 		pub.cfg.QueueEntries = 100
 		pub.mu.Unlock()
 		big := fmt.Sprintf(`{"type":"stdout","message":%q}`, strings.Repeat("x", 4000))
-		pub.StreamLog(apiJob("bounds"), []store.LogEntry{store.NewLogEntry(big, 100), store.NewLogEntry(stdoutDoc(101), 101)})
+		pub.StreamLog(apiJob("bounds"), []record.LogEntry{record.NewLogEntry(big, 100), record.NewLogEntry(stdoutDoc(101), 101)})
 		if d := before.delta(t, "dropped:queue_full"); d != 6 {
 			t.Errorf("queue_full counted %v, want 6", d)
 		}
@@ -246,7 +247,7 @@ func TestAPILogRelayBounds(t *testing.T) {
 		// The node's client waits 3 s for an answer; this one 200 ms.
 		c := redis.NewClient(&redis.Options{Addr: redistest.Silent(t), MaxRetries: -1, ReadTimeout: 200 * time.Millisecond, Protocol: 2})
 		defer c.Close()
-		pub := NewAPILogPublisher(store.NewStore(c), APILogConfig{QueueEntries: 10}, svcLog(t))
+		pub := NewAPILogPublisher(store.New(c), APILogConfig{QueueEntries: 10}, svcLog(t))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); pub.Run(ctx) }()
@@ -320,7 +321,7 @@ func TestAPILogListenerRefuses(t *testing.T) {
 // countSink counts the entries it gets.
 type countSink struct{ n atomic.Int64 }
 
-func (c *countSink) StreamLog(_ *store.Job, es []store.LogEntry) { c.n.Add(int64(len(es))) }
+func (c *countSink) StreamLog(_ *record.Job, es []record.LogEntry) { c.n.Add(int64(len(es))) }
 
 // BenchmarkAPILogRelay: updates of 10 entries of about 300 bytes handed
 // to the publisher as fast as one goroutine can (ns/op: StreamLog's
@@ -333,7 +334,7 @@ func (c *countSink) StreamLog(_ *store.Job, es []store.LogEntry) { c.n.Add(int64
 func BenchmarkAPILogRelay(b *testing.B) {
 	for _, be := range redistest.All(b) {
 		b.Run(be.Name, func(b *testing.B) {
-			s := store.NewStore(be.Client)
+			s := store.New(be.Client)
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
 			defer func() { cancel(); wg.Wait() }()

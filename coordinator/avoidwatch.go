@@ -28,14 +28,14 @@ const (
 // restart or a new leader does not repeat it). Delivery is the admin
 // notices' (at least once).
 type AvoidWatcher struct {
-	store    *store.Store
+	store    Store
 	log      *slog.Logger
 	Interval time.Duration
 	MaxJobs  int
 }
 
 // NewAvoidWatcher returns an avoid watcher with the defaults.
-func NewAvoidWatcher(st *store.Store, log *slog.Logger) *AvoidWatcher {
+func NewAvoidWatcher(st Store, log *slog.Logger) *AvoidWatcher {
 	return &AvoidWatcher{store: st, log: serviceLog(log, "avoid-watch"),
 		Interval: DefaultAvoidWatchInterval, MaxJobs: DefaultAvoidWatchJobs}
 }

@@ -16,7 +16,7 @@ import (
 func TestAllAvoidLineOnce(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		st := store.NewStore(b.Client)
+		st := store.New(b.Client)
 		for _, j := range []store.NewJob{
 			{Ident: "avoided", URL: "https://shop.squarespace.com/", StartedBy: "erin", StartedIn: "#a", Queue: store.KeyPending, FetchDepth: "inf"},
 			{Ident: "free", URL: "http://one.example.com/", StartedBy: "erin", StartedIn: "#a", Queue: store.KeyPending, FetchDepth: "inf"},

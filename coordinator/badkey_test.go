@@ -211,7 +211,7 @@ func (w *lineCounter) Handle(_ context.Context, r slog.Record) error {
 }
 
 // Bad members of `working` are summarised per cycle by every reader of
-// `working` (issue 27, finding 19): 12,000 junk members, read again and
+// `working`: 12,000 junk members, read again and
 // again by the start notifier (and its log of jobs taken), the analyzer,
 // the stream and its watcher, the tweeter and the reaper (which skipped
 // them silently), make one line per reader

@@ -137,7 +137,7 @@ func BenchmarkReaperCycle(b *testing.B) {
 			seedWorking(b, be.Client, n)
 			b.Run(fmt.Sprintf("%s/jobs=%d/one-script", be.Name, n), func(b *testing.B) {
 				c, rt := countingClient(b, be)
-				r := NewReaper(store.NewStore(c), newSvcAnnouncer("#ab"), ReaperConfig{Threshold: threshold}, nil)
+				r := NewReaper(store.New(c), newSvcAnnouncer("#ab"), ReaperConfig{Threshold: threshold}, nil)
 				if err := r.runOnce(ctx); err != nil { // loads the script
 					b.Fatal(err)
 				}
@@ -332,7 +332,7 @@ func BenchmarkAnalyzer(b *testing.B) {
 			})
 		}
 		run("batched-cas", func(c *redis.Client) (int, error) {
-			a := NewAnalyzer(store.NewStore(c), AnalyzerConfig{TrimAfter: 1 << 30}, slog.New(slog.DiscardHandler))
+			a := NewAnalyzer(store.New(c), AnalyzerConfig{TrimAfter: 1 << 30}, slog.New(slog.DiscardHandler))
 			res, err := a.Analyze(ctx, id)
 			return int(res.Entries), err
 		})
@@ -364,7 +364,7 @@ func BenchmarkStatus(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		seed := store.NewStore(be.Client)
+		seed := store.New(be.Client)
 		for i := range 5 {
 			id := fmt.Sprintf("benchqueued%d", i)
 			if err := seed.Register(ctx, store.NewJob{Ident: id, URL: "http://" + id + ".example/", FetchDepth: "inf",
@@ -373,7 +373,7 @@ func BenchmarkStatus(b *testing.B) {
 			}
 		}
 		c, n := countingClient(b, be)
-		s := store.NewStore(c)
+		s := store.New(c)
 		for _, op := range []struct {
 			name string
 			fn   func() error
@@ -410,7 +410,7 @@ func BenchmarkScanStarts(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%d", be.Name, n), func(b *testing.B) {
 				ctx := context.Background()
 				be.Client.FlushDB(ctx)
-				s := store.NewStore(be.Client)
+				s := store.New(be.Client)
 				for i := 0; i < n; i++ {
 					id := fmt.Sprintf("job%06d", i)
 					be.Client.HSet(ctx, id, "url", "http://x/"+id, "pipeline_id", "pipeline:1", "started_at", "1")
@@ -437,7 +437,7 @@ func BenchmarkChangeSettings(b *testing.B) {
 		b.Run(be.Name, func(b *testing.B) {
 			ctx := context.Background()
 			be.Client.FlushDB(ctx)
-			s := store.NewStore(be.Client)
+			s := store.New(be.Client)
 			be.Client.HSet(ctx, "benchjob", "url", "http://x/", "settings_age", "4")
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

@@ -11,7 +11,7 @@ import (
 )
 
 // The one drain loop of the notice queues (finish, start and admin
-// notices; store.DeliveryQueue). Delivery is at least once and, in normal
+// notices; store.NoticeQueue). Delivery is at least once and, in normal
 // operation, exactly once: a notice moves into the processing list before
 // its line is sent, and is acknowledged only once its line was written.
 // What the processing list holds (a crash, IRC down) is delivered first
@@ -40,9 +40,9 @@ const ackTimeout = 5 * time.Second
 // repeats at most the line in flight. drain returns once every notice
 // handed over has its answer, so no notice is handed over twice at once;
 // it returns the first failure.
-func drain(ctx context.Context, q store.DeliveryQueue, batch int, ann news.Announcer, log *slog.Logger, hand handOff) error {
+func drain(ctx context.Context, st Store, q store.NoticeQueue, batch int, ann news.Announcer, log *slog.Logger, hand handOff) error {
 	awaitConnected(ctx, ann)
-	left, err := q.InDelivery(ctx, batch)
+	left, err := st.NoticesInDelivery(ctx, q, batch)
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func drain(ctx context.Context, q store.DeliveryQueue, batch int, ann news.Annou
 			}
 			ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 			defer cancel()
-			if err := q.Ack(ackCtx, doc); err != nil {
+			if err := st.AckNotice(ackCtx, q, doc); err != nil {
 				fail(err)
 			}
 		})
@@ -96,7 +96,7 @@ func drain(ctx context.Context, q store.DeliveryQueue, batch int, ann news.Annou
 		sent++
 	}
 	for ; sent < batch && !failed() && ctx.Err() == nil; sent++ {
-		doc, ok, err := q.Take(ctx)
+		doc, ok, err := st.TakeNotice(ctx, q)
 		if err != nil {
 			fail(err)
 			break
@@ -116,27 +116,19 @@ func drain(ctx context.Context, q store.DeliveryQueue, batch int, ann news.Annou
 const connectWait = 2 * time.Second
 
 // awaitConnected waits, up to connectWait, until a front end that can tell
-// (the IRC client: Connected) is connected. Right after a start the first
-// cycle would otherwise hand the notices left from the earlier run to a
-// client still connecting, fail on the first ("irc: not connected") and
-// leave them all to the next cycle. While IRC is down the cycle goes on
-// after the wait and fails as before, the notice kept for later.
+// (the IRC client: WaitConnected) is connected. Right after a start the
+// first cycle would otherwise hand the notices left from the earlier run
+// to a client still connecting, fail on the first ("irc: not connected")
+// and leave them all to the next cycle. While IRC is down the cycle goes
+// on after the wait and fails as before, the notice kept for later.
 func awaitConnected(ctx context.Context, ann news.Announcer) {
-	c, ok := ann.(interface{ Connected() bool })
-	if !ok || c.Connected() {
+	c, ok := ann.(interface {
+		WaitConnected(context.Context) bool
+	})
+	if !ok {
 		return
 	}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.NewTimer(connectWait)
-	defer deadline.Stop()
-	for !c.Connected() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-deadline.C:
-			return
-		case <-tick.C:
-		}
-	}
+	ctx, cancel := context.WithTimeout(ctx, connectWait)
+	defer cancel()
+	c.WaitConnected(ctx)
 }

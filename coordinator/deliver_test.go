@@ -2,9 +2,12 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
@@ -65,6 +68,60 @@ func TestDrainAcksWhileTaking(t *testing.T) {
 		}
 		if l := svcLists(t, b); len(l[0]) != 0 || len(l[1]) != 0 {
 			t.Fatalf("after the cycle: queue %v, processing %v; want both empty", l[0], l[1])
+		}
+	})
+}
+
+// connectingAnnouncer is a front end that is still connecting: Announce
+// fails until connect, and WaitConnected waits for it (as the IRC client
+// does), telling the test when a wait begins.
+type connectingAnnouncer struct {
+	*svcAnnouncer
+	up      chan struct{}
+	waiting chan struct{}
+}
+
+func (a *connectingAnnouncer) WaitConnected(ctx context.Context) bool {
+	a.waiting <- struct{}{}
+	select {
+	case <-a.up:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (a *connectingAnnouncer) connect() {
+	a.setDown(nil)
+	close(a.up)
+}
+
+// TestDrainWaitsForConnect: the first cycle after a start waits for the
+// front end to connect (its WaitConnected signal, no polling) before it
+// hands over the notices an earlier run left, so they go out in that
+// cycle instead of failing on the first and waiting for the next.
+func TestDrainWaitsForConnect(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		url := "http://left.example.com/"
+		b.Client.RPush(ctx, store.KeyFinishProcessing, svcNotice(url, "a", "#ab", false))
+		ann := &connectingAnnouncer{svcAnnouncer: newSvcAnnouncer("#ab"), up: make(chan struct{}), waiting: make(chan struct{}, 1)}
+		ann.setDown(errIRCDown)
+		f := NewFinishNotifier(store.New(b.Client), ann, FinishConfig{}, svcLog(t))
+		done := make(chan error, 1)
+		go func() { done <- f.runOnce(ctx) }()
+		select {
+		case <-ann.waiting:
+		case err := <-done:
+			t.Fatalf("the cycle ended (%v) without waiting for the front end to connect", err)
+		}
+		ann.connect()
+		if err := <-done; err != nil {
+			t.Fatalf("cycle after the connect: %v", err)
+		}
+		want := []svcLine{{"#ab", fmt.Sprintf("a: Your job for %s has finished. (%s)", url, ident.Of(url))}}
+		if diff := cmp.Diff(want, ann.take()); diff != "" {
+			t.Errorf("lines (-want +got):\n%s", diff)
 		}
 	})
 }

@@ -39,7 +39,7 @@ type HoldRechecker interface {
 // channel (archivebot:admin_notices) while it leads. doc/reliability.md,
 // A failover that loses writes.
 type FailoverCheck struct {
-	store *store.Store
+	store Store
 	pos   *store.Positions
 	holds HoldRechecker // nil: no pipeline API
 	log   *slog.Logger
@@ -63,10 +63,10 @@ type FailoverCheck struct {
 // keeps the line for the channel, in case it leads again.
 const noticeKeep = 10 * time.Minute
 
-// NewFailoverCheck returns the check over st's positions
-// (store.TrackPositions must be set); holds may be nil.
-func NewFailoverCheck(st *store.Store, holds HoldRechecker, log *slog.Logger) *FailoverCheck {
-	return &FailoverCheck{store: st, pos: st.Positions(), holds: holds, log: serviceLog(log, "failover-check")}
+// NewFailoverCheck returns the check of pos, the positions st notes (a
+// store made with store.WithPositions: st.Positions()); holds may be nil.
+func NewFailoverCheck(st Store, pos *store.Positions, holds HoldRechecker, log *slog.Logger) *FailoverCheck {
+	return &FailoverCheck{store: st, pos: pos, holds: holds, log: serviceLog(log, "failover-check")}
 }
 
 // Run checks every DefaultFailoverCheckInterval until ctx ends.

@@ -13,6 +13,7 @@ import (
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/text"
 	"github.com/archiveteam/archivebot-go/news"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -96,38 +97,34 @@ func (n FinishNotice) Line() string {
 }
 
 // FinishNotifier turns finish_notifications into channel lines, at least
-// once and, in normal operation, exactly once (store.DeliveryQueue, the
+// once and, in normal operation, exactly once (store.NoticeQueue, the
 // drain loop of deliver.go): each document is moved into delivery before
 // its line is sent, and acknowledged only once the front end reports the
 // line written to the IRC socket. Whatever is left in the processing list
 // (a crash, IRC down) is delivered first on the next cycle, in order.
 type FinishNotifier struct {
-	store *store.Store
+	store Store
 	ann   news.Announcer
 	cfg   FinishConfig
 	log   *slog.Logger
 	// onNotice, when set, is called with the ident of every notice read;
 	// Services points it at the analyzer so a job's last log entries are
 	// counted even when their `updates` messages were lost.
-	onNotice func(ctx context.Context, ident string)
+	onNotice func(ctx context.Context, id string)
 }
 
 // NewFinishNotifier returns a finish notifier; zero config values take
 // their defaults.
-func NewFinishNotifier(store *store.Store, ann news.Announcer, cfg FinishConfig, log *slog.Logger) *FinishNotifier {
-	return &FinishNotifier{store: store, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "finish-notifier")}
+func NewFinishNotifier(st Store, ann news.Announcer, cfg FinishConfig, log *slog.Logger) *FinishNotifier {
+	return &FinishNotifier{store: st, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "finish-notifier")}
 }
 
 // runOnce delivers what the processing list holds, then up to Batch new
 // notices. The first failure ends the cycle: the notice stays in the
 // processing list and is the first delivered next time.
 func (f *FinishNotifier) runOnce(ctx context.Context) error {
-	return drain(ctx, f.store.FinishNotices(), f.cfg.Batch, f.ann, f.log, f.hand)
+	return drain(ctx, f.store, store.FinishQueue, f.cfg.Batch, f.ann, f.log, f.hand)
 }
-
-// RunOnce runs one cycle now, as the service's timer would: for tests of
-// front ends, which drive the notifier without its schedule.
-func (f *FinishNotifier) RunOnce(ctx context.Context) error { return f.runOnce(ctx) }
 
 // observe does what the node does once it sees a job has ended, before
 // its report goes out: the analyzer reads the job's last log entries, the
@@ -148,7 +145,7 @@ func (f *FinishNotifier) observe(ctx context.Context, n FinishNotice) {
 }
 
 // failed tells whether the record that speaks for ident is its failure
-// record (store.Speaking): the job was failed, and no registration of the
+// record (record.Speaking): the job was failed, and no registration of the
 // same ident came after.
 func (f *FinishNotifier) failed(ctx context.Context, id string) (bool, error) {
 	fail, err := f.store.GetFailure(ctx, id)
@@ -160,7 +157,7 @@ func (f *FinishNotifier) failed(ctx context.Context, id string) (bool, error) {
 	if err != nil && !errors.As(err, &notJob) {
 		return false, err
 	}
-	_, fail = store.Speaking(j, fail)
+	_, fail = record.Speaking(j, fail)
 	return fail != nil, nil
 }
 

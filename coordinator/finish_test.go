@@ -22,6 +22,7 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
@@ -194,7 +195,7 @@ func TestFinishNotifierDelivery(t *testing.T) {
 				for _, c := range tc.cannot {
 					ann.cannot[c] = true
 				}
-				f := NewFinishNotifier(store.NewStore(b.Client), ann, FinishConfig{}, svcLog(t))
+				f := NewFinishNotifier(store.New(b.Client), ann, FinishConfig{}, svcLog(t))
 				if err := f.runOnce(ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -223,7 +224,7 @@ func TestFinishNotifierIRCDown(t *testing.T) {
 		b.Client.RPush(ctx, store.KeyFinishNotifications, docs[0], docs[1], docs[2])
 		ann := newSvcAnnouncer("#ab")
 		ann.setDown(errIRCDown)
-		f := NewFinishNotifier(store.NewStore(b.Client), ann, FinishConfig{Batch: 2}, svcLog(t))
+		f := NewFinishNotifier(store.New(b.Client), ann, FinishConfig{Batch: 2}, svcLog(t))
 		for range 3 {
 			if err := f.runOnce(ctx); err == nil {
 				t.Fatal("cycle with IRC down succeeded")
@@ -235,7 +236,7 @@ func TestFinishNotifierIRCDown(t *testing.T) {
 		}
 		// A restarted bot (a new notifier) with IRC back; Batch 2 per cycle.
 		ann.setDown(nil)
-		f = NewFinishNotifier(store.NewStore(b.Client), ann, FinishConfig{Batch: 2}, svcLog(t))
+		f = NewFinishNotifier(store.New(b.Client), ann, FinishConfig{Batch: 2}, svcLog(t))
 		var got []string
 		for range 3 {
 			if err := f.runOnce(ctx); err != nil {
@@ -402,9 +403,9 @@ func TestFinishNotifierIndexesFinishedJobs(t *testing.T) {
 // when read; entries older than the failure records' lifetime are pruned
 // when one is added; failure records carry what operators need.
 func TestFinishedIndexExpiry(t *testing.T) {
+	var now time.Time
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
-		now := time.Unix(1732900000, 0)
-		s.Now = func() time.Time { return now }
+		now = time.Unix(1732900000, 0)
 		c := b.Client
 		c.HSet(ctx, "gone", "url", "http://gone.example.com/", "finished_at", "1732800000.5")
 		c.HSet(ctx, "old", "url", "http://old.example.com/", "finished_at", "1000")
@@ -431,7 +432,7 @@ func TestFinishedIndexExpiry(t *testing.T) {
 		}
 
 		// A failure record, with the job record it outlives.
-		f := store.Failure{Ident: "failedjob", URL: "http://f.example.com/", Reason: "no heartbeat for 2h0m",
+		f := record.Failure{Ident: "failedjob", URL: "http://f.example.com/", Reason: "no heartbeat for 2h0m",
 			FailedBy: "reaper", Queue: store.KeyWorking, Job: map[string]string{"fetch_depth": "inf", "started_by": "alice"},
 			Extra: map[string]string{"pipeline_nick": "p1"}}
 		if err := s.RecordFailure(ctx, f); err != nil {
@@ -453,13 +454,13 @@ func TestFinishedIndexExpiry(t *testing.T) {
 
 		// A key of ours holding something else is refused, nothing written.
 		c.Set(ctx, store.KeyFailed("clash"), "x", 0)
-		if err := s.RecordFailure(ctx, store.Failure{Ident: "clash"}); !errors.Is(err, store.ErrWrongType) {
+		if err := s.RecordFailure(ctx, record.Failure{Ident: "clash"}); !errors.Is(err, store.ErrWrongType) {
 			t.Fatalf("clash: %v", err)
 		}
 		if n, _ := c.ZScore(ctx, store.KeyFinishedIndex, "clash").Result(); n != 0 {
 			t.Fatalf("clash indexed")
 		}
-	})
+	}, store.WithClock(func() time.Time { return now }))
 }
 
 // The SIGKILL test runs the finish notifier in a child process (this test
@@ -518,7 +519,7 @@ func TestFinishNotifierChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := redis.NewClient(opt)
-	f := NewFinishNotifier(store.NewStore(c), &ackAnnouncer{addr: os.Getenv(envKillIRC)}, FinishConfig{Batch: 1}, svcLog(t))
+	f := NewFinishNotifier(store.New(c), &ackAnnouncer{addr: os.Getenv(envKillIRC)}, FinishConfig{Batch: 1}, svcLog(t))
 	for { // until killed
 		f.runOnce(context.Background())
 		time.Sleep(5 * time.Millisecond)

@@ -12,6 +12,7 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/internal/text"
 	"github.com/archiveteam/archivebot-go/news"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -50,7 +51,7 @@ const seenCheckEvery = 30 * time.Second
 // moves the bookmark. It also watches `working` and listens to
 // ChannelJobEvents, so the sink learns of every job starting and ending.
 type Firehose struct {
-	store *store.Store
+	store Store
 	sink  news.StreamSink
 	cfg   FirehoseConfig
 	log   *slog.Logger
@@ -108,7 +109,7 @@ func lifecycleBit(e string) uint8 {
 }
 
 // NewFirehose returns a firehose feeding sink; Start runs it.
-func NewFirehose(store *store.Store, sink news.StreamSink, cfg FirehoseConfig, log *slog.Logger) *Firehose {
+func NewFirehose(st Store, sink news.StreamSink, cfg FirehoseConfig, log *slog.Logger) *Firehose {
 	if cfg.Batch <= 0 {
 		cfg.Batch = 5000
 	}
@@ -121,7 +122,7 @@ func NewFirehose(store *store.Store, sink news.StreamSink, cfg FirehoseConfig, l
 	if cfg.MaxSeen <= 0 {
 		cfg.MaxSeen = 50_000
 	}
-	return &Firehose{store: store, sink: sink, cfg: cfg, log: serviceLog(log, "firehose"),
+	return &Firehose{store: st, sink: sink, cfg: cfg, log: serviceLog(log, "firehose"),
 		notified: newWakeSet(), seen: map[string]*seenEvents{},
 		working: map[string]bool{}, ending: map[string]int{}, ready: make(chan struct{}),
 		badKeys:    workingSummary("firehose", "not jobs: not streamed"),
@@ -273,15 +274,15 @@ func (f *Firehose) broadcastMany(ctx context.Context, ids []string) error {
 func unixFloat(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // endFromHash tells from a job record (nil when expired) and its failure
-// record whether and how the job ended (store.StateOf).
-func endFromHash(ident string, job *store.Job, fail *store.Failure) (news.JobEvent, bool) {
+// record whether and how the job ended (record.StateOf).
+func endFromHash(ident string, job *record.Job, fail *record.Failure) (news.JobEvent, bool) {
 	if job == nil {
-		job = store.DecodeJob(ident, nil)
+		job = record.DecodeJob(ident, nil)
 	}
 	ev := news.JobEvent{Ident: ident}
 	detail := map[string]any{}
-	switch store.StateOf(job, fail, false) {
-	case store.StateFailed:
+	switch record.StateOf(job, fail, false) {
+	case record.StateFailed:
 		ev.Event = store.EventFailed
 		reason := job.FailedReason.Value
 		if fail != nil {
@@ -290,9 +291,9 @@ func endFromHash(ident string, job *store.Job, fail *store.Failure) (news.JobEve
 			ev.TS = fail.FailedAt
 		}
 		detail["reason"] = reason
-	case store.StateFinished:
+	case record.StateFinished:
 		ev.Event, ev.TS = store.EventFinished, job.FinishedAt.Float
-	case store.StateAborted:
+	case record.StateAborted:
 		ev.Event, ev.TS = store.EventAborted, job.FinishedAt.Float
 	default:
 		return ev, false

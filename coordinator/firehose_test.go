@@ -9,22 +9,23 @@ import (
 
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/news"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
 type sinkRec struct {
 	mu      sync.Mutex
-	entries map[string][]store.LogEntry
+	entries map[string][]record.LogEntry
 	jobs    map[string]map[string]string
 	events  []news.JobEvent
 }
 
 func newSinkRec() *sinkRec {
-	return &sinkRec{entries: map[string][]store.LogEntry{}, jobs: map[string]map[string]string{}}
+	return &sinkRec{entries: map[string][]record.LogEntry{}, jobs: map[string]map[string]string{}}
 }
 
-func (s *sinkRec) StreamLog(job *store.Job, es []store.LogEntry) {
+func (s *sinkRec) StreamLog(job *record.Job, es []record.LogEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.entries[job.Ident] = append(s.entries[job.Ident], es...)
@@ -48,7 +49,7 @@ func TestFirehoseBroadcast(t *testing.T) {
 		b.Client.HSet(ctx, "fhjob", "url", "http://fh.example/", "last_broadcasted_log_entry", "2")
 		sink := newSinkRec()
 		now := time.Unix(1732900000, 500_000_000)
-		f := NewFirehose(store.NewStore(b.Client), sink, FirehoseConfig{Batch: 3, Now: func() time.Time { return now }}, svcLog(t))
+		f := NewFirehose(store.New(b.Client), sink, FirehoseConfig{Batch: 3, Now: func() time.Time { return now }}, svcLog(t))
 		if err := f.Broadcast(ctx, "fhjob"); err != nil {
 			t.Fatal(err)
 		}
@@ -84,14 +85,14 @@ func TestFirehoseBroadcast(t *testing.T) {
 		if n := b.Client.Exists(ctx, "gonefh").Val(); n != 0 {
 			t.Error("the firehose re-created an expired job")
 		}
-		ok, err := store.NewStore(b.Client).MarkBroadcast(ctx, "fhjob", "3", 9, 1)
-		if err != nil || ok {
-			t.Errorf("MarkBroadcast from a stale bookmark: %v %v", ok, err)
+		moved, err := store.New(b.Client).MarkBroadcastMany(ctx, []store.BroadcastMark{{Ident: "fhjob", From: "3", To: 9, Now: 1}})
+		if err != nil || len(moved) != 1 || moved[0] {
+			t.Errorf("MarkBroadcastMany from a stale bookmark: %v %v", moved, err)
 		}
 	})
 }
 
-// Job events for idents that are no jobs (hardening II, finding 8: 500,000
+// Job events for idents that are no jobs (500,000
 // published "queued" events took the node from 82 to 354 MB for good) are
 // forgotten once the firehose sees the jobs do not exist; a job that
 // exists is still remembered, so its duplicate events are still dropped.
@@ -131,7 +132,7 @@ func TestFirehoseForgetsEventsOfJobsThatDoNotExist(t *testing.T) {
 func TestFirehoseSeenBounded(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		sink := newSinkRec()
-		f := NewFirehose(store.NewStore(b.Client), sink, FirehoseConfig{MaxSeen: 100}, svcLog(t))
+		f := NewFirehose(store.New(b.Client), sink, FirehoseConfig{MaxSeen: 100}, svcLog(t))
 		for i := range 1000 {
 			f.emit(news.JobEvent{Ident: fmt.Sprintf("evleak%d", i), Event: store.EventFinished})
 		}

@@ -177,7 +177,7 @@ func TestJobHistoryFinished(t *testing.T) {
 func TestHistoryCapped(t *testing.T) {
 	b := redistest.Mini(t)
 	ctx := context.Background()
-	s := store.NewStore(b.Client)
+	s := store.New(b.Client)
 	id := svcQueue(t, s, "http://capped.example.com/", "alice", "#ab", store.KeyPending)
 	for i := 0; i < store.HistoryMax+20; i++ {
 		if _, err := s.ChangeSettings(ctx, id, store.Change{Bump: 1, By: fmt.Sprintf("u%d", i), Set: map[string]string{"concurrency": "2"}}); err != nil {

@@ -28,13 +28,13 @@ const takenLogMax = 100
 // are logged by the finish notifier; a queued job that is failed never
 // reaches `working` and is not logged here.
 type jobWatch struct {
-	store *store.Store
+	store Store
 	log   *slog.Logger
 	seen  map[string]bool
 }
 
-func newJobWatch(store *store.Store, log *slog.Logger) *jobWatch {
-	return &jobWatch{store: store, log: serviceLog(log, "jobs")}
+func newJobWatch(st Store, log *slog.Logger) *jobWatch {
+	return &jobWatch{store: st, log: serviceLog(log, "jobs")}
 }
 
 // observe takes the idents in `working` now, and those of them the scan

@@ -22,7 +22,7 @@ import (
 // before every line; the fencing token (WithFence) is what every service
 // write script checks.
 type Lease struct {
-	store *store.Store
+	store Store
 	node  string
 	ttl   time.Duration
 	log   *slog.Logger
@@ -42,11 +42,11 @@ type Lease struct {
 }
 
 // NewLease returns a lease campaign for node; Run starts it.
-func NewLease(store *store.Store, node string, ttl time.Duration, logger *slog.Logger) *Lease {
+func NewLease(st Store, node string, ttl time.Duration, logger *slog.Logger) *Lease {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Lease{store: store, node: node, ttl: ttl, log: logger.With("service", "lease", "node", node)}
+	return &Lease{store: st, node: node, ttl: ttl, log: logger.With("service", "lease", "node", node)}
 }
 
 // ClockProblem says why the node's clock keeps it from leading ("" when

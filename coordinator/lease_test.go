@@ -13,13 +13,13 @@ import (
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// Issue 14: the lease manager runs lead while it holds the lease, with the
+// The lease manager runs lead while it holds the lease, with the
 // fencing token in its context; it cancels that context as soon as a
 // renewal finds another holder, and releases the lease at shutdown so a
 // standby takes it at once.
 func TestLeaseManager(t *testing.T) {
 	b := redistest.Mini(t)
-	s := store.NewStore(b.Client)
+	s := store.New(b.Client)
 	ttl := 600 * time.Millisecond
 	type term struct {
 		node string
@@ -54,7 +54,7 @@ func TestLeaseManager(t *testing.T) {
 	if a.Valid() {
 		t.Fatal("a still counts itself leader after losing the lease")
 	}
-	if _, _, err := s.FinishNotices().Take(context.WithoutCancel(first.ctx)); !store.IsFenced(err) {
+	if _, _, err := s.TakeNotice(context.WithoutCancel(first.ctx), store.FinishQueue); !store.IsFenced(err) {
 		t.Fatalf("a's term context still writes: %v", err)
 	}
 	// The intruder goes away: someone takes over.
@@ -92,15 +92,14 @@ func recvTerm[T any](t *testing.T, ch chan T) T {
 	}
 }
 
-// Hardening III, finding 9: a node whose clock is further than
+// A node whose clock is further than
 // MaxClockSkew from Redis's TIME does not campaign, and says why; once
 // its clock agrees it leads.
 func TestLeaseRefusesSkewedClock(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		s := store.NewStore(b.Client)
 		var skew atomic.Int64
 		skew.Store(int64(30 * time.Second))
-		s.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+		s := store.New(b.Client, store.WithClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }))
 		l := coordinator.NewLease(s, "skewed", 600*time.Millisecond, nil)
 		l.MaxClockSkew = 5 * time.Second
 		led := make(chan struct{}, 1)

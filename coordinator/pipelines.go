@@ -31,6 +31,9 @@ type PipelineNotifierConfig struct {
 	// are held back, counted, and summed up in the next line. Negative:
 	// no limit.
 	ChangeEvery time.Duration
+	// Now is the clock the silence limit is measured with (the node's
+	// store clock; time.Now when nil).
+	Now func() time.Time
 }
 
 func (c PipelineNotifierConfig) orDefaults() PipelineNotifierConfig {
@@ -38,6 +41,9 @@ func (c PipelineNotifierConfig) orDefaults() PipelineNotifierConfig {
 	orDefault(&c.SilentAfter, config.DefaultPipelineSilentAfter)
 	if c.ChangeEvery == 0 { // negative: no limit
 		c.ChangeEvery = config.DefaultPipelineChangeEvery
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return c
 }
@@ -94,12 +100,10 @@ const pipelineNoticeBacklog = 200
 // successful comparison only records what exists: no announcements for
 // pipelines that were there at startup.
 type PipelineNotifier struct {
-	store *store.Store
+	store Store
 	ann   news.Announcer
 	cfg   PipelineNotifierConfig
 	log   *slog.Logger
-	// Now is the clock the silence limit is measured with.
-	Now func() time.Time
 
 	known  map[string]store.PipelineInfo // nil until the first snapshot
 	silent map[string]bool               // announced as silent
@@ -120,10 +124,10 @@ type pipelineNotice struct {
 
 // NewPipelineNotifier returns a pipeline notifier; zero config values take
 // their defaults.
-func NewPipelineNotifier(store *store.Store, ann news.Announcer, cfg PipelineNotifierConfig, log *slog.Logger) *PipelineNotifier {
+func NewPipelineNotifier(st Store, ann news.Announcer, cfg PipelineNotifierConfig, log *slog.Logger) *PipelineNotifier {
 	return &PipelineNotifier{
-		store: store, ann: ann, cfg: cfg.orDefaults(),
-		log: serviceLog(log, "pipeline-notifier"), Now: time.Now,
+		store: st, ann: ann, cfg: cfg.orDefaults(),
+		log:    serviceLog(log, "pipeline-notifier"),
 		silent: map[string]bool{}, badTS: map[string]bool{},
 		changes: map[string]*changeState{}, dirty: map[string]bool{},
 	}
@@ -141,8 +145,8 @@ func (n *PipelineNotifier) runOnce(ctx context.Context) error {
 			n.log.Warn("skipping a member of pipelines that is not a pipeline record", "key", k)
 		}
 	}
-	n.badKeys.endCycle(n.log, "pipelines (not pipeline records)", n.Now())
-	now := n.Now()
+	n.badKeys.endCycle(n.log, "pipelines (not pipeline records)", n.cfg.Now())
+	now := n.cfg.Now()
 	for k, p := range cur {
 		if p.TS.After(now.Add(maxClockSkew)) {
 			p.BadTS, p.TS = strconv.FormatFloat(float64(p.TS.UnixMilli())/1e3, 'f', -1, 64), time.Time{}
@@ -308,13 +312,13 @@ func (n *PipelineNotifier) saveChanges(ctx context.Context, cur map[string]store
 	}
 }
 
-func (n *PipelineNotifier) queue(text string) {
-	n.log.Info("pipeline notice", "line", text)
+func (n *PipelineNotifier) queue(line string) {
+	n.log.Info("pipeline notice", "line", line)
 	if len(n.outbox) >= pipelineNoticeBacklog {
 		n.log.Warn("pipeline notice backlog full, dropping the oldest", "line", n.outbox[0].text)
 		n.outbox = n.outbox[1:]
 	}
-	n.outbox = append(n.outbox, pipelineNotice{text: text})
+	n.outbox = append(n.outbox, pipelineNotice{text: line})
 }
 
 // flush posts the queued lines in every channel, in order. A line stays

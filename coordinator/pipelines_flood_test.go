@@ -25,7 +25,7 @@ func heldNotices() float64 {
 	return 0
 }
 
-// TestPipelineReportCannotFloodChannel (issue 27, finding 5): what a
+// TestPipelineReportCannotFloodChannel: what a
 // pipeline reports reaches the channel capped (a 400-character version
 // is "(unusual version)", a long nickname or id is cut), and a pipeline
 // whose version changes every cycle gets one "changed version" line an
@@ -37,8 +37,7 @@ func TestPipelineReportCannotFloodChannel(t *testing.T) {
 		clock := &svcClock{t: time.Unix(1_800_000_000, 0)}
 		ann := newSvcAnnouncer("#a")
 		newNotifier := func() *PipelineNotifier {
-			n := NewPipelineNotifier(st, ann, PipelineNotifierConfig{SilentAfter: time.Hour}, svcLog(t))
-			n.Now = clock.Now
+			n := NewPipelineNotifier(st, ann, PipelineNotifierConfig{SilentAfter: time.Hour, Now: clock.Now}, svcLog(t))
 			if err := n.runOnce(ctx); err != nil { // the baseline
 				t.Fatal(err)
 			}

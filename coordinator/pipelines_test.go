@@ -39,8 +39,7 @@ func TestPipelineNotifier(t *testing.T) {
 		report(old)
 
 		ann := newSvcAnnouncer("#a", "#b")
-		n := NewPipelineNotifier(st, ann, PipelineNotifierConfig{SilentAfter: 5 * time.Minute}, svcLog(t))
-		n.Now = clock.Now
+		n := NewPipelineNotifier(st, ann, PipelineNotifierConfig{SilentAfter: 5 * time.Minute, Now: clock.Now}, svcLog(t))
 		cycle := func() []svcLine {
 			t.Helper()
 			if err := n.runOnce(ctx); err != nil {
@@ -112,8 +111,7 @@ func TestPipelineBadTS(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		now := time.Unix(1_800_000_000, 0)
 		ann := newSvcAnnouncer("#a")
-		n := NewPipelineNotifier(s, ann, PipelineNotifierConfig{SilentAfter: 5 * time.Minute}, svcLog(t))
-		n.Now = func() time.Time { return now }
+		n := NewPipelineNotifier(s, ann, PipelineNotifierConfig{SilentAfter: 5 * time.Minute, Now: func() time.Time { return now }}, svcLog(t))
 		if err := n.runOnce(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -48,7 +48,7 @@ func TestQueueIndex(t *testing.T) {
 			}
 			return q
 		}
-		fresh := store.NewStore(b.Client)
+		fresh := store.New(b.Client)
 		want := []store.NamedQueue{{Name: "pending:a", Len: 1}, {Name: "pending:b", Len: 2}, {Name: "pending:other", Len: 1}}
 		if d := cmp.Diff(want, named(fresh)); d != "" {
 			t.Errorf("first read of a new store (-want +got):\n%s", d)
@@ -89,7 +89,7 @@ func TestStatusRoundTrips(t *testing.T) {
 			t.Fatal(err)
 		}
 		c, n := countingClient(t, b)
-		s := store.NewStore(c)
+		s := store.New(c)
 		if _, err := s.Summary(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -35,7 +35,7 @@ func (c ReaperConfig) orDefaults() ReaperConfig {
 // Lua script, so it costs the same number of Redis round trips whatever the
 // number of working jobs; dead jobs cost a few more each.
 type Reaper struct {
-	store *store.Store
+	store Store
 	ann   news.Announcer
 	cfg   ReaperConfig
 	log   *slog.Logger
@@ -52,7 +52,7 @@ type Reaper struct {
 // Redis tidy, and its scan of the finished index need not run every cycle.
 const ghostEvery = time.Minute
 
-// removeGhosts deletes ghost job hashes (store.Job.Ghost: re-created by a
+// removeGhosts deletes ghost job hashes (record.Job.Ghost: re-created by a
 // pipeline's late writes after the job ended), once per ghostEvery (the
 // first a ghostEvery after the start; that cycle costs one more round
 // trip), and logs one line when it removed any.
@@ -78,8 +78,8 @@ func (r *Reaper) removeGhosts(ctx context.Context) error {
 }
 
 // NewReaper returns a reaper; zero config values take their defaults.
-func NewReaper(store *store.Store, ann news.Announcer, cfg ReaperConfig, log *slog.Logger) *Reaper {
-	return &Reaper{store: store, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "reaper"), ghostsAt: time.Now(),
+func NewReaper(st Store, ann news.Announcer, cfg ReaperConfig, log *slog.Logger) *Reaper {
+	return &Reaper{store: st, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "reaper"), ghostsAt: time.Now(),
 		badKeys: workingSummary("reaper", "not jobs: no death timer")}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
@@ -110,7 +111,7 @@ func TestReaperTimers(t *testing.T) {
 func reaperScenario(t *testing.T, b *redistest.Backend) (*store.Store, string, *pipelinesim.Job) {
 	t.Helper()
 	ctx := context.Background()
-	s := store.NewStore(b.Client)
+	s := store.New(b.Client)
 	id := svcQueue(t, s, "http://dies.example.net/", "alice", "#ab", store.KeyPending)
 	p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "crashy"})
 	if err := p.Report(ctx, ""); err != nil {
@@ -163,7 +164,7 @@ func TestReaperCrashedJob(t *testing.T) {
 			t.Errorf("announcements (-want +got):\n%s", diff)
 		}
 		job, _ := s.GetJob(ctx, id)
-		if job.State() != store.StateRunning {
+		if job.State() != record.StateRunning {
 			t.Errorf("without auto_fail the job is %v, want still running", job.State())
 		}
 
@@ -206,7 +207,7 @@ func TestReaperAutoFail(t *testing.T) {
 			t.Error("admin notices delivered with IRC down")
 		}
 		job, _ := s.GetJob(ctx, id)
-		if job == nil || job.State() != store.StateFailed || job.Get("failed_reason") != "no heartbeat for 2m" {
+		if job == nil || job.State() != record.StateFailed || job.Get("failed_reason") != "no heartbeat for 2m" {
 			t.Fatalf("job after auto-fail: %+v", job)
 		}
 		ann.setDown(nil)
@@ -282,9 +283,9 @@ func TestReaperSaysFailedOnlyWhenFailed(t *testing.T) {
 			t.Fatal(err)
 		}
 		job, _ := s.GetJob(ctx, id)
-		state := store.StateOf(job, f, false)
+		state := record.StateOf(job, f, false)
 		for _, l := range ann.take() {
-			if strings.Contains(l.Text, "marked as failed") && state != store.StateFailed {
+			if strings.Contains(l.Text, "marked as failed") && state != record.StateFailed {
 				t.Errorf("the channel heard %q, but the job is %s", l.Text, state)
 			}
 		}
@@ -308,7 +309,7 @@ func TestReaperRoundTrips(t *testing.T) {
 				t.Fatal(err)
 			}
 			rt.Store(0)
-			r := NewReaper(store.NewStore(c), newSvcAnnouncer("#ab"), ReaperConfig{}, svcLog(t))
+			r := NewReaper(store.New(c), newSvcAnnouncer("#ab"), ReaperConfig{}, svcLog(t))
 			if err := r.runOnce(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -325,7 +326,7 @@ func TestReaperRoundTrips(t *testing.T) {
 func TestFailureRecordFromReaper(t *testing.T) {
 	b := redistest.Mini(t)
 	ctx := context.Background()
-	s := store.NewStore(b.Client)
+	s := store.New(b.Client)
 	id := svcQueue(t, s, "http://reaped.example.com/", "alice", "#ab", store.KeyPending)
 	b.Client.SAdd(ctx, store.KeyIgnores(id), "/x/")
 	p := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "reaped-pipe"})
@@ -355,7 +356,7 @@ func TestFailureRecordFromReaper(t *testing.T) {
 	}
 }
 
-// The reaper removes ghost job hashes (issue 27, finding 18): after !fail
+// The reaper removes ghost job hashes: after !fail
 // on a running job, the pipeline's late writes re-create the hash without
 // url (and its log); the reaper's ghost pass deletes both, and leaves live
 // jobs, the failure record and other programs' keys alone.

@@ -16,7 +16,6 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/news"
-	"github.com/archiveteam/archivebot-go/store"
 )
 
 // ServicesConfig holds the settings of the background services. Zero
@@ -59,7 +58,7 @@ type Services struct {
 	finishKick    chan struct{}
 	finishTrigger chan struct{}
 
-	store  *store.Store
+	store  Store
 	work   []Work
 	log    *slog.Logger
 	cancel context.CancelFunc
@@ -67,21 +66,21 @@ type Services struct {
 	once   sync.Once
 }
 
-// NewServices builds the services over store; ann receives their lines.
-func NewServices(store *store.Store, ann news.Announcer, cfg ServicesConfig, log *slog.Logger) *Services {
+// NewServices builds the services over st; ann receives their lines.
+func NewServices(st Store, ann news.Announcer, cfg ServicesConfig, log *slog.Logger) *Services {
 	if log == nil {
 		log = slog.Default()
 	}
 	s := &Services{
-		Reaper:     NewReaper(store, ann, cfg.Reaper, log),
-		Finish:     NewFinishNotifier(store, ann, cfg.Finish, log),
-		Starts:     NewStartNotifier(store, ann, cfg.Start, log),
-		Pipelines:  NewPipelineNotifier(store, ann, cfg.Pipelines, log),
-		Analyzer:   NewAnalyzer(store, cfg.Analyzer, log),
-		Updates:    NewUpdates(store, log),
-		Admin:      NewAdminNotifier(store, ann, log),
-		AvoidWatch: NewAvoidWatcher(store, log),
-		store:      store,
+		Reaper:     NewReaper(st, ann, cfg.Reaper, log),
+		Finish:     NewFinishNotifier(st, ann, cfg.Finish, log),
+		Starts:     NewStartNotifier(st, ann, cfg.Start, log),
+		Pipelines:  NewPipelineNotifier(st, ann, cfg.Pipelines, log),
+		Analyzer:   NewAnalyzer(st, cfg.Analyzer, log),
+		Updates:    NewUpdates(st, log),
+		Admin:      NewAdminNotifier(st, ann, log),
+		AvoidWatch: NewAvoidWatcher(st, log),
+		store:      st,
 		log:        log,
 
 		finishKick:    make(chan struct{}, 1),

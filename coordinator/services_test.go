@@ -19,6 +19,7 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
@@ -206,8 +207,8 @@ func TestServicesEndToEnd(t *testing.T) {
 			Analyzer:  AnalyzerConfig{SweepInterval: time.Hour, Debounce: -1, TrimAfter: 1000},
 		}, svcLog(t))
 		analyzed := make(chan AnalyzeResult, 1000)
-		svc.Analyzer.analyzed = func(ident string, res AnalyzeResult, err error) {
-			if ident == id && err == nil {
+		svc.Analyzer.analyzed = func(id string, res AnalyzeResult, err error) {
+			if id == id && err == nil {
 				analyzed <- res
 			}
 		}
@@ -240,7 +241,7 @@ func TestServicesEndToEnd(t *testing.T) {
 		// Counts: 30 entries, every 7th invalid (4), every 5th an ignore
 		// entry unless invalid (6 - 1 (35 is out of range) = 6: 5,10,15,20,25,30),
 		// the other 20 downloads cycling 200,200,200,301,404,500 by index.
-		var wantCounts store.LogCounts
+		var wantCounts record.LogCounts
 		codes := []int{200, 200, 200, 301, 404, 500}
 		for i := 1; i <= 30; i++ {
 			if i%7 == 0 || i%5 == 0 {
@@ -258,7 +259,7 @@ func TestServicesEndToEnd(t *testing.T) {
 				wantCounts.Errors++
 			}
 		}
-		var total store.LogCounts
+		var total record.LogCounts
 		for total != wantCounts {
 			select {
 			case r := <-analyzed:

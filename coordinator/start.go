@@ -67,7 +67,7 @@ func (n StartNotice) Line() string {
 // written to the IRC socket (store.DeliveryQueue and the drain loop of
 // deliver.go, as for finish notices).
 type StartNotifier struct {
-	store *store.Store
+	store Store
 	ann   news.Announcer
 	cfg   StartConfig
 	log   *slog.Logger
@@ -82,9 +82,9 @@ type StartNotifier struct {
 
 // NewStartNotifier returns a start notifier; zero config values take their
 // defaults.
-func NewStartNotifier(store *store.Store, ann news.Announcer, cfg StartConfig, log *slog.Logger) *StartNotifier {
-	return &StartNotifier{store: store, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "start-notifier"),
-		trigger: make(chan struct{}, 1), seen: map[string]struct{}{}, jobs: newJobWatch(store, log),
+func NewStartNotifier(st Store, ann news.Announcer, cfg StartConfig, log *slog.Logger) *StartNotifier {
+	return &StartNotifier{store: st, ann: ann, cfg: cfg.orDefaults(), log: serviceLog(log, "start-notifier"),
+		trigger: make(chan struct{}, 1), seen: map[string]struct{}{}, jobs: newJobWatch(st, log),
 		badKeys: workingSummary("start-notifier", "not jobs: no start notice, no history")}
 }
 
@@ -124,7 +124,7 @@ func (n *StartNotifier) runOnce(ctx context.Context) error {
 	}
 	n.badKeys.End(n.log, time.Now())
 	n.rememberWorking(ctx, sc.Working, sc.Skipped)
-	return drain(ctx, n.store.StartNotices(), n.cfg.Batch, n.ann, n.log, n.hand)
+	return drain(ctx, n.store, store.StartQueue, n.cfg.Batch, n.ann, n.log, n.hand)
 }
 
 // rememberWorking keeps the idents the scan read from `working` as seen,

@@ -118,7 +118,7 @@ func nodeStarted(t *testing.T, s *store.Store) {
 	}
 }
 
-// TestStartNoticesBaseline (issue 18, finding 11): the first start against
+// TestStartNoticesBaseline: the first start against
 // a Redis where pipelines already run jobs (a switch-over from upstream's
 // node) announces none of them: they started before this node did, so
 // "has started" would be untrue, and hundreds of lines would take the
@@ -234,7 +234,7 @@ func TestStartNoticesDefault(t *testing.T) {
 		t.Run(fmt.Sprint(on), func(t *testing.T) {
 			b := redistest.Mini(t)
 			ctx := context.Background()
-			s := store.NewStore(b.Client)
+			s := store.New(b.Client)
 			nodeStarted(t, s)
 			inf := svcQueue(t, s, "http://inf.example.com/", "alice", "#ab", store.KeyPending)
 			ao := svcQueue(t, s, "http://ao.example.com/", "alice", "#ab", store.KeyPendingAO)

@@ -15,6 +15,7 @@ import (
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
@@ -70,7 +71,6 @@ func livePipeline(t *testing.T, ctx context.Context, b *redistest.Backend, nick,
 
 func TestRequeueFailedJob(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
-		s.Now = func() time.Time { return time.Unix(1732950000, 0) }
 		const id, url = "requeue1", "http://requeue.example.com/"
 		writeFailureRecord(t, b, id, failedJobFields(id, url), store.KeyWorking, "pending:fast", []string{"p1", "(?i)p2"})
 
@@ -114,7 +114,7 @@ func TestRequeueFailedJob(t *testing.T) {
 		if err != nil || job == nil || job.Ident != id {
 			t.Fatalf("take: %v %v", job, err)
 		}
-	})
+	}, store.WithClock(func() time.Time { return time.Unix(1732950000, 0) }))
 }
 
 func TestRequeueQueueFallbacks(t *testing.T) {
@@ -455,10 +455,10 @@ func TestFailJob(t *testing.T) {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("FailJob error %v, want %v", err, tc.wantErr)
 				}
-				if err == nil && (job == nil || !job.Flag("failed") || job.URL.Value != url || job.State() != store.StateFailed) {
+				if err == nil && (job == nil || !job.Flag("failed") || job.URL.Value != url || job.State() != record.StateFailed) {
 					t.Errorf("returned job %+v, want the failed record", job)
 				}
-				if errors.Is(err, store.ErrJobFinished) && (job == nil || job.State() != store.StateFinished) {
+				if errors.Is(err, store.ErrJobFinished) && (job == nil || job.State() != record.StateFinished) {
 					t.Errorf("returned job %+v, want the finished record", job)
 				}
 				got := svcDump(t, b)

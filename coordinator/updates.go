@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/store"
 )
@@ -16,7 +17,7 @@ import (
 // reconnects with backoff and subscribes again; messages published in
 // between are lost, which is why the analyzer also sweeps `working`.
 type Updates struct {
-	store *store.Store
+	store Store
 	log   *slog.Logger
 
 	mu       sync.Mutex
@@ -28,9 +29,9 @@ type Updates struct {
 	MinBackoff, MaxBackoff time.Duration
 }
 
-// NewUpdates returns a listener over store; Run starts it.
-func NewUpdates(store *store.Store, log *slog.Logger) *Updates {
-	return &Updates{store: store, log: serviceLog(log, "updates"),
+// NewUpdates returns a listener over st; Run starts it.
+func NewUpdates(st Store, log *slog.Logger) *Updates {
+	return &Updates{store: st, log: serviceLog(log, "updates"),
 		MinBackoff: run.PubSubBackoff.Min, MaxBackoff: run.PubSubBackoff.Max}
 }
 
@@ -55,7 +56,7 @@ func (u *Updates) OnSubscribe(fn func(ctx context.Context)) {
 
 // Run listens until ctx ends.
 func (u *Updates) Run(ctx context.Context) {
-	run.Reconnect(ctx, u.log, "updates subscription", run.Backoff{Min: u.MinBackoff, Max: u.MaxBackoff}, u.session)
+	run.Reconnect(ctx, u.log, "updates subscription", retry.Backoff{Min: u.MinBackoff, Max: u.MaxBackoff}, u.session)
 }
 
 // session subscribes once and delivers messages until the connection

@@ -65,7 +65,7 @@ func TestUpdatesReconnect(t *testing.T) {
 		c := redis.NewClient(opt)
 		defer c.Close()
 
-		u := NewUpdates(store.NewStore(c), svcLog(t))
+		u := NewUpdates(store.New(c), svcLog(t))
 		u.MinBackoff = 5 * time.Millisecond
 		prefix := name + ":"
 		got := make(chan string, 100)

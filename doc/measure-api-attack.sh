@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The pipeline API under attack (hardening III, findings 1, 4 and 6): the
+# The pipeline API under attack: the
 # node's open descriptors, goroutines and RSS (its /metrics) while
 # 1. SOCKETS sockets send a take's headers announcing a 4 MiB body and then
 #    one byte every 5 s, and then SOCKETS idle keep-alive sockets;

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Issue 27, findings 18 and 19, reproduced against a running node and a real
-# redis-server, as the issue reported them.
+# Two findings about job records, reproduced against a running node and a
+# real redis-server (doc/protocol.md, Which record speaks for a job).
 # Usage: doc/measure-records.sh [BINARY]   (default: builds ./cmd/archivebot)
-#   19: 12,000 members of `working` that are not jobs are added while the
+#   junk: 12,000 members of `working` that are not jobs are added while the
 #       node runs; the log lines of the next 20 s are counted (goal < 2,000).
-#   18: (a) `archivebot fail IDENT`, 6 s, `!a` the URL again: /jobs/IDENT's
+#   records: (a) `archivebot fail IDENT`, 6 s, `!a` the URL again: /jobs/IDENT's
 #       state; (b) a running job, `!fail`, 6 s, the pipeline's late
 #       HINCRBYs: the hash, then `!status IDENT` and `!a` of the URL.
 set -euo pipefail
@@ -33,7 +33,7 @@ start_node() { # out-file
 stop_node() { exec 3>&-; wait $node || true; }
 say() { echo "$1" >&3; sleep 0.5; }
 
-echo "== finding 19"
+echo "== junk members of working"
 $R flushdb > /dev/null
 start_node "$W/19.log"
 for i in $(seq -f '%05g' 0 11999); do printf 'SET junk%s x\r\nRPUSH working junk%s\r\n' "$i" "$i"; done | $R --pipe > /dev/null
@@ -44,7 +44,7 @@ stop_node
 echo "$((after - before)) log lines in the 20 s after 12,000 junk members of working were added"
 head -n "$after" "$W/19.log" | tail -n +"$((before + 1))" | grep -o 'msg=[^=]*' | sed 's/^msg=//; s/ [a-z_]*$//; s/^"[0-9]* \(bad\|more\)/"N \1/' | sort | uniq -c | sort -rn | head -5
 
-echo "== finding 18"
+echo "== which record speaks after a fail"
 $R flushdb > /dev/null
 start_node "$W/18.log"
 A=$("$bin" ident http://again.example/ | cut -f2)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Peak memory (VmHWM) of the control node while clients attack its embedded
-# Redis port, and whether the node survives (issue 18, finding 1).
+# Redis port, and whether the node survives.
 # Usage: doc/measure-redis-attack.sh [BINARY]   (default: builds ./cmd/archivebot)
 # Attacks, each against a freshly started node with redis.password set:
 #   crash-bulk   *1 $9223372036854775805, no login

@@ -43,8 +43,8 @@ package embeddedredis
 // writes after it may have been acknowledged, so Start fails with
 // ErrLogDamaged naming the file and the byte offsets, and deletes and
 // writes nothing. Damage to the last record itself cannot be told from a
-// torn write. (Until issue 18 any damage ended the replay and the segment
-// was deleted; the format did not change.)
+// torn write. (Before, any damage ended the replay and the segment was
+// deleted; the format did not change.)
 //
 // What is logged, and how (per client connection, the hook follows SELECT
 // and MULTI/EXEC):

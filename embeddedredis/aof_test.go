@@ -59,7 +59,7 @@ func records(t *testing.T, dir string) []*aofRecord {
 
 func register(t *testing.T, c *redis.Client, id string) {
 	t.Helper()
-	err := store.NewStore(c).Register(ctx, store.NewJob{Ident: id, URL: "http://" + id + ".example/",
+	err := store.New(c).Register(ctx, store.NewJob{Ident: id, URL: "http://" + id + ".example/",
 		FetchDepth: "inf", Slug: "x-inf", StartedBy: "alice", StartedIn: "#a", DelayMin: 250,
 		DelayMax: 375, Concurrency: 3, SettingsAge: 4, Queue: store.KeyPending})
 	if err != nil {

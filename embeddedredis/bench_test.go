@@ -50,7 +50,7 @@ func BenchmarkAcknowledgedCommand(b *testing.B) {
 	for _, persisted := range []bool{false, true} {
 		b.Run(fmt.Sprintf("persisted=%v", persisted), func(b *testing.B) {
 			_, rdb := benchServer(b, persisted)
-			st := store.NewStore(rdb)
+			st := store.New(rdb)
 			ctx := context.Background()
 			i := 0
 			report := embeddedredis.StartCPU()
@@ -75,7 +75,7 @@ func BenchmarkPipelineLogEntry(b *testing.B) {
 		b.Run(fmt.Sprintf("persisted=%v", persisted), func(b *testing.B) {
 			srv, ctl := benchServer(b, persisted)
 			ctx := context.Background()
-			if err := store.NewStore(ctl).Register(ctx, benchJob("benchjob", "http://bench.example/")); err != nil {
+			if err := store.New(ctl).Register(ctx, benchJob("benchjob", "http://bench.example/")); err != nil {
 				b.Fatal(err)
 			}
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})

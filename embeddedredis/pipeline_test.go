@@ -26,7 +26,7 @@ func TestPipelineScriptsOnEmbedded(t *testing.T) {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
-	st := store.NewStore(rdb)
+	st := store.New(rdb)
 	register := func(id, url string) {
 		t.Helper()
 		err := st.Register(ctx, store.NewJob{Ident: id, URL: url, FetchDepth: "inf", Slug: "x-inf",
@@ -108,6 +108,6 @@ func TestPipelineScriptsOnEmbedded(t *testing.T) {
 		t.Fatalf("%d keys of the completed job survive its 48 h", n)
 	}
 	// Its URL can be archived again.
-	st = store.NewStore(rdb)
+	st = store.New(rdb)
 	register("done1", "http://done.example/")
 }

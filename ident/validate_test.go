@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// Issue 9, finding 7: hosts Addressable accepts but that must not be
+// Hosts Addressable accepts but that must not be
 // queued are refused by CheckHost; every row of the reference table stays
 // accepted, with the same normalized URL.
 func TestCheckHost(t *testing.T) {

@@ -3,7 +3,7 @@ package news
 import (
 	"encoding/json"
 
-	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // JobEvent is one change of a job, as the bot publishes it on
@@ -22,7 +22,7 @@ type JobEvent struct {
 type StreamSink interface {
 	// StreamLog gets a job's new log entries, in score order, with its
 	// record as read just before them.
-	StreamLog(job *store.Job, entries []store.LogEntry)
+	StreamLog(job *record.Job, entries []record.LogEntry)
 	// StreamEvent gets a job event; a lifecycle event (queued, started,
 	// finished, aborted, failed, expired) comes once per run of a job.
 	StreamEvent(ev JobEvent)

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // Progress is what !status IDENT reports for a running job, from the
@@ -14,14 +14,14 @@ type Progress struct {
 	BytesDownloaded int64
 	ItemsDownloaded int64
 	ItemsQueued     int64
-	Counts          store.LogCounts
+	Counts          record.LogCounts
 	Concurrency     int64
 	DelayMin        float64
 	DelayMax        float64
 }
 
 // JobProgress is the progress of j, from its record.
-func JobProgress(j *store.Job) Progress {
+func JobProgress(j *record.Job) Progress {
 	return Progress{
 		BytesDownloaded: j.BytesDownloaded,
 		ItemsDownloaded: j.ItemsDownloaded,

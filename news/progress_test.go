@@ -3,7 +3,7 @@ package news
 import (
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // TestJobProgress: the in-progress part of !status IDENT, in upstream's
@@ -21,7 +21,7 @@ func TestJobProgress(t *testing.T) {
 			"Downloaded 1.5 MB, 0 errors, 0 queued. 0 workers, delay: 0.5, 1000.0 ms."},
 	}
 	for _, tc := range tests {
-		if got := JobProgress(store.DecodeJob("", tc.fields)).String(); got != tc.want {
+		if got := JobProgress(record.DecodeJob("", tc.fields)).String(); got != tc.want {
 			t.Errorf("%v:\n got %q\nwant %q", tc.fields, got, tc.want)
 		}
 	}

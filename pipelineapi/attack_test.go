@@ -25,7 +25,7 @@ import (
 
 // TestAttackMeasure attacks a running node's pipeline API on 127.0.0.1
 // and logs the node's descriptors, goroutines and RSS (from its /metrics)
-// during each attack: hardening III findings 1, 4 and 6, before and after.
+// during each attack, before and after the bounds doc/pipeline-api.md describes.
 // doc/measure-api-attack.sh starts the node and runs it:
 //
 //	ARCHIVEBOT_API_ATTACK=1 ATTACK_API=127.0.0.1:P ATTACK_WEB=127.0.0.1:W \
@@ -48,7 +48,7 @@ func TestAttackMeasure(t *testing.T) {
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	st := store.NewStore(rdb)
+	st := store.New(rdb)
 	ctx := context.Background()
 	newKey := func(name string) *client.Client {
 		pub, priv, _ := ed25519.GenerateKey(nil)
@@ -70,7 +70,7 @@ func TestAttackMeasure(t *testing.T) {
 	}
 	sample("idle")
 
-	// Finding 1a: headers of a take announcing a 4 MiB body, then one
+	// Headers of a take announcing a 4 MiB body, then one
 	// byte every 5 s.
 	newKey("slowpipe")
 	conns := openConns(t, api, sockets, func(c net.Conn) {
@@ -103,7 +103,7 @@ func TestAttackMeasure(t *testing.T) {
 	closeAll(conns)
 	time.Sleep(2 * time.Second)
 
-	// Finding 1b: idle keep-alive sockets after one request.
+	// Idle keep-alive sockets after one request.
 	conns = openConns(t, api, sockets, func(c net.Conn) {
 		fmt.Fprint(c, "GET /v1/nope HTTP/1.1\r\nHost: x\r\n\r\n")
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -121,7 +121,7 @@ func TestAttackMeasure(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	sample("after the socket attacks")
 
-	// Finding 6: many long-poll takes of one key; Redis commands per
+	// Many long-poll takes of one key; Redis commands per
 	// second while they wait.
 	pollKey := newKey("pollpipe")
 	polls := min(sockets, 500)
@@ -170,7 +170,7 @@ func TestAttackMeasure(t *testing.T) {
 	pwg.Wait()
 	time.Sleep(time.Second)
 
-	// Finding 4: 20 takes waiting, the key revoked, then 5 jobs queued.
+	// 20 takes waiting, the key revoked, then 5 jobs queued.
 	revKey := newKey("revpipe")
 	type result struct {
 		ident string

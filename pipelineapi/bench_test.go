@@ -18,7 +18,7 @@ import (
 func BenchmarkAPITake(b *testing.B) {
 	run := func(b *testing.B, be *redistest.Backend) {
 		ctx := context.Background()
-		st := store.NewStore(be.Client)
+		st := store.New(be.Client)
 		srv := apitest.Serve(b, pipelineapi.Options{Store: st, Rate: 1e9, LogRate: 1e9})
 		c := apitest.Client(b, st, srv.URL, "benchkey")
 		for i := 0; i < b.N; i++ {

@@ -24,7 +24,7 @@ func (h *harness) streams(key string) int {
 	return len(t.keyStateLocked(key).streams)
 }
 
-// TestControlStreamStalledReaderClosed (finding 8): a client that opens
+// TestControlStreamStalledReaderClosed: a client that opens
 // its control stream and stops reading loses it once a write has waited
 // write_timeout, and its slot is free again. Before, the writer blocked
 // for ever: no bye or revocation reached it, and the slot stayed counted.
@@ -71,7 +71,7 @@ func TestControlStreamStalledReaderClosed(t *testing.T) {
 	}
 }
 
-// TestControlStreamKeyReplacedBeforeRegistration (finding 8): a stream
+// TestControlStreamKeyReplacedBeforeRegistration: a stream
 // whose request was verified with a key that was replaced before the
 // stream registered gets a bye at once (before, only a key removed
 // altogether was noticed there).

@@ -31,7 +31,7 @@ import (
 //	go test ./pipelineapi/ -run '^$' -fuzz FuzzServeRequest -fuzztime 60s
 func FuzzServeRequest(f *testing.F) {
 	b := redistest.Mini(f)
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	ctx := context.Background()
 	if err := st.AddPipelineKey(ctx, "pipe-1", wire.FormatPublicKey(pub)); err != nil {

@@ -213,7 +213,7 @@ func TestRefusedBeforeBody(t *testing.T) {
 // TestUnverifiedRefusalsNotTheKeys: requests that name a real key but are
 // not verified (a forged signature, a stale timestamp, a replay) count
 // under key "-" and leave the key's statistics alone, and a replay does
-// not spend the key's rate budget (finding 7: the rate limit ran before
+// not spend the key's rate budget (the rate limit ran before
 // the nonce check, and refusals counted under any registered name).
 func TestUnverifiedRefusalsNotTheKeys(t *testing.T) {
 	eachHarness(t, Options{Rate: 1}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {

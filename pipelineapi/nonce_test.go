@@ -9,7 +9,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// TestNoncePrunedByRequestTime (finding 9): node B's clock runs 90 s
+// TestNoncePrunedByRequestTime: node B's clock runs 90 s
 // ahead of node A's. A request stamped between both clocks is accepted by
 // A; a later request to B (stamped by the pipeline's clock) must not
 // prune A's nonce while A would still accept a replay of it. Before,
@@ -19,21 +19,22 @@ func TestNoncePrunedByRequestTime(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		real := time.Unix(1764601200, 0)
-		nodeA, nodeB := store.NewStore(b.Client), store.NewStore(b.Client)
+		// 80 s after the first request, B leads and serves the next.
+		later := 80 * time.Second
+		aNow := real
+		nodeA := store.New(b.Client, store.WithClock(func() time.Time { return aNow }))
+		nodeB := store.New(b.Client, store.WithClock(func() time.Time { return real.Add(90*time.Second + later) }))
 		pipeline := real.Add(45 * time.Second) // within the skew of both nodes
-		nodeA.Now = func() time.Time { return real }
 		if r, err := nodeA.CheckNonce(ctx, "alpha", "n1", pipeline.Unix(), NonceWindow, MaxNonces); err != nil || r != store.NonceRecorded {
 			t.Fatalf("first use on A: %v %v", r, err)
 		}
-		// 80 s later: B leads and serves the pipeline's next request.
-		later := 80 * time.Second
-		nodeB.Now = func() time.Time { return real.Add(90*time.Second + later) }
+		// B serves the pipeline's next request.
 		if r, err := nodeB.CheckNonce(ctx, "alpha", "n2", pipeline.Add(later).Unix(), NonceWindow, MaxNonces); err != nil || r != store.NonceRecorded {
 			t.Fatalf("next request on B: %v %v", r, err)
 		}
 		// A leads again; the first request's stamp is 35 s old by A's
 		// clock, within the skew: its replay must be refused.
-		nodeA.Now = func() time.Time { return real.Add(later) }
+		aNow = real.Add(later)
 		if r, err := nodeA.CheckNonce(ctx, "alpha", "n1", pipeline.Unix(), NonceWindow, MaxNonces); err != nil || r != store.NonceReplayed {
 			t.Fatalf("replay on A after B pruned: %v %v, want NonceReplayed", r, err)
 		}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/sitematch"
-	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -285,12 +285,12 @@ func (s *Server) update(req *request, ident string) (any, *refusal) {
 	if rf := req.t.logBudget(req.key, len(docs)); rf != nil {
 		return nil, rf
 	}
-	entries := make([]store.LogEntry, len(docs))
+	entries := make([]record.LogEntry, len(docs))
 	t := req.t
 	t.mu.Lock()
 	for i, d := range docs {
 		j.logScore++
-		entries[i] = store.NewLogEntry(d, float64(j.logScore))
+		entries[i] = record.NewLogEntry(d, float64(j.logScore))
 	}
 	add := func(k string, v int64) {
 		if v == 0 {
@@ -307,7 +307,7 @@ func (s *Server) update(req *request, ident string) (any, *refusal) {
 		add(k, v)
 	}
 	if len(entries) > 0 {
-		c, _ := news.CountLogEntries(entries)
+		c, _ := record.CountLogEntries(entries)
 		// The analyzer's seven counts exist once a job has entries, zero
 		// or not, as the direct analyzer's HINCRBY leaves them.
 		if j.incr == nil {
@@ -386,7 +386,7 @@ func (s *Server) abort(req *request, ident string) (any, *refusal) {
 		aborted = map[string]string{}
 	}
 	aborted["aborted"] = "true"
-	j.rec = store.DecodeJob(ident, aborted)
+	j.rec = record.DecodeJob(ident, aborted)
 	req.t.mu.Unlock()
 	return wire.DoneResponse{Ident: ident, Aborted: true}, nil
 }
@@ -518,8 +518,8 @@ func jsonString(v any) string {
 // pub/sub and every node's listener) as the firehose hands those it reads
 // from Redis: the job's hash (with the counters not yet written) and the
 // entries in score order.
-func (s *Server) streamLog(sink LogSink, ident string, job map[string]string, entries []store.LogEntry) {
-	sink.StreamLog(store.DecodeJob(ident, job), entries)
+func (s *Server) streamLog(sink LogSink, ident string, job map[string]string, entries []record.LogEntry) {
+	sink.StreamLog(record.DecodeJob(ident, job), entries)
 }
 
 // banCheck adds the responses among entries to the job's ban check
@@ -527,7 +527,7 @@ func (s *Server) streamLog(sink LogSink, ident string, job map[string]string, en
 // channel line once when the first BanCheck responses were all errors.
 // Once the check has decided, the job's updates stop asking. A failed
 // check is logged; the next update carries on counting.
-func (s *Server) banCheck(req *request, j *heldJob, url string, entries []store.LogEntry) {
+func (s *Server) banCheck(req *request, j *heldJob, url string, entries []record.LogEntry) {
 	var labels []string
 	for _, e := range entries {
 		if l := store.BanLabel(e); l != "" {

@@ -47,7 +47,7 @@ func TestRerouteByAnotherClient(t *testing.T) {
 
 		other := redis.NewClient(b.Client.Options())
 		defer other.Close()
-		r, err := store.NewStore(other).Reroute(ctx, "j", "", "op")
+		r, err := store.New(other).Reroute(ctx, "j", "", "op")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,7 +23,7 @@ func (h *harness) waitingTakes(key string) int {
 	return t.keyStateLocked(key).waiting
 }
 
-// TestRevocationEndsWaitingTakes (finding 4): long-poll takes already
+// TestRevocationEndsWaitingTakes: long-poll takes already
 // waiting when their key is revoked end with revoked_key, and a job
 // queued after the revocation stays queued. Before, the polls open at the
 // revocation took every job queued in the next 30 s.
@@ -62,7 +62,7 @@ func TestRevocationEndsWaitingTakes(t *testing.T) {
 func TestTakeScriptChecksKey(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		st := store.NewStore(b.Client)
+		st := store.New(b.Client)
 		if err := st.AddPipelineKey(ctx, "alpha", "ed25519:old"); err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func TestTakeScriptChecksKey(t *testing.T) {
 	})
 }
 
-// TestWaitingTakesCapped (finding 6): at most max_waiting_takes takes of
+// TestWaitingTakesCapped: at most max_waiting_takes takes of
 // a key wait at once; one more is refused with 429, says why, and is
 // counted; a take that does not wait still goes through.
 func TestWaitingTakesCapped(t *testing.T) {
@@ -126,7 +126,7 @@ func TestWaitingTakesCapped(t *testing.T) {
 	})
 }
 
-// TestWaitingTakeWokenByQueue (finding 6): a job queued through the node
+// TestWaitingTakeWokenByQueue: a job queued through the node
 // wakes a waiting take at once instead of the take polling Redis (here
 // the poll is an hour: only the wake can deliver the job within the
 // test's bound; the old loop polled every 250 ms).

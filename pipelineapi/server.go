@@ -31,6 +31,7 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/httpserve"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -131,7 +132,6 @@ type Server struct {
 
 	mu   sync.Mutex
 	term *term
-	sink LogSink
 	ln   *limitListener // Serve's listener
 
 	logMu     sync.Mutex
@@ -223,24 +223,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, certFile, keyFile s
 // record (the node's coordinator.APILogPublisher). StreamLog must not
 // block: it is called on the request path.
 type LogSink interface {
-	StreamLog(job *store.Job, entries []store.LogEntry)
+	StreamLog(job *record.Job, entries []record.LogEntry)
 }
 
-// SetSink sets where log entries go (Options.Sink).
-func (s *Server) SetSink(sink LogSink) {
-	s.mu.Lock()
-	s.sink = sink
-	s.mu.Unlock()
-}
-
-func (s *Server) streamSink() LogSink {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sink != nil {
-		return s.sink
-	}
-	return s.opt.Sink
-}
+func (s *Server) streamSink() LogSink { return s.opt.Sink }
 
 // Handler is the API's HTTP handler.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
@@ -256,16 +242,16 @@ type recentDoc struct {
 // Recent returns the last n entries (n <= RecentPerJob) that arrived
 // through the API for ident, oldest first, with their scores:
 // /logs/recent shows them.
-func (s *Server) Recent(ident string, n int) []store.LogEntry {
+func (s *Server) Recent(ident string, n int) []record.LogEntry {
 	s.recentMu.Lock()
 	defer s.recentMu.Unlock()
 	r := s.recent[ident]
 	if n < len(r) {
 		r = r[len(r)-n:]
 	}
-	out := make([]store.LogEntry, len(r))
+	out := make([]record.LogEntry, len(r))
 	for i, d := range r {
-		out[i] = store.NewLogEntry(d.doc, d.score)
+		out[i] = record.NewLogEntry(d.doc, d.score)
 	}
 	return out
 }

@@ -7,191 +7,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"reflect"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
-	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
-
-// recSink records what the server hands the live stream.
-type recSink struct {
-	mu      sync.Mutex
-	entries map[string][]store.LogEntry
-	jobs    map[string]map[string]string
-}
-
-func (r *recSink) StreamLog(job *store.Job, es []store.LogEntry) {
-	ident := job.Ident
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.entries == nil {
-		r.entries, r.jobs = map[string][]store.LogEntry{}, map[string]map[string]string{}
-	}
-	r.entries[ident] = append(r.entries[ident], es...)
-	r.jobs[ident] = job.Fields
-}
-func (r *recSink) StreamEvent(news.JobEvent) {}
-
-func (r *recSink) got(ident string) []store.LogEntry {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]store.LogEntry(nil), r.entries[ident]...)
-}
-
-type harness struct {
-	t     *testing.T
-	b     *redistest.Backend
-	store *store.Store
-	srv   *Server
-	hs    *httptest.Server
-	sink  *recSink
-	stop  context.CancelFunc
-	done  chan struct{}
-}
-
-func newHarness(t *testing.T, b *redistest.Backend, opt Options) *harness {
-	t.Helper()
-	h := &harness{t: t, b: b, store: store.NewStore(b.Client), sink: &recSink{}}
-	opt.Store = h.store
-	opt.Sink = h.sink
-	if opt.KeyRefresh == 0 {
-		opt.KeyRefresh = 50 * time.Millisecond
-	}
-	if opt.FlushInterval == 0 {
-		opt.FlushInterval = 50 * time.Millisecond
-	}
-	opt.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	h.srv = New(opt)
-	h.hs = httptest.NewServer(h.srv.Handler())
-	ctx, cancel := context.WithCancel(context.Background())
-	h.stop, h.done = cancel, make(chan struct{})
-	go func() { defer close(h.done); h.srv.Run(ctx) }()
-	t.Cleanup(func() { h.stop(); <-h.done; h.hs.Close() })
-	testproc.Eventually(h.t, "the term to start", func() bool { return h.srv.currentTerm() != nil })
-	return h
-}
-
-// eachHarness runs fn with a fresh harness on each backend
-// (redistest.Each).
-func eachHarness(t *testing.T, opt Options, fn func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context)) {
-	t.Helper()
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) { fn(t, b, newHarness(t, b, opt), context.Background()) })
-}
-
-// addKey registers a new key and returns a client of the test server
-// signing with it, once the server knows it.
-func (h *harness) addKey(name string, opts ...client.Option) *client.Client {
-	h.t.Helper()
-	return h.addKeyAt(h.hs.URL, name, opts...)
-}
-
-// addKeyAt is addKey with a client of the server at url (another listener
-// of h.srv).
-func (h *harness) addKeyAt(url, name string, opts ...client.Option) *client.Client {
-	h.t.Helper()
-	pub, priv, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if err := h.store.AddPipelineKey(context.Background(), name, wire.FormatPublicKey(pub)); err != nil {
-		h.t.Fatal(err)
-	}
-	testproc.Eventually(h.t, "key "+name, func() bool { p, _ := h.srv.currentTerm().publicKey(name); return p != nil })
-	c, err := client.New(url, name, priv, opts...)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return c
-}
-
-// queue writes a job as the bot's register does (the fields pipelines
-// read) and pushes it on queue.
-func (h *harness) queue(ident, queue string) {
-	h.t.Helper()
-	ctx := context.Background()
-	err := h.store.Register(ctx, store.NewJob{Ident: ident, URL: "http://example.com/" + ident,
-		FetchDepth: "inf", Slug: "example.com-inf", StartedBy: "nick", StartedIn: "#chan",
-		DelayMin: 250, DelayMax: 375, Concurrency: 3, Queue: queue, Patterns: []string{"ignored\\.example"}})
-	if err != nil {
-		h.t.Fatalf("register %s: %v", ident, err)
-	}
-}
-
-// holding registers key name, queues job ident on pending and has the new
-// client take it: the start of most tests.
-func (h *harness) holding(name, ident string) *client.Client {
-	h.t.Helper()
-	c := h.addKey(name)
-	h.queue(ident, store.KeyPending)
-	if j, err := c.Take(context.Background(), wire.TakeRequest{}); err != nil || j == nil {
-		h.t.Fatalf("take: %v %v", j, err)
-	}
-	return c
-}
-
-// dump is the database without the keys every authenticated request may
-// write (its nonce, the key's statistics): what "nothing written" compares.
-func (h *harness) dump() map[string]redistest.Entry {
-	h.t.Helper()
-	d := h.b.Dump(h.t)
-	for k := range d {
-		if strings.HasPrefix(k, store.PipelineKeyPrefix) && !strings.HasSuffix(k, ":jobs") {
-			delete(d, k)
-		}
-	}
-	return d
-}
-
-func (h *harness) sameDump(before map[string]redistest.Entry, what string) {
-	h.t.Helper()
-	// Let any batched write happen first: nothing may come of the refusal.
-	time.Sleep(3 * h.srv.opt.FlushInterval)
-	if after := h.dump(); !reflect.DeepEqual(before, after) {
-		h.t.Errorf("%s wrote to Redis:\nbefore %v\nafter  %v", what, before, after)
-	}
-}
-
-func wantCode(t *testing.T, err error, status int, code string) {
-	t.Helper()
-	e, ok := err.(*client.Error)
-	if !ok {
-		t.Fatalf("got %v, want a %d %s refusal", err, status, code)
-	}
-	if e.Status != status || e.Code != code {
-		t.Fatalf("got %d %s (%s), want %d %s", e.Status, e.Code, e.Reason, status, code)
-	}
-}
-
-func refusals(key, reason string) float64 {
-	mfs, _ := metrics.Registry.Gather()
-	for _, mf := range mfs {
-		if mf.GetName() != "archivebot_pipelineapi_refusals_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, p := range m.GetLabel() {
-				l[p.GetName()] = p.GetValue()
-			}
-			if l["key"] == key && l["reason"] == reason {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
-}
 
 func TestTakeUpdateDone(t *testing.T) {
 	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
@@ -436,157 +264,6 @@ func TestHoldLostInRedis(t *testing.T) {
 	})
 }
 
-func TestReplayedAndAlteredRefused(t *testing.T) {
-	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
-		c := h.holding("alpha", "j")
-		body := []byte(`{"heartbeat":1}`)
-		req, err := c.NewRequest(ctx, "POST", "/v1/jobs/j/update", body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		replay := req.Clone(ctx)
-		replay.Body = io.NopCloser(strings.NewReader(string(body)))
-		if err := c.Send(req, nil); err != nil {
-			t.Fatal(err)
-		}
-		testproc.Eventually(h.t, "the heartbeat", func() bool { return b.Client.HGet(ctx, "j", "heartbeat").Val() == "1" })
-		before := h.dump()
-		wantCode(t, c.Send(replay, nil), 401, "replayed_nonce")
-
-		alter := func(name string, f func(*http.Request), code string) {
-			t.Helper()
-			r, err := c.NewRequest(ctx, "POST", "/v1/jobs/j/update", body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f(r)
-			err = c.Send(r, nil)
-			if e, ok := err.(*client.Error); !ok || e.Code != code {
-				t.Errorf("%s: got %v, want %s", name, err, code)
-			}
-		}
-		alter("body", func(r *http.Request) {
-			r.Body = io.NopCloser(strings.NewReader(`{"heartbeat":9}`))
-			r.ContentLength = 15
-		}, "bad_signature")
-		alter("query", func(r *http.Request) { r.URL.RawQuery = "x=1" }, "bad_signature")
-		alter("path", func(r *http.Request) { r.URL.Path = "/v1/jobs/k/update"; r.URL.RawPath = "" }, "bad_signature")
-		alter("key name", func(r *http.Request) { r.Header.Set(wire.HeaderKey, "beta") }, "unknown_key")
-		alter("timestamp", func(r *http.Request) {
-			ts := r.Header.Get(wire.HeaderTimestamp)
-			r.Header.Set(wire.HeaderTimestamp, ts[:len(ts)-1]+string('0'+(ts[len(ts)-1]-'0'+1)%10))
-		}, "bad_signature")
-		alter("nonce", func(r *http.Request) { r.Header.Set(wire.HeaderNonce, strings.Repeat("ab", 16)) }, "bad_signature")
-		h.sameDump(before, "replayed and altered requests")
-	})
-}
-
-func TestStaleTimestampRefused(t *testing.T) {
-	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
-		pub, priv, _ := ed25519.GenerateKey(nil)
-		if err := h.store.AddPipelineKey(ctx, "alpha", wire.FormatPublicKey(pub)); err != nil {
-			t.Fatal(err)
-		}
-		testproc.Eventually(h.t, "the key", func() bool { p, _ := h.srv.currentTerm().publicKey("alpha"); return p != nil })
-		h.queue("j", store.KeyPending)
-		before := h.dump()
-		// Timestamps are whole seconds on both sides, so a request signed
-		// 61 s ahead can read as 60 s ahead when the node's second ticks
-		// over in between: the skews keep a margin past MaxSkew.
-		for _, skew := range []time.Duration{-wire.MaxSkew - 5*time.Second, wire.MaxSkew + 5*time.Second, -time.Hour} {
-			c, _ := client.New(h.hs.URL, "alpha", priv, client.WithClock(func() time.Time { return time.Now().Add(skew) }))
-			_, err := c.Take(ctx, wire.TakeRequest{})
-			wantCode(t, err, 401, "stale_timestamp")
-		}
-		h.sameDump(before, "stale requests")
-	})
-}
-
-func TestMissingAndWrongKeysRefused(t *testing.T) {
-	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
-		h.addKey("alpha")
-		h.queue("j", store.KeyPending)
-		before := h.dump()
-		// No signature at all.
-		resp, err := http.Post(h.hs.URL+wire.PathTake, "application/json", strings.NewReader("{}"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var e wire.Error
-		json.NewDecoder(resp.Body).Decode(&e)
-		resp.Body.Close()
-		if resp.StatusCode != 401 || e.Error != "missing_signature" {
-			t.Errorf("unsigned: %d %+v", resp.StatusCode, e)
-		}
-		// A name nobody registered.
-		_, priv, _ := ed25519.GenerateKey(nil)
-		stranger, _ := client.New(h.hs.URL, "stranger", priv)
-		_, err = stranger.Take(ctx, wire.TakeRequest{})
-		wantCode(t, err, 401, "unknown_key")
-		// alpha's name with another private key.
-		forger, _ := client.New(h.hs.URL, "alpha", priv)
-		_, err = forger.Take(ctx, wire.TakeRequest{})
-		wantCode(t, err, 401, "bad_signature")
-		h.sameDump(before, "unauthenticated requests")
-		if refusals("-", "unknown_key") < 1 {
-			t.Error("an unknown key's refusal is not counted")
-		}
-	})
-}
-
-// A revoked key is refused, and its open control stream closed, within
-// the key refresh (250 ms by default; the test measures and logs it).
-func TestRevokedKeyRefused(t *testing.T) {
-	eachHarness(t, Options{KeyRefresh: DefaultKeyRefresh}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
-		c := h.holding("alpha", "j")
-		events := make(chan client.Event, 16)
-		streamErr := make(chan error, 1)
-		go func() {
-			streamErr <- c.Control(ctx, func(ev client.Event) error { events <- ev; return nil })
-		}()
-		if ev := <-events; ev.Name != wire.EventSettings {
-			t.Fatalf("first event %v", ev)
-		}
-		before := h.dump()
-		revoked := time.Now()
-		if err := h.store.RevokePipelineKey(ctx, "alpha"); err != nil {
-			t.Fatal(err)
-		}
-		var bye client.Event
-		for bye.Name != wire.EventBye {
-			select {
-			case bye = <-events: // settings events sent before it may come first
-			case <-time.After(10 * time.Second):
-				t.Fatal("the control stream stayed open after the revocation")
-			}
-		}
-		closed := time.Since(revoked)
-		if err := <-streamErr; err != io.EOF {
-			t.Errorf("stream ended with %v", err)
-		}
-		var why wire.Error
-		json.Unmarshal(bye.Data, &why)
-		if bye.Name != wire.EventBye || why.Error != "revoked_key" {
-			t.Errorf("last event %s %s", bye.Name, bye.Data)
-		}
-		_, err := c.Heartbeat(ctx, "j")
-		wantCode(t, err, 401, "revoked_key")
-		t.Logf("control stream closed %v after the revocation", closed)
-		before[store.KeyPipelineKeys] = redistest.Entry{}
-		after := h.dump()
-		delete(before, store.KeyPipelineKeys)
-		delete(before, store.KeyPipelineKeysRevoked)
-		delete(after, store.KeyPipelineKeys)
-		delete(after, store.KeyPipelineKeysRevoked)
-		if !reflect.DeepEqual(before, after) {
-			t.Errorf("the revoked key's request wrote:\n%v\n%v", before, after)
-		}
-		// The stream cannot be reopened.
-		err = c.Control(ctx, func(client.Event) error { return nil })
-		wantCode(t, err, 401, "revoked_key")
-	})
-}
-
 func TestControlSettings(t *testing.T) {
 	eachHarness(t, Options{}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
 		c := h.holding("alpha", "j")
@@ -642,7 +319,7 @@ func TestControlSettings(t *testing.T) {
 }
 
 // TestFlagsReadAsTheRecord: the API reads a job's flags as every other
-// reader of the record does (store.DecodeJob, doc/protocol.md Job record):
+// reader of the record does (record.DecodeJob, doc/protocol.md Job record):
 // true only when the hash says "true". Another program's "1" or "yes" in
 // abort_requested or suppress_ignore_reports is not a request, in the
 // settings event and in the answer to an update alike, so the pipeline is
@@ -681,7 +358,7 @@ func TestFlagsReadAsTheRecord(t *testing.T) {
 			if _, err := h.store.ChangeSettings(ctx, "j", store.Change{Bump: 1}); err != nil {
 				t.Fatal(err)
 			}
-			rec := store.DecodeJob("j", b.Client.HGetAll(ctx, "j").Val())
+			rec := record.DecodeJob("j", b.Client.HGetAll(ctx, "j").Val())
 			if rec.AbortRequested != tc.want || rec.SuppressIgnoreReports != tc.want {
 				t.Fatalf("%q: DecodeJob reads abort %v, suppress %v", tc.value, rec.AbortRequested, rec.SuppressIgnoreReports)
 			}
@@ -781,7 +458,7 @@ func TestLimitsRefused(t *testing.T) {
 
 func TestStandbyAnswers503(t *testing.T) {
 	b := redistest.Mini(t)
-	s := New(Options{Store: store.NewStore(b.Client), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s := New(Options{Store: store.New(b.Client), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	hs := httptest.NewServer(s.Handler())
 	defer hs.Close()
 	_, priv, _ := ed25519.GenerateKey(nil)
@@ -793,7 +470,7 @@ func TestStandbyAnswers503(t *testing.T) {
 	}
 	// Leading false also answers 503 in a term.
 	leading := false
-	s2 := New(Options{Store: store.NewStore(b.Client), Leading: func() bool { return leading },
+	s2 := New(Options{Store: store.New(b.Client), Leading: func() bool { return leading },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -806,18 +483,6 @@ func TestStandbyAnswers503(t *testing.T) {
 	if !client.IsCode(err, "not_leader") {
 		t.Fatalf("deposed leader answered %v", err)
 	}
-}
-
-func callerLine() string {
-	_, file, line, _ := runtime.Caller(3)
-	return fmt.Sprintf("%s:%d", file, line)
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 // The entries kept for /logs/recent are bounded per job, in jobs and in

@@ -12,8 +12,10 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -72,7 +74,7 @@ type keyState struct {
 // heldJob is a job a key holds, with what is not yet written.
 type heldJob struct {
 	ident, key string
-	rec        *store.Job // the record as last read (DecodeJob), with what was written since
+	rec        *record.Job // the record as last read (DecodeJob), with what was written since
 	logScore   int64
 	// pos is where the take landed in Redis's replication stream
 	// (zero: loaded from Redis, or not tracked): RecheckHolds.
@@ -90,7 +92,7 @@ type heldJob struct {
 
 // readRetry is the wait before reading again what a term needs from Redis
 // (its keys at the start, a held job's settings): a fixed second.
-var readRetry = run.Backoff{Min: time.Second, Max: time.Second}
+var readRetry = retry.Backoff{Min: time.Second, Max: time.Second}
 
 // Run serves one leadership term until ctx ends: it loads the keys,
 // refreshes them every KeyRefresh (closing the control streams of revoked

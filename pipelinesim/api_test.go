@@ -28,7 +28,7 @@ import (
 func TestAPIMode(t *testing.T) {
 	b := redistest.Mini(t)
 	ctx := context.Background()
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	hs := apitest.Serve(t, pipelineapi.Options{Store: st, KeyRefresh: 20 * time.Millisecond})
 	c := apitest.Client(t, st, hs.URL, "sim-api")
 	var ids []string
@@ -96,7 +96,7 @@ func TestAPIMode(t *testing.T) {
 func TestAPIModeRidesOutRefusals(t *testing.T) {
 	b := redistest.Mini(t)
 	ctx := context.Background()
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	hs := apitest.Serve(t, pipelineapi.Options{Store: st, KeyRefresh: 20 * time.Millisecond})
 	// In front of the node: the first two updates of job 0 are answered
 	// as a standby answers them; job 1's updates are refused not_held.

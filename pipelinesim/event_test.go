@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The simulator's lines give every number its unit (issue 32: an API take
+// The simulator's lines give every number its unit (before: an API take
 // printed "take IDENT 37186", microseconds without saying so).
 func TestEventStringUnits(t *testing.T) {
 	cases := []struct {

@@ -26,7 +26,7 @@ type proxiedNode struct {
 
 func newProxiedNode(t *testing.T) *proxiedNode {
 	b := redistest.Mini(t)
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	hs := apitest.Serve(t, pipelineapi.Options{Store: st, KeyRefresh: 20 * time.Millisecond})
 	target, _ := url.Parse(hs.URL)
 	return &proxiedNode{b: b, st: st, rp: httputil.NewSingleHostReverseProxy(target)}

@@ -16,7 +16,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// TestUpstreamModeThroughBridge (issue 27, finding 17): `simulate-pipeline
+// TestUpstreamModeThroughBridge: `simulate-pipeline
 // -upstream` with REDIS_URL pointing at `archivebot bridge` works a job
 // from the take to mark_done, and the bridge refuses none of what it
 // sends. (Without -upstream the simulator EVALs its own scripts, which the
@@ -24,7 +24,7 @@ import (
 func TestUpstreamModeThroughBridge(t *testing.T) {
 	b := redistest.RealOrMini(t)
 	ctx := context.Background()
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	hs := apitest.Serve(t, pipelineapi.Options{Store: st})
 	cl := apitest.Client(t, st, hs.URL, "sim-bridge")
 	br := bridge.New(bridge.Config{Node: cl, RetryFor: 5 * time.Second})

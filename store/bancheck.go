@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/net/publicsuffix"
+
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // KeyBanCheck (hash, ours) counts the first responses of a job for the ban
@@ -34,8 +36,8 @@ const (
 // response (not a download entry), "ok" for a response that is not an
 // error, else the error: "403", "429", the 5xx code, or "network" (no
 // HTTP status: code 0 or absent, with is_error).
-func BanLabel(e LogEntry) string {
-	if e.Kind != EntryObject || e.Type != "download" {
+func BanLabel(e record.LogEntry) string {
+	if e.Kind != record.EntryObject || e.Type != "download" {
 		return ""
 	}
 	c := e.Code
@@ -75,12 +77,6 @@ func (s *Store) BanCheck(ctx context.Context, ident, pipeline, site string, n in
 	state, _ = res[0].(string)
 	text, _ = res[1].(string)
 	return state, text, nil
-}
-
-// ClearBanCheck forgets ident's ban check (a rerouted job is checked again
-// on its next pipeline).
-func (s *Store) ClearBanCheck(ctx context.Context, ident string) error {
-	return wrap("clear ban check of "+ident, s.rdb.Del(ctx, KeyBanCheck(ident)).Err())
 }
 
 // SiteOf is the registered domain of a job URL's host (the host itself

@@ -1,6 +1,10 @@
 package store
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/archiveteam/archivebot-go/record"
+)
 
 // TestBanLabel: which log entries count for the ban line and as what.
 func TestBanLabel(t *testing.T) {
@@ -16,7 +20,7 @@ func TestBanLabel(t *testing.T) {
 		`{"type":"stdout","message":"x"}`:                          "",
 		`not json`:                                                 "",
 	} {
-		if got := BanLabel(NewLogEntry(doc, 1)); got != want {
+		if got := BanLabel(record.NewLogEntry(doc, 1)); got != want {
 			t.Errorf("%s: %q, want %q", doc, got, want)
 		}
 	}

@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
-// Issue 28: a command's fail queues its channel line in the fail's own
+// A command's fail queues its channel line in the fail's own
 // atomic step, and only when the fail happens: a fail of a job that is
 // failed already, finished by its pipeline, or absent queues nothing.
 func TestFailJobReportedQueuesOnlyARealFail(t *testing.T) {
@@ -25,7 +26,7 @@ func TestFailJobReportedQueuesOnlyARealFail(t *testing.T) {
 			return v
 		}
 		calls := 0
-		line := func(j *store.Job) store.AdminNotice {
+		line := func(j *record.Job) store.AdminNotice {
 			calls++
 			return store.AdminNotice{Channel: j.StartedIn.Value, Text: j.StartedBy.Value + ": " + j.Ident + " for " + j.URL.Value + " failed"}
 		}

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // failExpiry is how long a failed job's keys live, as for aborted jobs.
@@ -32,13 +34,13 @@ const failExpiry = 5
 // nick, or "reaper".
 // ErrNoJob and ErrJobFinished leave Redis unchanged; with
 // ErrJobFinished the job as it is is returned too.
-func (s *Store) FailJob(ctx context.Context, ident, reason string) (*Job, error) {
+func (s *Store) FailJob(ctx context.Context, ident, reason string) (*record.Job, error) {
 	return s.FailJobBy(ctx, ident, reason, "node")
 }
 
 // FailJobBy is FailJob recording by (an operator's nick, or "reaper") as
 // who failed the job.
-func (s *Store) FailJobBy(ctx context.Context, ident, reason, by string) (*Job, error) {
+func (s *Store) FailJobBy(ctx context.Context, ident, reason, by string) (*record.Job, error) {
 	return s.FailJobNotice(ctx, ident, reason, by, nil)
 }
 
@@ -46,7 +48,7 @@ func (s *Store) FailJobBy(ctx context.Context, ident, reason, by string) (*Job, 
 // the admin notifier in the same atomic step, only if the job is failed:
 // the reaper's "marked as failed" line is said only for a fail that
 // happened, and at least once.
-func (s *Store) FailJobNotice(ctx context.Context, ident, reason, by string, notice *AdminNotice) (*Job, error) {
+func (s *Store) FailJobNotice(ctx context.Context, ident, reason, by string, notice *AdminNotice) (*record.Job, error) {
 	doc := ""
 	if notice != nil {
 		b, err := json.Marshal(notice)
@@ -79,7 +81,7 @@ func (s *Store) FailJobNotice(ctx context.Context, ident, reason, by string, not
 	case -3:
 		return nil, &NotAJobError{Key: KeyJob(ident)}
 	}
-	job := DecodeJob(ident, scriptFields(res[1:]))
+	job := record.DecodeJob(ident, scriptFields(res[1:]))
 	if code == 2 {
 		return job, ErrJobFinished
 	}
@@ -100,7 +102,7 @@ func (s *Store) FailJobNotice(ctx context.Context, ident, reason, by string, not
 // the job is queued, and the ident is the URL's, so only a job that
 // ended, expired and was queued again by someone else in between the
 // read and the fail could be reported to the previous job's channel.
-func (s *Store) FailJobReported(ctx context.Context, ident, reason, by string, line func(*Job) AdminNotice) (*Job, error) {
+func (s *Store) FailJobReported(ctx context.Context, ident, reason, by string, line func(*record.Job) AdminNotice) (*record.Job, error) {
 	job, err := s.GetJob(ctx, ident)
 	if err != nil {
 		return nil, err
@@ -116,37 +118,10 @@ func (s *Store) FailJobReported(ctx context.Context, ident, reason, by string, l
 // FailureTTL is how long a failure record (and its index entry) is kept.
 const FailureTTL = 7 * 24 * time.Hour
 
-// Failure is a failure record, archivebot:failed:IDENT (hash, kept
-// FailureTTL): what operators need after a job failed, since its job
-// record expires 5 seconds after the fail. Fields (all strings):
-//
-//	url         the job's URL
-//	reason      why it failed ("no heartbeat for 2h0m", "failed by NICK")
-//	failed_by   who or what failed it: "reaper", or the operator's nick
-//	failed_at   UNIX seconds (may have a fraction)
-//	queue       where it was: pending, pending-ao, pending-large,
-//	            pending:NAME, or working (it was running)
-//	job         JSON object: the job record as it was at the fail (every
-//	            field a string, as in Redis): fetch_depth, started_by,
-//	            started_in, queued_at, settings… — what a requeue needs
-//
-// Unknown fields are kept in Extra.
-type Failure struct {
-	Ident    string
-	URL      string
-	Reason   string
-	FailedBy string
-	FailedAt float64
-	Queue    string
-	// Job is the job record at the time of the fail (nil when absent).
-	Job   map[string]string
-	Extra map[string]string
-}
-
 // RecordFailure writes f as archivebot:failed:IDENT with a TTL of
 // FailureTTL and adds it to the index of finished jobs, in one step (one
 // round trip). FailedAt zero means now.
-func (s *Store) RecordFailure(ctx context.Context, f Failure) error {
+func (s *Store) RecordFailure(ctx context.Context, f record.Failure) error {
 	if f.FailedAt == 0 {
 		now := s.Now()
 		f.FailedAt = float64(now.UnixMilli()) / 1000
@@ -174,50 +149,14 @@ func (s *Store) RecordFailure(ctx context.Context, f Failure) error {
 	return nil
 }
 
-// parseFailure turns a failure record hash into a Failure (nil for none).
-func parseFailure(ident string, m map[string]string) *Failure {
-	if len(m) == 0 {
-		return nil
-	}
-	f := &Failure{Ident: ident, URL: m["url"], Reason: m["reason"], FailedBy: m["failed_by"], Queue: m["queue"]}
-	f.FailedAt, _ = strconv.ParseFloat(m["failed_at"], 64)
-	if raw := m["job"]; raw != "" {
-		var job map[string]any
-		if json.Unmarshal([]byte(raw), &job) == nil {
-			f.Job = make(map[string]string, len(job))
-			for k, v := range job {
-				switch v := v.(type) {
-				case string:
-					f.Job[k] = v
-				case nil:
-				default:
-					b, _ := json.Marshal(v)
-					f.Job[k] = string(b)
-				}
-			}
-		}
-	}
-	for k, v := range m {
-		switch k {
-		case "url", "reason", "failed_by", "failed_at", "queue", "job":
-		default:
-			if f.Extra == nil {
-				f.Extra = map[string]string{}
-			}
-			f.Extra[k] = v
-		}
-	}
-	return f
-}
-
 // GetFailure reads ident's failure record; nil, nil when there is none.
 // One round trip.
-func (s *Store) GetFailure(ctx context.Context, ident string) (*Failure, error) {
+func (s *Store) GetFailure(ctx context.Context, ident string) (*record.Failure, error) {
 	m, err := s.rdb.HGetAll(ctx, KeyFailed(ident)).Result()
 	if err != nil && !isWrongType(err) {
 		return nil, wrap("get failure "+ident, err)
 	}
-	return parseFailure(ident, m), nil
+	return record.DecodeFailure(ident, m), nil
 }
 
 // FailReasons returns the failed_reason of each ident whose record has one

@@ -234,15 +234,6 @@ func zrangeJSON[T any](ctx context.Context, s *Store, key, what string) ([]T, er
 	return out, nil
 }
 
-// FeedState is net's state of text ("" when pending): see KeyFeedState.
-func (s *Store) FeedState(ctx context.Context, net, text string) (string, error) {
-	v, err := s.rdb.HGet(ctx, KeyFeedState(net), text).Result()
-	if errors.Is(err, redis.Nil) {
-		return "", nil
-	}
-	return v, wrap("feed state "+net, err)
-}
-
 // PruneFeed removes net's digests and give-ups recorded before
 // now-maxAge, its sends older than window, and URLs of texts no longer
 // queued.

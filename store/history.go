@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // HistoryMax is the most entries a job's history keeps (the oldest go).
@@ -117,16 +119,16 @@ func (s *Store) IndexFinished(ctx context.Context, ident string) error {
 // (finished or aborted), or a failure record, or both.
 type FinishedJob struct {
 	Ident   string
-	Job     *Job     // nil when the record has expired
-	Failure *Failure // nil when the job did not fail
+	Job     *record.Job     // nil when the record has expired
+	Failure *record.Failure // nil when the job did not fail
 }
 
 // State is the job's state (StateOf its record and failure record).
-func (fj FinishedJob) State() JobState { return StateOf(fj.Job, fj.Failure, false) }
+func (fj FinishedJob) State() record.State { return record.StateOf(fj.Job, fj.Failure, false) }
 
 // Record is the job record to show: the record, else the copy the
 // failure record keeps.
-func (fj FinishedJob) Record() *Job { return recordOf(fj.Ident, fj.Job, fj.Failure) }
+func (fj FinishedJob) Record() *record.Job { return record.Shown(fj.Ident, fj.Job, fj.Failure) }
 
 // FinishedJobs lists the jobs of the finished index that still have a job
 // record with finished_at or a failure record, oldest first, each as
@@ -157,12 +159,12 @@ func (s *Store) FinishedJobs(ctx context.Context) ([]FinishedJob, error) {
 	var out []FinishedJob
 	var stale []any
 	for i, id := range idents {
-		var job *Job
+		var job *record.Job
 		if m := jobs[i].Val(); len(m) > 0 {
-			job = DecodeJob(id, m)
+			job = record.DecodeJob(id, m)
 		}
 		fj := FinishedJob{Ident: id}
-		fj.Job, fj.Failure = Speaking(job, parseFailure(id, fails[i].Val()))
+		fj.Job, fj.Failure = record.Speaking(job, record.DecodeFailure(id, fails[i].Val()))
 		if fj.Job != nil && !fj.Job.Finished() {
 			fj.Job = nil // queued or running again: not finished
 		}

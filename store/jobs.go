@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // WorkingJobs lists the idents in `working` (jobs a pipeline has taken).
@@ -149,7 +151,7 @@ func (s *Store) RunningJobs(ctx context.Context) ([]RunningJob, error) {
 		}
 		j := hmgetJob(id, runningFields, cmds[i].Val())
 		if j == nil {
-			j = DecodeJob(id, nil)
+			j = record.DecodeJob(id, nil)
 		}
 		out = append(out, RunningJob{Ident: id, URL: j.URL.Value, PipelineID: j.PipelineID.Value, StartedAt: j.StartedAt.Value})
 	}
@@ -311,7 +313,7 @@ func (s *Store) Exists(ctx context.Context, ident string) (bool, error) {
 // GetJob reads a job record; it returns nil, nil when there is none or
 // the hash is a ghost (Job.Ghost), and a *NotAJobError when the key holds
 // something else.
-func (s *Store) GetJob(ctx context.Context, ident string) (*Job, error) {
+func (s *Store) GetJob(ctx context.Context, ident string) (*record.Job, error) {
 	m, err := s.rdb.HGetAll(ctx, KeyJob(ident)).Result()
 	if isWrongType(err) {
 		return nil, &NotAJobError{Key: KeyJob(ident)}
@@ -319,7 +321,7 @@ func (s *Store) GetJob(ctx context.Context, ident string) (*Job, error) {
 	if err != nil {
 		return nil, wrap("get job "+ident, err)
 	}
-	if j := DecodeJob(ident, m); !j.Ghost() && len(m) > 0 {
+	if j := record.DecodeJob(ident, m); !j.Ghost() && len(m) > 0 {
 		return j, nil
 	}
 	return nil, nil

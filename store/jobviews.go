@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // The read models of a job for the web API and the admin CLI (their
@@ -44,8 +46,8 @@ func (s *Store) IgnoreSets(ctx context.Context, idents []string) (map[string][]s
 type JobDetail struct {
 	Ident string
 	// Job is the record; nil when only a failure record is left.
-	Job     *Job
-	Failure *Failure
+	Job     *record.Job
+	Failure *record.Failure
 	Ignores []string
 	// History is the job's history, oldest first (doc/protocol.md, Job
 	// history); it outlives the record of an aborted or failed job.
@@ -64,11 +66,11 @@ type JobDetail struct {
 
 // State is the job's state (StateOf its record, failure record and
 // place in `working`).
-func (d *JobDetail) State() JobState { return StateOf(d.Job, d.Failure, d.Working) }
+func (d *JobDetail) State() record.State { return record.StateOf(d.Job, d.Failure, d.Working) }
 
 // Record is the job record to show: the record, else the copy the
 // failure record keeps.
-func (d *JobDetail) Record() *Job { return recordOf(d.Ident, d.Job, d.Failure) }
+func (d *JobDetail) Record() *record.Job { return record.Shown(d.Ident, d.Job, d.Failure) }
 
 // JobDetail reads one job. It returns nil, nil when there is neither a job
 // record nor a failure record that speaks (Speaking: a ghost hash is no
@@ -97,18 +99,18 @@ func (s *Store) JobDetail(ctx context.Context, ident string) (*JobDetail, error)
 	if err != nil && !errors.Is(err, redis.Nil) && !isWrongType(err) {
 		return nil, wrap("read job "+ident, err)
 	}
-	d := &JobDetail{Ident: ident, Failure: parseFailure(ident, fail.Val()), TTL: ttl.Val(), History: parseHistory(hist.Val())}
+	d := &JobDetail{Ident: ident, Failure: record.DecodeFailure(ident, fail.Val()), TTL: ttl.Val(), History: parseHistory(hist.Val())}
 	if m := job.Val(); len(m) > 0 {
-		d.Job = DecodeJob(ident, m)
+		d.Job = record.DecodeJob(ident, m)
 	}
-	d.Job, d.Failure = Speaking(d.Job, d.Failure)
+	d.Job, d.Failure = record.Speaking(d.Job, d.Failure)
 	if d.Job == nil && d.Failure == nil {
 		return nil, nil
 	}
 	d.Ignores = ign.Val()
 	slices.Sort(d.Ignores)
 	found := d.place(queues, pos, lens)
-	if d.Job != nil && !found && d.Job.State() == StateQueued {
+	if d.Job != nil && !found && d.Job.State() == record.StateQueued {
 		named, err := s.NamedQueues(ctx)
 		if err != nil {
 			return nil, err
@@ -164,16 +166,16 @@ type ActiveJob struct {
 	// Job holds the fields of activeFields only (those present): its
 	// State() tells queued, running and finished apart, not aborted or
 	// failed.
-	Job *Job
+	Job *record.Job
 }
 
 // State is running for a job in `working`, queued for one in a pending
 // queue: where ActiveJobs found it, whatever its record says.
-func (a ActiveJob) State() JobState {
+func (a ActiveJob) State() record.State {
 	if a.Queue == KeyWorking {
-		return StateRunning
+		return record.StateRunning
 	}
-	return StateQueued
+	return record.StateQueued
 }
 
 // activeFields are the job fields ActiveJobs reads.
@@ -244,7 +246,7 @@ func (s *Store) ActiveJobs(ctx context.Context) ([]ActiveJob, error) {
 
 // hmgetJob decodes the reply of HMGET IDENT fields…: the record with
 // those of fields it has, nil when it has none of them.
-func hmgetJob(ident string, fields []string, vals []any) *Job {
+func hmgetJob(ident string, fields []string, vals []any) *record.Job {
 	m := make(map[string]string, len(fields))
 	for k, f := range fields {
 		if k < len(vals) {
@@ -256,5 +258,5 @@ func hmgetJob(ident string, fields []string, vals []any) *Job {
 	if len(m) == 0 {
 		return nil
 	}
-	return DecodeJob(ident, m)
+	return record.DecodeJob(ident, m)
 }

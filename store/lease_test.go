@@ -14,7 +14,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
-// Issue 14: the lease is taken by one node only, renewed only by its
+// The lease is taken by one node only, renewed only by its
 // holder, released only by its holder; each term gets a larger token.
 func TestLeaseAcquireRenewRelease(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
@@ -58,7 +58,7 @@ func TestLeaseAcquireRenewRelease(t *testing.T) {
 	})
 }
 
-// Issue 14: a service write under a fencing token that no longer holds
+// A service write under a fencing token that no longer holds
 // the lease is refused and writes nothing; the current holder's token and
 // no token (single node) write.
 func TestFencedServiceWrite(t *testing.T) {
@@ -75,7 +75,7 @@ func TestFencedServiceWrite(t *testing.T) {
 		if err := b.Client.RPush(ctx, store.KeyFinishNotifications, `{"url":"http://x/"}`).Err(); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err = s.FinishNotices().Take(store.WithFence(ctx, old.Value))
+		_, _, err = s.TakeNotice(store.WithFence(ctx, old.Value), store.FinishQueue)
 		if !store.IsFenced(err) {
 			t.Fatalf("take under the old token: err = %v; want FENCED", err)
 		}
@@ -85,19 +85,19 @@ func TestFencedServiceWrite(t *testing.T) {
 		if _, err := s.FailJob(store.WithFence(ctx, old.Value), "nojob", "reason"); !store.IsFenced(err) {
 			t.Fatalf("FailJob under the old token: err = %v; want FENCED", err)
 		}
-		if _, ok, err := s.FinishNotices().Take(store.WithFence(ctx, cur.Value)); err != nil || !ok {
+		if _, ok, err := s.TakeNotice(store.WithFence(ctx, cur.Value), store.FinishQueue); err != nil || !ok {
 			t.Fatalf("take under the current token: ok=%v err=%v", ok, err)
 		}
 		if err := b.Client.RPush(ctx, store.KeyFinishNotifications, `{"url":"http://y/"}`).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok, err := s.FinishNotices().Take(ctx); err != nil || !ok {
+		if _, ok, err := s.TakeNotice(ctx, store.FinishQueue); err != nil || !ok {
 			t.Fatalf("take without a token (single node): ok=%v err=%v", ok, err)
 		}
 	})
 }
 
-// Issue 14: every Lua script that writes is fenced (declared with
+// Every Lua script that writes is fenced (declared with
 // fenced() or command(), starting with scripts/fence.lua) or one of the
 // lease scripts listed here. A new script that writes fails this test
 // until it is wrapped.
@@ -145,7 +145,7 @@ func TestWriteScriptsFenced(t *testing.T) {
 	}
 }
 
-// Issue 14: with Store.CommandFence set (an HA node), a user command's
+// With Store.CommandFence set (an HA node), a user command's
 // write is refused once the node no longer holds the lease (a command
 // buffered while it was frozen), and goes through while it does; the
 // admin CLI's store (no CommandFence) is not fenced.
@@ -155,18 +155,17 @@ func TestCommandFence(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.CommandFence = func() string { return "standby old" }
-		if err := s.Register(ctx, newJob("fencedjob")); !store.IsFenced(err) {
+		deposed := store.New(b.Client, store.WithCommandFence(func() string { return "standby old" }))
+		if err := deposed.Register(ctx, newJob("fencedjob")); !store.IsFenced(err) {
 			t.Fatalf("register on a deposed leader: %v; want FENCED", err)
 		}
 		if n := b.Client.Exists(ctx, "fencedjob").Val(); n != 0 {
 			t.Fatal("the refused register wrote the job")
 		}
-		s.CommandFence = func() string { return cur.Value }
-		if err := s.Register(ctx, newJob("fencedjob")); err != nil {
+		leader := store.New(b.Client, store.WithCommandFence(func() string { return cur.Value }))
+		if err := leader.Register(ctx, newJob("fencedjob")); err != nil {
 			t.Fatalf("register on the leader: %v", err)
 		}
-		s.CommandFence = nil
 		if err := s.Register(ctx, newJob("clijob")); err != nil {
 			t.Fatalf("register without a fence (admin CLI): %v", err)
 		}

@@ -12,13 +12,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // JobLog is a job with some of its log entries (decoded once, see
 // LogEntry; oversized ones are their size alone).
 type JobLog struct {
-	Job     *Job
-	Entries []LogEntry
+	Job     *record.Job
+	Entries []record.LogEntry
 }
 
 // RecentLogs returns, for each job in `working` that still has a record
@@ -40,7 +41,7 @@ func (s *Store) RecentLogs(ctx context.Context, count int) ([]JobLog, error) {
 		for i, id := range idents {
 			jobs[i] = p.HGetAll(ctx, KeyJob(id))
 			logs[i] = readLogScript.EvalSha(ctx, p, []string{KeyLog(id)}, "tail", "", count,
-				MaxLogEntryBytes, MaxLogReadBytes)
+				record.MaxLogEntryBytes, MaxLogReadBytes)
 		}
 		return nil
 	}
@@ -51,13 +52,13 @@ func (s *Store) RecentLogs(ctx context.Context, count int) ([]JobLog, error) {
 	out := make([]JobLog, 0, len(idents))
 	for i, id := range idents {
 		m := jobs[i].Val()
-		if len(m) == 0 || DecodeJob(id, m).Ghost() {
+		if len(m) == 0 || record.DecodeJob(id, m).Ghost() {
 			continue
 		}
 		// The log key the pipeline writes is the one the record names
 		// (always IDENT_log for jobs this node registered).
 		entries, _ := parseLogRead(logs[i].Val())
-		out = append(out, JobLog{Job: DecodeJob(id, m), Entries: entries})
+		out = append(out, JobLog{Job: record.DecodeJob(id, m), Entries: entries})
 	}
 	return out, nil
 }
@@ -84,7 +85,7 @@ func (s *Store) LogBookmark(ctx context.Context, ident string) (string, bool, er
 
 // ReadLog returns up to limit entries of the job's log scored after
 // bookmark ("" = from the start), in score order.
-func (s *Store) ReadLog(ctx context.Context, ident, bookmark string, limit int) ([]LogEntry, error) {
+func (s *Store) ReadLog(ctx context.Context, ident, bookmark string, limit int) ([]record.LogEntry, error) {
 	b, err := s.ReadLogBatch(ctx, ident, bookmark, limit)
 	if err != nil {
 		return nil, err
@@ -113,7 +114,7 @@ func (s *Store) ReadLogBatch(ctx context.Context, ident, bookmark string, limit 
 // most MaxLogReadBytes of entries.
 func (s *Store) readLog(ctx context.Context, ident, mode, bookmark string, limit int) (any, error) {
 	res, err := readLogScript.Run(ctx, s.rdb, []string{KeyLog(ident)}, mode, bookmark, limit,
-		MaxLogEntryBytes, MaxLogReadBytes).Result()
+		record.MaxLogEntryBytes, MaxLogReadBytes).Result()
 	return res, wrap("read log of "+ident, err)
 }
 
@@ -163,22 +164,22 @@ func rawScore(v any) float64 {
 
 // Entries decodes the entries read; one that came back as its size alone
 // is EntryOversized (counted in archivebot_log_entries_oversized_total).
-func (b LogBatch) Entries() []LogEntry {
-	out := make([]LogEntry, 0, b.Len())
+func (b LogBatch) Entries() []record.LogEntry {
+	out := make([]record.LogEntry, 0, b.Len())
 	for i := 0; i+1 < len(b.raw); i += 2 {
 		score := rawScore(b.raw[i+1])
 		switch m := b.raw[i].(type) {
 		case string:
-			out = append(out, NewLogEntry(m, score))
+			out = append(out, record.NewLogEntry(m, score))
 		case int64:
 			metrics.LogEntryOversized()
-			out = append(out, OversizedLogEntry(int(m), score))
+			out = append(out, record.OversizedLogEntry(int(m), score))
 		}
 	}
 	return out
 }
 
-func parseLogRead(res any) ([]LogEntry, error) {
+func parseLogRead(res any) ([]record.LogEntry, error) {
 	b, err := newLogBatch(res)
 	if err != nil {
 		return nil, err
@@ -186,23 +187,9 @@ func parseLogRead(res any) ([]LogEntry, error) {
 	return b.Entries(), nil
 }
 
-// LogCounts are the response counters the analyzer keeps on a job.
-type LogCounts struct {
-	R1xx, R2xx, R3xx, R4xx, R5xx, Runk int64
-	// Errors counts download entries with is_error.
-	Errors int64
-}
-
-// Add adds o to c.
-func (c *LogCounts) Add(o LogCounts) {
-	c.R1xx += o.R1xx
-	c.R2xx += o.R2xx
-	c.R3xx += o.R3xx
-	c.R4xx += o.R4xx
-	c.R5xx += o.R5xx
-	c.Runk += o.Runk
-	c.Errors += o.Errors
-}
+// MaxLogReadBytes bounds the entries one read of a job's log returns (at
+// least one entry is always returned, so the bookmark moves).
+const MaxLogReadBytes = 4 << 20
 
 // LogCommit is what CommitLogCounts did.
 type LogCommit int
@@ -233,7 +220,7 @@ type LogTrim struct {
 // only up to what the live stream has broadcast — unless the stream lags
 // more than maxLag entries (0: no bound), then it keeps only the newest
 // maxLag unbroadcast entries and reports the rest as skipped.
-func (s *Store) CommitLogCounts(ctx context.Context, ident, from, to string, c LogCounts, trimAfter int, respectBroadcast bool, maxLag int) (LogCommit, LogTrim, error) {
+func (s *Store) CommitLogCounts(ctx context.Context, ident, from, to string, c record.LogCounts, trimAfter int, respectBroadcast bool, maxLag int) (LogCommit, LogTrim, error) {
 	respect := "0"
 	if respectBroadcast {
 		respect = "1"

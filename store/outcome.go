@@ -71,8 +71,8 @@ type noRetryCmd struct{ *redis.Cmd }
 func (noRetryCmd) NoRetry() bool { return true }
 
 // ErrNotReplicated is wrapped (with ErrOutcomeUnknown) by a write that
-// Redis made but fewer replicas than Store.WaitReplicas confirmed within
-// Store.WaitTimeout: a failover now could lose it. Sending the command
+// Redis made but fewer replicas than WithWait asked confirmed within
+// its timeout: a failover now could lose it. Sending the command
 // again under the same id finds its record and waits again.
 var ErrNotReplicated = errors.New("not confirmed by the replicas")
 
@@ -80,14 +80,14 @@ var ErrNotReplicated = errors.New("not confirmed by the replicas")
 // server does not have it) with the command-record arguments and the fence
 // arguments appended, and classifies its failure: a Redis error reply as
 // it is (ErrUnavailable for replies meaning "not now"), a failure before
-// sending as ErrUnavailable, anything after sending as ErrOutcomeUnknown. With WaitReplicas set, a write that
+// sending as ErrUnavailable, anything after sending as ErrOutcomeUnknown. With WithWait's replicas set, a write that
 // succeeded is followed by WAIT on the same connection, and too few
 // replicas make it ErrOutcomeUnknown and ErrNotReplicated.
 func (s *Store) runWrite(ctx context.Context, op string, sc *fencedScript, keys []string, argv ...any) *redis.Cmd {
 	argv = append(argv, commandArgs(ctx)...)
 	tok := fenceToken(ctx)
-	if tok == "" && s.CommandFence != nil {
-		tok = s.CommandFence()
+	if tok == "" && s.commandFence != nil {
+		tok = s.commandFence()
 	}
 	keys = append(keys[:len(keys):len(keys)], KeyLeader)
 	argv = append(argv, tok)
@@ -99,7 +99,7 @@ func (s *Store) runWrite(ctx context.Context, op string, sc *fencedScript, keys 
 	args = append(args, argv...)
 	process := s.rdb.Process
 	var conn *redis.Conn
-	if s.WaitReplicas > 0 {
+	if s.wantReplicas > 0 {
 		// WAIT counts the replicas that have this connection's writes:
 		// the script and WAIT must share one connection.
 		c, ok := s.rdb.(interface{ Conn() *redis.Conn })
@@ -148,7 +148,7 @@ func (s *Store) runWrite(ctx context.Context, op string, sc *fencedScript, keys 
 
 // waitReplicas runs WAIT on conn after a write.
 func (s *Store) waitReplicas(ctx context.Context, conn *redis.Conn) error {
-	timeout := s.WaitTimeout
+	timeout := s.waitTimeout
 	if timeout <= 0 {
 		timeout = time.Second
 	}
@@ -156,7 +156,7 @@ func (s *Store) waitReplicas(ctx context.Context, conn *redis.Conn) error {
 	if ms < 1 {
 		ms = 1
 	}
-	w := redis.NewCmd(ctx, "wait", s.WaitReplicas, ms)
+	w := redis.NewCmd(ctx, "wait", s.wantReplicas, ms)
 	if err := conn.Process(ctx, noRetryCmd{w}); err != nil {
 		// The write was made: whatever WAIT's failure, its fate is unknown.
 		return fmt.Errorf("%w: %w: wait: %w", ErrOutcomeUnknown, ErrUnavailable, err)
@@ -165,8 +165,8 @@ func (s *Store) waitReplicas(ctx context.Context, conn *redis.Conn) error {
 	if err != nil {
 		return fmt.Errorf("%w: wait: %w", ErrOutcomeUnknown, err)
 	}
-	if n < int64(s.WaitReplicas) {
-		return fmt.Errorf("%w: %w: %d of %d replicas within %v", ErrOutcomeUnknown, ErrNotReplicated, n, s.WaitReplicas, timeout)
+	if n < int64(s.wantReplicas) {
+		return fmt.Errorf("%w: %w: %d of %d replicas within %v", ErrOutcomeUnknown, ErrNotReplicated, n, s.wantReplicas, timeout)
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
-// Issue 9, finding 4: every write of a user command records its outcome in
+// Every write of a user command records its outcome in
 // the same script as the change. Run again under the same command id (as
 // the bot does when a reply was lost), it returns the recorded result and
 // changes nothing; refusals write no record.
@@ -123,7 +123,7 @@ func TestWriteFailureClassified(t *testing.T) {
 	b := redistest.Mini(t)
 	addr := b.Mini.Addr()
 	b.Mini.Close()
-	refused := store.NewStore(redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1}))
+	refused := store.New(redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1}))
 	err := refused.Register(ctx, newJob("job1"))
 	if !store.IsUnavailable(err) || store.IsOutcomeUnknown(err) {
 		t.Fatalf("refused connection: %v (unavailable %v, unknown %v)", err,
@@ -133,7 +133,7 @@ func TestWriteFailureClassified(t *testing.T) {
 	// A server that reads everything and never answers.
 	rdb := redis.NewClient(&redis.Options{Addr: redistest.Silent(t), ReadTimeout: 100 * time.Millisecond, Protocol: 2})
 	defer rdb.Close()
-	silent := store.NewStore(rdb)
+	silent := store.New(rdb)
 	for name, run := range map[string]func() error{
 		"register": func() error { return silent.Register(ctx, newJob("job1")) },
 		"settings": func() error { _, err := silent.ChangeSettings(ctx, "job1", store.Change{Bump: 1}); return err },
@@ -152,7 +152,7 @@ func BenchmarkCommandRecord(b *testing.B) {
 		for _, withID := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/record=%v", be.Name, withID), func(b *testing.B) {
 				ctx := context.Background()
-				s := store.NewStore(be.Client)
+				s := store.New(be.Client)
 				if err := s.Register(ctx, newJob("benchjob")); err != nil && !errors.Is(err, store.ErrJobExists) {
 					b.Fatal(err)
 				}
@@ -172,7 +172,7 @@ func BenchmarkCommandRecord(b *testing.B) {
 	}
 }
 
-// Issue 14: with redis.wait_replicas set, a command's write that no
+// With redis.wait_replicas set, a command's write that no
 // replica confirmed is not acknowledged: its outcome is unknown (the bot
 // says so and follows up), and a resend under the same command id finds
 // the record and waits again, changing nothing. (Neither backend here has
@@ -180,8 +180,7 @@ func BenchmarkCommandRecord(b *testing.B) {
 func TestWaitReplicasNotConfirmed(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := store.WithCommand(context.Background(), "w1", time.Minute)
-		s := store.NewStore(b.Client)
-		s.WaitReplicas, s.WaitTimeout = 1, 10*time.Millisecond
+		s := store.New(b.Client, store.WithWait(1, 10*time.Millisecond))
 		for i := 0; i < 2; i++ {
 			err := s.Register(ctx, newJob("waitjob"))
 			if !store.IsOutcomeUnknown(err) || !errors.Is(err, store.ErrNotReplicated) {
@@ -191,8 +190,7 @@ func TestWaitReplicasNotConfirmed(t *testing.T) {
 		if n := b.Client.LLen(context.Background(), store.KeyPending).Val(); n != 1 {
 			t.Fatalf("pending has %d entries; want the job once", n)
 		}
-		s.WaitReplicas = 0
-		if err := s.Register(ctx, newJob("waitjob")); err != nil {
+		if err := store.New(b.Client).Register(ctx, newJob("waitjob")); err != nil {
 			t.Fatalf("resend without WAIT: %v; want the recorded success", err)
 		}
 	})
@@ -209,18 +207,15 @@ func BenchmarkRegisterWait(b *testing.B) {
 	defer rdb.Close()
 	for _, wait := range []int{0, 1, 2, -1} {
 		name := fmt.Sprintf("wait_replicas=%d", wait)
+		opts := []store.Option{store.WithWait(wait, time.Second)}
 		if wait < 0 {
 			// With the failover check's positions: INFO replication in
 			// the write's round trip (store/replpos.go).
 			name = "wait_replicas=1,positions"
+			opts = []store.Option{store.WithWait(1, time.Second), store.WithPositions(store.NewPositions())}
 		}
 		b.Run(name, func(b *testing.B) {
-			s := store.NewStore(rdb)
-			s.WaitReplicas, s.WaitTimeout = wait, time.Second
-			if wait < 0 {
-				s.WaitReplicas = 1
-				s.TrackPositions(store.NewPositions())
-			}
+			s := store.New(rdb, opts...)
 			ctx := context.Background()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -18,8 +19,8 @@ import (
 // the caller's context carries none: a node that lost the lease refuses
 // them (HTTP requests' contexts come from the server, not the term).
 func (s *Store) apiCtx(ctx context.Context) context.Context {
-	if fenceToken(ctx) == "" && s.CommandFence != nil {
-		return WithFence(ctx, s.CommandFence())
+	if fenceToken(ctx) == "" && s.commandFence != nil {
+		return WithFence(ctx, s.commandFence())
 	}
 	return ctx
 }
@@ -67,13 +68,13 @@ func (s *Store) CheckNonce(ctx context.Context, name, nonce string, ts int64, wi
 type APIJob struct {
 	Ident   string
 	Queue   string
-	Record  *Job
+	Record  *record.Job
 	Ignores []string
 	// Replayed: the take's take_id had already taken this job, which the
 	// key still holds; it was answered again and nothing was taken.
 	Replayed bool
 	// Pos is where the take landed in the replication stream (zero
-	// unless Store.TrackPositions was set).
+	// unless the store was made WithPositions).
 	Pos ReplPos
 }
 
@@ -179,7 +180,7 @@ func (s *Store) apiTake(ctx context.Context, name, pub, takeID string, queues []
 		v, _ := res[i+1].(string)
 		fields[k] = v
 	}
-	j.Record = DecodeJob(j.Ident, fields)
+	j.Record = record.DecodeJob(j.Ident, fields)
 	ig, err := s.rdb.SMembers(ctx, ignoresKey(j.Ident, fields)).Result()
 	if err != nil && !isWrongType(err) {
 		return j, st, wrap("read ignores", err)
@@ -213,7 +214,7 @@ func (s *Store) APIReadJob(ctx context.Context, ident string) (*APIJob, error) {
 	if isWrongType(h.Err()) {
 		return nil, &NotAJobError{Key: ident}
 	}
-	rec := DecodeJob(ident, h.Val())
+	rec := record.DecodeJob(ident, h.Val())
 	if len(h.Val()) == 0 || rec.Ghost() {
 		return nil, nil // gone, or a ghost: no job
 	}

@@ -66,7 +66,7 @@ func ParseReplInfo(s string) ReplInfo {
 func (ri ReplInfo) Pos() ReplPos { return ReplPos{ID: ri.ID, Offset: ri.Offset} }
 
 // Positions remembers where this node's writes landed in the replication
-// stream (Store.TrackPositions): the last write that WAIT confirmed, and
+// stream (WithPositions): the last write that WAIT confirmed, and
 // what each master seen said of its history (replication ID links), so
 // that after a failover the leader can tell whether the new master holds
 // them (coordinator's failover check, doc/reliability.md, A failover that
@@ -163,13 +163,13 @@ func (p *Positions) Holds(ri ReplInfo, pos ReplPos) (holds, known bool) {
 	return false, false
 }
 
-// TrackPositions makes the store note, after each write WAIT confirms and
+// WithPositions makes the store note, after each write WAIT confirms and
 // each API take, where it landed in the replication stream (an INFO
-// replication sent with the write, in the same round trip), into p. Set
-// it before use; nil (the default) notes nothing.
-func (s *Store) TrackPositions(p *Positions) { s.positions = p }
+// replication sent with the write, in the same round trip), into p; nil
+// (the default) notes nothing.
+func WithPositions(p *Positions) Option { return func(s *Store) { s.positions = p } }
 
-// Positions is the record TrackPositions set (nil: none).
+// Positions is the record WithPositions gave (nil: none).
 func (s *Store) Positions() *Positions { return s.positions }
 
 // MasterReplication reads INFO replication of the server the store's

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
@@ -135,7 +136,7 @@ func TestWriteScriptsCheckTypesFirst(t *testing.T) {
 		},
 		keys: []string{store.KeyLog(ident)},
 		run: func(ctx context.Context, s *store.Store) error {
-			_, _, err := s.CommitLogCounts(ctx, ident, "", "2", store.LogCounts{R2xx: 2}, 0, false, 0)
+			_, _, err := s.CommitLogCounts(ctx, ident, "", "2", record.LogCounts{R2xx: 2}, 0, false, 0)
 			return err
 		},
 	}, {
@@ -187,7 +188,6 @@ func TestWriteScriptsCheckTypesFirst(t *testing.T) {
 		for _, key := range tc.keys {
 			t.Run(tc.name+"/"+key, func(t *testing.T) {
 				storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
-					s.Now = func() time.Time { return now }
 					tc.setup(ctx, s, b.Client)
 					b.Client.Del(ctx, key)
 					b.Client.Set(ctx, key, "junk", 0)
@@ -199,7 +199,7 @@ func TestWriteScriptsCheckTypesFirst(t *testing.T) {
 					if diff := cmp.Diff(before, b.Dump(t)); diff != "" {
 						t.Errorf("with %s a string, the script changed Redis (-before +after):\n%s", key, diff)
 					}
-				})
+				}, store.WithClock(func() time.Time { return now }))
 			})
 		}
 	}
@@ -214,8 +214,8 @@ func TestWriteScriptsNonIntegerFields(t *testing.T) {
 		b.Client.HSet(ctx, store.KeyJob(ident), "url", tweetURL, "r1xx", "1", "r2xx", "lots")
 		b.Client.ZAdd(ctx, store.KeyLog(ident), redis.Z{Score: 1, Member: "{}"})
 		before := b.Dump(t)
-		s := store.NewStore(b.Client)
-		_, _, err := s.CommitLogCounts(ctx, ident, "", "1", store.LogCounts{R1xx: 1, R2xx: 1}, 0, false, 0)
+		s := store.New(b.Client)
+		_, _, err := s.CommitLogCounts(ctx, ident, "", "1", record.LogCounts{R1xx: 1, R2xx: 1}, 0, false, 0)
 		if err == nil {
 			t.Error("commit onto r2xx = lots: no error")
 		}
@@ -236,7 +236,7 @@ func TestReapJunkDeathTimer(t *testing.T) {
 				b.Client.RPush(ctx, store.KeyWorking, "junkjob", "goodjob")
 				b.Client.HSet(ctx, "junkjob", "heartbeat", "5", "last_acknowledged_heartbeat", "5", "death_timer", junk)
 				b.Client.HSet(ctx, "goodjob", "heartbeat", "5", "last_acknowledged_heartbeat", "5", "death_timer", "0")
-				s := store.NewStore(b.Client)
+				s := store.New(b.Client)
 				var dead []store.DeadJob
 				for i := 0; i < 2; i++ {
 					var err error

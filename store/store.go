@@ -83,10 +83,10 @@ func stringsOf(v any) []string {
 	return out
 }
 
-// Clock is the store's clock (Now) as a method, for a consumer that
-// sees the store through an interface of its own and keeps time as the
-// store does (the tweeter's default clock).
-func (s *Store) Clock() time.Time { return s.Now() }
+// Now is the time by the store's clock (WithClock): what it writes as the
+// time of a change. A consumer that keeps time as the store does (the
+// tweeter, the pipeline notifier) takes it as its clock.
+func (s *Store) Now() time.Time { return s.now() }
 
 // ErrUnavailable is wrapped by errors caused by Redis being unreachable, so
 // that front ends can answer "backend unavailable" instead of failing.
@@ -95,18 +95,16 @@ var ErrUnavailable = errors.New("backend unavailable")
 // Store is the job store: typed operations over the shared Redis layout.
 type Store struct {
 	rdb redis.UniversalClient
-	// Now is the clock; tests replace it.
-	Now func() time.Time
-	// WaitReplicas, when positive, makes every user-command write wait
-	// (Redis WAIT, at most WaitTimeout) until that many replicas have it;
-	// see runWrite. Set it before use.
-	WaitReplicas int
-	WaitTimeout  time.Duration
-	// CommandFence, when set (ha.enabled), gives the fencing token of the
-	// user-command writes whose context carries none (see WithFence): a
-	// node that lost the lease refuses the commands it still had buffered.
-	// Lease.CommandFence is the one to use.
-	CommandFence func() string
+	log *slog.Logger
+	now func() time.Time // WithClock
+	// wantReplicas, when positive, makes every user-command write wait
+	// (Redis WAIT, at most waitTimeout) until that many replicas have it;
+	// see runWrite (WithWait).
+	wantReplicas int
+	waitTimeout  time.Duration
+	// commandFence, when set (ha.enabled), gives the fencing token of the
+	// user-command writes whose context carries none (WithCommandFence).
+	commandFence func() string
 
 	indexMu    sync.Mutex
 	indexBuilt bool // the queue index was rebuilt by this store
@@ -120,12 +118,42 @@ type Store struct {
 
 	takeIDCap int // TakeIDCap when 0; tests lower it
 
-	positions *Positions // TrackPositions
+	positions *Positions // WithPositions
 }
 
-// NewStore returns a store over rdb.
-func NewStore(rdb redis.UniversalClient) *Store {
-	return &Store{rdb: rdb, Now: time.Now}
+// Option sets something of a store at construction (New): nothing of a
+// store is set after it.
+type Option func(*Store)
+
+// WithClock makes now the store's clock (time.Now by default): what it
+// writes as the time of a change, and the death timer's, the feed's and
+// the nonces' sense of now. The node passes internal/clock's; tests pass
+// a clock they move.
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// WithLogger is where the store logs what it skips (a shared key of the
+// wrong type); slog.Default() by default.
+func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
+
+// WithWait makes every user-command write wait (Redis WAIT, at most
+// timeout) until replicas replicas have it (redis.wait_replicas,
+// redis.wait_timeout); see runWrite. Zero replicas: no wait.
+func WithWait(replicas int, timeout time.Duration) Option {
+	return func(s *Store) { s.wantReplicas, s.waitTimeout = replicas, timeout }
+}
+
+// WithCommandFence gives the fencing token of the user-command writes
+// whose context carries none (ha.enabled: Lease.CommandFence), so that a
+// node that lost the lease refuses the commands it still had buffered.
+func WithCommandFence(fence func() string) Option { return func(s *Store) { s.commandFence = fence } }
+
+// New returns a store over rdb, set up by opts.
+func New(rdb redis.UniversalClient, opts ...Option) *Store {
+	s := &Store{rdb: rdb, now: time.Now, log: slog.Default()}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // wrap classifies err: Redis server replies stay as they are, anything else
@@ -188,7 +216,7 @@ func (s *Store) wrongTypeSkipped(key string, err error) bool {
 	}
 	s.wrongMu.Unlock()
 	if !said {
-		slog.Warn("skipping a shared key of the wrong type: it reads as empty", "service", "store", "key", key, "err", err)
+		s.log.Warn("skipping a shared key of the wrong type: it reads as empty", "service", "store", "key", key, "err", err)
 	}
 	return true
 }

@@ -121,7 +121,7 @@ func TestUnavailable(t *testing.T) {
 	ln.Close()
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
-	st := store.NewStore(c)
+	st := store.New(c)
 	_, err = st.GetJob(context.Background(), "x")
 	if !store.IsUnavailable(err) {
 		t.Fatalf("error %v is not classified as unavailable", err)
@@ -137,7 +137,7 @@ func TestUnavailable(t *testing.T) {
 func BenchmarkRegister(b *testing.B) {
 	run := func(b *testing.B, be *redistest.Backend) {
 		ctx := context.Background()
-		st := store.NewStore(be.Client)
+		st := store.New(be.Client)
 		if err := st.Register(ctx, newJob("warm")); err != nil {
 			b.Fatal(err)
 		}

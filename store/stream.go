@@ -10,6 +10,8 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // ListenUpdates subscribes to `updates` and calls onMessage with the ident
@@ -61,60 +63,25 @@ func (s *Store) follow(ctx context.Context, pattern bool, channel string, onSubs
 // Unbroadcast is what a job logged since the stream last sent its log.
 type Unbroadcast struct {
 	// Job is the job record as read; nil when it does not exist.
-	Job *Job
+	Job *record.Job
 	// Bookmark is last_broadcasted_log_entry as read ("" = none).
 	Bookmark string
 	// Entries past the bookmark, in score order.
-	Entries []LogEntry
-}
-
-// ReadUnbroadcast reads the job hash, then up to limit entries of its log
-// scored after last_broadcasted_log_entry: two round trips. A key that is
-// not a hash is a *NotAJobError.
-func (s *Store) ReadUnbroadcast(ctx context.Context, ident string, limit int) (Unbroadcast, error) {
-	job, err := s.rdb.HGetAll(ctx, KeyJob(ident)).Result()
-	if isWrongType(err) {
-		return Unbroadcast{}, &NotAJobError{Key: KeyJob(ident)}
-	}
-	if err != nil {
-		return Unbroadcast{}, wrap("read job "+ident, err)
-	}
-	j := DecodeJob(ident, job)
-	if len(job) == 0 || j.Ghost() {
-		return Unbroadcast{}, nil // no job, or a ghost: nothing to stream
-	}
-	u := Unbroadcast{Job: j, Bookmark: j.LastBroadcast}
-	u.Entries, err = s.ReadLog(ctx, ident, u.Bookmark, limit)
-	if isWrongType(err) {
-		return u, nil // not a log: nothing to stream
-	}
-	return u, err
-}
-
-// MarkBroadcast moves the job's last_broadcasted_log_entry from from to
-// to and sets its ts to now (broadcast.lua). It reports false when the
-// bookmark had moved or the job is gone; nothing is written then.
-func (s *Store) MarkBroadcast(ctx context.Context, ident, from string, to float64, now float64) (bool, error) {
-	res, err := broadcastScript.Run(ctx, s.rdb, []string{KeyJob(ident)}, from,
-		strconv.FormatFloat(to, 'f', -1, 64), strconv.FormatFloat(now, 'f', -1, 64)).Int64()
-	if err != nil {
-		return false, wrap("mark broadcast of "+ident, err)
-	}
-	return res == 1, nil
+	Entries []record.LogEntry
 }
 
 // EndState is what the stream needs to tell how a job that left
 // `working` ended: its record (nil when expired) and its failure record.
 type EndState struct {
-	Job     *Job
-	Failure *Failure
+	Job     *record.Job
+	Failure *record.Failure
 	// NotAJob is true when the key holds another type (not a hash):
 	// another program's key, not a job.
 	NotAJob bool
 }
 
 // State is the job's state (StateOf its record and failure record).
-func (e EndState) State() JobState { return StateOf(e.Job, e.Failure, false) }
+func (e EndState) State() record.State { return record.StateOf(e.Job, e.Failure, false) }
 
 // ReadEndState reads the job hash and its failure record in one round
 // trip.
@@ -131,12 +98,12 @@ func (s *Store) ReadEndState(ctx context.Context, ident string) (EndState, error
 	var st EndState
 	st.NotAJob = isWrongType(job.Err())
 	if m := job.Val(); len(m) > 0 {
-		st.Job = DecodeJob(ident, m)
+		st.Job = record.DecodeJob(ident, m)
 	}
 	if m := fail.Val(); len(m) > 0 {
-		st.Failure = parseFailure(ident, m)
+		st.Failure = record.DecodeFailure(ident, m)
 	}
-	st.Job, st.Failure = Speaking(st.Job, st.Failure)
+	st.Job, st.Failure = record.Speaking(st.Job, st.Failure)
 	return st, nil
 }
 
@@ -166,9 +133,11 @@ func (s *Store) JobsExist(ctx context.Context, idents []string) ([]bool, error) 
 	return out, nil
 }
 
-// ReadUnbroadcastMany is ReadUnbroadcast for many jobs in two round
-// trips whatever their number: one pipeline of HGETALL, then one of
-// read_log for the jobs that exist. errs[i] is a *NotAJobError for a key
+// ReadUnbroadcastMany reads, for each job, its hash and up to limit
+// entries of its log scored after last_broadcasted_log_entry (a ghost or
+// a missing hash has nothing to stream), in two round trips whatever
+// their number: one pipeline of HGETALL, then one of read_log for the
+// jobs that exist. errs[i] is a *NotAJobError for a key
 // that is not a hash (or whose log is not a sorted set: nothing to
 // stream then), nil otherwise; err is a failure of Redis itself.
 func (s *Store) ReadUnbroadcastMany(ctx context.Context, idents []string, limit int) (out []Unbroadcast, errs []error, err error) {
@@ -189,7 +158,7 @@ func (s *Store) ReadUnbroadcastMany(ctx context.Context, idents []string, limit 
 		case isWrongType(c.Err()):
 			errs[i] = &NotAJobError{Key: KeyJob(idents[i])}
 		case len(c.Val()) > 0:
-			j := DecodeJob(idents[i], c.Val())
+			j := record.DecodeJob(idents[i], c.Val())
 			if j.Ghost() {
 				continue // not a job: nothing to stream
 			}
@@ -208,7 +177,7 @@ func (s *Store) ReadUnbroadcastMany(ctx context.Context, idents []string, limit 
 				bm = "0"
 			}
 			logs[k] = readLogScript.EvalSha(ctx, p, []string{KeyLog(idents[i])}, "after", bm, limit,
-				MaxLogEntryBytes, MaxLogReadBytes)
+				record.MaxLogEntryBytes, MaxLogReadBytes)
 		}
 		return nil
 	}
@@ -226,14 +195,17 @@ func (s *Store) ReadUnbroadcastMany(ctx context.Context, idents []string, limit 
 	return out, errs, nil
 }
 
-// BroadcastMark is one move of a job's broadcast bookmark (MarkBroadcast).
+// BroadcastMark is one move of a job's broadcast bookmark
+// (MarkBroadcastMany).
 type BroadcastMark struct {
 	Ident, From string
 	To, Now     float64
 }
 
-// MarkBroadcastMany runs MarkBroadcast for each mark in one round trip;
-// moved[i] is false when that bookmark had moved or the job is gone.
+// MarkBroadcastMany moves, for each mark, the job's
+// last_broadcasted_log_entry from From to To and sets its ts to Now
+// (broadcast.lua), all in one round trip; moved[i] is false when that
+// bookmark had moved or the job is gone (nothing is written then).
 func (s *Store) MarkBroadcastMany(ctx context.Context, marks []BroadcastMark) ([]bool, error) {
 	if len(marks) == 0 {
 		return nil, nil

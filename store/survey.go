@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // Survey is what a read of the whole database found.
@@ -412,7 +414,7 @@ func (s *Store) surveyJobs(ctx context.Context, sv *Survey, hashes []string, pre
 			if len(fields) == 0 {
 				continue // gone since the SCAN
 			}
-			j := DecodeJob(id, fields)
+			j := record.DecodeJob(id, fields)
 			if j.Ghost() && !jobLike(fields) {
 				// A hash of another program's whose name happens to look
 				// like an ident.
@@ -428,11 +430,11 @@ func (s *Store) surveyJobs(ctx context.Context, sv *Survey, hashes []string, pre
 				continue
 			}
 			sv.Keys["job"]++
-			var fail *Failure
+			var fail *record.Failure
 			if fails[i] != nil && len(fails[i].Val()) > 0 {
-				fail = parseFailure(id, fails[i].Val())
+				fail = record.DecodeFailure(id, fails[i].Val())
 			}
-			sj := SurveyJob{Ident: id, State: StateOf(j, fail, working[id]).String(), TTL: ttls[i].Val(), Fields: fields, LogEntries: 0}
+			sj := SurveyJob{Ident: id, State: record.StateOf(j, fail, working[id]).String(), TTL: ttls[i].Val(), Fields: fields, LogEntries: 0}
 			switch {
 			case logs[i] != nil:
 				sj.LogEntries = logs[i].Val()

@@ -28,7 +28,7 @@ func BenchmarkTake(b *testing.B) {
 	legacy := fenced(string(legacySrc))
 	for _, be := range redistest.All(b) {
 		ctx := context.Background()
-		s := NewStore(be.Client)
+		s := New(be.Client)
 		seedTakeBench(b, ctx, s, be.Client)
 		s.SetTakeRules(TakeRules{PerUserRunning: 3})
 		for _, mode := range []string{"legacy", "rule"} {

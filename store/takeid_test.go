@@ -131,9 +131,9 @@ func TestTakeIDAfterTheJobEndedTakesAnew(t *testing.T) {
 // past the cap; a forgotten take_id takes anew. A take that found no job
 // remembers nothing.
 func TestTakeIDForgotten(t *testing.T) {
+	var now time.Time
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
-		now := time.Unix(1_800_000_000, 0)
-		st.Now = func() time.Time { return now }
+		now = time.Unix(1_800_000_000, 0)
 		st.SetTakeIDCapForTest(2)
 		addKey(t, ctx, st, "pipe-a")
 		if got, _ := takeID(t, ctx, st, "pipe-a", "take-none"); got != "" {
@@ -178,7 +178,7 @@ func TestTakeIDForgotten(t *testing.T) {
 		if got := held(t, b, "pipe-a"); !slices.Equal(got, []string{"j1", "j2", "j3", "j4", "j5"}) {
 			t.Fatalf("pipe-a holds %v", got)
 		}
-	})
+	}, store.WithClock(func() time.Time { return now }))
 }
 
 // Retries of one take racing each other (the client gave up on a slow

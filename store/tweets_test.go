@@ -21,9 +21,7 @@ var tweetText = "Archiving " + tweetURL
 
 // tweetStore returns a store on b whose clock reads *now.
 func tweetStore(b *redistest.Backend, now *time.Time) *store.Store {
-	s := store.NewStore(b.Client)
-	s.Now = func() time.Time { return *now }
-	return s
+	return store.New(b.Client, store.WithClock(func() time.Time { return *now }))
 }
 
 func zset(t *testing.T, c *redis.Client, key string) map[string]float64 {

@@ -11,7 +11,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
-// Issue 31: a sign-in code makes one session, once; a used, expired or
+// A sign-in code makes one session, once; a used, expired or
 // never issued code makes none; the bounds refuse and leave the code
 // usable; ending sessions removes them from every index.
 func TestWebLoginCodes(t *testing.T) {
@@ -102,7 +102,7 @@ func contains(s, sub string) bool {
 	return false
 }
 
-// Issue 31: a standby names the leader's dashboard address, which each
+// A standby names the leader's dashboard address, which each
 // node records under archivebot:web:nodes.
 func TestNodeURL(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
-	"github.com/archiveteam/archivebot-go/internal/httpserve"
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -143,7 +143,7 @@ func blueskyReset(h http.Header) time.Time {
 	if t := unixHeader(h.Get("RateLimit-Reset")); !t.IsZero() {
 		return t
 	}
-	at, _ := httpserve.RetryAfter(h, time.Now())
+	at, _ := retry.After(h, time.Now())
 	return at
 }
 

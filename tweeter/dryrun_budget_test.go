@@ -10,13 +10,13 @@ import (
 )
 
 // The dry run (no network configured) honours tweeter.budget, so an
-// operator can preview the digests it makes (issue 32: it ignored the
+// operator can preview the digests it makes (before: it ignored the
 // budget and logged every text on its own).
 func TestDryRunHonoursBudget(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		clock := newClock(time.Unix(1_700_000_000, 0))
 		r := newRig(t, b, tweeter.Config{XBudget: 3, XWindow: time.Hour, Now: clock.Now})
-		r.store.Now = clock.Now
+		r.storeNow = clock.Now
 		if !r.tw.DryRun() {
 			t.Fatal("not a dry run")
 		}

@@ -74,7 +74,7 @@ func TestFlood(t *testing.T) {
 			Networks: []tweeter.Network{mastoNet(fm, budget, nil), bskyNet(fb, budget, nil)},
 			Now:      clock.Now,
 		})
-		r.store.Now = clock.Now
+		r.storeNow = clock.Now
 		urls := make([]string, items)
 		for i := range urls {
 			urls[i] = fmt.Sprintf("https://site%04d.example/", i)

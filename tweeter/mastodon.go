@@ -12,7 +12,7 @@ import (
 
 	"github.com/mattn/go-mastodon"
 
-	"github.com/archiveteam/archivebot-go/internal/httpserve"
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -175,7 +175,7 @@ func mastodonReset(h http.Header) time.Time {
 			return t
 		}
 	}
-	at, _ := httpserve.RetryAfter(h, time.Now())
+	at, _ := retry.After(h, time.Now())
 	return at
 }
 

@@ -27,6 +27,8 @@ type rig struct {
 	c     *redis.Client
 	log   *logBuffer
 	now   time.Time
+	// storeNow is the store's clock (r.now unless a test sets it).
+	storeNow func() time.Time
 }
 
 // newRig builds a tweeter on b. Zero config fields take test defaults:
@@ -38,8 +40,8 @@ func newRig(t *testing.T, b *redistest.Backend, cfg tweeter.Config) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{c: b.Client, now: time.Unix(1_700_000_000, 0)}
-	r.store = store.NewStore(b.Client)
-	r.store.Now = func() time.Time { return r.now }
+	r.storeNow = func() time.Time { return r.now }
+	r.store = store.New(b.Client, store.WithClock(func() time.Time { return r.storeNow() }))
 	if cfg.RetryBackoff == 0 {
 		cfg.RetryBackoff = time.Millisecond
 	}

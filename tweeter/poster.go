@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/internal/httpserve"
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/dghubble/go-twitter/twitter"
 	"github.com/dghubble/oauth1"
 )
@@ -387,7 +387,7 @@ func rateLimitReset(h http.Header) time.Time {
 		}
 	}
 	if reset.IsZero() {
-		reset, _ = httpserve.RetryAfter(h, time.Now())
+		reset, _ = retry.After(h, time.Now())
 	}
 	return reset
 }

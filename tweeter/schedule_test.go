@@ -18,7 +18,7 @@ func TestDigestSchedule(t *testing.T) {
 		clock := newClock(time.Unix(1_700_000_000, 0))
 		p := &recordingPoster{clock: clock}
 		r := newRig(t, b, tweeter.Config{Poster: p, XBudget: 3, XWindow: time.Hour, DigestSchedule: "@hourly", Now: clock.Now})
-		r.store.Now = clock.Now
+		r.storeNow = clock.Now
 		r.queueURL(t, "https://a.example/", "https://b.example/", "https://c.example/", "https://d.example/")
 		if out := r.runOnce(t); out != tweeter.Paused || len(p.posts) != 0 {
 			t.Fatalf("before the schedule: %v, %d posts; want paused, none", out, len(p.posts))
@@ -46,9 +46,9 @@ func TestSummary(t *testing.T) {
 		p := &recordingPoster{clock: clock}
 		f := newFakeMastodon(t)
 		r := newRig(t, b, tweeter.Config{Poster: p, Networks: []tweeter.Network{mastoNet(f, 0, nil)}, SummarySchedule: "0 0 * * *", Now: clock.Now})
-		r.store.Now = func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }
+		r.storeNow = func() time.Time { return time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) }
 		r.queueURL(t, "https://a.example/", "https://b.example/")
-		r.store.Now = clock.Now
+		r.storeNow = clock.Now
 		before := feedPosts(t, tweeter.NetMastodon, "summary")
 		for range 2 {
 			if err := r.tw.PostSummary(context.Background()); err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/internal/badkeys"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/store"
 )
@@ -223,10 +224,10 @@ type Tweeter struct {
 	wg     sync.WaitGroup
 }
 
-// New returns a tweeter over store. It posts on X through cfg.Poster if
+// New returns a tweeter over st. It posts on X through cfg.Poster if
 // set, else through the API version cfg.API when cfg.Credentials are set;
 // and on each of cfg.Networks. With no network at all it is a dry run.
-func New(store Store, cfg Config) (*Tweeter, error) {
+func New(st Store, cfg Config) (*Tweeter, error) {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -257,10 +258,10 @@ func New(store Store, cfg Config) (*Tweeter, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Now == nil {
-		cfg.Now = store.Clock
+		cfg.Now = st.Now
 	}
 	t := &Tweeter{
-		store:    store,
+		store:    st,
 		cfg:      cfg,
 		log:      cfg.Logger.With("service", "tweeter"),
 		seen:     make(map[string]*list.Element),
@@ -466,7 +467,7 @@ func (t *Tweeter) drain(ctx context.Context, n *net) {
 			wait = n.lastPost.Add(t.cfg.Delay).Sub(t.cfg.Now())
 		}
 		n.mu.Unlock()
-		if wait > 0 && !sleep(ctx, wait) {
+		if wait > 0 && !retry.Sleep(ctx, wait) {
 			return
 		}
 		out, err := t.step(ctx, n)
@@ -632,12 +633,13 @@ func (t *Tweeter) recover(ctx context.Context, n *net, a store.FeedAttempt) (Out
 	return Idle, err
 }
 
-// send posts claimed attempt a with retries and resolves it.
-func (t *Tweeter) send(ctx context.Context, n *net, a store.FeedAttempt, links []Link, retry bool) (Outcome, error) {
+// send posts claimed attempt a with retries and resolves it; again says
+// a is an attempt an earlier run made (Attempt.Retry from the first try).
+func (t *Tweeter) send(ctx context.Context, n *net, a store.FeedAttempt, links []Link, again bool) (Outcome, error) {
 	log := n.log.With("post", a.Post)
 	var err error
 	for try := 1; ; try++ {
-		pctx := WithAttempt(ctx, Attempt{Key: a.Key, Retry: retry || try > 1})
+		pctx := WithAttempt(ctx, Attempt{Key: a.Key, Retry: again || try > 1})
 		if lp, ok := n.Poster.(LinkPoster); ok && n.Format.Links {
 			err = lp.PostLinks(pctx, a.Post, links)
 		} else {
@@ -697,7 +699,7 @@ func (t *Tweeter) send(ctx context.Context, n *net, a store.FeedAttempt, links [
 		}
 		wait := t.backoff(try)
 		log.Warn("post failed; retrying", "try", try, "retry_in", wait, "err", err)
-		if !sleep(ctx, wait) {
+		if !retry.Sleep(ctx, wait) {
 			return t.interrupted(n, a, err)
 		}
 	}
@@ -752,21 +754,9 @@ func (t *Tweeter) interrupted(n *net, a store.FeedAttempt, err error) (Outcome, 
 }
 
 // backoff is the wait before retry try (from 1): the node's one backoff
-// (run.Backoff) from RetryBackoff up to MaxBackoff.
+// (retry.Backoff) from RetryBackoff up to MaxBackoff.
 func (t *Tweeter) backoff(try int) time.Duration {
-	return run.Backoff{Min: t.cfg.RetryBackoff, Max: t.cfg.MaxBackoff}.Wait(try - 1)
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
+	return retry.Backoff{Min: t.cfg.RetryBackoff, Max: t.cfg.MaxBackoff}.Wait(try - 1)
 }
 
 // Prune removes tweets:done and archivebot:tweets:failed entries older than

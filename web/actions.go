@@ -52,15 +52,6 @@ var actions = map[string]action{
 	"resume":        {command: "!resume", queue: true},
 }
 
-// ActionNames lists the actions, for the dashboard and the docs' test.
-func ActionNames() []string {
-	out := make([]string, 0, len(actions))
-	for n := range actions {
-		out = append(out, n)
-	}
-	return out
-}
-
 // maxFieldBytes bounds one field (a pattern, a note).
 const maxFieldBytes = 400
 

@@ -78,11 +78,11 @@ type actionsRig struct {
 func newActionsRig(t testing.TB, be *redistest.Backend, public string) *actionsRig {
 	t.Helper()
 	be.Client.FlushDB(context.Background())
-	rig := &actionsRig{b: be, st: store.NewStore(be.Client), p: &fakePresence{ranks: map[string]bot.Rank{}}, leading: true, logs: &bytes.Buffer{}}
+	rig := &actionsRig{b: be, st: store.New(be.Client), p: &fakePresence{ranks: map[string]bot.Rank{}}, leading: true, logs: &bytes.Buffer{}}
 	rig.bot = bot.New(rig.st, bot.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	url := "http://example.com/"
-	rig.job = ident.Of(url)
-	if err := rig.st.Register(context.Background(), store.NewJob{Ident: rig.job, URL: url, FetchDepth: "inf", Slug: "x",
+	u := "http://example.com/"
+	rig.job = ident.Of(u)
+	if err := rig.st.Register(context.Background(), store.NewJob{Ident: rig.job, URL: u, FetchDepth: "inf", Slug: "x",
 		StartedBy: "alice", StartedIn: "#archivebot", DelayMin: 250, DelayMax: 375, Concurrency: 3, Queue: store.KeyPending}); err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func (rig *actionsRig) act(t *testing.T, action string, c *http.Cookie, csrf str
 	return res, body(t, res)
 }
 
-// Issue 31: a sign-in link makes a session once, with a cookie that
+// A sign-in link makes a session once, with a cookie that
 // scripts cannot read and other sites cannot send; a reused, expired or
 // forged link shows a clear page and changes nothing in Redis.
 func TestSignInLinks(t *testing.T) {
@@ -270,7 +270,7 @@ func TestSignInLinks(t *testing.T) {
 	})
 }
 
-// Issue 31: an action is the command: run as the session's nick, in the
+// An action is the command: run as the session's nick, in the
 // job's channel, with the rank the bot sees now; the channel sees
 // "NICK (web): …", the page gets the reply, the history says "(web)".
 // The same user without voice is refused by the command table, and
@@ -338,7 +338,7 @@ func TestActionsAreCommands(t *testing.T) {
 	})
 }
 
-// Issue 31: every way an action can be wrong is refused with its reason
+// Every way an action can be wrong is refused with its reason
 // before the command table, counted, and changes nothing.
 func TestActionRefusals(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
@@ -415,7 +415,7 @@ func TestActionRefusals(t *testing.T) {
 	})
 }
 
-// Issue 31: a session made while the server tells accounts is bound to
+// A session made while the server tells accounts is bound to
 // the account: the nick taken over by another account, or logged out of
 // it, cannot act; a session made without account information cannot act
 // once the server tells accounts.
@@ -454,7 +454,7 @@ func TestActionAccountBinding(t *testing.T) {
 	}
 }
 
-// Issue 31: the rate limits refuse with 429, say so and count.
+// The rate limits refuse with 429, say so and count.
 func TestActionRateLimits(t *testing.T) {
 	be := redistest.Mini(t)
 	rig := newActionsRig(t, be, "http://node.test/")
@@ -484,7 +484,7 @@ func TestActionRateLimits(t *testing.T) {
 	}
 }
 
-// Issue 31: !whois says whether a nick is signed in on the dashboard.
+// !whois says whether a nick is signed in on the dashboard.
 func TestWhoisNote(t *testing.T) {
 	be := redistest.Mini(t)
 	rig := newActionsRig(t, be, "http://node.test/")

@@ -18,6 +18,7 @@ import (
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -29,7 +30,7 @@ const benchRunning = 100
 func seedRunning(b *testing.B, be *redistest.Backend, n int) string {
 	b.Helper()
 	ctx := context.Background()
-	st := store.NewStore(be.Client)
+	st := store.New(be.Client)
 	p := pipelinesim.New(be.Client, pipelinesim.Config{Nickname: "bench"})
 	if err := p.Report(ctx, "Running"); err != nil {
 		b.Fatal(err)
@@ -74,7 +75,7 @@ func BenchmarkEndpoints(b *testing.B) {
 				b.Skipf("%s not set", redistest.EnvURL)
 			}
 			id := seedRunning(b, be, benchRunning)
-			srv := New(Options{Store: store.NewStore(be.Client)})
+			srv := New(Options{Store: store.New(be.Client)})
 			h := srv.Handler()
 			rt := redistest.CountRoundTrips(be.Client)
 			for _, path := range []string{"/status", "/logs/recent", "/jobs/" + id} {
@@ -165,16 +166,16 @@ func BenchmarkStreamFanout(b *testing.B) {
 			job := map[string]string{"url": "http://example.com/", "started_at": "1732900000", "r2xx": "1000",
 				"bytes_downloaded": "123456789", "concurrency": "3", "delay_min": "250", "delay_max": "375",
 				"items_queued": "5000", "items_downloaded": "2000", "started_by": "alice", "note": "bench"}
-			entries := make([]store.LogEntry, perBatch/jobs)
+			entries := make([]record.LogEntry, perBatch/jobs)
 			for i := range entries {
-				entries[i] = store.NewLogEntry(fmt.Sprintf(
+				entries[i] = record.NewLogEntry(fmt.Sprintf(
 					`{"type":"download","url":"http://example.com/page/%d","response_code":200,"wget_code":"OK","is_error":false,"is_warning":false,"ts":1732900000.5}`, i), float64(i))
 			}
 			want := int64(0)
 			b.ResetTimer()
 			for range b.N {
 				for j := range jobs {
-					hub.StreamLog(store.DecodeJob("benchjob"+strconv.Itoa(j), job), entries)
+					hub.StreamLog(record.DecodeJob("benchjob"+strconv.Itoa(j), job), entries)
 				}
 				hub.Flush()
 				want += clients * perBatch
@@ -193,10 +194,10 @@ func BenchmarkStreamFanout(b *testing.B) {
 }
 
 // benchEntries are n decoded download entries.
-func benchEntries(n int) []store.LogEntry {
-	out := make([]store.LogEntry, n)
+func benchEntries(n int) []record.LogEntry {
+	out := make([]record.LogEntry, n)
 	for i := range out {
-		out[i] = store.NewLogEntry(fmt.Sprintf(
+		out[i] = record.NewLogEntry(fmt.Sprintf(
 			`{"type":"download","url":"http://example.com/page/%d","response_code":200,"wget_code":"OK","is_error":false,"is_warning":false,"ts":1732900000.5}`, i), float64(i))
 	}
 	return out
@@ -250,7 +251,7 @@ func BenchmarkHubFlush(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				for j := range 10 {
-					h.StreamLog(store.DecodeJob("benchjob"+strconv.Itoa(j), benchJob), entries)
+					h.StreamLog(record.DecodeJob("benchjob"+strconv.Itoa(j), benchJob), entries)
 				}
 				h.Flush()
 			}

@@ -15,8 +15,8 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
-	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -69,8 +69,7 @@ func register(t testing.TB, f *fixture, url, queue, depth string, patterns ...st
 func newFixture(t testing.TB, b *redistest.Backend) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	f := &fixture{b: b, store: store.NewStore(b.Client), urls: map[string]string{}}
-	f.store.Now = fixedNow
+	f := &fixture{b: b, store: store.New(b.Client, store.WithClock(fixedNow)), urls: map[string]string{}}
 	f.srv = New(Options{Store: f.store, Now: fixedNow, IgnoreSets: func() map[string][]string { return testSets }})
 	f.pipe = pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "simpipe", Now: fixedNow})
 	if err := f.pipe.Report(ctx, "Running"); err != nil {
@@ -147,7 +146,7 @@ func newFixture(t testing.TB, b *redistest.Backend) *fixture {
 	if _, err := f.store.FailJob(ctx, f.failed, "failed by bob"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.store.RecordFailure(ctx, store.Failure{Ident: f.failed, URL: job.URL.Value, Reason: "failed by bob",
+	if err := f.store.RecordFailure(ctx, record.Failure{Ident: f.failed, URL: job.URL.Value, Reason: "failed by bob",
 		FailedBy: "bob", FailedAt: 1732900100.5, Queue: store.KeyPendingAO, Job: job.Fields}); err != nil {
 		t.Fatal(err)
 	}
@@ -220,27 +219,27 @@ func idleClient(h *Hub, v2 bool, lim queueLimits) *client {
 
 // countLog counts the log of ident into its record as the analyzer does
 // (package coordinator, which web's tests do not build): one batch read
-// through the store, counted by news.CountEntries, committed with
+// through the store, counted by record.CountEntries, committed with
 // CommitLogCounts under the analyzer's default bounds.
-func countLog(t testing.TB, st *store.Store, ident string) news.BatchCount {
+func countLog(t testing.TB, st *store.Store, id string) record.BatchCount {
 	t.Helper()
 	ctx := context.Background()
-	bookmark, ok, err := st.LogBookmark(ctx, ident)
+	bookmark, ok, err := st.LogBookmark(ctx, id)
 	if err != nil || !ok {
-		t.Fatalf("bookmark of %s: %v %v", ident, ok, err)
+		t.Fatalf("bookmark of %s: %v %v", id, ok, err)
 	}
-	entries, err := st.ReadLog(ctx, ident, bookmark, config.DefaultAnalyzerBatch)
+	entries, err := st.ReadLog(ctx, id, bookmark, config.DefaultAnalyzerBatch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := news.CountEntries(entries)
+	b := record.CountEntries(entries)
 	next := bookmark
 	if b.Entries > 0 {
 		next = strconv.FormatFloat(b.Last, 'f', -1, 64)
 	}
-	res, _, err := st.CommitLogCounts(ctx, ident, bookmark, next, b.Counts, config.DefaultAnalyzerTrimAfter, false, 0)
+	res, _, err := st.CommitLogCounts(ctx, id, bookmark, next, b.Counts, config.DefaultAnalyzerTrimAfter, false, 0)
 	if err != nil || res != store.LogCommitted {
-		t.Fatalf("commit the counts of %s: %v %v", ident, res, err)
+		t.Fatalf("commit the counts of %s: %v %v", id, res, err)
 	}
 	return b
 }

@@ -27,7 +27,7 @@ func TestReadyz(t *testing.T) {
 	var connected atomic.Bool
 	connected.Store(true)
 	var offset atomic.Int64 // how far the server's clock is ahead
-	s := New(Options{Store: store.NewStore(b.Client), IRCConnected: connected.Load,
+	s := New(Options{Store: store.New(b.Client), IRCConnected: connected.Load,
 		Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }})
 	metrics.RegisterService("test-service", time.Minute)
 	t.Cleanup(func() { metrics.UnregisterService("test-service") })
@@ -74,11 +74,11 @@ func TestReadyz(t *testing.T) {
 	}
 }
 
-// Issue 14: with HA, /readyz names this node's role and the lease holder;
+// With HA, /readyz names this node's role and the lease holder;
 // a standby (no IRC, no services) is ready when Redis answers.
 func TestReadyzRole(t *testing.T) {
 	b := redistest.Mini(t)
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	var role atomic.Value
 	role.Store("standby")
 	s := New(Options{Store: st, IRCConnected: func() bool { return false }, Role: func() string { return role.Load().(string) }})
@@ -103,11 +103,11 @@ func TestReadyzRole(t *testing.T) {
 	}
 }
 
-// Hardening III, finding 9: a node whose clock keeps it from leading is
+// A node whose clock keeps it from leading is
 // not ready, and /readyz says why.
 func TestReadyzClockProblem(t *testing.T) {
 	b := redistest.Mini(t)
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	var problem atomic.Value
 	problem.Store("this node's clock is 30s from Redis's TIME")
 	s := New(Options{Store: st, IRCConnected: func() bool { return false }, Role: func() string { return "standby" },

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -44,7 +45,7 @@ type JobData struct {
 }
 
 // jobData is j as upstream's Job#as_json typed it.
-func jobData(j *store.Job) JobData {
+func jobData(j *record.Job) JobData {
 	return JobData{
 		Ident:                 j.Ident,
 		URL:                   j.URL.Ptr(),
@@ -88,7 +89,7 @@ func finishedData(fj store.FinishedJob) JobData {
 		url := fj.Failure.URL
 		d.URL = &url
 	}
-	failed := fj.State() == store.StateFailed
+	failed := fj.State() == record.StateFailed
 	d.Failed = &failed
 	if fj.Failure != nil {
 		d.Finished = true

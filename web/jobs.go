@@ -5,16 +5,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// Job states of /jobs and /jobs/IDENT: the store's names (store.JobState).
+// Job states of /jobs and /jobs/IDENT: the store's names (record.State).
 var (
-	StateQueued   = store.StateQueued.String()
-	StateRunning  = store.StateRunning.String()
-	StateFinished = store.StateFinished.String()
-	StateAborted  = store.StateAborted.String()
-	StateFailed   = store.StateFailed.String()
+	StateQueued   = record.StateQueued.String()
+	StateRunning  = record.StateRunning.String()
+	StateFinished = record.StateFinished.String()
+	StateAborted  = record.StateAborted.String()
+	StateFailed   = record.StateFailed.String()
 )
 
 // JobView is /jobs/IDENT: one job's whole state. doc/web.md documents
@@ -227,7 +228,7 @@ func jobView(d *store.JobDetail) JobView {
 	st := d.State()
 	v.State = st.String()
 	switch st {
-	case store.StateFailed:
+	case record.StateFailed:
 		fv := &FailureView{Reason: j.FailedReason.Value}
 		if d.Failure != nil {
 			at := int64(d.Failure.FailedAt)
@@ -237,7 +238,7 @@ func jobView(d *store.JobDetail) JobView {
 			}
 		}
 		v.Failure = fv
-	case store.StateQueued:
+	case record.StateQueued:
 		v.Queue, v.Position, v.QueueLength = d.Queue, d.Position, d.QueueLen
 	}
 	return v
@@ -314,7 +315,7 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 		js := JobSummary{Ident: a.Ident, URL: j.URL.Value, PipelineID: j.PipelineID.Value,
 			Depth: j.FetchDepth.Value, StartedBy: j.StartedBy.Value, StartedIn: j.StartedIn.Value,
 			Note: j.Note.Ptr(), QueuedAt: j.QueuedAt.Ptr(), StartedAt: j.StartedAt.Ptr(), State: a.State().String()}
-		if a.State() == store.StateQueued {
+		if a.State() == record.StateQueued {
 			js.Queue, js.Position = a.Queue, a.Position
 		}
 		if state != "" && js.State != state {

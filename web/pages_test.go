@@ -13,7 +13,7 @@ import (
 // TestPagesByAccept: a browser gets the dashboard's pages; */*, no Accept
 // and application/json still get the data; the assets are embedded.
 func TestPagesByAccept(t *testing.T) {
-	srv := New(Options{Store: store.NewStore(redistest.Mini(t).Client)})
+	srv := New(Options{Store: store.New(redistest.Mini(t).Client)})
 	const browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 	tests := []struct {
 		path, accept, wantType, wantBody string

@@ -9,17 +9,18 @@ import (
 	"testing"
 
 	"github.com/archiveteam/archivebot-go/internal/redistest"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// TestRecentAnswerCapped (hardening III, finding 11): a /logs/recent
+// TestRecentAnswerCapped: a /logs/recent
 // answer stays within RecentMaxBytes however big the pipelines' entries
 // are (30 requests for 6.5 MB answers took the node to 239 MB); each job
 // keeps its newest entries, and the answer says how many were left out.
 func TestRecentAnswerCapped(t *testing.T) {
 	b := redistest.Mini(t)
 	ctx := context.Background()
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	const jobs, perJob, capBytes = 20, 10, 100 << 10
 	for i := range jobs {
 		id := fmt.Sprintf("capjob%02d", i)
@@ -27,11 +28,11 @@ func TestRecentAnswerCapped(t *testing.T) {
 		b.Client.RPush(ctx, store.KeyWorking, id)
 	}
 	big := strings.Repeat("x", 2000)
-	recent := func(ident string, n int) []store.LogEntry {
-		out := make([]store.LogEntry, 0, n)
+	recent := func(ident string, n int) []record.LogEntry {
+		out := make([]record.LogEntry, 0, n)
 		for k := perJob - n; k < perJob; k++ {
 			doc := fmt.Sprintf(`{"type":"stdout","ts":1,"message":"%s %d %s"}`, ident, k, big)
-			out = append(out, store.LogEntry{Doc: doc, Score: float64(k + 1), Kind: store.EntryObject, Type: "stdout"})
+			out = append(out, record.LogEntry{Doc: doc, Score: float64(k + 1), Kind: record.EntryObject, Type: "stdout"})
 		}
 		return out
 	}

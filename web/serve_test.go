@@ -14,7 +14,7 @@ import (
 // a taken address says so.
 func TestServeAndShutdown(t *testing.T) {
 	b := redistest.Mini(t)
-	s := New(Options{Store: store.NewStore(b.Client)})
+	s := New(Options{Store: store.New(b.Client)})
 	ln, err := Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

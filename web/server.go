@@ -28,6 +28,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/internal/httpserve"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -69,7 +70,7 @@ type Options struct {
 	// arrived through the pipeline API (kept in memory, never in Redis):
 	// /logs/recent shows them for jobs whose Redis log has none, with
 	// their scores (the stream's), so that a page shows each entry once.
-	RecentAPI func(ident string, n int) []store.LogEntry
+	RecentAPI func(ident string, n int) []record.LogEntry
 	// RecentMaxBytes caps one /logs/recent answer; 0: no cap.
 	RecentMaxBytes int
 	// Actions switches dashboard sign-in and actions on (doc/web.md,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -12,7 +13,7 @@ import (
 // nothing itself: the firehose (coordinator) hands it what it reads.
 type Store interface {
 	CreateLoginCode(ctx context.Context, code, nick, nickKey, account string, accountKnown bool, ttl time.Duration) error
-	GetJob(ctx context.Context, ident string) (*store.Job, error)
+	GetJob(ctx context.Context, ident string) (*record.Job, error)
 	LoginWithCode(ctx context.Context, code, token, csrf string, ttl time.Duration, perNick, total int) (*store.WebSession, error)
 	PeekLoginCode(ctx context.Context, code string) (*store.LoginCode, error)
 	RevokeWebSession(ctx context.Context, id string) (bool, error)

@@ -36,7 +36,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/news"
-	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // Stream defaults.
@@ -186,7 +186,7 @@ func NewHub(opt HubOptions) *Hub {
 // jobRef is a job record as one firehose read saw it, encoded once.
 type jobRef struct {
 	ident string
-	job   *store.Job
+	job   *record.Job
 	// upstream is the hash as read plus "ident", as job_data of upstream
 	// frames; raw is the hash alone (v2 "jobs"): both echo what the
 	// pipeline wrote, byte for byte.
@@ -206,7 +206,7 @@ func (j *jobRef) encode() {
 	m["ident"] = j.ident
 	// Counters the analyzer and the pipeline have not written yet read as
 	// "0": dashboard.js adds them up with parseInt, and NaN would stick.
-	for _, k := range store.JobCounterFields {
+	for _, k := range record.CounterFields {
 		if _, ok := m[k]; !ok {
 			m[k] = "0"
 		}
@@ -231,13 +231,13 @@ type streamEntry struct {
 
 // StreamLog queues a job's new entries for the next batch. Entries that
 // are not JSON objects, and oversized ones, are left out (the analyzer
-// counts them). The entries come decoded (store.LogEntry).
-func (h *Hub) StreamLog(job *store.Job, entries []store.LogEntry) {
+// counts them). The entries come decoded (record.LogEntry).
+func (h *Hub) StreamLog(job *record.Job, entries []record.LogEntry) {
 	ref := &jobRef{ident: job.Ident, job: job}
 	now := h.opt.Now()
 	out := make([]streamEntry, 0, len(entries))
 	for _, e := range entries {
-		if e.Kind != store.EntryObject {
+		if e.Kind != record.EntryObject {
 			continue
 		}
 		out = append(out, streamEntry{job: ref, doc: []byte(e.Doc), typ: e.Type, isErr: e.IsError, at: now, score: e.Score})

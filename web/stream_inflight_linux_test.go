@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/archiveteam/archivebot-go/internal/redistest"
-	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // unreadBytes is what the kernels hold of the bytes the node wrote to a
@@ -51,7 +51,7 @@ func unreadBytes(t *testing.T, server, client net.Conn) int {
 	return n
 }
 
-// TestStreamUnreadBytesBounded (issue 27, finding 20): a client (of
+// TestStreamUnreadBytesBounded: a client (of
 // either protocol) that stops reading is sent at most about
 // HubOptions.InflightBytes(Upstream); the
 // rest stays in its queue, where it is shed (by age, or here by the
@@ -85,14 +85,14 @@ func testUnreadBytesBounded(t *testing.T, b *redistest.Backend, v2 bool) {
 			c = k
 		}
 		r.hub.mu.Unlock()
-		job := &store.Job{Ident: "slowreader", Fields: map[string]string{"url": "http://slow.example/"}}
+		job := &record.Job{Ident: "slowreader", Fields: map[string]string{"url": "http://slow.example/"}}
 		// 1,000 entries of 16 KB that do not compress: 16 MB, four
 		// times what the kernel's send buffer grows to.
 		rnd := make([]byte, 8<<10)
 		for i := range 1000 {
 			rand.Read(rnd)
 			doc := fmt.Sprintf(`{"type":"stdout","message":"%s"}`, hex.EncodeToString(rnd))
-			r.hub.StreamLog(job, []store.LogEntry{{Doc: doc, Kind: store.EntryObject, Type: "stdout", Score: float64(i + 1)}})
+			r.hub.StreamLog(job, []record.LogEntry{{Doc: doc, Kind: record.EntryObject, Type: "stdout", Score: float64(i + 1)}})
 			r.hub.Flush()
 		}
 		// Settle: the writer has taken no frame for a while (a settling

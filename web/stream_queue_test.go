@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // TestQueueShedsByAgeOnPush: a client that does not read holds at most
 // the frames of the latency budget, not its byte limit: frames that would
 // be shed when sent are shed as soon as a newer frame shows them too old.
-// (Issue 18 finding 3: 100 slow v2 clients with their own subscriptions
+// (100 slow v2 clients with their own subscriptions
 // held 4 MiB each until a send.)
 func TestQueueShedsByAgeOnPush(t *testing.T) {
 	hub := NewHub(HubOptions{Logger: quietLogger()})
@@ -51,11 +51,11 @@ func TestBatchSplitIntoBoundedFrames(t *testing.T) {
 	c.setFilter(false, []string{"splitjob"}, false)
 	hub.clients[c] = struct{}{}
 	pad := strings.Repeat("x", 1000)
-	var entries []store.LogEntry
+	var entries []record.LogEntry
 	for i := range 1200 {
-		entries = append(entries, store.NewLogEntry(fmt.Sprintf(`{"type":"download","url":"http://x.example/%d","pad":"%s"}`, i, pad), float64(i+1)))
+		entries = append(entries, record.NewLogEntry(fmt.Sprintf(`{"type":"download","url":"http://x.example/%d","pad":"%s"}`, i, pad), float64(i+1)))
 	}
-	hub.StreamLog(store.DecodeJob("splitjob", map[string]string{"url": "http://x.example/"}), entries)
+	hub.StreamLog(record.DecodeJob("splitjob", map[string]string{"url": "http://x.example/"}), entries)
 	if n := hub.Flush(); n != 1200 {
 		t.Fatalf("flushed %d entries", n)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -33,7 +34,7 @@ type tap struct {
 	ch     chan struct{}
 }
 
-func (t *tap) StreamLog(job *store.Job, entries []store.LogEntry) {
+func (t *tap) StreamLog(job *record.Job, entries []record.LogEntry) {
 	t.hub.StreamLog(job, entries)
 	t.mu.Lock()
 	t.logs[job.Ident] += len(entries)
@@ -122,7 +123,7 @@ func newStreamRig(t *testing.T, b *redistest.Backend, opt HubOptions, manual boo
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := quietLogger()
-	r := &streamRig{b: b, store: store.NewStore(b.Client), joined: make(chan struct{}, 16)}
+	r := &streamRig{b: b, store: store.New(b.Client), joined: make(chan struct{}, 16)}
 	opt.Logger = log
 	r.hub = NewHub(opt)
 	r.hub.onJoin = func() { r.joined <- struct{}{} }
@@ -632,7 +633,7 @@ func TestStreamOverflowOfEventsCloses(t *testing.T) {
 	})
 }
 
-// An oversized log entry (hardening II, finding 4) is never loaded whole:
+// An oversized log entry is never loaded whole:
 // /logs/recent leaves it out (and still answers the entries around it),
 // the live stream leaves it out, and the analyzer counts it invalid and
 // moves past it.
@@ -677,7 +678,7 @@ func TestOversizedLogEntry(t *testing.T) {
 }
 
 // A client message that deflate shrank below the 64 KiB read limit but
-// that inflates far past it (hardening II, finding 2: a 48 KB frame
+// that inflates far past it (a 48 KB frame
 // carrying 50 MB) closes the connection with 1009 before it is inflated:
 // the node never holds it.
 func TestStreamDecompressionBomb(t *testing.T) {
@@ -713,9 +714,8 @@ func TestStreamDecompressionBomb(t *testing.T) {
 	})
 }
 
-// Slow clients of our protocol with different subscriptions (hardening II,
-// finding 3) each hold at most ClientBytes (4 MiB) of frames, not 256
-// frames of any size: past that the oldest are dropped and the client is
+// Slow clients of our protocol with different subscriptions each hold
+// at most ClientBytes (4 MiB) of frames, not 256 frames of any size: past that the oldest are dropped and the client is
 // told how many entries it lost.
 func TestStreamSlowClientsBoundedInBytes(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
@@ -764,8 +764,8 @@ func TestStreamSlowClientsBoundedInBytes(t *testing.T) {
 	})
 }
 
-// http.stream_listen serves upstream's protocol alone, as doc/web.md says
-// (hardening II, finding 16): ?v=2 there is a 400 that names where it is.
+// http.stream_listen serves upstream's protocol alone, as doc/web.md
+// says: ?v=2 there is a 400 that names where it is.
 func TestStreamListenUpstreamOnly(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		r := newStreamRig(t, b, HubOptions{}, true)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -195,7 +196,7 @@ func (s *Server) handleRecent(w http.ResponseWriter, r *http.Request) {
 			// Only the entry types upstream's dashboard.js renders: it
 			// throws on any other, and the page then drops the rest of
 			// this response. Oversized entries were not read.
-			if e.Kind != store.EntryObject || !upstreamType(e.Type) {
+			if e.Kind != record.EntryObject || !upstreamType(e.Type) {
 				continue
 			}
 			entry := []byte(e.Doc)
@@ -218,7 +219,7 @@ func (s *Server) handleRecent(w http.ResponseWriter, r *http.Request) {
 
 // recentEntrySize is about what entry e takes in a /logs/recent answer
 // (its document, job_data, the score and the separators).
-func recentEntrySize(e store.LogEntry, jd []byte) int { return len(e.Doc) + len(jd) + 40 }
+func recentEntrySize(e record.LogEntry, jd []byte) int { return len(e.Doc) + len(jd) + 40 }
 
 // capRecent keeps the answer within max bytes: every job's newest entry
 // first, then every job's second newest, and so on, so that each job keeps

@@ -9,7 +9,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// TestWrongTypedSharedKeys (issue 18, finding 13): a shared key that
+// TestWrongTypedSharedKeys: a shared key that
 // another program wrote with another type (a string or a hash where a
 // list, set or sorted set belongs; a hash where a counter belongs) reads
 // as empty: every endpoint still answers 200, /metrics still says

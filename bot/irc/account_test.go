@@ -147,7 +147,7 @@ func TestRequireAccount(t *testing.T) {
 		m := miniredis.RunT(t)
 		rdb = redis.NewClient(&redis.Options{Addr: m.Addr()})
 		t.Cleanup(func() { rdb.Close() })
-		c.bot = bot.New(store.NewStore(rdb), bot.Options{Logger: testLogger(t), RequireAccount: true})
+		c.bot = bot.New(store.New(rdb), bot.Options{Logger: testLogger(t), RequireAccount: true})
 	})
 	p := s.accept()
 	registerOffering(h, p, "multi-prefix "+accountCaps, "PREFIX=(ov)@+")

@@ -118,5 +118,18 @@ func New(cfg config.IRC, b *bot.Bot, logger *slog.Logger) *Client {
 // Connected reports whether the client is registered on the server now.
 func (c *Client) Connected() bool { return c.connected.Load() }
 
+// WaitConnected waits until the client is registered on the server (it
+// returns at once if it is) or ctx ends; it reports whether it is
+// connected. The notice queues' drain waits on it after a start instead
+// of polling Connected.
+func (c *Client) WaitConnected(ctx context.Context) bool {
+	select {
+	case <-c.connected.wait():
+		return true
+	case <-ctx.Done():
+		return c.Connected()
+	}
+}
+
 // Nick returns the nick the bot currently has.
 func (c *Client) Nick() string { return c.state.Me() }

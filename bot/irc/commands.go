@@ -40,14 +40,14 @@ func (c *Client) request(msg ircmsg.Message) (bot.Request, bool) {
 	if err != nil || nuh.Name == "" || (nuh.User == "" && nuh.Host == "" && strings.Contains(nuh.Name, ".")) {
 		return bot.Request{}, false // from a server, not a user
 	}
-	nick, target, text := nuh.Name, msg.Params[0], msg.Params[1]
+	nick, target, line := nuh.Name, msg.Params[0], msg.Params[1]
 	if c.state.Fold(nick) == c.state.Fold(c.state.Me()) {
 		return bot.Request{}, false
 	}
-	if strings.HasPrefix(text, "\x01") || !c.bot.IsCommand(text) {
+	if strings.HasPrefix(line, "\x01") || !c.bot.IsCommand(line) {
 		return bot.Request{}, false
 	}
-	req := bot.Request{Nick: nick, NickKey: c.state.Fold(nick), Text: text}
+	req := bot.Request{Nick: nick, NickKey: c.state.Fold(nick), Text: line}
 	// The account as the server told it: by this very line's tag
 	// (account-tag; the tracker read it before this), else by
 	// extended-join or account-notify. Tags are trusted only when the

@@ -8,7 +8,7 @@ import (
 	"github.com/archiveteam/archivebot-go/news"
 )
 
-// TestFinishReportUnconfirmedAtReset (issue 28's soak, seed 2): a TCP
+// TestFinishReportUnconfirmedAtReset: a TCP
 // reset discards what the server had not read yet, so a report whose
 // line was written, but which the server never confirmed reading, is
 // not delivered: its done gets an error and it is delivered again (the

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/ergochat/irc-go/ircevent"
 	"github.com/ergochat/irc-go/ircmsg"
@@ -28,7 +29,7 @@ import (
 // server: Run's reconnect loop, one session per connection, the socket
 // that tells the outbox when its line was written.
 type connection struct {
-	connected atomic.Bool
+	connected upSignal
 	gen       atomic.Uint64 // numbers connections; lines can be bound to one
 	running   atomic.Bool
 	// botModeSet is the connection whose bot mode was asked for.
@@ -44,6 +45,44 @@ type connection struct {
 	reclaimEvery           time.Duration // try to get the configured nick back
 	drainTimeout           time.Duration // at shutdown, for commands and outbox
 	quitTimeout            time.Duration // at shutdown, for the server to close
+}
+
+// upSignal is whether the client is registered on the server, read as a
+// flag (Load) or waited for (wait: a channel closed while connected,
+// replaced by an open one at each disconnect).
+type upSignal struct {
+	up atomic.Bool
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// Load reports whether the client is connected now.
+func (s *upSignal) Load() bool { return s.up.Load() }
+
+func (s *upSignal) set(up bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.up.Swap(up) == up {
+		return
+	}
+	if up {
+		if s.ch == nil {
+			s.ch = make(chan struct{})
+		}
+		close(s.ch)
+	} else {
+		s.ch = make(chan struct{})
+	}
+}
+
+// wait is closed once the client is connected (at once if it is now).
+func (s *upSignal) wait() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
 }
 
 // Run keeps the bot connected until ctx ends, reconnecting after any
@@ -72,35 +111,22 @@ func (c *Client) Run(ctx context.Context) error {
 		<-outDone
 	}()
 
-	attempt := 0
-	for ctx.Err() == nil {
+	// A connection that registered and stayed up stableAfter counts as
+	// established: the next wait starts again from backoffMin.
+	run.Reconnect(ctx, c.log.With("server", c.cfg.Server), "IRC connection", c.backoff(), func(ctx context.Context) (bool, error) {
 		start := time.Now()
 		registered, err := c.session(ctx, dial)
-		if ctx.Err() != nil {
-			break
-		}
-		if registered && time.Since(start) >= c.stableAfter {
-			attempt = 0
-		}
-		delay := c.backoff(attempt)
-		attempt++
-		c.log.Warn("disconnected from IRC; reconnecting", "server", c.cfg.Server, "err", err, "retry_in", delay.Round(time.Millisecond))
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
-	}
+		return registered && time.Since(start) >= c.stableAfter, err
+	})
 	return nil
 }
 
-// backoff is the wait before reconnect attempt n (from 0): the node's one
-// backoff (run.Backoff), doubling from backoffMin up to backoffMax, with
-// "equal jitter" (half fixed, half random) so many bots do not reconnect
-// in lockstep.
-func (c *Client) backoff(n int) time.Duration {
-	return run.Backoff{Min: c.backoffMin, Max: c.backoffMax, Jitter: true}.Wait(n)
+// backoff is the wait between reconnects: the node's one backoff
+// (retry.Backoff), doubling from backoffMin up to backoffMax, with "equal
+// jitter" (half fixed, half random) so many bots do not reconnect in
+// lockstep.
+func (c *Client) backoff() retry.Backoff {
+	return retry.Backoff{Min: c.backoffMin, Max: c.backoffMax, Jitter: true}
 }
 
 // server is where to connect and how.
@@ -376,14 +402,14 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 	l := &link{conn: conn, sock: sock, down: down, timeout: c.writeTimeout, conf: conf}
 	sockMu.Unlock()
 	c.out.setLink(l, gen)
-	c.connected.Store(true)
+	c.connected.set(true)
 	c.setBotMode(gen)
 	c.log.Info("connected to IRC", "server", srv.addr, "nick", c.state.Me(), "tls", srv.tls != nil)
 	if c.stateHook != nil {
 		c.stateHook(true)
 	}
 	defer func() {
-		c.connected.Store(false)
+		c.connected.set(false)
 		c.out.dropLink(gen)
 		conf.end()
 		c.failJoinWaiters(errNotConnected)

@@ -22,7 +22,7 @@ import (
 	"github.com/archiveteam/archivebot-go/web"
 )
 
-// TestDashboardAccountTakeover (issue 31; scripted server, since ngircd
+// TestDashboardAccountTakeover (scripted server, since ngircd
 // tells no accounts): erin, voiced and logged into the account erinacct,
 // signs in to the dashboard in chromium with the link !login sent her and
 // acts; then her nick is taken by someone logged into malloryacct, voiced
@@ -34,7 +34,7 @@ func TestDashboardAccountTakeover(t *testing.T) {
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	st := store.NewStore(rdb)
+	st := store.New(rdb)
 	var srv *web.Server
 	b := bot.New(st, bot.Options{Logger: testLogger(t),
 		Login: func(ctx context.Context, req bot.Request) (string, error) { return srv.LoginLink(ctx, req) }})

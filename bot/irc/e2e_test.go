@@ -416,11 +416,11 @@ func TestAnnounce(t *testing.T) {
 	}
 }
 
-// TestIssue9ForeignChannel (issue 9, finding 1): a report for a channel
+// TestForeignChannel: a report for a channel
 // that is not configured goes to the report channel saying where it was
 // meant to go; the bot never joins that channel, so its operators cannot
 // command the bot from there.
-func TestIssue9ForeignChannel(t *testing.T) {
+func TestForeignChannel(t *testing.T) {
 	t.Parallel()
 	n := irctest.StartNgircd(t, irctest.NgircdOptions{})
 	mallory := irctest.Dial(t, n.Addr(), "mallory")

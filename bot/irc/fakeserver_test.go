@@ -217,10 +217,10 @@ func TestSASLFailure(t *testing.T) {
 	}
 }
 
-// TestIssue9ForcedJoinAndCaseMapping (issue 9, finding 1): a channel the
+// TestForcedJoinAndCaseMapping: a channel the
 // server puts the bot in is left, and commands from it are ignored; a
 // configured channel is recognised under the server's CASEMAPPING.
-func TestIssue9ForcedJoinAndCaseMapping(t *testing.T) {
+func TestForcedJoinAndCaseMapping(t *testing.T) {
 	t.Parallel()
 	s := newFakeServer(t)
 	h := startBot(t, testIRCConfig(s.url(), "#ops[1]"), nil)

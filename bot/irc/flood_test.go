@@ -113,17 +113,17 @@ func TestFlood(t *testing.T) {
 	}
 }
 
-// TestIssue9CommandsRunOnArrival (issue 9, finding 6): 30 users send 20
+// TestCommandsRunOnArrival: 30 users send 20
 // commands each at once. Every command is applied and answered, and all of
 // them are applied while the reply backlog is still being sent (before,
 // Redis ran only about 13 commands ahead of the replies). It logs when the
 // last reply came and when the last Redis change happened.
-// ISSUE9_RATE sets messages_per_second (1 is the default).
-func TestIssue9CommandsRunOnArrival(t *testing.T) {
+// ARCHIVEBOT_FLOOD_RATE sets messages_per_second (1 is the default).
+func TestCommandsRunOnArrival(t *testing.T) {
 	t.Parallel()
 	users, perUser := 30, 20
 	rateCfg, burst := 20.0, 5
-	if v, err := strconv.ParseFloat(os.Getenv("ISSUE9_RATE"), 64); err == nil {
+	if v, err := strconv.ParseFloat(os.Getenv("ARCHIVEBOT_FLOOD_RATE"), 64); err == nil {
 		rateCfg, burst = v, 3
 	}
 	n, h, joined := botAmong(t, irctest.NgircdOptions{}, "#flood", func(cfg *config.IRC) {
@@ -202,17 +202,17 @@ func TestIssue9CommandsRunOnArrival(t *testing.T) {
 	}
 }
 
-// TestIssue9FinishNoticesCombined (issue 9, finding 6): finish notices
+// TestFinishNoticesCombined: finish notices
 // that back up in a channel are combined per nick into lines within the
 // IRC limit; every notice is reported and acknowledged. The reports are
 // handed to the client as the finish notifier hands them (the notifier's
 // own drain is tested in package coordinator and end to end in
-// cmd/archivebot). ISSUE9_NOTICES
+// cmd/archivebot). ARCHIVEBOT_FLOOD_NOTICES
 // sets the count (10,000 for the measurement in doc/benchmarks.md).
-func TestIssue9FinishNoticesCombined(t *testing.T) {
+func TestFinishNoticesCombined(t *testing.T) {
 	t.Parallel()
 	count := 1000
-	if v, err := strconv.Atoi(os.Getenv("ISSUE9_NOTICES")); err == nil && v > 0 {
+	if v, err := strconv.Atoi(os.Getenv("ARCHIVEBOT_FLOOD_NOTICES")); err == nil && v > 0 {
 		count = v
 	}
 	// A rate the notifier outpaces however loaded the machine is, so the

@@ -84,7 +84,7 @@ func fuzzClient(f *testing.F) *Client {
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	f.Cleanup(func() { rdb.Close() })
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b := bot.New(store.NewStore(rdb), bot.Options{Logger: quiet})
+	b := bot.New(store.New(rdb), bot.Options{Logger: quiet})
 	return New(testIRCConfig("irc://127.0.0.1:1", "#chan"), b, quiet)
 }
 

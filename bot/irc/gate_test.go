@@ -8,7 +8,7 @@ import (
 	"github.com/ergochat/irc-go/ircmsg"
 )
 
-// Issue 14: a node whose leader lease ran out (Gate false) sends nothing
+// A node whose leader lease ran out (Gate false) sends nothing
 // more on its connection — no announcement, no PONG, no QUIT — and does
 // not dial again.
 func TestGateClosedSendsNothing(t *testing.T) {

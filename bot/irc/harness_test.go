@@ -84,7 +84,7 @@ func newTestBot(t testing.TB) (*bot.Bot, *miniredis.Miniredis, *redis.Client) {
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	b := bot.New(store.NewStore(rdb), bot.Options{Logger: testLogger(t)})
+	b := bot.New(store.New(rdb), bot.Options{Logger: testLogger(t)})
 	return b, m, rdb
 }
 

@@ -49,59 +49,59 @@ func cleanText(s string) string {
 	return text.Clean(strings.ToValidUTF8(s, "\uFFFD"), text.Bot)
 }
 
-// splitText cuts text into pieces of at most max bytes on UTF-8
+// splitText cuts body into pieces of at most max bytes on UTF-8
 // boundaries, preferring to cut before a space near the end of a piece
 // (servers strip trailing spaces, so the space starts the next piece). The
-// pieces concatenate to text exactly.
-func splitText(text string, max int) []string {
+// pieces concatenate to body exactly.
+func splitText(body string, max int) []string {
 	if max < utf8.UTFMax {
 		max = utf8.UTFMax
 	}
 	var out []string
-	for len(text) > max {
+	for len(body) > max {
 		cut := max
-		for cut > 0 && !utf8.RuneStart(text[cut]) {
+		for cut > 0 && !utf8.RuneStart(body[cut]) {
 			cut--
 		}
 		if cut == 0 {
 			// Not UTF-8 at all (cleanText prevents this): cut anywhere.
 			cut = max
 		}
-		if sp := strings.LastIndexByte(text[:cut], ' '); sp > 0 && sp >= cut*3/4 {
+		if sp := strings.LastIndexByte(body[:cut], ' '); sp > 0 && sp >= cut*3/4 {
 			cut = sp
-			for cut > max*3/4 && text[cut-1] == ' ' {
+			for cut > max*3/4 && body[cut-1] == ' ' {
 				cut--
 			}
 		}
-		out = append(out, text[:cut])
-		text = text[cut:]
+		out = append(out, body[:cut])
+		body = body[cut:]
 	}
-	if text != "" {
-		out = append(out, text)
+	if body != "" {
+		out = append(out, body)
 	}
 	return out
 }
 
-// messageLines renders text for target as complete IRC lines (with CRLF),
+// messageLines renders body for target as complete IRC lines (with CRLF),
 // each prefixed with prefix (e.g. "nick: "), none longer than the server
 // will relay. More than maxReplyLines are shortened, saying so.
-func messageLines(command, target, prefix, text string, nickLen int) ([][]byte, error) {
-	return messageLinesMax(command, target, prefix, text, nickLen, maxReplyLines)
+func messageLines(command, target, prefix, body string, nickLen int) ([][]byte, error) {
+	return messageLinesMax(command, target, prefix, body, nickLen, maxReplyLines)
 }
 
 // messageLinesMax is messageLines with at most maxLines lines; 0: no
 // limit (combined answers, whose every part must arrive).
-func messageLinesMax(command, target, prefix, text string, nickLen, maxLines int) ([][]byte, error) {
-	text = cleanText(text)
+func messageLinesMax(command, target, prefix, body string, nickLen, maxLines int) ([][]byte, error) {
+	body = cleanText(body)
 	prefix = cleanText(prefix)
-	if text == "" {
+	if body == "" {
 		return nil, nil
 	}
 	budget := textBudget(command, target, nickLen) - len(prefix)
 	if budget < 16 {
 		return nil, fmt.Errorf("target %q too long for a message", target)
 	}
-	pieces := splitText(text, budget)
+	pieces := splitText(body, budget)
 	if maxLines > 0 && len(pieces) > maxLines {
 		rest := 0
 		for _, p := range pieces[maxLines-1:] {

@@ -89,7 +89,7 @@ func offlineClient(t *testing.T, perSecond float64, burst int) (*Client, *fakeLi
 	runOutbox(t, c.out)
 	gen := c.gen.Add(1)
 	c.out.setLink(f, gen)
-	c.connected.Store(true)
+	c.connected.set(true)
 	// Pretend we are in #chan.
 	c.onMessage(parse(t, ":ArchiveBot!u@h JOIN #chan"))
 	return c, f
@@ -460,11 +460,11 @@ func TestBackoff(t *testing.T) {
 	c.backoffMin, c.backoffMax = time.Second, 30*time.Second
 	for n, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second} {
 		for range 20 {
-			d := c.backoff(n)
+			d := c.backoff().Wait(n)
 			if d < want/2 || d > want {
 				t.Errorf("backoff(%d) = %v, want in [%v, %v]", n, d, want/2, want)
 			}
 		}
 	}
-	c.backoff(1 << 20) // no overflow
+	c.backoff().Wait(1 << 20) // no overflow
 }

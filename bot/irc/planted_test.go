@@ -91,7 +91,7 @@ func tail(s string, n int) string {
 // colour, reset, monospace, reverse, italics, strikethrough, underline.
 const ircFormatting = "\x02\x03\x04\x0f\x11\x16\x1d\x1e\x1f"
 
-// TestFormattingCodesFromRedisStripped (issue 18, finding 14): colour and
+// TestFormattingCodesFromRedisStripped: colour and
 // formatting codes that pipelines write (a nickname, a job's URL, who
 // started it, its note, the channel of a finish notice) never reach the
 // channel, whichever reply carries them: !status IDENT, !whereis, !jobs

@@ -52,10 +52,10 @@ func TestUserThrottle(t *testing.T) {
 	}
 }
 
-// TestIssue9ThrottleAnswersEveryCommand (issue 9, finding 2): at the
+// TestThrottleAnswersEveryCommand: at the
 // default throttle and outbox rate, a voiced user's !a and 40 !ig sent at
 // once are all applied and all answered.
-func TestIssue9ThrottleAnswersEveryCommand(t *testing.T) {
+func TestThrottleAnswersEveryCommand(t *testing.T) {
 	t.Parallel()
 	n := irctest.StartNgircd(t, irctest.NgircdOptions{})
 	op := irctest.Dial(t, n.Addr(), "opal")
@@ -108,10 +108,10 @@ func TestIssue9ThrottleAnswersEveryCommand(t *testing.T) {
 	t.Logf("!a + %d !ig: %d lines in the channel:\n%s", patterns, len(lines), strings.Join(lines, "\n"))
 }
 
-// TestIssue9ThrottleRefusalsSaid (issue 9, finding 2): a user without a
+// TestThrottleRefusalsSaid: a user without a
 // rank over the limit is refused, and every refusal is said; nothing
 // promises an answer that does not come.
-func TestIssue9ThrottleRefusalsSaid(t *testing.T) {
+func TestThrottleRefusalsSaid(t *testing.T) {
 	t.Parallel()
 	// "first" takes the op.
 	_, _, joined := botAmong(t, irctest.NgircdOptions{}, "#test", func(cfg *config.IRC) { cfg.CommandsPerMinute = 3 }, "first", "spammer")

@@ -148,12 +148,12 @@ func (a *adminCmd) connect(ctx context.Context) bool {
 	// lines about it would only repeat it.
 	quiet, _ := newLogger(a.stderr, "text", "error")
 	routeRedisLog(quiet)
-	store, closeFn, _, err := adminStore(ctx, cfg)
+	st, closeFn, _, err := adminStore(ctx, cfg)
 	if err != nil {
 		a.failf("%v", err)
 		return false
 	}
-	a.store, a.close = store, closeFn
+	a.store, a.close = st, closeFn
 	return true
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -78,7 +79,7 @@ func runFail(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		// step (store.FailJobReported): a separate push after the fail was
 		// lost when the command died in between (doc/reliability.md).
 		var notice *store.AdminNotice
-		job, err := a.store.FailJobReported(ctx, id, "failed by "+who, who, func(j *store.Job) store.AdminNotice {
+		job, err := a.store.FailJobReported(ctx, id, "failed by "+who, who, func(j *record.Job) store.AdminNotice {
 			notice = &store.AdminNotice{Channel: j.StartedIn.Value,
 				Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): removed from its queue, it will not run any more.", id, j.URL.Value, who)}
 			return *notice
@@ -161,7 +162,7 @@ func runRequeue(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		case err != nil:
 			return a.refusal(id, err)
 		}
-		job := store.DecodeJob(id, res.Job)
+		job := record.DecodeJob(id, res.Job)
 		url := job.URL.Value
 		r := actionResult{Ident: id, URL: url, Result: "requeued", Queue: res.Queue, Ignores: &res.Ignores}
 		text := fmt.Sprintf("Job %s for %s was put back in %s by %s (operator).", id, url, res.Queue, operator())

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/internal/text"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -41,7 +42,7 @@ func runJobs(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if _, code := a.parse(args, 0); code >= 0 {
 		return code
 	}
-	if *state != "" && *state != store.StateQueued.String() && *state != store.StateRunning.String() {
+	if *state != "" && *state != record.StateQueued.String() && *state != record.StateRunning.String() {
 		a.failf("-state must be queued or running, got %q", *state)
 		return 2
 	}
@@ -105,7 +106,7 @@ func pipelineKey(s string) string {
 
 // unixField reads a UNIX time field (seconds, maybe with a fraction) as
 // whole seconds; nil when it is missing or not a number.
-func unixField(v store.Number) *int64 {
+func unixField(v record.Number) *int64 {
 	if !v.OK || v.Float <= 0 {
 		return nil
 	}
@@ -191,7 +192,7 @@ func runJob(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if f := d.Failure; f != nil {
 			v.Failure = &failureView{Reason: f.Reason, FailedBy: f.FailedBy, FailedAt: f.FailedAt, Queue: f.Queue, Job: f.Job, Extra: f.Extra}
 			if d.Job == nil {
-				v.State, v.URL = store.StateFailed.String(), f.URL
+				v.State, v.URL = record.StateFailed.String(), f.URL
 			}
 		}
 		if a.json {

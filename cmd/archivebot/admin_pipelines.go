@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -149,7 +150,7 @@ func runReapPipeline(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			// (store.FailJobReported), so it is said at least once.
 			var notice *store.AdminNotice
 			job, err := a.store.FailJobReported(ctx, j.Ident, fmt.Sprintf("pipeline %s is gone; failed by %s", hex, who), who,
-				func(job *store.Job) store.AdminNotice {
+				func(job *record.Job) store.AdminNotice {
 					notice = &store.AdminNotice{Channel: job.StartedIn.Value,
 						Text: fmt.Sprintf("Job %s for %s was failed by %s (operator): its pipeline %s is gone.", j.Ident, job.URL.Value, who, hex)}
 					return *notice

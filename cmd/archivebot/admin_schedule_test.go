@@ -42,7 +42,7 @@ func TestAdminPauseResumeAndKeyRules(t *testing.T) {
 		if code, out, errs := admin(t, b, "pause", "pending", "deploy", "now"); code != 0 || !strings.Contains(out, "Paused pending") {
 			t.Fatalf("pause: %d %q %q", code, out, errs)
 		}
-		st := store.NewStore(b.Client)
+		st := store.New(b.Client)
 		ps, err := st.Pauses(ctx)
 		if err != nil || len(ps) != 1 || ps[0].Reason != "deploy now" || ps[0].By == "" {
 			t.Fatalf("pauses %+v %v", ps, err)
@@ -75,7 +75,7 @@ func TestAdminPauseResumeAndKeyRules(t *testing.T) {
 func TestAdminReroute(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
-		st := store.NewStore(b.Client)
+		st := store.New(b.Client)
 		for _, k := range []string{"pipe-a", "pipe-b"} {
 			if err := st.AddPipelineKey(ctx, k, "ed25519:"+k); err != nil {
 				t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -16,7 +17,7 @@ type cliStore interface {
 	Clients(ctx context.Context) ([]store.RedisClient, error)
 	DeleteNodeKeys(ctx context.Context) (int, error)
 	ExpireBy(ctx context.Context, ident, by string) error
-	FailJobReported(ctx context.Context, ident, reason, by string, line func(*store.Job) store.AdminNotice) (*store.Job, error)
+	FailJobReported(ctx context.Context, ident, reason, by string, line func(*record.Job) store.AdminNotice) (*record.Job, error)
 	FeedStatus(ctx context.Context, net string, window time.Duration) (store.FeedNetStatus, error)
 	GetPipeline(ctx context.Context, key string) (*store.Pipeline, error)
 	JobDetail(ctx context.Context, ident string) (*store.JobDetail, error)

@@ -91,7 +91,7 @@ type apiHarness struct {
 
 func newAPIHarness(t *testing.T, b *redistest.Backend, opt pipelineapi.Options) *apiHarness {
 	t.Helper()
-	h := &apiHarness{t: t, store: store.NewStore(b.Client)}
+	h := &apiHarness{t: t, store: store.New(b.Client)}
 	opt.Store = h.store
 	h.url = apitest.Serve(t, opt).URL
 	return h
@@ -162,8 +162,8 @@ func (h *apiHarness) queueNotified(ident string) {
 }
 
 // TestAPITakeReachesServices: a job taken through the API is seen by
-// what reacts to a take as a direct pipeline's job is (issue 27, finding
-// 12): its start notice is posted, its "Archiving URL" is queued for the
+// what reacts to a take as a direct pipeline's job is: its start notice
+// is posted, its "Archiving URL" is queued for the
 // feed and its history has the start, with the periodic scans far away
 // (start scan hourly, the tweeter's sweep off).
 func TestAPITakeReachesServices(t *testing.T) {

@@ -85,7 +85,7 @@ func pct(d []time.Duration, p float64) time.Duration {
 func benchLoad(b *testing.B, be *redistest.Backend, mode string, dur time.Duration) {
 	ctx := context.Background()
 	rdb := be.Client
-	st := store.NewStore(rdb)
+	st := store.New(rdb)
 	httpAddr, apiAddr := testproc.FreeAddr(b), testproc.FreeAddr(b)
 	dir := b.TempDir()
 	cfg := filepath.Join(dir, "node.toml")

@@ -42,7 +42,7 @@ func webNodeConfig(t *testing.T, cfg string) (string, string) {
 	return cfg, "http://" + addr
 }
 
-// Issue 31, end to end through ngircd: a voiced user types !login, opens
+// End to end through ngircd: a voiced user types !login, opens
 // the link from the bot's private message in chromium, signs in, and adds
 // an ignore pattern from a log line (right-click, pattern edited before
 // sending); the channel sees "vera (web): Added ignore pattern …" and
@@ -60,7 +60,7 @@ func TestDashboardActionsThroughIRC(t *testing.T) {
 	op.WaitBotIn(botNick, ch)
 	dir := t.TempDir()
 	bg := context.Background()
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 
 	// A running job with a log line.
 	reply := strings.Join(voice.Ask(botNick, ch, "!a http://weblogin.example/"), "\n")

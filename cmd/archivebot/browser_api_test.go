@@ -19,7 +19,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// TestAPIPipelineInBrowser (issue 27, finding 13): a pipeline on the
+// TestAPIPipelineInBrowser: a pipeline on the
 // pipeline API is shown like a direct one. Its row on the pipelines page
 // has no "undefined" where it reported no load (the API takes any subset
 // of upstream's fields), and while its job logs, the dashboard's header
@@ -45,7 +45,7 @@ func TestAPIPipelineInBrowser(t *testing.T) {
 	s.expect("ArchiveBot console")
 
 	bg := context.Background()
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	c := apitest.Client(t, st, "http://"+api, "apibrowser")
 	// A report without load, memory or disk (a pipeline that does not
 	// measure them).

@@ -34,7 +34,7 @@ func TestDashboardPerf(t *testing.T) {
 	node := startConsoleNode(t, b, "")
 	s, dir, base := node.session, node.dir, node.base
 	bg := context.Background()
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	pipe := pipelinesim.New(b.Client, pipelinesim.Config{Nickname: "perfpipe"})
 	pipe.Report(bg, "Running")
 	var running []*pipelinesim.Job

@@ -174,7 +174,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	s, dir, base, pipe := n.session, n.dir, n.base, n.pipe
 
 	bg := context.Background()
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	queue := func(url string) *pipelinesim.Job {
 		t.Helper()
 		j := n.queue(url)
@@ -286,10 +286,10 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the job page", `document.getElementById("job-state") !== null`)
-	page := evalJS[string](t, ctx, `document.body.innerText`)
+	pg := evalJS[string](t, ctx, `document.body.innerText`)
 	for _, wantText := range []string{fai.Ident, "http://failed.example/", "failed", "Permalink", "Ignore patterns"} {
-		if !strings.Contains(page, wantText) {
-			t.Errorf("job page lacks %q:\n%s", wantText, page)
+		if !strings.Contains(pg, wantText) {
+			t.Errorf("job page lacks %q:\n%s", wantText, pg)
 		}
 	}
 	// Its history, newest first: time (UTC), event, who, detail; markup
@@ -402,7 +402,7 @@ func lineNumbers(t *testing.T, ctx context.Context, sel string) []int {
 	return out
 }
 
-// TestDashboardNoGapAtStart (finding 10): a pipeline writes a line every
+// TestDashboardNoGapAtStart: a pipeline writes a line every
 // few milliseconds while the dashboard and the job page load. Each page
 // subscribes first, then loads /logs/recent, and shows every line once:
 // the numbers on the page are consecutive up to the last line written (no
@@ -479,7 +479,7 @@ func TestDashboardNoGapAtStart(t *testing.T) {
 	}
 }
 
-// TestDashboardBoundedAndSafeLinks (findings 12 and 15): "finished" events
+// TestDashboardBoundedAndSafeLinks: "finished" events
 // for jobs the page never showed create nothing; a job that ended leaves
 // the page after its time (set short here); and a URL that is not http(s)
 // (javascript:, data:) in the job header or a log line is text, never a

@@ -56,7 +56,7 @@ func TestCheckConfigDoesWhatARunDoes(t *testing.T) {
 		{"unreachable Redis", map[string]string{"REDIS_URL": "redis://127.0.0.1:1/0"}, "", "does not answer"},
 		{"unreachable sentinels", nil, "[redis]\nsentinels = [\"127.0.0.1:1\"]\nmaster_name = \"m\"\n", "redis.sentinels"},
 		{"data dir is a file", map[string]string{"ARCHIVEBOT_DATA_DIR": writeTemp(t, "file", "x")}, "", "redis.data_dir"},
-		// Issue 27 finding 14: the run failed on it after "configuration OK".
+		// The run failed on it after "configuration OK".
 		{"pipeline API port in use", nil, "[pipelines]\nlisten = \"" + takenPort(t) + "\"\n", "pipelines.listen: " + "127.0.0.1"},
 		// Two listeners on one address: each binds alone, the run cannot
 		// hold both.
@@ -222,7 +222,7 @@ func freePort(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// -check-config reports every problem in one run (issue 32): the file's
+// -check-config reports every problem in one run: the file's
 // TOML errors with their lines, every key's check, then what a run would
 // meet (here the pipeline API's port, taken), and how many there were.
 func TestCheckConfigReportsEveryProblem(t *testing.T) {

@@ -53,8 +53,8 @@ func readDockerfile(t *testing.T) dockerfile {
 		case "EXPOSE":
 			d.expose = strings.Fields(rest)
 		case "HEALTHCHECK":
-			_, exec, ok := strings.Cut(rest, " CMD ")
-			if err := json.Unmarshal([]byte(exec), &d.healthcheck); !ok || err != nil {
+			_, runner, ok := strings.Cut(rest, " CMD ")
+			if err := json.Unmarshal([]byte(runner), &d.healthcheck); !ok || err != nil {
 				t.Fatalf("HEALTHCHECK CMD not in exec form: %q", rest)
 			}
 		case "ENTRYPOINT", "CMD", "VOLUME":

@@ -19,7 +19,7 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
-// Issue 22: the node is killed (SIGKILL) after it sent a post to Mastodon
+// The node is killed (SIGKILL) after it sent a post to Mastodon
 // and before it recorded it. The restarted node sends it again with the
 // same Idempotency-Key, which Mastodon answers with the status it already
 // made: one status, and the text recorded in tweets:done.

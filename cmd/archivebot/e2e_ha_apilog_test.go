@@ -101,7 +101,7 @@ func (s *v2Scores) get() []float64 {
 	return append([]float64(nil), s.scores...)
 }
 
-// TestHAStandbyStreamsAPILog (issue 27, finding 13): "the live header
+// TestHAStandbyStreamsAPILog: "the live header
 // said 0 lines/s while an API job was logging". Under ha.enabled an API
 // pipeline's log entries reach the leader only (the standby answers the
 // API with 503), and they are not in Redis lists: a standby's dashboard,
@@ -121,7 +121,7 @@ func TestHAStandbyStreamsAPILog(t *testing.T) {
 	nb.log.waitFor(t, 0, "standby: another node leads")
 
 	bg := context.Background()
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	c := apitest.Client(t, st, "http://"+apiA, "hapipe")
 	raw := "http://haapilog.example/"
 	url, id := identOf(t, raw)

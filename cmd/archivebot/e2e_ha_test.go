@@ -1,6 +1,6 @@
 package main
 
-// Whole-process tests of high availability (issue 14; see
+// Whole-process tests of high availability (see
 // doc/architecture.md, High availability): a Redis master, two replicas
 // and three sentinels (internal/redistest.StartCluster), ngircd, and
 // control nodes as child processes campaigning for the leader lease.

@@ -98,7 +98,7 @@ func TestE2EFinishNoticesSurviveKill(t *testing.T) {
 			})
 			from := bot.log.len()
 			irc.Stop()
-			bot.log.waitFor(t, from, "disconnected from IRC")
+			bot.log.waitFor(t, from, "IRC connection lost, reconnecting")
 			ids := push(tag, n)
 			// One of these notices, not the last one delivered before
 			// ngircd stopped (its acknowledgement may still be on its

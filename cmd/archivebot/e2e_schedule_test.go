@@ -26,7 +26,7 @@ func TestE2EStatusSaysWhyAJobWaits(t *testing.T) {
 		startChild(t, cfg)
 		plain.WaitBotIn(botNick, ch)
 
-		st := store.NewStore(b.Client)
+		st := store.New(b.Client)
 		st.SetTakeRules(store.TakeRules{PerUserRunning: 1})
 		for _, k := range []string{"pipe-a", "pipe-b"} {
 			if err := st.AddPipelineKey(ctx, k, "ed25519:"+k); err != nil {
@@ -96,7 +96,7 @@ func TestE2ERerouteFromIRC(t *testing.T) {
 		startChild(t, cfg)
 		plain.WaitBotIn(botNick, ch)
 
-		st := store.NewStore(b.Client)
+		st := store.New(b.Client)
 		if err := st.AddPipelineKey(ctx, "pipe-a", "ed25519:pipe-a"); err != nil {
 			t.Fatal(err)
 		}

@@ -113,7 +113,7 @@ func TestE2EStartNotices(t *testing.T) {
 		})
 		from := bot.log.len()
 		irc.Stop()
-		bot.log.waitFor(t, from, "disconnected from IRC")
+		bot.log.waitFor(t, from, "IRC connection lost, reconnecting")
 		register := func(raw string) string {
 			url, id := identOf(t, raw)
 			err := st.Register(ctx, store.NewJob{Ident: id, URL: url, FetchDepth: "inf", Slug: "s",

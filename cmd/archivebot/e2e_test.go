@@ -438,14 +438,14 @@ func checkNoSmuggledLines(t *testing.T, u *irctest.User, channel string, users .
 			t.Errorf("the bot sent a line to %q: %q", m.Params[0], m.Params[1])
 		default:
 			lines++
-			text := m.Params[1]
-			if strings.HasPrefix(text, "[for ") {
+			line := m.Params[1]
+			if strings.HasPrefix(line, "[for ") {
 				// A report meant for another channel: "[for #chan] vera: …".
-				if _, rest, ok := strings.Cut(text, "] "); ok {
-					text = rest
+				if _, rest, ok := strings.Cut(line, "] "); ok {
+					line = rest
 				}
 			}
-			if !strings.HasPrefix(text, "Pipeline \"") && !strings.HasPrefix(text, "tool") && !hasAddressee(text, users) {
+			if !strings.HasPrefix(line, "Pipeline \"") && !strings.HasPrefix(line, "tool") && !hasAddressee(line, users) {
 				t.Errorf("unexpected line from the bot: %q", m.Params[1])
 			}
 		}
@@ -462,16 +462,16 @@ func isOneOf(s string, set []string) bool {
 	return false
 }
 
-func hasAddressee(text string, users []string) bool {
+func hasAddressee(line string, users []string) bool {
 	for _, u := range users {
-		if strings.HasPrefix(text, u+": ") {
+		if strings.HasPrefix(line, u+": ") {
 			return true
 		}
 	}
 	return false
 }
 
-// TestE2EForeignChannel (issue 9, finding 1): a finish notice a pipeline
+// TestE2EForeignChannel: a finish notice a pipeline
 // wrote with started_in "#victim" is reported in our channel, saying it
 // was meant for #victim, and acknowledged; the bot never joins #victim,
 // so #victim's operator cannot run !a or !fail through it.

@@ -50,7 +50,7 @@ func (a *chanLines) all() []svcChanLine {
 	return append([]svcChanLine{}, a.lines...)
 }
 
-// Issue 28 (the long soak): user9's !fail of a queued job was written to
+// Found by a long soak: user9's !fail of a queued job was written to
 // Redis, then the leader froze before its reply, the only report of the
 // fail, reached the channel; the next leader never told the channel. The
 // fail's line is queued with the fail, so the next node's admin notifier
@@ -58,7 +58,7 @@ func (a *chanLines) all() []svcChanLine {
 func TestFailReportSurvivesTheNodeDyingBeforeItsReply(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := store.NewStore(b.Client)
+		s := store.New(b.Client)
 		const id, url = "failrep1", "http://failrep.example.com/"
 		if err := s.Register(ctx, store.NewJob{Ident: id, URL: url, FetchDepth: "inf", Slug: "failrep.example.com-inf",
 			StartedBy: "user9", StartedIn: "#archivebot", DelayMin: 250, DelayMax: 375, Concurrency: 3,

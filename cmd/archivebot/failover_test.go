@@ -47,9 +47,7 @@ func TestFailoverLosingWritesIsNoticed(t *testing.T) {
 	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.SentinelMaster, SentinelAddrs: cl.SentinelAddrs(),
 		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
 	defer rdb.Close()
-	st := store.NewStore(rdb)
-	st.WaitReplicas, st.WaitTimeout = 1, 2*time.Second
-	st.TrackPositions(store.NewPositions())
+	st := store.New(rdb, store.WithWait(1, 2*time.Second), store.WithPositions(store.NewPositions()))
 	var logs testproc.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	defer func() {
@@ -119,7 +117,7 @@ func TestFailoverLosingWritesIsNoticed(t *testing.T) {
 	}
 
 	// The leader's check, counting its cycles.
-	fc := coordinator.NewFailoverCheck(st, papi, logger)
+	fc := coordinator.NewFailoverCheck(st, st.Positions(), papi, logger)
 	// The node does not lead when it notices (a failover can move the
 	// leadership too): it says it in the channel once it leads.
 	var leading atomic.Bool

@@ -14,7 +14,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
-// Issue 22: `archivebot feed` shows each configured network's state.
+// `archivebot feed` shows each configured network's state.
 func TestAdminFeed(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		cfg := writeTemp(t, "archivebot.toml", `[tweeter.mastodon]
@@ -63,7 +63,7 @@ budget = 0
 }
 
 // After 6 posts on the dry run, `archivebot feed -json` says 6 were used
-// and none are pending; it no longer shows "handled": 0 (issue 32), the
+// and none are pending; it no longer shows "handled": 0, the
 // texts still queued that this network was done with, which is 0 once the
 // queue has drained and read as "nothing handled".
 func TestAdminFeedJSONAfterPosts(t *testing.T) {

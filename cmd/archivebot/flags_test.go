@@ -10,7 +10,7 @@ import (
 // defaultHTTP is http.listen's default.
 const defaultHTTP = "127.0.0.1:4567"
 
-// TestEmptyListenFlagSwitchesOff (issue 27, finding 21): -stream-listen ""
+// TestEmptyListenFlagSwitchesOff: -stream-listen ""
 // and -http-listen "" switch their listener off, over the file, the
 // environment and the default, as `stream_listen = ""` does in the file;
 // a flag not given changes nothing.

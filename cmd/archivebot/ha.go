@@ -63,29 +63,25 @@ func (h *haFrontEnd) Channels() []string            { return nil }
 // the lease's local deadline) and runs the services under the fencing
 // token; otherwise it only serves the web API. See doc/architecture.md,
 // High availability.
-func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, store *store.Store,
+func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, st *store.Store, lease *coordinator.Lease,
 	b *bot.Bot, catalog *bot.Catalog, webLn, streamLn, apiLn net.Listener, signIn *webSignIn) error {
-	lease := coordinator.NewLease(store, cfg.HA.NodeID, cfg.HA.LeaseTTL.Duration, logger)
-	lease.MaxClockSkew = cfg.HA.MaxClockSkew.Duration
-	// Commands a deposed leader still had buffered are refused too.
-	store.CommandFence = lease.CommandFence
 	fe := &haFrontEnd{lease: lease}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	irun.Go(&wg, logger, "catalog", func() { catalog.Watch(runCtx, 5*time.Second) })
 	// The pipeline API listens on every node; a standby answers 503.
-	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, store, lease.Valid, logger)
-	startFailoverCheck(runCtx, &wg, store, papi, lease.Valid, logger)
-	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes,
-		actionOptions(cfg, b, store, fe, logger), signIn)
+	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, st, lease.Valid, logger)
+	startFailoverCheck(runCtx, &wg, st, papi, lease.Valid, logger)
+	hub := startWeb(runCtx, &wg, webLn, streamLn, st, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes,
+		actionOptions(cfg, b, st, fe, logger), signIn)
 	logger.Info("high availability: campaigning for the leader lease", "node", cfg.HA.NodeID, "lease_ttl", cfg.HA.LeaseTTL.Duration)
 
 	var fatal error
 	lease.Run(runCtx, func(leadCtx context.Context) {
 		c := botirc.New(cfg.IRC, b, logger.With("service", "irc", "node", cfg.HA.NodeID))
 		c.Gate = lease.Valid
-		services, err := startServices(leadCtx, cfg, store, c, hub, papi, logger)
+		services, err := startServices(leadCtx, cfg, st, c, hub, papi, logger)
 		if err != nil {
 			fatal = err
 			cancel()
@@ -102,7 +98,7 @@ func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, store
 	logger.Info("shutting down")
 	cancel()
 	wg.Wait()
-	forgetNodeURL(cfg, store, logger)
+	forgetNodeURL(cfg, st, logger)
 	return fatal
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// Issue 14: `archivebot status` names the lease holder and its age, and
+// `archivebot status` names the lease holder and its age, and
 // says when nobody leads; a node without ha.enabled leads alone.
 func TestStatusCommand(t *testing.T) {
 	b := redistest.Mini(t)
@@ -21,8 +21,7 @@ func TestStatusCommand(t *testing.T) {
 	if code := run([]string{"status", "-config", cfg}, strings.NewReader(""), &out, &errb); code != 3 || !strings.Contains(out.String(), "leader: none") {
 		t.Fatalf("no leader: exit %d, %q %q", code, out.String(), errb.String())
 	}
-	s := store.NewStore(b.Client)
-	s.Now = func() time.Time { return time.Now().Add(-90 * time.Second) }
+	s := store.New(b.Client, store.WithClock(func() time.Time { return time.Now().Add(-90 * time.Second) }))
 	if _, _, err := s.AcquireLease(context.Background(), "node-7", 10*time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/ident"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/tweeter"
 )
@@ -198,12 +199,12 @@ func found(sv *store.Survey, cfg *config.Config, now time.Time) foundView {
 	f := foundView{Keys: sv.Keys, Other: sv.Other, Ours: sv.Ours, Ghosts: len(sv.Ghosts), Working: len(sv.Working),
 		Counters: sv.Counters, Notices: len(sv.Notices), Tweets: sv.Tweets, Subscribers: sv.Subscribers,
 		Jobs: map[string]int{}, Channels: map[string]int{}, Queues: []queueView{}, Pipelines: []pipeView{}}
-	for _, s := range []store.JobState{store.StateQueued, store.StateRunning, store.StateFinished, store.StateAborted, store.StateFailed} {
+	for _, s := range []record.State{record.StateQueued, record.StateRunning, record.StateFinished, record.StateAborted, record.StateFailed} {
 		f.Jobs[s.String()] = 0
 	}
 	for _, j := range sv.Jobs {
 		f.Jobs[j.State]++
-		if !store.DecodeJob(j.Ident, j.Fields).Finished() {
+		if !record.DecodeJob(j.Ident, j.Fields).Finished() {
 			f.Channels[j.Fields["started_in"]]++
 		}
 	}
@@ -409,7 +410,7 @@ func judgeJobs(r *migrateReport, sv *store.Survey, cfg *config.Config, now time.
 				}
 			}
 		}
-		if !working[j.Ident] || j.State != store.StateRunning.String() {
+		if !working[j.Ident] || j.State != record.StateRunning.String() {
 			continue
 		}
 		if _, ok := j.Fields["heartbeat"]; !ok && j.Fields["started_at"] != "" {
@@ -496,7 +497,7 @@ func judgeJobs(r *migrateReport, sv *store.Survey, cfg *config.Config, now time.
 	}
 	running := 0
 	for _, id := range sv.Working {
-		if j, ok := jobs[id]; ok && j.State == store.StateRunning.String() {
+		if j, ok := jobs[id]; ok && j.State == record.StateRunning.String() {
 			running++
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/archiveteam/archivebot-go/coordinator"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/pipelineapi"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -32,14 +33,14 @@ func listenPipelines(cfg *config.Config, stdout io.Writer) (net.Listener, error)
 // ctx ends; nil when ln is nil. It answers 503 until pipelineAPIWork starts
 // a term. leading (nil on a single node) is asked before every request.
 func newPipelineAPI(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, cfg *config.Config,
-	store *store.Store, leading func() bool, logger *slog.Logger) *pipelineapi.Server {
+	st *store.Store, leading func() bool, logger *slog.Logger) *pipelineapi.Server {
 	if ln == nil {
 		return nil
 	}
 	srv := pipelineapi.New(pipelineapi.Options{
-		Store:      store,
-		Sink:       startAPILogPublisher(ctx, wg, store, logger),
-		Now:        store.Now,
+		Store:      st,
+		Sink:       startAPILogPublisher(ctx, wg, st, logger),
+		Now:        st.Now,
 		Leading:    leading,
 		Logger:     logger,
 		Rate:       cfg.Pipelines.Rate,
@@ -80,7 +81,7 @@ func pipelineAPIWork(srv *pipelineapi.Server) coordinator.Work {
 }
 
 // recentAPI is what /logs/recent asks for the API's in-memory entries.
-func recentAPI(srv *pipelineapi.Server) func(string, int) []store.LogEntry {
+func recentAPI(srv *pipelineapi.Server) func(string, int) []record.LogEntry {
 	if srv == nil {
 		return nil
 	}
@@ -98,7 +99,7 @@ func startFailoverCheck(ctx context.Context, wg *sync.WaitGroup, st *store.Store
 	if papi != nil {
 		holds = papi
 	}
-	fc := coordinator.NewFailoverCheck(st, holds, logger)
+	fc := coordinator.NewFailoverCheck(st, st.Positions(), holds, logger)
 	fc.Leading = leading
 	irun.Go(wg, logger, "failover check", func() { fc.Run(ctx) })
 }

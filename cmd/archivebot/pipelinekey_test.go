@@ -63,7 +63,7 @@ func TestPipelineKeyCommand(t *testing.T) {
 }
 
 // The table shows when each key was added, as doc/pipeline-api.md says
-// (issue 32: it had no such column; -json had added_at).
+// (before: it had no such column; -json had added_at).
 func TestPipelineKeyListShowsAdded(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		pub, _, _ := ed25519.GenerateKey(nil)

@@ -101,7 +101,7 @@ func inOrder(want []string, got string) (missing string, ok bool) {
 	return "", true
 }
 
-// The README's quick start is what the program prints today (issue 32):
+// The README's quick start is what the program prints today:
 // the node's first lines (the data directory under the user's state
 // directory), the console's answers to what the README types, the
 // simulator's lines, and the start and finish notices, with the console

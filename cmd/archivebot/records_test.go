@@ -15,13 +15,14 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/pipelinesim"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 	"github.com/archiveteam/archivebot-go/web"
 )
 
-// Which record speaks for a job (doc/protocol.md; issue 27, finding 18,
-// after issue 18's finding 9): one table, every reader of a job × every
+// Which record speaks for a job (doc/protocol.md): one table, every
+// reader of a job × every
 // situation. A failure record speaks only while no newer registration of
 // the ident exists; a hash without the fields the node registers (url) is
 // a ghost, re-created by a pipeline's late writes: never shown as a job,
@@ -44,7 +45,7 @@ type streamSink struct {
 	events []news.JobEvent
 }
 
-func (s *streamSink) StreamLog(job *store.Job, es []store.LogEntry) {
+func (s *streamSink) StreamLog(job *record.Job, es []record.LogEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.logged[job.Ident] += len(es)

@@ -10,7 +10,7 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 )
 
-// TestEmbeddedRedisURLRedacted (hardening III, finding 11): the line that
+// TestEmbeddedRedisURLRedacted: the line that
 // tells operators the REDIS_URL for pipelines does not print the embedded
 // Redis's password on standard output.
 func TestEmbeddedRedisURLRedacted(t *testing.T) {

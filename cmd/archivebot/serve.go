@@ -21,6 +21,7 @@ import (
 	"github.com/archiveteam/archivebot-go/bot"
 	botirc "github.com/archiveteam/archivebot-go/bot/irc"
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/embeddedredis"
 	"github.com/archiveteam/archivebot-go/internal/clock"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
@@ -79,15 +80,34 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 		defer apiLn.Close()
 	}
 
-	store := store.NewStore(rdb)
-	// The node's wall clock where it matters across nodes; a test
-	// harness may skew it (internal/clock, doc/soak.md).
-	store.Now = clock.FromEnv()
-	store.WaitReplicas = cfg.Redis.WaitReplicas
-	store.WaitTimeout = cfg.Redis.WaitTimeout.Duration
-	trackPositions(cfg, store)
-	store.SetTakeRules(takeRules(cfg))
-	if err := store.Ping(ctx); err != nil {
+	// With ha.enabled, the commands a deposed leader still had buffered
+	// are refused too: their writes carry the lease's command fence. The
+	// lease is made over the store, so the store asks for it through lease.
+	var lease *coordinator.Lease
+	opts := []store.Option{
+		// The node's wall clock where it matters across nodes; a test
+		// harness may skew it (internal/clock, doc/soak.md).
+		store.WithClock(clock.FromEnv()),
+		store.WithLogger(logger),
+		store.WithWait(cfg.Redis.WaitReplicas, cfg.Redis.WaitTimeout.Duration),
+	}
+	if len(cfg.Redis.Sentinels) > 0 {
+		// A node behind Sentinel notes where its writes land in the
+		// replication stream, for the leader's failover check
+		// (coordinator.FailoverCheck; doc/reliability.md, A failover that
+		// loses writes).
+		opts = append(opts, store.WithPositions(store.NewPositions()))
+	}
+	if cfg.HA.Enabled {
+		opts = append(opts, store.WithCommandFence(func() string { return lease.CommandFence() }))
+	}
+	st := store.New(rdb, opts...)
+	if cfg.HA.Enabled {
+		lease = coordinator.NewLease(st, cfg.HA.NodeID, cfg.HA.LeaseTTL.Duration, logger)
+		lease.MaxClockSkew = cfg.HA.MaxClockSkew.Duration
+	}
+	st.SetTakeRules(takeRules(cfg))
+	if err := st.Ping(ctx); err != nil {
 		// Not fatal: Redis going away is normal, commands answer
 		// "backend unavailable" until it is back.
 		logger.Warn("redis is not answering yet; commands will say the backend is unavailable until it does", "err", err)
@@ -98,7 +118,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	}
 	signIn := &webSignIn{}
 	login, logout := signIn.botHooks(cfg)
-	b := bot.New(store, bot.Options{
+	b := bot.New(st, bot.Options{
 		PublicURL:           cfg.HTTP.PublicURL,
 		Login:               login,
 		Logout:              logout,
@@ -119,7 +139,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	defer b.Close()
 
 	if cfg.HA.Enabled {
-		return serveHA(ctx, cfg, logger, store, b, catalog, webLn, streamLn, apiLn, signIn)
+		return serveHA(ctx, cfg, logger, st, lease, b, catalog, webLn, streamLn, apiLn, signIn)
 	}
 	metrics.SetLeader(true, time.Now()) // a single node leads
 
@@ -136,11 +156,11 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	var wg sync.WaitGroup
 	irun.Go(&wg, logger, "catalog", func() { catalog.Watch(runCtx, 5*time.Second) })
 
-	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, store, nil, logger)
-	startFailoverCheck(runCtx, &wg, store, papi, nil, logger)
-	hub := startWeb(runCtx, &wg, webLn, streamLn, store, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes,
-		actionOptions(cfg, b, store, fe, logger), signIn)
-	services, err := startServices(runCtx, cfg, store, fe, hub, papi, logger)
+	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, st, nil, logger)
+	startFailoverCheck(runCtx, &wg, st, papi, nil, logger)
+	hub := startWeb(runCtx, &wg, webLn, streamLn, st, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes,
+		actionOptions(cfg, b, st, fe, logger), signIn)
+	services, err := startServices(runCtx, cfg, st, fe, hub, papi, logger)
 	if err != nil {
 		return err
 	}
@@ -375,7 +395,7 @@ func pingRedis(ctx context.Context, cfg *config.Config) error {
 	defer rdb.Close()
 	pingCtx, cancel := context.WithTimeout(ctx, checkRedisTimeout+time.Second)
 	defer cancel()
-	if err := store.NewStore(rdb).Ping(pingCtx); err != nil {
+	if err := store.New(rdb).Ping(pingCtx); err != nil {
 		return fmt.Errorf("redis: %s does not answer: %w (a run would start, but every command would answer \"backend unavailable\" until it does)", where, err)
 	}
 	return nil
@@ -416,10 +436,8 @@ func adminStore(ctx context.Context, cfg *config.Config) (st *store.Store, close
 		opt.ClientName = cliClientName
 		rdb = redis.NewClient(opt)
 	}
-	st = store.NewStore(rdb)
 	// The operator's writes wait for replicas as the bot's do.
-	st.WaitReplicas = cfg.Redis.WaitReplicas
-	st.WaitTimeout = cfg.Redis.WaitTimeout.Duration
+	st = store.New(rdb, store.WithWait(cfg.Redis.WaitReplicas, cfg.Redis.WaitTimeout.Duration))
 	pingCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	if err := st.Ping(pingCtx); err != nil {
@@ -440,15 +458,5 @@ func failoverOptions(cfg *config.Config) *redis.FailoverOptions {
 		SentinelPassword: cfg.Redis.SentinelPassword,
 		Password:         cfg.Redis.MasterPassword,
 		DB:               cfg.Redis.DB,
-	}
-}
-
-// trackPositions makes a node behind Sentinel note where its writes land
-// in the replication stream, for the leader's failover check
-// (coordinator.FailoverCheck; doc/reliability.md, A failover that loses
-// writes).
-func trackPositions(cfg *config.Config, st *store.Store) {
-	if len(cfg.Redis.Sentinels) > 0 {
-		st.TrackPositions(store.NewPositions())
 	}
 }

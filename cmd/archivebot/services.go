@@ -24,9 +24,9 @@ import (
 // (coordinator.Services): the coordinator services, then the tweeter, the
 // firehose feeding hub (when the web server is on) and the pipeline API's
 // term (when it is on), reporting to ann. Stop on the result ends it all.
-func startServices(ctx context.Context, cfg *config.Config, store *store.Store, ann news.Announcer,
+func startServices(ctx context.Context, cfg *config.Config, st *store.Store, ann news.Announcer,
 	hub *web.Hub, papi *pipelineapi.Server, logger *slog.Logger) (*coordinator.Services, error) {
-	svc := coordinator.NewServices(store, ann, coordinator.ServicesConfig{
+	svc := coordinator.NewServices(st, ann, coordinator.ServicesConfig{
 		Reaper: coordinator.ReaperConfig{
 			Interval:  cfg.Reaper.Interval.Duration,
 			Threshold: cfg.Reaper.Threshold,
@@ -45,6 +45,7 @@ func startServices(ctx context.Context, cfg *config.Config, store *store.Store, 
 			Interval:    cfg.Notifier.PipelineInterval.Duration,
 			SilentAfter: cfg.Notifier.PipelineSilentAfter.Duration,
 			ChangeEvery: changeEvery(cfg.Notifier.PipelineChangeEvery.Duration),
+			Now:         st.Now,
 		},
 		Analyzer: coordinator.AnalyzerConfig{
 			SweepInterval: cfg.Analyzer.SweepInterval.Duration,
@@ -57,7 +58,6 @@ func startServices(ctx context.Context, cfg *config.Config, store *store.Store, 
 		},
 		QueueIndexRebuild: config.DefaultQueueIndexRebuild,
 	}, logger)
-	svc.Pipelines.Now = store.Now
 	var networks []tweeter.Network
 	if m := cfg.Tweeter.Mastodon; m.On() {
 		networks = append(networks, tweeter.MastodonNetwork(m.Server, m.AccessToken, m.Budget, m.BudgetWindow.Duration, nil))
@@ -65,7 +65,7 @@ func startServices(ctx context.Context, cfg *config.Config, store *store.Store, 
 	if b := cfg.Tweeter.Bluesky; b.On() {
 		networks = append(networks, tweeter.BlueskyNetwork(b.Service, b.Identifier, b.AppPassword, b.Budget, b.BudgetWindow.Duration, nil))
 	}
-	tw, err := tweeter.New(store, tweeter.Config{
+	tw, err := tweeter.New(st, tweeter.Config{
 		Interval:        cfg.Tweeter.Interval.Duration,
 		Delay:           cfg.Tweeter.Delay.Duration,
 		API:             cfg.Tweeter.API,
@@ -98,7 +98,7 @@ func startServices(ctx context.Context, cfg *config.Config, store *store.Store, 
 	svc.Updates.OnSubscribe(tw.SweepSoon)
 	svc.Add(coordinator.Work{Name: "tweeter", Start: tw.Start, Stop: tw.Stop})
 	if hub != nil {
-		svc.Add(firehoseWork(store, svc.Updates, hub, logger))
+		svc.Add(firehoseWork(st, svc.Updates, hub, logger))
 	}
 	if papi != nil {
 		svc.Add(pipelineAPIWork(papi))

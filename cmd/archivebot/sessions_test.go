@@ -10,13 +10,13 @@ import (
 	"github.com/archiveteam/archivebot-go/store"
 )
 
-// Issue 31: `archivebot sessions list|revoke` lists the dashboard's
+// `archivebot sessions list|revoke` lists the dashboard's
 // sessions without their tokens and ends one by id prefix or all of a
 // nick's; bad arguments change nothing.
 func TestSessionsCommand(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		st := store.NewStore(b.Client)
+		st := store.New(b.Client)
 		for i, nick := range []string{"erin", "Erin", "frank"} {
 			code := "code-" + nick
 			st.CreateLoginCode(ctx, code, nick, strings.ToLower(nick), "", false, time.Minute)

@@ -341,8 +341,9 @@ func waitUp(t testing.TB, what string, up func() bool) {
 }
 
 // TestAttackRSS measures the node's peak memory (VmHWM) under the
-// network attacks of issue 18 (findings 2, 3, 4 and 8), each against a
-// freshly started node on a real redis-server, and whether it survives.
+// network attacks of doc/benchmarks.md (memory under network attacks),
+// each against a freshly started node on a real redis-server, and
+// whether it survives.
 // On demand (a measurement, nothing is asserted about the numbers):
 //
 //	ARCHIVEBOT_TEST_REDIS=redis://127.0.0.1:PORT/0 ARCHIVEBOT_ATTACK=1 \
@@ -365,7 +366,7 @@ func TestAttackRSS(t *testing.T) {
 		name, what string
 		run        func(t *testing.T, addr string)
 	}{
-		{"bomb", "6 connections, each a 50 MB subscribe message deflated to ~50 KB (finding 2)", func(t *testing.T, addr string) {
+		{"bomb", "6 connections, each a 50 MB subscribe message deflated to ~50 KB", func(t *testing.T, addr string) {
 			msg := []byte(`{"subscribe":["` + strings.Repeat("a", 50<<20) + `"]}`)
 			var wg sync.WaitGroup
 			for range 6 {
@@ -387,7 +388,7 @@ func TestAttackRSS(t *testing.T) {
 			}
 			wg.Wait()
 		}},
-		{"slow-v2", "2,000 entries/s of 1 KB for 30 s; 100 v2 clients, each subscribed to its own half of 200 jobs, reading a frame every 3 s (finding 3)", func(t *testing.T, addr string) {
+		{"slow-v2", "2,000 entries/s of 1 KB for 30 s; 100 v2 clients, each subscribed to its own half of 200 jobs, reading a frame every 3 s", func(t *testing.T, addr string) {
 			idents := runningJobs(t, b.Client, "attack", 200)
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
@@ -425,7 +426,7 @@ func TestAttackRSS(t *testing.T) {
 			close(stop)
 			wg.Wait()
 		}},
-		{"big-entries", "30 log entries of 10 MB, then 20 concurrent GET /logs/recent (finding 4)", func(t *testing.T, addr string) {
+		{"big-entries", "30 log entries of 10 MB, then 20 concurrent GET /logs/recent", func(t *testing.T, addr string) {
 			idents := runningJobs(t, b.Client, "attack", 1)
 			script := redis.NewScript(logEntryScript)
 			big := `{"type":"download","url":"http://x.example/","response_code":200,"wget_code":"OK","is_error":false,"is_warning":false,"pad":"` +
@@ -447,7 +448,7 @@ func TestAttackRSS(t *testing.T) {
 			}
 			wg.Wait()
 		}},
-		{"job-events", "500,000 PUBLISH archivebot:job_events for jobs that do not exist (finding 8)", func(t *testing.T, addr string) {
+		{"job-events", "500,000 PUBLISH archivebot:job_events for jobs that do not exist", func(t *testing.T, addr string) {
 			for k := 0; k < 500_000; k += 1000 {
 				p := b.Client.Pipeline()
 				for i := k; i < k+1000; i++ {
@@ -508,7 +509,7 @@ func startAttackNode(t *testing.T, redisURL, bin string) (addr string, pid int, 
 func runningJobs(t *testing.T, rdb *redis.Client, name string, n int) []string {
 	t.Helper()
 	ctx := context.Background()
-	st := store.NewStore(rdb)
+	st := store.New(rdb)
 	idents := make([]string, n)
 	for i := range idents {
 		idents[i] = fmt.Sprintf("%sjob%04d", name, i)

@@ -68,7 +68,7 @@ func TestTweeterEndToEnd(t *testing.T) {
 		}
 
 		// The wiring cmd/archivebot does.
-		updates := coordinator.NewUpdates(store.NewStore(b.Client), logger)
+		updates := coordinator.NewUpdates(store.New(b.Client), logger)
 		updates.OnUpdate(tw.JobUpdated)
 		updates.OnSubscribe(tw.SweepSoon)
 		subscribed := make(chan struct{}, 1)

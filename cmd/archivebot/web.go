@@ -13,6 +13,7 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/web"
 )
@@ -88,8 +89,8 @@ func hubOptions(cfg *config.Config) web.HubOptions {
 // startWeb serves the HTTP API on ln and the live stream (its hub, on ln
 // and on streamLn) until ctx ends (wg waits for the graceful shutdown). It
 // returns the hub for the firehose (firehoseWork), nil when the web server is off.
-func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener, store *store.Store,
-	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger, recent func(string, int) []store.LogEntry, hubOpt web.HubOptions,
+func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener, st *store.Store,
+	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger, recent func(string, int) []record.LogEntry, hubOpt web.HubOptions,
 	recentMaxBytes int, actions *web.ActionOptions, signIn *webSignIn) *web.Hub {
 	if ln == nil {
 		return nil
@@ -97,9 +98,9 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener
 	hubOpt.Logger = logger
 	hub := web.NewHub(hubOpt)
 	irun.Go(wg, logger, "stream hub", func() { hub.Run(ctx) })
-	startAPILogListener(ctx, wg, store, hub, logger)
+	startAPILogListener(ctx, wg, st, hub, logger)
 	opt := web.Options{
-		Store:     store,
+		Store:     st,
 		Hub:       hub,
 		Logger:    logger,
 		RecentAPI: recent,
@@ -148,8 +149,8 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener
 // updates, as an entry of the leader's background work: it writes the
 // broadcast bookmarks, so under ha.enabled only the leader runs it (one per
 // term); the hub and its clients stay.
-func firehoseWork(store *store.Store, updates *coordinator.Updates, hub *web.Hub, logger *slog.Logger) coordinator.Work {
-	fh := coordinator.NewFirehose(store, hub, coordinator.FirehoseConfig{}, logger)
+func firehoseWork(st *store.Store, updates *coordinator.Updates, hub *web.Hub, logger *slog.Logger) coordinator.Work {
+	fh := coordinator.NewFirehose(st, hub, coordinator.FirehoseConfig{}, logger)
 	updates.OnUpdate(fh.Notify)
 	updates.OnSubscribe(fh.CatchUp)
 	return coordinator.Work{Name: "firehose", Start: func(ctx context.Context) {

@@ -16,7 +16,7 @@ import (
 func TestNodeURLRemovedOnCleanShutdown(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		s := store.NewStore(b.Client)
+		s := store.New(b.Client)
 		// Another node's entry stays.
 		if err := s.SetNodeURL(ctx, "node-other", "https://other.example/"); err != nil {
 			t.Fatal(err)

@@ -25,7 +25,7 @@ func (roleFrontEnd) Role() string                                   { return "st
 // its fields), not slog.Default.
 func TestActionOptionsLogThroughTheNodeLogger(t *testing.T) {
 	b := redistest.Mini(t)
-	st := store.NewStore(b.Client)
+	st := store.New(b.Client)
 	b.Mini.Close() // recording the address fails
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil)).With("node", "node-x")

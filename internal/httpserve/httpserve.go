@@ -10,8 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -90,22 +88,4 @@ func Serve(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Log
 	err := srv.Shutdown(sctx)
 	<-done
 	return err
-}
-
-// RetryAfter reads the Retry-After header of h: delay-seconds (a
-// non-negative integer) or an HTTP date (RFC 9110, 10.2.3), as the time
-// it names, seconds counted from now. ok is false when the header is
-// absent or is neither.
-func RetryAfter(h http.Header, now time.Time) (at time.Time, ok bool) {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return time.Time{}, false
-	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return now.Add(time.Duration(s) * time.Second), true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return t, true
-	}
-	return time.Time{}, false
 }

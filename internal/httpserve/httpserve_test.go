@@ -10,33 +10,6 @@ import (
 	"time"
 )
 
-// RetryAfter reads delay-seconds and HTTP dates, and nothing else.
-func TestRetryAfter(t *testing.T) {
-	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		v    string
-		want time.Time
-		ok   bool
-	}{
-		{"", time.Time{}, false},
-		{"120", now.Add(2 * time.Minute), true},
-		{" 0 ", now, true},
-		{"-1", time.Time{}, false},
-		{"1.5", time.Time{}, false},
-		{"Wed, 02 Dec 2026 09:05:00 GMT", now.Add(5 * time.Minute), true},
-		{"soon", time.Time{}, false},
-	} {
-		h := http.Header{}
-		if tc.v != "" {
-			h.Set("Retry-After", tc.v)
-		}
-		got, ok := RetryAfter(h, now)
-		if ok != tc.ok || !got.Equal(tc.want) {
-			t.Errorf("Retry-After %q: %v %v, want %v %v", tc.v, got, ok, tc.want, tc.ok)
-		}
-	}
-}
-
 // Server takes the web listener's timeouts where none are given, none
 // for a negative one; Serve answers until the context ends and then
 // returns nil.

@@ -1,19 +1,19 @@
 // Package run holds the primitives every long-lived goroutine of the
 // control node is built from: Guard, the one panic guard, Every, the one
 // scheduling primitive (a ticker around a run-once function, as river's
-// maintenance services do), and Reconnect, the one reconnect loop of the
-// pub/sub listeners.
+// maintenance services do), and Reconnect, the one reconnect loop (the
+// pub/sub listeners, the IRC connection), on package retry's backoff.
 package run
 
 import (
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/internal/retry"
 )
 
 // Guard runs fn, logging the panic and its stack instead of crashing the
@@ -86,63 +86,14 @@ func Every(ctx context.Context, log *slog.Logger, name string, s Schedule, fn fu
 	}
 }
 
-// Backoff is the one backoff of the node (every reconnect and retry: the
-// pub/sub listeners' Reconnect, the IRC client's reconnects, the
-// tweeter's retries, the bridge's calls, the pipeline API's reads), after
-// river's ExponentialBackoff and soju's backoffer: the wait before
-// attempt n (from 0) is Min doubled n times, at most Max. With Jitter the
-// wait is "equal jitter": half of it fixed, the other half random, so
-// that many clients do not come back in lockstep. Min equal to Max is a
-// fixed wait.
-type Backoff struct {
-	Min, Max time.Duration
-	Jitter   bool
-}
-
-// Wait is the wait before attempt n (from 0; a negative n is 0).
-func (b Backoff) Wait(n int) time.Duration {
-	d := b.Min
-	for i := 0; i < n && d > 0 && d < b.Max; i++ {
-		d *= 2
-	}
-	if d > b.Max {
-		d = b.Max
-	}
-	if !b.Jitter {
-		return d
-	}
-	half := d / 2
-	if half <= 0 {
-		return d
-	}
-	return half + rand.N(half)
-}
-
-// Sleep waits b.Wait(n), or until ctx ends; it reports whether the wait
-// passed.
-func (b Backoff) Sleep(ctx context.Context, n int) bool {
-	return sleep(ctx, b.Wait(n))
-}
-
-// sleep waits d, or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // Reconnect runs session until ctx ends, again after every failure: a
 // long-lived connection (a pub/sub subscription) that must come back when
 // Redis restarts or drops the client. session returns when its connection
-// fails, reporting whether it was established (the next wait starts again
-// from b.Min) and why it ended. Each loss is logged as "WHAT lost,
+// fails, reporting whether it counts as established (the next wait starts
+// again from b.Min: a subscription that was made, an IRC connection that
+// registered and stayed up a while) and why it ended. Each loss is logged as "WHAT lost,
 // reconnecting" with the error and the wait.
-func Reconnect(ctx context.Context, log *slog.Logger, what string, b Backoff, session func(context.Context) (bool, error)) {
+func Reconnect(ctx context.Context, log *slog.Logger, what string, b retry.Backoff, session func(context.Context) (bool, error)) {
 	n := 0 // attempts since the last session that was established
 	for ctx.Err() == nil {
 		up, err := session(ctx)
@@ -154,7 +105,7 @@ func Reconnect(ctx context.Context, log *slog.Logger, what string, b Backoff, se
 		}
 		wait := b.Wait(n)
 		log.Warn(what+" lost, reconnecting", "err", err, "in", wait)
-		if !sleep(ctx, wait) {
+		if !retry.Sleep(ctx, wait) {
 			return
 		}
 		n++
@@ -164,4 +115,4 @@ func Reconnect(ctx context.Context, log *slog.Logger, what string, b Backoff, se
 // PubSubBackoff bounds the reconnection waits of every pub/sub listener
 // (`updates`, job events in the firehose, the pipeline API's job
 // settings): Reconnect.
-var PubSubBackoff = Backoff{Min: config.DefaultPubSubMinBackoff, Max: config.DefaultPubSubMaxBackoff}
+var PubSubBackoff = retry.Backoff{Min: config.DefaultPubSubMinBackoff, Max: config.DefaultPubSubMaxBackoff}

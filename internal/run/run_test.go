@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/archiveteam/archivebot-go/internal/retry"
 )
 
 func TestGuardLogsPanic(t *testing.T) {
@@ -59,7 +61,7 @@ func TestReconnect(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	ups := []bool{false, false, false, true, false}
 	n := 0
-	Reconnect(ctx, log, "test subscription", Backoff{Min: time.Millisecond, Max: 2 * time.Millisecond}, func(context.Context) (bool, error) {
+	Reconnect(ctx, log, "test subscription", retry.Backoff{Min: time.Millisecond, Max: 2 * time.Millisecond}, func(context.Context) (bool, error) {
 		if n == len(ups) {
 			cancel()
 			return false, context.Canceled
@@ -76,39 +78,5 @@ func TestReconnect(t *testing.T) {
 	}
 	if want := []string{"1ms", "2ms", "2ms", "1ms", "2ms"}; strings.Join(waits, " ") != strings.Join(want, " ") {
 		t.Errorf("waits %v, want %v", waits, want)
-	}
-}
-
-// Backoff.Wait doubles from Min up to Max, attempt by attempt; with
-// Jitter it stays within [half, whole) of the wait without it.
-func TestBackoffWait(t *testing.T) {
-	b := Backoff{Min: 100 * time.Millisecond, Max: time.Second}
-	var got []time.Duration
-	for n := -1; n <= 6; n++ {
-		got = append(got, b.Wait(n))
-	}
-	want := []time.Duration{100, 100, 200, 400, 800, 1000, 1000, 1000}
-	for i := range want {
-		if got[i] != want[i]*time.Millisecond {
-			t.Fatalf("waits %v, want %v ms", got, want)
-		}
-	}
-	if w := (Backoff{Min: time.Second, Max: time.Second}).Wait(50); w != time.Second {
-		t.Errorf("fixed backoff waits %v", w)
-	}
-	if w := (Backoff{}).Wait(1 << 30); w != 0 {
-		t.Errorf("zero backoff waits %v", w)
-	}
-	j := Backoff{Min: 100 * time.Millisecond, Max: time.Second, Jitter: true}
-	seen := map[time.Duration]bool{}
-	for range 200 {
-		w := j.Wait(2)
-		if w < 200*time.Millisecond || w >= 400*time.Millisecond {
-			t.Fatalf("jittered wait %v outside [200ms, 400ms)", w)
-		}
-		seen[w] = true
-	}
-	if len(seen) < 2 {
-		t.Error("jitter gave one value every time")
 	}
 }

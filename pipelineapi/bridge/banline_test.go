@@ -22,7 +22,7 @@ import (
 func TestBanLineThroughBridge(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
-		st := store.NewStore(b.Client)
+		st := store.New(b.Client)
 		hs := apitest.Serve(t, pipelineapi.Options{Store: st, Sink: &sink{}, BanCheck: 3})
 		c := apitest.Client(t, st, hs.URL, "pipe-a")
 		br := bridge.New(bridge.Config{Node: c})

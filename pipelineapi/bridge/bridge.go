@@ -23,7 +23,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/internal/run"
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
@@ -97,7 +97,6 @@ type Bridge struct {
 	// subs are the SUBSCRIBE connections, by channel.
 	subs    map[string]map[*subscriber]struct{}
 	stats   map[string]int64
-	ctlUp   bool
 	closing bool
 	lns     []net.Listener
 	conns   map[net.Conn]struct{}
@@ -199,16 +198,9 @@ func (b *Bridge) count(name string, n int64) {
 	b.mu.Unlock()
 }
 
-// ControlConnected reports whether the control stream is open.
-func (b *Bridge) ControlConnected() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.ctlUp
-}
-
 // callBackoff is the wait between two tries of a call when the node gave
 // no Retry-After.
-var callBackoff = run.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
+var callBackoff = retry.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
 
 // call runs op, retrying refusals that pass (429 with its Retry-After,
 // 503, the node unreachable) for up to RetryFor.
@@ -222,8 +214,8 @@ func (b *Bridge) call(what string, op func(ctx context.Context) error) error {
 		if err == nil {
 			return nil
 		}
-		retry, after := transient(err)
-		if !retry || b.ctx.Err() != nil {
+		again, after := transient(err)
+		if !again || b.ctx.Err() != nil {
 			b.count("node_error:"+what, 1)
 			b.log.Warn("bridge: the node refused", "op", what, "err", err)
 			return err
@@ -238,9 +230,7 @@ func (b *Bridge) call(what string, op func(ctx context.Context) error) error {
 			return err
 		}
 		b.count("retry:"+what, 1)
-		select {
-		case <-time.After(after):
-		case <-b.ctx.Done():
+		if !retry.Sleep(b.ctx, after) {
 			return err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
@@ -38,10 +39,8 @@ func whoAmI(ctx context.Context, node Whoer) (wire.WhoAmI, error) {
 		if err == nil || !errors.As(err, &e) || e.Code != "unknown_key" || time.Now().After(deadline) {
 			return who, err
 		}
-		select {
-		case <-ctx.Done():
+		if !retry.Sleep(ctx, 250*time.Millisecond) {
 			return who, err
-		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }
@@ -96,7 +95,7 @@ func CheckNode(ctx context.Context, node Whoer, nodeURL string, k KeyFile) (warn
 			return "the node is an older version without GET /v1/pipeline: the key is not checked before serving", nil
 		}
 	}
-	if retry, _ := transient(err); retry {
+	if again, _ := transient(err); again {
 		return fmt.Sprintf("the node could not check the key now (%d %s: %s); serving, and every call is retried", e.Status, e.Code, oneLine(e.Reason)), nil
 	}
 	return "", fmt.Errorf("the node at %s refused the key check: %d %s: %s", nodeURL, e.Status, e.Code, oneLine(e.Reason))

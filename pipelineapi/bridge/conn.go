@@ -27,6 +27,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/internal/run"
 )
 
@@ -372,6 +373,10 @@ func (d *detachedConn) next() (redcon.Command, error) {
 	return cmd, nil
 }
 
+// acceptBackoff is the wait after a failed accept, as net/http's: 5 ms
+// doubling to 1 s.
+var acceptBackoff = retry.Backoff{Min: 5 * time.Millisecond, Max: time.Second}
+
 // Serve answers pipelines on ln until Close; it starts the control
 // stream on first use.
 func (b *Bridge) Serve(ln net.Listener) error {
@@ -387,7 +392,7 @@ func (b *Bridge) Serve(ln net.Listener) error {
 		b.wg.Add(1)
 		go b.controlLoop()
 	}
-	var wait time.Duration
+	failures := 0 // accepts failed in a row
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -398,12 +403,13 @@ func (b *Bridge) Serve(ln net.Listener) error {
 				return nil
 			}
 			// Out of descriptors, say: wait as net/http does, not spin.
-			wait = min(max(2*wait, 5*time.Millisecond), time.Second)
+			wait := acceptBackoff.Wait(failures)
+			failures++
 			b.logLimited("accept", "bridge: accept failed; retrying", "err", err, "in", wait)
 			time.Sleep(wait)
 			continue
 		}
-		wait = 0
+		failures = 0
 		if !b.track(nc) {
 			continue
 		}
@@ -438,13 +444,6 @@ func (b *Bridge) untrack(nc net.Conn) {
 	b.mu.Lock()
 	delete(b.conns, nc)
 	b.mu.Unlock()
-}
-
-// Clients is the number of connections being served.
-func (b *Bridge) Clients() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.conns)
 }
 
 // serveConn runs one connection's commands until it closes, detaches

@@ -1,12 +1,12 @@
 package bridge
 
-// What a hostile or broken client can send the bridge (issue 27, findings
-// 2, 3, 4 and 10).
+// What a hostile or broken client can send the bridge.
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -73,7 +73,7 @@ func takes(node *fakeNode) []string {
 	return out
 }
 
-// TestHTTPRequestRunsNothing (finding 2): an HTTP POST whose body is
+// TestHTTPRequestRunsNothing: an HTTP POST whose body is
 // Redis commands, as a web page can make a browser send, closes the
 // connection at its request line, as Redis does, and runs none of them;
 // an inline command is refused and closes the connection too.
@@ -127,7 +127,7 @@ func TestHTTPRequestRunsNothing(t *testing.T) {
 	}
 }
 
-// TestHugeLengths (finding 3): lengths that overflow or are over the
+// TestHugeLengths: lengths that overflow or are over the
 // limits are refused as soon as their header is read, before anything is
 // allocated for them; the connection that sent them is closed and the
 // bridge goes on.
@@ -178,7 +178,7 @@ func (p panicNode) Take(context.Context, wire.TakeRequest) (*wire.Job, error) {
 	return nil, nil
 }
 
-// TestPanicEndsOnlyItsConnection (finding 3): a panic while serving one
+// TestPanicEndsOnlyItsConnection: a panic while serving one
 // connection closes that connection, after telling it; the bridge and
 // its other connections go on.
 func TestPanicEndsOnlyItsConnection(t *testing.T) {
@@ -203,7 +203,7 @@ func TestPanicEndsOnlyItsConnection(t *testing.T) {
 	}
 }
 
-// TestRefusalStatsBounded (finding 10): refusals of command names a
+// TestRefusalStatsBounded: refusals of command names a
 // client invents are counted under one name.
 func TestRefusalStatsBounded(t *testing.T) {
 	node := newFakeNode()
@@ -289,7 +289,7 @@ func subscribeCmd(ch string) string {
 	return fmt.Sprintf("*2\r\n$9\r\nSUBSCRIBE\r\n$%d\r\n%s\r\n", len(ch), ch)
 }
 
-// TestStalledSubscriber (finding 10): a subscriber that stops reading
+// TestStalledSubscriber: a subscriber that stops reading
 // neither stalls the control stream nor the other subscribers; it is
 // closed once its queue is full.
 func TestStalledSubscriber(t *testing.T) {
@@ -347,7 +347,7 @@ func TestStalledSubscriber(t *testing.T) {
 	}
 }
 
-// TestRevocationDropsCache (finding 4): once the control stream says the
+// TestRevocationDropsCache: once the control stream says the
 // key is revoked, the bridge no longer answers reads from its cache.
 func TestRevocationDropsCache(t *testing.T) {
 	ctx := context.Background()
@@ -380,7 +380,7 @@ func TestRevocationDropsCache(t *testing.T) {
 	}
 }
 
-// TestWrongNodeAddressReply (finding 16): a refusal that is not the API's
+// TestWrongNodeAddressReply: a refusal that is not the API's
 // (the node's web port answering 405) tells the pipeline to check -node.
 func TestWrongNodeAddressReply(t *testing.T) {
 	for _, tc := range []struct {
@@ -394,5 +394,43 @@ func TestWrongNodeAddressReply(t *testing.T) {
 		if got := nodeReply(tc.err); !strings.Contains(got, tc.want) {
 			t.Errorf("nodeReply(%v) = %q, want %q in it", tc.err, got, tc.want)
 		}
+	}
+}
+
+// failingListener fails its first accepts (a process out of descriptors),
+// then hands out pipe connections.
+type failingListener struct {
+	*pipeListener
+	mu    sync.Mutex
+	fails int
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	if l.fails > 0 {
+		l.fails--
+		l.mu.Unlock()
+		return nil, errors.New("accept: too many open files")
+	}
+	l.mu.Unlock()
+	return l.pipeListener.Accept()
+}
+
+// TestAcceptFailures: failed accepts are waited out with the accept
+// backoff (5 ms doubling), not spun on, and the bridge serves the next
+// connection.
+func TestAcceptFailures(t *testing.T) {
+	if w := [3]time.Duration{acceptBackoff.Wait(0), acceptBackoff.Wait(1), acceptBackoff.Wait(20)}; w != [3]time.Duration{5 * time.Millisecond, 10 * time.Millisecond, time.Second} {
+		t.Errorf("accept waits %v, want 5ms, 10ms, then 1s", w)
+	}
+	ln := &failingListener{pipeListener: newPipeListener(), fails: 4}
+	b := New(Config{Node: newFakeNode(), RetryFor: 2 * time.Second})
+	done := make(chan struct{})
+	go func() { defer close(done); b.Serve(ln) }()
+	t.Cleanup(func() { b.Close(); <-done })
+	c := ln.dial(t)
+	io.WriteString(c, "*1\r\n$4\r\nPING\r\n")
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || line != "+PONG\r\n" {
+		t.Fatalf("PING after failed accepts: %q, %v", line, err)
 	}
 }

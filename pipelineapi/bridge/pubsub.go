@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/tidwall/redcon"
 
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
@@ -301,9 +301,6 @@ func (b *Bridge) controlLoop() {
 		err := b.node.Control(b.ctx, b.onControlSafe)
 		// Events may be missed until the stream is open again: no cached
 		// record answers meanwhile.
-		b.mu.Lock()
-		b.ctlUp = false
-		b.mu.Unlock()
 		b.dropCache()
 		if b.ctx.Err() != nil {
 			return
@@ -314,9 +311,7 @@ func (b *Bridge) controlLoop() {
 			wait = e.RetryAfter
 		}
 		b.log.Info("bridge: control stream closed; reopening", "err", err, "in", wait)
-		select {
-		case <-time.After(wait):
-		case <-b.ctx.Done():
+		if !retry.Sleep(b.ctx, wait) {
 			return
 		}
 	}
@@ -343,9 +338,6 @@ func (b *Bridge) onControlSafe(ev client.Event) (err error) {
 }
 
 func (b *Bridge) onControl(ev client.Event) error {
-	b.mu.Lock()
-	b.ctlUp = true
-	b.mu.Unlock()
 	switch ev.Name {
 	case wire.EventSettings:
 		s, err := ev.Settings()

@@ -95,7 +95,7 @@ func eachWay(t *testing.T, fn func(t *testing.T, n *schedNode, w way)) {
 	for _, w := range ways {
 		t.Run(w.name, func(t *testing.T) {
 			redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-				st := store.NewStore(b.Client)
+				st := store.New(b.Client)
 				hs := apitest.Serve(t, pipelineapi.Options{Store: st, Sink: &sink{}})
 				fn(t, &schedNode{t: t, b: b, st: st, url: hs.URL, ctx: context.Background()}, w)
 			})

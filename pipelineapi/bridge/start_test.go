@@ -1,7 +1,7 @@
 package bridge_test
 
 // `archivebot bridge` checks its key with the node before it serves
-// (issue 27, findings 15 and 16).
+//.
 
 import (
 	"bytes"
@@ -53,7 +53,7 @@ func runBridge(t *testing.T, key, node string) (code int, stderr string) {
 func TestStartChecksNode(t *testing.T) {
 	ctx := context.Background()
 	rb := redistest.RealOrMini(t)
-	st := store.NewStore(rb.Client)
+	st := store.New(rb.Client)
 	hs := apitest.Serve(t, pipelineapi.Options{Store: st, Sink: &sink{}})
 	dir := t.TempDir()
 	newKey := func(name string) (string, bridge.KeyFile) {

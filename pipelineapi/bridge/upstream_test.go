@@ -25,6 +25,7 @@ import (
 	"github.com/archiveteam/archivebot-go/pipelineapi"
 	"github.com/archiveteam/archivebot-go/pipelineapi/apitest"
 	"github.com/archiveteam/archivebot-go/pipelineapi/bridge"
+	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
 
@@ -37,7 +38,7 @@ type sink struct {
 	entries map[string]int
 }
 
-func (s *sink) StreamLog(job *store.Job, es []store.LogEntry) {
+func (s *sink) StreamLog(job *record.Job, es []record.LogEntry) {
 	ident := job.Ident
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -206,7 +207,7 @@ func TestUpstreamPipelineThroughBridge(t *testing.T) {
 	b := redistest.RealOrMini(t)
 	ctx := context.Background()
 	rdb := b.Client
-	st := store.NewStore(rdb)
+	st := store.New(rdb)
 	sk := &sink{}
 	hs := apitest.Serve(t, pipelineapi.Options{Store: st, Sink: sk})
 	cl := apitest.Client(t, st, hs.URL, "bridge-e2e")

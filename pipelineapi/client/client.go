@@ -21,7 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/internal/httpserve"
+	"github.com/archiveteam/archivebot-go/internal/retry"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
 
@@ -42,7 +42,8 @@ type Client struct {
 // Retry bounds how Take sends a take again whose outcome it does not know
 // (doc/pipeline-api.md, A lost answer): Attempts sends in all (1: no
 // retry), waiting Min, then twice as long each time up to Max between
-// two (a 503's Retry-After, when given, instead, at most Max).
+// two (the module's one backoff, internal/retry; a 503's Retry-After,
+// when given, instead, at most Max).
 type Retry struct {
 	Attempts int
 	Min, Max time.Duration
@@ -64,10 +65,6 @@ func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = n
 
 // WithTakeRetry sets how Take retries a take whose outcome is unknown.
 func WithTakeRetry(r Retry) Option { return func(c *Client) { c.retry = r } }
-
-// WithNonce draws nonces from fn instead of 16 random bytes (tests of
-// replays).
-func WithNonce(fn func() string) Option { return func(c *Client) { c.nonceFn = fn } }
 
 // New returns a client of the node at base (the pipelines.listen address,
 // or the proxy in front of it, as an http:// or https:// URL with no path:
@@ -256,7 +253,7 @@ func readError(resp *http.Response) error {
 		e.Code, e.Reason = "http_"+strconv.Itoa(resp.StatusCode), strings.TrimSpace(string(b))
 	}
 	now := time.Now()
-	if at, ok := httpserve.RetryAfter(resp.Header, now); ok {
+	if at, ok := retry.After(resp.Header, now); ok {
 		e.RetryAfter = max(at.Sub(now), 0)
 	}
 	return e
@@ -294,7 +291,7 @@ func (c *Client) Take(ctx context.Context, req wire.TakeRequest) (*wire.Job, err
 		return nil, err
 	}
 	r := c.retry
-	wait := r.Min
+	backoff := retry.Backoff{Min: r.Min, Max: r.Max}
 	for attempt := 1; ; attempt++ {
 		var out wire.TakeResponse
 		hr, err := c.NewRequest(ctx, http.MethodPost, wire.PathTake, body)
@@ -320,19 +317,13 @@ func (c *Client) Take(ctx context.Context, req wire.TakeRequest) (*wire.Job, err
 		if attempt >= r.Attempts || ctx.Err() != nil || !OutcomeUnknown(err) {
 			return nil, err
 		}
-		d := wait
+		d := backoff.Wait(attempt - 1)
 		var e *Error
 		if errors.As(err, &e) && e.RetryAfter > 0 {
-			d = e.RetryAfter
+			d = min(e.RetryAfter, r.Max)
 		}
-		d = min(d, r.Max)
-		wait = min(2*wait, r.Max)
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Sleep(ctx, d) {
 			return nil, err
-		case <-t.C:
 		}
 	}
 }

@@ -12,8 +12,9 @@ import (
 )
 
 // Each runs fn as a subtest on each backend (redistest.Each) with a store
-// on it and a background context.
-func Each(t *testing.T, fn func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context)) {
+// on it, made with opts (a test's clock: store.WithClock), and a
+// background context.
+func Each(t *testing.T, fn func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context), opts ...store.Option) {
 	t.Helper()
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) { fn(t, b, store.NewStore(b.Client), context.Background()) })
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) { fn(t, b, store.New(b.Client, opts...), context.Background()) })
 }

@@ -9,7 +9,7 @@
 -- ARGV[3] the key name   ARGV[4] its public key as the node verified it
 -- ARGV[5] the updates channel: the ident is published there on a take, so
 -- what reacts to a direct pipeline's first `updates` message (start
--- notices, history, the feed) sees an API take at once (issue 27, 12)
+-- notices, history, the feed) sees an API take at once
 -- Returns {queue, ident, field, value, ...} (the record after the take),
 -- {} when every queue is empty, or {'revoked'} (nothing written) when
 -- the key is no longer registered with that public key: a take that

@@ -268,13 +268,6 @@ func (u *User) SetPos(pos int) {
 	u.mu.Unlock()
 }
 
-// Len is the number of messages received so far.
-func (u *User) Len() int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return len(u.msgs)
-}
-
 // Messages returns a copy of the messages received from index from on.
 func (u *User) Messages(from int) []ircmsg.Message {
 	u.mu.Lock()
@@ -301,19 +294,6 @@ func (u *User) Unparsed() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]string(nil), u.unparsed...)
-}
-
-// Count is the number of messages received so far that match pred.
-func (u *User) Count(pred func(ircmsg.Message) bool) int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	n := 0
-	for _, m := range u.msgs {
-		if pred(m) {
-			n++
-		}
-	}
-	return n
 }
 
 // Join joins channel and waits for the end of its NAMES list.

@@ -1,10 +1,10 @@
-package store_test
+package record_test
 
 import (
 	"reflect"
 	"testing"
 
-	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/record"
 )
 
 // TestDecodeJobNumbers: numeric fields are untrusted; a value that is no
@@ -42,7 +42,7 @@ func TestDecodeJobNumbers(t *testing.T) {
 		{"99999999999999999999", false, 0, 0},
 		{`{"a":1}`, false, 0, 0},
 	} {
-		j := store.DecodeJob("x", map[string]string{"queued_at": c.in, "bytes_downloaded": c.in})
+		j := record.DecodeJob("x", map[string]string{"queued_at": c.in, "bytes_downloaded": c.in})
 		q := j.QueuedAt
 		if q.OK != c.ok || q.Int != c.n || q.Float != c.float || q.Value != c.in || !q.Set {
 			t.Errorf("queued_at %q: %+v, want ok %v int %d float %v", c.in, q, c.ok, c.n, c.float)
@@ -70,11 +70,11 @@ func TestDecodeJob(t *testing.T) {
 		"r3xx": "3", "r4xx": "4", "r5xx": "5", "runk": "6", "error_count": "7",
 		"last_broadcasted_log_entry": "42", "failed": "true", "failed_reason": "gone", "heartbeat": "9",
 	}
-	num := func(v string, n int64, f float64) store.Number {
-		return store.Number{Text: store.Text{Value: v, Set: true}, OK: true, Int: n, Float: f}
+	num := func(v string, n int64, f float64) record.Number {
+		return record.Number{Text: record.Text{Value: v, Set: true}, OK: true, Int: n, Float: f}
 	}
-	txt := func(v string) store.Text { return store.Text{Value: v, Set: true} }
-	want := &store.Job{Ident: "abc", Fields: full,
+	txt := func(v string) record.Text { return record.Text{Value: v, Set: true} }
+	want := &record.Job{Ident: "abc", Fields: full,
 		URL: txt("http://example.com/"), URLFile: txt("http://example.com/"), FetchDepth: txt("inf"),
 		Slug: txt("example.com-inf"), UserAgent: txt(""), StartedBy: txt("alice"), StartedIn: txt("#archivebot"),
 		Note: txt("why"), QueuedAt: num("1732900000", 1732900000, 1732900000), DelayMin: num("250", 250, 250),
@@ -83,19 +83,19 @@ func TestDecodeJob(t *testing.T) {
 		PipelineID: txt("pipeline:abc"), StartedAt: num("1732900001.25", 1732900001, 1732900001.25),
 		FinishedAt: num("1732900100.5", 1732900100, 1732900100.5), Aborted: true,
 		BytesDownloaded: 123456789, ItemsDownloaded: 20, ItemsQueued: 50, WarcSize: 99,
-		Counts:        store.LogCounts{R1xx: 1, R2xx: 2, R3xx: 3, R4xx: 4, R5xx: 5, Runk: 6, Errors: 7},
+		Counts:        record.LogCounts{R1xx: 1, R2xx: 2, R3xx: 3, R4xx: 4, R5xx: 5, Runk: 6, Errors: 7},
 		LastBroadcast: "42", Failed: true, FailedReason: txt("gone"),
 	}
-	if got := store.DecodeJob("abc", full); !reflect.DeepEqual(got, want) {
+	if got := record.DecodeJob("abc", full); !reflect.DeepEqual(got, want) {
 		t.Errorf("full hash:\n got %+v\nwant %+v", got, want)
 	}
-	if got, want := store.DecodeJob("abc", nil), (&store.Job{Ident: "abc"}); !reflect.DeepEqual(got, want) {
+	if got, want := record.DecodeJob("abc", nil), (&record.Job{Ident: "abc"}); !reflect.DeepEqual(got, want) {
 		t.Errorf("no hash: %+v", got)
 	}
-	if p := store.DecodeJob("abc", nil).URL.Ptr(); p != nil {
+	if p := record.DecodeJob("abc", nil).URL.Ptr(); p != nil {
 		t.Errorf("a missing text field has a value: %q", *p)
 	}
-	if p := store.DecodeJob("abc", map[string]string{"url": ""}).URL.Ptr(); p == nil || *p != "" {
+	if p := record.DecodeJob("abc", map[string]string{"url": ""}).URL.Ptr(); p == nil || *p != "" {
 		t.Errorf("an empty text field is not \"\": %v", p)
 	}
 
@@ -104,15 +104,15 @@ func TestDecodeJob(t *testing.T) {
 	for k := range full {
 		junk[k] = "TRUE\x00\xff1e999"
 	}
-	j := store.DecodeJob("abc", junk)
-	for name, n := range map[string]store.Number{"queued_at": j.QueuedAt, "started_at": j.StartedAt,
+	j := record.DecodeJob("abc", junk)
+	for name, n := range map[string]record.Number{"queued_at": j.QueuedAt, "started_at": j.StartedAt,
 		"finished_at": j.FinishedAt, "delay_min": j.DelayMin, "delay_max": j.DelayMax, "concurrency": j.Concurrency} {
 		if n.OK || n.Int != 0 || n.Float != 0 || n.Ptr() != nil || !n.Set || n.Value != junk[name] {
 			t.Errorf("junk %s: %+v", name, n)
 		}
 	}
 	if j.SettingsAge != 0 || j.BytesDownloaded != 0 || j.ItemsDownloaded != 0 || j.ItemsQueued != 0 ||
-		j.WarcSize != 0 || j.Counts != (store.LogCounts{}) {
+		j.WarcSize != 0 || j.Counts != (record.LogCounts{}) {
 		t.Errorf("junk counters: %+v", j)
 	}
 	if j.Aborted || j.AbortRequested || j.Failed || j.SuppressIgnoreReports || j.NoOffsiteLinks {
@@ -122,7 +122,7 @@ func TestDecodeJob(t *testing.T) {
 		t.Errorf("junk text not kept as is: %+v", j)
 	}
 	// A junk finished_at still marks the job done: the rule tests presence.
-	if !j.Done() || j.State() != store.StateFinished {
+	if !j.Done() || j.State() != record.StateFinished {
 		t.Errorf("junk: done %v state %v", j.Done(), j.State())
 	}
 }
@@ -130,46 +130,47 @@ func TestDecodeJob(t *testing.T) {
 // TestJobState: the one rule, every state, with and without a failure
 // record and a place in working.
 func TestJobState(t *testing.T) {
-	fail := &store.Failure{Ident: "x", Reason: "gone"}
+	fail := &record.Failure{Ident: "x", Reason: "gone"}
 	for _, c := range []struct {
 		name    string
 		fields  map[string]string
 		nilJob  bool
-		fail    *store.Failure
+		fail    *record.Failure
 		working bool
-		want    store.JobState
+		want    record.State
 	}{
-		{"just queued", map[string]string{"url": "u", "queued_at": "1"}, false, nil, false, store.StateQueued},
-		{"abort requested, still queued", map[string]string{"url": "u", "abort_requested": "true"}, false, nil, false, store.StateQueued},
-		{"aborted without finished_at", map[string]string{"url": "u", "aborted": "true"}, false, nil, false, store.StateQueued},
-		{"failed not true", map[string]string{"url": "u", "failed": "yes"}, false, nil, false, store.StateQueued},
-		{"in working only", map[string]string{"url": "u"}, false, nil, true, store.StateRunning},
-		{"started_at", map[string]string{"url": "u", "started_at": "1.5"}, false, nil, false, store.StateRunning},
-		{"pipeline_id", map[string]string{"url": "u", "pipeline_id": "pipeline:a"}, false, nil, false, store.StateRunning},
-		{"empty started_at", map[string]string{"url": "u", "started_at": ""}, false, nil, false, store.StateQueued},
-		{"finished", map[string]string{"url": "u", "started_at": "1", "finished_at": "2"}, false, nil, true, store.StateFinished},
-		{"finished, junk time", map[string]string{"url": "u", "finished_at": "soon"}, false, nil, false, store.StateFinished},
-		{"finished, aborted not true", map[string]string{"url": "u", "finished_at": "2", "aborted": "1"}, false, nil, false, store.StateFinished},
-		{"empty finished_at", map[string]string{"url": "u", "finished_at": "", "aborted": "true"}, false, nil, false, store.StateQueued},
-		{"aborted", map[string]string{"url": "u", "finished_at": "2", "aborted": "true"}, false, nil, false, store.StateAborted},
-		{"failed flag", map[string]string{"url": "u", "failed": "true", "finished_at": "2", "aborted": "true"}, false, nil, false, store.StateFailed},
-		{"failure record, failed job", map[string]string{"url": "u", "failed": "true"}, false, fail, false, store.StateFailed},
+		{"just queued", map[string]string{"url": "u", "queued_at": "1"}, false, nil, false, record.StateQueued},
+		{"abort requested, still queued", map[string]string{"url": "u", "abort_requested": "true"}, false, nil, false, record.StateQueued},
+		{"aborted without finished_at", map[string]string{"url": "u", "aborted": "true"}, false, nil, false, record.StateQueued},
+		{"failed not true", map[string]string{"url": "u", "failed": "yes"}, false, nil, false, record.StateQueued},
+		{"in working only", map[string]string{"url": "u"}, false, nil, true, record.StateRunning},
+		{"started_at", map[string]string{"url": "u", "started_at": "1.5"}, false, nil, false, record.StateRunning},
+		{"pipeline_id", map[string]string{"url": "u", "pipeline_id": "pipeline:a"}, false, nil, false, record.StateRunning},
+		{"empty started_at", map[string]string{"url": "u", "started_at": ""}, false, nil, false, record.StateQueued},
+		{"finished", map[string]string{"url": "u", "started_at": "1", "finished_at": "2"}, false, nil, true, record.StateFinished},
+		{"finished, junk time", map[string]string{"url": "u", "finished_at": "soon"}, false, nil, false, record.StateFinished},
+		{"finished, aborted not true", map[string]string{"url": "u", "finished_at": "2", "aborted": "1"}, false, nil, false, record.StateFinished},
+		{"empty finished_at", map[string]string{"url": "u", "finished_at": "", "aborted": "true"}, false, nil, false, record.StateQueued},
+		{"aborted", map[string]string{"url": "u", "finished_at": "2", "aborted": "true"}, false, nil, false, record.StateAborted},
+		{"failed flag", map[string]string{"url": "u", "failed": "true", "finished_at": "2", "aborted": "true"}, false, nil, false, record.StateFailed},
+		{"failure record, failed job", map[string]string{"url": "u", "failed": "true"}, false, fail, false, record.StateFailed},
 		// A failure record speaks only while no newer registration exists:
-		// a registered hash without `failed` is newer (issue 27, finding 18).
-		{"failure record, newer job finished", map[string]string{"url": "u", "finished_at": "2"}, false, fail, false, store.StateFinished},
-		{"failure record, newer job queued", map[string]string{"url": "u", "queued_at": "9"}, false, fail, false, store.StateQueued},
-		{"failure record, newer job running", map[string]string{"url": "u"}, false, fail, true, store.StateRunning},
+		// a registered hash without `failed` is newer (doc/protocol.md, Which
+		// record speaks for a job).
+		{"failure record, newer job finished", map[string]string{"url": "u", "finished_at": "2"}, false, fail, false, record.StateFinished},
+		{"failure record, newer job queued", map[string]string{"url": "u", "queued_at": "9"}, false, fail, false, record.StateQueued},
+		{"failure record, newer job running", map[string]string{"url": "u"}, false, fail, true, record.StateRunning},
 		// A hash without url is a ghost: no record.
-		{"ghost, failure record", map[string]string{"heartbeat": "7", "bytes_downloaded": "10"}, false, fail, false, store.StateFailed},
-		{"ghost with finished_at, failure record", map[string]string{"finished_at": "3", "pipeline_id": "pipeline:a"}, false, fail, false, store.StateFailed},
-		{"failure record, no job", nil, true, fail, false, store.StateFailed},
-		{"no job, nothing", nil, true, nil, false, store.StateQueued},
+		{"ghost, failure record", map[string]string{"heartbeat": "7", "bytes_downloaded": "10"}, false, fail, false, record.StateFailed},
+		{"ghost with finished_at, failure record", map[string]string{"finished_at": "3", "pipeline_id": "pipeline:a"}, false, fail, false, record.StateFailed},
+		{"failure record, no job", nil, true, fail, false, record.StateFailed},
+		{"no job, nothing", nil, true, nil, false, record.StateQueued},
 	} {
-		var j *store.Job
+		var j *record.Job
 		if !c.nilJob {
-			j = store.DecodeJob("x", c.fields)
+			j = record.DecodeJob("x", c.fields)
 		}
-		if got := store.StateOf(j, c.fail, c.working); got != c.want {
+		if got := record.StateOf(j, c.fail, c.working); got != c.want {
 			t.Errorf("%s: StateOf %v, want %v", c.name, got, c.want)
 		}
 		if j != nil && c.fail == nil && !c.working {
@@ -181,12 +182,12 @@ func TestJobState(t *testing.T) {
 			}
 		}
 	}
-	for s, name := range map[store.JobState]string{store.StateQueued: "queued", store.StateRunning: "running",
-		store.StateFinished: "finished", store.StateAborted: "aborted", store.StateFailed: "failed"} {
+	for s, name := range map[record.State]string{record.StateQueued: "queued", record.StateRunning: "running",
+		record.StateFinished: "finished", record.StateAborted: "aborted", record.StateFailed: "failed"} {
 		if s.String() != name {
 			t.Errorf("state %d is %q, want %q", int(s), s.String(), name)
 		}
-		if s.Ended() != (s >= store.StateFinished) {
+		if s.Ended() != (s >= record.StateFinished) {
 			t.Errorf("%s: Ended %v", name, s.Ended())
 		}
 	}
@@ -203,6 +204,6 @@ func BenchmarkDecodeJob(b *testing.B) {
 		"last_broadcasted_log_entry": "12345", "heartbeat": "400", "log_key": "abc_log"}
 	b.ReportAllocs()
 	for range b.N {
-		_ = store.DecodeJob("abc", m)
+		_ = record.DecodeJob("abc", m)
 	}
 }

@@ -1,4 +1,4 @@
-package store
+package record
 
 import (
 	"encoding/json"
@@ -11,16 +11,13 @@ import (
 // of IDENT_log, or an entry handed over in process), and the analyzer and
 // the live stream both use what was decoded. What pipelines write is
 // untrusted: an entry larger than MaxLogEntryBytes is never loaded whole
-// (the read returns its size alone) and is counted as Oversized.
+// (the store's read returns its size alone, OversizedLogEntry) and is
+// counted as oversized.
 
 // MaxLogEntryBytes is the largest log entry the node reads and keeps.
 // Upstream's entries are a few hundred bytes; a stdout line of a few KiB
 // is already unusual.
 const MaxLogEntryBytes = 64 << 10
-
-// MaxLogReadBytes bounds the entries one read of a job's log returns (at
-// least one entry is always returned, so the bookmark moves).
-const MaxLogReadBytes = 4 << 20
 
 // EntryKind tells what a log entry's document is.
 type EntryKind uint8
@@ -108,4 +105,86 @@ func NewLogEntry(doc string, score float64) LogEntry {
 // OversizedLogEntry is an entry the read did not load: only its size.
 func OversizedLogEntry(size int, score float64) LogEntry {
 	return LogEntry{Score: score, Size: size, Code: -1, Kind: EntryOversized}
+}
+
+// LogCounts are the response counters the analyzer keeps on a job (r1xx …
+// runk and error_count of the record).
+type LogCounts struct {
+	R1xx, R2xx, R3xx, R4xx, R5xx, Runk int64
+	// Errors counts download entries with is_error.
+	Errors int64
+}
+
+// Add adds o to c.
+func (c *LogCounts) Add(o LogCounts) {
+	c.R1xx += o.R1xx
+	c.R2xx += o.R2xx
+	c.R3xx += o.R3xx
+	c.R4xx += o.R4xx
+	c.R5xx += o.R5xx
+	c.Runk += o.Runk
+	c.Errors += o.Errors
+}
+
+// BatchCount is what one batch of log entries adds up to.
+type BatchCount struct {
+	Entries, Invalid int64
+	Oversized        int64
+	Counts           LogCounts
+	Last             float64 // score of the last entry
+}
+
+// CountLogEntries adds up what entries (decoded once by NewLogEntry, from
+// Redis or in process) add to a job's counters, as the analyzer counts
+// them: the invalid (and oversized) ones are returned apart.
+func CountLogEntries(entries []LogEntry) (counts LogCounts, invalid int64) {
+	b := CountEntries(entries)
+	return b.Counts, b.Invalid
+}
+
+// CountEntries counts a batch of log entries (decoded once, see
+// LogEntry). Entries that are not JSON, or only a JSON scalar, are
+// invalid, and so are oversized ones (counted apart too); for each download
+// entry the bucket of its response_code (a number, or a numeric string as
+// Ruby's to_i read it) is counted, r1xx … r5xx, else runk, and error_count
+// when is_error is true.
+func CountEntries(zs []LogEntry) BatchCount {
+	var b BatchCount
+	for _, e := range zs {
+		b.Entries++
+		b.Last = e.Score
+		switch e.Kind {
+		case EntryOversized:
+			b.Invalid++
+			b.Oversized++
+			continue
+		case EntryInvalid:
+			b.Invalid++
+			continue
+		case EntryArray:
+			continue
+		}
+		if e.Type != "download" {
+			continue
+		}
+		code := e.Code
+		switch {
+		case code >= 100 && code < 200:
+			b.Counts.R1xx++
+		case code >= 200 && code < 300:
+			b.Counts.R2xx++
+		case code >= 300 && code < 400:
+			b.Counts.R3xx++
+		case code >= 400 && code < 500:
+			b.Counts.R4xx++
+		case code >= 500 && code < 600:
+			b.Counts.R5xx++
+		default:
+			b.Counts.Runk++
+		}
+		if e.IsError {
+			b.Counts.Errors++
+		}
+	}
+	return b
 }

@@ -1,9 +1,7 @@
-package store
+package record
 
 // The job record as one type: the hash IDENT (doc/protocol.md, Job
-// record) decoded once, and the one rule that derives a job's state. The
-// bot, the web API, the stream, the firehose, the admin CLI and the
-// tweeter all read jobs through it.
+// record) decoded once, and the one rule that derives a job's state.
 
 import (
 	"math"
@@ -104,9 +102,9 @@ func (n Number) Ptr() *int64 {
 	return &v
 }
 
-// JobCounterFields are the counters of the record (pipeline and
+// CounterFields are the counters of the record (pipeline and
 // analyzer): fields that start at 0 when absent.
-var JobCounterFields = []string{"r1xx", "r2xx", "r3xx", "r4xx", "r5xx", "runk", "error_count",
+var CounterFields = []string{"r1xx", "r2xx", "r3xx", "r4xx", "r5xx", "runk", "error_count",
 	"bytes_downloaded", "items_downloaded", "items_queued"}
 
 // DecodeJob decodes a job hash (every value a string, as Redis stores
@@ -201,12 +199,12 @@ func (j *Job) Get(field string) string { return j.Fields[field] }
 // Flag reports whether a field of the hash as read is "true".
 func (j *Job) Flag(field string) bool { return j.Fields[field] == "true" }
 
-// JobState is where a job is in its life.
-type JobState int
+// State is where a job is in its life.
+type State int
 
 // Job states, in the order a job passes through them.
 const (
-	StateQueued JobState = iota
+	StateQueued State = iota
 	StateRunning
 	StateFinished
 	StateAborted
@@ -217,7 +215,7 @@ var stateNames = [...]string{"queued", "running", "finished", "aborted", "failed
 
 // String is the state's name, as the web API, the stream and the admin
 // CLI spell it.
-func (s JobState) String() string {
+func (s State) String() string {
 	if s < 0 || int(s) >= len(stateNames) {
 		return "state" + strconv.Itoa(int(s))
 	}
@@ -225,7 +223,7 @@ func (s JobState) String() string {
 }
 
 // Ended reports whether a job in state s will not run any more.
-func (s JobState) Ended() bool { return s >= StateFinished }
+func (s State) Ended() bool { return s >= StateFinished }
 
 // Ghost reports whether the hash as read is a ghost: it exists but has no
 // url, the field every registration writes (this node's and upstream's)
@@ -266,7 +264,7 @@ func Speaking(j *Job, fail *Failure) (*Job, *Failure) {
 //   - finished: finished_at set;
 //   - running: started_at or pipeline_id set, or in `working`;
 //   - queued: otherwise.
-func StateOf(j *Job, fail *Failure, working bool) JobState {
+func StateOf(j *Job, fail *Failure, working bool) State {
 	j, fail = Speaking(j, fail)
 	if j == nil {
 		j = &Job{}
@@ -285,7 +283,7 @@ func StateOf(j *Job, fail *Failure, working bool) JobState {
 }
 
 // State is the job's state from its record alone (StateOf).
-func (j *Job) State() JobState { return StateOf(j, nil, false) }
+func (j *Job) State() State { return StateOf(j, nil, false) }
 
 // Done reports whether the pipeline marked the job done (finished_at set,
 // to anything): upstream's `finished`, aborted jobs included.
@@ -294,20 +292,3 @@ func (j *Job) Done() bool { return j.FinishedAt.Value != "" }
 // Finished reports whether the job will not run any more (finished,
 // aborted or failed).
 func (j *Job) Finished() bool { return j.State().Ended() }
-
-// recordOf is the job record to show for a job (after Speaking): its
-// record, else the copy its failure record keeps, else an empty one.
-func recordOf(ident string, job *Job, fail *Failure) *Job {
-	job, fail = Speaking(job, fail)
-	if job != nil {
-		return job
-	}
-	if fail != nil {
-		return fail.JobRecord()
-	}
-	return DecodeJob(ident, nil)
-}
-
-// JobRecord is the copy of the job record the failure record keeps,
-// decoded (every field missing when it keeps none).
-func (f *Failure) JobRecord() *Job { return DecodeJob(f.Ident, f.Job) }
