@@ -404,6 +404,14 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Upstream, "upstream", false, "send exactly upstream's commands and scripts (EVALSHA of upstream's three SHA1s): for -redis pointing at archivebot bridge; a plain Redis answers NOSCRIPT")
 	fs.IntVar(&o.Workers, "workers", 1, "API mode: jobs run at once")
 	fs.IntVar(&o.CrashAfter, "crash-after", 0, "crash (stop without unregistering or finishing the job) after this many log entries (0: never)")
+	fs.Func("resume", "`IDENT[,IDENT...]`: jobs this pipeline already holds in working (give its -id and -nickname too), crawled on to their end beside the jobs it takes, as an upstream pipeline goes on crawling across a switch-over (doc/migrating.md)", func(v string) error {
+		for _, id := range strings.Split(v, ",") {
+			if id = strings.TrimSpace(id); id != "" {
+				o.Resume = append(o.Resume, id)
+			}
+		}
+		return nil
+	})
 }
 
 // DefaultRedisURL is the Redis the simulator uses without -redis and
@@ -427,6 +435,9 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if o.Node != "" {
 		if o.Upstream {
 			return errors.New("-upstream is for Redis mode (-redis, the bridge's REDIS_URL); API mode speaks the API")
+		}
+		if len(o.Resume) > 0 {
+			return errors.New("-resume is for Redis mode: a job held through the API is the node's to hand back")
 		}
 		return runAPI(ctx, o, out)
 	}
@@ -458,9 +469,14 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	fmt.Fprintf(out, "pipeline %q (%s) on %s%s\n", p.Nickname(), p.Key(), o.RedisURL, mode)
 	ro := o.RunOptions
 	// One line per step of a job, not per log entry: the entries are
-	// counted and the count goes on the job's last line.
+	// counted and the count goes on the job's last line. Resumed jobs
+	// are crawled beside the taken ones: events come from several
+	// goroutines.
+	var mu sync.Mutex
 	logged := map[string]int{}
 	ro.OnEvent = func(e Event) {
+		mu.Lock()
+		defer mu.Unlock()
 		switch {
 		case e.Kind == EventReport && e.Err == nil:
 			return

@@ -52,6 +52,11 @@ type Survey struct {
 	Processing map[string]int `json:"processing,omitempty"`
 	// Tweets counts tweets:queue and tweets:done.
 	Tweets map[string]int64 `json:"tweets"`
+	// FeedNew lists the running jobs whose feed text (the feedText given
+	// to Survey) is neither queued, posted, being posted nor given up:
+	// the node's tweeter queues one for each once it runs, as upstream's
+	// did for a job it saw running.
+	FeedNew []string `json:"feed_new,omitempty"`
 	// Paused is the node's pauses (queue → record), and PausedJobs the jobs
 	// waiting in their lists aside.
 	Paused     map[string]string `json:"paused,omitempty"`
@@ -185,7 +190,10 @@ func jobLike(fields map[string]string) bool {
 // Survey reads every key of the database once (SCAN, TYPE, then each
 // value) and writes nothing. Keys that change while it reads are read as
 // they are then: it is a picture of a running system, not one moment.
-func (s *Store) Survey(ctx context.Context) (*Survey, error) {
+// feedText, when not nil, is the feed's text for a job's URL ("Archiving
+// URL"): the survey then lists the running jobs whose text is not known
+// yet (FeedNew).
+func (s *Store) Survey(ctx context.Context, feedText func(url string) string) (*Survey, error) {
 	start := time.Now()
 	sv := &Survey{Keys: map[string]int{}, Ours: map[string]int{}, Counters: map[string]string{},
 		Tweets: map[string]int64{}, Subscribers: map[string]int64{}, Processing: map[string]int{},
@@ -276,6 +284,11 @@ func (s *Store) Survey(ctx context.Context) (*Survey, error) {
 	}
 	if err := s.surveyRest(ctx, sv, present); err != nil {
 		return nil, err
+	}
+	if feedText != nil {
+		if err := s.surveyFeed(ctx, sv, feedText); err != nil {
+			return nil, err
+		}
 	}
 	sv.Took = time.Since(start)
 	return sv, nil
@@ -528,15 +541,65 @@ func (s *Store) surveyRest(ctx context.Context, sv *Survey, present map[string]s
 	for k, v := range subs {
 		sv.Subscribers[k] = v
 	}
-	list, err := s.rdb.ClientList(ctx).Result()
-	if err != nil {
-		if IsUnavailable(err) {
-			return wrap("list the clients", err)
-		}
+	clients, err := s.Clients(ctx)
+	if errors.Is(err, ErrClientsRefused) {
 		sv.ClientsError = err.Error() // refused (ACL), or not supported
 		return nil
 	}
-	sv.Clients = parseClientList(list)
+	if err != nil {
+		return err
+	}
+	sv.Clients = clients
+	return nil
+}
+
+// surveyFeed lists the running jobs whose feed text is not known yet:
+// the jobs tweet_queue.lua would queue a text for (in working, started,
+// not finished, aborted, aborting or failed) whose text is neither in
+// tweets:queue, tweets:done, archivebot:tweets:attempt nor
+// archivebot:tweets:failed. One pipeline; nothing is written.
+func (s *Store) surveyFeed(ctx context.Context, sv *Survey, feedText func(string) string) error {
+	working := make(map[string]bool, len(sv.Working))
+	for _, id := range sv.Working {
+		working[id] = true
+	}
+	type probe struct {
+		ident string
+		cmds  [4]redis.Cmder
+	}
+	var probes []probe
+	set := func(v string) bool { return v != "" }
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, j := range sv.Jobs {
+			f := j.Fields
+			if !working[j.Ident] || !set(f["url"]) || !set(f["started_at"]) || set(f["finished_at"]) ||
+				f["aborted"] == "true" || f["abort_requested"] == "true" || f["failed"] == "true" {
+				continue
+			}
+			text := feedText(f["url"])
+			probes = append(probes, probe{j.Ident, [4]redis.Cmder{
+				p.ZScore(ctx, KeyTweetsQueue, text), p.ZScore(ctx, KeyTweetsDone, text),
+				p.HExists(ctx, KeyTweetsAttempt, text), p.ZScore(ctx, KeyTweetsFailed, text)}})
+		}
+		return nil
+	}); err != nil && !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+		return wrap("read the feed's texts", err)
+	}
+	for _, pr := range probes {
+		known := false
+		for _, c := range pr.cmds {
+			switch c := c.(type) {
+			case *redis.FloatCmd:
+				known = known || c.Err() == nil
+			case *redis.BoolCmd:
+				known = known || c.Val()
+			}
+		}
+		if !known {
+			sv.FeedNew = append(sv.FeedNew, pr.ident)
+		}
+	}
+	slices.Sort(sv.FeedNew)
 	return nil
 }
 

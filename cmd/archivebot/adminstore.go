@@ -14,6 +14,8 @@ type cliStore interface {
 	AbortBy(ctx context.Context, ident, by string) (store.AbortResult, string, error)
 	ActiveJobs(ctx context.Context) ([]store.ActiveJob, error)
 	AddPipelineKey(ctx context.Context, name, pub string) error
+	Clients(ctx context.Context) ([]store.RedisClient, error)
+	DeleteNodeKeys(ctx context.Context) (int, error)
 	ExpireBy(ctx context.Context, ident, by string) error
 	FailJobReported(ctx context.Context, ident, reason, by string, line func(*record.Job) store.AdminNotice) (*record.Job, error)
 	FeedStatus(ctx context.Context, net string, window time.Duration) (store.FeedNetStatus, error)
@@ -21,6 +23,7 @@ type cliStore interface {
 	JobDetail(ctx context.Context, ident string) (*store.JobDetail, error)
 	Leader(ctx context.Context) (h store.LeaseHolder, ok bool, err error)
 	ListPipelineKeys(ctx context.Context) ([]store.PipelineKey, error)
+	NodeKeys(ctx context.Context) (map[string]int, error)
 	Origin(ctx context.Context, ident string) (string, error)
 	Pipelines(ctx context.Context) ([]*store.Pipeline, error)
 	PushAdminNotice(ctx context.Context, n store.AdminNotice) error
@@ -32,10 +35,11 @@ type cliStore interface {
 	PipelineKeyRules(ctx context.Context, name string) (store.KeyRules, error)
 	PipelineKeys(ctx context.Context) (active map[string]string, revoked map[string]string, err error)
 	ResumeQueue(ctx context.Context, name string) error
+	ReturnFinishNotices(ctx context.Context) (int, error)
 	RevokeWebSession(ctx context.Context, id string) (bool, error)
 	RevokeWebSessionsOf(ctx context.Context, nickKey string) (int, error)
 	SetPipelineKeyAvoid(ctx context.Context, name string, domains []string) error
-	Survey(ctx context.Context) (*store.Survey, error)
+	Survey(ctx context.Context, feedText func(url string) string) (*store.Survey, error)
 	SetPipelineKeyTargetedOnly(ctx context.Context, name string, on bool) error
 	WebSessions(ctx context.Context) ([]store.WebSession, error)
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/archiveteam/archivebot-go/internal/redistest"
 )
 
 // freeListeners points every listener of a run at a free port (and the
@@ -245,5 +247,49 @@ func TestCheckConfigReportsEveryProblem(t *testing.T) {
 		if !strings.HasPrefix(lines[i], w) {
 			t.Errorf("line %d: %q, want it to start with %q", i+1, lines[i], w)
 		}
+	}
+}
+
+// -check-config -allow-in-use: before a switch-over, upstream's web app
+// and websocket.py hold the ports the node will take; the check that the
+// rest is right must be reachable then. A taken web or stream port is a
+// warning that says the node needs it, the exit status 0; everything else
+// still fails (here: a Redis that does not answer), and without the flag
+// the taken ports are problems as before. The flag alone is a usage error.
+func TestCheckConfigAllowInUse(t *testing.T) {
+	b := redistest.RealOrMini(t)
+	freeListeners(t)
+	t.Setenv("REDIS_URL", b.URL)
+	web, stream := takenPort(t), takenPort(t)
+	cfg := writeTemp(t, "c.toml", "[http]\nlisten = \""+web+"\"\nstream_listen = \""+stream+"\"\n")
+	t.Setenv("ARCHIVEBOT_HTTP_LISTEN", "")
+	t.Setenv("ARCHIVEBOT_STREAM_LISTEN", "")
+
+	if code, out, errs := checkRun(t, "-config", cfg); code != 1 || !strings.Contains(errs, "http.listen: "+web+" is already in use") || strings.Contains(out, "OK") {
+		t.Fatalf("without the flag: exit %d, stdout %q, stderr %q; want the taken ports as problems", code, out, errs)
+	}
+	code, out, errs := checkRun(t, "-config", cfg, "-allow-in-use")
+	if code != 0 || !strings.Contains(out, "configuration OK") {
+		t.Fatalf("-allow-in-use: exit %d, stdout %q, stderr %q; want OK with warnings", code, out, errs)
+	}
+	for _, w := range []string{
+		"archivebot: warning: http.listen: " + web + " is in use now: the node needs it free when it starts",
+		"archivebot: warning: http.stream_listen: " + stream + " is in use now",
+	} {
+		if !strings.Contains(errs, w) {
+			t.Errorf("stderr %q lacks %q", errs, w)
+		}
+	}
+	if !strings.Contains(out, "in use now (warnings above): http.listen, http.stream_listen") {
+		t.Errorf("stdout %q does not sum the warnings up", out)
+	}
+	// Every other problem is still one.
+	t.Setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+	if code, _, errs := checkRun(t, "-config", cfg, "-allow-in-use"); code != 1 || !strings.Contains(errs, "1 problem found") {
+		t.Fatalf("-allow-in-use with Redis down: exit %d, stderr %q; want the one problem", code, errs)
+	}
+	var o, e bytes.Buffer
+	if code := run([]string{"-config", cfg, "-allow-in-use"}, strings.NewReader(""), &o, &e); code != 2 || !strings.Contains(e.String(), "-allow-in-use goes with -check-config") {
+		t.Fatalf("-allow-in-use without -check-config: exit %d, %q", code, e.String())
 	}
 }

@@ -51,7 +51,7 @@ func commands() []command {
 		{"pipeline-key", "add NAME PUBKEY|list|revoke NAME|set NAME avoid=D,...|targeted_only=1|0", "manage the pipeline API's keys: register a pipeline's public key, list keys (last seen, jobs held, refusals), revoke one, set its take rules", runPipelineKey},
 		{"pause", "[QUEUE|all] [REASON]", "stop handing out jobs from a queue (all when left out) to every pipeline, as !pause does", runPause},
 		{"resume", "[QUEUE|all]", "hand out a paused queue's jobs again, in order, as !resume does", runResume},
-		{"migrate", "check [-rollback]", "before a switch-over from upstream's bot on the same Redis (doc/migrating.md): read everything once, write nothing, and say what the node will find, what it will refuse or change at start and what blocks the switch; exit 3 when something blocks. -rollback: what blocks going back", runMigrate},
+		{"migrate", "check [-rollback] | return-notices | delete-node-keys [-yes]", "a switch-over from upstream's bot on the same Redis, and back (doc/migrating.md). check: read everything once, write nothing, and say what the node will find, what it will refuse or change at start and what blocks the switch; exit 3 when something blocks; -rollback: what blocks going back. return-notices: put the finish notices a stopped node had taken and not said back at the head of finish_notifications, in order, for upstream's bot. delete-node-keys: count the node's own keys (archivebot:…), delete them with -yes. Both refuse while a node runs", runMigrate},
 		{"help", "[COMMAND]", "this text, or one command's", func(a []string, _ io.Reader, o, e io.Writer) int { return runHelp(a, o, e) }},
 		{"version", "", "print the module version and VCS revision", func(_ []string, _ io.Reader, o, _ io.Writer) int { return runVersion(o) }},
 	}
@@ -122,6 +122,7 @@ func flagExit(err error) int {
 type nodeOptions struct {
 	config       string
 	check        bool
+	allowInUse   bool
 	debug        bool
 	version      bool
 	redisListen  string
@@ -165,6 +166,7 @@ func nodeFlags(out io.Writer) (*flag.FlagSet, *nodeOptions) {
 	fs.SetOutput(out)
 	registerConfigFlag(fs, &o.config, "none: console front end and embedded Redis")
 	fs.BoolVar(&o.check, "check-config", false, "check what a run would, short of running, then exit, reporting every problem found: the file (TOML errors with their lines, every key), every listen address (all bound together, then released), Redis or the sentinels (pinged), the data directory, TLS files, ignore sets; warnings as a run prints them")
+	fs.BoolVar(&o.allowInUse, "allow-in-use", false, "with -check-config: a listen address (http.listen, http.stream_listen, pipelines.listen) that another program holds now is a warning, not a problem; for the check before a switch-over, while upstream's web app and websocket.py still hold 4567 and 4568 (doc/migrating.md). Every other check is the same; a start still needs them free")
 	fs.BoolVar(&o.debug, "debug", false, "log debug messages (same as log.level = \"debug\")")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.redisListen, "redis-listen", "", "address of the embedded Redis, e.g. 127.0.0.1:6380 (redis.listen; env "+config.EnvRedisListen+")")

@@ -182,11 +182,14 @@ func TestE2EMigrateRollback(t *testing.T) {
 		// doc/migrating.md, Rolling back: resume what the check names,
 		// stop the node.
 		r := check(exitBlocked)
-		if f := findingAbout(r.Blocks, "paused queues"); f == nil || f.Do != "archivebot resume pending-ao, before stopping the node" {
+		if f := findingAbout(r.Blocks, "paused queues"); f == nil || f.Do != "archivebot resume pending-ao -config "+cfgPath+", before stopping the node" {
 			t.Fatalf("the paused queue's finding: %+v", f)
 		}
-		if code, out, errs := admin(t, b, "resume", "pending-ao"); code != 0 {
-			t.Fatalf("archivebot resume pending-ao: %d %s %s", code, out, errs)
+		// The command as the check prints it, typed as it is.
+		asOperator(t, cfgPath, strings.TrimSuffix(findingAbout(r.Blocks, "paused queues").Do, ", before stopping the node"))
+		// doc/migrating.md, The switch, 3: the commands from a shell.
+		if out := runDocBlock(t, cfgPath, "archivebot pipelines -config"); !strings.Contains(out, "pipe-one") || !strings.Contains(out, nodeJob) {
+			t.Errorf("the switch's shell commands, as the doc writes them:\n%s", out)
 		}
 		if code, _ := bot.term(); code != 0 {
 			t.Fatalf("node exit %d", code)
@@ -218,7 +221,13 @@ func TestE2EMigrateRollback(t *testing.T) {
 		rdb.Del(ctx, "finish_notifications")
 		rdb.RPush(ctx, keyProcessing, `{"url":"https://example.com/p1"}`, `{"url":"https://example.com/p2"}`)
 		rdb.RPush(ctx, "finish_notifications", `{"url":"https://example.com/n1"}`)
-		runDocBlock(t, b.URL, "LMOVE archivebot:finish_notifications:processing")
+		if f := findingAbout(check(exitBlocked).Blocks, "2 finish notices are in archivebot:finish_notifications:processing"); f == nil || !strings.HasPrefix(f.Do, "archivebot migrate return-notices -config "+cfgPath+" puts them back") {
+			t.Errorf("the notices taken: %+v", f)
+		}
+		if out := runDocBlock(t, cfgPath, "migrate return-notices"); !strings.Contains(out, "Moved 2 finish notices") {
+			t.Errorf("return-notices said %q", out)
+		}
+		check(0)
 		got, _ := rdb.LRange(ctx, "finish_notifications", 0, -1).Result()
 		if want := []string{`{"url":"https://example.com/p1"}`, `{"url":"https://example.com/p2"}`, `{"url":"https://example.com/n1"}`}; strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("finish_notifications after the move back: %q, want %q", got, want)
@@ -229,7 +238,7 @@ func TestE2EMigrateRollback(t *testing.T) {
 		if n, _ := rdb.Keys(ctx, "archivebot:*").Result(); len(n) == 0 {
 			t.Fatal("no key of the node to clean up: the test proves nothing")
 		}
-		runDocBlock(t, b.URL, "--pattern 'archivebot:*'")
+		runDocBlock(t, cfgPath, "migrate delete-node-keys -yes")
 		if n, _ := rdb.Keys(ctx, "archivebot:*").Result(); len(n) != 0 {
 			t.Errorf("keys of the node left after the clean-up: %q", n)
 		}
@@ -237,28 +246,54 @@ func TestE2EMigrateRollback(t *testing.T) {
 	})
 }
 
-// runDocBlock runs, with bash and REDIS_URL, the shell block of
-// doc/migrating.md that contains marker.
-func runDocBlock(t *testing.T, redisURL, marker string) {
+// runDocBlock runs the shell block of doc/migrating.md that contains
+// marker (see asOperator) and returns what it printed.
+func runDocBlock(t *testing.T, cfgPath, marker string) string {
 	t.Helper()
-	testproc.Bin(t, "redis-cli")
 	doc, err := os.ReadFile(filepath.Join("..", "..", "doc", "migrating.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	parts := strings.Split(string(doc), "```")
 	for i := 1; i < len(parts); i += 2 {
-		if !strings.Contains(parts[i], marker) {
-			continue
+		if strings.Contains(parts[i], marker) {
+			return asOperator(t, cfgPath, strings.TrimPrefix(parts[i], "\n"))
 		}
-		cmd := exec.Command("bash", "-euo", "pipefail", "-c", strings.TrimPrefix(parts[i], "\n"))
-		cmd.Env = append(os.Environ(), "REDIS_URL="+redisURL)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("doc/migrating.md's block %q: %v\n%s", marker, err, out)
-		}
-		return
 	}
 	t.Fatalf("doc/migrating.md has no shell block with %q", marker)
+	return ""
+}
+
+// asOperator runs script with bash, as an operator would type it: in a
+// directory holding the node's configuration as archivebot.toml
+// (cfgPath), with archivebot on the PATH (this test binary) and no
+// REDIS_URL (the doc configures Redis in the file). It returns what the
+// script printed, and fails the test when it fails.
+func asOperator(t *testing.T, cfgPath, script string) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, bin := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "archivebot.toml"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "archivebot"), []byte("#!/bin/sh\nexec '"+exe+"' \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(childEnv(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("as an operator, %q: %v\n%s", script, err, out)
+	}
+	return string(out)
 }
 
 // runUpstreamCode runs upstream's own bot and pipeline code on the Redis

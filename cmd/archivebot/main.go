@@ -56,6 +56,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if o.check {
 		return runCheck(o, stdout, stderr)
 	}
+	if o.allowInUse {
+		fmt.Fprintln(stderr, "archivebot: -allow-in-use goes with -check-config (a start needs its addresses free)")
+		return 2
+	}
 	cfg, err := config.LoadWith(o.configPath(), o.overrides())
 	if err != nil {
 		printErr(stderr, err)
@@ -126,7 +130,15 @@ func runCheck(o *nodeOptions, stdout, stderr io.Writer) int {
 	if err != nil {
 		printErr(stderr, err)
 	}
-	if err := checkConfig(context.Background(), cfg, logger, probs.Has); err != nil {
+	err = checkConfig(context.Background(), cfg, logger, probs.Has)
+	var inUse []*addrInUseError
+	if o.allowInUse {
+		inUse, err = splitInUse(err)
+	}
+	for _, e := range inUse {
+		fmt.Fprintf(stderr, "archivebot: warning: %s: %s is in use now: the node needs it free when it starts (before a switch-over, upstream's web app holds 4567 and websocket.py 4568 until they are stopped)\n", e.key, e.addr)
+	}
+	if err != nil {
 		printErr(stderr, err)
 		n += strings.Count(err.Error(), "\n") + 1
 		if errors.Is(err, embeddedredis.ErrAddrInUse) && cfg.File == "" {
@@ -142,7 +154,37 @@ func runCheck(o *nodeOptions, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "configuration OK (%s)\n", describe(cfg))
+	if len(inUse) > 0 {
+		keys := make([]string, len(inUse))
+		for i, e := range inUse {
+			keys[i] = e.key
+		}
+		fmt.Fprintf(stdout, "in use now (warnings above): %s; the node needs them free when it starts\n", strings.Join(keys, ", "))
+	}
 	return 0
+}
+
+// splitInUse takes the taken listen addresses out of err (one error, or
+// errors.Join of several, as checkConfig returns) and returns the rest.
+func splitInUse(err error) ([]*addrInUseError, error) {
+	if err == nil {
+		return nil, nil
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	var rest []error
+	var inUse []*addrInUseError
+	for _, e := range errs {
+		var u *addrInUseError
+		if errors.As(e, &u) {
+			inUse = append(inUse, u)
+		} else {
+			rest = append(rest, e)
+		}
+	}
+	return inUse, errors.Join(rest...)
 }
 
 // withoutConfigHint says how to move the embedded Redis without a

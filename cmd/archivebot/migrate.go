@@ -21,6 +21,7 @@ import (
 	"github.com/archiveteam/archivebot-go/ident"
 	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/tweeter"
 )
 
 // exitBlocked is the exit status of migrate check when something blocks.
@@ -95,12 +96,19 @@ type foundView struct {
 	Counters  map[string]string `json:"counters"`
 	Notices   int               `json:"finish_notices"`
 	Tweets    map[string]int64  `json:"tweets"`
-	Channels  map[string]int    `json:"channels"`
+	// FeedNew counts the running jobs whose "Archiving URL" text is not
+	// known yet: the node's tweeter queues one for each.
+	FeedNew  int            `json:"feed_new"`
+	Channels map[string]int `json:"channels"`
 	// Subscribers counts the subscribers of updates and
 	// archivebot:pipeline_updates; Clients the connections (nil when
-	// CLIENT LIST was refused).
+	// CLIENT LIST was refused), of which NodeClients are a node's
+	// (named archivebot) and OwnClients this check's and other archivebot
+	// commands' (named archivebot-cli).
 	Subscribers map[string]int64 `json:"subscribers"`
 	Clients     *int             `json:"clients,omitempty"`
+	NodeClients int              `json:"node_clients"`
+	OwnClients  int              `json:"own_clients"`
 }
 
 type queueView struct {
@@ -123,17 +131,29 @@ type pipeView struct {
 
 func runMigrate(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	a := newAdminCmd("migrate", stdout, stderr)
-	rollback := a.fs.Bool("rollback", false, "check going back to upstream's bot instead: what the node leaves that upstream's bot, dashboard and pipelines would not read")
+	rollback := a.fs.Bool("rollback", false, "check: check going back to upstream's bot instead: what the node leaves that upstream's bot, dashboard and pipelines would not read")
+	yes := a.fs.Bool("yes", false, "delete-node-keys: delete them (without it, they are only counted)")
 	pos, code := a.parse(args, 1)
 	if code >= 0 {
 		return code
 	}
-	if pos[0] != "check" {
-		a.failf("the only subcommand is check (archivebot migrate check [-rollback] [-json]), got %q", pos[0])
+	switch sub := pos[0]; {
+	case *rollback && sub != "check":
+		a.failf("-rollback is a flag of check (archivebot migrate check -rollback); nothing was done")
+		return 2
+	case *yes && sub != "delete-node-keys":
+		a.failf("-yes is a flag of delete-node-keys; nothing was done")
+		return 2
+	case sub == "return-notices":
+		return a.session(func(ctx context.Context) int { return returnNotices(ctx, a) })
+	case sub == "delete-node-keys":
+		return a.session(func(ctx context.Context) int { return deleteNodeKeys(ctx, a, *yes) })
+	case sub != "check":
+		a.failf("unknown subcommand %q: check [-rollback], return-notices or delete-node-keys [-yes] (doc/migrating.md)", sub)
 		return 2
 	}
 	return a.session(func(ctx context.Context) int {
-		sv, err := a.store.Survey(ctx)
+		sv, err := a.store.Survey(ctx, tweeter.ArchivingText)
 		if err != nil {
 			return a.refusal("", err)
 		}
@@ -162,7 +182,7 @@ func judge(sv *store.Survey, cfg *config.Config, rollback bool, now time.Time) *
 	r.Found = found(sv, cfg, now)
 	nodeRuns, nodeWhy := nodeRunning(sv)
 	if rollback {
-		judgeRollback(r, sv, nodeRuns, nodeWhy)
+		judgeRollback(r, sv, cfg, nodeRuns, nodeWhy)
 	} else {
 		judgeRedis(r, sv)
 		judgeProcesses(r, sv, nodeRuns, nodeWhy)
@@ -194,7 +214,16 @@ func found(sv *store.Survey, cfg *config.Config, now time.Time) foundView {
 	if sv.Clients != nil {
 		n := len(sv.Clients)
 		f.Clients = &n
+		for _, c := range sv.Clients {
+			switch c.Name {
+			case nodeClientName:
+				f.NodeClients++
+			case cliClientName:
+				f.OwnClients++
+			}
+		}
 	}
+	f.FeedNew = len(sv.FeedNew)
 	f.Pipelines = pipelines(sv, cfg, now)
 	return f
 }
@@ -312,8 +341,8 @@ func judgeProcesses(r *migrateReport, sv *store.Survey, nodeRuns bool, nodeWhy s
 	if nodeRuns {
 		r.Notes = append(r.Notes, newFinding("a node of this project already runs on this Redis ("+nodeWhy+"): this is not a first switch", nil, ""))
 	} else if n := sv.Subscribers[store.ChannelUpdates]; n > 0 {
-		r.Blocks = append(r.Blocks, newFinding(fmt.Sprintf("%d connections subscribe to updates and no node of this project runs: upstream's log processes (analyzer, trimmer, log-firehose, recorder, the cogs' tweeter) still run; beside the node they would count every response twice and move the log bookmarks under it", n), nil,
-			"stop them (doc/migrating.md, Stop upstream's processes)"))
+		r.Blocks = append(r.Blocks, newFinding(fmt.Sprintf("%d connections subscribe to updates and no node of this project runs: upstream's processes still run (each updates-listener: analyzer, trimmer, recorder, log-firehose, set-watermarks; and the cogs); beside the node they would count every response twice and move the log bookmarks under it", n), nil,
+			"stop them (doc/migrating.md, Stop upstream's processes; pgrep -af 'updates-listener|cogs/start' lists them)"))
 	}
 	if sv.Clients == nil {
 		r.Notes = append(r.Notes, newFinding("CLIENT LIST was refused ("+sv.ClientsError+"): whether upstream's bot is still connected cannot be seen", nil,
@@ -404,9 +433,9 @@ func judgeJobs(r *migrateReport, sv *store.Survey, cfg *config.Config, now time.
 	if len(dead) > 0 {
 		do := fmt.Sprintf("the node's reaper goes on counting (reaper.threshold %d checks of %v) and tells the job's channel once at the threshold (%d of them are past it: at its first check)", cfg.Reaper.Threshold, cfg.Reaper.Interval.Duration, deadNow)
 		if cfg.Reaper.AutoFail {
-			do += "; with reaper.auto_fail it fails the job then. To put one back in its queue: archivebot requeue IDENT, after the start"
+			do += "; with reaper.auto_fail it fails the job then. To put one back in its queue: " + typed(cfg, "requeue IDENT") + ", after the start"
 		} else {
-			do += "; reaper.auto_fail is off: an op can !fail it, or archivebot requeue IDENT puts it back in its queue"
+			do += "; reaper.auto_fail is off: an op can !fail it, or " + typed(cfg, "requeue IDENT") + " puts it back in its queue"
 		}
 		r.Changes = append(r.Changes, newFinding("running jobs whose pipeline is gone, silent, or whose heartbeat stopped (death_timer above 0)", dead, do))
 	}
@@ -527,17 +556,23 @@ func channelName(c string) string {
 }
 
 func judgeRest(r *migrateReport, sv *store.Survey, cfg *config.Config) {
+	nets := feedNetworks(cfg)
+	dry := nets[0].Network == "dryrun"
+	if n := len(sv.FeedNew); n > 0 {
+		what := fmt.Sprintf("%d running jobs have no \"Archiving URL\" text in tweets:queue or tweets:done: once the node runs, its tweeter queues one for each (as upstream's tweeter does for a job it sees running, when it has a Twitter configuration)", n)
+		if dry {
+			r.Changes = append(r.Changes, newFinding(what+"; no feed network is configured: the dry run moves them to tweets:done, posting nothing (a network configured later never posts them)", sv.FeedNew, ""))
+		} else {
+			r.Changes = append(r.Changes, newFinding(what+fmt.Sprintf("; the node posts them on %s, within each network's budget: %d posts at the start", feedNames(nets), n), sv.FeedNew,
+				"to post none of them: start the node without feed networks first; its dry run records each as posted ("+typed(cfg, "feed")+" shows none pending once it has), then add the networks"))
+		}
+	}
 	if n := sv.Tweets[store.KeyTweetsQueue]; n > 0 {
-		nets := feedNetworks(cfg)
-		if nets[0].Network == "dryrun" {
+		if dry {
 			r.Changes = append(r.Changes, newFinding(fmt.Sprintf("%d texts wait in tweets:queue and no feed network is configured: the node's dry run moves them to tweets:done without posting them", n), nil,
 				"configure [tweeter] (X, Mastodon or Bluesky) before the start to post them"))
 		} else {
-			names := make([]string, len(nets))
-			for i, n := range nets {
-				names[i] = n.Network
-			}
-			r.Notes = append(r.Notes, newFinding(fmt.Sprintf("%d texts wait in tweets:queue: the node posts them on %s, within each network's budget", n, strings.Join(names, ", ")), nil, ""))
+			r.Notes = append(r.Notes, newFinding(fmt.Sprintf("%d texts wait in tweets:queue: the node posts them on %s, within each network's budget", n, feedNames(nets)), nil, ""))
 		}
 	}
 	var stray []string
@@ -563,22 +598,25 @@ func judgeRest(r *migrateReport, sv *store.Survey, cfg *config.Config) {
 			qs = append(qs, fmt.Sprintf("%s (%d jobs aside)", q, n))
 		}
 		sort.Strings(qs)
-		r.Notes = append(r.Notes, newFinding("queues paused by an earlier run of the node stay paused", qs, "archivebot resume QUEUE when they should run"))
+		r.Notes = append(r.Notes, newFinding("queues paused by an earlier run of the node stay paused", qs, typed(cfg, "resume QUEUE")+" when they should run"))
 	}
 	if sv.Keys["other"] > 0 {
 		r.Notes = append(r.Notes, newFinding(fmt.Sprintf("%d keys are neither upstream's nor the node's: left alone", sv.Keys["other"]), sv.Other, ""))
 	}
 }
 
-func judgeRollback(r *migrateReport, sv *store.Survey, nodeRuns bool, nodeWhy string) {
+func judgeRollback(r *migrateReport, sv *store.Survey, cfg *config.Config, nodeRuns bool, nodeWhy string) {
 	if nodeRuns {
 		r.Blocks = append(r.Blocks, newFinding("a node of this project still runs on this Redis ("+nodeWhy+")", nil,
-			"stop it first (SIGTERM: it delivers what it took, and releases the lease)"))
+			"stop it first (SIGTERM; with [ha] every node of the deployment)"))
+	} else if sv.Clients == nil {
+		r.Notes = append(r.Notes, newFinding("CLIENT LIST was refused ("+sv.ClientsError+"): whether a node of this project still runs can be seen only by the leader lease (not held)", nil,
+			"make sure every node is stopped"))
 	}
 	if len(sv.Paused) > 0 || len(sv.PausedJobs) > 0 {
 		var qs, cmds []string
 		for q := range sv.Paused {
-			cmds = append(cmds, "archivebot resume "+q)
+			cmds = append(cmds, typed(cfg, "resume "+q))
 			if _, aside := sv.PausedJobs[q]; !aside {
 				qs = append(qs, q+": paused")
 			}
@@ -599,11 +637,11 @@ func judgeRollback(r *migrateReport, sv *store.Survey, nodeRuns bool, nodeWhy st
 	}
 	if len(held) > 0 {
 		r.Blocks = append(r.Blocks, newFinding("jobs running on pipelines of the node's pipeline API (or the bridge): without the node they can neither report nor finish", held,
-			"let them finish, or fail and requeue them (archivebot fail, then archivebot requeue) before the switch back; then point those pipelines at Redis directly"))
+			"let them finish, or fail and requeue them ("+typed(cfg, "fail IDENT")+", then "+typed(cfg, "requeue IDENT")+") before the switch back; then point those pipelines at Redis directly"))
 	}
 	if n := sv.Processing[store.KeyFinishProcessing]; n > 0 {
 		r.Blocks = append(r.Blocks, newFinding(fmt.Sprintf("%d finish notices are in archivebot:finish_notifications:processing (taken by a node that stopped before saying them): upstream's bot never reads that list", n), nil,
-			"start the node until they are said, or move them back (doc/migrating.md, Rolling back)"))
+			typed(cfg, "migrate return-notices")+" puts them back at the head of finish_notifications, in order (or start the node again until they are said)"))
 	}
 	var lost []string
 	for _, k := range []string{store.KeyStartNotifications, store.KeyStartProcessing, store.KeyAdminNotices, store.KeyAdminNoticesProcessing} {
@@ -622,10 +660,40 @@ func judgeRollback(r *migrateReport, sv *store.Survey, nodeRuns bool, nodeWhy st
 	}
 	if len(api) > 0 {
 		r.Notes = append(r.Notes, newFinding("pipeline records of the node's pipeline API: upstream's bot and dashboard would list them (as silent pipelines) until removed", api,
-			"archivebot reap-pipeline ID for each, or redis-cli DEL and SREM pipelines (doc/migrating.md, Rolling back)"))
+			typed(cfg, "reap-pipeline ID")+" for each (doc/migrating.md, Rolling back)"))
 	}
-	r.Notes = append(r.Notes, newFinding(fmt.Sprintf("%d keys of the node (archivebot:…) stay: none of upstream's readers looks at them", sv.Keys["ours"]), nil,
-		"delete them when sure you will not switch again (doc/migrating.md, Rolling back)"))
+	if n := sv.Tweets[store.KeyTweetsQueue]; n > 0 {
+		r.Notes = append(r.Notes, newFinding(fmt.Sprintf("%d texts wait in tweets:queue (\"Archiving URL\", some perhaps of jobs already over): upstream's tweeter posts them, one every 2 minutes, when its cogs run with a Twitter configuration; without one they stay there unread", n), nil,
+			"to post none of them: redis-cli DEL tweets:queue before upstream's cogs start"))
+	}
+	if n := sv.Keys["ours"]; n > 0 {
+		r.Notes = append(r.Notes, newFinding(fmt.Sprintf("%d keys of the node (archivebot:…) stay: none of upstream's readers looks at them", n), nil,
+			typed(cfg, "migrate delete-node-keys -yes")+" deletes them, when you are sure you will not switch again (doc/migrating.md, Rolling back)"))
+	}
+}
+
+// typed is the command line of `archivebot ARGS` as the operator types
+// it: with -config and the configuration's file when there is one (an
+// operator's command without it would use REDIS_URL, or 127.0.0.1:6379,
+// which may be another Redis).
+func typed(cfg *config.Config, args string) string {
+	if cfg == nil || cfg.File == "" {
+		return "archivebot " + args
+	}
+	f := cfg.File
+	if strings.ContainsAny(f, " '\"$\\`;&|<>()*?[]#~!{}") {
+		f = "'" + strings.ReplaceAll(f, "'", `'\''`) + "'"
+	}
+	return "archivebot " + args + " -config " + f
+}
+
+// feedNames names the configured feed networks.
+func feedNames(nets []feedNetView) string {
+	names := make([]string, len(nets))
+	for i, n := range nets {
+		names[i] = n.Network
+	}
+	return strings.Join(names, ", ")
 }
 
 func orDash(s, alt string) string {

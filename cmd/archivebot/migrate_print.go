@@ -32,18 +32,19 @@ func printMigrate(w io.Writer, r *migrateReport) {
 	fmt.Fprintf(w, "  queues: %s; working %d\n", orDash(strings.Join(qs, ", "), "none"), f.Working)
 	fmt.Fprintf(w, "  counters: jobs_completed %s, jobs_aborted %s, jobs_failed %s\n",
 		orDash(tc(f.Counters["jobs_completed"]), "-"), orDash(tc(f.Counters["jobs_aborted"]), "-"), orDash(tc(f.Counters["jobs_failed"]), "-"))
-	fmt.Fprintf(w, "  finish notices waiting: %d; tweets: %d queued, %d done\n", f.Notices, f.Tweets["tweets:queue"], f.Tweets["tweets:done"])
+	fmt.Fprintf(w, "  finish notices waiting: %d; tweets: %d queued, %d done; running jobs without one: %d\n", f.Notices, f.Tweets["tweets:queue"], f.Tweets["tweets:done"], f.FeedNew)
 	var kinds []string
 	for k, n := range f.Keys {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 	}
 	sort.Strings(kinds)
 	fmt.Fprintf(w, "  keys by kind: %s\n", strings.Join(kinds, ", "))
-	clients := "CLIENT LIST refused"
+	clients := "clients: CLIENT LIST refused"
 	if f.Clients != nil {
-		clients = fmt.Sprintf("%d clients connected", *f.Clients)
+		clients = fmt.Sprintf("clients: %d of upstream's or others, %d of a node of this project (named archivebot), %d of this check and other archivebot commands (archivebot-cli)",
+			*f.Clients-f.NodeClients-f.OwnClients, f.NodeClients, f.OwnClients)
 	}
-	fmt.Fprintf(w, "  subscribers: updates %d, archivebot:pipeline_updates %d; %s\n",
+	fmt.Fprintf(w, "  subscribers: updates %d, archivebot:pipeline_updates %d\n  %s\n",
 		f.Subscribers["updates"], f.Subscribers["archivebot:pipeline_updates"], clients)
 	if len(f.Pipelines) == 0 {
 		fmt.Fprintln(w, "  pipelines: none")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -150,16 +151,16 @@ func TestMigrateCheckWritesNothing(t *testing.T) {
 			admin := redis.NewClient(&redis.Options{Addr: p.Addr()})
 			defer admin.Close()
 			loadMigrateFixture(t, admin)
-			if err := admin.Do(ctx, "ACL", "SETUSER", "checker", "on", ">checkpw", "~*", "&*", "-@all", "+@read",
-				"+info", "+ping", "+hello", "+auth", "+select", "+client|setname", "+client|list", "+pubsub|numsub").Err(); err != nil {
+			// The user doc/migrating.md tells the operator to create.
+			if err := admin.Do(ctx, docACLUser(t, "checkpw")...).Err(); err != nil {
 				t.Fatal(err)
 			}
-			reader := redis.NewClient(&redis.Options{Addr: p.Addr(), Username: "checker", Password: "checkpw"})
+			reader := redis.NewClient(&redis.Options{Addr: p.Addr(), Username: "migrate-check", Password: "checkpw"})
 			defer reader.Close()
 			if err := reader.Set(ctx, "probe", "x", 0).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 				t.Fatalf("the reader's SET: %v, want NOPERM (the ACL must refuse writes)", err)
 			}
-			b = &redistest.Backend{Name: "acl", Client: admin, URL: "redis://checker:checkpw@" + p.Addr() + "/0"}
+			b = &redistest.Backend{Name: "acl", Client: admin, URL: "redis://migrate-check:checkpw@" + p.Addr() + "/0"}
 			url = b.URL
 		}
 		before := b.Dump(t)
@@ -176,6 +177,34 @@ func TestMigrateCheckWritesNothing(t *testing.T) {
 			t.Fatalf("the check changed the database (%d keys before, %d after)", len(before), len(after))
 		}
 	})
+}
+
+// docACLUser is the ACL SETUSER command of doc/migrating.md's read-only
+// user for the check, as the arguments of a Redis command, with its
+// password placeholder replaced by password.
+func docACLUser(t *testing.T, password string) []any {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "doc", "migrating.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(doc), "\n") {
+		_, rest, ok := strings.Cut(line, "redis-cli ACL SETUSER ")
+		if !ok {
+			continue
+		}
+		args := []any{"ACL", "SETUSER"}
+		for _, f := range strings.Fields(rest) {
+			f = strings.Trim(f, "'")
+			if f == ">CHOOSE-A-PASSWORD" {
+				f = ">" + password
+			}
+			args = append(args, f)
+		}
+		return args
+	}
+	t.Fatal("doc/migrating.md has no redis-cli ACL SETUSER line")
+	return nil
 }
 
 // TestMigrateCheckBlocks: each thing that blocks the switch is named and
@@ -222,7 +251,9 @@ func TestMigrateCheckBlocks(t *testing.T) {
 		if _, err := ps.Receive(ctx); err != nil {
 			t.Fatal(err)
 		}
-		blocked("subscribe to updates")
+		if f := blocked("subscribe to updates"); !strings.Contains(f.What, "each updates-listener") || !strings.Contains(f.Do, "pgrep -af") {
+			t.Errorf("the finding does not say which processes, or how to find them: %+v", f)
+		}
 		// The same subscriber on a connection of a node of ours: not
 		// upstream's (CLIENT LIST names it; miniredis has no CLIENT
 		// LIST, so there the leader lease says a node runs).

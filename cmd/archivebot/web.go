@@ -48,7 +48,7 @@ func listenStream(cfg *config.Config, stdout io.Writer) (net.Listener, error) {
 func listenKey(key, addr, hint string, stdout io.Writer, announce string) (net.Listener, error) {
 	ln, err := web.Listen(addr)
 	if errors.Is(err, web.ErrAddrInUse) {
-		return nil, fmt.Errorf("%s: %s is already in use%s", key, addr, hint)
+		return nil, &addrInUseError{key: key, addr: addr, hint: hint}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
@@ -56,6 +56,22 @@ func listenKey(key, addr, hint string, stdout io.Writer, announce string) (net.L
 	fmt.Fprintf(stdout, announce, ln.Addr())
 	return ln, nil
 }
+
+// addrInUseError is a listen address another program holds: the web
+// server's, the live stream's or the pipeline API's. -check-config
+// -allow-in-use reports it as a warning (before a switch-over, upstream's
+// web app and websocket.py hold 4567 and 4568 until the node replaces
+// them: doc/migrating.md).
+type addrInUseError struct {
+	key, addr string
+	hint      string // what else may hold it, and what to set instead
+}
+
+func (e *addrInUseError) Error() string {
+	return fmt.Sprintf("%s: %s is already in use%s", e.key, e.addr, e.hint)
+}
+
+func (e *addrInUseError) Unwrap() error { return web.ErrAddrInUse }
 
 // hubOptions are the live stream's limits from the configuration.
 func hubOptions(cfg *config.Config) web.HubOptions {
