@@ -54,6 +54,8 @@ type change struct {
 	pattern string
 	lo, hi  int64
 	n       int64
+	// fromReply: seen in the user's reply (else in the observer's copy).
+	fromReply bool
 }
 
 // ended reports whether the job's life is over, and since when.
@@ -198,8 +200,19 @@ type checker struct {
 	noticeReplies int
 	unanswered    int // probes without a state (timeout, error, unreadable)
 
-	// evidence: per invariant, how many things it checked.
+	// evidence: per invariant, how many things it checked; short: the
+	// evidence floors (floors.go) each invariant fell below.
 	evidence [9]int
+	short    [9][]string
+	// refusedTakes: takes the node refused (history.TakeRefused);
+	// takesByVia: the takes pipelines recorded, by kind of pipeline.
+	refusedTakes []ev
+	// What was left out (skips.go): answers not read, probes without a
+	// state, registrations near a clock skew.
+	others                            int
+	otherExamples, unansweredExamples []string
+	nearSkew, fenceChecked            int
+	takesByVia                        map[string]int
 
 	// The paused state (doc/protocol.md, Paused queues): pauseAcks, each
 	// acknowledged !pause (target, when seen); resumeSends, the !resume
@@ -220,4 +233,7 @@ type checker struct {
 type lifeEvent struct {
 	ev
 	life *life
+	// first: for a take, its first record (a hold passed on from the
+	// proxy's or a bridge's record of the same take); zero otherwise.
+	first time.Time
 }

@@ -24,7 +24,7 @@ func Check(events []history.Event, dump Dump, opts Options) *Result {
 		lives: map[string][]*life{}, cur: map[string]*life{}, sends: map[string][]time.Time{}, acks: map[string][]time.Time{},
 		sendBy: map[int64]ev{}, users: map[string]bool{}, holds: map[string][]hold{}, revoke: map[string]ev{},
 		pendingFinish: map[string]ev{}, openFault: map[string]ev{}, apiKeys: map[string]bool{},
-		resumeSends: map[int64]ev{}, resumeReply: map[int64]time.Time{},
+		resumeSends: map[int64]ev{}, resumeReply: map[int64]time.Time{}, takesByVia: map[string]int{},
 	}
 	names := [...]string{"",
 		"every acknowledged !a/!ao reaches exactly one reported outcome, or is queued or running at the end",
@@ -81,7 +81,8 @@ func Check(events []history.Event, dump Dump, opts Options) *Result {
 	c.judge6()
 	c.judge7()
 	c.judge8()
-	c.judgeEmpty()
+	c.judgeSkips()
+	c.judgeFloors()
 	c.res.Load = c.load()
 	return c.res
 }
@@ -115,6 +116,9 @@ func (c *checker) event(e ev) {
 			c.resumeReply[e.ID] = e.T
 		}
 		if e.Outcome != "timeout" {
+			if u := unreadAnswer(e.Text); u != "" {
+				c.unread(e, "answer to "+s.Actor+"'s "+cut(s.Text, 80), u)
+			}
 			for _, s := range parseLine(e.Text) {
 				c.say(e, s, true)
 				if s.kind == sayRefused {
@@ -134,6 +138,10 @@ func (c *checker) event(e ev) {
 	case history.Take:
 		if e.Target != "" {
 			c.apiKeys[e.Target] = true
+		}
+		if history.Refused(e.Event) {
+			c.refusedTakes = append(c.refusedTakes, e)
+			return
 		}
 		c.take(e)
 	case history.JobEnd:
@@ -175,9 +183,20 @@ func (c *checker) event(e ev) {
 			c.res.series.sample(e.Actor, k, e.T, v, e.line)
 		}
 	case history.Probe:
-		switch st := normState(e.Outcome); st {
-		case "timeout", "error", "other":
+		st := normState(e.Outcome)
+		if e.Via == "status" && e.Text != "" {
+			// The checker reads the answer itself: the runner's reading
+			// once classed upstream's plain "In queue." as "other".
+			st = StatusState(e.Text)
+		}
+		switch {
+		case st == "timeout" || st == "error":
 			c.unanswered++
+			if len(c.unansweredExamples) < 10 {
+				c.unansweredExamples = append(c.unansweredExamples, fmt.Sprintf("%s probe of %s, history line %d: %s %q", e.Via, e.Ident, e.line, st, cut(e.Text, 120)))
+			}
+		case !knownStates[st]:
+			c.unread(e, e.Via+" probe of "+e.Ident, firstNonEmpty(e.Text, e.Outcome))
 		default:
 			c.probes = append(c.probes, probe{e, st})
 		}
@@ -344,9 +363,13 @@ func (c *checker) say(e ev, s saying, fromReply bool) {
 		if l == nil {
 			return
 		}
-		if fromReply || len(l.changes) == 0 || !sameChange(l.changes[len(l.changes)-1], s, e.T, c.opts.ProbeSlack) {
-			l.changes = append(l.changes, change{t: e.T, line: e.line, kind: s.kind, pattern: s.pattern, lo: s.lo, hi: s.hi, n: s.n})
+		// The reply and the observer's copy of it are one change,
+		// whichever is seen first; two replies are two commands.
+		last := len(l.changes) - 1
+		if last >= 0 && sameChange(l.changes[last], s, e.T, c.opts.ProbeSlack) && !(fromReply && l.changes[last].fromReply) {
+			return
 		}
+		l.changes = append(l.changes, change{t: e.T, line: e.line, kind: s.kind, pattern: s.pattern, lo: s.lo, hi: s.hi, n: s.n, fromReply: fromReply})
 	case sayReport:
 		if fromReply {
 			return // the observer's Line of it counts, once
@@ -383,7 +406,7 @@ func (c *checker) report(e ev, s saying) {
 	}
 	l.reports++
 	if s.reaped {
-		c.reaps = append(c.reaps, lifeEvent{e, l})
+		c.reaps = append(c.reaps, lifeEvent{e, l, time.Time{}})
 	}
 	switch {
 	case l.outcome == "":
@@ -397,6 +420,9 @@ func (c *checker) report(e ev, s saying) {
 			Detail: fmt.Sprintf("two outcomes: %s, then %s", l.outcome, s.outcome)})
 	}
 }
+
+// knownStates are the states a probe may say.
+var knownStates = map[string]bool{"queued": true, "running": true, "finished": true, "aborted": true, "failed": true, "absent": true}
 
 // normState reads a probe's state.
 func normState(s string) string {

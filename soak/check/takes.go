@@ -18,6 +18,7 @@ func (c *checker) take(e ev) {
 		c.bridgeTakes++
 	} else {
 		c.res.series.count("takes", e.T)
+		c.takesByVia[e.Via]++
 	}
 	// Invariant 3.
 	if r, ok := c.revoke[e.Target]; ok && e.Target != "" && e.T.Sub(r.T) > c.opts.RevokeGrace {
@@ -38,6 +39,7 @@ func (c *checker) take(e ev) {
 	}
 	var kept []hold
 	var passed *hold
+	var passedFrom time.Time
 	for _, h := range c.holds[e.Ident] {
 		switch {
 		case self && passed == nil && h.target == e.Target && relayOrder(e.Via, h.via) && !h.t.Before(e.T.Add(-relaySlack)):
@@ -53,6 +55,7 @@ func (c *checker) take(e ev) {
 			// (the life is running since the first).
 			c.handoffs++
 			passed = &hold{e.Actor, e.Via, e.Target, e.T, e.line, h.life, h.takeID}
+			passedFrom = h.t
 			continue
 		case h.via == viaDirect && h.life.outcome == "failed" && h.life.outcomeT.Before(e.T):
 			// A direct-Redis pipeline crawling a job failed under it (by
@@ -82,11 +85,11 @@ func (c *checker) take(e ev) {
 	}
 	if passed != nil {
 		c.holds[e.Ident] = append(c.holds[e.Ident], *passed)
-		c.lifeTakes = append(c.lifeTakes, lifeEvent{e, passed.life})
+		c.lifeTakes = append(c.lifeTakes, lifeEvent{e, passed.life, passedFrom})
 		return
 	}
 	l := c.take2(e)
-	c.lifeTakes = append(c.lifeTakes, lifeEvent{e, l})
+	c.lifeTakes = append(c.lifeTakes, lifeEvent{e, l, time.Time{}})
 	c.holds[e.Ident] = append(c.holds[e.Ident], hold{e.Actor, e.Via, e.Target, e.T, e.line, l, takeIDOf(e)})
 }
 
