@@ -34,6 +34,9 @@ type connection struct {
 	running   atomic.Bool
 	// botModeSet is the connection whose bot mode was asked for.
 	botModeSet atomic.Uint64
+	// historyIgnored counts lines of replayed channel history set aside
+	// (onHistory).
+	historyIgnored atomic.Int64
 	// stateHook, when set, hears every change of Connected (tests).
 	stateHook func(connected bool)
 
@@ -298,8 +301,10 @@ var handled = []string{
 // each (CAP REQ) and goes on without the ones the server refuses (NAK):
 // multi-prefix for ranks; account-tag, extended-join and account-notify
 // tell members' services accounts; message-tags carries the tags and
-// server-time dates the lines.
-var requestCaps = []string{"multi-prefix", "account-tag", "extended-join", "account-notify", "message-tags", "server-time"}
+// server-time dates the lines; batch marks the channel history a server
+// replays on join (InspIRCd's chanhistory), which is not commands typed
+// now (onHistory).
+var requestCaps = []string{"multi-prefix", "account-tag", "extended-join", "account-notify", "message-tags", "server-time", "batch"}
 
 // session runs one connection: connect and register, join, serve until
 // the connection drops (returns) or ctx ends (QUIT, then returns).
@@ -375,6 +380,7 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 	for _, cmd := range handled {
 		conn.AddCallback(cmd, c.onMessage)
 	}
+	conn.AddBatchCallback(c.onHistory)
 	conn.AddCallback("432", func(m ircmsg.Message) { c.onErroneousNick(conn, m) })
 	conn.AddCallback("ERROR", func(m ircmsg.Message) {
 		c.log.Info("server closed the link", "reason", strings.Join(m.Params, " "))
@@ -436,6 +442,41 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 			return true, nil
 		}
 	}
+}
+
+// historyBatches are the batch types of lines replayed from a channel's
+// history (IRCv3 chathistory; InspIRCd's chanhistory on join).
+var historyBatches = map[string]bool{"chathistory": true, "draft/chathistory": true}
+
+// onHistory sets aside a batch of replayed channel history: its lines were
+// said before, some perhaps before the bot came, and a "!a" among them is
+// not a command typed now. It counts and logs them and reports the batch
+// handled; ircevent hands any other batch's lines to the usual callbacks.
+func (c *Client) onHistory(b *ircevent.Batch) bool {
+	if len(b.Params) < 2 || !historyBatches[strings.ToLower(b.Params[1])] {
+		return false
+	}
+	target := ""
+	if len(b.Params) > 2 {
+		target = b.Params[2]
+	}
+	n := countLines(b)
+	c.historyIgnored.Add(int64(n))
+	c.log.Info("set aside channel history the server replayed: not commands typed now", "target", target, "lines", n, "batch", b.Params[1])
+	return true
+}
+
+// countLines is the number of lines in b and its nested batches.
+func countLines(b *ircevent.Batch) int {
+	n := 0
+	for _, it := range b.Items {
+		if it.Command == "BATCH" {
+			n += countLines(it)
+		} else {
+			n++
+		}
+	}
+	return n
 }
 
 // shutdown: stop taking commands, let running commands and queued lines

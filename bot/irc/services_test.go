@@ -1,0 +1,110 @@
+package irc
+
+import (
+	"context"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ergochat/irc-go/ircmsg"
+
+	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
+)
+
+// The tests of this file run on InspIRCd linked to Atheme: what only a
+// server with services accounts shows.
+
+const botPassword = "bot-secret-1"
+
+// whois asks the server who nick is and returns the numerics of the
+// answer up to its end (318).
+func whois(t *testing.T, u *irctest.User, nick string) []ircmsg.Message {
+	t.Helper()
+	from := u.Len()
+	u.Send("WHOIS %s", nick)
+	u.Expect("end of WHOIS "+nick, func(m ircmsg.Message) bool { return m.Command == "318" })
+	return u.Messages(from)
+}
+
+// TestServicesSignIn: on InspIRCd + Atheme the bot signs in with SASL
+// PLAIN (irc.sasl = "account:password"), sees itself logged in, takes
+// account-tag, extended-join and account-notify, and sets bot mode +B
+// (ISUPPORT BOT=B): the server says so in WHOIS (330, 335).
+func TestServicesSignIn(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	s := irctest.StartInspIRCd(t)
+	t.Logf("inspircd + atheme linked after %v", s.Started.Round(time.Millisecond))
+	s.Accounts(t, botPassword, "ArchiveBot")
+	regd := time.Now()
+	alice := irctest.Dial(t, s.Addr(), "alice")
+	t.Logf("one client registered in %v", time.Since(regd).Round(time.Millisecond))
+	alice.Join("#test")
+	cfg := testIRCConfig(s.URL(), "#test")
+	cfg.SASL = "ArchiveBot:" + botPassword
+	h := startBot(t, cfg, nil)
+	alice.WaitBotIn("ArchiveBot", "#test")
+
+	var account, bot bool
+	for _, m := range whois(t, alice, "ArchiveBot") {
+		switch m.Command {
+		case "330":
+			account = len(m.Params) > 2 && m.Params[2] == "ArchiveBot"
+		case "335":
+			bot = true
+		}
+	}
+	if !account {
+		t.Errorf("WHOIS ArchiveBot shows no 330 'logged in as ArchiveBot': the SASL sign-in did not happen")
+	}
+	if !bot {
+		t.Errorf("WHOIS ArchiveBot shows no 335 'is a bot': bot mode +B was not set")
+	}
+	c := h.client
+	c.state.mu.Lock()
+	caps := map[string]bool{"account-tag": c.state.accountTag, "extended-join": c.state.extendedJoin, "account-notify": c.state.accountNotify, "multi-prefix": c.state.multiPrefix}
+	c.state.mu.Unlock()
+	for name, on := range caps {
+		if !on {
+			t.Errorf("capability %s offered by InspIRCd but not in use", name)
+		}
+	}
+	if mode := c.state.BotMode(); mode != "B" {
+		t.Errorf("BotMode() = %q, want B (ISUPPORT BOT=B)", mode)
+	}
+	t.Logf("whole test %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestHistoryReplayIsNotCommands: InspIRCd's chanhistory (channel mode
+// +H) replays the channel's recent lines to whoever joins. A "!a" typed
+// before the bot came is history, not a command typed now: the bot must
+// not queue it when it joins.
+func TestHistoryReplayIsNotCommands(t *testing.T) {
+	t.Parallel()
+	s := irctest.StartInspIRCd(t)
+	opal := irctest.Dial(t, s.Addr(), "opal")
+	opal.Join("#test")
+	opal.Send("MODE #test +H 10:1h")
+	opal.Expect("+H", func(m ircmsg.Message) bool { return m.Command == "MODE" && len(m.Params) > 1 && m.Params[1] == "+H" })
+	opal.Say("#test", "!a https://example.com/said-before-the-bot-came")
+	// The line is in the history once the server handled it: a PING's
+	// answer follows it.
+	opal.Send("PING :sync")
+	opal.Expect("PONG", func(m ircmsg.Message) bool { return m.Command == "PONG" })
+	h := startBot(t, testIRCConfig(s.URL(), "#test"), nil)
+	opal.WaitBotIn("ArchiveBot", "#test")
+	// The bot answers one user's commands in order, and the replay reached
+	// it before anything opal says now: once "!status" is answered, a
+	// replayed command would have been answered first.
+	got := opal.Ask("ArchiveBot", "#test", "!status")
+	for _, r := range got {
+		if strings.Contains(r, "said-before") || strings.HasPrefix(r, "Queued") {
+			t.Errorf("the bot ran a command from the channel's history: %q", r)
+		}
+	}
+	if n := h.rdb.LLen(context.Background(), "pending").Val(); n != 0 {
+		t.Errorf("%d jobs queued from the channel's history", n)
+	}
+	testproc.Eventually(t, "the replay seen and set aside", func() bool { return h.client.historyIgnored.Load() == 1 })
+}
