@@ -249,6 +249,11 @@ func (c *Client) Account(nick string) (account string, known bool) {
 	return c.state.Account(nick)
 }
 
+// NicksOf returns the nicks in the bot's channels logged into account,
+// as far as the server told (web.AccountHolders: a dashboard session bound
+// to an account acts through the account's holder, whatever its nick).
+func (c *Client) NicksOf(account string) []string { return c.state.NicksOf(account) }
+
 // Whois tells the bot's !whois what the membership part knows of nick:
 // its rank in channel (one of ours) and its services account
 // (bot.Directory).

@@ -1,6 +1,7 @@
 package irc
 
 import (
+	"sort"
 	"strings"
 	"sync"
 
@@ -622,6 +623,32 @@ func (t *tracker) Account(nick string) (string, bool) {
 	}
 	a, ok := t.accounts[t.fold(nick)]
 	return a, ok
+}
+
+// NicksOf returns the nicks in our channels the server told are logged
+// into account (compared in the server's case mapping), sorted; none when
+// the server tells no accounts.
+func (t *tracker) NicksOf(account string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.accountsTold() || account == "" {
+		return nil
+	}
+	want := t.fold(account)
+	var out []string
+	for k, a := range t.accounts {
+		if t.fold(a) != want {
+			continue
+		}
+		for _, c := range t.channels {
+			if m := c.members[k]; m != nil {
+				out = append(out, m.nick)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // BotMode returns the server's bot user mode, "" when it has none.
