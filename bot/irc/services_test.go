@@ -108,3 +108,38 @@ func TestHistoryReplayIsNotCommands(t *testing.T) {
 	}
 	testproc.Eventually(t, "the replay seen and set aside", func() bool { return h.client.historyIgnored.Load() == 1 })
 }
+
+// TestServicesAccountsTold, on InspIRCd + Atheme: the bot learns who is
+// logged into which account from the server itself: extended-join when a
+// member joins, account-notify when one logs out or in, account-tag on
+// each line (a member present before the bot, unknown until it speaks).
+func TestServicesAccountsTold(t *testing.T) {
+	t.Parallel()
+	const pass = "told-secret-1"
+	s := irctest.StartInspIRCd(t)
+	s.Accounts(t, pass, "alice", "bob")
+	us := irctest.DialAll(t, s.Addr(), "opal", "alice", "bob")
+	opal, alice, bob := us[0], us[1], us[2]
+	bob.Identify("bob", pass)
+	alice.Identify("alice", pass)
+	opal.Join("#test")
+	bob.Join("#test")
+	h := startBot(t, testIRCConfig(s.URL(), "#test"), nil)
+	opal.WaitBotIn("ArchiveBot", "#test")
+	c := h.client
+	if a, known := c.Account("bob"); known {
+		t.Errorf("Account(bob) = %q before bob spoke or changed; want unknown", a)
+	}
+	alice.Join("#test")
+	wantAccount(t, c, "alice", "alice", true) // extended-join
+	alice.Logout()
+	wantAccount(t, c, "alice", "", true) // account-notify
+	alice.Identify("alice", pass)
+	wantAccount(t, c, "alice", "alice", true)
+	bob.Say("#test", "hello")
+	wantAccount(t, c, "bob", "bob", true) // account-tag
+	opal.Say("#test", "!whois alice")
+	if r := opal.Reply("ArchiveBot", "#test"); !strings.Contains(r, "account: alice") {
+		t.Errorf("!whois alice: %q", r)
+	}
+}

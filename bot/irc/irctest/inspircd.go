@@ -26,6 +26,8 @@ type Server interface {
 	Addr() string
 	// URL is the bot's irc.server for it.
 	URL() string
+	// LogText is what the server logged so far.
+	LogText() string
 }
 
 // Kind is "ngircd".
@@ -143,6 +145,12 @@ func (s *InspIRCd) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
 
 // URL is the bot's irc.server.
 func (s *InspIRCd) URL() string { return "irc://" + s.Addr() }
+
+// LogText is what InspIRCd printed and logged so far.
+func (s *InspIRCd) LogText() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "inspircd.log"))
+	return s.ircd.Output() + string(b)
+}
 
 // Stop stops Atheme, then InspIRCd (SIGTERM; SIGKILL if they linger).
 func (s *InspIRCd) Stop() {
