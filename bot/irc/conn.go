@@ -361,9 +361,11 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 			return w, nil
 		},
 	}
+	saslUser := ""
 	if c.cfg.SASL != "" {
 		user, pass, _ := strings.Cut(c.cfg.SASL, ":")
 		conn.SASLLogin, conn.SASLPassword, conn.UseSASL = user, pass, true
+		saslUser = user
 	}
 	down := make(chan struct{})
 	var downOnce sync.Once
@@ -392,7 +394,7 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 	stopWatch()
 	if err != nil {
 		closeSock()
-		return false, fmt.Errorf("connect to %s: %w", srv.addr, err)
+		return false, fmt.Errorf("connect to %s: %w", srv.addr, saslError(err, saslUser))
 	}
 	defer closeSock()
 
@@ -442,6 +444,20 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 			return true, nil
 		}
 	}
+}
+
+// saslError says what a failed connection's error means for the SASL
+// sign-in (irc.sasl): the bot never registers without it.
+func saslError(err error, user string) error {
+	switch {
+	case user == "":
+		return err
+	case errors.Is(err, ircevent.SASLFailed):
+		return fmt.Errorf("cannot sign in as %q: the server does not offer sasl now (on a network with services, while they are not linked); not registering without it", user)
+	case strings.Contains(err.Error(), "SASL"):
+		return fmt.Errorf("SASL sign-in as %q refused (check irc.sasl): %w", user, err)
+	}
+	return err
 }
 
 // historyBatches are the batch types of lines replayed from a channel's

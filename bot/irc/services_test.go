@@ -3,7 +3,9 @@ package irc
 import (
 	"context"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -142,4 +144,68 @@ func TestServicesAccountsTold(t *testing.T) {
 	if r := opal.Reply("ArchiveBot", "#test"); !strings.Contains(r, "account: alice") {
 		t.Errorf("!whois alice: %q", r)
 	}
+}
+
+// lineLog is a slog handler's writer that keeps every line, besides
+// logging it in the test.
+type lineLog struct {
+	t     testing.TB
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	l.lines = append(l.lines, string(p))
+	l.mu.Unlock()
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func (l *lineLog) count(sub string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, s := range l.lines {
+		if strings.Contains(s, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestServicesDownNoSignIn, on InspIRCd + Atheme: while services are not
+// linked InspIRCd offers no sasl. The bot, configured to sign in, does not
+// register without its account: it says why and tries again. Once
+// services are up and its account exists, it signs in and joins.
+func TestServicesDownNoSignIn(t *testing.T) {
+	t.Parallel()
+	s := irctest.StartInspIRCdWith(t, irctest.InspIRCdOptions{NoServices: true})
+	cfg := testIRCConfig(s.URL(), "#test")
+	// An account named apart from the bot's nick: while the bot retries,
+	// its unregistered connections hold the nick ArchiveBot.
+	cfg.SASL = "botacct:" + botPassword
+	logs := &lineLog{t: t}
+	h := startBot(t, cfg, func(c *Client) {
+		c.log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	testproc.Eventually(t, "two attempts refused, saying why", func() bool { return logs.count("the server does not offer sasl now") >= 2 })
+	if h.client.Connected() {
+		t.Fatal("the bot registered without signing in")
+	}
+	select {
+	case up := <-h.events:
+		t.Fatalf("connection state changed to %v while services were down", up)
+	default:
+	}
+	s.StartServices()
+	s.Accounts(t, botPassword, "botacct")
+	h.waitState(true)
+	opal := irctest.Dial(t, s.Addr(), "opal")
+	for _, m := range whois(t, opal, "ArchiveBot") {
+		if m.Command == "330" && len(m.Params) > 2 && m.Params[2] == "botacct" {
+			return
+		}
+	}
+	t.Error("WHOIS ArchiveBot shows no 330 'logged in as botacct' after services came up")
 }

@@ -1,6 +1,7 @@
 package irctest
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"os"
@@ -65,6 +66,8 @@ type InspIRCd struct {
 	port     int
 	linkPort int
 	ircd     *testproc.Proc
+	svcBin   string
+	svcConf  string
 	services *testproc.Proc
 	// Started is how long the start took, until services were linked.
 	Started time.Duration
@@ -84,6 +87,19 @@ func InspIRCdPaths(t testing.TB) (ircd, services string) {
 // Both are stopped when the test ends, Atheme first (else it reconnects);
 // when the test failed, the tails of their output are logged.
 func StartInspIRCd(t testing.TB) *InspIRCd {
+	t.Helper()
+	return StartInspIRCdWith(t, InspIRCdOptions{})
+}
+
+// InspIRCdOptions shape one InspIRCd instance.
+type InspIRCdOptions struct {
+	// NoServices starts InspIRCd alone: no accounts, no sasl offered,
+	// until StartServices.
+	NoServices bool
+}
+
+// StartInspIRCdWith is StartInspIRCd shaped by o.
+func StartInspIRCdWith(t testing.TB, o InspIRCdOptions) *InspIRCd {
 	t.Helper()
 	ircdBin, svcBin := InspIRCdPaths(t)
 	s := &InspIRCd{t: t, dir: t.TempDir(), port: testproc.FreePort(t), linkPort: testproc.FreePort(t)}
@@ -125,16 +141,79 @@ func StartInspIRCd(t testing.TB) *InspIRCd {
 	if !bound || strings.Contains(s.ircd.Output(), "failed to bind") {
 		t.Fatalf("inspircd did not listen on %s; output:\n%s", s.Addr(), s.ircd.Tail(40))
 	}
+	s.svcBin, s.svcConf = svcBin, svcConf
+	if !o.NoServices {
+		s.StartServices()
+	}
+	s.Started = time.Since(start)
+	return s
+}
+
+// StartServices starts Atheme and returns once it has linked, finished
+// its burst, and InspIRCd offers sasl. StartInspIRCd calls it (unless
+// InspIRCdOptions.NoServices).
+func (s *InspIRCd) StartServices() {
+	s.t.Helper()
 	// Atheme's -n keeps it in the foreground, logging to its output; it
 	// says "finished synching with uplink" once its burst is answered.
-	s.services = testproc.Start(t, "atheme-services", svcBin, []string{"-n", "-c", svcConf,
+	p := testproc.Start(s.t, "atheme-services", s.svcBin, []string{"-n", "-c", s.svcConf,
 		"-D", filepath.Join(s.dir, "atheme"), "-l", filepath.Join(s.dir, "atheme", "atheme.log"),
 		"-p", filepath.Join(s.dir, "atheme", "atheme.pid")}, testproc.Options{
 		Stop:  syscall.SIGTERM,
 		Ready: func(line string) bool { return strings.Contains(line, "finished synching with uplink") },
 	})
-	s.Started = time.Since(start)
-	return s
+	s.mu.Lock()
+	s.services = p
+	s.mu.Unlock()
+	deadline := time.Now().Add(WaitFor)
+	for !s.offers("sasl") {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("inspircd does not offer sasl %v after services linked", WaitFor)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// stopServices stops Atheme (SIGTERM: it saves its database) and waits
+// for it to exit.
+func (s *InspIRCd) stopServices() {
+	s.mu.Lock()
+	p := s.services
+	s.services = nil
+	s.mu.Unlock()
+	if p != nil {
+		p.Stop()
+	}
+}
+
+// offers reports whether the server lists capability name in CAP LS
+// (answered before registration, so at once).
+func (s *InspIRCd) offers(name string) bool {
+	c, err := net.DialTimeout("tcp", s.Addr(), WaitFor)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(WaitFor))
+	if _, err := c.Write([]byte("CAP LS 302\r\n")); err != nil {
+		return false
+	}
+	sc := bufio.NewScanner(c)
+	for sc.Scan() {
+		m, err := ircmsg.ParseLine(sc.Text())
+		if err != nil || m.Command != "CAP" || len(m.Params) < 3 || m.Params[1] != "LS" {
+			continue
+		}
+		for _, c := range strings.Fields(m.Params[len(m.Params)-1]) {
+			if c == name || strings.HasPrefix(c, name+"=") {
+				return true
+			}
+		}
+		if m.Params[2] != "*" { // the last line of a multi-line LS
+			return false
+		}
+	}
+	return false
 }
 
 // Kind is "inspircd".
@@ -154,9 +233,7 @@ func (s *InspIRCd) LogText() string {
 
 // Stop stops Atheme, then InspIRCd (SIGTERM; SIGKILL if they linger).
 func (s *InspIRCd) Stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.services.Stop()
+	s.stopServices()
 	s.ircd.Stop()
 }
 
