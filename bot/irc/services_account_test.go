@@ -42,7 +42,8 @@ func startBotWithDashboard(t *testing.T, serverURL, channel string) (*harness, *
 	st := store.New(rdb)
 	var srv *web.Server
 	b := bot.New(st, bot.Options{Logger: testLogger(t),
-		Login: func(ctx context.Context, req bot.Request) (string, error) { return srv.LoginLink(ctx, req) }})
+		Login:  func(ctx context.Context, req bot.Request) (string, error) { return srv.LoginLink(ctx, req) },
+		Logout: func(ctx context.Context, req bot.Request) (int, error) { return srv.Logout(ctx, req) }})
 	c := New(testIRCConfig(serverURL, channel), b, testLogger(t))
 	fast(c)
 	h := &harness{t: t, client: c, bot: b, mini: m, rdb: rdb, done: make(chan error, 1), events: make(chan bool, 100)}
@@ -214,6 +215,10 @@ func TestDashboardSessionFollowsAccount(t *testing.T) {
 		a, _ := h.client.Account("erin")
 		return a == "mallory" && h.client.Rank("#test", "erin") == bot.RankVoice
 	})
+	// Nor can the nick's new owner end it.
+	if r := strings.Join(mallory.Ask("ArchiveBot", "#test", "!logout"), "\n"); r != "You had no dashboard sessions." {
+		t.Errorf("!logout by mallory on the nick erin: %q", r)
+	}
 	if code, body := d.note(cookie, csrf, ident, "as the holder"); code != http.StatusOK {
 		t.Fatalf("with mallory on the nick, the holder (erin2) acting: %d %s", code, body)
 	}
@@ -225,6 +230,15 @@ func TestDashboardSessionFollowsAccount(t *testing.T) {
 	code, body := d.note(cookie, csrf, ident, "mallory was here")
 	if code != http.StatusForbidden || !strings.Contains(body, "now logged into mallory") {
 		t.Errorf("the session with mallory on the nick: %d %s", code, body)
+	}
+	noteIs("as the holder")
+	// The holder, logged in again under erin2, ends her session.
+	erin.Identify("erin", pass)
+	if r := strings.Join(erin.Ask("ArchiveBot", "#test", "!logout"), "\n"); r != "Ended your dashboard session." {
+		t.Errorf("!logout by erin2, logged into erin: %q", r)
+	}
+	if code, body := d.note(cookie, csrf, ident, "after logout"); code == http.StatusOK {
+		t.Errorf("the session acted after its holder's !logout: %d %s", code, body)
 	}
 	noteIs("as the holder")
 }
