@@ -209,3 +209,37 @@ func TestServicesDownNoSignIn(t *testing.T) {
 	}
 	t.Error("WHOIS ArchiveBot shows no 330 'logged in as botacct' after services came up")
 }
+
+// TestServicesRestart, on InspIRCd + Atheme: the network restarts under
+// the bot. It reconnects, signs in with SASL again, sets its bot mode
+// again, rejoins and answers.
+func TestServicesRestart(t *testing.T) {
+	t.Parallel()
+	s := irctest.StartInspIRCd(t)
+	s.Accounts(t, botPassword, "botacct")
+	cfg := testIRCConfig(s.URL(), "#test")
+	cfg.SASL = "botacct:" + botPassword
+	h := startBot(t, cfg, nil)
+	h.waitState(true)
+	s.Restart()
+	h.waitState(false)
+	h.waitState(true)
+	rita := irctest.Dial(t, s.Addr(), "rita")
+	rita.Join("#test")
+	rita.WaitBotPresent("ArchiveBot", "#test")
+	if r := strings.Join(rita.Ask("ArchiveBot", "#test", "!status"), ""); !strings.HasPrefix(r, "Job status:") {
+		t.Errorf("!status after the restart: %q", r)
+	}
+	var account, bot bool
+	for _, m := range whois(t, rita, "ArchiveBot") {
+		switch m.Command {
+		case "330":
+			account = len(m.Params) > 2 && m.Params[2] == "botacct"
+		case "335":
+			bot = true
+		}
+	}
+	if !account || !bot {
+		t.Errorf("after the restart: logged in as botacct %v, bot mode %v; want both", account, bot)
+	}
+}

@@ -66,6 +66,8 @@ type InspIRCd struct {
 	port     int
 	linkPort int
 	ircd     *testproc.Proc
+	ircdBin  string
+	ircdConf string
 	svcBin   string
 	svcConf  string
 	services *testproc.Proc
@@ -121,16 +123,33 @@ func StartInspIRCdWith(t testing.TB, o InspIRCdOptions) *InspIRCd {
 	svcConf := write("atheme.conf", s.athemeConf())
 
 	start := time.Now()
-	args := []string{"--config", ircdConf, "--nofork", "--nopid"}
+	s.ircdBin, s.ircdConf = ircdBin, ircdConf
+	s.startIRCd()
+	s.svcBin, s.svcConf = svcBin, svcConf
+	if !o.NoServices {
+		s.StartServices()
+	}
+	s.Started = time.Since(start)
+	return s
+}
+
+// startIRCd runs InspIRCd in the foreground and returns once its client
+// port answers.
+func (s *InspIRCd) startIRCd() {
+	s.t.Helper()
+	args := []string{"--config", s.ircdConf, "--nofork", "--nopid"}
 	if os.Geteuid() == 0 {
 		args = append(args, "--runasroot") // else it exits: "You have started as root"
 	}
-	bound := false
-	s.ircd = testproc.Start(t, "inspircd", ircdBin, args, testproc.Options{Stop: syscall.SIGTERM})
+	p := testproc.Start(s.t, "inspircd", s.ircdBin, args, testproc.Options{Stop: syscall.SIGTERM})
+	s.mu.Lock()
+	s.ircd = p
+	s.mu.Unlock()
 	// InspIRCd keeps running when a port cannot be bound (it only warns),
 	// so readiness is the client port answering.
+	bound := false
 	deadline := time.Now().Add(WaitFor)
-	for time.Now().Before(deadline) && s.ircd.Running() {
+	for time.Now().Before(deadline) && p.Running() {
 		if c, err := net.DialTimeout("tcp", s.Addr(), time.Second); err == nil {
 			c.Close()
 			bound = true
@@ -138,15 +157,18 @@ func StartInspIRCdWith(t testing.TB, o InspIRCdOptions) *InspIRCd {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if !bound || strings.Contains(s.ircd.Output(), "failed to bind") {
-		t.Fatalf("inspircd did not listen on %s; output:\n%s", s.Addr(), s.ircd.Tail(40))
+	if !bound || strings.Contains(p.Output(), "failed to bind") {
+		s.t.Fatalf("inspircd did not listen on %s; output:\n%s", s.Addr(), p.Tail(40))
 	}
-	s.svcBin, s.svcConf = svcBin, svcConf
-	if !o.NoServices {
-		s.StartServices()
-	}
-	s.Started = time.Since(start)
-	return s
+}
+
+// Restart stops Atheme and InspIRCd and starts both again on the same
+// ports (accounts are kept), returning once services are linked.
+func (s *InspIRCd) Restart() {
+	s.t.Helper()
+	s.Stop()
+	s.startIRCd()
+	s.StartServices()
 }
 
 // StartServices starts Atheme and returns once it has linked, finished
@@ -228,13 +250,19 @@ func (s *InspIRCd) URL() string { return "irc://" + s.Addr() }
 // LogText is what InspIRCd printed and logged so far.
 func (s *InspIRCd) LogText() string {
 	b, _ := os.ReadFile(filepath.Join(s.dir, "inspircd.log"))
-	return s.ircd.Output() + string(b)
+	s.mu.Lock()
+	p := s.ircd
+	s.mu.Unlock()
+	return p.Output() + string(b)
 }
 
 // Stop stops Atheme, then InspIRCd (SIGTERM; SIGKILL if they linger).
 func (s *InspIRCd) Stop() {
 	s.stopServices()
-	s.ircd.Stop()
+	s.mu.Lock()
+	p := s.ircd
+	s.mu.Unlock()
+	p.Stop()
 }
 
 // Operator is the IRC operator block of the configuration: OPER name pass.
