@@ -209,3 +209,33 @@ func TestHistoryBatchSetAside(t *testing.T) {
 		t.Errorf("%d replayed lines set aside, want 2", n)
 	}
 }
+
+// TestAccountsByWhox (scripted server): where ISUPPORT has WHOX and
+// accounts are told, the bot asks WHO #c %tna on joining and learns the
+// accounts of the members already there; a reply to another query (other
+// token) and a nick outside the channel are ignored.
+func TestAccountsByWhox(t *testing.T) {
+	t.Parallel()
+	s := newFakeServer(t)
+	h := startBot(t, testIRCConfig(s.url(), "#c"), nil)
+	p := s.accept()
+	registerOffering(h, p, accountCaps, "PREFIX=(ov)@+ WHOX")
+	p.Expect("JOIN", cmdIs("JOIN", "#c"))
+	joinWith(p, "#c", "@ArchiveBot alice bob")
+	p.Expect("WHO", cmdIs("WHO", "#c", "%tna,"+whoxToken))
+	p.Send(":fake 354 ArchiveBot " + whoxToken + " alice aliceacct")
+	p.Send(":fake 354 ArchiveBot " + whoxToken + " bob 0")
+	p.Send(":fake 354 ArchiveBot 999 carol caroltoken")
+	p.Send(":fake 354 ArchiveBot " + whoxToken + " erin erinacct")
+	p.Send(":fake 315 ArchiveBot #c :End of /WHO list.")
+	c := h.client
+	wantAccount(t, c, "alice", "aliceacct", true)
+	wantAccount(t, c, "bob", "", true)
+	p.Send("PING :sync")
+	p.Expect("PONG", cmdIs("PONG", "sync"))
+	for _, n := range []string{"carol", "erin"} {
+		if a, known := c.Account(n); known {
+			t.Errorf("Account(%s) = %q, known; want unknown", n, a)
+		}
+	}
+}

@@ -294,7 +294,7 @@ func (l *link) write(ctx context.Context, line []byte) error {
 var handled = []string{
 	"001", "005", "JOIN", "PART", "KICK", "QUIT", "NICK", "MODE", "353", "366",
 	"403", "405", "437", "471", "473", "474", "475", "476", "477", "479", "489",
-	"PRIVMSG", "ACCOUNT",
+	"PRIVMSG", "ACCOUNT", "354",
 }
 
 // requestCaps are the capabilities the bot asks for. ircevent asks for

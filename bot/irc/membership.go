@@ -131,6 +131,11 @@ func (c *Client) onEvent(ev event, gen uint64) {
 		}
 		c.log.Info("joined channel", "channel", ev.channel)
 		c.wakeJoin(ev.channel, nil)
+		if c.state.AccountsByWho() {
+			// Members already there are known only once they speak or
+			// their account changes; WHOX tells them now.
+			c.control(gen, "WHO", ev.channel, "%tna,"+whoxToken)
+		}
 	case evSelfPart:
 		c.log.Warn("left channel", "channel", ev.channel)
 	case evSelfKicked:
