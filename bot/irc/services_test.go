@@ -2,6 +2,7 @@ package irc
 
 import (
 	"context"
+	"github.com/archiveteam/archivebot-go/bot"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"log/slog"
 	"strings"
@@ -242,5 +243,41 @@ func TestServicesRestart(t *testing.T) {
 	}
 	if !account || !bot {
 		t.Errorf("after the restart: logged in as botacct %v, bot mode %v; want both", account, bot)
+	}
+}
+
+// TestServicesOpsByAccount, on InspIRCd + Atheme, as doc/operating.md's
+// worked example sets it up: ChanServ gives op by account (FLAGS +AOo), so
+// alice, logged in, is op when she joins and may !a; mallory, not logged
+// in, is not and may not.
+func TestServicesOpsByAccount(t *testing.T) {
+	t.Parallel()
+	const pass = "flags-secret-1"
+	s := irctest.StartInspIRCd(t)
+	s.Accounts(t, pass, "opal", "alice")
+	us := irctest.DialAll(t, s.Addr(), "opal", "alice", "mallory")
+	opal, alice, mallory := us[0], us[1], us[2]
+	opal.Identify("opal", pass)
+	alice.Identify("alice", pass)
+	opal.Join("#test")
+	fromChanServ := func(sub string) func(ircmsg.Message) bool {
+		return func(m ircmsg.Message) bool {
+			return m.Command == "NOTICE" && m.Nick() == "ChanServ" && len(m.Params) > 1 && strings.Contains(m.Params[1], sub)
+		}
+	}
+	opal.Say("ChanServ", "REGISTER #test")
+	opal.Expect("ChanServ registering #test", fromChanServ("registered"))
+	opal.Say("ChanServ", "FLAGS #test alice +AOo")
+	opal.Expect("ChanServ setting alice's flags", fromChanServ("alice"))
+	h := startBot(t, testIRCConfig(s.URL(), "#test"), nil)
+	opal.WaitBotIn("ArchiveBot", "#test")
+	alice.Join("#test")
+	mallory.Join("#test")
+	testproc.Eventually(t, "alice op by her account", func() bool { return h.client.Rank("#test", "alice") == bot.RankOp })
+	if r := strings.Join(alice.Ask("ArchiveBot", "#test", "!a < https://example.com/list.txt"), "\n"); classify(r) != "allowed" {
+		t.Errorf("alice (op by account) !a <: %q", r)
+	}
+	if r := strings.Join(mallory.Ask("ArchiveBot", "#test", "!a https://example.com/m"), "\n"); classify(r) != refuseVoice {
+		t.Errorf("mallory (no account) !a: %q", r)
 	}
 }
