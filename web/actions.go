@@ -170,11 +170,6 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, http.StatusServiceUnavailable, "no_irc", "Refused: the bot is not connected to IRC right now, so it cannot see your rank; try again shortly.")
 		return
 	}
-	if why := accountMismatch(ws, p); why != "" {
-		s.log.Warn("dashboard action refused: account", "nick", ws.Nick, "session", ws.ID[:12], "why", why)
-		s.refuse(w, http.StatusForbidden, "account", why)
-		return
-	}
 	channel, err := s.actionChannel(r.Context(), actions[name], r.PostFormValue("ident"))
 	if err != nil {
 		s.storeError(w, r, err)
@@ -184,11 +179,24 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, http.StatusServiceUnavailable, "no_irc", "Refused: the bot has no channel to judge your rank in.")
 		return
 	}
-	rank := p.Rank(channel, ws.Nick)
+	nick, nickKey := ws.Nick, ws.NickKey
+	if why := accountMismatch(ws, p); why != "" {
+		holder := accountHolder(ws, p, channel)
+		if holder == "" {
+			s.log.Warn("dashboard action refused: account", "nick", ws.Nick, "session", ws.ID[:12], "why", why)
+			s.refuse(w, http.StatusForbidden, "account", why)
+			return
+		}
+		// The account's holder, under another nick now: the session is
+		// theirs, not the nick's.
+		s.log.Info("dashboard session acts through its account's holder", "session_nick", ws.Nick, "nick", holder, "account", ws.Account, "session", ws.ID[:12])
+		nick, nickKey = holder, strings.ToLower(holder)
+	}
+	rank := p.Rank(channel, nick)
 	// The account as the IRC front end would fill it (jobs.require_account).
-	acct, _ := p.Account(ws.Nick)
-	req := bot.Request{Nick: ws.Nick, NickKey: ws.NickKey, Channel: channel, Rank: rank, Account: acct, Text: text, Where: bot.WhereWeb}
-	out := &webReplier{ctx: r.Context(), say: a.Say, channel: channel, prefix: ws.Nick + " (web): "}
+	acct, _ := p.Account(nick)
+	req := bot.Request{Nick: nick, NickKey: nickKey, Channel: channel, Rank: rank, Account: acct, Text: text, Where: bot.WhereWeb}
+	out := &webReplier{ctx: r.Context(), say: a.Say, channel: channel, prefix: nick + " (web): "}
 	metrics.WebAction(name)
 	a.Bot.Handle(r.Context(), req, out)
 	privateJSON(w, http.StatusOK, actionResult{Command: text, Channel: channel, Rank: rankName(rank), Replies: out.replies, Unsaid: out.unsaid})
@@ -216,6 +224,34 @@ func accountMismatch(ws *store.WebSession, p Presence) string {
 		return "Refused: your session was made before the bot could see services accounts. Sign in again with !login."
 	}
 	return ""
+}
+
+// AccountHolders is what a Presence may tell besides: the nicks logged
+// into a services account (the IRC front end does).
+type AccountHolders interface {
+	NicksOf(account string) []string
+}
+
+// accountHolder is the nick through which a session bound to an account
+// acts when its own nick is not logged into that account now: a nick
+// that is (the account's holder, renamed), the highest ranked in channel
+// when several are; "" when none is, or the session is bound to no
+// account, or the front end cannot tell.
+func accountHolder(ws *store.WebSession, p Presence, channel string) string {
+	h, ok := p.(AccountHolders)
+	if !ok || !ws.AccountKnown || ws.Account == "" {
+		return ""
+	}
+	best, bestRank := "", bot.Rank(-1)
+	for _, n := range h.NicksOf(ws.Account) {
+		if a, known := p.Account(n); !known || !strings.EqualFold(a, ws.Account) {
+			continue
+		}
+		if r := p.Rank(channel, n); r > bestRank {
+			best, bestRank = n, r
+		}
+	}
+	return best
 }
 
 // actionChannel is where an action is judged and said: for an action on

@@ -106,13 +106,57 @@ func (s *Server) LoginLink(ctx context.Context, req bot.Request) (string, error)
 	return strings.TrimRight(a.PublicURL, "/") + "/login?code=" + code, nil
 }
 
-// Logout ends every dashboard session of req's nick (!logout).
+// Logout ends the dashboard sessions that are the requester's (!logout).
+// Where the server tells no accounts, those are its nick's. Where it
+// tells them, a session bound to an account is its holder's, whatever nick
+// it was made for: the requester ends the sessions bound to the account it
+// is logged into now (under any nick), and its nick's sessions bound to no
+// account; a session bound to another account is left alone, so whoever
+// takes a nick cannot end its owner's sessions.
 func (s *Server) Logout(ctx context.Context, req bot.Request) (int, error) {
-	n, err := s.store.RevokeWebSessionsOf(ctx, nickKey(req))
-	if err == nil && n > 0 {
-		s.log.Info("dashboard sessions ended by !logout", "nick", req.Nick, "sessions", n)
+	acct, known := "", false
+	if a := s.opt.Actions; a != nil {
+		if p := a.presence(); p != nil {
+			acct, known = p.Account(req.Nick)
+		}
 	}
-	return n, err
+	all, err := s.store.WebSessions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	key := nickKey(req)
+	ended, left := 0, 0
+	for _, ws := range all {
+		var mine bool
+		switch {
+		case ws.AccountKnown && ws.Account != "":
+			mine = known && acct != "" && strings.EqualFold(ws.Account, acct)
+		case ws.NickKey != key:
+			mine = false
+		case ws.AccountKnown: // made while the nick was logged into none
+			mine = known && acct == ""
+		default: // made where the server told no accounts: the nick's
+			mine = true
+		}
+		if !mine {
+			if ws.NickKey == key {
+				left++
+			}
+			continue
+		}
+		ok, err := s.store.RevokeWebSession(ctx, ws.ID)
+		if err != nil {
+			return ended, err
+		}
+		if ok {
+			ended++
+		}
+	}
+	if ended > 0 || left > 0 {
+		s.log.Info("dashboard sessions ended by !logout", "nick", req.Nick, "account", acct, "account_known", known,
+			"sessions", ended, "left_bound_to_another_account", left)
+	}
+	return ended, nil
 }
 
 func nickKey(req bot.Request) string {

@@ -1,6 +1,7 @@
 package irc
 
 import (
+	"sort"
 	"strings"
 	"sync"
 
@@ -41,6 +42,9 @@ type tracker struct {
 	// botMode is the user mode of ISUPPORT's BOT token ("" when the
 	// server does not advertise it).
 	botMode string
+	// whox is set when ISUPPORT advertises WHOX: WHO can return each
+	// member's account (whoxToken marks the bot's own queries).
+	whox bool
 
 	channels map[string]*channelState // by folded name
 	// accounts holds, by folded nick, the services account ("" for none)
@@ -75,6 +79,7 @@ func (t *tracker) resetISupport() {
 	t.caseMap = "rfc1459"
 	t.nickLen = 0
 	t.botMode = ""
+	t.whox = false
 }
 
 // reset forgets every channel, for a new connection.
@@ -409,6 +414,21 @@ func (t *tracker) handle(msg ircmsg.Message) []event {
 				c.names[t.fold(m.nick)] = m
 			}
 		}
+	case "354": // RPL_WHOSPCRPL me TOKEN nick account (our WHO %tna)
+		if len(p) < 4 || p[1] != whoxToken || !t.accountsTold() {
+			return nil
+		}
+		k := t.fold(p[2])
+		for _, c := range t.channels {
+			if c.members[k] != nil || c.names[k] != nil {
+				acct := p[3]
+				if acct == "0" { // logged into none
+					acct = ""
+				}
+				t.accounts[k] = acct
+				break
+			}
+		}
 	case "366": // RPL_ENDOFNAMES me #chan :End of NAMES list
 		if len(p) < 2 {
 			return nil
@@ -543,6 +563,8 @@ func (t *tracker) isupport(tokens []string) {
 			if t.botMode == "" {
 				t.botMode = "B"
 			}
+		case "WHOX":
+			t.whox = true
 		case "CHANTYPES":
 			t.chanTypes = value
 		case "CHANMODES":
@@ -622,6 +644,44 @@ func (t *tracker) Account(nick string) (string, bool) {
 	}
 	a, ok := t.accounts[t.fold(nick)]
 	return a, ok
+}
+
+// NicksOf returns the nicks in our channels the server told are logged
+// into account (compared in the server's case mapping), sorted; none when
+// the server tells no accounts.
+func (t *tracker) NicksOf(account string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.accountsTold() || account == "" {
+		return nil
+	}
+	want := t.fold(account)
+	var out []string
+	for k, a := range t.accounts {
+		if t.fold(a) != want {
+			continue
+		}
+		for _, c := range t.channels {
+			if m := c.members[k]; m != nil {
+				out = append(out, m.nick)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// whoxToken marks the bot's WHOX queries (WHO #chan %tna,TOKEN), so that
+// a reply to someone else's query is never taken for ours.
+const whoxToken = "417"
+
+// AccountsByWho reports whether a WHO on joining a channel would tell its
+// members' accounts: the server has WHOX and tells accounts at all.
+func (t *tracker) AccountsByWho() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.whox && t.accountsTold()
 }
 
 // BotMode returns the server's bot user mode, "" when it has none.
