@@ -49,19 +49,19 @@ func TestServicesSignIn(t *testing.T) {
 	h := startBot(t, cfg, nil)
 	alice.WaitBotIn("ArchiveBot", "#test")
 
-	var account, bot bool
+	var account, isBot bool
 	for _, m := range whois(t, alice, "ArchiveBot") {
 		switch m.Command {
 		case "330":
 			account = len(m.Params) > 2 && m.Params[2] == "ArchiveBot"
 		case "335":
-			bot = true
+			isBot = true
 		}
 	}
 	if !account {
 		t.Errorf("WHOIS ArchiveBot shows no 330 'logged in as ArchiveBot': the SASL sign-in did not happen")
 	}
-	if !bot {
+	if !isBot {
 		t.Errorf("WHOIS ArchiveBot shows no 335 'is a bot': bot mode +B was not set")
 	}
 	c := h.client
@@ -232,17 +232,17 @@ func TestServicesRestart(t *testing.T) {
 	if r := strings.Join(rita.Ask("ArchiveBot", "#test", "!status"), ""); !strings.HasPrefix(r, "Job status:") {
 		t.Errorf("!status after the restart: %q", r)
 	}
-	var account, bot bool
+	var account, isBot bool
 	for _, m := range whois(t, rita, "ArchiveBot") {
 		switch m.Command {
 		case "330":
 			account = len(m.Params) > 2 && m.Params[2] == "botacct"
 		case "335":
-			bot = true
+			isBot = true
 		}
 	}
-	if !account || !bot {
-		t.Errorf("after the restart: logged in as botacct %v, bot mode %v; want both", account, bot)
+	if !account || !isBot {
+		t.Errorf("after the restart: logged in as botacct %v, bot mode %v; want both", account, isBot)
 	}
 }
 
