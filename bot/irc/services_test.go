@@ -2,8 +2,6 @@ package irc
 
 import (
 	"context"
-	"github.com/archiveteam/archivebot-go/bot"
-	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"log/slog"
 	"strings"
 	"sync"
@@ -12,7 +10,9 @@ import (
 
 	"github.com/ergochat/irc-go/ircmsg"
 
+	"github.com/archiveteam/archivebot-go/bot"
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 )
 
 // The tests of this file run on InspIRCd linked to Atheme: what only a
