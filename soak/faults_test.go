@@ -14,7 +14,94 @@ import (
 	"github.com/archiveteam/archivebot-go/soak/history"
 )
 
-func (s *soak) fault(st step) {
+// runFault injects st's fault and counts it, or records why it could
+// not be injected (notInjected).
+func (s *soak) runFault(st step) {
+	if why := s.fault(st); why != "" {
+		s.notInjected(st.What, why)
+		return
+	}
+	s.injected[st.What]++
+}
+
+// notInjected records a fault that could not be injected: a Note in the
+// history, the test's log, and the run's verdict (notInjectedFailure).
+func (s *soak) notInjected(kind, why string) {
+	s.skipped[kind] = append(s.skipped[kind], why)
+	s.note("fault %s NOT INJECTED: %s", kind, why)
+}
+
+// scheduledKinds are the fault kinds a schedule draws, in faultKinds'
+// order (then the opt-in ones).
+func scheduledKinds(sched []step) []string {
+	drawn := map[string]bool{}
+	for _, st := range sched {
+		drawn[st.What] = true
+	}
+	var out []string
+	for _, k := range append(append([]string(nil), faultKinds...), optInFaults...) {
+		if drawn[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// faultLine names each fault kind the schedule drew with how many times
+// it was injected, and each one not injected with why: the first line of
+// the run's summary.
+func (s *soak) faultLine() string {
+	var parts []string
+	for _, k := range s.wanted {
+		p := fmt.Sprintf("%s %d", k, s.injected[k])
+		if why := s.skipped[k]; len(why) > 0 {
+			p += fmt.Sprintf(" (NOT INJECTED %d: %s)", len(why), strings.Join(why, "; "))
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return "none (SOAK_FAULTS=none)"
+	}
+	n := 0
+	for _, k := range s.wanted {
+		n += s.injected[k]
+	}
+	return fmt.Sprintf("%d: %s", n, strings.Join(parts, ", "))
+}
+
+// notInjectedFailure says which faults could not be injected, or "".
+// With CI set the run fails on it: a run that could not inject a fault
+// shows nothing about it.
+func (s *soak) notInjectedFailure() string {
+	var bad []string
+	for _, k := range s.wanted {
+		if n := len(s.skipped[k]); n > 0 {
+			bad = append(bad, fmt.Sprintf("%s %d of %d", k, n, n+s.injected[k]))
+		} else if s.injected[k] == 0 {
+			bad = append(bad, k+" never injected")
+		}
+	}
+	if len(bad) == 0 {
+		return ""
+	}
+	return "faults not injected: " + strings.Join(bad, ", ")
+}
+
+// awaitLeader is the leader, waiting up to 30 s for one (a fault can
+// follow one that left no node leading for a while).
+func (s *soak) awaitLeader() *node {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if l := s.leaderNode(); l != nil || time.Now().After(deadline) {
+			return l
+		}
+		s.waitUntil(time.Now().Add(250 * time.Millisecond))
+	}
+}
+
+// fault injects st's fault, recorded as a window, and returns "", or why
+// it could not be injected.
+func (s *soak) fault(st step) string {
 	start := func(target string) {
 		s.rec.Add(history.Event{Kind: history.Fault, Fault: st.What, Outcome: "start", Target: target})
 		s.t.Logf("%s fault %s on %s", time.Now().Format("15:04:05"), st.What, target)
@@ -24,10 +111,9 @@ func (s *soak) fault(st step) {
 	}
 	switch st.What {
 	case "kill-leader":
-		l := s.leaderNode()
+		l := s.awaitLeader()
 		if l == nil {
-			s.note("kill-leader skipped: no leader")
-			return
+			return "no node led for 30 s"
 		}
 		// The hardest moment for at-least-once delivery: in the middle
 		// of a burst of finish reports. The pipelines pause for 3 s and
@@ -48,32 +134,45 @@ func (s *soak) fault(st step) {
 		case <-time.After(10 * time.Second):
 		}
 		start(l.name)
-		l.current().Kill()
+		p := l.current()
+		if p == nil || !p.Running() {
+			end(l.name)
+			return l.name + " was not running"
+		}
+		p.Kill()
 		s.waitLeader(s.otherNode(l).name, 30*time.Second)
 		l.start(s.t, s.bin)
 		s.waitRole(l, "standby", 30*time.Second)
 		end(l.name)
 	case "freeze-leader":
-		l := s.leaderNode()
+		l := s.awaitLeader()
 		if l == nil {
-			s.note("freeze-leader skipped: no leader")
-			return
+			return "no node led for 30 s"
 		}
 		start(l.name)
 		p := l.current()
-		p.Signal(syscall.SIGSTOP)
+		if p == nil {
+			end(l.name)
+			return l.name + " was not running"
+		}
+		if err := p.Freeze(); err != nil {
+			p.Signal(syscall.SIGCONT)
+			end(l.name)
+			return fmt.Sprintf("%s would not stop: %v", l.name, err)
+		}
 		s.waitUntil(time.Now().Add(leaseTTL + st.Dur))
 		p.Signal(syscall.SIGCONT)
 		s.waitRole(l, "standby", 30*time.Second)
 		end(l.name)
 	case "lose-redis-write":
-		s.loseRedisWrite(st, start, end)
+		return s.loseRedisWrite(st, start, end)
 	case "kill-redis-master":
 		addr := s.redis.masterAddr()
 		start(addr)
 		port, ok := s.redis.killMaster()
 		if !ok {
-			s.note("kill-redis-master: no process on port %d", port)
+			end(addr)
+			return fmt.Sprintf("no process of the soak's on the master's port %d (master %q)", port, addr)
 		}
 		deadline := time.Now().Add(45 * time.Second)
 		for time.Now().Before(deadline) {
@@ -83,9 +182,7 @@ func (s *soak) fault(st step) {
 			s.waitUntil(time.Now().Add(250 * time.Millisecond))
 		}
 		s.redisView(fmt.Sprintf("kill-redis-master of %s: the sentinels moved on", addr))
-		if ok {
-			s.redis.restartAsReplica(port)
-		}
+		s.redis.restartAsReplica(port)
 		end(addr)
 		go func() {
 			time.Sleep(10 * time.Second)
@@ -95,17 +192,45 @@ func (s *soak) fault(st step) {
 		// A pipeline process, or now and then a bridge.
 		if len(s.bridges) > 0 && st.Pick < 0.2 {
 			b := s.bridges[int(st.Pick/0.2*float64(len(s.bridges)))]
-			start(b.name)
 			p := b.current()
-			p.Signal(syscall.SIGSTOP)
+			if p == nil || !p.Running() {
+				return b.name + " was not running"
+			}
+			start(b.name)
+			if err := p.Freeze(); err != nil {
+				p.Signal(syscall.SIGCONT)
+				end(b.name)
+				return fmt.Sprintf("%s would not stop: %v", b.name, err)
+			}
 			s.waitUntil(time.Now().Add(st.Dur))
 			p.Signal(syscall.SIGCONT)
 			end(b.name)
-			return
+			return ""
 		}
-		p := s.pipes[int(st.Pick*float64(len(s.pipes)))]
+		// The pipeline picked, or the next one running (one may be
+		// between a death and its restart).
+		var p *pipe
+		var proc interface{ Freeze() error }
+		for i := range s.pipes {
+			c := s.pipes[(int(st.Pick*float64(len(s.pipes)))+i)%len(s.pipes)]
+			c.mu.Lock()
+			if c.proc != nil && !c.dead && c.proc.Running() {
+				p, proc = c, c.proc
+			}
+			c.mu.Unlock()
+			if p != nil {
+				break
+			}
+		}
+		if p == nil {
+			return "no pipeline was running"
+		}
 		start(p.name)
-		p.signal(syscall.SIGSTOP)
+		if err := proc.Freeze(); err != nil {
+			p.signal(syscall.SIGCONT)
+			end(p.name)
+			return fmt.Sprintf("%s would not stop: %v", p.name, err)
+		}
 		s.rec.Add(history.Event{Kind: history.Pipe, Actor: p.name, Via: p.via, Outcome: "paused"})
 		s.waitUntil(time.Now().Add(st.Dur))
 		p.signal(syscall.SIGCONT)
@@ -119,14 +244,15 @@ func (s *soak) fault(st step) {
 			}
 		}
 		if len(api) == 0 {
-			return
+			return "no API pipeline"
 		}
 		p := api[int(st.Pick*float64(len(api)))]
 		old := p.key
 		start(old)
 		out, err := exec.Command(s.bin, "pipeline-key", "-config", s.nodes[0].cfg, "revoke", old).CombinedOutput()
+		revokeErr := ""
 		if err != nil {
-			s.note("revoke %s failed: %v: %s", old, err, strings.TrimSpace(string(out)))
+			revokeErr = fmt.Sprintf("pipeline-key revoke %s: %v: %s", old, err, strings.TrimSpace(string(out)))
 		} else {
 			s.rec.Add(history.Event{Kind: history.Revoke, Target: old})
 		}
@@ -143,6 +269,7 @@ func (s *soak) fault(st step) {
 			}
 		}
 		end(old)
+		return revokeErr
 	case "partition-node-redis":
 		// The leader (mostly) or the standby, cut from every Redis
 		// server and sentinel for longer than the lease.
@@ -156,8 +283,7 @@ func (s *soak) fault(st step) {
 		}
 		h := s.net.cut(n.uid, ports)
 		if h == 0 {
-			s.note("partition-node-redis skipped: no nftables")
-			return
+			return "no nftables rule (" + s.net.why() + ")"
 		}
 		start(n.name)
 		s.waitUntil(time.Now().Add(leaseTTL + st.Dur))
@@ -174,18 +300,16 @@ func (s *soak) fault(st step) {
 		}
 		h := s.net.cut(p.uid, ports)
 		if h == 0 {
-			s.note("partition-pipeline-node skipped: no nftables")
-			return
+			return "no nftables rule (" + s.net.why() + ")"
 		}
 		start(p.name)
 		s.waitUntil(time.Now().Add(st.Dur))
 		s.net.heal(h)
 		end(p.name)
 	case "partition-leader-irc":
-		l := s.leaderNode()
+		l := s.awaitLeader()
 		if l == nil {
-			s.note("partition-leader-irc skipped: no leader")
-			return
+			return "no node led for 30 s"
 		}
 		// Half the time the packets are dropped (the connection
 		// hangs, its keepalive outlasts the fault), half the time
@@ -199,8 +323,7 @@ func (s *soak) fault(st step) {
 			h, target = s.net.reset(l.uid, []int{s.ircPort}), l.name+" reset"
 		}
 		if h == 0 {
-			s.note("partition-leader-irc skipped: no nftables")
-			return
+			return "no nftables rule (" + s.net.why() + ")"
 		}
 		start(target)
 		s.waitUntil(time.Now().Add(st.Dur + 5*time.Second))
@@ -223,10 +346,10 @@ func (s *soak) fault(st step) {
 			d = -d
 		}
 		target := fmt.Sprintf("%s %+ds", n.name, int(d/time.Second))
-		start(target)
 		if err := n.skew(d); err != nil {
-			s.note("clock-skew: %v", err)
+			return fmt.Sprintf("cannot set %s's clock: %v", n.name, err)
 		}
+		start(target)
 		s.waitUntil(time.Now().Add(leaseTTL + st.Dur))
 		if err := n.skew(0); err != nil {
 			s.note("clock-skew: %v", err)
@@ -235,7 +358,7 @@ func (s *soak) fault(st step) {
 		end(target)
 	case "restart-bridge":
 		if len(s.bridges) == 0 {
-			return
+			return "no bridge"
 		}
 		b := s.bridges[int(st.Pick*float64(len(s.bridges)))]
 		start(b.name)
@@ -244,7 +367,10 @@ func (s *soak) fault(st step) {
 		}
 		s.startBridge(b)
 		end(b.name)
+	default:
+		return "unknown fault"
 	}
+	return ""
 }
 
 func (s *soak) waitLeader(name string, within time.Duration) {

@@ -47,6 +47,8 @@ type scale struct {
 	// IRCRate is the nodes' irc.messages_per_second (burst 2): about
 	// twice the lines the users' commands and the reports need.
 	IRCRate float64
+	// QuietEvery is the time between quiet points.
+	QuietEvery time.Duration
 }
 
 var scales = map[string]scale{
@@ -57,9 +59,9 @@ var scales = map[string]scale{
 	// 3.7 × 60 s ≈ 220 jobs wanting a slot, so the 200 slots stay busy
 	// (with 100–300 entries only about 150 were: 740 entries/s at most).
 	"full": {Name: "full", APIPipes: 25, APIWorkers: 7, Direct: 15, Bridges: 2, PerBridge: 5, Viewers: 20, Users: 10,
-		MinEntries: 200, MaxEntries: 400, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 300, IRCRate: 30},
+		MinEntries: 200, MaxEntries: 400, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 300, IRCRate: 30, QuietEvery: 40 * time.Second},
 	"ci": {Name: "ci", APIPipes: 6, APIWorkers: 3, Direct: 3, Bridges: 1, PerBridge: 2, Viewers: 4, Users: 4,
-		MinEntries: 30, MaxEntries: 100, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 30, IRCRate: 10},
+		MinEntries: 30, MaxEntries: 100, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 30, IRCRate: 10, QuietEvery: 80 * time.Second},
 }
 
 // bridgedArgs are the simulator's flags for a pipeline behind a bridge:
@@ -99,6 +101,13 @@ type soak struct {
 	leader   string
 
 	ev *evidence // evidence_test.go
+
+	// The faults: the kinds the schedule drew, each kind's injections,
+	// and why each one that could not be injected was not
+	// (faults_test.go).
+	wanted   []string
+	injected map[string]int
+	skipped  map[string][]string
 }
 
 func (s *soak) leaderNode() *node {
@@ -176,7 +185,7 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &soak{t: t, seed: seed, sc: sc, rec: rec, dir: dir, work: irctest.ReadableTempDir(t), jobs: newJobList(sc.PickWindow), restart: make(chan *pipe, 256), reportSeen: make(chan struct{}, 1), ev: &evidence{dir: dir}}
+	s := &soak{t: t, seed: seed, sc: sc, rec: rec, dir: dir, work: irctest.ReadableTempDir(t), jobs: newJobList(sc.PickWindow), restart: make(chan *pipe, 256), reportSeen: make(chan struct{}, 1), ev: &evidence{dir: dir}, injected: map[string]int{}, skipped: map[string][]string{}}
 	closed := false
 	defer func() {
 		if !closed {
@@ -200,8 +209,15 @@ func TestSoak(t *testing.T) {
 			only[f] = true
 		}
 	}
-	sched := makeSchedule(rng, dur, only)
+	profile, _ := sentinelProfile(t)
+	sched, schedEnd := makeSchedule(rng, dur, only, profileLease(profile), sc.QuietEvery)
+	s.wanted = scheduledKinds(sched)
 	s.note("soak: duration %v, seed %d, scale %+v", dur, seed, sc)
+	if need := schedEnd + scheduleCool; need > dur {
+		// The first round of faults is drawn whole: every kind once.
+		s.note("soak: SOAK_DURATION=%v is too short for one fault of each kind: the run lasts about %v", dur, need.Round(time.Second))
+		dur = need
+	}
 	for _, st := range sched {
 		s.rec.Add(history.Event{Kind: history.Note, Text: fmt.Sprintf("schedule: at %v %s for %v (pick %.3f)", st.At, st.What, st.Dur, st.Pick)})
 	}
@@ -330,27 +346,33 @@ func TestSoak(t *testing.T) {
 	start := time.Now()
 	s.note("soak: load started; %d pipelines, %d users, %d viewers", len(s.pipes), len(users), sc.Viewers)
 	probeRand := rand.New(rand.NewPCG(probeSeed, 1))
-	faults := map[string]int{}
 	for _, st := range sched {
 		s.waitUntil(start.Add(st.At))
 		switch st.What {
 		case "quiet":
 			s.quietPoint(prober, probeRand, st.Dur)
+		case pauseQueue:
+			s.pauseWithBacklog(prober, st)
 		case "pipeline-death":
 			p := s.pipes[int(st.Pick*float64(len(s.pipes)))]
 			s.killPipe(p, "killed by the soak (a pipeline dying silently)")
 		default:
-			faults[st.What]++
-			s.fault(st)
+			s.runFault(st)
 		}
 	}
-	s.waitUntil(start.Add(dur))
+	// A step that ran late still gets the cool-down after it.
+	end := start.Add(dur)
+	if late := time.Now().Add(scheduleCool); late.After(end) {
+		s.note("soak: the schedule ran %v late: the load goes on until %v after its last step", late.Sub(end).Round(time.Second), scheduleCool)
+		end = late
+	}
+	s.waitUntil(end)
 
 	// The end: load stops, the system drains, the last probe, Redis's
 	// state, the checker.
 	close(stopLoad)
 	loadWG.Wait()
-	s.note("soak: load stopped after %v; faults injected: %v", time.Since(start).Round(time.Second), faults)
+	s.note("soak: load stopped after %v; %s", time.Since(start).Round(time.Second), s.faultLine())
 	s.waitUntil(time.Now().Add(5 * time.Second))
 	s.quietPoint(prober, probeRand, 0)
 	// The observer reads the channel until Redis's state is taken: a
@@ -391,7 +413,18 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatalf("checker: %v", err)
 	}
-	t.Logf("soak: seed %d\n%s", seed, res.Summary())
+	// The summary's first line: each fault kind and how many times it
+	// was injected (a kind drawn and never injected says why).
+	summary := fmt.Sprintf("faults injected (seed %d): %s\n%s", seed, s.faultLine(), res.Summary())
+	os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(summary), 0o644)
+	t.Logf("soak summary:\n%s", summary)
+	if msg := s.notInjectedFailure(); msg != "" {
+		if os.Getenv("CI") != "" {
+			t.Errorf("soak: %s (CI is set: a fault that could not be injected fails the run)", msg)
+		} else {
+			t.Logf("soak: WARNING: %s; this run does not show those faults", msg)
+		}
+	}
 	if res.Failed() {
 		t.Errorf("soak: the checker found violations (seed %d; report %s)", seed, res.Report)
 	}
