@@ -215,7 +215,7 @@ func TestSoak(t *testing.T) {
 	s.note("soak: duration %v, seed %d, scale %+v", dur, seed, sc)
 	if need := schedEnd + scheduleCool; need > dur {
 		// The first round of faults is drawn whole: every kind once.
-		s.note("soak: SOAK_DURATION=%v is too short for one fault of each kind: the run lasts about %v", dur, need.Round(time.Second))
+		s.note("soak: the first round of faults (every kind once) and the cool-down need %v: the run lasts that, not SOAK_DURATION=%v", need.Round(time.Second), dur)
 		dur = need
 	}
 	for _, st := range sched {
@@ -324,9 +324,11 @@ func TestSoak(t *testing.T) {
 		observer.Send("MODE %s +o %s", channel, u.Nick)
 		users = append(users, u)
 	}
+	// The prober is op too: the schedule's own pause (pause_test.go).
 	prober := irctest.Dial(t, irc.Addr(), "prober")
 	prober.Join(channel)
-	for _, u := range users {
+	observer.Send("MODE %s +o %s", channel, prober.Nick)
+	for _, u := range append(users, prober) {
 		u.Expect("op", func(m ircmsg.Message) bool {
 			return m.Command == "MODE" && strings.Contains(strings.Join(m.Params, " "), u.Nick)
 		})

@@ -30,7 +30,7 @@ type Result struct {
 func (r Result) Passed() bool { return r.Err == "" && len(r.Failed) == 0 && r.TestErr == nil }
 
 // Run runs TestSoak in root (the working tree's harness and checker)
-// with env's SOAK_ variables (and none of the caller's), keeping the run
+// with CI=1 and env's SOAK_ variables (and none of the caller's), keeping the run
 // in out (SOAK_OUT is out/run, the test's output out/test.log).
 func Run(root, out string, env map[string]string) Result {
 	start := time.Now()
@@ -48,7 +48,8 @@ func Run(root, out string, env map[string]string) Result {
 	defer log.Close()
 	r.Log = log.Name()
 	soakOut := filepath.Join(out, "run")
-	vars := map[string]string{"SOAK_OUT": soakOut}
+	// As .ci/run runs it: a fault not injected fails the run.
+	vars := map[string]string{"SOAK_OUT": soakOut, "CI": "1"}
 	for k, v := range env {
 		vars[k] = v
 	}
@@ -68,11 +69,13 @@ func Run(root, out string, env map[string]string) Result {
 	return r
 }
 
-// Env is environ less every SOAK_ variable, then vars, sorted.
+// Env is environ less every SOAK_ variable and those vars sets, then
+// vars, sorted.
 func Env(environ []string, vars map[string]string) []string {
 	var env []string
 	for _, e := range environ {
-		if !strings.HasPrefix(e, "SOAK_") {
+		k, _, _ := strings.Cut(e, "=")
+		if _, set := vars[k]; !set && !strings.HasPrefix(e, "SOAK_") {
 			env = append(env, e)
 		}
 	}
