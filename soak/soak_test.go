@@ -215,7 +215,7 @@ func TestSoak(t *testing.T) {
 	s.note("soak: duration %v, seed %d, scale %+v", dur, seed, sc)
 	if need := schedEnd + scheduleCool; need > dur {
 		// The first round of faults is drawn whole: every kind once.
-		s.note("soak: the first round of faults (every kind once) and the cool-down need %v: the run lasts that, not SOAK_DURATION=%v", need.Round(time.Second), dur)
+		s.note("soak: the schedule (its first round of faults drawn whole: every kind once) and the cool-down need %v: the run lasts that, not SOAK_DURATION=%v", need.Round(time.Second), dur)
 		dur = need
 	}
 	for _, st := range sched {
