@@ -356,7 +356,13 @@ func apiProxy(t *testing.T, s *soak) string {
 				return nil
 			}
 			var tr wire.TakeResponse
-			if json.Unmarshal(b, &tr) == nil && tr.Job != nil {
+			if json.Unmarshal(b, &tr) != nil {
+				return nil
+			}
+			if tr.Job == nil {
+				s.takesNone.Add(1) // the schedule's pause counts them
+			}
+			if tr.Job != nil {
 				id, _ := resp.Request.Context().Value(takeIDKey{}).(string)
 				s.rec.Add(history.Event{Kind: history.Take, Actor: "api-proxy", Via: history.ViaProxy,
 					Target: resp.Request.Header.Get(wire.HeaderKey), Ident: tr.Job.Ident, URL: s.jobs.urlOf(tr.Job.Ident), Text: id})

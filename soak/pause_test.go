@@ -67,10 +67,14 @@ func (s *soak) pauseWithBacklog(u *irctest.User, st step) {
 		return
 	}
 	aside := s.jobsAside()
-	s.note("pause-queue: every queue paused with %d jobs waiting aside, queued before the pause; the pipelines ask for %v", aside, pauseQueueHold)
+	none := s.takesNone.Load()
 	thaw()
 	s.waitUntil(time.Now().Add(pauseQueueHold))
+	// The API takes answered with no job while the pause held (the
+	// direct and bridged pipelines' polls of Redis are not seen here).
+	none = s.takesNone.Load() - none
 	s.resume(u, "all")
+	s.note("pause-queue: every queue paused with %d jobs waiting aside, queued before the pause; for %v the pipelines asked for jobs: %d API takes answered with none", aside, pauseQueueHold, none)
 }
 
 // jobsAside counts the jobs in the queues' lists aside

@@ -96,6 +96,9 @@ type soak struct {
 	// finish report in the channel.
 	reportSeen chan struct{}
 	nextID     atomic.Int64
+	// takesNone counts the API takes the node answered with no job
+	// (the API proxy's; pause_test.go).
+	takesNone atomic.Int64
 
 	leaderMu sync.Mutex
 	leader   string
