@@ -45,6 +45,11 @@ type Options struct {
 	ProbeSlack time.Duration
 	// WarmUp is the fraction of the run left out of the slopes.
 	WarmUp float64
+	// MinSlopeWindow: over a shorter window (after warm-up) a series
+	// may rise by what its limit adds in MinSlopeWindow, a fixed rise
+	// however short the window (the slope judged against limit ×
+	// MinSlopeWindow / window).
+	MinSlopeWindow time.Duration
 	// MinSamples: a series with a limit needs this many samples after
 	// warm-up to be judged; a run with fewer fails (invariant 6's
 	// floor). Every metric with a limit needs one such series.
@@ -82,6 +87,7 @@ func DefaultOptions() Options {
 		ProbeSlack:       2 * time.Second,
 		EndGrace:         10 * time.Second,
 		WarmUp:           0.2,
+		MinSlopeWindow:   10 * time.Minute,
 		MinSamples:       6,
 		PipelineKinds:    []string{"api", "bridge", "direct"},
 		MinViewerEntries: 100,
@@ -159,9 +165,9 @@ type Slope struct {
 	// samples show, not a slope their noise could give.
 	StdErr float64 `json:"std_err"`
 	Limit  float64 `json:"limit"` // 0: not judged
-	// Allowed is the slope it was judged against: Limit, whatever the
-	// window (a short window's allowance does not grow; it needs
-	// MinSamples after warm-up instead).
+	// Allowed is the slope it was judged against: Limit, or over a
+	// window shorter than MinSlopeWindow the slope of a fixed rise
+	// (what Limit adds in MinSlopeWindow).
 	Allowed  float64       `json:"allowed"`
 	Window   time.Duration `json:"window"`
 	Samples  int           `json:"samples"`

@@ -15,24 +15,37 @@ func TestGrowingRSSFails(t *testing.T) {
 	for s := 0.0; s <= 3600; s += 30 {
 		r.add(s, history.Event{Kind: history.Sample, Actor: "node-b", Num: map[string]float64{"rss_bytes": 40e6 + s/3600*100e6}})
 	}
-	failsOnly(t, r.check(t), 6, "node-b/rss_bytes grows +100.0 MB per hour after warm-up (limit +50.0 MB over 47m30s, 96 samples")
+	failsOnly(t, r.check(t), 6, "node-b/rss_bytes grows +100.0 MB per hour after warm-up (limit +50.0 MB, judged against +50.0 MB over 47m30s, 96 samples")
 }
 
-// TestShortRunAllowanceDoesNotGrow: a short run is held to the same
-// slope as a long one. The allowance used to be scaled up to what an hour
-// may add (limit × 1h / window): a minute's run could add 50 MB of RSS
-// and pass. Noise alone still passes (the slope less twice its standard
-// error is judged).
+// TestShortRunAllowanceDoesNotGrow: over a window shorter than
+// MinSlopeWindow a series may rise by what its limit adds in
+// MinSlopeWindow (8.3 MB of RSS), whatever the window: the allowance
+// used to be what the limit adds in an hour (+50 MB), so a 1-minute run
+// could add 40 MB of RSS and pass. The same rise fails (or passes) over a
+// 1-minute and a 2-minute run alike.
 func TestShortRunAllowanceDoesNotGrow(t *testing.T) {
-	r := clean()
-	// A minute's run: node-b grows 0.5 MB a second, 24 MB over the
-	// window after warm-up, far less than an hour's limit.
-	for s := 0.0; s <= 60; s += 5 {
-		r.add(s, history.Event{Kind: history.Sample, Actor: "node-b", Num: map[string]float64{"rss_bytes": 40e6 + s*0.5e6}})
+	rising := func(length, mb float64) *run {
+		r := clean()
+		if length > 60 {
+			r.longer(length, true)
+		}
+		for s := 0.0; s <= length; s += 5 {
+			r.add(s, history.Event{Kind: history.Sample, Actor: "node-b", Num: map[string]float64{"rss_bytes": 40e6 + s/length*mb*1e6}})
+		}
+		return r
 	}
-	failsOnly(t, r.check(t), 6, "node-b/rss_bytes grows +1800.0 MB per hour after warm-up (limit +50.0 MB over 45s, 10 samples")
-	// Noise about a flat line, as large as the growth above: passes.
-	r = clean()
+	for _, length := range []float64{60, 120} {
+		// 12 MB over the run: about 10 MB after warm-up, more than the
+		// 8.3 MB ten minutes allow.
+		failsOnly(t, rising(length, 12).check(t), 6, "node-b/rss_bytes grows", "(limit +50.0 MB, judged against")
+		// 8 MB: about 6.5 MB after warm-up, within it.
+		if res := rising(length, 8).check(t); !res.Invariant(6).Pass {
+			t.Errorf("a %.0f-s run rising 8 MB fails:\n%s", length, res.Summary())
+		}
+	}
+	// Noise about a flat line, as large as the rise above: passes.
+	r := clean()
 	for i, s := 0, 0.0; s <= 60; i, s = i+1, s+5 {
 		r.add(s, history.Event{Kind: history.Sample, Actor: "node-b", Num: map[string]float64{"rss_bytes": 40e6 + float64(i%2)*12e6}})
 	}

@@ -238,7 +238,7 @@ func TestRunWritesReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"<svg", "kill-leader", "Resident memory", "PASS", "Command reply latency"} {
+	for _, w := range []string{"<svg", "kill-leader", "Resident memory", "PASS", "Command reply latency", "Judgements left out", "near a clock skew"} {
 		if !strings.Contains(string(html), w) {
 			t.Errorf("report lacks %q", w)
 		}
