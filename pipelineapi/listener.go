@@ -1,13 +1,13 @@
 package pipelineapi
 
 import (
-	"log/slog"
 	"net"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	refuselog "github.com/archiveteam/archivebot-go/internal/refusal"
 )
 
 // limitListener caps the API's open connections, in total and per remote
@@ -21,15 +21,14 @@ type limitListener struct {
 	net.Listener
 	max, perAddr int  // <= 0: no cap
 	plain        bool // the listener serves plain HTTP: refusals get an answer
-	log          *slog.Logger
+	log          *refuselog.Log
 
-	mu      sync.Mutex
-	total   int
-	byAddr  map[string]int
-	lastLog time.Time
+	mu     sync.Mutex
+	total  int
+	byAddr map[string]int // by addrClass: an IPv6 address by its /64
 }
 
-func newLimitListener(ln net.Listener, max, perAddr int, plain bool, log *slog.Logger) *limitListener {
+func newLimitListener(ln net.Listener, max, perAddr int, plain bool, log *refuselog.Log) *limitListener {
 	return &limitListener{Listener: ln, max: max, perAddr: perAddr, plain: plain, log: log, byAddr: map[string]int{}}
 }
 
@@ -56,7 +55,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		host := remoteHost(c)
+		host := addrClass(remoteHost(c))
 		l.mu.Lock()
 		limit := ""
 		switch {
@@ -69,19 +68,13 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			l.byAddr[host]++
 			metrics.APIConnections(1)
 		}
-		logIt := limit != "" && time.Since(l.lastLog) >= 10*time.Second
-		if logIt {
-			l.lastLog = time.Now()
-		}
 		l.mu.Unlock()
 		if limit == "" {
 			return &limitedConn{Conn: c, l: l, host: host}, nil
 		}
 		metrics.APIConnectionRefused(limit)
-		if logIt {
-			l.log.Warn("pipeline API connection refused: too many open connections (logged at most every 10 s; counted in /metrics)",
-				"limit", limit, "remote", c.RemoteAddr().String(), "max_conns", l.max, "max_conns_per_addr", l.perAddr)
-		}
+		l.log.Refused("api_conn_"+limit, host, "what", "pipeline API connection refused: too many open connections",
+			"limit", limit, "remote", c.RemoteAddr().String(), "max_conns", l.max, "max_conns_per_addr", l.perAddr)
 		if l.plain {
 			// A fresh socket's send buffer takes this at once; the
 			// deadline keeps a refusal from ever holding Accept up.
