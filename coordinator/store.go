@@ -27,7 +27,7 @@ type Store interface {
 	IndexFinished(ctx context.Context, ident string) error
 	RecordJobEnd(ctx context.Context, ident string, aborted bool, by string) error
 	ScanStarts(ctx context.Context, notifyDefault bool) (store.StartScan, error)
-	AllAvoidNotice(ctx context.Context, ident string, n store.AdminNotice) (bool, error)
+	AllAvoidNotice(ctx context.Context, ident, site string, period time.Duration, n store.AdminNotice) (store.AllAvoid, error)
 	WaitingOf(ctx context.Context, ident, url string) (*store.Waiting, error)
 
 	// Job records.

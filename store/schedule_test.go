@@ -266,6 +266,35 @@ func TestTakeScanBound(t *testing.T) {
 	})
 }
 
+// A queue filled past the bound with jobs the key avoids does not shadow
+// the next queue: pending:NAME, which anyone can fill with !ao
+// --pipeline=NAME, is tried first, and the bound is each queue's. The old
+// bound stopped the whole take: {"job":null} while pending-ao held a job.
+func TestTakeScanBoundPerQueue(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+		st.SetTakeRules(store.TakeRules{ScanLimit: 5})
+		addKey(t, ctx, st, "victim")
+		if err := st.SetPipelineKeyAvoid(ctx, "victim", []string{"example.com"}); err != nil {
+			t.Fatal(err)
+		}
+		named := store.KeyPendingNamed("victim")
+		for i := range 8 {
+			queueJob(t, ctx, st, fmt.Sprintf("e%d", i), "mallory", fmt.Sprintf("http://e%d.example.com/", i), named)
+		}
+		queueJob(t, ctx, st, "real", "erin", "http://example.org/", store.KeyPendingAO)
+		j, stats, err := st.APITakeStats(ctx, "victim", "ed25519:victim", []string{named, store.KeyPendingAO})
+		if err != nil || j == nil || j.Ident != "real" {
+			t.Fatalf("take = %v, %+v, %v; want job real from %s past the %d avoided jobs of %s", j, stats, err, store.KeyPendingAO, 8, named)
+		}
+		if !stats.BoundHit || stats.Skipped != 5 {
+			t.Errorf("stats %+v: want the bound hit on %s and its 5 examined jobs skipped", stats, named)
+		}
+		if got := len(list(t, b, named)); got != 8 {
+			t.Fatalf("skipped jobs lost their place: %d left", got)
+		}
+	})
+}
+
 // Two pipelines racing for the last job the limit allows: exactly one
 // gets it.
 func TestTakeRaceForLastAllowedJob(t *testing.T) {
