@@ -193,6 +193,46 @@ func TestPauseAll(t *testing.T) {
 	})
 }
 
+// Pausing "all" sets aside a queue created between the node's read of the
+// queue index and the pause script: the script checks the index itself.
+// The old pause left it under its name, open to direct pipelines
+// (RPOPLPUSH), and the resume of "all" likewise.
+func TestPauseAllCatchesQueueCreatedMeanwhile(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+		late := store.KeyPendingNamed("late")
+		once := true
+		st.SetBeforePauseScriptForTest(func() {
+			if once {
+				once = false
+				queueJob(t, ctx, st, "l1", "erin", "http://l1.example.com/", late)
+			}
+		})
+		if err := st.PauseQueue(ctx, store.PauseAll, "JAA", "incident"); err != nil {
+			t.Fatal(err)
+		}
+		if got := list(t, b, late); len(got) != 0 {
+			t.Fatalf("%s created while all was being paused holds %v under its name: a direct pipeline takes it", late, got)
+		}
+		if got := list(t, b, store.KeyPausedQueue(late)); !slices.Equal(got, []string{"l1"}) {
+			t.Fatalf("set aside: %v, want [l1]", got)
+		}
+		once = true
+		st.SetBeforePauseScriptForTest(func() {
+			if once {
+				once = false
+				// While all is paused, a new queue's jobs go aside.
+				queueJob(t, ctx, st, "r1", "erin", "http://r1.example.com/", store.KeyPendingNamed("later"))
+			}
+		})
+		if err := st.ResumeQueue(ctx, store.PauseAll); err != nil {
+			t.Fatal(err)
+		}
+		if got := list(t, b, store.KeyPendingNamed("later")); !slices.Equal(got, []string{"r1"}) {
+			t.Fatalf("a queue created while all was being resumed: %v under its name, want [r1] (left aside for ever)", got)
+		}
+	})
+}
+
 // An avoided site goes to another pipeline; the avoiding one takes the
 // next job instead.
 func TestTakeAvoidGoesToAnotherPipeline(t *testing.T) {
