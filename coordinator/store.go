@@ -67,7 +67,7 @@ type Store interface {
 	AcquireLease(ctx context.Context, node string, ttl time.Duration) (store.LeaseHolder, bool, error)
 	RenewLease(ctx context.Context, value string, ttl time.Duration) (bool, error)
 	ReleaseLease(ctx context.Context, value string) (bool, error)
-	ClockOffset(ctx context.Context) (time.Duration, error)
+	ClockOffset(ctx context.Context) (off, rtt time.Duration, err error)
 }
 
 var _ Store = (*store.Store)(nil)
