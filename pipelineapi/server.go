@@ -362,6 +362,7 @@ func refuse(status int, code, reason string) *refusal {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	op, ident, ok := route(r)
 	if !ok {
 		s.answerRefusal(w, r, "-", "route", refuse(http.StatusNotFound, "not_found", "no such endpoint (doc/pipeline-api.md)"), false)
@@ -382,7 +383,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// node wait for (or hold) a body.
 	// Refusals before a request is verified count under key "-": a
 	// stranger who knows a key's name cannot skew its figures.
-	p, pub, rf := t.precheck(r)
+	p, pub, rf := t.precheck(r, arrived)
 	if rf != nil {
 		label := "-"
 		// Close without reading the body: net/http would otherwise read
@@ -545,7 +546,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // timestamp fresh (the announced body length is readBody's). It
 // returns the parsed headers (p.Key also on a refusal, for counting) and
 // the key's public key.
-func (t *term) precheck(r *http.Request) (wire.Parsed, ed25519.PublicKey, *refusal) {
+func (t *term) precheck(r *http.Request, arrived time.Time) (wire.Parsed, ed25519.PublicKey, *refusal) {
 	p, err := wire.ParseHeaders(r.Header.Get)
 	if err != nil {
 		code := wire.ErrMalformed.Error()
@@ -555,6 +556,12 @@ func (t *term) precheck(r *http.Request) (wire.Parsed, ed25519.PublicKey, *refus
 		return wire.Parsed{Key: r.Header.Get(wire.HeaderKey)}, nil, refuse(http.StatusUnauthorized, code, err.Error())
 	}
 	pub, revoked := t.publicKey(p.Key)
+	if pub == nil && wire.ValidKeyName(p.Key) {
+		// Registered since the last read? (pipeline-key add, then the
+		// pipeline's first request at once.)
+		t.knowKeysSince(r.Context(), arrived)
+		pub, revoked = t.publicKey(p.Key)
+	}
 	if revoked {
 		return p, nil, refuse(http.StatusUnauthorized, "revoked_key", "key "+p.Key+" was revoked")
 	}
