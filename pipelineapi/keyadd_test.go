@@ -3,6 +3,7 @@ package pipelineapi
 import (
 	"context"
 	"crypto/ed25519"
+	"reflect"
 	"testing"
 
 	"github.com/archiveteam/archivebot-go/internal/redistest"
@@ -44,6 +45,28 @@ func TestKeyUsableOnceAdded(t *testing.T) {
 		h.queue("j2", store.KeyPending)
 		if j, err := c2.Take(ctx, wire.TakeRequest{}); err != nil || j == nil {
 			t.Fatalf("a second key just added: %v %v", j, err)
+		}
+	})
+}
+
+// TestFlushedSeesBatchedWrites: the harness's "nothing written" check
+// (sameDump) waits on a flush pass, not a fixed sleep: a batched write is
+// seen even when the periodic flush never runs. The old check slept
+// 3 × FlushInterval (150 ms) and compared, whatever had been written by
+// then.
+func TestFlushedSeesBatchedWrites(t *testing.T) {
+	eachHarness(t, Options{FlushInterval: 1 << 62}, func(t *testing.T, b *redistest.Backend, h *harness, ctx context.Context) {
+		c := h.holding("alpha", "j")
+		before := h.dump()
+		if _, err := c.Update(ctx, "j", wire.UpdateRequest{Incr: map[string]int64{"bytes_downloaded": 10}}); err != nil {
+			t.Fatal(err)
+		}
+		if after := h.dump(); !reflect.DeepEqual(after[store.KeyJob("j")], before[store.KeyJob("j")]) {
+			t.Fatal("the update was written at once; this test needs a batched write")
+		}
+		h.flushed()
+		if v, _ := b.Client.HGet(ctx, store.KeyJob("j"), "bytes_downloaded").Result(); v != "10" {
+			t.Fatalf("after flushed: bytes_downloaded %q, want 10", v)
 		}
 	})
 }

@@ -26,6 +26,8 @@ type term struct {
 	s   *Server
 	ctx context.Context
 
+	flushMu sync.Mutex // held by a flush pass (flushNow)
+
 	// onDemand is held by the one refresh a request with a key not known
 	// yet waits for (knowKeysSince); lastOnDemand spaces them.
 	onDemand     sync.Mutex
@@ -138,8 +140,7 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Wait()
 	// Last flush: a clean stop loses nothing accepted.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
-	t.flushAll(fctx)
-	t.flushStats(fctx)
+	t.flushNow(fctx)
 	cancel()
 	return nil
 }
@@ -408,10 +409,17 @@ func (t *term) takeLost(j *heldJob) bool {
 }
 
 func (t *term) flushLoop(ctx context.Context) {
-	run.Every(ctx, t.s.log, "pipeline API flush", run.Schedule{Interval: t.s.opt.FlushInterval}, func(ctx context.Context) {
-		t.flushAll(ctx)
-		t.flushStats(ctx)
-	})
+	run.Every(ctx, t.s.log, "pipeline API flush", run.Schedule{Interval: t.s.opt.FlushInterval}, t.flushNow)
+}
+
+// flushNow writes everything pending (counters, then key statistics),
+// one pass at a time: when it returns, whatever requests answered before
+// it was called left to write is written.
+func (t *term) flushNow(ctx context.Context) {
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
+	t.flushAll(ctx)
+	t.flushStats(ctx)
 }
 
 // flushAll writes every job's pending counters: one script per job with
