@@ -146,6 +146,9 @@ func (c *Config) setDefaults() {
 	zero(&c.Pipelines.MaxConns, DefaultPipelineMaxConns)
 	zero(&c.Pipelines.MaxConnsPerAddr, DefaultPipelineMaxConnsPerAddr)
 	zero(&c.Pipelines.MaxWaitingTakes, DefaultPipelineMaxWaitingTakes)
+	zero(&c.Pipelines.BodyBudget, DefaultPipelineBodyBudget)
+	zero(&c.Pipelines.BodyBudgetPerAddr, DefaultPipelineBodyBudgetPerAddr)
+	zero(&c.Pipelines.BodyBudgetPerKey, DefaultPipelineBodyBudgetPerKey)
 	zero(&c.HTTP.RecentMaxBytes, DefaultRecentMaxBytes)
 	def(&c.Pipelines.ReadTimeout, DefaultPipelineReadTimeout)
 	def(&c.Pipelines.IdleTimeout, DefaultPipelineIdleTimeout)
@@ -249,6 +252,9 @@ func LoadPartial(path string, o Overrides) (*Config, error) {
 			{[]string{"jobs", "ban_check_responses"}, &c.Jobs.BanCheckResponses},
 			{[]string{"pipelines", "max_conns_per_addr"}, &c.Pipelines.MaxConnsPerAddr},
 			{[]string{"pipelines", "max_waiting_takes"}, &c.Pipelines.MaxWaitingTakes},
+			{[]string{"pipelines", "body_budget"}, &c.Pipelines.BodyBudget},
+			{[]string{"pipelines", "body_budget_per_addr"}, &c.Pipelines.BodyBudgetPerAddr},
+			{[]string{"pipelines", "body_budget_per_key"}, &c.Pipelines.BodyBudgetPerKey},
 			{[]string{"http", "recent_max_bytes"}, &c.HTTP.RecentMaxBytes},
 			{[]string{"http", "stream_unread_bytes"}, &c.HTTP.StreamUnreadBytes},
 			{[]string{"http", "stream_unread_bytes_upstream"}, &c.HTTP.StreamUnreadBytesUpstream},
@@ -490,6 +496,9 @@ func (c *Config) validate() Problems {
 	}
 	if c.Pipelines.MaxConns < 0 || c.Pipelines.MaxConnsPerAddr < 0 || c.Pipelines.MaxWaitingTakes < 0 {
 		bad("pipelines.max_conns", "max_conns, max_conns_per_addr and max_waiting_takes must not be negative (0: no limit)")
+	}
+	if c.Pipelines.BodyBudget < 0 || c.Pipelines.BodyBudgetPerAddr < 0 || c.Pipelines.BodyBudgetPerKey < 0 {
+		bad("pipelines.body_budget", "body_budget, body_budget_per_addr and body_budget_per_key must not be negative (0: no limit)")
 	}
 	if c.Pipelines.ReadTimeout.Duration < 0 || c.Pipelines.IdleTimeout.Duration < 0 || c.Pipelines.WriteTimeout.Duration < 0 {
 		bad("pipelines.read_timeout", "read_timeout, idle_timeout and write_timeout must not be negative (0: none)")

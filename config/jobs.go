@@ -12,8 +12,8 @@ const (
 	// happened to a write Redis took but did not answer.
 	DefaultOutcomeWait = 3 * time.Minute
 
-	// DefaultTakeScanLimit is the most queued jobs one take examines
-	// (doc/pipeline-api.md, The take rule).
+	// DefaultTakeScanLimit is the most queued jobs of each queue one
+	// take examines (doc/pipeline-api.md, The take rule).
 	DefaultTakeScanLimit = 1000
 
 	// DefaultBanCheckResponses is how many first responses of a job decide

@@ -15,6 +15,15 @@ const (
 	DefaultPipelineIdleTimeout     = 60 * time.Second
 	DefaultPipelineWriteTimeout    = 30 * time.Second
 	DefaultPipelineMaxWaitingTakes = 8
+	// The bytes of request bodies the API holds while it reads and checks
+	// them (doc/pipeline-api.md, Listener): in total, per remote address
+	// (an IPv6 address by its /64) and per key name. Measured in
+	// doc/benchmarks.md (Attacks on the pipeline API): 512 connections
+	// from 9 addresses sending 4 MiB bodies cost the node at most 32 MiB
+	// of bodies at once, and a legitimate take is answered meanwhile.
+	DefaultPipelineBodyBudget        = 32 << 20
+	DefaultPipelineBodyBudgetPerAddr = 8 << 20
+	DefaultPipelineBodyBudgetPerKey  = 8 << 20
 )
 
 // Pipelines configures the pipeline API listener (doc/pipeline-api.md).
@@ -45,4 +54,12 @@ type Pipelines struct {
 	IdleTimeout     Duration `toml:"idle_timeout"`
 	WriteTimeout    Duration `toml:"write_timeout"`
 	MaxWaitingTakes int      `toml:"max_waiting_takes"`
+	// BodyBudget (default 32 MiB), BodyBudgetPerAddr (8 MiB) and
+	// BodyBudgetPerKey (8 MiB) bound the bytes of request bodies over
+	// 16 KiB held while they are read and checked, in total, per remote
+	// address (IPv6 by /64) and per key name; a body that would pass one
+	// is refused 503 body_budget before it is read.
+	BodyBudget        int `toml:"body_budget"`
+	BodyBudgetPerAddr int `toml:"body_budget_per_addr"`
+	BodyBudgetPerKey  int `toml:"body_budget_per_key"`
 }

@@ -20,24 +20,31 @@ const (
 	// DefaultAvoidWatchJobs bounds the queued jobs one cycle looks at
 	// (the next to run of each queue first): each costs a few round trips.
 	DefaultAvoidWatchJobs = 100
+	// DefaultAvoidSitePeriod: at most one line per avoided site (the
+	// avoid rule) in this period; the site's other jobs are marked as
+	// told by it.
+	DefaultAvoidSitePeriod = time.Hour
 )
 
 // AvoidWatcher looks at queued jobs every Interval and queues the line
 // "every pipeline avoids its site" for each job it holds, once per job
-// (store.AllAvoidNotice: a marker and the notice in one script, so a
-// restart or a new leader does not repeat it). Delivery is the admin
+// and at most once per site and SitePeriod (store.AllAvoidNotice: the
+// markers and the notice in one script, so a restart or a new leader does
+// not repeat it). Delivery is the admin
 // notices' (at least once).
 type AvoidWatcher struct {
 	store    Store
 	log      *slog.Logger
 	Interval time.Duration
 	MaxJobs  int
+	// SitePeriod bounds the lines per avoided site: one per period.
+	SitePeriod time.Duration
 }
 
 // NewAvoidWatcher returns an avoid watcher with the defaults.
 func NewAvoidWatcher(st Store, log *slog.Logger) *AvoidWatcher {
 	return &AvoidWatcher{store: st, log: serviceLog(log, "avoid-watch"),
-		Interval: DefaultAvoidWatchInterval, MaxJobs: DefaultAvoidWatchJobs}
+		Interval: DefaultAvoidWatchInterval, MaxJobs: DefaultAvoidWatchJobs, SitePeriod: DefaultAvoidSitePeriod}
 }
 
 // AllAvoidLine is the channel line for a queued job every connected
@@ -67,6 +74,7 @@ func (a *AvoidWatcher) runOnce(ctx context.Context) error {
 			break
 		}
 	}
+	covered := 0
 	for _, j := range jobs {
 		if j.URL == "" {
 			continue
@@ -83,13 +91,20 @@ func (a *AvoidWatcher) runOnce(ctx context.Context) error {
 			continue // gone or not a job: nothing to say
 		}
 		line := AllAvoidLine(j.Ident, w)
-		queued, err := a.store.AllAvoidNotice(ctx, j.Ident, store.AdminNotice{Channel: job.StartedIn.Value, Text: line})
+		did, err := a.store.AllAvoidNotice(ctx, j.Ident, w.AvoidRule, a.SitePeriod, store.AdminNotice{Channel: job.StartedIn.Value, Text: line})
 		if err != nil {
 			return err
 		}
-		if queued {
+		switch did {
+		case store.AllAvoidQueued:
 			a.log.Info("every pipeline avoids a queued job's site", "ident", j.Ident, "line", line)
+		case store.AllAvoidCovered:
+			covered++
 		}
+	}
+	if covered > 0 {
+		a.log.Info("every pipeline avoids queued jobs' sites already announced this period: no line for them",
+			"jobs", covered, "period", a.SitePeriod)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/archiveteam/archivebot-go/internal/redistest"
@@ -73,6 +74,55 @@ func TestAllAvoidLineOnce(t *testing.T) {
 		}
 		if n := notices(); len(n) != 1 {
 			t.Fatalf("notices after a second watcher: %+v", n)
+		}
+	})
+}
+
+// TestAllAvoidLinePerSite: a stranger who queues 25 jobs on a site every
+// pipeline avoids gets one line in the channel for the site and period,
+// not one per job (which also spelled out the pipelines' avoid lists job
+// after job); the other jobs are marked as told. The old watcher said 25.
+func TestAllAvoidLinePerSite(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := context.Background()
+		st := store.New(b.Client)
+		for i := range 25 {
+			j := store.NewJob{Ident: fmt.Sprintf("sq%02d", i), URL: fmt.Sprintf("https://s%d.squarespace.com/", i),
+				StartedBy: "mallory", StartedIn: "#a", Queue: store.KeyPendingAO, FetchDepth: "inf"}
+			if err := st.Register(ctx, j); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.AddPipelineKey(ctx, "pipe-a", "ed25519:pipe-a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.APIReport(ctx, "pipe-a", map[string]string{"api_key": "pipe-a", "nickname": "pipe-a", "id": store.APIPipelineKey("pipe-a")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetPipelineKeyAvoid(ctx, "pipe-a", []string{"squarespace.com"}); err != nil {
+			t.Fatal(err)
+		}
+		w := NewAvoidWatcher(st, nil)
+		for range 2 {
+			if err := w.runOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := b.Client.LLen(ctx, store.KeyAdminNotices).Val(); n != 1 {
+			t.Fatalf("%d lines for 25 jobs on one avoided site, want 1", n)
+		}
+		// A new period: one more line (for a job not told yet), not 24.
+		b.Client.Del(ctx, store.KeyAllAvoidSite("squarespace.com"))
+		j := store.NewJob{Ident: "sqlate", URL: "https://late.squarespace.com/", StartedBy: "mallory", StartedIn: "#a",
+			Queue: store.KeyPendingAO, FetchDepth: "inf"}
+		if err := st.Register(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.runOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.Client.LLen(ctx, store.KeyAdminNotices).Val(); n != 2 {
+			t.Fatalf("%d lines after the period, want 2", n)
 		}
 	})
 }

@@ -58,18 +58,20 @@ func (l *Lease) ClockProblem() string {
 }
 
 // clockOK measures the node's clock against Redis's TIME and records the
-// outcome; false when it is off by more than MaxClockSkew (a failed
-// measurement does not count: the lease scripts fail the same way).
+// outcome; false when it is certainly off by more than MaxClockSkew: the
+// offset is known within half the round trip, so a slow TIME answer (a
+// busy Redis or network, 12 s say) is not taken for a skewed clock; nor
+// does a failed measurement count (the lease scripts fail the same way).
 func (l *Lease) clockOK(ctx context.Context) bool {
 	if l.MaxClockSkew <= 0 {
 		return true
 	}
-	off, err := l.store.ClockOffset(ctx)
+	off, rtt, err := l.store.ClockOffset(ctx)
 	if err != nil {
 		return true
 	}
 	problem := ""
-	if off > l.MaxClockSkew || off < -l.MaxClockSkew {
+	if off.Abs()-rtt/2 > l.MaxClockSkew {
 		problem = "this node's clock is " + off.Round(time.Millisecond).String() + " from Redis's TIME (at most " +
 			l.MaxClockSkew.String() + ", ha.max_clock_skew): it does not lead until the clocks agree (fix NTP)"
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
@@ -126,6 +128,55 @@ func TestLeaseRefusesSkewedClock(t *testing.T) {
 		testproc.Eventually(t, "leading once the clock agrees", func() bool { return len(led) == 1 })
 		if l.ClockProblem() != "" {
 			t.Errorf("clock problem still said: %q", l.ClockProblem())
+		}
+	})
+}
+
+// slowTime delays the answers to TIME by d, after Redis read its clock:
+// a slow round trip (a busy Redis or network).
+type slowTime struct{ d time.Duration }
+
+func (h slowTime) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h slowTime) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h slowTime) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if cmd.Name() == "time" {
+			time.Sleep(h.d)
+		}
+		return err
+	}
+}
+
+// A slow TIME round trip is not a skewed clock: the offset is known only
+// within half the round trip, and a node whose clock agrees keeps
+// leading however slow the answer (here 4 × ha.max_clock_skew, as 12 s
+// against the default 5 s would be). The old check took rtt/2 as skew and
+// made the leader step down.
+func TestLeaseSlowTimeIsNotSkew(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := redis.NewClient(b.Client.Options())
+		defer c.Close()
+		c.AddHook(slowTime{d: 200 * time.Millisecond})
+		s := store.New(c)
+		l := coordinator.NewLease(s, "slow", 2*time.Second, nil)
+		l.MaxClockSkew = 50 * time.Millisecond
+		led := make(chan struct{}, 1)
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			l.Run(ctx, func(ctx context.Context) {
+				led <- struct{}{}
+				<-ctx.Done()
+			})
+		}()
+		defer func() { stop(); <-done }()
+		testproc.Eventually(t, "leading or a clock problem", func() bool { return len(led) == 1 || l.ClockProblem() != "" })
+		if p := l.ClockProblem(); p != "" {
+			t.Fatalf("a slow TIME answer taken for a skewed clock: %s", p)
 		}
 	})
 }

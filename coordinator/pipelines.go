@@ -86,6 +86,15 @@ type changeState struct {
 	Said string `json:"said"`
 	// Held counts the changes not announced since.
 	Held int `json:"held"`
+	// ConnAt starts the period (ChangeEvery) of its connected and
+	// disconnected lines (UNIX seconds), ConnSaid counts those posted in
+	// it (at most connBurst), ConnHeld those held back; Nick and ID name
+	// it in the line that sums them up, when it may be gone.
+	ConnAt   int64  `json:"conn_at,omitempty"`
+	ConnSaid int    `json:"conn_said,omitempty"`
+	ConnHeld int    `json:"conn_held,omitempty"`
+	Nick     string `json:"nick,omitempty"`
+	ID       string `json:"id,omitempty"`
 }
 
 // maxClockSkew is how far ahead of the bot's clock a pipeline's ts may be
@@ -208,14 +217,20 @@ func (n *PipelineNotifier) diff(cur map[string]store.PipelineInfo, now time.Time
 	for _, k := range sortedKeys(n.known) {
 		if _, ok := cur[k]; !ok {
 			p := n.known[k]
-			n.queue(fmt.Sprintf("Pipeline %q (%s) disconnected.", noticeNick(p.Nickname), noticeID(p.ID)))
+			if ok, more := n.connLine(k, p, now); ok {
+				n.queue(fmt.Sprintf("Pipeline %q (%s) disconnected.%s", noticeNick(p.Nickname), noticeID(p.ID), more))
+			}
 		}
 	}
 	for _, k := range sortedKeys(cur) {
 		p := cur[k]
 		old, ok := n.known[k]
 		if !ok {
-			n.queue(fmt.Sprintf("Pipeline %q (%s, version %s) connected.", noticeNick(p.Nickname), noticeID(p.ID), noticeVersion(p.Version)))
+			ok, more := n.connLine(k, p, now)
+			if !ok {
+				continue
+			}
+			n.queue(fmt.Sprintf("Pipeline %q (%s, version %s) connected.%s", noticeNick(p.Nickname), noticeID(p.ID), noticeVersion(p.Version), more))
 			if st := n.changes[k]; st != nil && st.Said != p.Version {
 				st.Said, st.Held = p.Version, 0 // the connect line said it
 				n.dirty[k] = true
@@ -223,6 +238,69 @@ func (n *PipelineNotifier) diff(cur map[string]store.PipelineInfo, now time.Time
 			continue
 		}
 		n.version(k, p, old.Version, now)
+	}
+	n.connSummaries(cur, now)
+}
+
+// connBurst is how many connected and disconnected lines one pipeline
+// gets per ChangeEvery (two restarts); the rest are held back.
+const connBurst = 4
+
+// connLine reports whether pipeline k's connected or disconnected line
+// may be posted now: at most connBurst per ChangeEvery per pipeline (a
+// key that reports and unregisters in turn would otherwise get a line
+// every cycle, about 2 a minute). A line held back is counted, and summed
+// up in the next line (more), or by connSummaries once the period has
+// passed.
+func (n *PipelineNotifier) connLine(k string, p store.PipelineInfo, now time.Time) (ok bool, more string) {
+	st := n.changes[k]
+	if st == nil {
+		st = &changeState{Said: p.Version}
+		n.changes[k] = st
+	}
+	st.Nick, st.ID = p.Nickname, p.ID
+	n.dirty[k] = true
+	inPeriod := n.cfg.ChangeEvery > 0 && st.ConnAt != 0 && now.Sub(time.Unix(st.ConnAt, 0)) < n.cfg.ChangeEvery
+	if inPeriod && st.ConnSaid >= connBurst {
+		st.ConnHeld++
+		metrics.PipelineNoticeHeld()
+		n.log.Info("pipeline connect/disconnect line held back (at most 4 per pipeline per notifier.pipeline_change_every)",
+			"pipeline", k, "held", st.ConnHeld, "every", n.cfg.ChangeEvery)
+		return false, ""
+	}
+	if !inPeriod {
+		if st.ConnHeld > 0 {
+			more = fmt.Sprintf(" (%d connects and disconnects in %s not announced.)", st.ConnHeld, shortDuration(now.Sub(time.Unix(st.ConnAt, 0))))
+		}
+		st.ConnAt, st.ConnSaid, st.ConnHeld = now.Unix(), 0, 0
+	}
+	st.ConnSaid++
+	return true, more
+}
+
+// connSummaries posts, for each pipeline whose connects and disconnects
+// were held back and whose ChangeEvery has passed, one line: where it is
+// now and how many it sums up.
+func (n *PipelineNotifier) connSummaries(cur map[string]store.PipelineInfo, now time.Time) {
+	keys := make([]string, 0, len(n.changes))
+	for k := range n.changes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		st := n.changes[k]
+		if st.ConnHeld == 0 || now.Sub(time.Unix(st.ConnAt, 0)) < n.cfg.ChangeEvery {
+			continue
+		}
+		state := "is disconnected"
+		if p, ok := cur[k]; ok {
+			state = fmt.Sprintf("is connected (version %s)", noticeVersion(p.Version))
+			st.Said, st.Held = p.Version, 0
+		}
+		n.queue(fmt.Sprintf("Pipeline %q (%s) %s. (%d connects and disconnects in %s not announced.)", noticeNick(st.Nick), noticeID(st.ID),
+			state, st.ConnHeld, shortDuration(now.Sub(time.Unix(st.ConnAt, 0)))))
+		st.ConnAt, st.ConnSaid, st.ConnHeld = now.Unix(), 1, 0
+		n.dirty[k] = true
 	}
 }
 
@@ -292,7 +370,7 @@ func (n *PipelineNotifier) loadChanges(ctx context.Context) {
 func (n *PipelineNotifier) saveChanges(ctx context.Context, cur map[string]store.PipelineInfo, now time.Time) {
 	var gone []string
 	for k, st := range n.changes {
-		if _, ok := cur[k]; !ok && now.Sub(time.Unix(st.At, 0)) >= n.cfg.ChangeEvery {
+		if _, ok := cur[k]; !ok && st.ConnHeld == 0 && now.Sub(time.Unix(max(st.At, st.ConnAt), 0)) >= n.cfg.ChangeEvery {
 			gone = append(gone, k)
 			delete(n.changes, k)
 			delete(n.dirty, k)

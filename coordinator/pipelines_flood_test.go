@@ -113,3 +113,57 @@ func TestPipelineReportCannotFloodChannel(t *testing.T) {
 		}
 	})
 }
+
+// TestPipelineFlapCannotFloodChannel: a key that reports and unregisters
+// in turn, every 30 s cycle for two hours, gets at most connBurst
+// connected/disconnected lines an hour (the default
+// notifier.pipeline_change_every) and one line an hour summing up the
+// rest; the lines held back are counted. The old notifier said one line
+// per cycle: 240.
+func TestPipelineFlapCannotFloodChannel(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+		clock := &svcClock{t: time.Unix(1_800_000_000, 0)}
+		ann := newSvcAnnouncer("#a")
+		n := NewPipelineNotifier(st, ann, PipelineNotifierConfig{SilentAfter: time.Hour, Now: clock.Now}, svcLog(t))
+		if err := n.runOnce(ctx); err != nil { // the baseline
+			t.Fatal(err)
+		}
+		if err := st.AddPipelineKey(ctx, "flap", "ed25519:flap"); err != nil {
+			t.Fatal(err)
+		}
+		held := heldNotices()
+		var lines []string
+		for i := range 240 {
+			clock.Add(30 * time.Second)
+			var err error
+			if i%2 == 0 {
+				err = st.APIReport(ctx, "flap", map[string]string{"nickname": "flap", "version": "1", "ts": fmt.Sprint(clock.Now().Unix())})
+			} else {
+				err = st.APIUnregister(ctx, "flap")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := n.runOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range ann.take() {
+				lines = append(lines, l.Text)
+			}
+		}
+		summaries := 0
+		for _, l := range lines {
+			if strings.Contains(l, "connects and disconnects in") {
+				summaries++
+			}
+		}
+		if len(lines) > 2*(connBurst+1) || summaries == 0 {
+			t.Fatalf("%d lines in two hours of flapping (%d summing up), want at most %d and a summary:\n%s",
+				len(lines), summaries, 2*(connBurst+1), strings.Join(lines, "\n"))
+		}
+		if got := heldNotices() - held; got < 200 {
+			t.Errorf("%.0f lines counted as held back, want the rest of 240", got)
+		}
+		t.Logf("%d lines, e.g. %q", len(lines), lines[len(lines)-1])
+	})
+}

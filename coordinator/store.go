@@ -27,7 +27,7 @@ type Store interface {
 	IndexFinished(ctx context.Context, ident string) error
 	RecordJobEnd(ctx context.Context, ident string, aborted bool, by string) error
 	ScanStarts(ctx context.Context, notifyDefault bool) (store.StartScan, error)
-	AllAvoidNotice(ctx context.Context, ident string, n store.AdminNotice) (bool, error)
+	AllAvoidNotice(ctx context.Context, ident, site string, period time.Duration, n store.AdminNotice) (store.AllAvoid, error)
 	WaitingOf(ctx context.Context, ident, url string) (*store.Waiting, error)
 
 	// Job records.
@@ -67,7 +67,7 @@ type Store interface {
 	AcquireLease(ctx context.Context, node string, ttl time.Duration) (store.LeaseHolder, bool, error)
 	RenewLease(ctx context.Context, value string, ttl time.Duration) (bool, error)
 	ReleaseLease(ctx context.Context, value string) (bool, error)
-	ClockOffset(ctx context.Context) (time.Duration, error)
+	ClockOffset(ctx context.Context) (off, rtt time.Duration, err error)
 }
 
 var _ Store = (*store.Store)(nil)

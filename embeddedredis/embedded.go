@@ -144,6 +144,7 @@ type Server struct {
 	password  string
 	path      string // snapshot file, "" = no persistence
 	dataDir   string
+	lock      *os.File // holds DataDir's lock (datalock.go) until Close
 	interval  time.Duration
 	syncEvery time.Duration // background fsync of the log
 
@@ -181,6 +182,7 @@ type Server struct {
 // corrupt one is an error naming the file, so that data is never silently
 // dropped. When the address is taken the error wraps ErrAddrInUse.
 func Start(opts Options) (*Server, error) {
+	started := false // the data directory's lock is let go unless Start succeeds
 	if opts.Addr == "" {
 		opts.Addr = DefaultAddr
 	}
@@ -209,6 +211,16 @@ func Start(opts Options) (*Server, error) {
 		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("embedded redis: data directory: %w", err)
 		}
+		lock, err := lockDataDir(opts.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		s.lock = lock
+		defer func() {
+			if !started {
+				lock.Close()
+			}
+		}()
 		s.path = filepath.Join(opts.DataDir, SnapshotFile)
 		removeStaleTemps(s.path, s.log)
 		snap, err := readSnapshotFile(s.path)
@@ -270,6 +282,7 @@ func Start(opts Options) (*Server, error) {
 	}
 	s.log.Info("embedded redis: listening", "addr", s.addr,
 		"password", opts.Password != "", "snapshot", s.path)
+	started = true
 	return s, nil
 }
 
@@ -362,6 +375,9 @@ func (s *Server) Close() error {
 			if err := s.aof.close(); err != nil && s.closeErr == nil {
 				s.closeErr = fmt.Errorf("embedded redis: log: %w", err)
 			}
+		}
+		if s.lock != nil {
+			s.lock.Close() // after the last write: the next process may start
 		}
 		s.log.Info("embedded redis: stopped", "addr", s.addr)
 	})

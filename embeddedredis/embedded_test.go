@@ -508,7 +508,7 @@ func TestAtomicSave(t *testing.T) {
 		// The snapshot and the log segment it starts (older ones are
 		// deleted once the snapshot names the new one).
 		entries := must[[]os.DirEntry](t)(os.ReadDir(dir))
-		want := []string{fmt.Sprint(AOFPrefix, s.aof.gen), SnapshotFile}
+		want := []string{LockFile, fmt.Sprint(AOFPrefix, s.aof.gen), SnapshotFile}
 		var names []string
 		for _, e := range entries {
 			names = append(names, e.Name())

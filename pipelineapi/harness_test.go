@@ -157,11 +157,23 @@ func (h *harness) dump() map[string]redistest.Entry {
 
 func (h *harness) sameDump(before map[string]redistest.Entry, what string) {
 	h.t.Helper()
-	// Let any batched write happen first: nothing may come of the refusal.
-	time.Sleep(3 * h.srv.opt.FlushInterval)
+	// Every batched write first (a flush pass, waiting for one under
+	// way): nothing may come of the refusal.
+	h.flushed()
 	if after := h.dump(); !reflect.DeepEqual(before, after) {
 		h.t.Errorf("%s wrote to Redis:\nbefore %v\nafter  %v", what, before, after)
 	}
+}
+
+// flushed returns once the server has written everything its requests
+// so far left pending.
+func (h *harness) flushed() {
+	h.t.Helper()
+	t := h.srv.currentTerm()
+	if t == nil {
+		h.t.Fatal("no term")
+	}
+	t.flushNow(context.Background())
 }
 
 func wantCode(t *testing.T, err error, status int, code string) {

@@ -89,11 +89,12 @@ func headOnly(key string, ts time.Time, n int64) string {
 }
 
 // TestListenerConnectionCaps: connections over max_conns_per_addr (from
-// one address) and over max_conns (in total) are refused at once with a
-// 503 that names the cap, and counted; others still get in.
+// one address) and over max_conns (in total, every address holding its
+// fair share) are refused at once with a 503 that names the cap, and
+// counted; others still get in.
 func TestListenerConnectionCaps(t *testing.T) {
 	b := redistest.Mini(t)
-	h := newHarness(t, b, Options{MaxConns: 4, MaxConnsPerAddr: 2, ReadTimeout: -1, IdleTimeout: -1})
+	h := newHarness(t, b, Options{MaxConns: 3, MaxConnsPerAddr: 2, ReadTimeout: -1, IdleTimeout: -1})
 	addr := h.serve()
 	dialFrom(t, "127.0.0.1", addr)
 	dialFrom(t, "127.0.0.1", addr)
@@ -107,15 +108,53 @@ func TestListenerConnectionCaps(t *testing.T) {
 		t.Errorf("the refusal is not counted")
 	}
 	dialFrom(t, "127.0.0.2", addr)
+	testproc.Eventually(t, "three connections open", func() bool { return h.srv.openConns() == 3 })
+	// 127.0.0.1 holds two: a newcomer from elsewhere takes one's place
+	// (TestListenerFairShare); then every address holds one.
 	dialFrom(t, "127.0.0.3", addr)
-	testproc.Eventually(t, "four connections open", func() bool { return h.srv.openConns() == 4 })
+	testproc.Eventually(t, "one connection each", func() bool {
+		return h.srv.openConns() == 3 && connRefusals("evicted") > 0
+	})
 	before = connRefusals("max_conns")
-	got = closedByNode(t, dialFrom(t, "127.0.0.4", addr), "a fifth connection")
+	got = closedByNode(t, dialFrom(t, "127.0.0.4", addr), "a fourth address")
 	if !strings.HasPrefix(got, "HTTP/1.1 503") || !strings.Contains(got, "max_conns") {
-		t.Fatalf("fifth connection: got %q, want a 503 naming max_conns", got)
+		t.Fatalf("a fourth address when three hold one each: got %q, want a 503 naming max_conns", got)
 	}
 	if connRefusals("max_conns") != before+1 {
 		t.Errorf("the refusal is not counted")
+	}
+	if n := h.srv.openConns(); n != 3 {
+		t.Errorf("%d connections counted open, want 3", n)
+	}
+}
+
+// TestListenerFairShare: when max_conns is reached by a few addresses
+// (strangers holding every slot), a connection from an address holding
+// fewer gets in, in place of the busiest address's newest connection,
+// which the node closes; the eviction is counted. The old listener
+// refused the newcomer 503 too_many_connections: a pipeline shut out.
+func TestListenerFairShare(t *testing.T) {
+	b := redistest.Mini(t)
+	h := newHarness(t, b, Options{MaxConns: 4, MaxConnsPerAddr: 4, ReadTimeout: -1, IdleTimeout: -1})
+	addr := h.serve()
+	var held []net.Conn
+	for range 4 {
+		held = append(held, dialFrom(t, "127.0.0.1", addr))
+	}
+	testproc.Eventually(t, "four connections open", func() bool { return h.srv.openConns() == 4 })
+	c := h.addKeyAt("http://"+addr, "pipe", client.WithHTTPClient(&http.Client{Transport: &http.Transport{
+		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}),
+		client.WithTakeRetry(client.Retry{Attempts: 1}))
+	before := connRefusals("evicted")
+	if _, err := c.Take(context.Background(), wire.TakeRequest{}); err != nil {
+		t.Fatalf("a pipeline's take while one address holds every connection: %v", err)
+	}
+	if connRefusals("evicted") != before+1 {
+		t.Errorf("the eviction is not counted")
+	}
+	// The busiest address's newest connection was the one closed.
+	if got := closedByNode(t, held[3], "the evicted connection"); got != "" {
+		t.Errorf("the evicted connection got %q, want nothing (closed)", got)
 	}
 	if n := h.srv.openConns(); n != 4 {
 		t.Errorf("%d connections counted open, want 4", n)

@@ -1,13 +1,13 @@
 package pipelineapi
 
 import (
-	"log/slog"
 	"net"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	refuselog "github.com/archiveteam/archivebot-go/internal/refusal"
 )
 
 // limitListener caps the API's open connections, in total and per remote
@@ -21,16 +21,18 @@ type limitListener struct {
 	net.Listener
 	max, perAddr int  // <= 0: no cap
 	plain        bool // the listener serves plain HTTP: refusals get an answer
-	log          *slog.Logger
+	log          *refuselog.Log
 
-	mu      sync.Mutex
-	total   int
-	byAddr  map[string]int
-	lastLog time.Time
+	mu     sync.Mutex
+	total  int
+	byAddr map[string]int                     // by addrClass: an IPv6 address by its /64
+	conns  map[string]map[*limitedConn]uint64 // open connections by class, with their accept order
+	seq    uint64
 }
 
-func newLimitListener(ln net.Listener, max, perAddr int, plain bool, log *slog.Logger) *limitListener {
-	return &limitListener{Listener: ln, max: max, perAddr: perAddr, plain: plain, log: log, byAddr: map[string]int{}}
+func newLimitListener(ln net.Listener, max, perAddr int, plain bool, log *refuselog.Log) *limitListener {
+	return &limitListener{Listener: ln, max: max, perAddr: perAddr, plain: plain, log: log, byAddr: map[string]int{},
+		conns: map[string]map[*limitedConn]uint64{}}
 }
 
 // refusalAnswer is the whole HTTP answer to a connection over a cap.
@@ -56,32 +58,48 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		host := remoteHost(c)
+		host := addrClass(remoteHost(c))
 		l.mu.Lock()
 		limit := ""
+		var evict *limitedConn
 		switch {
-		case l.max > 0 && l.total >= l.max:
-			limit = "max_conns"
 		case l.perAddr > 0 && l.byAddr[host] >= l.perAddr:
 			limit = "max_conns_per_addr"
-		default:
+		case l.max > 0 && l.total >= l.max:
+			// Full: a newcomer from an address holding fewer connections
+			// than the busiest one takes that one's newest connection's
+			// place, so that strangers holding every slot from a few
+			// addresses cannot shut a pipeline out; otherwise refused.
+			evict = l.fairShareLocked(host)
+			if evict == nil {
+				limit = "max_conns"
+			}
+		}
+		var lc *limitedConn
+		if limit == "" {
 			l.total++
 			l.byAddr[host]++
+			l.seq++
+			lc = &limitedConn{Conn: c, l: l, host: host}
+			if l.conns[host] == nil {
+				l.conns[host] = map[*limitedConn]uint64{}
+			}
+			l.conns[host][lc] = l.seq
 			metrics.APIConnections(1)
 		}
-		logIt := limit != "" && time.Since(l.lastLog) >= 10*time.Second
-		if logIt {
-			l.lastLog = time.Now()
-		}
 		l.mu.Unlock()
+		if evict != nil {
+			metrics.APIConnectionRefused("evicted")
+			l.log.Refused("api_conn_evicted", evict.host, "what", "pipeline API connection closed: max_conns reached, its address held the most; a connection from an address with fewer took its place",
+				"remote", evict.RemoteAddr().String(), "for", c.RemoteAddr().String(), "max_conns", l.max)
+			evict.Close()
+		}
 		if limit == "" {
-			return &limitedConn{Conn: c, l: l, host: host}, nil
+			return lc, nil
 		}
 		metrics.APIConnectionRefused(limit)
-		if logIt {
-			l.log.Warn("pipeline API connection refused: too many open connections (logged at most every 10 s; counted in /metrics)",
-				"limit", limit, "remote", c.RemoteAddr().String(), "max_conns", l.max, "max_conns_per_addr", l.perAddr)
-		}
+		l.log.Refused("api_conn_"+limit, host, "what", "pipeline API connection refused: too many open connections",
+			"limit", limit, "remote", c.RemoteAddr().String(), "max_conns", l.max, "max_conns_per_addr", l.perAddr)
 		if l.plain {
 			// A fresh socket's send buffer takes this at once; the
 			// deadline keeps a refusal from ever holding Accept up.
@@ -92,13 +110,53 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 }
 
-func (l *limitListener) release(host string) {
+// fairShareLocked picks the connection to close for a newcomer from host
+// when the listener is full: the newest of the address holding the most,
+// if that address holds at least two more than host would; nil when none.
+func (l *limitListener) fairShareLocked(host string) *limitedConn {
+	busiest, most := "", 0
+	for h, n := range l.byAddr {
+		if n > most || n == most && h < busiest {
+			busiest, most = h, n
+		}
+	}
+	if busiest == host || most < l.byAddr[host]+2 {
+		return nil
+	}
+	var newest *limitedConn
+	var at uint64
+	for c, seq := range l.conns[busiest] {
+		if seq > at {
+			newest, at = c, seq
+		}
+	}
+	if newest != nil {
+		// Counted out now: the next newcomer picks another.
+		l.forgetLocked(newest)
+	}
+	return newest
+}
+
+func (l *limitListener) release(c *limitedConn) {
 	l.mu.Lock()
+	if _, open := l.conns[c.host][c]; !open {
+		l.mu.Unlock()
+		return // evicted: already counted out
+	}
+	l.forgetLocked(c)
+	l.mu.Unlock()
+}
+
+func (l *limitListener) forgetLocked(c *limitedConn) {
+	host := c.host
+	delete(l.conns[host], c)
+	if len(l.conns[host]) == 0 {
+		delete(l.conns, host)
+	}
 	l.total--
 	if l.byAddr[host]--; l.byAddr[host] <= 0 {
 		delete(l.byAddr, host)
 	}
-	l.mu.Unlock()
 	metrics.APIConnections(-1)
 }
 
@@ -130,6 +188,6 @@ type limitedConn struct {
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.release(c.host) })
+	c.once.Do(func() { c.l.release(c) })
 	return err
 }

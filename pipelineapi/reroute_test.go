@@ -88,7 +88,7 @@ func TestRerouteByAnotherClient(t *testing.T) {
 		}
 		// The old holder's counters, batched before the reroute, did not
 		// land on the new run.
-		time.Sleep(3 * h.srv.opt.FlushInterval)
+		h.flushed()
 		if v, _ := b.Client.HGet(ctx, store.KeyJob("j"), "bytes_downloaded").Result(); v != "" {
 			t.Errorf("bytes_downloaded %q on beta's run", v)
 		}

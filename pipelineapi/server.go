@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -30,6 +29,7 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/internal/httpserve"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	refuselog "github.com/archiveteam/archivebot-go/internal/refusal"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
@@ -52,12 +52,15 @@ const (
 	// than ha.max_clock_skew from Redis's TIME does not lead).
 	NonceWindow = 2*wire.MaxSkew + 10*time.Second
 	// Listener limits (config.Default*).
-	DefaultMaxConns        = config.DefaultPipelineMaxConns
-	DefaultMaxConnsPerAddr = config.DefaultPipelineMaxConnsPerAddr
-	DefaultReadTimeout     = config.DefaultPipelineReadTimeout
-	DefaultIdleTimeout     = config.DefaultPipelineIdleTimeout
-	DefaultWriteTimeout    = config.DefaultPipelineWriteTimeout
-	DefaultMaxWaitingTakes = config.DefaultPipelineMaxWaitingTakes
+	DefaultMaxConns          = config.DefaultPipelineMaxConns
+	DefaultMaxConnsPerAddr   = config.DefaultPipelineMaxConnsPerAddr
+	DefaultReadTimeout       = config.DefaultPipelineReadTimeout
+	DefaultIdleTimeout       = config.DefaultPipelineIdleTimeout
+	DefaultWriteTimeout      = config.DefaultPipelineWriteTimeout
+	DefaultMaxWaitingTakes   = config.DefaultPipelineMaxWaitingTakes
+	DefaultBodyBudget        = config.DefaultPipelineBodyBudget
+	DefaultBodyBudgetPerAddr = config.DefaultPipelineBodyBudgetPerAddr
+	DefaultBodyBudgetPerKey  = config.DefaultPipelineBodyBudgetPerKey
 	// MaxNonces is the most nonces a key keeps in the window.
 	MaxNonces = 20000
 	// RecentPerJob is how many entries per job /logs/recent can show.
@@ -104,6 +107,11 @@ type Options struct {
 	WriteTimeout              time.Duration
 	// MaxWaitingTakes caps the long-poll takes waiting per key.
 	MaxWaitingTakes int
+	// BodyBudget, BodyBudgetPerAddr and BodyBudgetPerKey bound the bytes
+	// of request bodies over FreeBody held at once while they are read
+	// and checked: in total, per remote address (IPv6 by /64) and per key
+	// name (0: the default, negative: off).
+	BodyBudget, BodyBudgetPerAddr, BodyBudgetPerKey int64
 	// BanCheck is how many first responses of a job decide the ban line
 	// (doc/pipeline-api.md, A ban shows itself); 0 takes
 	// DefaultBanCheck, a negative value switches the check off.
@@ -134,8 +142,9 @@ type Server struct {
 	term *term
 	ln   *limitListener // Serve's listener
 
-	logMu     sync.Mutex
-	lastLoged map[string]time.Time // refusal log lines, by key and reason
+	refusals *refuselog.Log // rate-limited refusal lines with counts
+
+	budget *bodyBudget
 
 	recentMu    sync.Mutex
 	recent      map[string][]recentDoc // ident -> last entries (survives terms of this process)
@@ -164,11 +173,15 @@ func New(opt Options) *Server {
 	opt.WriteTimeout = limit(opt.WriteTimeout, DefaultWriteTimeout)
 	opt.MaxWaitingTakes = limit(opt.MaxWaitingTakes, DefaultMaxWaitingTakes)
 	opt.BanCheck = limit(opt.BanCheck, DefaultBanCheck)
+	opt.BodyBudget = limit(opt.BodyBudget, DefaultBodyBudget)
+	opt.BodyBudgetPerAddr = limit(opt.BodyBudgetPerAddr, DefaultBodyBudgetPerAddr)
+	opt.BodyBudgetPerKey = limit(opt.BodyBudgetPerKey, DefaultBodyBudgetPerKey)
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
 	return &Server{opt: opt, store: opt.Store, log: opt.Logger.With("service", "pipelineapi"),
-		lastLoged: map[string]time.Time{}, recent: map[string][]recentDoc{}}
+		refusals: refuselog.New(opt.Logger.With("service", "pipelineapi"), 0), recent: map[string][]recentDoc{},
+		budget: newBodyBudget(opt.BodyBudget, opt.BodyBudgetPerAddr, opt.BodyBudgetPerKey)}
 }
 
 // MaxHeaderBytes bounds a request's headers (net/http answers 431
@@ -199,7 +212,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, certFile, keyFile s
 	}
 	hs := httpserve.Server(s.Handler(), httpserve.Timeouts{Read: none(o.ReadTimeout), Idle: none(o.IdleTimeout), Write: none(write)},
 		MaxHeaderBytes, s.log, nil)
-	lim := newLimitListener(ln, o.MaxConns, o.MaxConnsPerAddr, certFile == "" && keyFile == "", s.log)
+	lim := newLimitListener(ln, o.MaxConns, o.MaxConnsPerAddr, certFile == "" && keyFile == "", s.refusals)
 	s.mu.Lock()
 	s.ln = lim
 	s.mu.Unlock()
@@ -349,6 +362,7 @@ func refuse(status int, code, reason string) *refusal {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	op, ident, ok := route(r)
 	if !ok {
 		s.answerRefusal(w, r, "-", "route", refuse(http.StatusNotFound, "not_found", "no such endpoint (doc/pipeline-api.md)"), false)
@@ -369,7 +383,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// node wait for (or hold) a body.
 	// Refusals before a request is verified count under key "-": a
 	// stranger who knows a key's name cannot skew its figures.
-	p, pub, rf := t.precheck(r)
+	p, pub, rf := t.precheck(r, arrived)
 	if rf != nil {
 		label := "-"
 		// Close without reading the body: net/http would otherwise read
@@ -379,17 +393,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.answerRefusal(w, r, label, op, rf, true)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, wire.MaxBody))
-	if err != nil {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
-			s.answerRefusal(w, r, "-", op, refuse(http.StatusRequestEntityTooLarge, "too_large",
-				fmt.Sprintf("the body is over %d bytes", wire.MaxBody)), true)
-			return
-		}
-		s.answerRefusal(w, r, "-", op, refuse(http.StatusBadRequest, "bad_request", "reading the body: "+err.Error()), false)
+	// The body is read within its endpoint's bound and the body budgets
+	// (budget.go): what strangers send costs the node at most the
+	// budgets, whatever they send.
+	body, release, rf := s.readBody(w, r, op, p.Key)
+	if rf != nil {
+		w.Header().Set("Connection", "close")
+		http.NewResponseController(w).SetReadDeadline(time.Now())
+		s.answerRefusal(w, r, "-", op, rf, true)
 		return
 	}
+	defer release()
 	key, verified, rf := t.authenticate(r, p, pub, body)
 	if rf != nil {
 		label := "-"
@@ -487,8 +501,12 @@ func route(r *http.Request) (op, ident string, ok bool) {
 }
 
 func (s *Server) answerRefusal(w http.ResponseWriter, r *http.Request, key, op string, rf *refusal, count bool) {
-	if count && rf.status != http.StatusServiceUnavailable && rf.status < 500 {
-		metrics.APIRefusal(key, rf.counted())
+	// Not the peer's doing: a standby's or fenced node's 503, a store
+	// failure (logged where it happens).
+	if rf.code != "not_leader" && rf.status < 500 || rf.code == "body_budget" {
+		if count {
+			metrics.APIRefusal(key, rf.counted())
+		}
 		s.logRefusal(r, key, op, rf)
 	}
 	metrics.APIRequest(key, op, rf.status)
@@ -498,24 +516,17 @@ func (s *Server) answerRefusal(w http.ResponseWriter, r *http.Request, key, op s
 	writeJSON(w, rf.status, wire.Error{Error: rf.code, Reason: rf.reason})
 }
 
-// logRefusal logs a refusal; the same key and reason is logged at most
-// every 10 s (a flood of refusals is counted in /metrics all the same).
+// logRefusal logs a refusal through the node's refusal log
+// (internal/refusal): per reason, the first at once, then one line every
+// 10 s with how many were refused, from how many addresses, and the
+// busiest (IPv6 by /64). Counted in /metrics all the same.
 func (s *Server) logRefusal(r *http.Request, key, op string, rf *refusal) {
-	k := key + "\x00" + rf.code
-	now := time.Now()
-	s.logMu.Lock()
-	last, seen := s.lastLoged[k]
-	if seen && now.Sub(last) < 10*time.Second {
-		s.logMu.Unlock()
-		return
+	named := r.Header.Get(wire.HeaderKey)
+	if len(named) > 64 {
+		named = named[:64] + "…"
 	}
-	if len(s.lastLoged) > 10000 {
-		clear(s.lastLoged)
-	}
-	s.lastLoged[k] = now
-	s.logMu.Unlock()
-	s.log.Warn("pipeline API request refused", "key", key, "op", op, "status", rf.status,
-		"error", rf.code, "reason", rf.reason, "remote", r.RemoteAddr)
+	s.refusals.Refused("api_"+rf.counted(), addrClass(remoteIP(r.RemoteAddr)), "key", key, "named_key", named, "op", op,
+		"status", rf.status, "error", rf.code, "reason", rf.reason)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -532,10 +543,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // precheck is what is checked before a request's body is read: the
 // signature headers well-formed, the key registered and not revoked, the
-// timestamp fresh, and the announced body length within wire.MaxBody. It
+// timestamp fresh (the announced body length is readBody's). It
 // returns the parsed headers (p.Key also on a refusal, for counting) and
 // the key's public key.
-func (t *term) precheck(r *http.Request) (wire.Parsed, ed25519.PublicKey, *refusal) {
+func (t *term) precheck(r *http.Request, arrived time.Time) (wire.Parsed, ed25519.PublicKey, *refusal) {
 	p, err := wire.ParseHeaders(r.Header.Get)
 	if err != nil {
 		code := wire.ErrMalformed.Error()
@@ -545,6 +556,12 @@ func (t *term) precheck(r *http.Request) (wire.Parsed, ed25519.PublicKey, *refus
 		return wire.Parsed{Key: r.Header.Get(wire.HeaderKey)}, nil, refuse(http.StatusUnauthorized, code, err.Error())
 	}
 	pub, revoked := t.publicKey(p.Key)
+	if pub == nil && wire.ValidKeyName(p.Key) {
+		// Registered since the last read? (pipeline-key add, then the
+		// pipeline's first request at once.)
+		t.knowKeysSince(r.Context(), arrived)
+		pub, revoked = t.publicKey(p.Key)
+	}
 	if revoked {
 		return p, nil, refuse(http.StatusUnauthorized, "revoked_key", "key "+p.Key+" was revoked")
 	}
@@ -553,10 +570,6 @@ func (t *term) precheck(r *http.Request) (wire.Parsed, ed25519.PublicKey, *refus
 	}
 	if err := p.Fresh(t.s.opt.Now()); err != nil {
 		return p, nil, refuse(http.StatusUnauthorized, wire.ErrStale.Error(), err.Error())
-	}
-	if r.ContentLength > wire.MaxBody {
-		return p, nil, refuse(http.StatusRequestEntityTooLarge, "too_large",
-			fmt.Sprintf("Content-Length %d is over %d bytes", r.ContentLength, wire.MaxBody))
 	}
 	return p, pub, nil
 }

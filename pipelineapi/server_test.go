@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -468,20 +469,31 @@ func TestStandbyAnswers503(t *testing.T) {
 	if !ok || e.Status != 503 || e.Code != "not_leader" || e.RetryAfter != 2*time.Second {
 		t.Fatalf("standby answered %v", err)
 	}
-	// Leading false also answers 503 in a term.
-	leading := false
-	s2 := New(Options{Store: store.New(b.Client), Leading: func() bool { return leading },
+	// Leading false also answers 503 in a term: the term is running (it
+	// answers once Leading says true), yet a deposed leader refuses.
+	var leading atomic.Bool
+	s2 := New(Options{Store: store.New(b.Client), Leading: leading.Load,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go s2.Run(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); s2.Run(ctx) }()
+	defer func() { cancel(); <-done }()
 	hs2 := httptest.NewServer(s2.Handler())
 	defer hs2.Close()
-	c2, _ := client.New(hs2.URL, "alpha", priv)
-	time.Sleep(100 * time.Millisecond)
+	c2, _ := client.New(hs2.URL, "alpha", priv, client.WithTakeRetry(client.Retry{Attempts: 1}))
+	testproc.Eventually(t, "the term started", func() bool {
+		s2.mu.Lock()
+		defer s2.mu.Unlock()
+		return s2.term != nil
+	})
 	_, err = c2.Take(context.Background(), wire.TakeRequest{})
 	if !client.IsCode(err, "not_leader") {
 		t.Fatalf("deposed leader answered %v", err)
+	}
+	leading.Store(true)
+	_, err = c2.Take(context.Background(), wire.TakeRequest{})
+	if !client.IsCode(err, "unknown_key") {
+		t.Fatalf("the same term, leading: %v, want 401 unknown_key (the term answers)", err)
 	}
 }
 

@@ -26,7 +26,15 @@ type term struct {
 	s   *Server
 	ctx context.Context
 
+	flushMu sync.Mutex // held by a flush pass (flushNow)
+
+	// onDemand is held by the one refresh a request with a key not known
+	// yet waits for (knowKeysSince); lastOnDemand spaces them.
+	onDemand     sync.Mutex
+	lastOnDemand time.Time
+
 	mu     sync.Mutex
+	keysAt time.Time                    // when the read of the keys below began
 	keys   map[string]ed25519.PublicKey // active keys
 	texts  map[string]string            // their text as stored (the take script compares it)
 	revokd map[string]bool
@@ -132,8 +140,7 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Wait()
 	// Last flush: a clean stop loses nothing accepted.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
-	t.flushAll(fctx)
-	t.flushStats(fctx)
+	t.flushNow(fctx)
 	cancel()
 	return nil
 }
@@ -149,6 +156,7 @@ func (t *term) refreshLoop(ctx context.Context) {
 // refreshKeys reads the keys; streams of keys revoked, removed or
 // replaced since are closed.
 func (t *term) refreshKeys(ctx context.Context) error {
+	began := time.Now()
 	active, revoked, err := t.s.store.PipelineKeys(ctx)
 	if err != nil {
 		return err
@@ -183,11 +191,46 @@ func (t *term) refreshKeys(ctx context.Context) error {
 		}
 	}
 	t.keys, t.texts, t.revokd = keys, texts, rv
+	if began.After(t.keysAt) {
+		t.keysAt = began
+	}
 	t.mu.Unlock()
 	for _, st := range gone {
 		st.close("revoked_key", "the key was revoked or replaced")
 	}
 	return nil
+}
+
+// onDemandSpacing is the least time between two reads of the keys for
+// requests naming a key not known yet: strangers naming keys that do not
+// exist cost Redis at most 20 reads a second.
+const onDemandSpacing = 50 * time.Millisecond
+
+// knowKeysSince makes sure the keys were read from Redis after since (a
+// request's arrival), reading them now if not: a key registered before
+// the request is known to it, whatever the periodic refresh
+// (KeyRefresh). One read at a time; the requests waiting meanwhile share
+// it.
+func (t *term) knowKeysSince(ctx context.Context, since time.Time) {
+	t.onDemand.Lock()
+	defer t.onDemand.Unlock()
+	t.mu.Lock()
+	done := !t.keysAt.Before(since)
+	t.mu.Unlock()
+	if done {
+		return
+	}
+	if wait := onDemandSpacing - time.Since(t.lastOnDemand); wait > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+	t.lastOnDemand = time.Now()
+	if err := t.refreshKeys(ctx); err != nil && ctx.Err() == nil {
+		t.s.log.Warn("reading pipeline keys for a request failed", "err", err)
+	}
 }
 
 // keyText returns name's public key as stored ("" when not active).
@@ -366,10 +409,17 @@ func (t *term) takeLost(j *heldJob) bool {
 }
 
 func (t *term) flushLoop(ctx context.Context) {
-	run.Every(ctx, t.s.log, "pipeline API flush", run.Schedule{Interval: t.s.opt.FlushInterval}, func(ctx context.Context) {
-		t.flushAll(ctx)
-		t.flushStats(ctx)
-	})
+	run.Every(ctx, t.s.log, "pipeline API flush", run.Schedule{Interval: t.s.opt.FlushInterval}, t.flushNow)
+}
+
+// flushNow writes everything pending (counters, then key statistics),
+// one pass at a time: when it returns, whatever requests answered before
+// it was called left to write is written.
+func (t *term) flushNow(ctx context.Context) {
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
+	t.flushAll(ctx)
+	t.flushStats(ctx)
 }
 
 // flushAll writes every job's pending counters: one script per job with

@@ -93,17 +93,36 @@ func SiteOf(url string) string {
 // avoids its site" line was queued (AllAvoidNotice).
 func KeyAllAvoid(ident string) string { return "archivebot:all_avoid:" + ident }
 
-// AllAvoidNotice queues n for ident once: the marker and the notice in one
-// script (notice_once). It reports whether n was queued now.
-func (s *Store) AllAvoidNotice(ctx context.Context, ident string, n AdminNotice) (bool, error) {
+// KeyAllAvoidSite marks that an "every pipeline avoids its site" line
+// was queued for the avoid rule site in the current period
+// (AllAvoidNotice).
+func KeyAllAvoidSite(site string) string { return "archivebot:all_avoid_site:" + site }
+
+// AllAvoid is what AllAvoidNotice did.
+type AllAvoid int
+
+const (
+	// AllAvoidBefore: the job's line was queued (or covered) before.
+	AllAvoidBefore AllAvoid = iota
+	// AllAvoidQueued: the line was queued now.
+	AllAvoidQueued
+	// AllAvoidCovered: the site had its line this period; the job is
+	// marked as told, and no line is queued.
+	AllAvoidCovered
+)
+
+// AllAvoidNotice queues n for ident once, and at most one such line per
+// site (the avoid rule) and period (0: no bound per site): the markers
+// and the notice in one script (notice_once).
+func (s *Store) AllAvoidNotice(ctx context.Context, ident, site string, period time.Duration, n AdminNotice) (AllAvoid, error) {
 	b, err := json.Marshal(n)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	v, err := noticeOnceScript.Run(s.apiCtx(ctx), s.rdb, []string{KeyAllAvoid(ident), KeyAdminNotices},
-		int64(BanCheckTTL/time.Second), b).Int64()
+	v, err := noticeOnceScript.Run(s.apiCtx(ctx), s.rdb, []string{KeyAllAvoid(ident), KeyAdminNotices, KeyAllAvoidSite(site)},
+		int64(BanCheckTTL/time.Second), b, int64(period/time.Second)).Int64()
 	if err != nil {
-		return false, wrap("queue the all-avoid line of "+ident, err)
+		return 0, wrap("queue the all-avoid line of "+ident, err)
 	}
-	return v == 1, nil
+	return AllAvoid(v), nil
 }

@@ -8,3 +8,7 @@ var AnalyzeCommitScriptForTest = analyzeCommitScript
 
 // SetTakeIDCapForTest lowers how many take_ids a key's takes remember.
 func (s *Store) SetTakeIDCapForTest(n int) { s.takeIDCap = n }
+
+// SetBeforePauseScriptForTest runs f between listing a pause's or
+// resume's queues and its script.
+func (s *Store) SetBeforePauseScriptForTest(f func()) { s.beforePauseScript = f }

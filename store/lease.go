@@ -105,13 +105,15 @@ func (s *Store) Leader(ctx context.Context) (h LeaseHolder, ok bool, err error) 
 }
 
 // ClockOffset is how far this node's clock (s.Now) is ahead of Redis's
-// TIME (negative: behind), measured at the middle of the round trip.
-func (s *Store) ClockOffset(ctx context.Context) (time.Duration, error) {
+// TIME (negative: behind), measured at the middle of the round trip, and
+// that round trip: Redis read its clock somewhere within it, so the
+// offset is known only within rtt/2 either way.
+func (s *Store) ClockOffset(ctx context.Context) (off, rtt time.Duration, err error) {
 	sent := time.Now()
 	rt, err := s.rdb.Time(ctx).Result()
 	if err != nil {
-		return 0, wrap("read redis time", err)
+		return 0, 0, wrap("read redis time", err)
 	}
-	rtt := time.Since(sent)
-	return s.Now().Add(-rtt / 2).Sub(rt), nil
+	rtt = time.Since(sent)
+	return s.Now().Add(-rtt / 2).Sub(rt), rtt, nil
 }

@@ -222,7 +222,9 @@ func TestRerouteRefusalsChangeNothing(t *testing.T) {
 		}
 		queueJob(t, ctx, st, "jb", "erin", "http://example.com/", store.KeyPending)
 		take(t, ctx, st, "pipe-a")
-		before := rerouteState(t, b, "jb", "pipe-a", "full")
+		// subject is the job refused: its state is what must not change.
+		subject := "jb"
+		before := rerouteState(t, b, subject, "pipe-a", "full")
 		// Each refusal is asked for with and without the channel's line:
 		// neither queues one.
 		reroute := func(ident, avoid string) (*store.RerouteResult, error) {
@@ -241,7 +243,7 @@ func TestRerouteRefusalsChangeNothing(t *testing.T) {
 			if !errors.Is(err, want) {
 				t.Errorf("%s: %v, want %v", name, err, want)
 			}
-			if after := rerouteState(t, b, "jb", "pipe-a", "full"); after != before {
+			if after := rerouteState(t, b, subject, "pipe-a", "full"); after != before {
 				t.Fatalf("%s changed\n%s\nto\n%s", name, before, after)
 			}
 		}
@@ -261,19 +263,21 @@ func TestRerouteRefusalsChangeNothing(t *testing.T) {
 		b.Client.LRem(ctx, store.KeyPending, 1, "direct")
 		b.Client.LPush(ctx, store.KeyWorking, "direct")
 		b.Client.HSet(ctx, store.KeyJob("direct"), "pipeline_id", "pipeline:deadbeef", "started_at", "1")
-		before = rerouteState(t, b, "jb", "pipe-a", "full")
+		subject = "direct"
+		before = rerouteState(t, b, subject, "pipe-a", "full")
 		_, err = reroute("direct", "pipe-a")
 		var dp *store.DirectPipelineError
 		if !errors.As(err, &dp) || dp.PipelineID != "pipeline:deadbeef" {
 			t.Errorf("direct pipeline: %v", err)
 		}
 		check("direct pipeline", nil, nil)
+		subject = "jb"
 
 		// Abort requested.
 		if res, _, err := st.Abort(ctx, "jb"); err != nil || res != store.AbortRequested {
 			t.Fatal(res, err)
 		}
-		before = rerouteState(t, b, "jb", "pipe-a", "full")
+		before = rerouteState(t, b, subject, "pipe-a", "full")
 		_, err = reroute("jb", "")
 		check("abort requested", err, store.ErrAbortRequested)
 
@@ -281,7 +285,7 @@ func TestRerouteRefusalsChangeNothing(t *testing.T) {
 		if _, err := st.APIDone(ctx, "pipe-a", "jb"); err != nil {
 			t.Fatal(err)
 		}
-		before = rerouteState(t, b, "jb", "pipe-a", "full")
+		before = rerouteState(t, b, subject, "pipe-a", "full")
 		_, err = reroute("jb", "")
 		check("finished", err, store.ErrJobFinished)
 	})

@@ -165,16 +165,8 @@ func (s *Store) PauseQueue(ctx context.Context, name, by, reason string) error {
 	if !ValidQueueName(name) {
 		return fmt.Errorf("%w: %q", ErrUnknownQueue, name)
 	}
-	targets, err := s.pauseTargets(ctx, name)
-	if err != nil {
-		return err
-	}
 	rec, _ := json.Marshal(Pause{By: by, AtUnix: s.Now().Unix(), Reason: reason})
-	keys := []string{KeyPaused}
-	for _, q := range targets {
-		keys = append(keys, q, KeyPausedQueue(q))
-	}
-	code, err := pauseScript.Run(s.apiCtx(ctx), s.rdb, keys, name, string(rec)).Int()
+	code, err := s.runOnQueues(ctx, pauseScript, name, string(rec))
 	if err != nil {
 		return wrap("pause "+name, err)
 	}
@@ -187,6 +179,37 @@ func (s *Store) PauseQueue(ctx context.Context, name, by, reason string) error {
 	return nil
 }
 
+// runOnQueues runs the pause or resume script on name's queues. For
+// "all" the script checks them against the queue index it reads itself,
+// and answers -3 when a queue was created since they were listed: they
+// are listed again (a queue created in between would otherwise stay
+// open to direct pipelines).
+func (s *Store) runOnQueues(ctx context.Context, script *fencedScript, name string, args ...any) (int, error) {
+	for attempt := 0; ; attempt++ {
+		targets, err := s.pauseTargets(ctx, name)
+		if err != nil {
+			return 0, err
+		}
+		if s.beforePauseScript != nil {
+			s.beforePauseScript()
+		}
+		keys := []string{KeyPaused}
+		for _, q := range targets {
+			keys = append(keys, q, KeyPausedQueue(q))
+		}
+		if name == PauseAll {
+			keys = append(keys, KeyQueues)
+		}
+		code, err := script.Run(s.apiCtx(ctx), s.rdb, keys, append([]any{name}, args...)...).Int()
+		if err != nil || code != -3 {
+			return code, err
+		}
+		if attempt == 10 {
+			return 0, errors.New("queues keep being created; try again")
+		}
+	}
+}
+
 // ResumeQueue resumes name: the list set aside moves back under the
 // queue's name (behind anything queued there meanwhile, in order), and
 // the pause is removed, in one script.
@@ -194,15 +217,7 @@ func (s *Store) ResumeQueue(ctx context.Context, name string) error {
 	if !ValidQueueName(name) {
 		return fmt.Errorf("%w: %q", ErrUnknownQueue, name)
 	}
-	targets, err := s.pauseTargets(ctx, name)
-	if err != nil {
-		return err
-	}
-	keys := []string{KeyPaused}
-	for _, q := range targets {
-		keys = append(keys, q, KeyPausedQueue(q))
-	}
-	code, err := resumeScript.Run(s.apiCtx(ctx), s.rdb, keys, name).Int()
+	code, err := s.runOnQueues(ctx, resumeScript, name)
 	if err != nil {
 		return wrap("resume "+name, err)
 	}

@@ -193,6 +193,46 @@ func TestPauseAll(t *testing.T) {
 	})
 }
 
+// Pausing "all" sets aside a queue created between the node's read of the
+// queue index and the pause script: the script checks the index itself.
+// The old pause left it under its name, open to direct pipelines
+// (RPOPLPUSH), and the resume of "all" likewise.
+func TestPauseAllCatchesQueueCreatedMeanwhile(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+		late := store.KeyPendingNamed("late")
+		once := true
+		st.SetBeforePauseScriptForTest(func() {
+			if once {
+				once = false
+				queueJob(t, ctx, st, "l1", "erin", "http://l1.example.com/", late)
+			}
+		})
+		if err := st.PauseQueue(ctx, store.PauseAll, "JAA", "incident"); err != nil {
+			t.Fatal(err)
+		}
+		if got := list(t, b, late); len(got) != 0 {
+			t.Fatalf("%s created while all was being paused holds %v under its name: a direct pipeline takes it", late, got)
+		}
+		if got := list(t, b, store.KeyPausedQueue(late)); !slices.Equal(got, []string{"l1"}) {
+			t.Fatalf("set aside: %v, want [l1]", got)
+		}
+		once = true
+		st.SetBeforePauseScriptForTest(func() {
+			if once {
+				once = false
+				// While all is paused, a new queue's jobs go aside.
+				queueJob(t, ctx, st, "r1", "erin", "http://r1.example.com/", store.KeyPendingNamed("later"))
+			}
+		})
+		if err := st.ResumeQueue(ctx, store.PauseAll); err != nil {
+			t.Fatal(err)
+		}
+		if got := list(t, b, store.KeyPendingNamed("later")); !slices.Equal(got, []string{"r1"}) {
+			t.Fatalf("a queue created while all was being resumed: %v under its name, want [r1] (left aside for ever)", got)
+		}
+	})
+}
+
 // An avoided site goes to another pipeline; the avoiding one takes the
 // next job instead.
 func TestTakeAvoidGoesToAnotherPipeline(t *testing.T) {
@@ -261,6 +301,35 @@ func TestTakeScanBound(t *testing.T) {
 			t.Fatalf("with a larger bound took %q, want far", got)
 		}
 		if got := len(list(t, b, store.KeyPending)); got != 8 {
+			t.Fatalf("skipped jobs lost their place: %d left", got)
+		}
+	})
+}
+
+// A queue filled past the bound with jobs the key avoids does not shadow
+// the next queue: pending:NAME, which anyone can fill with !ao
+// --pipeline=NAME, is tried first, and the bound is each queue's. The old
+// bound stopped the whole take: {"job":null} while pending-ao held a job.
+func TestTakeScanBoundPerQueue(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, st *store.Store, ctx context.Context) {
+		st.SetTakeRules(store.TakeRules{ScanLimit: 5})
+		addKey(t, ctx, st, "victim")
+		if err := st.SetPipelineKeyAvoid(ctx, "victim", []string{"example.com"}); err != nil {
+			t.Fatal(err)
+		}
+		named := store.KeyPendingNamed("victim")
+		for i := range 8 {
+			queueJob(t, ctx, st, fmt.Sprintf("e%d", i), "mallory", fmt.Sprintf("http://e%d.example.com/", i), named)
+		}
+		queueJob(t, ctx, st, "real", "erin", "http://example.org/", store.KeyPendingAO)
+		j, stats, err := st.APITakeStats(ctx, "victim", "ed25519:victim", []string{named, store.KeyPendingAO})
+		if err != nil || j == nil || j.Ident != "real" {
+			t.Fatalf("take = %v, %+v, %v; want job real from %s past the %d avoided jobs of %s", j, stats, err, store.KeyPendingAO, 8, named)
+		}
+		if !stats.BoundHit || stats.Skipped != 5 {
+			t.Errorf("stats %+v: want the bound hit on %s and its 5 examined jobs skipped", stats, named)
+		}
+		if got := len(list(t, b, named)); got != 8 {
 			t.Fatalf("skipped jobs lost their place: %d left", got)
 		}
 	})

@@ -117,6 +117,9 @@ type Store struct {
 	takeRules atomic.Pointer[TakeRules] // SetTakeRules
 
 	takeIDCap int // TakeIDCap when 0; tests lower it
+	// beforePauseScript, set by tests, runs between listing the queues of
+	// a pause or resume and its script (a queue created in between).
+	beforePauseScript func()
 
 	positions *Positions // WithPositions
 }

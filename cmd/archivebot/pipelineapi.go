@@ -47,13 +47,16 @@ func newPipelineAPI(ctx context.Context, wg *sync.WaitGroup, ln net.Listener, cf
 		LogRate:    cfg.Pipelines.LogRate,
 		MaxStreams: cfg.Pipelines.MaxStreams,
 		// The configuration's 0 is "off", the options' -1.
-		MaxConns:        offIfZero(cfg.Pipelines.MaxConns),
-		MaxConnsPerAddr: offIfZero(cfg.Pipelines.MaxConnsPerAddr),
-		MaxWaitingTakes: offIfZero(cfg.Pipelines.MaxWaitingTakes),
-		ReadTimeout:     offIfZero(cfg.Pipelines.ReadTimeout.Duration),
-		IdleTimeout:     offIfZero(cfg.Pipelines.IdleTimeout.Duration),
-		WriteTimeout:    offIfZero(cfg.Pipelines.WriteTimeout.Duration),
-		BanCheck:        offIfZero(cfg.Jobs.BanCheckResponses),
+		MaxConns:          offIfZero(cfg.Pipelines.MaxConns),
+		MaxConnsPerAddr:   offIfZero(cfg.Pipelines.MaxConnsPerAddr),
+		MaxWaitingTakes:   offIfZero(cfg.Pipelines.MaxWaitingTakes),
+		ReadTimeout:       offIfZero(cfg.Pipelines.ReadTimeout.Duration),
+		IdleTimeout:       offIfZero(cfg.Pipelines.IdleTimeout.Duration),
+		WriteTimeout:      offIfZero(cfg.Pipelines.WriteTimeout.Duration),
+		BanCheck:          offIfZero(cfg.Jobs.BanCheckResponses),
+		BodyBudget:        offIfZero(int64(cfg.Pipelines.BodyBudget)),
+		BodyBudgetPerAddr: offIfZero(int64(cfg.Pipelines.BodyBudgetPerAddr)),
+		BodyBudgetPerKey:  offIfZero(int64(cfg.Pipelines.BodyBudgetPerKey)),
 	})
 	irun.Go(wg, logger, "pipeline API", func() {
 		if err := srv.Serve(ctx, ln, cfg.Pipelines.TLSCert, cfg.Pipelines.TLSKey); err != nil {

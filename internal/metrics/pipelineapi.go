@@ -10,7 +10,7 @@ var (
 		"Pipeline API requests answered, by key, operation and HTTP status.",
 		"key", "op", "code")
 	apiRefusals = newCounterVec("archivebot_pipelineapi_refusals_total",
-		"Pipeline API requests refused (401, 403, 413, 429), by key and reason.",
+		"Pipeline API requests refused (401, 403, 413, 429, 503 body_budget), by key and reason.",
 		"key", "reason")
 	apiLogEntries = newCounterVec("archivebot_pipelineapi_log_entries_total",
 		"Log entries accepted through the pipeline API, by key.",
@@ -27,7 +27,12 @@ var (
 	apiConnRefusals = newCounterVec("archivebot_pipelineapi_connections_refused_total",
 		"Pipeline API connections refused over a cap, by the cap (max_conns, max_conns_per_addr).",
 		"limit")
+	apiBodyBytes = newGauge("archivebot_pipelineapi_body_bytes",
+		"Bytes of pipeline API request bodies held now while they are read and checked (within pipelines.body_budget).")
 )
+
+// APIBodyBytes moves the held body bytes gauge by d.
+func APIBodyBytes(d int64) { apiBodyBytes.Add(float64(d)) }
 
 // APIConnections moves the open API connection gauge by d.
 func APIConnections(d int) { apiConns.Add(float64(d)) }

@@ -114,12 +114,12 @@ func (f *Store) ScanStarts(ctx context.Context, notifyDefault bool) (r0 store.St
 }
 
 // AllAvoidNotice calls the wrapped store's, unless a fault is set for it.
-func (f *Store) AllAvoidNotice(ctx context.Context, ident string, n store.AdminNotice) (r0 bool, err error) {
+func (f *Store) AllAvoidNotice(ctx context.Context, ident, site string, period time.Duration, n store.AdminNotice) (r0 store.AllAvoid, err error) {
 	after, err := f.enter(ctx, "AllAvoidNotice")
 	if err != nil {
 		return
 	}
-	r0, err = f.next.AllAvoidNotice(ctx, ident, n)
+	r0, err = f.next.AllAvoidNotice(ctx, ident, site, period, n)
 	return r0, after(err)
 }
 
@@ -374,13 +374,13 @@ func (f *Store) ReleaseLease(ctx context.Context, value string) (r0 bool, err er
 }
 
 // ClockOffset calls the wrapped store's, unless a fault is set for it.
-func (f *Store) ClockOffset(ctx context.Context) (r0 time.Duration, err error) {
+func (f *Store) ClockOffset(ctx context.Context) (r0, r1 time.Duration, err error) {
 	after, err := f.enter(ctx, "ClockOffset")
 	if err != nil {
 		return
 	}
-	r0, err = f.next.ClockOffset(ctx)
-	return r0, after(err)
+	r0, r1, err = f.next.ClockOffset(ctx)
+	return r0, r1, after(err)
 }
 
 // methods are the door's methods, each wrapped above.

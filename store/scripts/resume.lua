@@ -3,9 +3,10 @@
 -- KEYS[1] archivebot:paused
 -- KEYS[2k], KEYS[2k+1] a queue and its list aside, archivebot:paused:QUEUE
 -- ARGV[1] the queue name, or "all"
+-- KEYS[#KEYS] for "all": the queue index, archivebot:queues
 -- Returns 1 resumed; -1 it is not paused; -2 it is paused, but so is
--- every queue ("all" must be resumed first). Nothing is written unless 1
--- is returned.
+-- every queue ("all" must be resumed first); -3 ("all") the index names a
+-- queue not given. Nothing is written unless 1 is returned.
 --
 -- Each list aside moves back under its queue's name in the same order;
 -- jobs found under the queue's name (queued by something that ignored
@@ -13,7 +14,27 @@
 -- is still paused on its own stays aside when "all" is resumed.
 local bad = expect(KEYS[1], 'hash')
 if bad then return bad end
-for i = 2, #KEYS do
+-- For "all", the last KEY is the queue index (archivebot:queues): the
+-- queues given must be every queue it names now, or nothing is done and
+-- -3 tells the caller to list them again (a queue created between the
+-- caller's read of the index and this script would stay open).
+local last = #KEYS
+if ARGV[1] == 'all' then
+  local index = KEYS[last]
+  last = last - 1
+  if redis.call('TYPE', index)['ok'] == 'set' then
+    local given = {}
+    for i = 2, last - 1, 2 do
+      given[KEYS[i]] = true
+    end
+    for _, q in ipairs(redis.call('SMEMBERS', index)) do
+      if not given[q] then
+        return -3
+      end
+    end
+  end
+end
+for i = 2, last do
   bad = expect(KEYS[i], 'list')
   if bad then return bad end
 end
@@ -27,7 +48,7 @@ if ARGV[1] ~= 'all' and redis.call('HEXISTS', KEYS[1], 'all') == 1 then
   return -2
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
-for i = 2, #KEYS - 1, 2 do
+for i = 2, last - 1, 2 do
   local q, aside = KEYS[i], KEYS[i + 1]
   if (ARGV[1] == q or redis.call('HEXISTS', KEYS[1], q) == 0) and redis.call('EXISTS', aside) == 1 then
     if redis.call('EXISTS', q) == 0 then

@@ -21,9 +21,11 @@
 --      queues are tried;
 --   5. the queues in the order given (KEYS[10 ..]), each from its head
 --      (the right end).
--- A skipped job keeps its place. At most ARGV[9] jobs are examined by
--- one take (skipped or taken); when that bound stops the scan the
--- reply says so.
+-- A skipped job keeps its place. At most ARGV[9] jobs of each queue are
+-- examined by one take (skipped or taken): a queue that stops at the
+-- bound does not stop the scan of the next one (pending:NAME, which
+-- anyone can fill with !ao --pipeline=NAME, cannot shadow the others);
+-- when the bound stopped a queue's scan the reply says so.
 --
 -- KEYS[1] working   KEYS[2] archivebot:pipeline_key:NAME:jobs (held set)
 -- KEYS[3] archivebot:pipeline_keys   KEYS[4] archivebot:paused (hash)
@@ -216,6 +218,7 @@ for i = 10, #KEYS do
   local named = string.sub(q, 1, #K.named_prefix) == K.named_prefix
   local paused = all_paused or redis.call('HEXISTS', KEYS[4], q) == 1
   if not paused and (named or not targeted) and redis.call('TYPE', q)['ok'] == 'list' then
+    examined = 0 -- the bound is each queue's
     if not rules then
       -- No rule can skip a job: the head is taken, as a direct pipeline does.
       while examined < scan_max do
@@ -278,7 +281,6 @@ for i = 10, #KEYS do
     end
     if examined >= scan_max then
       hit = 1
-      break
     end
   end
 end
