@@ -28,6 +28,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/internal/httpserve"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/internal/refusal"
 	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
@@ -86,6 +87,10 @@ type Server struct {
 	handler http.Handler
 	now     func() time.Time
 	limits  limits
+	// key makes and checks the sessions' ids, MACs and CSRF tokens.
+	key sessionKey
+	// refusals logs every refusal class, rate-limited, with counts.
+	refusals *refusal.Log
 }
 
 // New builds the server; Serve runs it.
@@ -97,8 +102,10 @@ func New(opt Options) *Server {
 		opt.Now = time.Now
 	}
 	s := &Server{opt: opt, store: opt.Store, log: opt.Logger.With("service", "web"), now: opt.Now}
+	s.refusals = refusal.New(s.log, 0)
 	if a := opt.Actions; a != nil {
 		s.limits = limits{session: newRateLimiter(a.ActionsPerMinute), address: newRateLimiter(a.AddressPerMinute)}
+		s.key = newSessionKey(a.Secret)
 	}
 
 	reg := prometheus.NewRegistry()

@@ -74,7 +74,7 @@ func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, st *s
 	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, st, lease.Valid, logger)
 	startFailoverCheck(runCtx, &wg, st, papi, lease.Valid, logger)
 	hub := startWeb(runCtx, &wg, webLn, streamLn, st, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes,
-		actionOptions(cfg, b, st, fe, logger), signIn)
+		actionOptions(cfg, b, st, fe, logger, signIn.secret), signIn)
 	logger.Info("high availability: campaigning for the leader lease", "node", cfg.HA.NodeID, "lease_ttl", cfg.HA.LeaseTTL.Duration)
 
 	var fatal error

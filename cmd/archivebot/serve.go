@@ -118,6 +118,11 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	}
 	signIn := &webSignIn{}
 	login, logout := signIn.botHooks(cfg)
+	if login != nil {
+		if signIn.secret, err = loadWebSecret(cfg, logger); err != nil {
+			return err
+		}
+	}
 	b := bot.New(st, bot.Options{
 		PublicURL:           cfg.HTTP.PublicURL,
 		Login:               login,
@@ -159,7 +164,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, st, nil, logger)
 	startFailoverCheck(runCtx, &wg, st, papi, nil, logger)
 	hub := startWeb(runCtx, &wg, webLn, streamLn, st, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes,
-		actionOptions(cfg, b, st, fe, logger), signIn)
+		actionOptions(cfg, b, st, fe, logger, signIn.secret), signIn)
 	services, err := startServices(runCtx, cfg, st, fe, hub, papi, logger)
 	if err != nil {
 		return err

@@ -18,6 +18,8 @@ import (
 // one whose server never started, answers that signing in is off.
 type webSignIn struct {
 	srv *web.Server
+	// secret is the key of the sessions (web.secret_file).
+	secret []byte
 }
 
 var errSignInOff = errors.New("the web server is off (http.listen is \"\"), so there is nothing to sign in to")
@@ -44,11 +46,11 @@ func (w *webSignIn) botHooks(cfg *config.Config) (func(context.Context, bot.Requ
 }
 
 // whoisNote is !whois's sentence about the nick's dashboard sessions.
-func (w *webSignIn) whoisNote(ctx context.Context, nick string) string {
+func (w *webSignIn) whoisNote(ctx context.Context, nick, nickKey string) string {
 	if w.srv == nil {
 		return ""
 	}
-	return w.srv.WhoisNote(ctx, nick)
+	return w.srv.WhoisNote(ctx, nick, nickKey)
 }
 
 // ircView is what the dashboard's actions need of the IRC client.
@@ -56,6 +58,9 @@ type ircView interface {
 	Connected() bool
 	Rank(channel, nick string) bot.Rank
 	Account(nick string) (string, bool)
+	Presence(nick string) string
+	AllowCommand(nick string, privileged bool) bool
+	CommandLimits() (plain, privileged int)
 	Channels() []string
 	Announce(ctx context.Context, channel, text string) error
 }
@@ -82,7 +87,7 @@ func currentIRC(fe frontEnd) ircView {
 // actionOptions switch the dashboard's sign-in and actions on when
 // http.public_url is set; nil otherwise. log is the node's logger (its
 // warnings carry the node's handler and fields, as the rest of its lines).
-func actionOptions(cfg *config.Config, b *bot.Bot, st *store.Store, fe frontEnd, log *slog.Logger) *web.ActionOptions {
+func actionOptions(cfg *config.Config, b *bot.Bot, st *store.Store, fe frontEnd, log *slog.Logger, secret []byte) *web.ActionOptions {
 	if cfg.HTTP.PublicURL == "" || b == nil {
 		return nil
 	}
@@ -111,6 +116,8 @@ func actionOptions(cfg *config.Config, b *bot.Bot, st *store.Store, fe frontEnd,
 		SessionTTL:       cfg.Web.SessionTTL.Duration,
 		SessionsPerNick:  cfg.Web.SessionsPerNick,
 		SessionsTotal:    cfg.Web.SessionsTotal,
+		SessionsRankless: max(cfg.Web.SessionsRankless, 0),
+		Secret:           secret,
 		ActionsPerMinute: cfg.Web.ActionsPerMinute,
 		AddressPerMinute: cfg.Web.AddressPerMinute,
 	}
