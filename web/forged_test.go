@@ -73,4 +73,3 @@ func TestForgedSessionsDoNotAct(t *testing.T) {
 		}
 	})
 }
-

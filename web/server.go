@@ -77,6 +77,9 @@ type Options struct {
 	// Actions switches dashboard sign-in and actions on (doc/web.md,
 	// Signing in and acting); nil: off.
 	Actions *ActionOptions
+	// Conns caps the open connections of Serve's and ServeStream's
+	// listeners together (http.max_conns, http.max_conns_per_addr).
+	Conns ConnLimits
 }
 
 // Server is the HTTP API.
@@ -91,6 +94,8 @@ type Server struct {
 	key sessionKey
 	// refusals logs every refusal class, rate-limited, with counts.
 	refusals *refusal.Log
+	// conns counts the listeners' connections against opt.Conns.
+	conns *connCounter
 }
 
 // New builds the server; Serve runs it.
@@ -103,6 +108,7 @@ func New(opt Options) *Server {
 	}
 	s := &Server{opt: opt, store: opt.Store, log: opt.Logger.With("service", "web"), now: opt.Now}
 	s.refusals = refusal.New(s.log, 0)
+	s.conns = newConnCounter(opt.Conns, s.refusals)
 	if a := opt.Actions; a != nil {
 		s.limits = limits{session: newRateLimiter(a.ActionsPerMinute), address: newRateLimiter(a.AddressPerMinute)}
 		s.key = newSessionKey(a.Secret)
@@ -245,7 +251,7 @@ func (s *Server) ServeStream(ctx context.Context, ln net.Listener) error {
 
 func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := httpserve.Server(h, httpserve.Timeouts{}, MaxHeaderBytes, s.log, ctx)
-	return httpserve.Serve(ctx, srv, ln, s.log)
+	return httpserve.Serve(ctx, srv, s.conns.wrap(ln), s.log)
 }
 
 // writeJSON sends v as JSON with CORS open to every origin (upstream sent

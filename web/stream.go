@@ -105,8 +105,11 @@ type HubOptions struct {
 	// (negative: no bound beyond the kernels').
 	InflightBytes         int
 	InflightBytesUpstream int
-	Logger                *slog.Logger
-	Now                   func() time.Time
+	// MaxStreamAge closes a connection that old with 1001 (going away):
+	// the client reconnects (http.stream_max_age). 0: no bound.
+	MaxStreamAge time.Duration
+	Logger       *slog.Logger
+	Now          func() time.Time
 }
 
 // Hub fans the firehose out to WebSocket clients. It implements

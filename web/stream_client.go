@@ -217,8 +217,25 @@ func (c *client) writeLoop() {
 	defer c.conn.Close()
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()
+	// A client that answers pings would otherwise stay for ever: at
+	// HubOptions.MaxStreamAge it is closed with 1001 (going away), after
+	// what it was queued, and reconnects (the dashboard does at once).
+	var expire <-chan time.Time
+	if d := c.hub.opt.MaxStreamAge; d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		expire = t.C
+	}
 	for {
 		select {
+		case <-expire:
+			expire = nil
+			c.mu.Lock()
+			if !c.closing {
+				c.closing, c.closeCode, c.closeText = true, websocket.CloseGoingAway, "stream lifetime reached (http.stream_max_age): reconnect"
+				metrics.StreamExpired()
+			}
+			c.mu.Unlock()
 		case <-c.signal:
 		case <-ping.C:
 			c.conn.SetWriteDeadline(time.Now().Add(writeWait))

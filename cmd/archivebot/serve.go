@@ -28,6 +28,7 @@ import (
 	irun "github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/web"
 )
 
 // frontEnd is the IRC client or the console.
@@ -164,7 +165,8 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, st, nil, logger)
 	startFailoverCheck(runCtx, &wg, st, papi, nil, logger)
 	hub := startWeb(runCtx, &wg, webLn, streamLn, st, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes,
-		actionOptions(cfg, b, st, fe, logger, signIn.secret), signIn)
+		actionOptions(cfg, b, st, fe, logger, signIn.secret), signIn,
+		web.ConnLimits{Total: cfg.HTTP.MaxConns, PerAddr: cfg.HTTP.MaxConnsPerAddr})
 	services, err := startServices(runCtx, cfg, st, fe, hub, papi, logger)
 	if err != nil {
 		return err
