@@ -157,7 +157,7 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.limits.session.allow(ws.ID, s.now()) {
 		s.refuse(w, r, http.StatusTooManyRequests, "rate_session",
-			"Refused: at most "+itoa(a.ActionsPerMinute)+" actions a minute per session; wait a little.")
+			"Refused: at most "+itoa(a.ActionsPerMinute)+" actions a minute per session; wait a little.", "nick", ws.Nick)
 		return
 	}
 	name := r.PathValue("action")
@@ -196,7 +196,7 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 		plain, priv := p.CommandLimits()
 		w.Header().Set("Retry-After", "60")
 		s.refuse(w, r, http.StatusTooManyRequests, "rate_irc", "Refused: "+ws.Nick+" is at its command limit (IRC and dashboard together: "+
-			itoa(plain)+" commands a minute, "+itoa(priv)+" for voiced users and operators); wait a little.")
+			itoa(plain)+" commands a minute, "+itoa(priv)+" for voiced users and operators); wait a little.", "nick", ws.Nick)
 		return
 	}
 	// The account as the IRC front end would fill it (jobs.require_account).

@@ -568,9 +568,9 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) (*store.WebSe
 
 // refuse answers a refused action with its reason, counts it and logs it
 // (rate-limited, with counts: internal/refusal).
-func (s *Server) refuse(w http.ResponseWriter, r *http.Request, status int, reason, msg string) {
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, status int, reason, msg string, attrs ...any) {
 	metrics.WebRefused(reason)
-	s.refusals.Refused("web_"+reason, remoteHost(r), "status", status, "why", msg)
+	s.refusals.Refused("web_"+reason, remoteHost(r), append(append([]any{"status", status}, attrs...), "why", msg)...)
 	privateJSON(w, status, errorBody{msg + " Nothing was changed."})
 }
 
