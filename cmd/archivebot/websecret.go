@@ -41,13 +41,23 @@ func loadWebSecret(cfg *config.Config, log *slog.Logger) ([]byte, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("web.secret_file: %w", err)
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		// Written whole under another name, then linked into place: a
+		// node starting beside this one on the same data directory reads
+		// the whole key or none, and the one that links second uses the
+		// first's.
+		f, err := os.CreateTemp(filepath.Dir(path), ".web-secret-*")
 		if err != nil {
 			return nil, fmt.Errorf("web.secret_file: making %s: %w", path, err)
 		}
+		defer os.Remove(f.Name())
 		_, werr := f.Write(b)
-		if err := errors.Join(werr, f.Close()); err != nil {
+		if err := errors.Join(werr, f.Chmod(0o600), f.Sync(), f.Close()); err != nil {
 			return nil, fmt.Errorf("web.secret_file: writing %s: %w", path, err)
+		}
+		if err := os.Link(f.Name(), path); errors.Is(err, fs.ErrExist) {
+			return loadWebSecret(cfg, log)
+		} else if err != nil {
+			return nil, fmt.Errorf("web.secret_file: making %s: %w", path, err)
 		}
 		args := []any{"file", path}
 		if cfg.HA.Enabled {
