@@ -196,6 +196,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			// Only sign-in, sign-out and the dashboard's actions take
 			// POST (doc/web.md, Signing in and acting).
 			if !postPath(r.URL.Path) {
+				s.refusals.Refused("web_method", remoteHost(r), "method", r.Method)
 				w.Header().Set("Allow", "GET, HEAD, OPTIONS")
 				jsonError(w, http.StatusMethodNotAllowed, "method POST not allowed: this endpoint is read-only (GET); only /login, /logout and /actions/ACTION take POST")
 				return
@@ -207,9 +208,13 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		default:
+			s.refusals.Refused("web_method", remoteHost(r), "method", clip(r.Method, 20))
 			w.Header().Set("Allow", "GET, HEAD, OPTIONS")
 			jsonError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: this API is read-only (GET)")
 			return
+		}
+		if len(r.URL.EscapedPath()) > MaxPathBytes || len(r.URL.RawQuery) > MaxQueryBytes {
+			s.refusals.Refused("web_uri_too_long", remoteHost(r), "path_bytes", len(r.URL.EscapedPath()), "query_bytes", len(r.URL.RawQuery))
 		}
 		if len(r.URL.EscapedPath()) > MaxPathBytes {
 			jsonError(w, http.StatusRequestURITooLong, fmt.Sprintf("path longer than %d bytes", MaxPathBytes))

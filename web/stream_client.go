@@ -5,6 +5,7 @@ package web
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -98,6 +99,7 @@ func (c *client) pushEvent(f qframe) {
 	if len(c.events) >= c.lim.frames {
 		c.closing, c.closeCode, c.closeText = true, CloseOverflow, "too slow: job events would be lost; reload /jobs and reconnect"
 		metrics.StreamClientClosed()
+		c.hub.refusals.Refused("stream_too_slow", c.remote(), "events_queued", len(c.events))
 		c.mu.Unlock()
 		c.wakeWriter()
 		return
@@ -424,6 +426,7 @@ func (c *client) readMessage() ([]byte, error) {
 		return nil, err
 	}
 	if len(msg) > maxClientMsg {
+		c.hub.refusals.Refused("stream_message_too_big", c.remote(), "limit_bytes", maxClientMsg)
 		c.conn.SetWriteDeadline(time.Now().Add(writeWait))
 		c.conn.WriteControl(websocket.CloseMessage,
 			websocket.FormatCloseMessage(websocket.CloseMessageTooBig, "message too big (64 KiB at most, decompressed)"),
@@ -520,4 +523,13 @@ func (h *Hub) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	run.Go(&h.clientLoops, h.log, "stream client writer", c.writeLoop)
 	run.Go(&h.clientLoops, h.log, "stream client reader", c.readLoop)
+}
+
+// remote is the client's address without the port, for the log.
+func (c *client) remote() string {
+	a := c.conn.RemoteAddr().String()
+	if h, _, err := net.SplitHostPort(a); err == nil {
+		return h
+	}
+	return a
 }
