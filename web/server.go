@@ -96,6 +96,8 @@ type Server struct {
 	refusals *refusal.Log
 	// conns counts the listeners' connections against opt.Conns.
 	conns *connCounter
+	// ends are nick keys whose presence ended (EndPresence).
+	ends chan string
 }
 
 // New builds the server; Serve runs it.
@@ -109,6 +111,7 @@ func New(opt Options) *Server {
 	s := &Server{opt: opt, store: opt.Store, log: opt.Logger.With("service", "web"), now: opt.Now}
 	s.refusals = refusal.New(s.log, 0)
 	s.conns = newConnCounter(opt.Conns, s.refusals)
+	s.ends = make(chan string, presenceEnds)
 	if a := opt.Actions; a != nil {
 		s.limits = limits{session: newRateLimiter(a.ActionsPerMinute), address: newRateLimiter(a.AddressPerMinute)}
 		s.key = newSessionKey(a.Secret)

@@ -141,6 +141,44 @@ func (s *Server) LoginLink(ctx context.Context, req bot.Request) (string, error)
 	return strings.TrimRight(a.PublicURL, "/") + "/login?code=" + code, nil
 }
 
+// presenceEnds bounds the nicks waiting for RunPresenceEnds; past it a
+// nick's sessions end at their next request (or its next !login) instead.
+const presenceEnds = 1024
+
+// EndPresence ends, soon, the sessions bound to the presence of the nick
+// whose key is nickKey, which ended (the IRC client's OnPresenceEnd). It
+// never blocks: RunPresenceEnds does the work.
+func (s *Server) EndPresence(nickKey string) {
+	if s.opt.Actions == nil {
+		return
+	}
+	select {
+	case s.ends <- nickKey:
+	default:
+		s.refusals.Refused("web_presence_end_queue_full", nickKey, "queue", presenceEnds,
+			"why", "sessions of nicks that left end at their next request instead")
+	}
+}
+
+// RunPresenceEnds ends the sessions EndPresence was told of, until ctx
+// ends.
+func (s *Server) RunPresenceEnds(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case k := <-s.ends:
+			current := ""
+			if p := s.opt.Actions.presence(); p != nil {
+				current = p.Presence(k)
+			}
+			c, cancel := context.WithTimeout(ctx, requestTimeout)
+			s.endStaleSessions(c, k, current)
+			cancel()
+		}
+	}
+}
+
 // endStaleSessions ends the nick's sessions bound to an earlier presence
 // (someone who held the nick before): they can never act again, and must
 // not hold the nick's room.

@@ -89,6 +89,9 @@ func newDashRig(t *testing.T, commandsPerMinute int) *dashRig {
 	hs.Config.Handler = srv.Handler()
 	hs.Start()
 	t.Cleanup(hs.Close)
+	// As the node wires it: a presence that ends ends its sessions.
+	c.OnPresenceEnd(srv.EndPresence)
+	go srv.RunPresenceEnds(ctx)
 	opal.WaitBotIn("ArchiveBot", "#test")
 	const job = "nickjob1"
 	if err := st.Register(context.Background(), store.NewJob{Ident: job, URL: "http://nick.example/", FetchDepth: "inf",
@@ -181,6 +184,15 @@ func (d *dashRig) act(s session, action string, form url.Values) (int, string) {
 	return res.StatusCode, string(b)
 }
 
+// sessionsEnd waits until nick has no session left in Redis.
+func (d *dashRig) sessionsEnd(nick string) {
+	d.t.Helper()
+	testproc.Eventually(d.t, nick+"'s sessions ended", func() bool {
+		list, err := d.st.NickSessions(context.Background(), nick)
+		return err == nil && len(list) == 0
+	})
+}
+
 func (d *dashRig) paused() bool {
 	ps, err := d.st.Pauses(context.Background())
 	if err != nil {
@@ -206,8 +218,9 @@ func (d *dashRig) firstWebLine() string {
 //     no longer acts (it acted as op for 12 hours before).
 //   - A rankless user signs in, is opped later: the session acts with no
 //     rank (min of the rank at sign-in and now).
-//   - A part, a kick, a quit and a nick change each end the session, even
-//     when the same person comes back under the nick.
+//   - A part, a kick, a quit and a nick change each end the session at
+//     once (it is gone from Redis), even when the same person comes back
+//     under the nick; its cookie is refused.
 func TestDashboardSessionFollowsNick(t *testing.T) {
 	d := newDashRig(t, 1000)
 	pause := url.Values{"queue": {"pending"}, "reason": {"squat"}}
@@ -216,6 +229,7 @@ func TestDashboardSessionFollowsNick(t *testing.T) {
 	stolen := d.signIn(squatter)
 	squatter.Send("NICK mallory")
 	squatter.Expect("own NICK", func(m ircmsg.Message) bool { return m.Command == "NICK" && m.Nick() == "opvictim" })
+	d.sessionsEnd("opvictim")
 	d.join("opvictim", bot.RankOp)
 	if status, b := d.act(stolen, "pause", pause); status != http.StatusUnauthorized || !strings.Contains(b, "session ended") {
 		t.Errorf("the squatter's session, with the op back under the nick: %d %s", status, b)
@@ -282,6 +296,8 @@ func TestDashboardSessionFollowsNick(t *testing.T) {
 			p := d.h.client.Presence(ev.nick)
 			return p != "" && p != before
 		})
+		// Ended at once, not only at its next use.
+		d.sessionsEnd(ev.nick)
 		d.give(ev.nick, bot.RankVoice)
 		if status, b := d.act(s, "explain", explain); status != http.StatusUnauthorized || !strings.Contains(b, "session ended") {
 			t.Errorf("%s's session after a %s and a return: %d %s", ev.nick, ev.ended, status, b)

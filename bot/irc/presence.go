@@ -31,3 +31,22 @@ func (c *Client) AllowCommand(nick string, privileged bool) bool {
 func (c *Client) CommandLimits() (plain, privileged int) {
 	return c.throttle.limitFor(false), c.throttle.limitFor(true)
 }
+
+// OnPresenceEnd makes f hear the folded nick of every presence that ends
+// (a PART, KICK, QUIT or NICK that leaves a nick in none of the bot's
+// channels, and every presence at a reconnect), so that the dashboard
+// ends the sessions bound to it at once. f runs on the reader goroutine:
+// it must not block.
+func (c *Client) OnPresenceEnd(f func(nickKey string)) { c.presenceEnd.Store(&f) }
+
+// tellPresenceEnded hands the presences that ended to OnPresenceEnd's f.
+func (c *Client) tellPresenceEnded() {
+	ended := c.state.takeEnded()
+	f := c.presenceEnd.Load()
+	if f == nil || *f == nil {
+		return
+	}
+	for _, k := range ended {
+		(*f)(k)
+	}
+}

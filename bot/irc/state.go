@@ -55,6 +55,8 @@ type tracker struct {
 	// session made without an account is bound to it (doc/web.md, What
 	// is promised).
 	presence map[string]string
+	// ended are the folded nicks whose presence ended since takeEnded.
+	ended []string
 }
 
 type channelState struct {
@@ -95,6 +97,9 @@ func (t *tracker) reset(nick string) {
 	t.extendedJoin, t.accountNotify, t.accountTag = false, false, false
 	t.channels = map[string]*channelState{}
 	t.accounts = map[string]string{}
+	for k := range t.presence {
+		t.ended = append(t.ended, k)
+	}
 	t.presence = map[string]string{}
 	t.resetISupport()
 }
@@ -650,6 +655,7 @@ func (t *tracker) syncPresence() {
 	for k := range t.presence {
 		if !in[k] {
 			delete(t.presence, k)
+			t.ended = append(t.ended, k)
 		}
 	}
 	for k := range in {
@@ -657,6 +663,16 @@ func (t *tracker) syncPresence() {
 			t.presence[k] = presenceID()
 		}
 	}
+}
+
+// takeEnded returns the folded nicks whose presence ended since the last
+// call (onMessage drains it after every line).
+func (t *tracker) takeEnded() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.ended
+	t.ended = nil
+	return e
 }
 
 // presenceID is a fresh presence id: random, so that no two nodes or

@@ -83,6 +83,7 @@ func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, st *s
 	lease.Run(runCtx, func(leadCtx context.Context) {
 		c := botirc.New(cfg.IRC, b, logger.With("service", "irc", "node", cfg.HA.NodeID))
 		c.Gate = lease.Valid
+		c.OnPresenceEnd(signIn.presenceEnded)
 		services, err := startServices(leadCtx, cfg, st, c, hub, papi, logger)
 		if err != nil {
 			fatal = err

@@ -154,7 +154,9 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 		fe = &bot.Console{Bot: b, User: localUser(), In: stdin, Out: stdout}
 		fmt.Fprintln(stdout, "ArchiveBot console. Type !help for the commands, !a URL to archive; Ctrl-D or Ctrl-C quits.")
 	} else {
-		fe = botirc.New(cfg.IRC, b, logger.With("service", "irc"))
+		c := botirc.New(cfg.IRC, b, logger.With("service", "irc"))
+		c.OnPresenceEnd(signIn.presenceEnded)
+		fe = c
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)

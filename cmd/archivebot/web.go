@@ -130,7 +130,10 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener
 		opt.ClockProblem = c.ClockProblem
 	}
 	srv := web.New(opt)
-	signIn.srv = srv
+	signIn.setServer(srv)
+	if actions != nil {
+		irun.Go(wg, logger, "web presence ends", func() { srv.RunPresenceEnds(ctx) })
+	}
 	logger.Info("web server listening", "service", "web", "addr", ln.Addr().String())
 	irun.Go(wg, logger, "web", func() {
 		if err := srv.Serve(ctx, ln); err != nil {
