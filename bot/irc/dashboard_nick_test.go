@@ -212,7 +212,8 @@ func (d *dashRig) firstWebLine() string {
 
 // TestDashboardSessionFollowsNick (ngircd, which tells no accounts): a
 // session made without an account lasts while its nick stays in the
-// bot's channels and never acts above the rank it had at !login.
+// bot's channels and never acts above the rank it had at !login; a nick
+// in none of them gets no link.
 //   - A stranger takes an op's nick while the op is away, signs in, and
 //     leaves the nick; the op returns and is opped: the stranger's cookie
 //     no longer acts (it acted as op for 12 hours before).
@@ -224,6 +225,14 @@ func (d *dashRig) firstWebLine() string {
 func TestDashboardSessionFollowsNick(t *testing.T) {
 	d := newDashRig(t, 1000)
 	pause := url.Values{"queue": {"pending"}, "reason": {"squat"}}
+
+	// A nick in none of the bot's channels gets no link: there is no
+	// presence to bind its session to.
+	outside := irctest.Dial(t, d.n.Addr(), "outsider")
+	outside.Say("ArchiveBot", "!login")
+	if r := outside.Reply("ArchiveBot", ""); !strings.Contains(r, "you are in none of them") || strings.Contains(r, "/login?code=") {
+		t.Errorf("!login from a nick in no channel: %q", r)
+	}
 
 	squatter := d.join("opvictim", bot.RankNone)
 	stolen := d.signIn(squatter)
