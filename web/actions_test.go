@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -116,13 +115,13 @@ type actionsRig struct {
 	said    []string
 	leading bool
 	job     string
-	logs    *bytes.Buffer
+	logs    *syncBuf
 }
 
 func newActionsRig(t testing.TB, be *redistest.Backend, public string) *actionsRig {
 	t.Helper()
 	be.Client.FlushDB(context.Background())
-	rig := &actionsRig{b: be, st: store.New(be.Client), p: &fakePresence{ranks: map[string]bot.Rank{}}, leading: true, logs: &bytes.Buffer{}}
+	rig := &actionsRig{b: be, st: store.New(be.Client), p: &fakePresence{ranks: map[string]bot.Rank{}}, leading: true, logs: &syncBuf{}}
 	rig.bot = bot.New(rig.st, bot.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	u := "http://example.com/"
 	rig.job = ident.Of(u)
