@@ -268,5 +268,6 @@ func (c *Client) Whois(channel, nick string) bot.Whois {
 		w.InChannel, w.Rank = true, c.state.Rank(channel, nick)
 	}
 	w.Account, w.AccountKnown = c.state.Account(nick)
+	w.NickKey = c.state.Fold(nick)
 	return w
 }

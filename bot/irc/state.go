@@ -1,6 +1,8 @@
 package irc
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"sort"
 	"strings"
 	"sync"
@@ -50,6 +52,15 @@ type tracker struct {
 	// accounts holds, by folded nick, the services account ("" for none)
 	// of the nicks in our channels whose account the server told.
 	accounts map[string]string
+	// presence names, by folded nick, each nick's unbroken stay in our
+	// channels: a random id given when the nick is first seen in one of
+	// them (JOIN, NAMES, a NICK to it) and dropped when it is in none
+	// (PART, KICK, QUIT, a NICK away, a new connection). A dashboard
+	// session made without an account is bound to it (doc/web.md, What
+	// is promised).
+	presence map[string]string
+	// ended are the folded nicks whose presence ended since takeEnded.
+	ended []string
 }
 
 type channelState struct {
@@ -65,7 +76,7 @@ type member struct {
 }
 
 func newTracker(nick string) *tracker {
-	t := &tracker{me: nick, channels: map[string]*channelState{}, accounts: map[string]string{}}
+	t := &tracker{me: nick, channels: map[string]*channelState{}, accounts: map[string]string{}, presence: map[string]string{}}
 	t.resetISupport()
 	return t
 }
@@ -91,6 +102,10 @@ func (t *tracker) reset(nick string) {
 	t.extendedJoin, t.accountNotify, t.accountTag = false, false, false
 	t.channels = map[string]*channelState{}
 	t.accounts = map[string]string{}
+	for k := range t.presence {
+		t.ended = append(t.ended, k)
+	}
+	t.presence = map[string]string{}
 	t.resetISupport()
 }
 
@@ -261,6 +276,10 @@ var joinErrors = map[string]bool{
 func (t *tracker) handle(msg ircmsg.Message) []event {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	switch msg.Command {
+	case "JOIN", "PART", "KICK", "QUIT", "NICK", "366":
+		defer t.syncPresence()
+	}
 	src := msg.Nick()
 	p := msg.Params
 	switch msg.Command {
@@ -682,6 +701,54 @@ func (t *tracker) AccountsByWho() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.whox && t.accountsTold()
+}
+
+// syncPresence gives a presence id to every nick in our channels that has
+// none and drops the ids of nicks in none; mu held.
+func (t *tracker) syncPresence() {
+	in := map[string]bool{}
+	for _, c := range t.channels {
+		for k := range c.members {
+			in[k] = true
+		}
+	}
+	for k := range t.presence {
+		if !in[k] {
+			delete(t.presence, k)
+			t.ended = append(t.ended, k)
+		}
+	}
+	for k := range in {
+		if _, ok := t.presence[k]; !ok {
+			t.presence[k] = presenceID()
+		}
+	}
+}
+
+// takeEnded returns the folded nicks whose presence ended since the last
+// call (onMessage drains it after every line).
+func (t *tracker) takeEnded() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.ended
+	t.ended = nil
+	return e
+}
+
+// presenceID is a fresh presence id: random, so that no two nodes or
+// connections ever give the same one.
+func presenceID() string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Presence returns the id of nick's present stay in our channels, "" when
+// it is in none.
+func (t *tracker) Presence(nick string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.presence[t.fold(nick)]
 }
 
 // BotMode returns the server's bot user mode, "" when it has none.
