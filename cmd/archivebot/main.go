@@ -130,7 +130,7 @@ func runCheck(o *nodeOptions, stdout, stderr io.Writer) int {
 	if err != nil {
 		printErr(stderr, err)
 	}
-	err = checkConfig(context.Background(), cfg, logger, probs.Has)
+	catalog, err := checkConfig(context.Background(), cfg, logger, probs.Has)
 	var inUse []*addrInUseError
 	if o.allowInUse {
 		inUse, err = splitInUse(err)
@@ -154,6 +154,9 @@ func runCheck(o *nodeOptions, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "configuration OK (%s)\n", describe(cfg))
+	if catalog != "" {
+		fmt.Fprintln(stdout, catalog)
+	}
 	if len(inUse) > 0 {
 		keys := make([]string, len(inUse))
 		for i, e := range inUse {
