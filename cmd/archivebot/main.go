@@ -65,9 +65,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		printErr(stderr, err)
 		return 1
 	}
-	level := cfg.Log.Level
-	if o.debug {
-		level = "debug"
+	level, err := o.level(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "archivebot: %v\n", err)
+		return 2
 	}
 	logger, err := newLogger(stderr, cfg.Log.Format, level)
 	if err != nil {
@@ -116,9 +117,10 @@ func runCheck(o *nodeOptions, stdout, stderr io.Writer) int {
 		printErr(stderr, err) // the file cannot be read
 		return 1
 	}
-	level := cfg.Log.Level
-	if o.debug {
-		level = "debug"
+	level, lerr := o.level(cfg)
+	if lerr != nil {
+		fmt.Fprintf(stderr, "archivebot: %v\n", lerr)
+		return 2
 	}
 	logger, lerr := newLogger(stderr, cfg.Log.Format, level)
 	if lerr != nil {

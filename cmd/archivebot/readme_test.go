@@ -114,8 +114,9 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	blocks := readmeTranscripts(t, string(readme))
-	if c := blocks["node"].command; c != "go run ./cmd/archivebot" {
-		t.Fatalf("the node's block runs %q, want the quick start's go run ./cmd/archivebot", c)
+	nodeArgs := strings.Fields(blocks["node"].command)
+	if len(nodeArgs) < 3 || strings.Join(nodeArgs[:3], " ") != "go run ./cmd/archivebot" {
+		t.Fatalf("the node's block runs %q, want the quick start's go run ./cmd/archivebot", blocks["node"].command)
 	}
 	simArgs := strings.Fields(blocks["simulator"].command)
 	if len(simArgs) < 4 || strings.Join(simArgs[:4], " ") != "go run ./cmd/archivebot simulate-pipeline" {
@@ -148,9 +149,10 @@ func TestReadmeQuickStart(t *testing.T) {
 
 	var lastWant []string
 	stdinR, stdinW := io.Pipe()
-	var nodeOut, nodeErr testproc.Buffer
+	// Standard output and standard error in one, as a terminal shows them.
+	var nodeOut testproc.Buffer
 	done := make(chan int, 1)
-	go func() { done <- run(nil, stdinR, &nodeOut, &nodeErr) }()
+	go func() { done <- run(nodeArgs[3:], stdinR, &nodeOut, &nodeOut) }()
 	defer func() {
 		stdinW.Close()
 		select {
@@ -165,7 +167,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			missing, _ := inOrder(lastWant, nodeOut.String())
-			t.Logf("first README line not printed: %q\nthe node printed:\n%s\nstderr:\n%s", missing, nodeOut.String(), nodeErr.String())
+			t.Logf("first README line not printed: %q\nthe node printed (standard output and error):\n%s", missing, nodeOut.String())
 		}
 	})
 	waitFor := func(what string, want []string) {
@@ -196,6 +198,17 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Fatalf("simulator: the README shows %q, the run printed:\n%s", missing, simOut.String())
 	}
 	waitFor("the node's notices", expect(blocks["node-after"].output))
+	// Nothing else comes between the README's lines (no log line): what
+	// the terminal shows is the transcript.
+	shown := map[string]bool{}
+	for _, l := range expect(append(append([]string{}, node.output...), blocks["node-after"].output...)) {
+		shown[normalize(l)] = true
+	}
+	for _, l := range strings.Split(strings.TrimRight(nodeOut.String(), "\n"), "\n") {
+		if !shown[normalize(l)] {
+			t.Errorf("the console printed a line the README does not show: %q", l)
+		}
+	}
 	if _, err := os.Stat(filepath.Join(home, ".local", "state", "archivebot")); err != nil {
 		t.Errorf("the data directory the README shows was not used: %v", err)
 	}
