@@ -213,3 +213,43 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Errorf("the data directory the README shows was not used: %v", err)
 	}
 }
+
+// The README's commands write nothing into the working tree: every file
+// a command line writes or names (a redirect, -key, -config) is an
+// absolute path or under the home directory, so that following the
+// walk-through leaves no archivebot.toml and no private key (alpha.key)
+// to be committed by mistake; the ones that were written there are
+// ignored by git all the same.
+func TestReadmeWritesNoFileInTheTree(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := regexp.MustCompile(`(?:^|\s)(?:>|-key|-config)\s+([^\s|;&]+)`)
+	n := 0
+	for _, line := range strings.Split(string(readme), "\n") {
+		cmd, ok := strings.CutPrefix(line, "    $ ")
+		if !ok {
+			continue
+		}
+		cmd = strings.SplitN(cmd, "  #", 2)[0]
+		for _, m := range file.FindAllStringSubmatch(cmd, -1) {
+			n++
+			if p := m[1]; !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "~/") {
+				t.Errorf("the README's command %q writes or names %s in the working tree", cmd, p)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no command of the README names a file: the test reads nothing")
+	}
+	gitignore, err := os.ReadFile("../../.gitignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"/archivebot.toml", "*.key"} {
+		if !strings.Contains(string(gitignore), "\n"+want+"\n") {
+			t.Errorf(".gitignore does not ignore %s", want)
+		}
+	}
+}
