@@ -90,6 +90,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := serve(ctx, cfg, logger, stdin, stdout); err != nil {
 		logger.Error("archivebot stopped", "err", err)
 		fmt.Fprintf(stderr, "archivebot: %v\n", err)
+		if inUse(err) {
+			fmt.Fprint(stderr, inUseAdvice(cfg))
+		}
 		if errors.Is(err, embeddedredis.ErrAddrInUse) && cfg.File == "" {
 			fmt.Fprint(stderr, withoutConfigHint())
 		}
