@@ -205,7 +205,13 @@ func TestReadmeQuickStart(t *testing.T) {
 		shown[normalize(l)] = true
 	}
 	for _, l := range strings.Split(strings.TrimRight(nodeOut.String(), "\n"), "\n") {
-		if !shown[normalize(l)] {
+		switch {
+		case shown[normalize(l)]:
+		case strings.Contains(l, " level=WARN ") || strings.Contains(l, " level=ERROR "):
+			// What -log-level warn lets through, as the README says (a
+			// loaded machine may give one).
+			t.Logf("a warning among the README's lines: %s", l)
+		default:
 			t.Errorf("the console printed a line the README does not show: %q", l)
 		}
 	}
