@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -57,6 +58,10 @@ func (b *Bot) archive(ctx context.Context, c *Call, kind archiveKind) error {
 	}
 	u, err := ident.Parse(words[0])
 	if err != nil || u.Host == "" {
+		if s := withScheme(words[0]); s != "" {
+			c.Refuse("Sorry, I don't understand the URL you provided. Did you mean %s? (A URL starts with http:// or https://.)", s)
+			return nil
+		}
 		c.Refuse("Sorry, I don't understand the URL you provided.")
 		return nil
 	}
@@ -257,3 +262,20 @@ func (b *Bot) replyExists(ctx context.Context, c *Call, id, url string) error {
 
 // workers is "1 worker" or "N workers".
 func workers(n int) string { return fmt.Sprintf("%d %s", n, plural(n, "worker", "workers")) }
+
+// bareHost is a host name with an optional port and path, without a
+// scheme: "example.com", "example.com:8080/a", "//example.com/".
+var bareHost = regexp.MustCompile(`^(?://)?[^/:@?#\s]+\.[^/:@?#\s]+(?::\d+)?(?:[/?#]\S*)?$`)
+
+// withScheme is the URL a user most likely meant by a word without a
+// scheme ("example.com": http://example.com), or "" when there is none.
+func withScheme(word string) string {
+	if !bareHost.MatchString(word) {
+		return ""
+	}
+	s := "http://" + strings.TrimPrefix(word, "//")
+	if u, err := ident.Parse(s); err != nil || u.Host == "" {
+		return ""
+	}
+	return s
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // LoginRefusal is a sign-in link the web server will not issue, and why
@@ -11,6 +12,21 @@ import (
 type LoginRefusal string
 
 func (e LoginRefusal) Error() string { return string(e) }
+
+// LoginLinkTTL is how long a !login link works: every text that says so
+// (the bot's reply, the sign-in pages, the README) is made from it.
+const LoginLinkTTL = 2 * time.Minute
+
+// LoginLinkValidity is LoginLinkTTL in words: "2 minutes".
+func LoginLinkValidity() string {
+	if m := LoginLinkTTL / time.Minute; LoginLinkTTL%time.Minute == 0 {
+		if m == 1 {
+			return "1 minute"
+		}
+		return fmt.Sprintf("%d minutes", m)
+	}
+	return LoginLinkTTL.String()
+}
 
 // !login (!web): a one-time dashboard sign-in link, always in private
 // (doc/web.md, Signing in and acting). Rank is not judged here: the
@@ -33,7 +49,7 @@ func runLogin(ctx context.Context, b *Bot, c *Call) error {
 	if err != nil {
 		return err
 	}
-	c.Out.Private(fmt.Sprintf("Your dashboard sign-in link, for you alone, valid once within 2 minutes: %s", link))
+	c.Out.Private(fmt.Sprintf("Your dashboard sign-in link, for you alone, valid once within %s: %s", LoginLinkValidity(), link))
 	if !c.Req.Private() {
 		c.Reply("I sent you a sign-in link in private.")
 	}

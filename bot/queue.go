@@ -100,7 +100,14 @@ func runIgnoreSets(ctx context.Context, b *Bot, c *Call) error {
 		c.Reply("No ignore sets are known.")
 		return nil
 	}
-	c.Reply("Known ignore sets: %s. Add them with !ignoreset IDENT NAME[,NAME...] or --ignore-sets=NAME,...", strings.Join(names, ", "))
+	// Which catalog: the built-in sets are not upstream's (its global
+	// set alone has hundreds of patterns); a channel should not take one
+	// for the other.
+	from := "built into the node, not upstream's"
+	if src := b.opts.Catalog.Source(); src != "built-in" {
+		from = "from " + src
+	}
+	c.Reply("Known ignore sets (%s): %s. Add them with !ignoreset IDENT NAME[,NAME...] or --ignore-sets=NAME,...", from, strings.Join(names, ", "))
 	return nil
 }
 

@@ -230,7 +230,11 @@ func LoadPartial(path string, o Overrides) (*Config, error) {
 		c, md, probs = decodeAll(path, string(text))
 		reportSet = md.IsDefined("irc", "report_channel")
 		for _, k := range md.Undecoded() {
-			probs = append(probs, Problem{File: path, Line: keyLine(string(text), k), Msg: "unknown key " + k.String()})
+			msg := "unknown key " + k.String()
+			if s := suggestKey(k.String()); s != "" {
+				msg += "; did you mean " + s + "?"
+			}
+			probs = append(probs, Problem{File: path, Line: keyLine(string(text), k), Msg: msg})
 		}
 		// The file's own errors in the order of its lines (a key's line
 		// is 0 when not known: those go last).

@@ -364,7 +364,7 @@ pending_limit = -1
 	want := []string{
 		p + `:4: irc.burst: incompatible types`,
 		p + `:5: expected a top-level item to end`,
-		p + `:8: unknown key reaper.threshhold`,
+		p + `:8: unknown key reaper.threshhold; did you mean reaper.threshold?`,
 		p + `:9: reaper.interval: time: invalid duration "soon"`,
 		p + `:12: jobs.schemes: incompatible types`,
 		p + `: irc.server: scheme must be irc:// or ircs://`,

@@ -204,6 +204,7 @@ func (p *APIPipeline) work(ctx context.Context, o RunOptions, emit func(Event)) 
 	// take whose answer was lost is answered again, and renewed once the
 	// node answered (doc/pipeline-api.md, A lost answer).
 	takeID := client.NewTakeID()
+	idle := false
 	for job == nil {
 		start := time.Now()
 		j, err := p.c.Take(ctx, wire.TakeRequest{AOOnly: p.cfg.AOOnly, Large: p.cfg.Large,
@@ -231,6 +232,9 @@ func (p *APIPipeline) work(ctx context.Context, o RunOptions, emit func(Event)) 
 		if j != nil {
 			job = j
 			emit(Event{Kind: EventTake, Ident: j.Ident, N: time.Since(start).Microseconds()})
+		} else if !idle {
+			idle = true
+			emit(Event{Kind: EventIdle})
 		}
 	}
 	ch := make(chan wire.Settings, 4)

@@ -83,6 +83,8 @@ const (
 	EventCrash   = "crash"
 	EventError   = "error"
 	EventSetting = "settings"
+	// EventIdle: a take found no job; once per wait, not per look.
+	EventIdle = "idle"
 )
 
 // Event is one step of an autonomous run.
@@ -99,6 +101,9 @@ type Event struct {
 // "take IDENT in 37.186ms", "settings IDENT (settings age 3)",
 // "log IDENT entry 12".
 func (e Event) String() string {
+	if e.Kind == EventIdle && e.Err == nil {
+		return "waiting: no job is queued; this pipeline takes the next one (!a URL in the node's console or channel queues one)"
+	}
 	s := e.Kind
 	if e.Ident != "" {
 		s += " " + e.Ident
@@ -233,6 +238,7 @@ func reportRunning(ctx context.Context, interval time.Duration, report func(cont
 
 func (p *Pipeline) work(ctx context.Context, o RunOptions, emit func(Event)) error {
 	jobs, entries := 0, 0
+	idle := false
 	for ctx.Err() == nil && (o.MaxJobs == 0 || jobs < o.MaxJobs) {
 		j, err := p.Take(ctx)
 		if err != nil {
@@ -242,6 +248,10 @@ func (p *Pipeline) work(ctx context.Context, o RunOptions, emit func(Event)) err
 			emit(Event{Kind: EventError, Err: err})
 		}
 		if j == nil {
+			if err == nil && !idle {
+				emit(Event{Kind: EventIdle})
+			}
+			idle = true
 			select {
 			case <-ctx.Done():
 				return nil
@@ -249,6 +259,7 @@ func (p *Pipeline) work(ctx context.Context, o RunOptions, emit func(Event)) err
 			}
 			continue
 		}
+		idle = false
 		emit(Event{Kind: EventTake, Ident: j.Ident})
 		jobs++
 		if err := p.crawl(ctx, j, o, emit, &entries); err != nil {
@@ -517,9 +528,22 @@ func runAPI(ctx context.Context, o Options, out io.Writer) error {
 	p := NewAPI(c, Config{Nickname: o.Nickname, Version: o.Version, AOOnly: o.AOOnly, Large: o.Large})
 	fmt.Fprintf(out, "pipeline key %q on %s, %d worker(s)\n", k.Name, o.Node, o.Workers)
 	ro := o.RunOptions
+	// Workers wait together: one "waiting" line until a job is taken.
+	var mu sync.Mutex
+	waiting := false
 	ro.OnEvent = func(e Event) {
-		if e.Kind == EventReport && e.Err == nil {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case e.Kind == EventReport && e.Err == nil:
 			return
+		case e.Kind == EventIdle:
+			if waiting {
+				return
+			}
+			waiting = true
+		case e.Kind == EventTake:
+			waiting = false
 		}
 		fmt.Fprintf(out, "%s %s\n", time.Now().Format("15:04:05.000"), e)
 	}

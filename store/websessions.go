@@ -103,9 +103,9 @@ func (s *Store) CreateLoginCode(ctx context.Context, id string, c LoginCode) err
 
 // Login refusals.
 var (
-	ErrCodeUnknown = errors.New("this sign-in link was never issued (or is older than 10 minutes)")
+	ErrCodeUnknown = errors.New("this sign-in link was never issued, or was issued long ago")
 	ErrCodeUsed    = errors.New("this sign-in link was already used: each link works once")
-	ErrCodeExpired = errors.New("this sign-in link expired: links work for 2 minutes")
+	ErrCodeExpired = errors.New("this sign-in link expired")
 )
 
 // SessionLimitError is a sign-in refused by a bound on sessions.

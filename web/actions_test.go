@@ -297,7 +297,7 @@ func TestSignInLinks(t *testing.T) {
 			says       string
 		}{
 			{"reused", code, http.StatusGone, "already used"},
-			{"expired", expired, http.StatusGone, "expired: links work for 2 minutes"},
+			{"expired", expired, http.StatusGone, "expired: links work for " + bot.LoginLinkValidity()},
 			{"forged", "BBBBBBBBBBBBBBBBBBBBBB", http.StatusNotFound, "not one the bot issued"},
 			{"malformed", "x<script>", http.StatusNotFound, "not one the bot issued"},
 		} {

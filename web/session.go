@@ -29,7 +29,7 @@ import (
 const SessionCookie = "archivebot_session"
 
 // CodeTTL is how long a sign-in link works.
-const CodeTTL = 2 * time.Minute
+const CodeTTL = bot.LoginLinkTTL
 
 // Presence is what the web needs of the IRC front end, read when an
 // action runs: a nick's rank in a channel, and the services account it
@@ -316,11 +316,11 @@ func (s *Server) codeRefusal(w http.ResponseWriter, r *http.Request, err error) 
 	var le *store.SessionLimitError
 	switch {
 	case errors.Is(err, store.ErrCodeUnknown):
-		s.refusePage(w, r, http.StatusNotFound, "code_unknown", "This sign-in link is not one the bot issued (or it is older than 10 minutes)."+newLinkHint)
+		s.refusePage(w, r, http.StatusNotFound, "code_unknown", "This sign-in link is not one the bot issued, or it was issued long ago (links work for "+bot.LoginLinkValidity()+")."+newLinkHint)
 	case errors.Is(err, store.ErrCodeUsed):
 		s.refusePage(w, r, http.StatusGone, "code_used", "This sign-in link was already used: each link works once."+newLinkHint)
 	case errors.Is(err, store.ErrCodeExpired):
-		s.refusePage(w, r, http.StatusGone, "code_expired", "This sign-in link expired: links work for 2 minutes."+newLinkHint)
+		s.refusePage(w, r, http.StatusGone, "code_expired", "This sign-in link expired: links work for "+bot.LoginLinkValidity()+"."+newLinkHint)
 	case errors.As(err, &le):
 		reason := "sessions_total"
 		switch {
@@ -369,7 +369,7 @@ func (s *Server) handleLoginPage(w http.ResponseWriter, r *http.Request) {
 		s.codeRefusal(w, r, store.ErrCodeExpired)
 	default:
 		s.loginPage(w, http.StatusOK, loginPage{Title: "Sign in to ArchiveBot", Code: code, Nick: c.Nick,
-			Message: "This link was sent to " + c.Nick + " on IRC. Signing in lets you act on jobs from the dashboard with your rank in the job's channel."})
+			Message: "This link was made for " + c.Nick + " by !login. Signing in lets you act on jobs from the dashboard with your rank in the job's channel."})
 	}
 }
 

@@ -660,7 +660,7 @@ func TestPagesTextAndRecentInBrowser(t *testing.T) {
 		url: document.querySelector('[data-ident="%s"] .url').textContent,
 		redirect: document.querySelector('[data-ident="%s"] .line-redirect').textContent}))()`, id, id))
 	want := map[string]string{"title": "ArchiveBot recent logs", "head": "Recent log entries of 1 running job",
-		"url": "http://recent.example/", "redirect": "301 OK http://recent.example/p2"}
+		"url": "http://recent.example/", "redirect": "301 Moved Permanently http://recent.example/p2"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("/logs/recent %s: %q, want %q", k, got[k], v)

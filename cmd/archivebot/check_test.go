@@ -161,12 +161,11 @@ func TestCheckConfig(t *testing.T) {
 // it too, naming the key.
 func TestCheckConfigCases(t *testing.T) {
 	dir := t.TempDir()
-	badSets := filepath.Join(dir, "sets")
-	os.Mkdir(badSets, 0o755)
-	os.WriteFile(filepath.Join(badSets, "bad.json"), []byte(`{"name": "bad", "patterns": ["(unclosed"]}`), 0o644)
+	// A directory that cannot be listed stops a start; a bad pattern or
+	// file in one does not (TestCatalogFixturesCheckAndStart).
+	badSets := filepath.Join(dir, "missing")
 	badAgents := filepath.Join(dir, "agents")
-	os.Mkdir(badAgents, 0o755)
-	os.WriteFile(filepath.Join(badAgents, "agents.json"), []byte(`{"agents": [`), 0o644)
+	os.WriteFile(badAgents, []byte(`{"agents": []}`), 0o644)
 	cases := []struct {
 		name, toml string
 		env        map[string]string
@@ -180,8 +179,8 @@ func TestCheckConfigCases(t *testing.T) {
 		{"http listen port out of range", "[http]\nlisten = \"127.0.0.1:70000\"\n", nil, "http.listen"},
 		{"http listen without port", "[http]\nlisten = \"127.0.0.1\"\n", nil, "http.listen"},
 		{"unreadable TLS CA", "[irc]\nserver = \"ircs://irc.example.net:6697\"\nchannels = [\"#a\"]\ntls_ca = \"" + filepath.Join(dir, "missing.pem") + "\"\n", nil, "irc.tls_ca"},
-		{"ignore set regex", "[jobs]\nignore_sets_dir = \"" + badSets + "\"\n", nil, "jobs.ignore_sets_dir"},
-		{"user agents file", "[jobs]\nuser_agents_dir = \"" + badAgents + "\"\n", nil, "jobs.user_agents_dir"},
+		{"ignore sets directory missing", "[jobs]\nignore_sets_dir = \"" + badSets + "\"\n", nil, "jobs.ignore_sets_dir"},
+		{"user agents directory is a file", "[jobs]\nuser_agents_dir = \"" + badAgents + "\"\n", nil, "jobs.user_agents_dir"},
 		{"server without channels", "[irc]\nserver = \"irc://irc.example.net:6667\"\n", nil, "irc.channels"},
 		{"log format", "[log]\nformat = \"xml\"\n", nil, "log.format"},
 		{"log level", "[log]\nlevel = \"loud\"\n", nil, "log.level"},

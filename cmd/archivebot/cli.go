@@ -124,6 +124,7 @@ type nodeOptions struct {
 	check        bool
 	allowInUse   bool
 	debug        bool
+	logLevel     string
 	version      bool
 	redisListen  string
 	dataDir      string
@@ -168,6 +169,7 @@ func nodeFlags(out io.Writer) (*flag.FlagSet, *nodeOptions) {
 	fs.BoolVar(&o.check, "check-config", false, "check what a run would, short of running, then exit, reporting every problem found: the file (TOML errors with their lines, every key), every listen address (all bound together, then released), Redis or the sentinels (pinged), the data directory, TLS files, ignore sets; warnings as a run prints them")
 	fs.BoolVar(&o.allowInUse, "allow-in-use", false, "with -check-config: a listen address (http.listen, http.stream_listen, pipelines.listen) that another program holds now is a warning, not a problem; for the check before a switch-over, while upstream's web app and websocket.py still hold 4567 and 4568 (doc/migrating.md). Every other check is the same; a start still needs them free")
 	fs.BoolVar(&o.debug, "debug", false, "log debug messages (same as log.level = \"debug\")")
+	fs.StringVar(&o.logLevel, "log-level", "", "`level` of the log on standard error: debug, info, warn or error; wins over log.level (default info). -log-level warn keeps the console's screen to what the bot says")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.redisListen, "redis-listen", "", "address of the embedded Redis, e.g. 127.0.0.1:6380 (redis.listen; env "+config.EnvRedisListen+")")
 	fs.StringVar(&o.dataDir, "data-dir", "", "directory of the embedded Redis's snapshot (redis.data_dir; env "+config.EnvDataDir+")")
@@ -303,4 +305,19 @@ func versionString() string {
 		out += ", revision unknown (built without VCS information)"
 	}
 	return out + ", " + bi.GoVersion
+}
+
+// level is the log level of a run: -debug, else -log-level, else the
+// configuration's log.level.
+func (o *nodeOptions) level(cfg *config.Config) (string, error) {
+	switch {
+	case o.debug:
+		return "debug", nil
+	case o.logLevel != "":
+		if _, err := config.ParseLevel(o.logLevel); err != nil {
+			return "", fmt.Errorf("-log-level: %w", err)
+		}
+		return o.logLevel, nil
+	}
+	return cfg.Log.Level, nil
 }

@@ -201,3 +201,38 @@ func TestDockerBuildStampsVersion(t *testing.T) {
 		}
 	}
 }
+
+// The unit's Documentation= points at this project's own pages (its
+// module's repository, files that exist here), not upstream's repository,
+// whose documentation is of the Ruby bot.
+func TestServiceUnitDocumentation(t *testing.T) {
+	unit, err := os.ReadFile("../../deploy/archivebot.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	module := strings.TrimSpace(strings.TrimPrefix(strings.SplitN(string(mod), "\n", 2)[0], "module "))
+	prefix := "https://" + module + "/blob/main/"
+	var urls []string
+	for _, line := range strings.Split(string(unit), "\n") {
+		if v, ok := strings.CutPrefix(line, "Documentation="); ok {
+			urls = append(urls, strings.Fields(v)...)
+		}
+	}
+	if len(urls) == 0 {
+		t.Fatal("the unit has no Documentation=")
+	}
+	for _, u := range urls {
+		file, ok := strings.CutPrefix(u, prefix)
+		if !ok {
+			t.Errorf("Documentation=%s: want this project's pages, %s…", u, prefix)
+			continue
+		}
+		if _, err := os.Stat(filepath.Join("..", "..", file)); err != nil {
+			t.Errorf("Documentation=%s: %v", u, err)
+		}
+	}
+}

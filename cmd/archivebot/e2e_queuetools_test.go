@@ -62,8 +62,8 @@ func TestE2EQueueToolsMatrix(t *testing.T) {
 				call{who, "", "!history nosuchjob", "no history of nosuchjob"},
 				call{who, ch, "!jobs nosuchpipe", "no pipeline is called nosuchpipe"},
 				call{who, "", "!jobs askpipe", "working on no job"},
-				call{who, ch, "!ignoresets", "Known ignore sets: "},
-				call{who, "", "!ignoresets", "Known ignore sets: "},
+				call{who, ch, "!ignoresets", "Known ignore sets (built into the node, not upstream's): "},
+				call{who, "", "!ignoresets", "Known ignore sets (built into the node, not upstream's): "},
 				call{who, ch, "!history", "Usage: !history IDENT"},
 			)
 		}

@@ -65,9 +65,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		printErr(stderr, err)
 		return 1
 	}
-	level := cfg.Log.Level
-	if o.debug {
-		level = "debug"
+	level, err := o.level(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "archivebot: %v\n", err)
+		return 2
 	}
 	logger, err := newLogger(stderr, cfg.Log.Format, level)
 	if err != nil {
@@ -89,6 +90,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := serve(ctx, cfg, logger, stdin, stdout); err != nil {
 		logger.Error("archivebot stopped", "err", err)
 		fmt.Fprintf(stderr, "archivebot: %v\n", err)
+		if inUse(err) {
+			fmt.Fprint(stderr, inUseAdvice(cfg))
+		}
 		if errors.Is(err, embeddedredis.ErrAddrInUse) && cfg.File == "" {
 			fmt.Fprint(stderr, withoutConfigHint())
 		}
@@ -116,9 +120,10 @@ func runCheck(o *nodeOptions, stdout, stderr io.Writer) int {
 		printErr(stderr, err) // the file cannot be read
 		return 1
 	}
-	level := cfg.Log.Level
-	if o.debug {
-		level = "debug"
+	level, lerr := o.level(cfg)
+	if lerr != nil {
+		fmt.Fprintf(stderr, "archivebot: %v\n", lerr)
+		return 2
 	}
 	logger, lerr := newLogger(stderr, cfg.Log.Format, level)
 	if lerr != nil {
@@ -130,7 +135,7 @@ func runCheck(o *nodeOptions, stdout, stderr io.Writer) int {
 	if err != nil {
 		printErr(stderr, err)
 	}
-	err = checkConfig(context.Background(), cfg, logger, probs.Has)
+	catalog, err := checkConfig(context.Background(), cfg, logger, probs.Has)
 	var inUse []*addrInUseError
 	if o.allowInUse {
 		inUse, err = splitInUse(err)
@@ -154,6 +159,9 @@ func runCheck(o *nodeOptions, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "configuration OK (%s)\n", describe(cfg))
+	if catalog != "" {
+		fmt.Fprintln(stdout, catalog)
+	}
 	if len(inUse) > 0 {
 		keys := make([]string, len(inUse))
 		for i, e := range inUse {

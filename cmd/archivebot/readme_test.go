@@ -114,8 +114,9 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	blocks := readmeTranscripts(t, string(readme))
-	if c := blocks["node"].command; c != "go run ./cmd/archivebot" {
-		t.Fatalf("the node's block runs %q, want the quick start's go run ./cmd/archivebot", c)
+	nodeArgs := strings.Fields(blocks["node"].command)
+	if len(nodeArgs) < 3 || strings.Join(nodeArgs[:3], " ") != "go run ./cmd/archivebot" {
+		t.Fatalf("the node's block runs %q, want the quick start's go run ./cmd/archivebot", blocks["node"].command)
 	}
 	simArgs := strings.Fields(blocks["simulator"].command)
 	if len(simArgs) < 4 || strings.Join(simArgs[:4], " ") != "go run ./cmd/archivebot simulate-pipeline" {
@@ -148,9 +149,10 @@ func TestReadmeQuickStart(t *testing.T) {
 
 	var lastWant []string
 	stdinR, stdinW := io.Pipe()
-	var nodeOut, nodeErr testproc.Buffer
+	// Standard output and standard error in one, as a terminal shows them.
+	var nodeOut testproc.Buffer
 	done := make(chan int, 1)
-	go func() { done <- run(nil, stdinR, &nodeOut, &nodeErr) }()
+	go func() { done <- run(nodeArgs[3:], stdinR, &nodeOut, &nodeOut) }()
 	defer func() {
 		stdinW.Close()
 		select {
@@ -165,7 +167,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			missing, _ := inOrder(lastWant, nodeOut.String())
-			t.Logf("first README line not printed: %q\nthe node printed:\n%s\nstderr:\n%s", missing, nodeOut.String(), nodeErr.String())
+			t.Logf("first README line not printed: %q\nthe node printed (standard output and error):\n%s", missing, nodeOut.String())
 		}
 	})
 	waitFor := func(what string, want []string) {
@@ -196,7 +198,64 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Fatalf("simulator: the README shows %q, the run printed:\n%s", missing, simOut.String())
 	}
 	waitFor("the node's notices", expect(blocks["node-after"].output))
+	// Nothing else comes between the README's lines (no log line): what
+	// the terminal shows is the transcript.
+	shown := map[string]bool{}
+	for _, l := range expect(append(append([]string{}, node.output...), blocks["node-after"].output...)) {
+		shown[normalize(l)] = true
+	}
+	for _, l := range strings.Split(strings.TrimRight(nodeOut.String(), "\n"), "\n") {
+		switch {
+		case shown[normalize(l)]:
+		case strings.Contains(l, " level=WARN ") || strings.Contains(l, " level=ERROR "):
+			// What -log-level warn lets through, as the README says (a
+			// loaded machine may give one).
+			t.Logf("a warning among the README's lines: %s", l)
+		default:
+			t.Errorf("the console printed a line the README does not show: %q", l)
+		}
+	}
 	if _, err := os.Stat(filepath.Join(home, ".local", "state", "archivebot")); err != nil {
 		t.Errorf("the data directory the README shows was not used: %v", err)
+	}
+}
+
+// The README's commands write nothing into the working tree: every file
+// a command line writes or names (a redirect, -key, -config) is an
+// absolute path or under the home directory, so that following the
+// walk-through leaves no archivebot.toml and no private key (alpha.key)
+// to be committed by mistake; the ones that were written there are
+// ignored by git all the same.
+func TestReadmeWritesNoFileInTheTree(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := regexp.MustCompile(`(?:^|\s)(?:>|-key|-config)\s+([^\s|;&]+)`)
+	n := 0
+	for _, line := range strings.Split(string(readme), "\n") {
+		cmd, ok := strings.CutPrefix(line, "    $ ")
+		if !ok {
+			continue
+		}
+		cmd = strings.SplitN(cmd, "  #", 2)[0]
+		for _, m := range file.FindAllStringSubmatch(cmd, -1) {
+			n++
+			if p := m[1]; !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "~/") {
+				t.Errorf("the README's command %q writes or names %s in the working tree", cmd, p)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no command of the README names a file: the test reads nothing")
+	}
+	gitignore, err := os.ReadFile("../../.gitignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"/archivebot.toml", "*.key"} {
+		if !strings.Contains(string(gitignore), "\n"+want+"\n") {
+			t.Errorf(".gitignore does not ignore %s", want)
+		}
 	}
 }

@@ -113,10 +113,14 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 		// "backend unavailable" until it is back.
 		logger.Warn("redis is not answering yet; commands will say the backend is unavailable until it does", "err", err)
 	}
+	// A pattern, agent or file the node cannot use is refused alone, with
+	// a warning; only a directory that cannot be read stops the start.
 	catalog, err := bot.LoadCatalog(cfg.Jobs.IgnoreSetsDir, cfg.Jobs.UserAgentsDir, logger.With("service", "catalog"))
 	if err != nil {
 		return fmt.Errorf("ignore sets / user agents: %w", err)
 	}
+	fmt.Fprintln(stdout, catalog.Describe())
+	logger.Info("ignore sets and user agents loaded", "service", "catalog", "catalog", catalog.Source(), "sets", len(catalog.SetNames()), "refused", len(catalog.Problems()))
 	signIn := &webSignIn{}
 	login, logout := signIn.botHooks(cfg)
 	if login != nil {
@@ -248,17 +252,31 @@ func absPath(p string) string {
 // (an embedded Redis reachable from other machines without a password).
 // It reports every problem it finds, one error per line; a key for which
 // invalid reports true failed config's checks already and is skipped.
-func checkConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger, invalid func(key string) bool) error {
+// It returns the catalog's line (bot.Catalog.Describe); what the catalog
+// refuses is logged as a warning, not a problem, since a run starts
+// without it.
+func checkConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger, invalid func(key string) bool) (catalog string, _ error) {
 	var errs []error
-	if !invalid("jobs.ignore_sets_dir") {
-		if _, err := bot.LoadCatalog(cfg.Jobs.IgnoreSetsDir, "", logger); err != nil {
-			errs = append(errs, fmt.Errorf("jobs.ignore_sets_dir: %w", err))
-		}
+	// The directories, each on its own so that the error names its key;
+	// then together, as a run loads them: what it refuses is a warning
+	// (a run starts without it), and the line says which catalog is in
+	// use.
+	sets, agents := cfg.Jobs.IgnoreSetsDir, cfg.Jobs.UserAgentsDir
+	quiet := slog.New(slog.DiscardHandler)
+	if invalid("jobs.ignore_sets_dir") {
+		sets = ""
+	} else if _, err := bot.LoadCatalog(sets, "", quiet); err != nil {
+		errs = append(errs, fmt.Errorf("jobs.ignore_sets_dir: %w", err))
+		sets = ""
 	}
-	if !invalid("jobs.user_agents_dir") {
-		if _, err := bot.LoadCatalog("", cfg.Jobs.UserAgentsDir, logger); err != nil {
-			errs = append(errs, fmt.Errorf("jobs.user_agents_dir: %w", err))
-		}
+	if invalid("jobs.user_agents_dir") {
+		agents = ""
+	} else if _, err := bot.LoadCatalog("", agents, quiet); err != nil {
+		errs = append(errs, fmt.Errorf("jobs.user_agents_dir: %w", err))
+		agents = ""
+	}
+	if cat, err := bot.LoadCatalog(sets, agents, logger.With("service", "catalog")); err == nil {
+		catalog = cat.Describe()
 	}
 	if cfg.IRC.TLSCA != "" && !invalid("irc.tls_ca") {
 		if _, err := os.ReadFile(cfg.IRC.TLSCA); err != nil {
@@ -306,7 +324,7 @@ func checkConfig(ctx context.Context, cfg *config.Config, logger *slog.Logger, i
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	return catalog, errors.Join(errs...)
 }
 
 // checkEmbedded checks the embedded Redis's address (bound; the caller

@@ -152,6 +152,25 @@ function installMenu() {
 	});
 }
 
+// httpReasons are the reason phrases of the codes a crawl meets most.
+const httpReasons = {
+	200: "OK", 201: "Created", 204: "No Content", 206: "Partial Content",
+	301: "Moved Permanently", 302: "Found", 303: "See Other", 304: "Not Modified", 307: "Temporary Redirect", 308: "Permanent Redirect",
+	400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 406: "Not Acceptable",
+	408: "Request Timeout", 410: "Gone", 429: "Too Many Requests", 451: "Unavailable For Legal Reasons",
+	500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout",
+};
+
+// outcomeText is the word after a download's response code. Upstream's
+// pipeline sends wget_code "OK" whenever wpull itself met no error, for a
+// 404 or a 500 too ("404 OK"): then the code's reason phrase is shown;
+// an error of wpull's (NETWORK_ERROR, …) is shown as it is.
+function outcomeText(code, wgetCode) {
+	const w = wgetCode === undefined || wgetCode === null ? "" : String(wgetCode);
+	if (w === "OK" || w === "") return httpReasons[code] || (w || "");
+	return w;
+}
+
 // Renders one log entry as a line element (null for nothing to show),
 // with upstream's colours.
 function logLine(e) {
@@ -161,7 +180,7 @@ function logLine(e) {
 		if (e.is_warning === true || e.is_warning === "true") cls = "line-warning";
 		else if (e.is_error === true || e.is_error === "true") cls = "line-error";
 		else if (code >= 300 && code < 400) cls = "line-redirect";
-		return el("div", { class: cls }, `${e.response_code} ${e.wget_code} `, link(e.url, { rel: "noreferrer" }));
+		return el("div", { class: cls }, `${e.response_code} ${outcomeText(code, e.wget_code)} `, link(e.url, { rel: "noreferrer" }));
 	}
 	if (e.type === "ignore") {
 		return el("div", { class: "line-ignore" }, e.source ? `IGNOR (${e.source}): ` : "IGNOR ",

@@ -22,6 +22,8 @@ const S = {
 	lines: 0,
 	dropped: 0,
 	connected: false,
+	// started: the running jobs were read (the page may say none runs).
+	started: false,
 	// Log history (/logs/recent) is loaded after the stream said hello, so
 	// nothing written in between is lost; stream entries that come first
 	// wait in buffer (at most BUFFER), and each job shows an entry only
@@ -57,7 +59,11 @@ document.body.prepend(nav("/"),
 		el("span", { class: "help" }, el("kbd", {}, "j"), "/", el("kbd", {}, "k"), " next/previous job, ",
 			el("kbd", {}, "a"), " all, ", el("kbd", {}, "n"), " none, ", el("kbd", {}, "f"), " filter; hover a log to pause it; right-click a URL for !ig")),
 	main);
-main.append(list);
+// Shown when no job is on the page: why (none is running), where ended
+// jobs are (Finished), and which job ended last, so that a page opened
+// after a short job is not just empty.
+const emptyEl = el("div", { id: "empty", class: "muted", hidden: true });
+main.append(emptyEl, list);
 installMenu();
 
 // ---- jobs -----------------------------------------------------------
@@ -319,6 +325,32 @@ function updateCount() {
 	let running = 0;
 	for (const j of S.jobs.values()) if (j.state === "running") running++;
 	countEl.textContent = `${running} running, ${S.jobs.size} shown`;
+	updateEmpty();
+}
+
+// updateEmpty shows #empty while no job is on the page (once the running
+// jobs were read), with the job that ended last from /finished.
+let lastEndedAsked = false;
+function updateEmpty() {
+	const empty = S.started && S.jobs.size === 0;
+	emptyEl.hidden = !empty;
+	if (!empty) {
+		lastEndedAsked = false;
+		return;
+	}
+	emptyEl.replaceChildren(el("p", {}, "No job is running now. A job shows here, with its log live, while a pipeline runs it; ",
+		"queued jobs are on ", el("a", { href: "/pending" }, "Pending"), ", jobs that ended on ",
+		el("a", { href: "/finished" }, "Finished"), " (the last 48 hours)."));
+	if (lastEndedAsked) return;
+	lastEndedAsked = true;
+	getJSON("/finished").then((r) => {
+		if (!emptyEl.hidden && r.length) {
+			const j = r[r.length - 1];
+			const state = j.failed ? "failed" : j.aborted ? "was aborted" : "finished";
+			emptyEl.append(el("p", { id: "last-ended" }, "The last job to end: ", link(j.url), ` ${state} at ${when(j.finished_at)} (`,
+				el("a", { href: `/jobs/${j.ident}` }, j.ident), ")."));
+		}
+	}).catch(() => {});
 }
 
 // ---- the stream -----------------------------------------------------
@@ -522,6 +554,8 @@ async function start() {
 	} catch (e) {
 		setStatus(`loading failed: ${e.message}`, true);
 	}
+	S.started = true;
+	updateEmpty();
 	connect();
 }
 

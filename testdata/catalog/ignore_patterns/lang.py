@@ -1,0 +1,2 @@
+# Not a set: upstream keeps the scripts that write its sets here.
+print("{}")
