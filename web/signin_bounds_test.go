@@ -71,3 +71,22 @@ func TestSignInNeedsItsPage(t *testing.T) {
 		t.Errorf("POST /login from the page (Origin): %d %s", res.StatusCode, body(t, res))
 	}
 }
+
+// !whois's note on the dashboard is one Redis round trip, however many
+// sessions the nick or the dashboard holds (before: one read per session
+// of the whole dashboard).
+func TestWhoisNoteOneRoundTrip(t *testing.T) {
+	be := redistest.Mini(t)
+	rig := newActionsRig(t, be, "http://node.test/")
+	for _, nick := range []string{"erin", "erin", "erin", "frank", "gina", "hal"} {
+		rig.signIn(t, nick)
+	}
+	before := be.Mini.CommandCount()
+	got := rig.srv.WhoisNote(context.Background(), "erin", "erin")
+	if n := be.Mini.CommandCount() - before; n != 1 {
+		t.Errorf("!whois's note took %d Redis commands, want 1", n)
+	}
+	if !strings.HasPrefix(got, "3 dashboard sessions, the last until ") {
+		t.Errorf("note %q", got)
+	}
+}
