@@ -39,6 +39,14 @@ func TestDashboardAfterTheTour(t *testing.T) {
 	if evalJS[bool](t, ctx, `!document.getElementById("empty").hidden`) {
 		t.Error("the empty-page note is shown beside a running job")
 	}
+	// A failure's reason comes with the event and again with the job's
+	// record: the 2-ended screenshot showed "job failed: failed by an
+	// operator" twice. Told twice, the page shows it once.
+	if n := evalJS[float64](t, ctx, fmt.Sprintf(`(() => { const j = S.jobs.get(%q);
+		setState(j, "failed", "told twice"); setState(j, "failed", "told twice");
+		return [...j.log.children].filter((e) => e.textContent === "job failed: told twice").length; })()`, j.Ident)); n != 1 {
+		t.Errorf("a failure told twice shows %v lines, want 1", n)
+	}
 
 	if err := j.Done(bg); err != nil {
 		t.Fatal(err)
@@ -47,7 +55,7 @@ func TestDashboardAfterTheTour(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(d.base+"/")); err != nil {
 		t.Fatal(err)
 	}
-	waitJS(t, ctx, "the note naming the job that ended", `document.getElementById("last-ended") !== null`)
+	waitJS(t, ctx, "the note naming the job that ended", `!document.getElementById("last-ended").hidden`)
 	got := evalJS[map[string]any](t, ctx, `(() => { const e = document.getElementById("empty"); return {
 		hidden: e.hidden, text: e.textContent,
 		links: [...e.querySelectorAll("a")].map((a) => a.getAttribute("href")).join(" ")}; })()`)

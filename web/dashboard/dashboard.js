@@ -62,7 +62,12 @@ document.body.prepend(nav("/"),
 // Shown when no job is on the page: why (none is running), where ended
 // jobs are (Finished), and which job ended last, so that a page opened
 // after a short job is not just empty.
-const emptyEl = el("div", { id: "empty", class: "muted", hidden: true });
+const lastEndedEl = el("p", { id: "last-ended", hidden: true });
+const emptyEl = el("div", { id: "empty", class: "muted", hidden: true },
+	el("p", {}, "No job is running now. A job shows here, with its log live, while a pipeline runs it; ",
+		"queued jobs are on ", el("a", { href: "/pending" }, "Pending"), ", jobs that ended on ",
+		el("a", { href: "/finished" }, "Finished"), " (the last 48 hours)."),
+	lastEndedEl);
 main.append(emptyEl, list);
 installMenu();
 
@@ -150,7 +155,12 @@ function setState(j, state, reason) {
 	if (hideBox.checked) applyFilterTo(j);
 	j.stateEl.textContent = state === "running" ? "" : state;
 	if (reason) j.stateEl.title = reason;
-	if (reason && state === "failed") appendEntries(j, [{ type: "stdout", message: `job failed: ${reason}` }]);
+	// The reason comes with the event and again with the job's record
+	// (fillJob, a resync): its line is shown once.
+	if (reason && state === "failed" && j.failReason !== reason) {
+		j.failReason = reason;
+		appendEntries(j, [{ type: "stdout", message: `job failed: ${reason}` }]);
+	}
 }
 
 // removeJob takes a job off the page and out of every structure.
@@ -329,27 +339,29 @@ function updateCount() {
 }
 
 // updateEmpty shows #empty while no job is on the page (once the running
-// jobs were read), with the job that ended last from /finished.
-let lastEndedAsked = false;
+// jobs were read), with the job that ended last from /finished, read
+// once each time the page becomes empty.
+// The node indexes a job as ended once it has taken the pipeline's finish
+// notice, a moment after the job ended: while /finished has none, it is
+// asked again every 5 s (the page's 1-second tick calls this).
+let lastEndedAsked = 0;
 function updateEmpty() {
 	const empty = S.started && S.jobs.size === 0;
 	emptyEl.hidden = !empty;
 	if (!empty) {
-		lastEndedAsked = false;
+		lastEndedAsked = 0;
+		lastEndedEl.hidden = true;
 		return;
 	}
-	emptyEl.replaceChildren(el("p", {}, "No job is running now. A job shows here, with its log live, while a pipeline runs it; ",
-		"queued jobs are on ", el("a", { href: "/pending" }, "Pending"), ", jobs that ended on ",
-		el("a", { href: "/finished" }, "Finished"), " (the last 48 hours)."));
-	if (lastEndedAsked) return;
-	lastEndedAsked = true;
+	if (lastEndedAsked && (!lastEndedEl.hidden || Date.now() - lastEndedAsked < 5000)) return;
+	lastEndedAsked = Date.now();
 	getJSON("/finished").then((r) => {
-		if (!emptyEl.hidden && r.length) {
-			const j = r[r.length - 1];
-			const state = j.failed ? "failed" : j.aborted ? "was aborted" : "finished";
-			emptyEl.append(el("p", { id: "last-ended" }, "The last job to end: ", link(j.url), ` ${state} at ${when(j.finished_at)} (`,
-				el("a", { href: `/jobs/${j.ident}` }, j.ident), ")."));
-		}
+		if (!Array.isArray(r) || !r.length) return;
+		const j = r[r.length - 1];
+		const state = j.failed ? "failed" : j.aborted ? "was aborted" : "finished";
+		lastEndedEl.replaceChildren("The last job to end: ", link(j.url), ` ${state} at ${when(j.finished_at)} (`,
+			el("a", { href: `/jobs/${j.ident}` }, j.ident), ").");
+		lastEndedEl.hidden = false;
 	}).catch(() => {});
 }
 
@@ -510,6 +522,7 @@ function connect() {
 let lastLines = 0;
 setInterval(() => {
 	pruneEnded();
+	updateEmpty();
 	if (!S.connected) return;
 	const rate = S.lines - lastLines;
 	lastLines = S.lines;
