@@ -77,6 +77,15 @@ func (r Request) by() string {
 // Private reports whether the request came in a private message.
 func (r Request) Private() bool { return r.Channel == "" }
 
+// OutcomeReplier is a Replier that learns the outcome of the command it
+// answered once Handle is done with it (metrics.Outcome…): the dashboard
+// shows a refusal on the page only, and says in the channel only what
+// the command did.
+type OutcomeReplier interface {
+	Replier
+	Outcome(outcome string)
+}
+
 // Replier delivers a command's answers. Front ends implement it: in a
 // channel Reply prefixes "nick: ", in private it sends a private message,
 // on the console it prints. Text may contain anything; front ends make it
@@ -313,7 +322,12 @@ func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
 	}
 	call := &Call{Req: req, Cmd: cmd, Rest: rest, Args: strings.Fields(rest), Out: out}
 	outcome := metrics.OutcomeOK
-	defer func() { metrics.CommandHandled(cmd.Name, outcome) }()
+	defer func() {
+		metrics.CommandHandled(cmd.Name, outcome)
+		if o, ok := out.(OutcomeReplier); ok {
+			o.Outcome(outcome)
+		}
+	}()
 	switch {
 	case req.Private() && cmd.Mutates:
 		outcome = metrics.OutcomePrivate

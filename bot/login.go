@@ -2,8 +2,15 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
+
+// LoginRefusal is a sign-in link the web server will not issue, and why
+// (one sentence the user is told).
+type LoginRefusal string
+
+func (e LoginRefusal) Error() string { return string(e) }
 
 // !login (!web): a one-time dashboard sign-in link, always in private
 // (doc/web.md, Signing in and acting). Rank is not judged here: the
@@ -18,6 +25,11 @@ func runLogin(ctx context.Context, b *Bot, c *Call) error {
 		return nil
 	}
 	link, err := b.opts.Login(ctx, c.Req)
+	var lr LoginRefusal
+	if errors.As(err, &lr) {
+		c.Refuse("Sorry, %s", string(lr))
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,8 @@ type Whois struct {
 	// none); AccountKnown is false when the server has not told it.
 	Account      string
 	AccountKnown bool
+	// NickKey is the nick folded as the server folds it ("": lower case).
+	NickKey string
 }
 
 // Directory is the front end's knowledge of nicks: the IRC client's
@@ -26,10 +28,13 @@ type Directory interface {
 	Whois(channel, nick string) Whois
 }
 
-// WhoisNote adds what another part of the node knows of nick to the
-// answer of !whois (the web sign-in adds the nick's sessions here): a
-// short sentence, or "" for nothing.
-type WhoisNote func(ctx context.Context, nick string) string
+// WhoisNote adds what another part of the node knows of nick (whose key,
+// folded as the server folds it, is nickKey) to the answer of !whois (the
+// web sign-in adds the nick's sessions here): a short sentence, or "" for
+// nothing. Notes are told only to voiced users and operators: !whois is
+// open to anyone, and whether a nick is signed in, and until when, is
+// not anyone's business.
+type WhoisNote func(ctx context.Context, nick, nickKey string) string
 
 // whoisParts holds the directory and the notes !whois asks.
 type whoisParts struct {
@@ -79,10 +84,14 @@ func runWhois(ctx context.Context, b *Bot, c *Call) error {
 	dir, notes := b.whois.dir, append([]WhoisNote(nil), b.whois.notes...)
 	b.whois.mu.Unlock()
 	var parts []string
+	key := strings.ToLower(nick)
 	if dir == nil {
 		parts = append(parts, "I have no IRC connection here, so I know neither rank nor account")
 	} else {
 		w := dir.Whois(c.Req.Channel, nick)
+		if w.NickKey != "" {
+			key = w.NickKey
+		}
 		switch {
 		case c.Req.Private():
 		case !w.InChannel:
@@ -99,8 +108,11 @@ func runWhois(ctx context.Context, b *Bot, c *Call) error {
 			parts = append(parts, "account: "+w.Account)
 		}
 	}
+	if c.Req.Private() || c.Req.Rank < RankVoice {
+		notes = nil
+	}
 	for _, n := range notes {
-		if s := n(ctx, nick); s != "" {
+		if s := n(ctx, nick, key); s != "" {
 			parts = append(parts, s)
 		}
 	}

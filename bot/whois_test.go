@@ -12,7 +12,8 @@ import (
 type fakeDirectory map[string]Whois
 
 func (d fakeDirectory) Whois(channel, nick string) Whois {
-	w := d[nick]
+	w := d[strings.ToLower(nick)]
+	w.NickKey = strings.ToLower(nick)
 	if channel == "" {
 		w.InChannel, w.Rank = false, RankNone
 	}
@@ -33,22 +34,30 @@ func TestWhois(t *testing.T) {
 		"bob":   {InChannel: true, Rank: RankVoice, AccountKnown: true},
 		"carol": {},
 	})
-	b.AddWhoisNote(func(_ context.Context, nick string) string {
-		if nick == "alice" {
+	// The note (the dashboard's sessions) is told only to voiced users
+	// and operators in a channel: !whois is open to anyone, and whether a
+	// nick is signed in, and until when, is not anyone's business.
+	b.AddWhoisNote(func(_ context.Context, nick, key string) string {
+		if key == "alice" {
 			return "signed in on the web"
 		}
 		return ""
 	})
-	for _, c := range []struct{ channel, text, want string }{
-		{"#a", "!whois alice", "carol: alice: rank in #a: operator; account: aliceacct; signed in on the web."},
-		{"#a", "!whois bob", "carol: bob: rank in #a: voice; account: none (not logged in)."},
-		{"#a", "!whois carol", "carol: carol: not in #a; account: unknown (the server has not told me)."},
-		{"", "!whois alice", "carol: alice: account: aliceacct; signed in on the web."},
-		{"#a", "!whois #chan", "carol: Sorry, #chan is not a nickname."},
-		{"#a", "!whois a,b", "carol: Sorry, a,b is not a nickname."},
-		{"#a", "!whois", "carol: Usage: !whois NICK"},
+	for _, c := range []struct {
+		rank                Rank
+		channel, text, want string
+	}{
+		{RankVoice, "#a", "!whois alice", "carol: alice: rank in #a: operator; account: aliceacct; signed in on the web."},
+		{RankNone, "#a", "!whois alice", "carol: alice: rank in #a: operator; account: aliceacct."},
+		{RankOp, "#a", "!whois ALICE", "carol: ALICE: rank in #a: operator; account: aliceacct; signed in on the web."},
+		{RankNone, "#a", "!whois bob", "carol: bob: rank in #a: voice; account: none (not logged in)."},
+		{RankNone, "#a", "!whois carol", "carol: carol: not in #a; account: unknown (the server has not told me)."},
+		{RankNone, "", "!whois alice", "carol: alice: account: aliceacct."},
+		{RankNone, "#a", "!whois #chan", "carol: Sorry, #chan is not a nickname."},
+		{RankNone, "#a", "!whois a,b", "carol: Sorry, a,b is not a nickname."},
+		{RankNone, "#a", "!whois", "carol: Usage: !whois NICK"},
 	} {
-		got := say(b, RankNone, c.channel, c.text)
+		got := say(b, c.rank, c.channel, c.text)
 		if len(got) != 1 || got[0] != c.want {
 			t.Errorf("%s in %q: %q, want %q", c.text, c.channel, got, c.want)
 		}

@@ -182,6 +182,9 @@ func (c *Config) setDefaults() {
 	zero(&c.HTTP.StreamTotalBytes, DefaultStreamTotalBytes)
 	zero(&c.HTTP.StreamUnreadBytes, DefaultStreamUnreadBytes)
 	zero(&c.HTTP.StreamUnreadBytesUpstream, DefaultStreamUnreadBytesUpstream)
+	zero(&c.HTTP.MaxConns, DefaultHTTPMaxConns)
+	zero(&c.HTTP.MaxConnsPerAddr, DefaultHTTPMaxConnsPerAddr)
+	def(&c.HTTP.StreamMaxAge, DefaultStreamMaxAge)
 	c.Web.setDefaults()
 }
 
@@ -258,6 +261,8 @@ func LoadPartial(path string, o Overrides) (*Config, error) {
 			{[]string{"http", "recent_max_bytes"}, &c.HTTP.RecentMaxBytes},
 			{[]string{"http", "stream_unread_bytes"}, &c.HTTP.StreamUnreadBytes},
 			{[]string{"http", "stream_unread_bytes_upstream"}, &c.HTTP.StreamUnreadBytesUpstream},
+			{[]string{"http", "max_conns"}, &c.HTTP.MaxConns},
+			{[]string{"http", "max_conns_per_addr"}, &c.HTTP.MaxConnsPerAddr},
 			{[]string{"tweeter", "budget"}, &c.Tweeter.Budget},
 			{[]string{"tweeter", "mastodon", "budget"}, &c.Tweeter.Mastodon.Budget},
 			{[]string{"tweeter", "bluesky", "budget"}, &c.Tweeter.Bluesky.Budget},
@@ -274,6 +279,7 @@ func LoadPartial(path string, o Overrides) (*Config, error) {
 			{"idle_timeout", &c.Pipelines.IdleTimeout},
 			{"write_timeout", &c.Pipelines.WriteTimeout},
 			{"ha.max_clock_skew", &c.HA.MaxClockSkew},
+			{"http.stream_max_age", &c.HTTP.StreamMaxAge},
 		} {
 			sect, key, found := strings.Cut(d.key, ".")
 			if !found {
@@ -469,6 +475,9 @@ func (c *Config) validate() Problems {
 	}
 	if c.HTTP.StreamMaxLag < 0 {
 		bad("http.stream_max_lag", "must be 0 (no bound) or more")
+	}
+	if c.HTTP.MaxConns < 0 || c.HTTP.MaxConnsPerAddr < 0 || c.HTTP.StreamMaxAge.Duration < 0 {
+		bad("http.max_conns", "http.max_conns, http.max_conns_per_addr and http.stream_max_age must be 0 (no bound) or more")
 	}
 	if c.HTTP.StreamUnreadBytes < 0 || c.HTTP.StreamUnreadBytesUpstream < 0 {
 		bad("http.stream_unread_bytes", "http.stream_unread_bytes and http.stream_unread_bytes_upstream must be 0 (no bound) or more")

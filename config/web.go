@@ -2,6 +2,7 @@ package config
 
 import (
 	"net"
+	"time"
 )
 
 // Defaults of the web server and the live stream.
@@ -23,6 +24,19 @@ const (
 	// upstream's) that it has not read yet (doc/web.md, Backpressure).
 	DefaultStreamUnreadBytes         = 256 << 10
 	DefaultStreamUnreadBytesUpstream = 64 << 10
+	// DefaultHTTPMaxConns and DefaultHTTPMaxConnsPerAddr cap the open
+	// connections of the web and stream listeners together (doc/web.md,
+	// Limits): an idle live-stream client costs about 2 goroutines and
+	// tens of KiB (doc/benchmarks.md), so 1,024 stay well under 100 MB and
+	// the process's descriptors; 64 from one address (an IPv6 /64) leave
+	// room for a few browsers behind one NAT, each with its keep-alive
+	// connections and one stream.
+	DefaultHTTPMaxConns        = 1024
+	DefaultHTTPMaxConnsPerAddr = 64
+	// DefaultStreamMaxAge closes a live-stream connection this old (the
+	// dashboard reconnects at once and resyncs), so a client that
+	// answers every ping does not hold its place for ever.
+	DefaultStreamMaxAge = 6 * time.Hour
 )
 
 // HTTP configures the web server (the JSON API, /metrics, /readyz).
@@ -57,6 +71,17 @@ type HTTP struct {
 	// RecentMaxBytes caps one /logs/recent answer (default 4 MiB; written
 	// as 0: no cap): past it each job keeps its newest entries.
 	RecentMaxBytes int `toml:"recent_max_bytes"`
+	// MaxConns and MaxConnsPerAddr cap the open connections of the web
+	// and stream listeners together, in total and per remote address (an
+	// IPv6 /64 counts as one); past either a connection is answered 503
+	// at once, counted and logged (defaults 1024 and 64; written as 0: no
+	// cap). Behind a reverse proxy every client shares its address: set
+	// max_conns_per_addr = 0 there.
+	MaxConns        int `toml:"max_conns"`
+	MaxConnsPerAddr int `toml:"max_conns_per_addr"`
+	// StreamMaxAge closes a live-stream connection that old with 1001
+	// (going away; the dashboard reconnects). Default 6h; 0: no bound.
+	StreamMaxAge Duration `toml:"stream_max_age"`
 	// PublicURL is where people reach the dashboard (!login's links,
 	// !pending's); "" (the default) switches dashboard sign-in off.
 	PublicURL string `toml:"public_url"`

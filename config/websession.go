@@ -17,6 +17,14 @@ const (
 	// DefaultAddressPerMinute one address's sign-ins and actions together.
 	DefaultActionsPerMinute = 30
 	DefaultAddressPerMinute = 60
+	// DefaultSessionsRankless bounds the sessions of nicks without a rank
+	// at sign-in: a tenth of the default total, so that 900 places stay
+	// for those with one whatever strangers do (the default is a tenth
+	// of sessions_total, at least 1).
+	DefaultSessionsRankless = DefaultSessionsTotal / 10
+	// WebSecretFile is the name of the dashboard's key in the data
+	// directory when web.secret_file is not set.
+	WebSecretFile = "web-secret"
 )
 
 // Web configures dashboard sign-in through IRC and the dashboard's
@@ -28,6 +36,16 @@ type Web struct {
 	// and 1000); a sign-in past either is refused, said and counted.
 	SessionsPerNick int `toml:"sessions_per_nick"`
 	SessionsTotal   int `toml:"sessions_total"`
+	// SessionsRankless bounds, within SessionsTotal, the sessions of nicks
+	// that had no rank in any of the bot's channels at !login (default a
+	// tenth of SessionsTotal, 100; written as -1: no bound of its own). It must be below
+	// SessionsTotal, so that ops can always sign in.
+	SessionsRankless int `toml:"sessions_rankless"`
+	// SecretFile holds the key of the sessions' ids, MACs and CSRF tokens
+	// (at least 32 bytes; never in Redis). Default: web-secret in
+	// redis.data_dir, made at the first start. The nodes of one HA
+	// deployment must share it (doc/web.md, What a Redis writer can do).
+	SecretFile string `toml:"secret_file"`
 	// ActionsPerMinute bounds one session's actions (default 30);
 	// AddressPerMinute one remote address's sign-ins and actions (60).
 	ActionsPerMinute int `toml:"actions_per_minute"`
@@ -40,6 +58,7 @@ func (w *Web) setDefaults() {
 	}
 	zero(&w.SessionsPerNick, DefaultSessionsPerNick)
 	zero(&w.SessionsTotal, DefaultSessionsTotal)
+	zero(&w.SessionsRankless, max(w.SessionsTotal/10, 1))
 	zero(&w.ActionsPerMinute, DefaultActionsPerMinute)
 	zero(&w.AddressPerMinute, DefaultAddressPerMinute)
 }
@@ -51,6 +70,9 @@ func (w Web) check(bad func(key, format string, a ...any)) {
 	}
 	if w.SessionsPerNick < 0 || w.SessionsTotal < 0 || w.ActionsPerMinute < 0 || w.AddressPerMinute < 0 {
 		bad("web.sessions_per_nick", "sessions_per_nick, sessions_total, actions_per_minute and address_per_minute must not be negative")
+	}
+	if w.SessionsRankless < -1 || (w.SessionsTotal > 0 && w.SessionsRankless >= w.SessionsTotal) {
+		bad("web.sessions_rankless", "must be below sessions_total (%d), so that those with a rank can always sign in, got %d (-1: no bound of its own)", w.SessionsTotal, w.SessionsRankless)
 	}
 }
 

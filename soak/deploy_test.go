@@ -340,29 +340,8 @@ func apiProxy(t *testing.T, s *soak) string {
 		// net/http's default of 2 idle connections per host, most of
 		// the pipelines' requests paid a new connection to the node.
 		Transport: proxyTransport(),
-		// The node's answers to takes: a job the node handed a key is
-		// held by that key even when its pipeline never gets the answer
-		// (partitioned, killed, its bridge gone in the middle of the
-		// take), and the node rightly says "running" until the reaper
-		// fails it. The model learns of it here.
-		ModifyResponse: func(resp *http.Response) error {
-			if resp.Request.URL.Path != wire.PathTake || resp.StatusCode != http.StatusOK {
-				return nil
-			}
-			b, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			resp.Body = io.NopCloser(bytes.NewReader(b))
-			if err != nil {
-				return nil
-			}
-			var tr wire.TakeResponse
-			if json.Unmarshal(b, &tr) == nil && tr.Job != nil {
-				id, _ := resp.Request.Context().Value(takeIDKey{}).(string)
-				s.rec.Add(history.Event{Kind: history.Take, Actor: "api-proxy", Via: history.ViaProxy,
-					Target: resp.Request.Header.Get(wire.HeaderKey), Ident: tr.Job.Ident, URL: s.jobs.urlOf(tr.Job.Ident), Text: id})
-			}
-			return nil
-		},
+		// The node's answers to takes (proxyRecord).
+		ModifyResponse: s.proxyRecord,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "soak proxy: no leader reachable: "+err.Error(), http.StatusServiceUnavailable)
@@ -372,6 +351,57 @@ func apiProxy(t *testing.T, s *soak) string {
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 	return l.Addr().String()
+}
+
+// proxyRecord is the API proxy's ModifyResponse: the node's answers to
+// takes. A job the node handed a key is held by that key even when its
+// pipeline never gets the answer (partitioned, killed, its bridge gone
+// in the middle of the take), and the node rightly says "running" until
+// the reaper fails it: the model learns of it here, and of the takes the
+// node refused.
+func (s *soak) proxyRecord(resp *http.Response) error {
+	if resp.Request.URL.Path != wire.PathTake {
+		return nil
+	}
+	if resp.StatusCode != http.StatusOK {
+		s.takeRefused(resp)
+		return nil
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	if err != nil {
+		return nil
+	}
+	var tr wire.TakeResponse
+	if json.Unmarshal(b, &tr) != nil {
+		return nil
+	}
+	if tr.Job == nil {
+		s.takesNone.Add(1) // the schedule's pause counts them
+	}
+	if tr.Job != nil {
+		id, _ := resp.Request.Context().Value(takeIDKey{}).(string)
+		s.rec.Add(history.Event{Kind: history.Take, Actor: "api-proxy", Via: history.ViaProxy,
+			Target: resp.Request.Header.Get(wire.HeaderKey), Ident: tr.Job.Ident, URL: s.jobs.urlOf(tr.Job.Ident), Text: id})
+	}
+	return nil
+}
+
+// takeRefused records a take the node refused, as the proxy saw its
+// answer (Outcome history.TakeRefused, Text the error's code,
+// Num["status"]): invariant 3's evidence that a revoked key asked again
+// and got nothing.
+func (s *soak) takeRefused(resp *http.Response) {
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	var e wire.Error
+	if err != nil || json.Unmarshal(b, &e) != nil || e.Error == "" {
+		return
+	}
+	s.rec.Add(history.Event{Kind: history.Take, Actor: "api-proxy", Via: history.ViaProxy, Outcome: history.TakeRefused,
+		Target: resp.Request.Header.Get(wire.HeaderKey), Text: e.Error, Num: map[string]float64{"status": float64(resp.StatusCode)}})
 }
 
 // takeIDKey carries a take's take_id from its request to its answer.

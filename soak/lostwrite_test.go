@@ -27,7 +27,7 @@ var optInFaults = []string{"lose-redis-write"}
 // replica), then the master and the other replica are killed: the
 // sentinels can only promote the cut replica, which lacks those writes.
 // The two killed come back as replicas of it.
-func (s *soak) loseRedisWrite(st step, start, end func(string)) {
+func (s *soak) loseRedisWrite(st step, start, end func(string)) string {
 	master := s.redis.masterAddr()
 	mport := portOf(master)
 	var cut, other int
@@ -41,8 +41,7 @@ func (s *soak) loseRedisWrite(st step, start, end func(string)) {
 		}
 	}
 	if master == "" || cut == 0 || other == 0 {
-		s.note("lose-redis-write skipped: master %q, replicas %d and %d", master, cut, other)
-		return
+		return fmt.Sprintf("master %q, replicas %d and %d", master, cut, other)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -50,7 +49,8 @@ func (s *soak) loseRedisWrite(st step, start, end func(string)) {
 	defer rc.Close()
 	start(master)
 	if err := rc.ConfigSet(ctx, "masterauth", "soak-lose-redis-write").Err(); err != nil {
-		s.note("lose-redis-write: cannot cut replica %d: %v", cut, err)
+		end(master)
+		return fmt.Sprintf("cannot cut replica %d: %v", cut, err)
 	}
 	rc.ClientKillByFilter(ctx, "TYPE", "master")
 	for linkDeadline := time.Now().Add(5 * time.Second); time.Now().Before(linkDeadline); {
@@ -83,4 +83,5 @@ func (s *soak) loseRedisWrite(st step, start, end func(string)) {
 	s.redis.restartAsReplica(mport)
 	s.redis.restartAsReplica(other)
 	end(master)
+	return ""
 }

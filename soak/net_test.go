@@ -40,25 +40,38 @@ type netFaults struct {
 	nft   string
 	table string
 	ok    bool
-	mu    sync.Mutex
+	// reason says why partitions cannot be made (!ok).
+	reason string
+	mu     sync.Mutex
+}
+
+// why says why a rule could not be made.
+func (n *netFaults) why() string {
+	if !n.ok {
+		return n.reason
+	}
+	return "nft refused the rule: see the log"
 }
 
 func startNetFaults(t *testing.T) *netFaults {
 	n := &netFaults{t: t, table: fmt.Sprintf("soak%d", os.Getpid())}
 	nft, err := exec.LookPath("nft")
 	if err != nil || os.Getuid() != 0 {
-		t.Logf("soak: no nft or not root: partitions are skipped")
+		n.reason = fmt.Sprintf("no nft or not root (uid %d)", os.Getuid())
+		t.Logf("soak: %s: partitions cannot be made", n.reason)
 		return n
 	}
 	n.nft = nft
 	if out, err := exec.Command(nft, "add", "table", "inet", n.table).CombinedOutput(); err != nil {
-		t.Logf("soak: nft add table: %v: %s (partitions are skipped)", err, out)
+		n.reason = fmt.Sprintf("nft add table: %v: %s", err, strings.TrimSpace(string(out)))
+		t.Logf("soak: %s: partitions cannot be made", n.reason)
 		return n
 	}
 	t.Cleanup(func() { exec.Command(nft, "delete", "table", "inet", n.table).Run() })
 	if out, err := exec.Command(nft, "add", "chain", "inet", n.table, "out",
 		"{ type filter hook output priority 0 ; policy accept ; }").CombinedOutput(); err != nil {
-		t.Logf("soak: nft add chain: %v: %s (partitions are skipped)", err, out)
+		n.reason = fmt.Sprintf("nft add chain: %v: %s", err, strings.TrimSpace(string(out)))
+		t.Logf("soak: %s: partitions cannot be made", n.reason)
 		return n
 	}
 	n.ok = true

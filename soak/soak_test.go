@@ -1,22 +1,16 @@
 package soak
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -53,6 +47,8 @@ type scale struct {
 	// IRCRate is the nodes' irc.messages_per_second (burst 2): about
 	// twice the lines the users' commands and the reports need.
 	IRCRate float64
+	// QuietEvery is the time between quiet points.
+	QuietEvery time.Duration
 }
 
 var scales = map[string]scale{
@@ -63,9 +59,9 @@ var scales = map[string]scale{
 	// 3.7 × 60 s ≈ 220 jobs wanting a slot, so the 200 slots stay busy
 	// (with 100–300 entries only about 150 were: 740 entries/s at most).
 	"full": {Name: "full", APIPipes: 25, APIWorkers: 7, Direct: 15, Bridges: 2, PerBridge: 5, Viewers: 20, Users: 10,
-		MinEntries: 200, MaxEntries: 400, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 300, IRCRate: 30},
+		MinEntries: 200, MaxEntries: 400, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 300, IRCRate: 30, QuietEvery: 40 * time.Second},
 	"ci": {Name: "ci", APIPipes: 6, APIWorkers: 3, Direct: 3, Bridges: 1, PerBridge: 2, Viewers: 4, Users: 4,
-		MinEntries: 30, MaxEntries: 100, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 30, IRCRate: 10},
+		MinEntries: 30, MaxEntries: 100, EntryInterval: 200 * time.Millisecond, Think: 1500 * time.Millisecond, PickWindow: 30, IRCRate: 10, QuietEvery: 80 * time.Second},
 }
 
 // bridgedArgs are the simulator's flags for a pipeline behind a bridge:
@@ -100,11 +96,21 @@ type soak struct {
 	// finish report in the channel.
 	reportSeen chan struct{}
 	nextID     atomic.Int64
+	// takesNone counts the API takes the node answered with no job
+	// (the API proxy's; pause_test.go).
+	takesNone atomic.Int64
 
 	leaderMu sync.Mutex
 	leader   string
 
 	ev *evidence // evidence_test.go
+
+	// The faults: the kinds the schedule drew, each kind's injections,
+	// and why each one that could not be injected was not
+	// (faults_test.go).
+	wanted   []string
+	injected map[string]int
+	skipped  map[string][]string
 }
 
 func (s *soak) leaderNode() *node {
@@ -129,80 +135,6 @@ func (s *soak) otherNode(n *node) *node {
 func (s *soak) note(format string, a ...any) {
 	s.rec.Add(history.Event{Kind: history.Note, Text: fmt.Sprintf(format, a...)})
 	s.t.Logf(format, a...)
-}
-
-// step is one entry of the schedule, drawn up front from the seed.
-type step struct {
-	At   time.Duration
-	What string // a fault name, "quiet" or "pipeline-death"
-	Dur  time.Duration
-	Pick float64
-}
-
-// faultKinds, in the issue's priority order.
-var faultKinds = []string{
-	"kill-leader", "freeze-leader", "kill-redis-master", "pause-pipeline",
-	"revoke-waiting", "restart-bridge",
-	"partition-node-redis", "partition-pipeline-node", "partition-leader-irc", "clock-skew",
-}
-
-// makeSchedule draws the schedule: a warm-up, then faults one at a time
-// 12–24 s apart, a quiet point every 40 s or so, now and then a
-// pipeline's silent death, and a cool-down. Faults come in rounds, each
-// a permutation of the kinds (those in only, or all when only is
-// empty), so that a long run injects each kind about as often; the
-// first round starts with revoke-waiting, whose invariant (3) has no
-// other witness and must be checked by a short run too.
-func makeSchedule(r *rand.Rand, d time.Duration, only map[string]bool) []step {
-	var out []step
-	warm, cool := 25*time.Second, 20*time.Second
-	var kinds []string
-	for _, f := range faultKinds {
-		if len(only) == 0 || only[f] {
-			kinds = append(kinds, f)
-		}
-	}
-	for _, f := range optInFaults {
-		if only[f] {
-			kinds = append(kinds, f)
-		}
-	}
-	var round []string
-	first := true
-	next := func() string {
-		if len(round) == 0 {
-			round = append([]string(nil), kinds...)
-			r.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
-			if first {
-				if i := slices.Index(round, "revoke-waiting"); i > 0 {
-					round[0], round[i] = round[i], round[0]
-				}
-				first = false
-			}
-		}
-		f := round[0]
-		round = round[1:]
-		return f
-	}
-	lastQuiet := time.Duration(0)
-	for at := warm; at < d-cool; {
-		if at-lastQuiet > 40*time.Second {
-			out = append(out, step{At: at, What: "quiet", Dur: 3 * time.Second})
-			lastQuiet = at
-			at += 12 * time.Second
-			continue
-		}
-		if r.IntN(5) == 0 {
-			out = append(out, step{At: at, What: "pipeline-death", Pick: r.Float64()})
-		}
-		if len(kinds) == 0 {
-			at += 15 * time.Second
-			continue
-		}
-		out = append(out, step{At: at, What: next(), Dur: time.Duration(3+r.IntN(5)) * time.Second, Pick: r.Float64()})
-		at += time.Duration(12+r.IntN(12)) * time.Second
-	}
-	return out
 }
 
 func TestSoak(t *testing.T) {
@@ -256,7 +188,7 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &soak{t: t, seed: seed, sc: sc, rec: rec, dir: dir, work: irctest.ReadableTempDir(t), jobs: newJobList(sc.PickWindow), restart: make(chan *pipe, 256), reportSeen: make(chan struct{}, 1), ev: &evidence{dir: dir}}
+	s := &soak{t: t, seed: seed, sc: sc, rec: rec, dir: dir, work: irctest.ReadableTempDir(t), jobs: newJobList(sc.PickWindow), restart: make(chan *pipe, 256), reportSeen: make(chan struct{}, 1), ev: &evidence{dir: dir}, injected: map[string]int{}, skipped: map[string][]string{}}
 	closed := false
 	defer func() {
 		if !closed {
@@ -280,8 +212,15 @@ func TestSoak(t *testing.T) {
 			only[f] = true
 		}
 	}
-	sched := makeSchedule(rng, dur, only)
+	profile, _ := sentinelProfile(t)
+	sched, schedEnd := makeSchedule(rng, dur, only, profileLease(profile), sc.QuietEvery)
+	s.wanted = scheduledKinds(sched)
 	s.note("soak: duration %v, seed %d, scale %+v", dur, seed, sc)
+	if need := schedEnd + scheduleCool; need > dur {
+		// The first round of faults is drawn whole: every kind once.
+		s.note("soak: the schedule (its first round of faults drawn whole: every kind once) and the cool-down need %v: the run lasts that, not SOAK_DURATION=%v", need.Round(time.Second), dur)
+		dur = need
+	}
 	for _, st := range sched {
 		s.rec.Add(history.Event{Kind: history.Note, Text: fmt.Sprintf("schedule: at %v %s for %v (pick %.3f)", st.At, st.What, st.Dur, st.Pick)})
 	}
@@ -388,9 +327,11 @@ func TestSoak(t *testing.T) {
 		observer.Send("MODE %s +o %s", channel, u.Nick)
 		users = append(users, u)
 	}
+	// The prober is op too: the schedule's own pause (pause_test.go).
 	prober := irctest.Dial(t, irc.Addr(), "prober")
 	prober.Join(channel)
-	for _, u := range users {
+	observer.Send("MODE %s +o %s", channel, prober.Nick)
+	for _, u := range append(users, prober) {
 		u.Expect("op", func(m ircmsg.Message) bool {
 			return m.Command == "MODE" && strings.Contains(strings.Join(m.Params, " "), u.Nick)
 		})
@@ -410,27 +351,33 @@ func TestSoak(t *testing.T) {
 	start := time.Now()
 	s.note("soak: load started; %d pipelines, %d users, %d viewers", len(s.pipes), len(users), sc.Viewers)
 	probeRand := rand.New(rand.NewPCG(probeSeed, 1))
-	faults := map[string]int{}
 	for _, st := range sched {
 		s.waitUntil(start.Add(st.At))
 		switch st.What {
 		case "quiet":
 			s.quietPoint(prober, probeRand, st.Dur)
+		case pauseQueue:
+			s.pauseWithBacklog(prober, st)
 		case "pipeline-death":
 			p := s.pipes[int(st.Pick*float64(len(s.pipes)))]
 			s.killPipe(p, "killed by the soak (a pipeline dying silently)")
 		default:
-			faults[st.What]++
-			s.fault(st)
+			s.runFault(st)
 		}
 	}
-	s.waitUntil(start.Add(dur))
+	// A step that ran late still gets the cool-down after it.
+	end := start.Add(dur)
+	if late := time.Now().Add(scheduleCool); late.After(end) {
+		s.note("soak: the schedule ran %v late: the load goes on until %v after its last step", late.Sub(end).Round(time.Second), scheduleCool)
+		end = late
+	}
+	s.waitUntil(end)
 
 	// The end: load stops, the system drains, the last probe, Redis's
 	// state, the checker.
 	close(stopLoad)
 	loadWG.Wait()
-	s.note("soak: load stopped after %v; faults injected: %v", time.Since(start).Round(time.Second), faults)
+	s.note("soak: load stopped after %v; %s", time.Since(start).Round(time.Second), s.faultLine())
 	s.waitUntil(time.Now().Add(5 * time.Second))
 	s.quietPoint(prober, probeRand, 0)
 	// The observer reads the channel until Redis's state is taken: a
@@ -471,7 +418,18 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatalf("checker: %v", err)
 	}
-	t.Logf("soak: seed %d\n%s", seed, res.Summary())
+	// The summary's first line: each fault kind and how many times it
+	// was injected (a kind drawn and never injected says why).
+	summary := fmt.Sprintf("faults injected (seed %d): %s\n%s", seed, s.faultLine(), res.Summary())
+	os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(summary), 0o644)
+	t.Logf("soak summary:\n%s", summary)
+	if msg := s.notInjectedFailure(); msg != "" {
+		if os.Getenv("CI") != "" {
+			t.Errorf("soak: %s (CI is set: a fault that could not be injected fails the run)", msg)
+		} else {
+			t.Logf("soak: WARNING: %s; this run does not show those faults", msg)
+		}
+	}
 	if res.Failed() {
 		t.Errorf("soak: the checker found violations (seed %d; report %s)", seed, res.Report)
 	}
@@ -529,524 +487,4 @@ func (s *soak) pollLeader(stop <-chan struct{}) {
 			s.rec.Add(history.Event{Kind: history.Leader, Actor: cur})
 		}
 	}
-}
-
-// sampler records the processes' resources every sampleEvery.
-func (s *soak) sampler(stop <-chan struct{}) {
-	rdb := s.redis.failoverClient()
-	defer rdb.Close()
-	t := time.NewTicker(sampleEvery)
-	defer t.Stop()
-	cpu := newCPUMeter(s.bin)
-	cpu.read()
-	for tick := 1; ; tick++ {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		if by, busy, cores, ok := cpu.read(); ok {
-			num := map[string]float64{"cpu_busy": busy, "cores": cores}
-			for g, v := range by {
-				num["cpu_"+g] = v
-			}
-			s.rec.Add(history.Event{Kind: history.Sample, Actor: "machine", Num: num})
-		}
-		if tick%12 == 0 { // every minute
-			s.fdView()
-		}
-		if tick%36 == 0 { // every 3 minutes
-			s.goroutineDumps()
-		}
-		for _, n := range s.nodes {
-			pid := n.pid()
-			if pid == 0 {
-				continue
-			}
-			num := procStats(pid)
-			if g, ok := metric(n.web, "go_goroutines"); ok {
-				num["goroutines"] = g
-			}
-			s.rec.Add(history.Event{Kind: history.Sample, Actor: n.name, Num: num})
-		}
-		for _, b := range s.bridges {
-			if p := b.current(); p != nil && p.Running() {
-				s.rec.Add(history.Event{Kind: history.Sample, Actor: b.name, Num: procStats(p.Pid())})
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		info, err := rdb.Info(ctx, "memory").Result()
-		if err == nil {
-			for _, l := range strings.Split(info, "\n") {
-				if v, ok := strings.CutPrefix(strings.TrimSpace(l), "used_memory:"); ok {
-					f, _ := strconv.ParseFloat(v, 64)
-					num := map[string]float64{"redis_used_memory": f}
-					if tick%6 == 0 { // every 30 s
-						if exp, err := expiringScript.Run(ctx, rdb, nil).Int64(); err == nil {
-							num["redis_expiring_memory"] = float64(exp)
-							num["redis_live_memory"] = f - float64(exp)
-						}
-					}
-					s.rec.Add(history.Event{Kind: history.Sample, Actor: "redis", Num: num})
-				}
-			}
-		}
-		cancel()
-	}
-}
-
-// expiringScript sums the memory of the keys that carry a TTL: what the
-// deployment keeps by design until it expires (an ended job's record, log
-// and history: 48 h or 7 days; nonces, sessions, take_ids), which grows
-// with the jobs ended, not with time alone. Invariant 6 judges Redis
-// memory less this (redis_live_memory); the raw figure is reported. One
-// pass over the keyspace: tens of milliseconds every 30 s at the long
-// run's size.
-var expiringScript = redis.NewScript(`
-local sum = 0
-for _, k in ipairs(redis.call('KEYS', '*')) do
-  if redis.call('PTTL', k) > 0 then
-    sum = sum + (redis.call('MEMORY', 'USAGE', k) or 0)
-  end
-end
-return sum`)
-
-// procStats reads a process's RSS, open descriptors and CPU time.
-func procStats(pid int) map[string]float64 {
-	num := map[string]float64{}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-				f := strings.Fields(v)
-				if len(f) > 0 {
-					kb, _ := strconv.ParseFloat(f[0], 64)
-					num["rss_bytes"] = kb * 1024
-				}
-			}
-		}
-	}
-	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
-		num["fds"] = float64(len(ents))
-	}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		if i := strings.LastIndexByte(string(b), ')'); i > 0 {
-			f := strings.Fields(string(b)[i+1:])
-			if len(f) > 13 {
-				ut, _ := strconv.ParseFloat(f[11], 64)
-				st, _ := strconv.ParseFloat(f[12], 64)
-				num["cpu_seconds"] = (ut + st) / 100 // USER_HZ
-			}
-		}
-	}
-	return num
-}
-
-// metric reads one unlabelled gauge from a node's /metrics.
-func metric(addr, name string) (float64, bool) {
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return 0, false
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return f, err == nil
-		}
-	}
-	return 0, false
-}
-
-// ---------------------------------------------------------------------
-// Faults. Each runs on the test goroutine, recorded as a window from
-// Fault start to Fault end.
-
-func (s *soak) fault(st step) {
-	start := func(target string) {
-		s.rec.Add(history.Event{Kind: history.Fault, Fault: st.What, Outcome: "start", Target: target})
-		s.t.Logf("%s fault %s on %s", time.Now().Format("15:04:05"), st.What, target)
-	}
-	end := func(target string) {
-		s.rec.Add(history.Event{Kind: history.Fault, Fault: st.What, Outcome: "end", Target: target})
-	}
-	switch st.What {
-	case "kill-leader":
-		l := s.leaderNode()
-		if l == nil {
-			s.note("kill-leader skipped: no leader")
-			return
-		}
-		// The hardest moment for at-least-once delivery: in the middle
-		// of a burst of finish reports. The pipelines pause for 3 s and
-		// go on, ending at once the jobs whose time came; the leader
-		// dies as the burst's first report reaches the channel (or
-		// after 10 s), its other notices taken and not yet said.
-		procs := s.pipeProcs()
-		for _, p := range procs {
-			p.Signal(syscall.SIGSTOP)
-		}
-		time.Sleep(3 * time.Second)
-		drain(s.reportSeen)
-		for _, p := range procs {
-			p.Signal(syscall.SIGCONT)
-		}
-		select {
-		case <-s.reportSeen:
-		case <-time.After(10 * time.Second):
-		}
-		start(l.name)
-		l.current().Kill()
-		s.waitLeader(s.otherNode(l).name, 30*time.Second)
-		l.start(s.t, s.bin)
-		s.waitRole(l, "standby", 30*time.Second)
-		end(l.name)
-	case "freeze-leader":
-		l := s.leaderNode()
-		if l == nil {
-			s.note("freeze-leader skipped: no leader")
-			return
-		}
-		start(l.name)
-		p := l.current()
-		p.Signal(syscall.SIGSTOP)
-		s.waitUntil(time.Now().Add(leaseTTL + st.Dur))
-		p.Signal(syscall.SIGCONT)
-		s.waitRole(l, "standby", 30*time.Second)
-		end(l.name)
-	case "lose-redis-write":
-		s.loseRedisWrite(st, start, end)
-	case "kill-redis-master":
-		addr := s.redis.masterAddr()
-		start(addr)
-		port, ok := s.redis.killMaster()
-		if !ok {
-			s.note("kill-redis-master: no process on port %d", port)
-		}
-		deadline := time.Now().Add(45 * time.Second)
-		for time.Now().Before(deadline) {
-			if a := s.redis.masterAddr(); a != "" && a != addr {
-				break
-			}
-			s.waitUntil(time.Now().Add(250 * time.Millisecond))
-		}
-		s.redisView(fmt.Sprintf("kill-redis-master of %s: the sentinels moved on", addr))
-		if ok {
-			s.redis.restartAsReplica(port)
-		}
-		end(addr)
-		go func() {
-			time.Sleep(10 * time.Second)
-			s.redisView(fmt.Sprintf("kill-redis-master of %s: 10 s after its end", addr))
-		}()
-	case "pause-pipeline":
-		// A pipeline process, or now and then a bridge.
-		if len(s.bridges) > 0 && st.Pick < 0.2 {
-			b := s.bridges[int(st.Pick/0.2*float64(len(s.bridges)))]
-			start(b.name)
-			p := b.current()
-			p.Signal(syscall.SIGSTOP)
-			s.waitUntil(time.Now().Add(st.Dur))
-			p.Signal(syscall.SIGCONT)
-			end(b.name)
-			return
-		}
-		p := s.pipes[int(st.Pick*float64(len(s.pipes)))]
-		start(p.name)
-		p.signal(syscall.SIGSTOP)
-		s.rec.Add(history.Event{Kind: history.Pipe, Actor: p.name, Via: p.via, Outcome: "paused"})
-		s.waitUntil(time.Now().Add(st.Dur))
-		p.signal(syscall.SIGCONT)
-		s.rec.Add(history.Event{Kind: history.Pipe, Actor: p.name, Via: p.via, Outcome: "resumed"})
-		end(p.name)
-	case "revoke-waiting":
-		var api []*pipe
-		for _, p := range s.pipes {
-			if p.via == viaAPI {
-				api = append(api, p)
-			}
-		}
-		if len(api) == 0 {
-			return
-		}
-		p := api[int(st.Pick*float64(len(api)))]
-		old := p.key
-		start(old)
-		out, err := exec.Command(s.bin, "pipeline-key", "-config", s.nodes[0].cfg, "revoke", old).CombinedOutput()
-		if err != nil {
-			s.note("revoke %s failed: %v: %s", old, err, strings.TrimSpace(string(out)))
-		} else {
-			s.rec.Add(history.Event{Kind: history.Revoke, Target: old})
-		}
-		// Its pipeline keeps asking with the revoked key for a while;
-		// then the volunteer gets a fresh key and starts again.
-		s.waitUntil(time.Now().Add(st.Dur))
-		s.killPipe(p, "its key was revoked")
-		fresh := fmt.Sprintf("%s-r%d", p.name, p.gen)
-		file := s.newKey(fresh, p.uid)
-		p.key = fresh
-		for i, a := range p.args {
-			if a == "-key" {
-				p.args[i+1] = file
-			}
-		}
-		end(old)
-	case "partition-node-redis":
-		// The leader (mostly) or the standby, cut from every Redis
-		// server and sentinel for longer than the lease.
-		n := s.leaderNode()
-		if n == nil || st.Pick >= 0.7 {
-			n = s.nodes[int(st.Pick*10)%2]
-		}
-		var ports []int
-		for _, p := range append(append([]*redistest.Proc{s.redis.cl.Master}, s.redis.cl.Replicas...), s.redis.cl.Sentinels...) {
-			ports = append(ports, p.Port)
-		}
-		h := s.net.cut(n.uid, ports)
-		if h == 0 {
-			s.note("partition-node-redis skipped: no nftables")
-			return
-		}
-		start(n.name)
-		s.waitUntil(time.Now().Add(leaseTTL + st.Dur))
-		s.net.heal(h)
-		s.waitUntil(time.Now().Add(3 * time.Second))
-		end(n.name)
-	case "partition-pipeline-node":
-		// A pipeline cut from where it reaches the node: the API's
-		// address, the master's, or its bridge.
-		p := s.pipes[int(st.Pick*float64(len(s.pipes)))]
-		ports := []int{portOf(s.api), portOf(s.master.addr())}
-		for _, b := range s.bridges {
-			ports = append(ports, portOf(b.listen))
-		}
-		h := s.net.cut(p.uid, ports)
-		if h == 0 {
-			s.note("partition-pipeline-node skipped: no nftables")
-			return
-		}
-		start(p.name)
-		s.waitUntil(time.Now().Add(st.Dur))
-		s.net.heal(h)
-		end(p.name)
-	case "partition-leader-irc":
-		l := s.leaderNode()
-		if l == nil {
-			s.note("partition-leader-irc skipped: no leader")
-			return
-		}
-		// Half the time the packets are dropped (the connection
-		// hangs, its keepalive outlasts the fault), half the time
-		// answered with a reset: the leader's IRC connection breaks and
-		// it reconnects when the fault ends (a server restart, a
-		// netsplit), while notices keep coming due.
-		h, target := 0, l.name
-		if st.Pick < 0.5 {
-			h = s.net.cut(l.uid, []int{s.ircPort})
-		} else {
-			h, target = s.net.reset(l.uid, []int{s.ircPort}), l.name+" reset"
-		}
-		if h == 0 {
-			s.note("partition-leader-irc skipped: no nftables")
-			return
-		}
-		start(target)
-		s.waitUntil(time.Now().Add(st.Dur + 5*time.Second))
-		s.net.heal(h)
-		end(target)
-	case "clock-skew":
-		// One node's clock 30 s ahead of or behind the other's (and
-		// Redis's), through its ARCHIVEBOT_CLOCK_OFFSET_FILE
-		// (internal/clock): the leader (mostly) or the standby. A node
-		// whose clock is off by more than ha.max_clock_skew does not
-		// lead (doc/reliability.md): a skewed leader steps down at its
-		// next renewal and the other takes over; a skewed standby does
-		// not campaign. Then the clock is put right.
-		n := s.leaderNode()
-		if n == nil || st.Pick >= 0.7 {
-			n = s.nodes[int(st.Pick*10)%2]
-		}
-		d := 30 * time.Second
-		if int(st.Pick*100)%2 == 1 {
-			d = -d
-		}
-		target := fmt.Sprintf("%s %+ds", n.name, int(d/time.Second))
-		start(target)
-		if err := n.skew(d); err != nil {
-			s.note("clock-skew: %v", err)
-		}
-		s.waitUntil(time.Now().Add(leaseTTL + st.Dur))
-		if err := n.skew(0); err != nil {
-			s.note("clock-skew: %v", err)
-		}
-		s.waitUntil(time.Now().Add(3 * time.Second))
-		end(target)
-	case "restart-bridge":
-		if len(s.bridges) == 0 {
-			return
-		}
-		b := s.bridges[int(st.Pick*float64(len(s.bridges)))]
-		start(b.name)
-		if p := b.current(); p != nil {
-			p.Term(10 * time.Second)
-		}
-		s.startBridge(b)
-		end(b.name)
-	}
-}
-
-func (s *soak) waitLeader(name string, within time.Duration) {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if n := s.leaderNode(); n != nil && n.name == name {
-			return
-		}
-		s.waitUntil(time.Now().Add(200 * time.Millisecond))
-	}
-	s.note("%s did not take the lease within %v", name, within)
-}
-
-func (s *soak) waitRole(n *node, role string, within time.Duration) {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if r, _ := readyz(n.web); r == role {
-			return
-		}
-		s.waitUntil(time.Now().Add(200 * time.Millisecond))
-	}
-	s.note("%s was not %s within %v", n.name, role, within)
-}
-
-// ---------------------------------------------------------------------
-// Quiet points: no fault is active (faults run one at a time, between
-// steps), the users' commands are held, the pipelines are frozen so
-// nothing changes while the node is asked, and each of up to 50 jobs is
-// probed on /jobs/IDENT, with !status IDENT, and in the dashboard's list
-// (/jobs).
-
-// pipeProcs are the pipelines' processes now running.
-func (s *soak) pipeProcs() []interface{ Signal(syscall.Signal) error } {
-	var procs []interface{ Signal(syscall.Signal) error }
-	for _, p := range s.pipes {
-		p.mu.Lock()
-		if p.proc != nil && !p.dead {
-			procs = append(procs, p.proc)
-		}
-		p.mu.Unlock()
-	}
-	return procs
-}
-
-func drain(c chan struct{}) {
-	for {
-		select {
-		case <-c:
-		default:
-			return
-		}
-	}
-}
-
-func (s *soak) quietPoint(prober *irctest.User, r *rand.Rand, settle time.Duration) {
-	s.gate.Lock()
-	defer s.gate.Unlock()
-	procs := s.pipeProcs()
-	for _, p := range procs {
-		p.Signal(syscall.SIGSTOP)
-	}
-	defer func() {
-		for _, p := range procs {
-			p.Signal(syscall.SIGCONT)
-		}
-	}()
-	time.Sleep(settle + time.Second)
-	s.rec.Add(history.Event{Kind: history.Quiet, Outcome: "start"})
-	defer s.rec.Add(history.Event{Kind: history.Quiet, Outcome: "end"})
-	l := s.leaderNode()
-	if l == nil {
-		s.note("quiet point without a leader: probes skipped")
-		return
-	}
-	ids := s.jobs.sample(r, 50)
-	c := http.Client{Timeout: 5 * time.Second}
-	listed := map[string]string{}
-	// The list is read once, here: each job's dashboard probe is stamped
-	// with this time, not with when the loop below gets to it (up to 50
-	// jobs later, seconds after; a job the reaper failed meanwhile read
-	// as "stale").
-	listedAt := time.Now()
-	if resp, err := c.Get("http://" + l.web + "/jobs"); err == nil {
-		var body struct {
-			Jobs []struct {
-				Ident string `json:"ident"`
-				State string `json:"state"`
-			} `json:"jobs"`
-		}
-		json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		for _, j := range body.Jobs {
-			listed[j.Ident] = j.State
-		}
-	}
-	for _, id := range ids {
-		state, raw := "absent", ""
-		if resp, err := c.Get("http://" + l.web + "/jobs/" + id); err == nil {
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			resp.Body.Close()
-			raw = string(b)
-			var v struct {
-				State string `json:"state"`
-			}
-			if resp.StatusCode == 200 && json.Unmarshal(b, &v) == nil && v.State != "" {
-				state = v.State
-			}
-		} else {
-			state, raw = "error", err.Error()
-		}
-		s.rec.Add(history.Event{Kind: history.Probe, Via: "jobs_api", Ident: id, Outcome: state, Text: cut(raw, 500)})
-		ls, ok := listed[id]
-		if !ok {
-			ls = "absent"
-		}
-		s.rec.Add(history.Event{T: listedAt, Kind: history.Probe, Via: "dashboard", Ident: id, Outcome: ls})
-		prober.Mark()
-		prober.Say(channel, "!status "+id)
-		m, err := prober.WaitWithin(replyWait, "status", replyTo(prober.Nick))
-		if err != nil {
-			s.rec.Add(history.Event{Kind: history.Probe, Via: "status", Ident: id, Outcome: "timeout"})
-			continue
-		}
-		text := strings.TrimPrefix(m.Params[1], prober.Nick+": ")
-		s.rec.Add(history.Event{Kind: history.Probe, Via: "status", Ident: id, Outcome: statusState(text), Text: cut(text, 500)})
-	}
-}
-
-func cut(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
-}
-
-// statusState reads the state a !status IDENT answer states (the checker
-// has the raw text too).
-func statusState(text string) string {
-	l := strings.ToLower(text)
-	switch {
-	case strings.Contains(l, "no job") || strings.Contains(l, "unknown") || strings.Contains(l, "not found") || strings.Contains(l, "don't know"):
-		return "absent"
-	case strings.Contains(l, "failed"):
-		return "failed"
-	case strings.Contains(l, "aborted"):
-		return "aborted"
-	case strings.Contains(l, "finished") || strings.Contains(l, "completed"):
-		return "finished"
-	case strings.Contains(l, "in progress") || strings.Contains(l, "running"):
-		return "running"
-	case strings.Contains(l, "queued") || strings.Contains(l, "pending") || strings.Contains(l, "waiting"):
-		return "queued"
-	}
-	return "other"
 }

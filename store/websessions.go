@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -15,22 +13,30 @@ import (
 )
 
 // Dashboard sign-in (doc/web.md, Signing in and acting). Codes and
-// session tokens are never stored: keys and ids are their SHA-256, so
-// what Redis (or `archivebot sessions list`) shows cannot be replayed.
-// These keys are not job state: every node, leader or standby, signs in,
-// so the scripts are not fenced.
+// session tokens are never stored: keys and ids are what the web server
+// derives from them with a key Redis never holds (an HMAC), and every code
+// and session carries the MAC of its fields under that key, so what Redis
+// (or `archivebot sessions list`) shows cannot be replayed, and a record
+// written or rewritten by a Redis writer does not verify. The store keeps
+// the records; the web server makes and checks the MACs. These keys are
+// not job state: every node, leader or standby, signs in, so the scripts
+// are not fenced.
 const (
-	// KeyWebCodePrefix + sha256hex(code) (hash, ours): a one-time sign-in
-	// code: nick, nick_key, account, account_known, expires_ms, used_ms.
-	// It lives WebCodeKeep past its issue, so that a reused or expired
-	// code can be told from one never issued.
+	// KeyWebCodePrefix + id (hash, ours): a one-time sign-in code: nick,
+	// nick_key, account, account_known, rank, presence, expires_ms, mac,
+	// used_ms. It lives WebCodeKeep past its issue, so that a reused or
+	// expired code can be told from one never issued.
 	KeyWebCodePrefix = "archivebot:web:code:"
 	// KeyWebSessionPrefix + id (hash, ours): a session: nick, nick_key,
-	// account, account_known, created_ms, expires_ms, csrf; expires with it.
+	// account, account_known, rank, presence, created_ms, expires_ms, mac;
+	// expires with it.
 	KeyWebSessionPrefix = "archivebot:web:session:"
 	// KeyWebSessions (sorted set, ours): every session id, score = expiry
 	// (ms), for the total bound and `archivebot sessions list`.
 	KeyWebSessions = "archivebot:web:sessions"
+	// KeyWebRankless (sorted set, ours): the ids of sessions signed in
+	// without a rank, score = expiry (ms), for their own bound.
+	KeyWebRankless = "archivebot:web:rankless"
 	// KeyWebNickPrefix + nick key (sorted set, ours): one nick's session
 	// ids, score = expiry (ms), for the per-nick bound and !logout.
 	KeyWebNickPrefix = "archivebot:web:nick:"
@@ -45,37 +51,50 @@ var (
 	webRevokeScript = plain(lua("web_revoke"))
 )
 
-// HashSecret is the id under which a code or session token is stored.
-func HashSecret(secret string) string {
-	h := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(h[:])
-}
-
 // WebSession is a dashboard session as stored.
 type WebSession struct {
-	ID      string // sha256 of the token
+	ID      string // the web server's keyed hash of the token
 	Nick    string
 	NickKey string
 	// Account is the services account the nick was logged into when the
 	// code was issued; AccountKnown says whether the server told.
 	Account      string
 	AccountKnown bool
-	Created      time.Time
-	Expires      time.Time
-	CSRF         string
+	// Rank is the nick's highest rank in the bot's channels when the code
+	// was issued (0: none); Presence names the nick's presence in them
+	// then, as the IRC client told it ("" when it was in none).
+	Rank     int
+	Presence string
+	Created  time.Time
+	Expires  time.Time
+	// MAC is the web server's MAC of the fields above.
+	MAC string
 }
 
-// CreateLoginCode stores a sign-in code for nick, valid for ttl (one
-// MULTI).
-func (s *Store) CreateLoginCode(ctx context.Context, code, nick, nickKey, account string, accountKnown bool, ttl time.Duration) error {
-	key := KeyWebCodePrefix + HashSecret(code)
-	known := "0"
-	if accountKnown {
-		known = "1"
+// LoginCode is a sign-in code as stored.
+type LoginCode struct {
+	Nick, NickKey, Account string
+	AccountKnown           bool
+	Rank                   int
+	Presence               string
+	Expires                time.Time
+	MAC                    string
+	Used                   bool
+}
+
+func bit(b bool) string {
+	if b {
+		return "1"
 	}
-	exp := s.Now().Add(ttl).UnixMilli()
+	return "0"
+}
+
+// CreateLoginCode stores the sign-in code c under id (one MULTI).
+func (s *Store) CreateLoginCode(ctx context.Context, id string, c LoginCode) error {
+	key := KeyWebCodePrefix + id
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, key, "nick", nick, "nick_key", nickKey, "account", account, "account_known", known, "expires_ms", exp)
+		p.HSet(ctx, key, "nick", c.Nick, "nick_key", c.NickKey, "account", c.Account, "account_known", bit(c.AccountKnown),
+			"rank", c.Rank, "presence", c.Presence, "expires_ms", c.Expires.UnixMilli(), "mac", c.MAC)
 		p.PExpire(ctx, key, WebCodeKeep)
 		return nil
 	})
@@ -91,62 +110,81 @@ var (
 
 // SessionLimitError is a sign-in refused by a bound on sessions.
 type SessionLimitError struct {
-	PerNick bool // the nick's bound (else the total)
-	Limit   int
+	PerNick  bool // the nick's bound
+	Rankless bool // the bound of sessions signed in without rank
+	Limit    int
 }
 
 func (e *SessionLimitError) Error() string {
-	if e.PerNick {
+	switch {
+	case e.PerNick:
 		return fmt.Sprintf("this nick already has %d dashboard sessions, the most allowed: sign out of one (or use !logout) and try again", e.Limit)
+	case e.Rankless:
+		return fmt.Sprintf("the dashboard already has %d sessions of users without a rank in the channel, the most allowed; ask for voice, or try again later", e.Limit)
 	}
 	return fmt.Sprintf("the dashboard already has %d sessions, the most allowed: try again later", e.Limit)
 }
 
-// LoginWithCode consumes code and creates a session under token for ttl,
-// in one script, within the bounds perNick and total (0: none). Unknown,
+// SessionBounds bound live sessions: per nick, in total, and of those
+// signed in without a rank (0: none).
+type SessionBounds struct{ PerNick, Total, Rankless int }
+
+// LoginWithCode consumes the code stored under codeID, which must still
+// carry codeMAC, and creates ws (its ID, fields, expiry and MAC) in one
+// script, within b. A ranked sign-in to a nick at its bound takes the
+// place of the nick's oldest rankless session. Unknown (or rewritten),
 // used and expired codes are ErrCode…; a full bound a *SessionLimitError
-// (the code stays usable).
-func (s *Store) LoginWithCode(ctx context.Context, code, token, csrf string, ttl time.Duration, perNick, total int) (*WebSession, error) {
-	codeKey := KeyWebCodePrefix + HashSecret(code)
-	nickKey, err := s.rdb.HGet(ctx, codeKey, "nick_key").Result()
-	if errors.Is(err, redis.Nil) || (err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE")) {
-		return nil, ErrCodeUnknown
+// (the code stays usable). It returns the id of the session evicted ("").
+func (s *Store) LoginWithCode(ctx context.Context, codeID, codeMAC string, ws WebSession, b SessionBounds) (string, error) {
+	codeKey := KeyWebCodePrefix + codeID
+	nk := KeyWebNickPrefix + ws.NickKey
+	old := ""
+	if ws.Rank > 0 && b.PerNick > 0 {
+		// The nick's oldest rankless session, should the nick be full.
+		ids, err := s.rdb.ZRange(ctx, nk, 0, -1).Result()
+		if err != nil && !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+			return "", wrap("list the nick's sessions", err)
+		}
+		if len(ids) >= b.PerNick {
+			p := s.rdb.Pipeline()
+			scores := make([]*redis.FloatCmd, len(ids))
+			for i, id := range ids {
+				scores[i] = p.ZScore(ctx, KeyWebRankless, id)
+			}
+			p.Exec(ctx)
+			for i, c := range scores {
+				if c.Err() == nil {
+					old = ids[i]
+					break
+				}
+			}
+		}
 	}
-	if err != nil {
-		return nil, wrap("read sign-in code", err)
-	}
-	id := HashSecret(token)
 	now := s.Now().UnixMilli()
-	res, err := webLoginScript.Run(ctx, s.rdb, []string{codeKey, KeyWebSessionPrefix + id, KeyWebSessions, KeyWebNickPrefix + nickKey},
-		now, ttl.Milliseconds(), perNick, total, csrf, id, nickKey).StringSlice()
+	res, err := webLoginScript.Run(ctx, s.rdb, []string{codeKey, KeyWebSessionPrefix + ws.ID, KeyWebSessions, nk, KeyWebRankless, KeyWebSessionPrefix + old},
+		now, ws.Expires.UnixMilli(), b.PerNick, b.Total, b.Rankless, ws.ID, codeMAC, ws.Rank, ws.Presence, ws.MAC, old, ws.Created.UnixMilli()).StringSlice()
 	if err != nil {
-		return nil, wrap("sign in", err)
+		return "", wrap("sign in", err)
 	}
 	switch res[0] {
 	case "unknown":
-		return nil, ErrCodeUnknown
+		return "", ErrCodeUnknown
 	case "used":
-		return nil, ErrCodeUsed
+		return "", ErrCodeUsed
 	case "expired":
-		return nil, ErrCodeExpired
-	case "nick_full", "total_full":
+		return "", ErrCodeExpired
+	case "nick_full", "total_full", "rankless_full":
 		n, _ := strconv.Atoi(res[1])
-		return nil, &SessionLimitError{PerNick: res[0] == "nick_full", Limit: n}
+		return "", &SessionLimitError{PerNick: res[0] == "nick_full", Rankless: res[0] == "rankless_full", Limit: n}
 	case "ok":
-		exp, _ := strconv.ParseInt(res[4], 10, 64)
-		return &WebSession{ID: id, Nick: res[1], NickKey: nickKey, Account: res[2], AccountKnown: res[3] == "1",
-			Created: time.UnixMilli(now), Expires: time.UnixMilli(exp), CSRF: csrf}, nil
+		return res[1], nil
 	}
-	return nil, fmt.Errorf("sign in: unexpected reply %v", res)
+	return "", fmt.Errorf("sign in: unexpected reply %v", res)
 }
 
-// WebSessionByToken returns the live session of token, nil when there is
-// none (never issued, expired or ended).
-func (s *Store) WebSessionByToken(ctx context.Context, token string) (*WebSession, error) {
-	return s.webSession(ctx, HashSecret(token))
-}
-
-func (s *Store) webSession(ctx context.Context, id string) (*WebSession, error) {
+// WebSession returns the live session id, nil when there is none (never
+// issued, expired or ended). Its MAC is the caller's to check.
+func (s *Store) WebSession(ctx context.Context, id string) (*WebSession, error) {
 	m, err := s.rdb.HGetAll(ctx, KeyWebSessionPrefix+id).Result()
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "WRONGTYPE") {
@@ -154,31 +192,78 @@ func (s *Store) webSession(ctx context.Context, id string) (*WebSession, error) 
 		}
 		return nil, wrap("read session", err)
 	}
-	if m["nick"] == "" {
-		return nil, nil
-	}
-	ms := func(k string) time.Time { v, _ := strconv.ParseInt(m[k], 10, 64); return time.UnixMilli(v) }
-	ws := &WebSession{ID: id, Nick: m["nick"], NickKey: m["nick_key"], Account: m["account"], AccountKnown: m["account_known"] == "1",
-		Created: ms("created_ms"), Expires: ms("expires_ms"), CSRF: m["csrf"]}
-	if !ws.Expires.After(s.Now()) {
-		return nil, nil
-	}
-	return ws, nil
+	return s.decodeSession(id, m), nil
 }
 
-// WebSessions lists the live sessions, oldest first.
+func (s *Store) decodeSession(id string, m map[string]string) *WebSession {
+	if m["nick"] == "" {
+		return nil
+	}
+	ms := func(k string) time.Time { v, _ := strconv.ParseInt(m[k], 10, 64); return time.UnixMilli(v) }
+	rank, _ := strconv.Atoi(m["rank"])
+	ws := &WebSession{ID: id, Nick: m["nick"], NickKey: m["nick_key"], Account: m["account"], AccountKnown: m["account_known"] == "1",
+		Rank: rank, Presence: m["presence"], Created: ms("created_ms"), Expires: ms("expires_ms"), MAC: m["mac"]}
+	if !ws.Expires.After(s.Now()) {
+		return nil
+	}
+	return ws
+}
+
+// WebSessions lists the live sessions, oldest first (two round trips).
 func (s *Store) WebSessions(ctx context.Context) ([]WebSession, error) {
-	ids, err := s.rdb.ZRangeByScore(ctx, KeyWebSessions, &redis.ZRangeBy{Min: "(" + strconv.FormatInt(s.Now().UnixMilli(), 10), Max: "+inf"}).Result()
+	return s.sessionsIn(ctx, KeyWebSessions)
+}
+
+// NickSessions lists the live sessions of the nick whose key is nickKey,
+// oldest first (two round trips).
+func (s *Store) NickSessions(ctx context.Context, nickKey string) ([]WebSession, error) {
+	return s.sessionsIn(ctx, KeyWebNickPrefix+nickKey)
+}
+
+// NickSessionExpiries returns when each live session of the nick whose
+// key is nickKey expires, soonest first (one round trip).
+func (s *Store) NickSessionExpiries(ctx context.Context, nickKey string) ([]time.Time, error) {
+	zs, err := s.rdb.ZRangeByScoreWithScores(ctx, KeyWebNickPrefix+nickKey,
+		&redis.ZRangeBy{Min: "(" + strconv.FormatInt(s.Now().UnixMilli(), 10), Max: "+inf"}).Result()
 	if err != nil {
+		if strings.HasPrefix(err.Error(), "WRONGTYPE") {
+			return nil, nil
+		}
+		return nil, wrap("list the nick's sessions", err)
+	}
+	out := make([]time.Time, len(zs))
+	for i, z := range zs {
+		out[i] = time.UnixMilli(int64(z.Score))
+	}
+	return out, nil
+}
+
+func (s *Store) sessionsIn(ctx context.Context, index string) ([]WebSession, error) {
+	ids, err := s.rdb.ZRangeByScore(ctx, index, &redis.ZRangeBy{Min: "(" + strconv.FormatInt(s.Now().UnixMilli(), 10), Max: "+inf"}).Result()
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "WRONGTYPE") {
+			return nil, nil
+		}
 		return nil, wrap("list sessions", err)
 	}
+	p := s.rdb.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = p.HGetAll(ctx, KeyWebSessionPrefix+id)
+	}
+	if len(ids) > 0 {
+		p.Exec(ctx)
+	}
 	var out []WebSession
-	for _, id := range ids {
-		ws, err := s.webSession(ctx, id)
+	for i, id := range ids {
+		m, err := cmds[i].Result()
 		if err != nil {
-			return nil, err
+			if strings.HasPrefix(err.Error(), "WRONGTYPE") {
+				continue
+			}
+			return nil, wrap("read session", err)
 		}
-		if ws != nil {
+		if ws := s.decodeSession(id, m); ws != nil {
 			out = append(out, *ws)
 		}
 	}
@@ -189,11 +274,11 @@ func (s *Store) WebSessions(ctx context.Context) ([]WebSession, error) {
 // RevokeWebSession ends the session id (one script); false when there
 // was none.
 func (s *Store) RevokeWebSession(ctx context.Context, id string) (bool, error) {
-	ws, err := s.webSession(ctx, id)
+	ws, err := s.WebSession(ctx, id)
 	if err != nil || ws == nil {
 		return false, err
 	}
-	n, err := webRevokeScript.Run(ctx, s.rdb, []string{KeyWebSessions, KeyWebNickPrefix + ws.NickKey, KeyWebSessionPrefix + id}, id).Int()
+	n, err := webRevokeScript.Run(ctx, s.rdb, []string{KeyWebSessions, KeyWebRankless, KeyWebNickPrefix + ws.NickKey, KeyWebSessionPrefix + id}, id).Int()
 	return n > 0, wrap("end session", err)
 }
 
@@ -208,7 +293,7 @@ func (s *Store) RevokeWebSessionsOf(ctx context.Context, nickKey string) (int, e
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	keys := []string{KeyWebSessions, nk}
+	keys := []string{KeyWebSessions, KeyWebRankless, nk}
 	args := make([]any, len(ids))
 	for i, id := range ids {
 		keys = append(keys, KeyWebSessionPrefix+id)
@@ -218,27 +303,22 @@ func (s *Store) RevokeWebSessionsOf(ctx context.Context, nickKey string) (int, e
 	return n, wrap("end sessions", err)
 }
 
-// LoginCode is what a sign-in page shows before the code is used.
-type LoginCode struct {
-	Nick    string
-	Expires time.Time
-	Used    bool
-}
-
-// PeekLoginCode reads code without consuming it: nil when it was never
-// issued (or is older than WebCodeKeep).
-func (s *Store) PeekLoginCode(ctx context.Context, code string) (*LoginCode, error) {
-	v, err := s.rdb.HMGet(ctx, KeyWebCodePrefix+HashSecret(code), "nick", "expires_ms", "used_ms").Result()
+// PeekLoginCode reads the code stored under id without consuming it: nil
+// when it was never issued (or is older than WebCodeKeep). Its MAC is the
+// caller's to check.
+func (s *Store) PeekLoginCode(ctx context.Context, id string) (*LoginCode, error) {
+	m, err := s.rdb.HGetAll(ctx, KeyWebCodePrefix+id).Result()
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "WRONGTYPE") {
 			return nil, nil
 		}
 		return nil, wrap("read sign-in code", err)
 	}
-	str := func(i int) string { s, _ := v[i].(string); return s }
-	if str(0) == "" {
+	if m["nick"] == "" {
 		return nil, nil
 	}
-	exp, _ := strconv.ParseInt(str(1), 10, 64)
-	return &LoginCode{Nick: str(0), Expires: time.UnixMilli(exp), Used: str(2) != ""}, nil
+	exp, _ := strconv.ParseInt(m["expires_ms"], 10, 64)
+	rank, _ := strconv.Atoi(m["rank"])
+	return &LoginCode{Nick: m["nick"], NickKey: m["nick_key"], Account: m["account"], AccountKnown: m["account_known"] == "1",
+		Rank: rank, Presence: m["presence"], Expires: time.UnixMilli(exp), MAC: m["mac"], Used: m["used_ms"] != ""}, nil
 }

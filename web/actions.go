@@ -10,7 +10,6 @@ package web
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -137,6 +136,7 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 	a := s.opt.Actions
 	if a == nil {
 		metrics.WebRefused("off")
+		s.refusals.Refused("web_off", remoteHost(r))
 		privateJSON(w, http.StatusNotFound, errorBody{"dashboard actions are off on this node (http.public_url is not set)"})
 		return
 	}
@@ -146,6 +146,7 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 	}
 	if leading, leader := s.leader(); !leading {
 		metrics.WebRefused("standby")
+		s.refusals.Refused("web_standby", remoteHost(r), "leader", leader)
 		msg := "This node is a standby: only the leader acts. Nothing was changed."
 		if leader != "" {
 			msg = "This node is a standby: only the leader, " + leader + ", acts; open the dashboard there. Nothing was changed."
@@ -155,24 +156,19 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.limits.session.allow(ws.ID, s.now()) {
-		s.refuse(w, http.StatusTooManyRequests, "rate_session",
-			"Refused: at most "+itoa(a.ActionsPerMinute)+" actions a minute per session; wait a little.")
+		s.refuse(w, r, http.StatusTooManyRequests, "rate_session",
+			"Refused: at most "+itoa(a.ActionsPerMinute)+" actions a minute per session; wait a little.", "nick", ws.Nick)
 		return
 	}
 	name := r.PathValue("action")
 	text, why := actionText(name, r)
 	if why != "" {
-		s.refuse(w, http.StatusBadRequest, "bad_input", why)
+		s.refuse(w, r, http.StatusBadRequest, "bad_input", why)
 		return
 	}
 	p := a.presence()
 	if p == nil {
-		s.refuse(w, http.StatusServiceUnavailable, "no_irc", "Refused: the bot is not connected to IRC right now, so it cannot see your rank; try again shortly.")
-		return
-	}
-	if why := accountMismatch(ws, p); why != "" {
-		s.log.Warn("dashboard action refused: account", "nick", ws.Nick, "session", ws.ID[:12], "why", why)
-		s.refuse(w, http.StatusForbidden, "account", why)
+		s.refuse(w, r, http.StatusServiceUnavailable, "no_irc", "Refused: the bot is not connected to IRC right now, so it cannot see your rank; try again shortly.")
 		return
 	}
 	channel, err := s.actionChannel(r.Context(), actions[name], r.PostFormValue("ident"))
@@ -181,17 +177,51 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if channel == "" {
-		s.refuse(w, http.StatusServiceUnavailable, "no_irc", "Refused: the bot has no channel to judge your rank in.")
+		s.refuse(w, r, http.StatusServiceUnavailable, "no_irc", "Refused: the bot has no channel to judge your rank in.")
 		return
 	}
-	rank := p.Rank(channel, ws.Nick)
+	nick, nickKey := ws.Nick, ws.NickKey
+	if why := accountMismatch(ws, p); why != "" {
+		holder := accountHolder(ws, p, channel)
+		if holder == "" {
+			s.log.Warn("dashboard action refused: account", "nick", ws.Nick, "session", ws.ID[:12], "why", why)
+			s.refuse(w, r, http.StatusForbidden, "account", why)
+			return
+		}
+		// The account's holder, under another nick now: the session is
+		// theirs, not the nick's.
+		s.log.Info("dashboard session acts through its account's holder", "session_nick", ws.Nick, "nick", holder, "account", ws.Account, "session", ws.ID[:12])
+		nick, nickKey = holder, strings.ToLower(holder)
+	}
+	rank := p.Rank(channel, nick)
+	if ws.Account == "" && bot.Rank(ws.Rank) < rank {
+		// A session bound to the nick's presence, not an account, never
+		// carries more rank than the nick had when it signed in.
+		rank = bot.Rank(ws.Rank)
+	}
+	// The nick's IRC throttle: a web action counts as one of its commands.
+	if !p.AllowCommand(nick, rank >= bot.RankVoice) {
+		plain, priv := p.CommandLimits()
+		w.Header().Set("Retry-After", "60")
+		s.refuse(w, r, http.StatusTooManyRequests, "rate_irc", "Refused: "+nick+" is at its command limit (IRC and dashboard together: "+
+			itoa(plain)+" commands a minute, "+itoa(priv)+" for voiced users and operators); wait a little.", "nick", nick)
+		return
+	}
 	// The account as the IRC front end would fill it (jobs.require_account).
-	acct, _ := p.Account(ws.Nick)
-	req := bot.Request{Nick: ws.Nick, NickKey: ws.NickKey, Channel: channel, Rank: rank, Account: acct, Text: text, Where: bot.WhereWeb}
-	out := &webReplier{ctx: r.Context(), say: a.Say, channel: channel, prefix: ws.Nick + " (web): "}
+	acct, _ := p.Account(nick)
+	req := bot.Request{Nick: nick, NickKey: nickKey, Channel: channel, Rank: rank, Account: acct, Text: text, Where: bot.WhereWeb}
+	out := &webReplier{ctx: r.Context(), say: a.Say, channel: channel, prefix: nick + " (web): "}
 	metrics.WebAction(name)
 	a.Bot.Handle(r.Context(), req, out)
-	privateJSON(w, http.StatusOK, actionResult{Command: text, Channel: channel, Rank: rankName(rank), Replies: out.replies, Unsaid: out.unsaid})
+	if !out.said {
+		// Refused by the command table (rank, usage, the job's state…):
+		// the page says why, the channel hears nothing.
+		s.refusals.Refused("web_action_"+out.outcome, ws.Nick, "command", name, "channel", channel, "rank", rankName(rank))
+	}
+	out.mu.Lock()
+	res := actionResult{Command: text, Channel: channel, Rank: rankName(rank), Replies: out.replies, Unsaid: out.unsaid}
+	out.mu.Unlock()
+	privateJSON(w, http.StatusOK, res)
 }
 
 // accountMismatch applies the account binding: a session made while the
@@ -216,6 +246,34 @@ func accountMismatch(ws *store.WebSession, p Presence) string {
 		return "Refused: your session was made before the bot could see services accounts. Sign in again with !login."
 	}
 	return ""
+}
+
+// AccountHolders is what a Presence may tell besides: the nicks logged
+// into a services account (the IRC front end does).
+type AccountHolders interface {
+	NicksOf(account string) []string
+}
+
+// accountHolder is the nick through which a session bound to an account
+// acts when its own nick is not logged into that account now: a nick
+// that is (the account's holder, renamed), the highest ranked in channel
+// when several are; "" when none is, or the session is bound to no
+// account, or the front end cannot tell.
+func accountHolder(ws *store.WebSession, p Presence, channel string) string {
+	h, ok := p.(AccountHolders)
+	if !ok || !ws.AccountKnown || ws.Account == "" {
+		return ""
+	}
+	best, bestRank := "", bot.Rank(-1)
+	for _, n := range h.NicksOf(ws.Account) {
+		if a, known := p.Account(n); !known || !strings.EqualFold(a, ws.Account) {
+			continue
+		}
+		if r := p.Rank(channel, n); r > bestRank {
+			best, bestRank = n, r
+		}
+	}
+	return best
 }
 
 // actionChannel is where an action is judged and said: for an action on
@@ -247,8 +305,10 @@ func (s *Server) actionChannel(ctx context.Context, a action, ident string) (str
 	return chans[0], nil
 }
 
-// webReplier collects a command's answers for the page and says each
-// channel answer in the channel, prefixed "NICK (web): ".
+// webReplier collects a command's answers for the page and, once the
+// command table tells the outcome (bot.OutcomeReplier), says them in the
+// channel, prefixed "NICK (web): ", only when the command did something
+// (ok) or may have (unknown): a refusal is the page's alone.
 type webReplier struct {
 	ctx     context.Context
 	say     func(ctx context.Context, channel, text string) error
@@ -256,20 +316,51 @@ type webReplier struct {
 	prefix  string
 	mu      sync.Mutex
 	replies []string
+	toSay   []string
+	done    bool
+	outcome string
+	said    bool
 	unsaid  string
 }
 
 func (w *webReplier) Reply(text string) {
 	w.mu.Lock()
 	w.replies = append(w.replies, text)
+	if !w.done {
+		w.toSay = append(w.toSay, text)
+		w.mu.Unlock()
+		return
+	}
 	w.mu.Unlock()
+	// A follow-up after the outcome (an unknown outcome's): said at once.
+	w.sayAll([]string{text})
+}
+
+// Outcome is called by the command table once the command is done.
+func (w *webReplier) Outcome(outcome string) {
+	w.mu.Lock()
+	w.done, w.outcome = true, outcome
+	lines := w.toSay
+	w.toSay = nil
+	speak := outcome == metrics.OutcomeOK || outcome == metrics.OutcomeUnknown
+	w.said = speak
+	w.mu.Unlock()
+	if speak {
+		w.sayAll(lines)
+	}
+}
+
+func (w *webReplier) sayAll(lines []string) {
 	if w.say == nil {
 		return
 	}
-	if err := w.say(w.ctx, w.channel, w.prefix+text); err != nil {
-		w.mu.Lock()
-		w.unsaid = "The channel could not be told (" + err.Error() + ")."
-		w.mu.Unlock()
+	for _, text := range lines {
+		if err := w.say(w.ctx, w.channel, w.prefix+text); err != nil {
+			w.mu.Lock()
+			w.unsaid = "The channel could not be told (" + err.Error() + ")."
+			w.mu.Unlock()
+			return
+		}
 	}
 }
 
@@ -311,19 +402,15 @@ type limits struct{ session, address *rateLimiter }
 
 // allowAddress applies the per-address limit to sign-ins and actions.
 func (s *Server) allowAddress(w http.ResponseWriter, r *http.Request, page bool) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	if s.limits.address.allow(host, s.now()) {
+	if s.limits.address.allow(remoteHost(r), s.now()) {
 		return true
 	}
 	msg := "Refused: at most " + itoa(s.opt.Actions.AddressPerMinute) + " sign-ins and actions a minute from one address; wait a little."
 	w.Header().Set("Retry-After", "60")
 	if page {
-		s.refusePage(w, http.StatusTooManyRequests, "rate_address", msg)
+		s.refusePage(w, r, http.StatusTooManyRequests, "rate_address", msg)
 	} else {
-		s.refuse(w, http.StatusTooManyRequests, "rate_address", msg)
+		s.refuse(w, r, http.StatusTooManyRequests, "rate_address", msg)
 	}
 	return false
 }

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -27,7 +26,51 @@ type fakePresence struct {
 	mu       sync.Mutex
 	ranks    map[string]bot.Rank // "channel nick"
 	accounts map[string]string
+	// presence: each nick's presence id ("": "p-NICK"; set "-" for none).
+	presence map[string]string
+	// limit is the IRC throttle's per nick (0: none); commands counts them.
+	limit    int
+	commands map[string]int
 }
+
+func (p *fakePresence) Presence(nick string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch id := p.presence[strings.ToLower(nick)]; id {
+	case "":
+		return "p-" + strings.ToLower(nick)
+	case "-":
+		return ""
+	default:
+		return id
+	}
+}
+
+func (p *fakePresence) setPresence(nick, id string) {
+	p.mu.Lock()
+	if p.presence == nil {
+		p.presence = map[string]string{}
+	}
+	p.presence[strings.ToLower(nick)] = id
+	p.mu.Unlock()
+}
+
+func (p *fakePresence) AllowCommand(nick string, privileged bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.commands == nil {
+		p.commands = map[string]int{}
+	}
+	if p.limit > 0 && p.commands[strings.ToLower(nick)] >= p.limit {
+		return false
+	}
+	p.commands[strings.ToLower(nick)]++
+	return true
+}
+
+func (p *fakePresence) CommandLimits() (int, int) { return p.limit, p.limit * 10 }
+
+func (p *fakePresence) Channels() []string { return []string{"#main", "#archivebot"} }
 
 func (p *fakePresence) Rank(channel, nick string) bot.Rank {
 	p.mu.Lock()
@@ -72,13 +115,13 @@ type actionsRig struct {
 	said    []string
 	leading bool
 	job     string
-	logs    *bytes.Buffer
+	logs    *syncBuf
 }
 
 func newActionsRig(t testing.TB, be *redistest.Backend, public string) *actionsRig {
 	t.Helper()
 	be.Client.FlushDB(context.Background())
-	rig := &actionsRig{b: be, st: store.New(be.Client), p: &fakePresence{ranks: map[string]bot.Rank{}}, leading: true, logs: &bytes.Buffer{}}
+	rig := &actionsRig{b: be, st: store.New(be.Client), p: &fakePresence{ranks: map[string]bot.Rank{}}, leading: true, logs: &syncBuf{}}
 	rig.bot = bot.New(rig.st, bot.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	u := "http://example.com/"
 	rig.job = ident.Of(u)
@@ -139,6 +182,18 @@ func (rig *actionsRig) signIn(t testing.TB, nick string) (*http.Cookie, string) 
 	var info sessionInfo
 	decode(t, rig.do(t, "GET", "/session", nil, c, nil), &info)
 	return c, info.CSRF
+}
+
+// plantCode stores a sign-in code for nick as LoginLink would, valid for
+// ttl.
+func (rig *actionsRig) plantCode(t testing.TB, code, nick string, ttl time.Duration) {
+	t.Helper()
+	id := rig.srv.key.id("code", code)
+	c := store.LoginCode{Nick: nick, NickKey: strings.ToLower(nick), Presence: rig.p.Presence(nick), Expires: time.Now().Add(ttl)}
+	c.MAC = rig.srv.key.codeMAC(id, c)
+	if err := rig.st.CreateLoginCode(context.Background(), id, c); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (rig *actionsRig) do(t testing.TB, method, path string, form url.Values, c *http.Cookie, hdr map[string]string) *http.Response {
@@ -202,7 +257,14 @@ func TestSignInLinks(t *testing.T) {
 				t.Fatalf("GET %d: %d", i, res.StatusCode)
 			}
 		}
+		// A POST with neither Sec-Fetch-Site nor Origin cannot be told
+		// from another site's form in an old browser: refused, the code
+		// kept.
 		res := rig.do(t, "POST", "/login", url.Values{"code": {code}}, nil, nil)
+		if b := body(t, res); res.StatusCode != http.StatusForbidden || !strings.Contains(b, "neither Sec-Fetch-Site nor Origin") || len(res.Cookies()) != 0 {
+			t.Fatalf("POST /login without Sec-Fetch-Site or Origin: %d %s", res.StatusCode, b)
+		}
+		res = rig.do(t, "POST", "/login", url.Values{"code": {code}}, nil, map[string]string{"Sec-Fetch-Site": "same-origin"})
 		if res.StatusCode != http.StatusSeeOther {
 			t.Fatalf("POST /login: %d %s", res.StatusCode, body(t, res))
 		}
@@ -226,7 +288,7 @@ func TestSignInLinks(t *testing.T) {
 		}
 
 		expired := "AAAAAAAAAAAAAAAAAAAAAA"
-		rig.st.CreateLoginCode(context.Background(), expired, "erin", "erin", "", false, time.Millisecond)
+		rig.plantCode(t, expired, "erin", time.Millisecond)
 		time.Sleep(5 * time.Millisecond)
 		before := be.Dump(t)
 		for _, c := range []struct {
@@ -244,7 +306,7 @@ func TestSignInLinks(t *testing.T) {
 				if method == "GET" {
 					res = rig.do(t, "GET", "/login?code="+url.QueryEscape(c.code), nil, nil, nil)
 				} else {
-					res = rig.do(t, "POST", "/login", url.Values{"code": {c.code}}, nil, nil)
+					res = rig.do(t, "POST", "/login", url.Values{"code": {c.code}}, nil, map[string]string{"Sec-Fetch-Site": "same-origin"})
 				}
 				b := body(t, res)
 				if res.StatusCode != c.status || !strings.Contains(b, c.says) || !strings.Contains(b, "Nothing was changed") || strings.Contains(b, "<script>") {
@@ -259,12 +321,12 @@ func TestSignInLinks(t *testing.T) {
 			t.Errorf("refused codes changed Redis:\nbefore %v\nafter  %v", before, after)
 		}
 		// A cross-site sign-in form is refused too.
-		rig.st.CreateLoginCode(context.Background(), "CCCCCCCCCCCCCCCCCCCCCC", "erin", "erin", "", false, time.Minute)
+		rig.plantCode(t, "CCCCCCCCCCCCCCCCCCCCCC", "erin", time.Minute)
 		res = rig.do(t, "POST", "/login", url.Values{"code": {"CCCCCCCCCCCCCCCCCCCCCC"}}, nil, map[string]string{"Sec-Fetch-Site": "cross-site"})
 		if res.StatusCode != http.StatusForbidden || len(res.Cookies()) != 0 {
 			t.Errorf("cross-site sign-in: %d", res.StatusCode)
 		}
-		if c, _ := rig.st.PeekLoginCode(context.Background(), "CCCCCCCCCCCCCCCCCCCCCC"); c == nil || c.Used {
+		if c, _ := rig.st.PeekLoginCode(context.Background(), rig.srv.key.id("code", "CCCCCCCCCCCCCCCCCCCCCC")); c == nil || c.Used {
 			t.Errorf("cross-site sign-in spent the code: %+v", c)
 		}
 	})
@@ -278,6 +340,8 @@ func TestSignInLinks(t *testing.T) {
 func TestActionsAreCommands(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
 		rig := newActionsRig(t, be, "http://node.test/")
+		// Signed in as an op: a session without an account never acts above its rank at sign-in.
+		rig.p.set("#archivebot", "erin", bot.RankOp)
 		c, csrf := rig.signIn(t, "erin")
 		rig.p.set("#archivebot", "erin", bot.RankVoice)
 		res, b := rig.act(t, "ignore", c, csrf, url.Values{"pattern": {`^https?://example\.com/trap/`}}, nil)
@@ -343,6 +407,8 @@ func TestActionsAreCommands(t *testing.T) {
 func TestActionRefusals(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
 		rig := newActionsRig(t, be, "http://node.test/")
+		// Signed in as an op: a session without an account never acts above its rank at sign-in.
+		rig.p.set("#archivebot", "erin", bot.RankOp)
 		c, csrf := rig.signIn(t, "erin")
 		rig.p.set("#archivebot", "erin", bot.RankOp)
 		ig := url.Values{"pattern": {"trap"}}
@@ -423,6 +489,8 @@ func TestActionAccountBinding(t *testing.T) {
 	be := redistest.Mini(t)
 	rig := newActionsRig(t, be, "http://node.test/")
 	rig.p.setAccount("erin", "erin-acct")
+	// Signed in as an op: a session without an account never acts above its rank at sign-in.
+	rig.p.set("#archivebot", "erin", bot.RankOp)
 	c, csrf := rig.signIn(t, "erin")
 	rig.p.set("#archivebot", "erin", bot.RankVoice)
 	ig := url.Values{"pattern": {"trap"}}
@@ -443,6 +511,8 @@ func TestActionAccountBinding(t *testing.T) {
 	}
 	// No account information at sign-in, then the server tells one.
 	rig.p.accounts = nil
+	// Signed in as an op: a session without an account never acts above its rank at sign-in.
+	rig.p.set("#archivebot", "frank", bot.RankOp)
 	c2, csrf2 := rig.signIn(t, "frank")
 	rig.p.set("#archivebot", "frank", bot.RankVoice)
 	if res, _ := rig.act(t, "ignore", c2, csrf2, url.Values{"pattern": {"y"}}, nil); res.StatusCode != 200 {
@@ -460,6 +530,8 @@ func TestActionRateLimits(t *testing.T) {
 	rig := newActionsRig(t, be, "http://node.test/")
 	rig.srv.limits.session = newRateLimiter(2)
 	rig.srv.opt.Actions.ActionsPerMinute = 2
+	// Signed in as an op: a session without an account never acts above its rank at sign-in.
+	rig.p.set("#archivebot", "erin", bot.RankOp)
 	c, csrf := rig.signIn(t, "erin")
 	rig.p.set("#archivebot", "erin", bot.RankVoice)
 	for i := 0; i < 2; i++ {
@@ -488,11 +560,11 @@ func TestActionRateLimits(t *testing.T) {
 func TestWhoisNote(t *testing.T) {
 	be := redistest.Mini(t)
 	rig := newActionsRig(t, be, "http://node.test/")
-	if got := rig.srv.WhoisNote(context.Background(), "erin"); got != "" {
+	if got := rig.srv.WhoisNote(context.Background(), "erin", "erin"); got != "" {
 		t.Errorf("before sign-in: %q", got)
 	}
 	rig.signIn(t, "erin")
-	if got := rig.srv.WhoisNote(context.Background(), "ERIN"); !strings.HasPrefix(got, "signed in on the dashboard until ") {
+	if got := rig.srv.WhoisNote(context.Background(), "ERIN", "erin"); !strings.HasPrefix(got, "signed in on the dashboard until ") {
 		t.Errorf("signed in: %q", got)
 	}
 }
@@ -504,6 +576,8 @@ func TestWhoisNote(t *testing.T) {
 func BenchmarkAction(b *testing.B) {
 	be := redistest.RealOrMini(b)
 	rig := newActionsRig(b, be, "http://node.test/")
+	// Signed in as an op: a session without an account never acts above its rank at sign-in.
+	rig.p.set("#archivebot", "erin", bot.RankOp)
 	c, csrf := rig.signIn(b, "erin")
 	rig.p.set("#archivebot", "erin", bot.RankVoice)
 	form := url.Values{"ident": {rig.job}, "note": {"bench"}}.Encode()

@@ -34,6 +34,8 @@ func pausesOf(t *testing.T, st *store.Store) []string {
 func TestQueueActions(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, be *redistest.Backend) {
 		rig := newActionsRig(t, be, "http://node.test/")
+		// Signed in as an op: a session without an account never acts above its rank at sign-in.
+		rig.p.set("#archivebot", "erin", bot.RankOp)
 		c, csrf := rig.signIn(t, "erin")
 		q := func(queue, reason string) url.Values {
 			v := url.Values{"queue": {queue}}
@@ -58,8 +60,9 @@ func TestQueueActions(t *testing.T) {
 		if got := pausesOf(t, rig.st); len(got) != 0 {
 			t.Errorf("paused after a refusal: %q", got)
 		}
-		// The command table's refusal is said in the channel, as on IRC.
-		if len(rig.said) != 1 || !strings.HasPrefix(rig.said[0], "#main erin (web): Sorry, only channel operators") {
+		// The command table's refusal is the page's alone: the channel
+		// hears nothing of it.
+		if len(rig.said) != 0 {
 			t.Errorf("channel saw %q", rig.said)
 		}
 		rig.said = nil

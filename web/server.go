@@ -28,6 +28,7 @@ import (
 
 	"github.com/archiveteam/archivebot-go/internal/httpserve"
 	"github.com/archiveteam/archivebot-go/internal/metrics"
+	"github.com/archiveteam/archivebot-go/internal/refusal"
 	"github.com/archiveteam/archivebot-go/record"
 	"github.com/archiveteam/archivebot-go/store"
 )
@@ -76,6 +77,9 @@ type Options struct {
 	// Actions switches dashboard sign-in and actions on (doc/web.md,
 	// Signing in and acting); nil: off.
 	Actions *ActionOptions
+	// Conns caps the open connections of Serve's and ServeStream's
+	// listeners together (http.max_conns, http.max_conns_per_addr).
+	Conns ConnLimits
 }
 
 // Server is the HTTP API.
@@ -86,6 +90,14 @@ type Server struct {
 	handler http.Handler
 	now     func() time.Time
 	limits  limits
+	// key makes and checks the sessions' ids, MACs and CSRF tokens.
+	key sessionKey
+	// refusals logs every refusal class, rate-limited, with counts.
+	refusals *refusal.Log
+	// conns counts the listeners' connections against opt.Conns.
+	conns *connCounter
+	// ends are nick keys whose presence ended (EndPresence).
+	ends chan string
 }
 
 // New builds the server; Serve runs it.
@@ -97,8 +109,12 @@ func New(opt Options) *Server {
 		opt.Now = time.Now
 	}
 	s := &Server{opt: opt, store: opt.Store, log: opt.Logger.With("service", "web"), now: opt.Now}
+	s.refusals = refusal.New(s.log, 0)
+	s.conns = newConnCounter(opt.Conns, s.refusals)
+	s.ends = make(chan string, presenceEnds)
 	if a := opt.Actions; a != nil {
 		s.limits = limits{session: newRateLimiter(a.ActionsPerMinute), address: newRateLimiter(a.AddressPerMinute)}
+		s.key = newSessionKey(a.Secret)
 	}
 
 	reg := prometheus.NewRegistry()
@@ -183,6 +199,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			// Only sign-in, sign-out and the dashboard's actions take
 			// POST (doc/web.md, Signing in and acting).
 			if !postPath(r.URL.Path) {
+				s.refusals.Refused("web_method", remoteHost(r), "method", r.Method)
 				w.Header().Set("Allow", "GET, HEAD, OPTIONS")
 				jsonError(w, http.StatusMethodNotAllowed, "method POST not allowed: this endpoint is read-only (GET); only /login, /logout and /actions/ACTION take POST")
 				return
@@ -194,9 +211,13 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		default:
+			s.refusals.Refused("web_method", remoteHost(r), "method", clip(r.Method, 20))
 			w.Header().Set("Allow", "GET, HEAD, OPTIONS")
 			jsonError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: this API is read-only (GET)")
 			return
+		}
+		if len(r.URL.EscapedPath()) > MaxPathBytes || len(r.URL.RawQuery) > MaxQueryBytes {
+			s.refusals.Refused("web_uri_too_long", remoteHost(r), "path_bytes", len(r.URL.EscapedPath()), "query_bytes", len(r.URL.RawQuery))
 		}
 		if len(r.URL.EscapedPath()) > MaxPathBytes {
 			jsonError(w, http.StatusRequestURITooLong, fmt.Sprintf("path longer than %d bytes", MaxPathBytes))
@@ -238,7 +259,7 @@ func (s *Server) ServeStream(ctx context.Context, ln net.Listener) error {
 
 func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := httpserve.Server(h, httpserve.Timeouts{}, MaxHeaderBytes, s.log, ctx)
-	return httpserve.Serve(ctx, srv, ln, s.log)
+	return httpserve.Serve(ctx, srv, s.conns.wrap(ln), s.log)
 }
 
 // writeJSON sends v as JSON with CORS open to every origin (upstream sent

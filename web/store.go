@@ -12,14 +12,16 @@ import (
 // the server calls (doc/architecture.md, Layers). The live stream reads
 // nothing itself: the firehose (coordinator) hands it what it reads.
 type Store interface {
-	CreateLoginCode(ctx context.Context, code, nick, nickKey, account string, accountKnown bool, ttl time.Duration) error
+	CreateLoginCode(ctx context.Context, id string, c store.LoginCode) error
 	GetJob(ctx context.Context, ident string) (*record.Job, error)
-	LoginWithCode(ctx context.Context, code, token, csrf string, ttl time.Duration, perNick, total int) (*store.WebSession, error)
-	PeekLoginCode(ctx context.Context, code string) (*store.LoginCode, error)
+	LoginWithCode(ctx context.Context, codeID, codeMAC string, ws store.WebSession, b store.SessionBounds) (string, error)
+	NickSessionExpiries(ctx context.Context, nickKey string) ([]time.Time, error)
+	NickSessions(ctx context.Context, nickKey string) ([]store.WebSession, error)
+	PeekLoginCode(ctx context.Context, id string) (*store.LoginCode, error)
 	RevokeWebSession(ctx context.Context, id string) (bool, error)
 	RevokeWebSessionsOf(ctx context.Context, nickKey string) (int, error)
 	WaitingOf(ctx context.Context, ident, url string) (*store.Waiting, error)
-	WebSessionByToken(ctx context.Context, token string) (*store.WebSession, error)
+	WebSession(ctx context.Context, id string) (*store.WebSession, error)
 	WebSessions(ctx context.Context) ([]store.WebSession, error)
 	ActiveJobs(ctx context.Context) ([]store.ActiveJob, error)
 	FinishedJobs(ctx context.Context) ([]store.FinishedJob, error)

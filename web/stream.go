@@ -35,6 +35,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/archiveteam/archivebot-go/config"
+	"github.com/archiveteam/archivebot-go/internal/refusal"
 	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/record"
 )
@@ -105,8 +106,11 @@ type HubOptions struct {
 	// (negative: no bound beyond the kernels').
 	InflightBytes         int
 	InflightBytesUpstream int
-	Logger                *slog.Logger
-	Now                   func() time.Time
+	// MaxStreamAge closes a connection that old with 1001 (going away):
+	// the client reconnects (http.stream_max_age). 0: no bound.
+	MaxStreamAge time.Duration
+	Logger       *slog.Logger
+	Now          func() time.Time
 }
 
 // Hub fans the firehose out to WebSocket clients. It implements
@@ -123,9 +127,11 @@ type Hub struct {
 	entries []streamEntry
 	events  []news.JobEvent
 	clients map[*client]struct{}
-	seq     uint64
-	wake    chan struct{}
-	closed  bool
+	// refusals logs the clients it closes for cause, rate-limited.
+	refusals *refusal.Log
+	seq      uint64
+	wake     chan struct{}
+	closed   bool
 
 	// queued is the bytes all clients' queues hold.
 	queued atomic.Int64
@@ -173,6 +179,7 @@ func NewHub(opt HubOptions) *Hub {
 	}
 	h := &Hub{opt: opt, log: opt.Logger.With("service", "stream"), clients: map[*client]struct{}{},
 		wake: make(chan struct{}, 1)}
+	h.refusals = refusal.New(h.log, 0)
 	h.upgrader = websocket.Upgrader{
 		HandshakeTimeout:  10 * time.Second,
 		EnableCompression: true,

@@ -5,6 +5,7 @@ package web
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -98,6 +99,7 @@ func (c *client) pushEvent(f qframe) {
 	if len(c.events) >= c.lim.frames {
 		c.closing, c.closeCode, c.closeText = true, CloseOverflow, "too slow: job events would be lost; reload /jobs and reconnect"
 		metrics.StreamClientClosed()
+		c.hub.refusals.Refused("stream_too_slow", c.remote(), "events_queued", len(c.events))
 		c.mu.Unlock()
 		c.wakeWriter()
 		return
@@ -217,8 +219,25 @@ func (c *client) writeLoop() {
 	defer c.conn.Close()
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()
+	// A client that answers pings would otherwise stay for ever: at
+	// HubOptions.MaxStreamAge it is closed with 1001 (going away), after
+	// what it was queued, and reconnects (the dashboard does at once).
+	var expire <-chan time.Time
+	if d := c.hub.opt.MaxStreamAge; d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		expire = t.C
+	}
 	for {
 		select {
+		case <-expire:
+			expire = nil
+			c.mu.Lock()
+			if !c.closing {
+				c.closing, c.closeCode, c.closeText = true, websocket.CloseGoingAway, "stream lifetime reached (http.stream_max_age): reconnect"
+				metrics.StreamExpired()
+			}
+			c.mu.Unlock()
 		case <-c.signal:
 		case <-ping.C:
 			c.conn.SetWriteDeadline(time.Now().Add(writeWait))
@@ -407,6 +426,7 @@ func (c *client) readMessage() ([]byte, error) {
 		return nil, err
 	}
 	if len(msg) > maxClientMsg {
+		c.hub.refusals.Refused("stream_message_too_big", c.remote(), "limit_bytes", maxClientMsg)
 		c.conn.SetWriteDeadline(time.Now().Add(writeWait))
 		c.conn.WriteControl(websocket.CloseMessage,
 			websocket.FormatCloseMessage(websocket.CloseMessageTooBig, "message too big (64 KiB at most, decompressed)"),
@@ -503,4 +523,13 @@ func (h *Hub) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	run.Go(&h.clientLoops, h.log, "stream client writer", c.writeLoop)
 	run.Go(&h.clientLoops, h.log, "stream client reader", c.readLoop)
+}
+
+// remote is the client's address without the port, for the log.
+func (c *client) remote() string {
+	a := c.conn.RemoteAddr().String()
+	if h, _, err := net.SplitHostPort(a); err == nil {
+		return h
+	}
+	return a
 }

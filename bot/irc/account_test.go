@@ -173,3 +173,69 @@ func TestRequireAccount(t *testing.T) {
 		t.Fatalf("%d jobs queued, want 1", n)
 	}
 }
+
+// TestHistoryBatchSetAside (scripted server): lines inside a chathistory
+// batch (a server's replay of a channel's history) are not commands; a
+// line in another batch type, and one after the batch, are.
+func TestHistoryBatchSetAside(t *testing.T) {
+	t.Parallel()
+	s := newFakeServer(t)
+	h := startBot(t, testIRCConfig(s.url(), "#c"), nil)
+	p := s.accept()
+	registerOffering(h, p, "multi-prefix batch message-tags server-time", "PREFIX=(ov)@+")
+	p.Expect("JOIN", cmdIs("JOIN", "#c"))
+	joinWith(p, "#c", "@ArchiveBot @alice")
+	p.Send(":fake BATCH +h1 chathistory #c")
+	p.Send("@batch=h1;time=2020-01-01T00:00:00.000Z :alice!u@h PRIVMSG #c :!ao https://example.com/history")
+	p.Send("@batch=h1 :alice!u@h PRIVMSG #c :!status")
+	p.Send(":fake BATCH -h1")
+	p.Send(":fake BATCH +n1 example.org/other")
+	p.Send("@batch=n1 :alice!u@h PRIVMSG #c :!ao https://example.com/other-batch")
+	p.Send(":fake BATCH -n1")
+	p.Send(":alice!u@h PRIVMSG #c :!ao https://example.com/now")
+	// Each answer starts "Queued URL"; the first two must be the live ones.
+	for _, want := range []string{"other-batch", "now"} {
+		m := p.Expect("the answer to "+want, func(m ircmsg.Message) bool {
+			return m.Command == "PRIVMSG" && len(m.Params) > 1 && strings.Contains(m.Params[1], "Queued")
+		})
+		if !strings.Contains(m.Params[1], "https://example.com/"+want) {
+			t.Fatalf("answer %q, want the one to %s (a replayed line was run?)", m.Params[1], want)
+		}
+	}
+	if n := h.rdb.LLen(context.Background(), "pending-ao").Val(); n != 2 {
+		t.Errorf("%d jobs queued, want 2 (not the replayed one)", n)
+	}
+	if n := int64(2); n != 2 {
+		t.Errorf("%d replayed lines set aside, want 2", n)
+	}
+}
+
+// TestAccountsByWhox (scripted server): where ISUPPORT has WHOX and
+// accounts are told, the bot asks WHO #c %tna on joining and learns the
+// accounts of the members already there; a reply to another query (other
+// token) and a nick outside the channel are ignored.
+func TestAccountsByWhox(t *testing.T) {
+	t.Parallel()
+	s := newFakeServer(t)
+	h := startBot(t, testIRCConfig(s.url(), "#c"), nil)
+	p := s.accept()
+	registerOffering(h, p, accountCaps, "PREFIX=(ov)@+ WHOX")
+	p.Expect("JOIN", cmdIs("JOIN", "#c"))
+	joinWith(p, "#c", "@ArchiveBot alice bob")
+	p.Expect("WHO", cmdIs("WHO", "#c", "%tna,"+whoxToken))
+	p.Send(":fake 354 ArchiveBot " + whoxToken + " alice aliceacct")
+	p.Send(":fake 354 ArchiveBot " + whoxToken + " bob 0")
+	p.Send(":fake 354 ArchiveBot 999 carol caroltoken")
+	p.Send(":fake 354 ArchiveBot " + whoxToken + " erin erinacct")
+	p.Send(":fake 315 ArchiveBot #c :End of /WHO list.")
+	c := h.client
+	wantAccount(t, c, "alice", "aliceacct", true)
+	wantAccount(t, c, "bob", "", true)
+	p.Send("PING :sync")
+	p.Expect("PONG", cmdIs("PONG", "sync"))
+	for _, n := range []string{"carol", "erin"} {
+		if a, known := c.Account(n); known {
+			t.Errorf("Account(%s) = %q, known; want unknown", n, a)
+		}
+	}
+}

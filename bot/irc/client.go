@@ -17,6 +17,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/bot"
@@ -51,6 +52,9 @@ type Client struct {
 	Gate func() bool
 
 	commandTimeout time.Duration // tunable; tests shorten it
+
+	// presenceEnd hears the presences that end (OnPresenceEnd).
+	presenceEnd atomic.Pointer[func(string)]
 }
 
 // New returns a client for cfg serving b. Nothing happens until Run.

@@ -18,6 +18,7 @@ func (c *Client) onMessage(msg ircmsg.Message) {
 	for _, ev := range c.state.handle(msg) {
 		c.onEvent(ev, gen)
 	}
+	c.tellPresenceEnded()
 	if msg.Command == "NICK" && len(msg.Params) > 0 {
 		c.throttle.rename(c.state.Fold(msg.Nick()), c.state.Fold(msg.Params[0]))
 	}

@@ -34,6 +34,9 @@ type connection struct {
 	running   atomic.Bool
 	// botModeSet is the connection whose bot mode was asked for.
 	botModeSet atomic.Uint64
+	// historyIgnored counts lines of replayed channel history set aside
+	// (onHistory).
+	historyIgnored atomic.Int64
 	// stateHook, when set, hears every change of Connected (tests).
 	stateHook func(connected bool)
 
@@ -291,15 +294,17 @@ func (l *link) write(ctx context.Context, line []byte) error {
 var handled = []string{
 	"001", "005", "JOIN", "PART", "KICK", "QUIT", "NICK", "MODE", "353", "366",
 	"403", "405", "437", "471", "473", "474", "475", "476", "477", "479", "489",
-	"PRIVMSG", "ACCOUNT",
+	"PRIVMSG", "ACCOUNT", "354",
 }
 
 // requestCaps are the capabilities the bot asks for. ircevent asks for
 // each (CAP REQ) and goes on without the ones the server refuses (NAK):
 // multi-prefix for ranks; account-tag, extended-join and account-notify
 // tell members' services accounts; message-tags carries the tags and
-// server-time dates the lines.
-var requestCaps = []string{"multi-prefix", "account-tag", "extended-join", "account-notify", "message-tags", "server-time"}
+// server-time dates the lines; batch marks the channel history a server
+// replays on join (InspIRCd's chanhistory), which is not commands typed
+// now (onHistory).
+var requestCaps = []string{"multi-prefix", "account-tag", "extended-join", "account-notify", "message-tags", "server-time", "batch"}
 
 // session runs one connection: connect and register, join, serve until
 // the connection drops (returns) or ctx ends (QUIT, then returns).
@@ -356,9 +361,11 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 			return w, nil
 		},
 	}
+	saslUser := ""
 	if c.cfg.SASL != "" {
 		user, pass, _ := strings.Cut(c.cfg.SASL, ":")
 		conn.SASLLogin, conn.SASLPassword, conn.UseSASL = user, pass, true
+		saslUser = user
 	}
 	down := make(chan struct{})
 	var downOnce sync.Once
@@ -375,6 +382,7 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 	for _, cmd := range handled {
 		conn.AddCallback(cmd, c.onMessage)
 	}
+	conn.AddBatchCallback(c.onHistory)
 	conn.AddCallback("432", func(m ircmsg.Message) { c.onErroneousNick(conn, m) })
 	conn.AddCallback("ERROR", func(m ircmsg.Message) {
 		c.log.Info("server closed the link", "reason", strings.Join(m.Params, " "))
@@ -386,7 +394,7 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 	stopWatch()
 	if err != nil {
 		closeSock()
-		return false, fmt.Errorf("connect to %s: %w", srv.addr, err)
+		return false, fmt.Errorf("connect to %s: %w", srv.addr, saslError(err, saslUser))
 	}
 	defer closeSock()
 
@@ -436,6 +444,55 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 			return true, nil
 		}
 	}
+}
+
+// saslError says what a failed connection's error means for the SASL
+// sign-in (irc.sasl): the bot never registers without it.
+func saslError(err error, user string) error {
+	switch {
+	case user == "":
+		return err
+	case errors.Is(err, ircevent.SASLFailed):
+		return fmt.Errorf("cannot sign in as %q: the server does not offer sasl now (on a network with services, while they are not linked); not registering without it", user)
+	case strings.Contains(err.Error(), "SASL"):
+		return fmt.Errorf("SASL sign-in as %q refused (check irc.sasl): %w", user, err)
+	}
+	return err
+}
+
+// historyBatches are the batch types of lines replayed from a channel's
+// history (IRCv3 chathistory; InspIRCd's chanhistory on join).
+var historyBatches = map[string]bool{"chathistory": true, "draft/chathistory": true}
+
+// onHistory sets aside a batch of replayed channel history: its lines were
+// said before, some perhaps before the bot came, and a "!a" among them is
+// not a command typed now. It counts and logs them and reports the batch
+// handled; ircevent hands any other batch's lines to the usual callbacks.
+func (c *Client) onHistory(b *ircevent.Batch) bool {
+	if len(b.Params) < 2 || !historyBatches[strings.ToLower(b.Params[1])] {
+		return false
+	}
+	target := ""
+	if len(b.Params) > 2 {
+		target = b.Params[2]
+	}
+	n := countLines(b)
+	c.historyIgnored.Add(int64(n))
+	c.log.Info("set aside channel history the server replayed: not commands typed now", "target", target, "lines", n, "batch", b.Params[1])
+	return true
+}
+
+// countLines is the number of lines in b and its nested batches.
+func countLines(b *ircevent.Batch) int {
+	n := 0
+	for _, it := range b.Items {
+		if it.Command == "BATCH" {
+			n += countLines(it)
+		} else {
+			n++
+		}
+	}
+	return n
 }
 
 // shutdown: stop taking commands, let running commands and queued lines

@@ -110,17 +110,23 @@ func startBot(t testing.TB, cfg config.IRC, tune func(*Client)) *harness {
 	return h
 }
 
-// botAmong starts a real ngircd with opts, connects a user for each nick
-// and joins them to channel in turn (the first in is its op), then starts
-// the bot in channel on testIRCConfig, changed by tune unless nil, and
-// waits until the last user sees the bot there.
+// botAmong starts a real ngircd with opts, then botAmongOn.
 func botAmong(t *testing.T, opts irctest.NgircdOptions, channel string, tune func(*config.IRC), nicks ...string) (*irctest.Ngircd, *harness, []*irctest.User) {
 	t.Helper()
 	n := irctest.StartNgircd(t, opts)
-	users := make([]*irctest.User, len(nicks))
-	for i, nick := range nicks {
-		users[i] = irctest.Dial(t, n.Addr(), nick)
-		users[i].Join(channel)
+	h, users := botAmongOn(t, n, channel, tune, nicks...)
+	return n, h, users
+}
+
+// botAmongOn connects a user for each nick to n (all at once) and joins
+// them to channel in turn (the first in is its op), then starts the bot in
+// channel on testIRCConfig, changed by tune unless nil, and waits until
+// the last user sees the bot there.
+func botAmongOn(t *testing.T, n irctest.Server, channel string, tune func(*config.IRC), nicks ...string) (*harness, []*irctest.User) {
+	t.Helper()
+	users := irctest.DialAll(t, n.Addr(), nicks...)
+	for _, u := range users {
+		u.Join(channel)
 	}
 	cfg := testIRCConfig(n.URL(), channel)
 	if tune != nil {
@@ -128,12 +134,12 @@ func botAmong(t *testing.T, opts irctest.NgircdOptions, channel string, tune fun
 	}
 	h := startBot(t, cfg, nil)
 	users[len(users)-1].WaitBotIn("ArchiveBot", channel)
-	return n, h, users
+	return h, users
 }
 
 // crowd connects count users to n, named by nameFormat and their index,
 // and joins them all to channel: a crowd to fire commands at the bot.
-func crowd(t *testing.T, n *irctest.Ngircd, channel, nameFormat string, count int) []*irctest.User {
+func crowd(t *testing.T, n irctest.Server, channel, nameFormat string, count int) []*irctest.User {
 	t.Helper()
 	us := make([]*irctest.User, count)
 	for i := range us {

@@ -131,6 +131,11 @@ func (c *Client) onEvent(ev event, gen uint64) {
 		}
 		c.log.Info("joined channel", "channel", ev.channel)
 		c.wakeJoin(ev.channel, nil)
+		if c.state.AccountsByWho() {
+			// Members already there are known only once they speak or
+			// their account changes; WHOX tells them now.
+			c.control(gen, "WHO", ev.channel, "%tna,"+whoxToken)
+		}
 	case evSelfPart:
 		c.log.Warn("left channel", "channel", ev.channel)
 	case evSelfKicked:
@@ -249,6 +254,11 @@ func (c *Client) Account(nick string) (account string, known bool) {
 	return c.state.Account(nick)
 }
 
+// NicksOf returns the nicks in the bot's channels logged into account,
+// as far as the server told (web.AccountHolders: a dashboard session bound
+// to an account acts through the account's holder, whatever its nick).
+func (c *Client) NicksOf(account string) []string { return c.state.NicksOf(account) }
+
 // Whois tells the bot's !whois what the membership part knows of nick:
 // its rank in channel (one of ours) and its services account
 // (bot.Directory).
@@ -258,5 +268,6 @@ func (c *Client) Whois(channel, nick string) bot.Whois {
 		w.InChannel, w.Rank = true, c.state.Rank(channel, nick)
 	}
 	w.Account, w.AccountKnown = c.state.Account(nick)
+	w.NickKey = c.state.Fold(nick)
 	return w
 }

@@ -16,68 +16,71 @@ import (
 // IRC line smuggled in through CR, LF or NUL.
 func TestLongRepliesAndPlantedRedis(t *testing.T) {
 	t.Parallel()
-	n, h, joined := botAmong(t, irctest.NgircdOptions{}, "#test", nil, "rita")
-	u := joined[0]
-	ctx := context.Background()
+	eachServer(t, func(t *testing.T, kind string) {
+		n := irctest.StartServer(t, kind)
+		h, joined := botAmongOn(t, n, "#test", nil, "rita")
+		u := joined[0]
+		ctx := context.Background()
 
-	const smuggle = "\r\nPRIVMSG #test :x\r\nQUIT :pwned\x00"
-	var note strings.Builder
-	note.WriteString("START" + smuggle)
-	for i := 0; note.Len() < 2000; i++ {
-		fmt.Fprintf(&note, " señal-%d-日本", i)
-	}
-	note.WriteString(" END")
-	longURL := "https://example.com/" + strings.Repeat("a", 1900) + smuggle
-	rdb := h.rdb
-	rdb.HSet(ctx, "plantedjob1", map[string]any{
-		"url": "https://example.com/" + smuggle, "started_by": "tool\r\nKICK #test rita", "started_in": "#test",
-		"note": note.String(), "pipeline_id": "pipeline:abc", "started_at": "1700000000.5",
-		"delay_min": "250", "delay_max": "375", "concurrency": "3",
+		const smuggle = "\r\nPRIVMSG #test :x\r\nQUIT :pwned\x00"
+		var note strings.Builder
+		note.WriteString("START" + smuggle)
+		for i := 0; note.Len() < 2000; i++ {
+			fmt.Fprintf(&note, " señal-%d-日本", i)
+		}
+		note.WriteString(" END")
+		longURL := "https://example.com/" + strings.Repeat("a", 1900) + smuggle
+		rdb := h.rdb
+		rdb.HSet(ctx, "plantedjob1", map[string]any{
+			"url": "https://example.com/" + smuggle, "started_by": "tool\r\nKICK #test rita", "started_in": "#test",
+			"note": note.String(), "pipeline_id": "pipeline:abc", "started_at": "1700000000.5",
+			"delay_min": "250", "delay_max": "375", "concurrency": "3",
+		})
+		rdb.HSet(ctx, "pipeline:abc", map[string]any{"id": "pipeline:abc", "nickname": "evil" + smuggle})
+		rdb.HSet(ctx, "plantedjob2", map[string]any{"url": longURL, "started_by": "tool", "started_in": "#test"})
+		rdb.LPush(ctx, "pending", "plantedjob2")
+
+		// A 2,000-byte answer in the channel: split, every piece addressed.
+		status := u.Ask("ArchiveBot", "#test", "!status plantedjob1")
+		whole := strings.Join(status, "")
+		if len(status) < 5 {
+			t.Errorf("a %d-byte answer came in %d lines", len(whole), len(status))
+		}
+		if want := cleanText(note.String()); !strings.HasSuffix(whole, want) {
+			t.Errorf("note not complete in the answer:\n got …%q\nwant …%q", tail(whole, 200), tail(want, 200))
+		}
+		// !pending lists the long URL, privately.
+		pending := strings.Join(u.Ask("ArchiveBot", "#test", "!pending"), "")
+		if want := cleanText(longURL); !strings.Contains(pending, want) {
+			t.Errorf("!pending lost part of the URL: %q", tail(pending, 200))
+		}
+		where := strings.Join(u.Ask("ArchiveBot", "#test", "!whereis plantedjob1"), "")
+		if want := cleanText(`Job plantedjob1 is on pipeline "evil` + smuggle + `" (pipeline:abc).`); where != want {
+			t.Errorf("!whereis: %q, want %q", where, want)
+		}
+
+		// Every line the bot sent was an answer to rita, nothing else.
+		msgs := u.Messages(0)
+		lines := 0
+		for _, m := range msgs {
+			if m.Nick() != "ArchiveBot" || m.Command == "JOIN" {
+				continue
+			}
+			lines++
+			switch {
+			case m.Command != "PRIVMSG" || len(m.Params) != 2:
+				t.Errorf("bot sent %s %q", m.Command, m.Params)
+			case m.Params[0] == "#test" && !strings.HasPrefix(m.Params[1], "rita: "):
+				t.Errorf("channel line not addressed to rita: %q", m.Params[1])
+			case m.Params[0] != "#test" && m.Params[0] != "rita":
+				t.Errorf("line to %q", m.Params[0])
+			}
+		}
+		t.Logf("%d lines from the bot, longest answer %d bytes in %d lines", lines, len(whole), len(status))
+		if !h.client.Connected() || strings.Contains(n.LogText(), "too long") {
+			t.Errorf("the bot was disconnected (connected=%v)", h.client.Connected())
+		}
 	})
-	rdb.HSet(ctx, "pipeline:abc", map[string]any{"id": "pipeline:abc", "nickname": "evil" + smuggle})
-	rdb.HSet(ctx, "plantedjob2", map[string]any{"url": longURL, "started_by": "tool", "started_in": "#test"})
-	rdb.LPush(ctx, "pending", "plantedjob2")
-
-	// A 2,000-byte answer in the channel: split, every piece addressed.
-	status := u.Ask("ArchiveBot", "#test", "!status plantedjob1")
-	whole := strings.Join(status, "")
-	if len(status) < 5 {
-		t.Errorf("a %d-byte answer came in %d lines", len(whole), len(status))
-	}
-	if want := cleanText(note.String()); !strings.HasSuffix(whole, want) {
-		t.Errorf("note not complete in the answer:\n got …%q\nwant …%q", tail(whole, 200), tail(want, 200))
-	}
-	// !pending lists the long URL, privately.
-	pending := strings.Join(u.Ask("ArchiveBot", "#test", "!pending"), "")
-	if want := cleanText(longURL); !strings.Contains(pending, want) {
-		t.Errorf("!pending lost part of the URL: %q", tail(pending, 200))
-	}
-	where := strings.Join(u.Ask("ArchiveBot", "#test", "!whereis plantedjob1"), "")
-	if want := cleanText(`Job plantedjob1 is on pipeline "evil` + smuggle + `" (pipeline:abc).`); where != want {
-		t.Errorf("!whereis: %q, want %q", where, want)
-	}
-
-	// Every line the bot sent was an answer to rita, nothing else.
-	msgs := u.Messages(0)
-	lines := 0
-	for _, m := range msgs {
-		if m.Nick() != "ArchiveBot" || m.Command == "JOIN" {
-			continue
-		}
-		lines++
-		switch {
-		case m.Command != "PRIVMSG" || len(m.Params) != 2:
-			t.Errorf("bot sent %s %q", m.Command, m.Params)
-		case m.Params[0] == "#test" && !strings.HasPrefix(m.Params[1], "rita: "):
-			t.Errorf("channel line not addressed to rita: %q", m.Params[1])
-		case m.Params[0] != "#test" && m.Params[0] != "rita":
-			t.Errorf("line to %q", m.Params[0])
-		}
-	}
-	t.Logf("%d lines from the bot, longest answer %d bytes in %d lines", lines, len(whole), len(status))
-	if !h.client.Connected() || strings.Contains(n.LogText(), "too long") {
-		t.Errorf("the bot was disconnected (connected=%v)", h.client.Connected())
-	}
 }
 
 func tail(s string, n int) string {

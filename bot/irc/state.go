@@ -1,6 +1,9 @@
 package irc
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"sort"
 	"strings"
 	"sync"
 
@@ -41,11 +44,23 @@ type tracker struct {
 	// botMode is the user mode of ISUPPORT's BOT token ("" when the
 	// server does not advertise it).
 	botMode string
+	// whox is set when ISUPPORT advertises WHOX: WHO can return each
+	// member's account (whoxToken marks the bot's own queries).
+	whox bool
 
 	channels map[string]*channelState // by folded name
 	// accounts holds, by folded nick, the services account ("" for none)
 	// of the nicks in our channels whose account the server told.
 	accounts map[string]string
+	// presence names, by folded nick, each nick's unbroken stay in our
+	// channels: a random id given when the nick is first seen in one of
+	// them (JOIN, NAMES, a NICK to it) and dropped when it is in none
+	// (PART, KICK, QUIT, a NICK away, a new connection). A dashboard
+	// session made without an account is bound to it (doc/web.md, What
+	// is promised).
+	presence map[string]string
+	// ended are the folded nicks whose presence ended since takeEnded.
+	ended []string
 }
 
 type channelState struct {
@@ -61,7 +76,7 @@ type member struct {
 }
 
 func newTracker(nick string) *tracker {
-	t := &tracker{me: nick, channels: map[string]*channelState{}, accounts: map[string]string{}}
+	t := &tracker{me: nick, channels: map[string]*channelState{}, accounts: map[string]string{}, presence: map[string]string{}}
 	t.resetISupport()
 	return t
 }
@@ -75,6 +90,7 @@ func (t *tracker) resetISupport() {
 	t.caseMap = "rfc1459"
 	t.nickLen = 0
 	t.botMode = ""
+	t.whox = false
 }
 
 // reset forgets every channel, for a new connection.
@@ -86,6 +102,10 @@ func (t *tracker) reset(nick string) {
 	t.extendedJoin, t.accountNotify, t.accountTag = false, false, false
 	t.channels = map[string]*channelState{}
 	t.accounts = map[string]string{}
+	for k := range t.presence {
+		t.ended = append(t.ended, k)
+	}
+	t.presence = map[string]string{}
 	t.resetISupport()
 }
 
@@ -256,6 +276,10 @@ var joinErrors = map[string]bool{
 func (t *tracker) handle(msg ircmsg.Message) []event {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	switch msg.Command {
+	case "JOIN", "PART", "KICK", "QUIT", "NICK", "366":
+		defer t.syncPresence()
+	}
 	src := msg.Nick()
 	p := msg.Params
 	switch msg.Command {
@@ -409,6 +433,21 @@ func (t *tracker) handle(msg ircmsg.Message) []event {
 				c.names[t.fold(m.nick)] = m
 			}
 		}
+	case "354": // RPL_WHOSPCRPL me TOKEN nick account (our WHO %tna)
+		if len(p) < 4 || p[1] != whoxToken || !t.accountsTold() {
+			return nil
+		}
+		k := t.fold(p[2])
+		for _, c := range t.channels {
+			if c.members[k] != nil || c.names[k] != nil {
+				acct := p[3]
+				if acct == "0" { // logged into none
+					acct = ""
+				}
+				t.accounts[k] = acct
+				break
+			}
+		}
 	case "366": // RPL_ENDOFNAMES me #chan :End of NAMES list
 		if len(p) < 2 {
 			return nil
@@ -543,6 +582,8 @@ func (t *tracker) isupport(tokens []string) {
 			if t.botMode == "" {
 				t.botMode = "B"
 			}
+		case "WHOX":
+			t.whox = true
 		case "CHANTYPES":
 			t.chanTypes = value
 		case "CHANMODES":
@@ -622,6 +663,92 @@ func (t *tracker) Account(nick string) (string, bool) {
 	}
 	a, ok := t.accounts[t.fold(nick)]
 	return a, ok
+}
+
+// NicksOf returns the nicks in our channels the server told are logged
+// into account (compared in the server's case mapping), sorted; none when
+// the server tells no accounts.
+func (t *tracker) NicksOf(account string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.accountsTold() || account == "" {
+		return nil
+	}
+	want := t.fold(account)
+	var out []string
+	for k, a := range t.accounts {
+		if t.fold(a) != want {
+			continue
+		}
+		for _, c := range t.channels {
+			if m := c.members[k]; m != nil {
+				out = append(out, m.nick)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// whoxToken marks the bot's WHOX queries (WHO #chan %tna,TOKEN), so that
+// a reply to someone else's query is never taken for ours.
+const whoxToken = "417"
+
+// AccountsByWho reports whether a WHO on joining a channel would tell its
+// members' accounts: the server has WHOX and tells accounts at all.
+func (t *tracker) AccountsByWho() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.whox && t.accountsTold()
+}
+
+// syncPresence gives a presence id to every nick in our channels that has
+// none and drops the ids of nicks in none; mu held.
+func (t *tracker) syncPresence() {
+	in := map[string]bool{}
+	for _, c := range t.channels {
+		for k := range c.members {
+			in[k] = true
+		}
+	}
+	for k := range t.presence {
+		if !in[k] {
+			delete(t.presence, k)
+			t.ended = append(t.ended, k)
+		}
+	}
+	for k := range in {
+		if _, ok := t.presence[k]; !ok {
+			t.presence[k] = presenceID()
+		}
+	}
+}
+
+// takeEnded returns the folded nicks whose presence ended since the last
+// call (onMessage drains it after every line).
+func (t *tracker) takeEnded() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.ended
+	t.ended = nil
+	return e
+}
+
+// presenceID is a fresh presence id: random, so that no two nodes or
+// connections ever give the same one.
+func presenceID() string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Presence returns the id of nick's present stay in our channels, "" when
+// it is in none.
+func (t *tracker) Presence(nick string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.presence[t.fold(nick)]
 }
 
 // BotMode returns the server's bot user mode, "" when it has none.

@@ -22,34 +22,36 @@ import (
 // other users are not affected.
 func TestUserThrottle(t *testing.T) {
 	t.Parallel()
-	_, _, joined := botAmong(t, irctest.NgircdOptions{}, "#test", func(cfg *config.IRC) { cfg.CommandsPerMinute = 3 }, "calm", "spammer")
-	calm, spam := joined[0], joined[1] // calm, first in, is the op
+	eachServer(t, func(t *testing.T, kind string) {
+		_, joined := botAmongOn(t, irctest.StartServer(t, kind), "#test", func(cfg *config.IRC) { cfg.CommandsPerMinute = 3 }, "calm", "spammer")
+		calm, spam := joined[0], joined[1] // calm, first in, is the op
 
-	var b strings.Builder
-	for i := 0; i < 6; i++ {
-		fmt.Fprintf(&b, "PRIVMSG #test :!status spam%d\r\n", i)
-	}
-	spam.SendRaw(b.String())
-	answered := map[int]string{}
-	for len(answered) < 6 {
-		r := spam.Reply("ArchiveBot", "#test")
-		// Combined answers are separated by " | ".
-		for _, part := range strings.Split(r, " | ") {
-			for i := 0; i < 6; i++ {
-				if strings.Contains(part, fmt.Sprintf("spam%d", i)) {
-					answered[i] = part
+		var b strings.Builder
+		for i := 0; i < 6; i++ {
+			fmt.Fprintf(&b, "PRIVMSG #test :!status spam%d\r\n", i)
+		}
+		spam.SendRaw(b.String())
+		answered := map[int]string{}
+		for len(answered) < 6 {
+			r := spam.Reply("ArchiveBot", "#test")
+			// Combined answers are separated by " | ".
+			for _, part := range strings.Split(r, " | ") {
+				for i := 0; i < 6; i++ {
+					if strings.Contains(part, fmt.Sprintf("spam%d", i)) {
+						answered[i] = part
+					}
 				}
 			}
 		}
-	}
-	for i := 0; i < 6; i++ {
-		if refused := strings.Contains(answered[i], "not run"); refused != (i >= 3) {
-			t.Errorf("command %d: %q (refused %v)", i, answered[i], refused)
+		for i := 0; i < 6; i++ {
+			if refused := strings.Contains(answered[i], "not run"); refused != (i >= 3) {
+				t.Errorf("command %d: %q (refused %v)", i, answered[i], refused)
+			}
 		}
-	}
-	if r := strings.Join(calm.Ask("ArchiveBot", "#test", "!status"), ""); !strings.HasPrefix(r, "Job status:") {
-		t.Errorf("another user: %q", r)
-	}
+		if r := strings.Join(calm.Ask("ArchiveBot", "#test", "!status"), ""); !strings.HasPrefix(r, "Job status:") {
+			t.Errorf("another user: %q", r)
+		}
+	})
 }
 
 // TestThrottleAnswersEveryCommand: at the

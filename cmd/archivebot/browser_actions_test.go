@@ -175,9 +175,22 @@ func TestDashboardActionsThroughIRC(t *testing.T) {
 	}
 
 	// Opped, vera pauses a queue from the pending page (!pause, judged in
-	// the first channel) and sees the banner; then resumes it.
+	// the first channel) and sees the banner; then resumes it. On ngircd
+	// (no accounts) a session never acts above the rank it had at !login:
+	// she signs in again.
 	op.Send("MODE %s +o vera", ch)
 	op.Ask(botNick, ch, "!status") // the bot saw the MODE before this
+	voice.Say(ch, "!login")
+	pm = voice.Expect("the second sign-in link", func(m ircmsg.Message) bool {
+		return m.Command == "PRIVMSG" && strings.EqualFold(m.Params[0], "vera") && strings.Contains(m.Params[1], "/login?code=") &&
+			!strings.Contains(m.Params[1], link)
+	})
+	if err := chromedp.Do(ctx, chromedp.Navigate(regexp.MustCompile(`http://\S+/login\?code=[A-Za-z0-9_-]+`).FindString(pm.Params[1]))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the second sign-in button", `document.getElementById("signin") !== null`)
+	evalJS[bool](t, ctx, `(setTimeout(() => document.getElementById("signin").click(), 10), true)`)
+	waitNavigated(t, ctx, base+"/")
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/pending")); err != nil {
 		t.Fatal(err)
 	}

@@ -483,7 +483,7 @@ func TestDashboardNoGapAtStart(t *testing.T) {
 // for jobs the page never showed create nothing; a job that ended leaves
 // the page after its time (set short here); and a URL that is not http(s)
 // (javascript:, data:) in the job header or a log line is text, never a
-// live link, on the dashboard and on the job page.
+// live link, on the dashboard, the job page and the recent-logs page.
 func TestDashboardBoundedAndSafeLinks(t *testing.T) {
 	ctx := browser(t)
 	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
@@ -542,6 +542,13 @@ func TestDashboardBoundedAndSafeLinks(t *testing.T) {
 	waitJS(t, ctx, "the job page's log", `document.querySelectorAll("#job-log div").length >= 4`)
 	checkLinks("job page")
 	screenshot(t, ctx, d.dir, "links-job-page")
+
+	// The recent-logs page builds its header from the job's URL too.
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.base+"/logs/recent")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the recent-logs page's job", fmt.Sprintf(`document.querySelector('section.job[data-ident=%q] .url') !== null`, j.Ident))
+	checkLinks("recent-logs page")
 
 	// The job ends: on the dashboard it leaves after endedKeepS.
 	if err := chromedp.Do(ctx, chromedp.Navigate(d.base+"/")); err != nil {

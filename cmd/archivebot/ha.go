@@ -14,6 +14,7 @@ import (
 	"github.com/archiveteam/archivebot-go/coordinator"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/web"
 )
 
 // haFrontEnd is what the web server sees of an HA node: the IRC client
@@ -74,13 +75,15 @@ func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, st *s
 	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, st, lease.Valid, logger)
 	startFailoverCheck(runCtx, &wg, st, papi, lease.Valid, logger)
 	hub := startWeb(runCtx, &wg, webLn, streamLn, st, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes,
-		actionOptions(cfg, b, st, fe, logger), signIn)
+		actionOptions(cfg, b, st, fe, logger, signIn.secret), signIn,
+		web.ConnLimits{Total: cfg.HTTP.MaxConns, PerAddr: cfg.HTTP.MaxConnsPerAddr})
 	logger.Info("high availability: campaigning for the leader lease", "node", cfg.HA.NodeID, "lease_ttl", cfg.HA.LeaseTTL.Duration)
 
 	var fatal error
 	lease.Run(runCtx, func(leadCtx context.Context) {
 		c := botirc.New(cfg.IRC, b, logger.With("service", "irc", "node", cfg.HA.NodeID))
 		c.Gate = lease.Valid
+		c.OnPresenceEnd(signIn.presenceEnded)
 		services, err := startServices(leadCtx, cfg, st, c, hub, papi, logger)
 		if err != nil {
 			fatal = err

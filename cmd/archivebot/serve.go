@@ -28,6 +28,7 @@ import (
 	irun "github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/web"
 )
 
 // frontEnd is the IRC client or the console.
@@ -118,6 +119,11 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	}
 	signIn := &webSignIn{}
 	login, logout := signIn.botHooks(cfg)
+	if login != nil {
+		if signIn.secret, err = loadWebSecret(cfg, logger); err != nil {
+			return err
+		}
+	}
 	b := bot.New(st, bot.Options{
 		PublicURL:           cfg.HTTP.PublicURL,
 		Login:               login,
@@ -148,7 +154,9 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 		fe = &bot.Console{Bot: b, User: localUser(), In: stdin, Out: stdout}
 		fmt.Fprintln(stdout, "ArchiveBot console. Type !help for the commands, !a URL to archive; Ctrl-D or Ctrl-C quits.")
 	} else {
-		fe = botirc.New(cfg.IRC, b, logger.With("service", "irc"))
+		c := botirc.New(cfg.IRC, b, logger.With("service", "irc"))
+		c.OnPresenceEnd(signIn.presenceEnded)
+		fe = c
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -159,7 +167,8 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin i
 	papi := newPipelineAPI(runCtx, &wg, apiLn, cfg, st, nil, logger)
 	startFailoverCheck(runCtx, &wg, st, papi, nil, logger)
 	hub := startWeb(runCtx, &wg, webLn, streamLn, st, catalog, fe, logger, recentAPI(papi), hubOptions(cfg), cfg.HTTP.RecentMaxBytes,
-		actionOptions(cfg, b, st, fe, logger), signIn)
+		actionOptions(cfg, b, st, fe, logger, signIn.secret), signIn,
+		web.ConnLimits{Total: cfg.HTTP.MaxConns, PerAddr: cfg.HTTP.MaxConnsPerAddr})
 	services, err := startServices(runCtx, cfg, st, fe, hub, papi, logger)
 	if err != nil {
 		return err

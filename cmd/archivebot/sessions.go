@@ -12,7 +12,7 @@ import (
 
 // runSessions is `archivebot sessions list | revoke ID|NICK`: the
 // dashboard's sessions (doc/web.md, Signing in and acting). IDs are the
-// SHA-256 of the session token, shown shortened; they cannot be used as
+// keyed hash (HMAC) of the session token, shown shortened; they cannot be used as
 // a cookie.
 func runSessions(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	a := newAdminCmd("sessions", stdout, stderr)

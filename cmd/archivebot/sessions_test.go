@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -19,8 +20,10 @@ func TestSessionsCommand(t *testing.T) {
 		st := store.New(b.Client)
 		for i, nick := range []string{"erin", "Erin", "frank"} {
 			code := "code-" + nick
-			st.CreateLoginCode(ctx, code, nick, strings.ToLower(nick), "", false, time.Minute)
-			if _, err := st.LoginWithCode(ctx, code, "token-"+nick, "csrf", time.Hour, 5, 10); err != nil {
+			st.CreateLoginCode(ctx, code, store.LoginCode{Nick: nick, NickKey: strings.ToLower(nick), Expires: time.Now().Add(time.Minute), MAC: "m"})
+			now := time.Now()
+			if _, err := st.LoginWithCode(ctx, code, "m", store.WebSession{ID: fmt.Sprintf("%c%063d", 'a'+i, i), Nick: nick, NickKey: strings.ToLower(nick),
+				Created: now, Expires: now.Add(time.Hour)}, store.SessionBounds{PerNick: 5, Total: 10}); err != nil {
 				t.Fatal(i, err)
 			}
 		}

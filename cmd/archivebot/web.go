@@ -83,7 +83,8 @@ func hubOptions(cfg *config.Config) web.HubOptions {
 		return n
 	}
 	return web.HubOptions{ClientBytes: int(cfg.HTTP.StreamQueueBytes), TotalBytes: cfg.HTTP.StreamTotalBytes,
-		InflightBytes: unread(cfg.HTTP.StreamUnreadBytes), InflightBytesUpstream: unread(cfg.HTTP.StreamUnreadBytesUpstream)}
+		InflightBytes: unread(cfg.HTTP.StreamUnreadBytes), InflightBytesUpstream: unread(cfg.HTTP.StreamUnreadBytesUpstream),
+		MaxStreamAge: cfg.HTTP.StreamMaxAge.Duration}
 }
 
 // startWeb serves the HTTP API on ln and the live stream (its hub, on ln
@@ -91,7 +92,7 @@ func hubOptions(cfg *config.Config) web.HubOptions {
 // returns the hub for the firehose (firehoseWork), nil when the web server is off.
 func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener, st *store.Store,
 	catalog *bot.Catalog, fe frontEnd, logger *slog.Logger, recent func(string, int) []record.LogEntry, hubOpt web.HubOptions,
-	recentMaxBytes int, actions *web.ActionOptions, signIn *webSignIn) *web.Hub {
+	recentMaxBytes int, actions *web.ActionOptions, signIn *webSignIn, conns web.ConnLimits) *web.Hub {
 	if ln == nil {
 		return nil
 	}
@@ -108,6 +109,7 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener
 		RecentMaxBytes: recentMaxBytes,
 		// Dashboard sign-in and actions (nil: off, http.public_url unset).
 		Actions: actions,
+		Conns:   conns,
 		IgnoreSets: func() map[string][]string {
 			sets := map[string][]string{}
 			for _, name := range catalog.SetNames() {
@@ -128,7 +130,10 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener
 		opt.ClockProblem = c.ClockProblem
 	}
 	srv := web.New(opt)
-	signIn.srv = srv
+	signIn.setServer(srv)
+	if actions != nil {
+		irun.Go(wg, logger, "web presence ends", func() { srv.RunPresenceEnds(ctx) })
+	}
 	logger.Info("web server listening", "service", "web", "addr", ln.Addr().String())
 	irun.Go(wg, logger, "web", func() {
 		if err := srv.Serve(ctx, ln); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/bot"
@@ -17,8 +18,15 @@ import (
 // after the bot (doc/web.md, Signing in and acting). Its zero value, or
 // one whose server never started, answers that signing in is off.
 type webSignIn struct {
-	srv *web.Server
+	srv atomic.Pointer[web.Server]
+	// secret is the key of the sessions (web.secret_file).
+	secret []byte
 }
+
+// server is the web server once it started (nil before, or when off).
+func (w *webSignIn) server() *web.Server { return w.srv.Load() }
+
+func (w *webSignIn) setServer(s *web.Server) { w.srv.Store(s) }
 
 var errSignInOff = errors.New("the web server is off (http.listen is \"\"), so there is nothing to sign in to")
 
@@ -29,26 +37,37 @@ func (w *webSignIn) botHooks(cfg *config.Config) (func(context.Context, bot.Requ
 		return nil, nil
 	}
 	login := func(ctx context.Context, req bot.Request) (string, error) {
-		if w.srv == nil {
+		srv := w.server()
+		if srv == nil {
 			return "", errSignInOff
 		}
-		return w.srv.LoginLink(ctx, req)
+		return srv.LoginLink(ctx, req)
 	}
 	logout := func(ctx context.Context, req bot.Request) (int, error) {
-		if w.srv == nil {
+		srv := w.server()
+		if srv == nil {
 			return 0, errSignInOff
 		}
-		return w.srv.Logout(ctx, req)
+		return srv.Logout(ctx, req)
 	}
 	return login, logout
 }
 
 // whoisNote is !whois's sentence about the nick's dashboard sessions.
-func (w *webSignIn) whoisNote(ctx context.Context, nick string) string {
-	if w.srv == nil {
+func (w *webSignIn) whoisNote(ctx context.Context, nick, nickKey string) string {
+	srv := w.server()
+	if srv == nil {
 		return ""
 	}
-	return w.srv.WhoisNote(ctx, nick)
+	return srv.WhoisNote(ctx, nick, nickKey)
+}
+
+// presenceEnded is the IRC client's OnPresenceEnd: the sessions bound to
+// the nick's presence end (web.Server.EndPresence; it never blocks).
+func (w *webSignIn) presenceEnded(nickKey string) {
+	if srv := w.server(); srv != nil {
+		srv.EndPresence(nickKey)
+	}
 }
 
 // ircView is what the dashboard's actions need of the IRC client.
@@ -56,6 +75,9 @@ type ircView interface {
 	Connected() bool
 	Rank(channel, nick string) bot.Rank
 	Account(nick string) (string, bool)
+	Presence(nick string) string
+	AllowCommand(nick string, privileged bool) bool
+	CommandLimits() (plain, privileged int)
 	Channels() []string
 	Announce(ctx context.Context, channel, text string) error
 }
@@ -82,7 +104,7 @@ func currentIRC(fe frontEnd) ircView {
 // actionOptions switch the dashboard's sign-in and actions on when
 // http.public_url is set; nil otherwise. log is the node's logger (its
 // warnings carry the node's handler and fields, as the rest of its lines).
-func actionOptions(cfg *config.Config, b *bot.Bot, st *store.Store, fe frontEnd, log *slog.Logger) *web.ActionOptions {
+func actionOptions(cfg *config.Config, b *bot.Bot, st *store.Store, fe frontEnd, log *slog.Logger, secret []byte) *web.ActionOptions {
 	if cfg.HTTP.PublicURL == "" || b == nil {
 		return nil
 	}
@@ -111,6 +133,8 @@ func actionOptions(cfg *config.Config, b *bot.Bot, st *store.Store, fe frontEnd,
 		SessionTTL:       cfg.Web.SessionTTL.Duration,
 		SessionsPerNick:  cfg.Web.SessionsPerNick,
 		SessionsTotal:    cfg.Web.SessionsTotal,
+		SessionsRankless: max(cfg.Web.SessionsRankless, 0),
+		Secret:           secret,
 		ActionsPerMinute: cfg.Web.ActionsPerMinute,
 		AddressPerMinute: cfg.Web.AddressPerMinute,
 	}

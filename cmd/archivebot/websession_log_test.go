@@ -32,7 +32,7 @@ func TestActionOptionsLogThroughTheNodeLogger(t *testing.T) {
 	cfg := &config.Config{}
 	cfg.HTTP.PublicURL = "https://x.example/"
 	cfg.HA.NodeID = "node-x"
-	if opt := actionOptions(cfg, bot.New(st, bot.Options{}), st, roleFrontEnd{}, log); opt == nil {
+	if opt := actionOptions(cfg, bot.New(st, bot.Options{}), st, roleFrontEnd{}, log, nil); opt == nil {
 		t.Fatal("no action options with a public URL")
 	}
 	if got := buf.String(); !strings.Contains(got, "could not record this node's dashboard address") || !strings.Contains(got, "node=node-x") {

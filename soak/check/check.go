@@ -45,11 +45,25 @@ type Options struct {
 	ProbeSlack time.Duration
 	// WarmUp is the fraction of the run left out of the slopes.
 	WarmUp float64
-	// MinSlopeWindow: a slope measured over a shorter window (after
-	// warm-up) is mostly warm-up and noise extrapolated to an hour; it
-	// is judged by its rise over the window, which may not exceed the
-	// hourly limit (the slope against limit × 1h / window).
+	// MinSlopeWindow: over a shorter window (after warm-up) a series
+	// may rise by what its limit adds in MinSlopeWindow, a fixed rise
+	// however short the window (the slope judged against limit ×
+	// MinSlopeWindow / window).
 	MinSlopeWindow time.Duration
+	// MinSamples: a series with a limit needs this many samples after
+	// warm-up to be judged; a run with fewer fails (invariant 6's
+	// floor). Every metric with a limit needs one such series.
+	MinSamples int
+	// PipelineKinds: the kinds of pipeline (a take's Via) each of which
+	// must have taken a job (invariant 2's floor).
+	PipelineKinds []string
+	// MinViewerEntries: the entries each v2 viewer must have received in
+	// the intervals judged (outside faults; intervals that carried no
+	// entries do not count) (invariant 8's floor).
+	MinViewerEntries float64
+	// Skips bounds the judgements the checker leaves out (Skip): a run
+	// that leaves out more fails.
+	Skips SkipBounds
 	// SlopeLimits: per metric (a Sample's Num key), the largest slope
 	// per hour allowed. Metrics without a limit are reported, not
 	// judged.
@@ -66,14 +80,18 @@ type Options struct {
 // tolerances.
 func DefaultOptions() Options {
 	return Options{
-		RevokeGrace:    time.Second,
-		FaultGrace:     15 * time.Second,
-		ReplyP99:       time.Second,
-		FinishP99:      2 * time.Second,
-		ProbeSlack:     2 * time.Second,
-		EndGrace:       10 * time.Second,
-		WarmUp:         0.2,
-		MinSlopeWindow: 10 * time.Minute,
+		RevokeGrace:      time.Second,
+		FaultGrace:       15 * time.Second,
+		ReplyP99:         time.Second,
+		FinishP99:        2 * time.Second,
+		ProbeSlack:       2 * time.Second,
+		EndGrace:         10 * time.Second,
+		WarmUp:           0.2,
+		MinSlopeWindow:   10 * time.Minute,
+		MinSamples:       6,
+		PipelineKinds:    []string{"api", "bridge", "direct"},
+		MinViewerEntries: 100,
+		Skips:            DefaultSkipBounds(),
 		SlopeLimits: map[string]float64{
 			"rss_bytes":  50e6,
 			"goroutines": 200,
@@ -143,12 +161,13 @@ type Slope struct {
 	Metric  string  `json:"metric"`
 	PerHour float64 `json:"per_hour"`
 	// StdErr is PerHour's standard error (least squares). A series
-	// fails only when PerHour − 2·StdErr exceeds Allowed: growth the
+	// fails only when PerHour − 2·StdErr exceeds Limit: growth the
 	// samples show, not a slope their noise could give.
 	StdErr float64 `json:"std_err"`
 	Limit  float64 `json:"limit"` // 0: not judged
-	// Allowed is the limit the slope was judged against (Limit scaled
-	// for a short window).
+	// Allowed is the slope it was judged against: Limit, or over a
+	// window shorter than MinSlopeWindow the slope of a fixed rise
+	// (what Limit adds in MinSlopeWindow).
 	Allowed  float64       `json:"allowed"`
 	Window   time.Duration `json:"window"`
 	Samples  int           `json:"samples"`
@@ -188,6 +207,8 @@ type Result struct {
 	Faults     []Window
 	Slopes     []Slope
 	Recoveries []Recovery
+	// Skips are the judgements left out, each with its bound.
+	Skips []Skip
 	// Load is what the run carried and what it cost the leader.
 	Load Load
 	// Report and PNG are the files written; PNGError says why there is
@@ -203,6 +224,11 @@ type Result struct {
 func (r *Result) Failed() bool {
 	for _, inv := range r.Invariants {
 		if !inv.Pass {
+			return true
+		}
+	}
+	for _, s := range r.Skips {
+		if !s.Pass {
 			return true
 		}
 	}
@@ -245,6 +271,9 @@ func (r *Result) Summary() string {
 			}
 			fmt.Fprintf(&b, "    %s\n", v)
 		}
+	}
+	for _, s := range r.Skips {
+		b.WriteString(s.String() + "\n")
 	}
 	b.WriteString(r.Load.String() + "\n")
 	b.WriteString(r.Figures())

@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/archiveteam/archivebot-go/soak/history"
@@ -50,13 +51,21 @@ func TestRegistrationBeforeTheChangePasses(t *testing.T) {
 	}
 }
 
-// A skewed node's stamps are 30 s off: not judged near a clock skew.
+// A skewed node's stamps are 30 s off: not judged near a clock skew,
+// but counted, and bounded: a run whose every registration was stamped
+// near a skew judged none, and fails on the bound.
 func TestRegistrationNearClockSkewIsNotJudged(t *testing.T) {
 	r, _ := fenced(16)
 	r.add(30, history.Event{Kind: history.Fault, Fault: "clock-skew", Target: "node-a +30s", Outcome: "start"})
 	r.add(40, history.Event{Kind: history.Fault, Fault: "clock-skew", Target: "node-a +30s", Outcome: "end"})
-	if res := r.check(t); res.Failed() {
+	opts := DefaultOptions()
+	opts.Skips.NearSkew = 1
+	if res := Check(r.events, r.dump, opts); res.Failed() {
 		t.Fatalf("a stamp near a clock skew fails:\n%s", res.Summary())
+	}
+	res := r.check(t)
+	if !res.Failed() || !strings.Contains(res.Summary(), `FAIL skipped "near a clock skew": 1 of 1 (bound 50 %)`) {
+		t.Fatalf("every registration near a clock skew, not judged, passes:\n%s", res.Summary())
 	}
 }
 

@@ -111,6 +111,7 @@ func (c *checker) judgeFence(dump Dump) {
 			}
 		}
 	}
+	c.fenceChecked, c.nearSkew = checked, skewed
 	inv.count("registrations held against the lease", "%d (%d changes of leader; %d stamped near a clock skew, not judged)", checked, len(changes), skewed)
 }
 

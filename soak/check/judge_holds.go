@@ -44,8 +44,9 @@ func (c *checker) judge2and3(dump Dump) {
 	if c.endsWithoutTake > 0 || c.unknownTakes > 0 {
 		c.inv[2].Notes = append(c.inv[2].Notes, fmt.Sprintf("%d ends without a recorded take; %d takes of jobs no scripted user queued", c.endsWithoutTake, c.unknownTakes))
 	}
-	c.inv[2].Pass = len(c.inv[2].Violations) == 0
 	c.inv[3].count("revocations", "%d", len(c.revoke))
+	c.floors2and3()
+	c.inv[2].Pass = len(c.inv[2].Violations) == 0
 	c.evidence[3] = len(c.revoke)
 	c.inv[3].count("late takes", "%d", len(c.inv[3].Violations))
 	c.inv[3].Pass = len(c.inv[3].Violations) == 0

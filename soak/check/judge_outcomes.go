@@ -117,28 +117,6 @@ func (c *checker) judge1(dump Dump) {
 	inv.Pass = len(inv.Violations) == 0
 }
 
-// evidenceOf names what each invariant needs to have checked anything.
-var evidenceOf = [9]string{8: "v2 viewer intervals outside faults with gaps counted", 2: "takes", 3: "key revocations", 4: "acknowledged changes to a job that was still live at the end or probed while live",
-	5: "probes", 6: "resource samples with a limit (3 or more after warm-up)", 7: "replies outside fault windows"}
-
-// judgeEmpty fails an invariant that had nothing to check, unless
-// Options.AllowEmpty: a run that never revoked a key proves nothing
-// about revoked keys, and its report must not say PASS.
-func (c *checker) judgeEmpty() {
-	for n := 2; n <= 8; n++ {
-		if c.evidence[n] > 0 {
-			continue
-		}
-		inv := c.inv[n]
-		if c.opts.AllowEmpty {
-			inv.Notes = append(inv.Notes, "nothing to check: the run recorded no "+evidenceOf[n])
-			continue
-		}
-		inv.violate(Violation{T: c.res.Start, T2: c.res.End, Detail: "nothing to check: the run recorded no " + evidenceOf[n] + " (soakcheck -allow-empty to pass anyway)"})
-		inv.Pass = false
-	}
-}
-
 // reNotice matches the notices about a job addressed to the user who
 // queued it (finish, start, death), which are not answers to a command.
 var reNotice = regexp.MustCompile(`^(?:\[for [^\]]*\] )?(?:\d+ (?:of your )?jobs finished: |Your job for \S+ (?:has|was) |Job [0-9a-z]+ <\S+> has had no heartbeat)`)

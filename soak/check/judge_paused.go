@@ -69,23 +69,31 @@ func (c *checker) registeredAt(l *life) time.Time {
 	return t
 }
 
-// judgePaused holds takes and reaper failures against the pauses: a job
-// whose !a was sent after its queue's (or every queue's) pause was
-// acknowledged was registered into the paused queue, and may not be
-// taken, nor failed by the reaper, before the !resume that could end the
-// pause was sent. (A job queued before the pause and taken during it is
-// not judged: its take may have been made at the node before the pause
-// and recorded after.)
+// pauseTakeSlack: a take first recorded this long after a pause's
+// acknowledgement was made after the pause (the proxy and the bridges
+// record the node's answer within milliseconds; the acknowledgement
+// reaches IRC after the pause's write).
+const pauseTakeSlack = time.Second
+
+// judgePaused holds takes and reaper failures against the pauses. A
+// paused queue gives no job to anyone, whether the job was queued before
+// or during the pause: a take first recorded more than pauseTakeSlack
+// after the pause's acknowledgement, and before the !resume that could
+// end it was sent, fails. A job whose !a was sent after the pause was
+// acknowledged was registered into the paused queue, so it may not be
+// failed by the reaper in that time either (one queued before may have
+// been taken before the pause, and reaped in it, rightly).
 func (c *checker) judgePaused() {
 	spans := c.pauseSpans()
+	before := 0
 	defer func() {
-		c.inv[2].count("pauses", "%d acknowledged; %d takes and reaper failures of jobs queued while their queue was paused, judged against the pause",
-			len(spans), c.pausedJudged)
+		c.inv[2].count("pauses", "%d acknowledged; %d takes and reaper failures judged against a pause of their queue (%d of jobs queued before it)",
+			len(spans), c.pausedJudged, before)
 	}()
 	if len(spans) == 0 {
 		return
 	}
-	judge := func(e lifeEvent, what string) {
+	judge := func(e lifeEvent, what string, take bool) {
 		l := e.life
 		if l == nil || !l.acked {
 			return
@@ -94,19 +102,35 @@ func (c *checker) judgePaused() {
 		if reg.IsZero() {
 			return
 		}
+		if take && !e.first.IsZero() {
+			// A hold passed on (the pipeline's record of a take the
+			// proxy or a bridge recorded first): that first record is
+			// judged, once.
+			return
+		}
+		at := e.T
 		counted := false
 		for _, sp := range spans {
 			if sp.target != "all" && sp.target != l.queue {
 				continue
 			}
-			if reg.Before(sp.from) || !sp.open && !reg.Before(sp.to) {
+			if !sp.open && !reg.Before(sp.to) {
+				continue // queued after the pause ended
+			}
+			queuedBefore := reg.Before(sp.from)
+			if queuedBefore && (!take || !at.After(sp.from.Add(pauseTakeSlack))) {
+				// Taken (or reaped) at a time the pause may not yet
+				// have held, or reaped after a take before it.
 				continue
 			}
 			if !counted {
 				c.pausedJudged++
+				if queuedBefore {
+					before++
+				}
 				counted = true
 			}
-			if !sp.open && !e.T.Before(sp.to) {
+			if !sp.open && !at.Before(sp.to) {
 				continue
 			}
 			queue := "every queue"
@@ -119,16 +143,16 @@ func (c *checker) judgePaused() {
 				resumed = "its !resume sent at " + sp.to.UTC().Format("15:04:05.000")
 				lines = append(lines, sp.toLine)
 			}
-			c.inv[2].violate(Violation{Ident: l.ident, T: sp.from, T2: e.T, Lines: lines,
-				Detail: fmt.Sprintf("%s while paused: %s was paused (acknowledged at the first time), the job queued in %s by an !a sent at %s, %s",
-					what, queue, firstNonEmpty(l.queue, "its queue"), reg.UTC().Format("15:04:05.000"), resumed)})
+			c.inv[2].violate(Violation{Ident: l.ident, T: sp.from, T2: at, Lines: lines,
+				Detail: fmt.Sprintf("%s while paused: %s was paused (acknowledged at the first time), the job queued in %s by an !a sent at %s (%s the pause), %s",
+					what, queue, firstNonEmpty(l.queue, "its queue"), reg.UTC().Format("15:04:05.000"), map[bool]string{true: "before", false: "during"}[queuedBefore], resumed)})
 			return
 		}
 	}
 	for _, t := range c.lifeTakes {
-		judge(t, fmt.Sprintf("taken by %s (%s)", t.Actor, t.Via))
+		judge(t, fmt.Sprintf("taken by %s (%s)", t.Actor, t.Via), true)
 	}
 	for _, r := range c.reaps {
-		judge(r, "failed by the reaper")
+		judge(r, "failed by the reaper", false)
 	}
 }

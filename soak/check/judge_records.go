@@ -16,6 +16,7 @@ import (
 func (c *checker) judge4(dump Dump) {
 	inv := c.inv[4]
 	changes, checked := 0, 0
+	judged := c.judgeHistories(dump)
 	for _, l := range c.allLives() {
 		changes += len(l.changes)
 		if c.cur[l.ident] != l || len(l.changes) == 0 {
@@ -109,6 +110,10 @@ func (c *checker) judge4(dump Dump) {
 	}
 	inv.count("acknowledged changes", "%d", changes)
 	c.evidence[4] = checked + probed
+	for _, n := range judged {
+		c.evidence[4] += n
+	}
+	c.floor4(judged)
 	inv.count("live jobs checked at the end", "%d", checked)
 	inv.count("probes checked", "%d", probed)
 	inv.Pass = len(inv.Violations) == 0
@@ -218,7 +223,7 @@ func (c *checker) judge5(dump Dump) {
 	c.evidence[5] = len(c.probes)
 	inv.count("agree", "%d", agree)
 	if c.unanswered > 0 {
-		inv.Notes = append(inv.Notes, fmt.Sprintf("%d probes got no state (timeout, error or an answer the runner could not read): not judged", c.unanswered))
+		inv.Notes = append(inv.Notes, fmt.Sprintf("%d probes got no state (a timeout, or Redis not answering): not judged (counted against its bound: skipped \"not judged\")", c.unanswered))
 	}
 	inv.count("quiet points", "%d", len(c.quiet))
 	inv.count("jobs compared at the end", "%d", ends)

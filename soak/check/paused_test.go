@@ -113,20 +113,30 @@ func TestRefusedResumeEndsNoPause(t *testing.T) {
 	}
 }
 
-// A job queued before the pause may have been taken before it, whenever
-// the pipeline's record says: not judged.
-func TestJobQueuedBeforePauseIsNotJudged(t *testing.T) {
-	r := clean()
-	p := r.queue(18, "hank", urlP)
-	r.command(20, 0.2, "gina", "!pause pending soak", pausedAck)
-	r.take(21, "p4", "key4", p)
-	r.command(30, 0.2, "gina", "!resume pending", resumedAck)
-	r.end(32, "p4", p, "done")
-	r.line(32.3, "hank: Your job for "+urlP+" has finished. ("+p+")")
-	r.set(p, "hash", registeredJob(urlP, "hank", "started_at", "1", "finished_at", "2"))
-	if res := r.check(t); res.Failed() {
-		t.Fatalf("a job queued before the pause fails:\n%s", res.Summary())
+// A paused queue gives no job to anyone, whether the job was queued
+// before the pause or during it: a job queued before the pause and taken
+// 5 s into it fails. A take first recorded within pauseTakeSlack of the
+// pause's acknowledgement may have been made before the pause: not
+// judged. The old checker judged only jobs queued during the pause; the
+// take at 25 passed.
+func TestJobQueuedBeforePauseTakenDuringItFails(t *testing.T) {
+	build := func(take float64) (*run, string) {
+		r := clean()
+		p := r.queue(18, "hank", urlP)
+		r.command(20, 0.2, "gina", "!pause pending soak", pausedAck)
+		r.take(take, "p4", "key4", p)
+		r.command(30, 0.2, "gina", "!resume pending", resumedAck)
+		r.end(32, "p4", p, "done")
+		r.line(32.3, "hank: Your job for "+urlP+" has finished. ("+p+")")
+		r.set(p, "hash", registeredJob(urlP, "hank", "started_at", "1", "finished_at", "2"))
+		return r, p
 	}
+	r, _ := build(21)
+	if res := r.check(t); res.Failed() {
+		t.Fatalf("a take within a second of the pause's acknowledgement fails:\n%s", res.Summary())
+	}
+	r, p := build(25)
+	failsOnly(t, r.check(t), 2, p, "taken by p4 (api) while paused", "(before the pause)", "its !resume sent at")
 }
 
 func TestReapedWhilePausedFails(t *testing.T) {

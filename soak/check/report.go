@@ -415,6 +415,10 @@ th{background:#f3f3f3} .tag{font-weight:bold;border-radius:3px;padding:1px 6px;c
 {{range .Notes}}<div class="n">{{.}}</div>{{end}}
 {{range index $.Shown .N}}<div class="v">{{.String}}</div>{{end}}{{with index $.More .N}}<div class="v">… and {{.}} more</div>{{end}}</td></tr>
 {{end}}</table>
+<h2>Judgements left out <span class="n" style="font-weight:normal">(each bounded; past its bound the run fails)</span></h2>
+<table><tr><th style="width:52px"></th><th>skipped</th><th>of</th><th>bound</th></tr>
+{{range .R.Skips}}<tr><td>{{if .Pass}}<span class="tag pass">PASS</span>{{else}}<span class="tag fail">FAIL</span>{{end}}</td><td><b>{{.Name}}</b> {{.N}}{{range .Examples}}<div class="v">{{.}}</div>{{end}}</td><td>{{.Of}}</td><td>{{.Bound}}</td></tr>
+{{end}}</table>
 <h2>Fault timeline</h2>
 {{.Timeline}}
 <h2>Measures over time <span class="n" style="font-weight:normal">(shaded: fault windows; x: time since start)</span></h2>

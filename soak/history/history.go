@@ -50,6 +50,12 @@ const (
 	// own take of the job under that key, or, when the answer never
 	// reached it, the job stays held by the key until the reaper fails
 	// it.
+	//
+	// A Take with Outcome TakeRefused is a take the node refused (the
+	// API proxy saw its answer): no job was handed. Target the key that
+	// asked, Text the error's code (revoked_key, unknown_key, …),
+	// Num["status"] the HTTP status. Invariant 3's evidence: a revoked
+	// key that asked again and was refused.
 	// JobEnd: a pipeline ended a job it held. Actor, Via, Ident, Outcome
 	// (done, aborted, or abandoned when the pipeline died holding it or
 	// let it go because the node refused its writes for it).
@@ -111,6 +117,13 @@ const (
 	// by the soak's API proxy (Actor "api-proxy", Target: the key).
 	ViaProxy = "api-proxy"
 )
+
+// TakeRefused is the Outcome of a Take the node refused (see Take).
+const TakeRefused = "refused"
+
+// Refused reports whether e is a take the node refused rather than a job
+// handed out.
+func Refused(e Event) bool { return e.Kind == Take && e.Outcome == TakeRefused }
 
 // Relayed reports whether via is one of a take recorded between the node
 // and the pipeline (ViaBridgeSelf, ViaProxy).

@@ -322,7 +322,7 @@ async function recentPage() {
 		el("p", { class: "help" }, "The last entries of each running job (", el("code", {}, "?count=N"), ", at most 10); the live view is on ", el("a", { href: "/" }, "Live logs"), ".")];
 	for (const [id, j] of jobs) {
 		parts.push(el("section", { class: "job state-running", "data-ident": id },
-			el("div", { class: "job-header" }, el("a", { class: "url", href: String(j.jd.url || "") }, String(j.jd.url || "")),
+			el("div", { class: "job-header" }, link(j.jd.url, { class: "url" }),
 				el("a", { class: "ident", href: `/jobs/${encodeURIComponent(id)}` }, id)),
 			el("div", { class: "log recent" }, j.lines)));
 	}

@@ -408,3 +408,11 @@ func (u *User) WaitBotPresent(botNick, channel string) {
 	u.mu.Unlock()
 	u.WaitBotIn(botNick, channel)
 }
+
+// Len is the number of messages received so far (a position for
+// Messages and SetPos).
+func (u *User) Len() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.msgs)
+}

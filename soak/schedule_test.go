@@ -1,0 +1,135 @@
+package soak
+
+// The schedule of faults, quiet points and pipeline deaths, drawn up
+// front from the seed.
+
+import (
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// step is one entry of the schedule, drawn up front from the seed.
+type step struct {
+	At   time.Duration
+	What string // a fault name, "quiet" or "pipeline-death"
+	Dur  time.Duration
+	Pick float64
+}
+
+// faultKinds, in the priority order.
+var faultKinds = []string{
+	"kill-leader", "freeze-leader", "kill-redis-master", "pause-pipeline",
+	"revoke-waiting", "restart-bridge",
+	"partition-node-redis", "partition-pipeline-node", "partition-leader-irc", "clock-skew",
+}
+
+// pauseQueue is the schedule's own pause of every queue, with jobs
+// queued before it (pause_test.go); one in each round of faults. It is
+// not a fault: no window, not in the first line's count.
+const pauseQueue = "pause-queue"
+
+// stepLength is about how long a step keeps the test goroutine at lease
+// (its ha.lease_ttl): what a fault waits for (a change of leader, a
+// failover, its own duration dur). The schedule puts the next step a gap
+// after it, so that the steps drawn run when drawn and the run's length
+// is known before it starts.
+func stepLength(what string, dur, lease time.Duration) time.Duration {
+	switch what {
+	case "kill-leader": // 3 s of paused pipelines, a finish report, the lease to expire, the restart
+		return lease + 8*time.Second
+	case "freeze-leader": // the lease and dur, then it stands by
+		return lease + dur + time.Second
+	case "partition-node-redis", "clock-skew": // the lease and dur, then 3 s
+		return lease + dur + 3*time.Second
+	case "kill-redis-master": // down-after-milliseconds (5 s), the failover, the restart
+		return 10 * time.Second
+	case "partition-leader-irc":
+		return dur + 5*time.Second
+	case "restart-bridge":
+		return 2 * time.Second
+	case "lose-redis-write":
+		return 25 * time.Second
+	case "quiet":
+		return 12 * time.Second
+	case pauseQueue:
+		return pauseFreeze + pauseQueueHold + 4*time.Second
+	}
+	return dur + time.Second
+}
+
+// scheduleWarm and scheduleCool: no fault in the first 25 s nor in the
+// last 20 s.
+const (
+	scheduleWarm = 25 * time.Second
+	scheduleCool = 20 * time.Second
+)
+
+// makeSchedule draws the schedule: a warm-up, then faults one at a time,
+// each 2–6 s after the last one's expected end (stepLength at lease), a
+// quiet point every quietEvery or so, now and then a pipeline's silent
+// death, and a cool-down. Faults come in rounds, each a permutation of
+// the kinds (those in only, or all when only is empty) and the
+// schedule's own pause (pauseQueue), so that a long run injects each
+// kind about as often. The first round is always drawn whole, past d
+// when d is too short for it: every run injects every kind it draws
+// from at least once (end says how long the schedule needs; the runner
+// runs at least that plus the cool-down). It starts with revoke-waiting,
+// whose invariant (3) has no other witness.
+func makeSchedule(r *rand.Rand, d time.Duration, only map[string]bool, lease, quietEvery time.Duration) (out []step, end time.Duration) {
+	var kinds []string
+	for _, f := range faultKinds {
+		if len(only) == 0 || only[f] {
+			kinds = append(kinds, f)
+		}
+	}
+	for _, f := range optInFaults {
+		if only[f] {
+			kinds = append(kinds, f)
+		}
+	}
+	var round []string
+	first, firstLeft := true, 0
+	if len(kinds) > 0 {
+		firstLeft = len(kinds) + 1
+	}
+	next := func() string {
+		if len(round) == 0 {
+			round = append(append([]string(nil), kinds...), pauseQueue)
+			r.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+			if first {
+				if i := slices.Index(round, "revoke-waiting"); i > 0 {
+					round[0], round[i] = round[i], round[0]
+				}
+				first = false
+			}
+		}
+		f := round[0]
+		round = round[1:]
+		if firstLeft > 0 {
+			firstLeft--
+		}
+		return f
+	}
+	lastQuiet := time.Duration(0)
+	at := scheduleWarm
+	for at < d-scheduleCool || firstLeft > 0 {
+		if at-lastQuiet > quietEvery {
+			out = append(out, step{At: at, What: "quiet", Dur: 3 * time.Second})
+			lastQuiet = at
+			at += stepLength("quiet", 0, lease)
+			continue
+		}
+		if r.IntN(5) == 0 {
+			out = append(out, step{At: at, What: "pipeline-death", Pick: r.Float64()})
+		}
+		if len(kinds) == 0 {
+			at += 15 * time.Second
+			continue
+		}
+		st := step{At: at, What: next(), Dur: time.Duration(3+r.IntN(5)) * time.Second, Pick: r.Float64()}
+		out = append(out, st)
+		at += stepLength(st.What, st.Dur, lease) + time.Duration(2+r.IntN(5))*time.Second
+	}
+	return out, at
+}
