@@ -161,6 +161,7 @@ func (c *Config) setDefaults() {
 	def(&c.Notifier.StartInterval, DefaultStartInterval)
 	def(&c.Notifier.PipelineSilentAfter, DefaultPipelineSilentAfter)
 	def(&c.Notifier.PipelineChangeEvery, DefaultPipelineChangeEvery)
+	def(&c.Notifier.AvoidSiteEvery, DefaultAvoidSiteEvery)
 	def(&c.Analyzer.SweepInterval, DefaultAnalyzerSweepInterval)
 	zero(&c.Analyzer.TrimAfter, DefaultAnalyzerTrimAfter)
 	def(&c.Tweeter.Interval, DefaultTweeterInterval)
@@ -217,7 +218,7 @@ func LoadPartial(path string, o Overrides) (*Config, error) {
 		name = "(defaults)"
 	}
 	var probs Problems
-	httpOff, streamOff, lagOff, changeOff := false, false, false, false
+	httpOff, streamOff, lagOff, changeOff, avoidSiteOff := false, false, false, false, false
 	var budgetsOff []*int
 	var durationsOff []*Duration
 	reportSet := false
@@ -249,6 +250,7 @@ func LoadPartial(path string, o Overrides) (*Config, error) {
 		streamOff = md.IsDefined("http", "stream_listen") && c.HTTP.StreamListen == ""
 		lagOff = md.IsDefined("http", "stream_max_lag") && c.HTTP.StreamMaxLag == 0
 		changeOff = md.IsDefined("notifier", "pipeline_change_every") && c.Notifier.PipelineChangeEvery.Duration == 0
+		avoidSiteOff = md.IsDefined("notifier", "avoid_site_every") && c.Notifier.AvoidSiteEvery.Duration == 0
 		// An explicit budget = 0 is no budget; an explicit limit = 0 no
 		// limit.
 		for _, b := range []struct {
@@ -345,6 +347,9 @@ func LoadPartial(path string, o Overrides) (*Config, error) {
 	}
 	if changeOff {
 		c.Notifier.PipelineChangeEvery.Duration = 0
+	}
+	if avoidSiteOff {
+		c.Notifier.AvoidSiteEvery.Duration = 0
 	}
 	for _, b := range budgetsOff {
 		*b = 0
@@ -548,6 +553,7 @@ func (c *Config) validate() Problems {
 		{"notifier.pipeline_interval", c.Notifier.PipelineInterval.Duration},
 		{"notifier.pipeline_silent_after", c.Notifier.PipelineSilentAfter.Duration},
 		{"notifier.pipeline_change_every", c.Notifier.PipelineChangeEvery.Duration},
+		{"notifier.avoid_site_every", c.Notifier.AvoidSiteEvery.Duration},
 		{"analyzer.sweep_interval", c.Analyzer.SweepInterval.Duration},
 		{"tweeter.interval", c.Tweeter.Interval.Duration},
 	} {

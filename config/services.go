@@ -24,6 +24,10 @@ const (
 	// DefaultPipelineChangeEvery is the least time between two
 	// version-change lines of one pipeline.
 	DefaultPipelineChangeEvery = time.Hour
+	// DefaultAvoidSiteEvery is the least time between two "every
+	// pipeline avoids its site" lines for one site (a stranger queuing
+	// 25 jobs on it made 25 lines, the default scan 1,000).
+	DefaultAvoidSiteEvery = time.Hour
 
 	DefaultAnalyzerSweepInterval = 60 * time.Second
 	DefaultAnalyzerTrimAfter     = 1000
@@ -51,6 +55,10 @@ type Notifier struct {
 	// PipelineChangeEvery is the least time between two version-change
 	// lines of one pipeline (default 1h; "0s" is no limit).
 	PipelineChangeEvery Duration `toml:"pipeline_change_every"`
+	// AvoidSiteEvery is the least time between two "every pipeline
+	// avoids its site" lines for one avoided site (default 1h; "0s": one
+	// per job, no bound per site).
+	AvoidSiteEvery Duration `toml:"avoid_site_every"`
 	// StartNotices announces in its channel when a pipeline takes a job
 	// (jobs can opt in or out with --notify-start / --no-notify-start;
 	// !ao jobs are announced only when they opt in). Default true.

@@ -47,6 +47,19 @@ func NewAvoidWatcher(st Store, log *slog.Logger) *AvoidWatcher {
 		Interval: DefaultAvoidWatchInterval, MaxJobs: DefaultAvoidWatchJobs, SitePeriod: DefaultAvoidSitePeriod}
 }
 
+// newAvoidWatcherEvery is NewAvoidWatcher with SitePeriod every (0: the
+// default; negative: no bound per site).
+func newAvoidWatcherEvery(st Store, log *slog.Logger, every time.Duration) *AvoidWatcher {
+	a := NewAvoidWatcher(st, log)
+	switch {
+	case every > 0:
+		a.SitePeriod = every
+	case every < 0:
+		a.SitePeriod = 0
+	}
+	return a
+}
+
 // AllAvoidLine is the channel line for a queued job every connected
 // pipeline avoids.
 func AllAvoidLine(ident string, w *store.Waiting) string {

@@ -26,6 +26,9 @@ type ServicesConfig struct {
 	Start     StartConfig
 	Pipelines PipelineNotifierConfig
 	Analyzer  AnalyzerConfig
+	// AvoidSiteEvery bounds the avoid watch's lines per site (0: the
+	// default; negative: one per job).
+	AvoidSiteEvery time.Duration
 	// QueueIndexRebuild is how often the index of named queues is rebuilt
 	// with a SCAN (at start, then this often).
 	QueueIndexRebuild time.Duration
@@ -79,7 +82,7 @@ func NewServices(st Store, ann news.Announcer, cfg ServicesConfig, log *slog.Log
 		Analyzer:   NewAnalyzer(st, cfg.Analyzer, log),
 		Updates:    NewUpdates(st, log),
 		Admin:      NewAdminNotifier(st, ann, log),
-		AvoidWatch: NewAvoidWatcher(st, log),
+		AvoidWatch: newAvoidWatcherEvery(st, log, cfg.AvoidSiteEvery),
 		store:      st,
 		log:        log,
 

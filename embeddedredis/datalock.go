@@ -48,3 +48,20 @@ func lockDataDir(dir string) (*os.File, error) {
 	f.WriteAt([]byte(fmt.Sprintf("pid %d on %s, since %s\n", os.Getpid(), host, time.Now().UTC().Format(time.RFC3339))), 0)
 	return f, nil
 }
+
+// DataDirHolder reports whether another process holds dir's lock now, and
+// what it wrote there (its pid, host and start): -check-config refuses a
+// data directory a running node holds, as Start would.
+func DataDirHolder(dir string) (holder string, held bool) {
+	path := filepath.Join(dir, LockFile)
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(path)
+		return strings.TrimSpace(string(b)), errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	return "", false
+}

@@ -2,16 +2,21 @@ package pipelineapi
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
+	"log/slog"
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
+	refuselog "github.com/archiveteam/archivebot-go/internal/refusal"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
+	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 )
 
@@ -139,6 +144,49 @@ func TestAddrClass(t *testing.T) {
 	} {
 		if addrClass(c.a) == addrClass(c.b) {
 			t.Errorf("%s and %s counted as one address (%q)", c.a, c.b, addrClass(c.a))
+		}
+	}
+}
+
+// lockedBuf is a log destination tests read while the server writes.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRefusalsLoggedWithCounts: a flood of refusals leaves a trace an
+// operator can read: the first of a class at once, then, when the period
+// ends, one line with how many were refused since, from how many
+// addresses, and the busiest. The old node logged one line per key and
+// reason every 10 s, without counts, and nothing of the rest.
+func TestRefusalsLoggedWithCounts(t *testing.T) {
+	b := redistest.Mini(t)
+	h := newHarness(t, b, Options{})
+	var buf lockedBuf
+	h.srv.refusals = refuselog.New(slog.New(slog.NewTextHandler(&buf, nil)), time.Second)
+	_, priv, _ := ed25519.GenerateKey(nil)
+	c, _ := client.New(h.hs.URL, "nobody", priv)
+	for range 5 {
+		_, err := c.Take(context.Background(), wire.TakeRequest{})
+		wantCode(t, err, 401, "unknown_key")
+	}
+	testproc.Eventually(t, "the period's line", func() bool { return strings.Contains(buf.String(), "refused=4") })
+	out := buf.String()
+	for _, want := range []string{"class=api_unknown_key refused=1 sources=1", "class=api_unknown_key refused=4 sources=1 top=127.0.0.1×4", "named_key=nobody"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
 		}
 	}
 }

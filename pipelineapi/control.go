@@ -285,7 +285,8 @@ func (s *Server) control(req *request) *refusal {
 				}
 			})
 			if !ok {
-				s.log.Warn("control stream closed: the client stopped reading", "key", req.key, "write_timeout", s.opt.WriteTimeout)
+				s.refusals.Refused("api_stream_slow_reader", addrClass(remoteIP(req.r.RemoteAddr)), "what", "control stream closed: the client stopped reading",
+					"key", req.key, "write_timeout", s.opt.WriteTimeout)
 				return nil
 			}
 		case <-ping.C:

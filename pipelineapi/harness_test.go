@@ -73,7 +73,7 @@ func newHarness(t *testing.T, b *redistest.Backend, opt Options) *harness {
 	if opt.FlushInterval == 0 {
 		opt.FlushInterval = 50 * time.Millisecond
 	}
-	opt.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	opt.Logger = slog.New(slog.NewTextHandler(newTestWriter(t), nil))
 	h.srv = New(opt)
 	h.hs = httptest.NewServer(h.srv.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -211,9 +211,29 @@ func callerLine() string {
 	return fmt.Sprintf("%s:%d", file, line)
 }
 
-type testWriter struct{ t *testing.T }
+// testWriter logs through t until the test ends; lines written later
+// (the refusal log's end-of-period line, on a timer) are dropped.
+type testWriter struct {
+	t    *testing.T
+	mu   sync.Mutex
+	done bool
+}
 
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
+func newTestWriter(t *testing.T) *testWriter {
+	w := &testWriter{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	})
+	return w
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimSpace(string(p)))
+	}
 	return len(p), nil
 }

@@ -179,6 +179,12 @@ func (t *term) refreshKeys(ctx context.Context) error {
 	}
 	var gone []*stream
 	t.mu.Lock()
+	if began.Before(t.keysAt) {
+		// A read begun later (a request's, knowKeysSince) already
+		// applied newer keys: this one's are older.
+		t.mu.Unlock()
+		return nil
+	}
 	for name, old := range t.keys {
 		if pub, ok := keys[name]; !ok || !pub.Equal(old) {
 			if ks := t.perKey[name]; ks != nil {
@@ -191,9 +197,7 @@ func (t *term) refreshKeys(ctx context.Context) error {
 		}
 	}
 	t.keys, t.texts, t.revokd = keys, texts, rv
-	if began.After(t.keysAt) {
-		t.keysAt = began
-	}
+	t.keysAt = began
 	t.mu.Unlock()
 	for _, st := range gone {
 		st.close("revoked_key", "the key was revoked or replaced")

@@ -35,6 +35,9 @@ type confirmer struct {
 	wanted   uint64 // the highest PING a caller waits for
 	gone     bool
 	wake     chan struct{} // closed and replaced on every answer and at the end
+	// waiting counts the callers in confirm past their PING, and looks
+	// their checks of the answer (tests wait on them, not on time).
+	waiting, looks int
 }
 
 func newConfirmer(send func(string) error) *confirmer {
@@ -57,12 +60,21 @@ func (c *confirmer) confirm(ctx context.Context, timeout time.Duration) error {
 	line := c.nextPingLocked()
 	c.mu.Unlock()
 	c.ping(line)
+	c.mu.Lock()
+	c.waiting++
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.waiting--
+		c.mu.Unlock()
+	}()
 
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for {
 		c.mu.Lock()
 		ok, gone, wake := c.answered >= target, c.gone, c.wake
+		c.looks++
 		c.mu.Unlock()
 		switch {
 		case ok:
@@ -78,6 +90,14 @@ func (c *confirmer) confirm(ctx context.Context, timeout time.Duration) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// counts returns how many callers wait and how many times they looked
+// at the answers so far.
+func (c *confirmer) counts() (waiting, looks int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waiting, c.looks
 }
 
 // nextPingLocked numbers the next PING when none is in flight and a

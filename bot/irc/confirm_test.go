@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/news"
 )
 
@@ -87,7 +88,9 @@ func TestConfirmerCoalesces(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		go func() { rest <- c.confirm(context.Background(), 5*time.Second) }()
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Once all six wait (each past its own chance to send), nothing
+	// more was sent.
+	testproc.Eventually(t, "six callers waiting", func() bool { w, _ := c.counts(); return w == 6 })
 	select {
 	case l := <-sent:
 		t.Fatalf("%q sent while PING 1 was in flight", l)
@@ -95,6 +98,7 @@ func TestConfirmerCoalesces(t *testing.T) {
 	}
 	c.pong("keepalive-123") // not ours
 	c.pong("abconfirm-7")   // never sent
+	_, looked := c.counts()
 	c.pong("abconfirm-1")
 	if err := <-first; err != nil {
 		t.Fatalf("first caller: %v", err)
@@ -102,10 +106,11 @@ func TestConfirmerCoalesces(t *testing.T) {
 	if got := <-sent; got != "PING :abconfirm-2" {
 		t.Fatalf("second PING %q", got)
 	}
-	select {
-	case err := <-rest:
-		t.Fatalf("a caller that came during PING 1 was answered by it (%v)", err)
-	case <-time.After(50 * time.Millisecond):
+	// Every caller has looked at PING 1's answer (woken by it): the
+	// five that came during it still wait.
+	testproc.Eventually(t, "every caller looked at PING 1's answer", func() bool { _, l := c.counts(); return l >= looked+6 })
+	if w, _ := c.counts(); w != 5 {
+		t.Fatalf("%d callers wait after PING 1's answer, want the 5 that came during it", w)
 	}
 	c.pong("abconfirm-2")
 	for i := 0; i < 5; i++ {

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/archiveteam/archivebot-go/embeddedredis"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 )
 
@@ -27,6 +29,19 @@ func checkRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
 	code = run(append([]string{"-check-config"}, args...), strings.NewReader(""), &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// heldDataDir returns a data directory an embedded Redis holds until the
+// test ends.
+func heldDataDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	srv, err := embeddedredis.Start(embeddedredis.Options{Addr: "127.0.0.1:0", DataDir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return dir
 }
 
 // takenPort returns an address that is in use until the test ends.
@@ -56,6 +71,7 @@ func TestCheckConfigDoesWhatARunDoes(t *testing.T) {
 		{"unreachable Redis", map[string]string{"REDIS_URL": "redis://127.0.0.1:1/0"}, "", "does not answer"},
 		{"unreachable sentinels", nil, "[redis]\nsentinels = [\"127.0.0.1:1\"]\nmaster_name = \"m\"\n", "redis.sentinels"},
 		{"data dir is a file", map[string]string{"ARCHIVEBOT_DATA_DIR": writeTemp(t, "file", "x")}, "", "redis.data_dir"},
+		{"data dir held by a running node", map[string]string{"ARCHIVEBOT_DATA_DIR": heldDataDir(t)}, "", "redis.data_dir: embedded redis: data directory in use"},
 		// The run failed on it after "configuration OK".
 		{"pipeline API port in use", nil, "[pipelines]\nlisten = \"" + takenPort(t) + "\"\n", "pipelines.listen: " + "127.0.0.1"},
 		// Two listeners on one address: each binds alone, the run cannot

@@ -355,6 +355,11 @@ func checkEmbedded(cfg *config.Config, logger *slog.Logger, invalid func(string)
 		if err := checkWritableDir(dir); err != nil {
 			errs = append(errs, fmt.Errorf("redis.data_dir: %w", err))
 		}
+		if who, held := embeddedredis.DataDirHolder(dir); held {
+			errs = append(errs, fmt.Errorf("redis.data_dir: %w: %s is held by another process (%s): a second node on it "+
+				"would overwrite the other's data; stop that node, or give this one its own redis.data_dir",
+				embeddedredis.ErrDataDirInUse, dir, who))
+		}
 		snap := filepath.Join(dir, embeddedredis.SnapshotFile)
 		if f, err := os.Open(snap); err == nil {
 			f.Close()

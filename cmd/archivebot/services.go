@@ -56,6 +56,7 @@ func startServices(ctx context.Context, cfg *config.Config, st *store.Store, ann
 			Batch:            config.DefaultAnalyzerBatch,
 			Debounce:         config.DefaultAnalyzerDebounce,
 		},
+		AvoidSiteEvery:    changeEvery(cfg.Notifier.AvoidSiteEvery.Duration),
 		QueueIndexRebuild: config.DefaultQueueIndexRebuild,
 	}, logger)
 	var networks []tweeter.Network
