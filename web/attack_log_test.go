@@ -42,7 +42,7 @@ func TestDashboardAttacksLeaveATrace(t *testing.T) {
 	rig.p.limit = 20 // irc.commands_per_minute's default
 	rig.srv.opt.Actions.SessionsTotal, rig.srv.opt.Actions.SessionsRankless = 1000, 100
 
-	// Finding 3: five rankless sessions from five addresses, 30 op-only
+	// Web actions past the throttle: five rankless sessions from five addresses, 30 op-only
 	// actions each.
 	refused := map[string]int{}
 	for i := 0; i < 5; i++ {
@@ -64,7 +64,7 @@ func TestDashboardAttacksLeaveATrace(t *testing.T) {
 		t.Errorf("the channel heard %d lines of refused actions", len(rig.said))
 	}
 
-	// Finding 6: 120 rankless sign-ins (the rankless bound is 100, five
+	// The sign-in pool: 120 rankless sign-ins (the rankless bound is 100, five
 	// are held already).
 	for i := 0; i < 120; i++ {
 		nick := fmt.Sprintf("junk%d", i)
@@ -98,7 +98,7 @@ func TestDashboardAttacksLeaveATrace(t *testing.T) {
 	t.Logf("refused: %v", refused)
 }
 
-// The stream flood (finding 7) as the log shows it: 900 WebSockets from
+// The stream flood as the log shows it: 900 WebSockets from
 // 9 addresses against caps of 512 in total and 64 per address; every
 // refusal is answered 503, and the log's counts add up to them.
 func TestStreamFloodLeavesATrace(t *testing.T) {
