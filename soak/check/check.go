@@ -50,6 +50,10 @@ type Options struct {
 	// however short the window (the slope judged against limit ×
 	// MinSlopeWindow / window).
 	MinSlopeWindow time.Duration
+	// SegmentWarmUp: after each restart of a process and each change of
+	// leader its series starts a new segment, whose first SegmentWarmUp
+	// is not judged (the run's start has WarmUp).
+	SegmentWarmUp time.Duration
 	// MinSamples: a series with a limit needs this many samples after
 	// warm-up to be judged; a run with fewer fails (invariant 6's
 	// floor). Every metric with a limit needs one such series.
@@ -88,6 +92,7 @@ func DefaultOptions() Options {
 		EndGrace:         10 * time.Second,
 		WarmUp:           0.2,
 		MinSlopeWindow:   10 * time.Minute,
+		SegmentWarmUp:    45 * time.Second,
 		MinSamples:       6,
 		PipelineKinds:    []string{"api", "bridge", "direct"},
 		MinViewerEntries: 100,
@@ -161,19 +166,29 @@ type Slope struct {
 	Metric  string  `json:"metric"`
 	PerHour float64 `json:"per_hour"`
 	// StdErr is PerHour's standard error (least squares). A series
-	// fails only when PerHour − 2·StdErr exceeds Limit: growth the
-	// samples show, not a slope their noise could give.
+	// fails only when PerHour − Sigmas·StdErr exceeds Allowed: growth
+	// the samples show, not a slope their noise could give.
 	StdErr float64 `json:"std_err"`
+	// Sigmas is how many standard errors PerHour must clear: Student's
+	// t for the fit's degrees of freedom at the one-sided level of two
+	// standard errors of a normal (2.3 %), divided by the number of
+	// segments of the series judged (each is a chance for noise to
+	// look like growth). About 2 for one segment of many samples.
+	Sigmas float64 `json:"sigmas"`
+	dof    int
 	Limit  float64 `json:"limit"` // 0: not judged
 	// Allowed is the slope it was judged against: Limit, or over a
 	// window shorter than MinSlopeWindow the slope of a fixed rise
 	// (what Limit adds in MinSlopeWindow).
-	Allowed  float64       `json:"allowed"`
-	Window   time.Duration `json:"window"`
-	Samples  int           `json:"samples"`
-	Segments int           `json:"segments"`
-	Judged   bool          `json:"judged"`
-	Pass     bool          `json:"pass"`
+	Allowed float64       `json:"allowed"`
+	Window  time.Duration `json:"window"`
+	// From is when the segment judged began (zero: the series is one
+	// segment, or this is the common slope of its segments).
+	From     time.Time `json:"from,omitempty"`
+	Samples  int       `json:"samples"`
+	Segments int       `json:"segments"`
+	Judged   bool      `json:"judged"`
+	Pass     bool      `json:"pass"`
 }
 
 // Recovery is, for one fault, how long until commands were answered and

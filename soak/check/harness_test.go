@@ -109,8 +109,13 @@ func clean() *run {
 	r := &run{t0: time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC), dump: Dump{}}
 	for s := 0.0; s <= 60; s += 5 {
 		r.add(s, history.Event{Kind: history.Sample, Actor: "node-a", Num: map[string]float64{"rss_bytes": 40e6 + float64(int(s)%10)*1e5, "goroutines": 80, "fds": 30}})
-		r.add(s, history.Event{Kind: history.Sample, Actor: "redis", Num: map[string]float64{"redis_used_memory": 3e6, "redis_live_memory": 2e6}})
 		r.add(s+0.5, history.Event{Kind: history.Stream, Actor: "viewer-1", Via: "v2", Num: map[string]float64{"frames": 100, "entries": 1000, "gaps": 0, "lag_p99_ms": 40}})
+	}
+	// Redis every 2.5 s: a kill-redis-master or lose-redis-write in
+	// the middle of the minute leaves each of its two segments the
+	// samples invariant 6 needs after their warm-up.
+	for s := 0.0; s <= 60; s += 2.5 {
+		r.add(s, history.Event{Kind: history.Sample, Actor: "redis", Num: map[string]float64{"redis_used_memory": 3e6, "redis_live_memory": 2e6}})
 	}
 	a := r.queue(1, "alice", urlA)
 	r.take(2, "p1", "key1", a)

@@ -19,19 +19,23 @@ func (c *checker) judge6() {
 	inv := c.inv[6]
 	dur := c.res.End.Sub(c.res.Start)
 	cut := c.res.Start.Add(time.Duration(float64(dur) * c.opts.WarmUp))
-	restarts := map[string][]time.Time{}
+	// Each process's series is cut into segments (its lives, and for
+	// the nodes its terms as leader or standby): a break at each
+	// restart (a kill or restart fault on it: the process is up again
+	// at the fault's end; for redis, each kill-redis-master or
+	// lose-redis-write: the samples follow the master, a new process
+	// after it) and, for the nodes, at each change of leader (a node
+	// that becomes leader, or stops being it, takes on or drops the
+	// whole load: its level changes, which is not growth).
+	breaks := map[string][]segBreak{}
 	for _, f := range c.res.Faults {
 		if strings.HasPrefix(f.Fault, "kill") || strings.HasPrefix(f.Fault, "restart") {
-			restarts[f.Target] = append(restarts[f.Target], f.Start)
+			breaks[f.Target] = append(breaks[f.Target], segBreak{at: f.Start, live: f.End})
 		}
 		if f.Fault == "kill-redis-master" || f.Fault == "lose-redis-write" {
-			// The samples follow the master, a new process after it.
-			restarts["redis"] = append(restarts["redis"], f.Start)
+			breaks["redis"] = append(breaks["redis"], segBreak{at: f.Start, live: f.End})
 		}
 	}
-	// A node that becomes leader (or stops being it) takes on (or drops)
-	// the whole load: its level changes, which is not growth. Each
-	// change of leader starts a new segment of every node's series.
 	nodes := map[string]bool{}
 	for _, l := range c.leaders {
 		if l.Actor != "" {
@@ -45,46 +49,81 @@ func (c *checker) judge6() {
 		}
 		prev = l.Actor
 		for n := range nodes {
-			restarts[n] = append(restarts[n], l.T)
+			breaks[n] = append(breaks[n], segBreak{at: l.T, live: l.T})
 		}
 	}
+	// A segment's warm-up: SegmentWarmUp, never more than the run's own.
+	warm := min(c.opts.SegmentWarmUp, cut.Sub(c.res.Start))
 	judgedMetric := map[string]bool{}
+	short := Skip{Name: "segment too short", Bound: "one segment judged per metric with a limit"}
 	for _, s := range c.res.series.samples() {
 		if s.actor == "machine" {
 			continue // where the CPU goes (load.go), not a process
 		}
-		sl := s.slope(cut, restarts[s.actor])
-		sl.Limit = c.opts.SlopeLimits[s.metric]
-		if sl.Limit > 0 && sl.Samples > 0 && sl.Samples < c.opts.MinSamples {
-			c.below(6, "%s has %d samples after warm-up, fewer than the %d needed to judge it", sl.Series, sl.Samples, c.opts.MinSamples)
-		}
-		if sl.Limit > 0 && sl.Samples >= c.opts.MinSamples && sl.Samples >= 3 && sl.Window > 0 {
-			sl.Judged = true
-			// The allowance is the limit; over a window shorter than
-			// MinSlopeWindow, a fixed rise: what the limit adds in
-			// MinSlopeWindow (8.3 MB of RSS in 10 minutes), however
-			// short the window. It used to be what the limit adds in
-			// an hour (limit × 1h / window), which let a 2-minute run
-			// add +50 MB of RSS; held to the bare slope, a 5-minute
-			// run failed on its processes' warm-up (a new leader's RSS
-			// rising 4.5 MB in 3 minutes, +142 MB/h).
-			sl.Allowed = sl.Limit
-			if sl.Window < c.opts.MinSlopeWindow {
-				sl.Allowed = sl.Limit * float64(c.opts.MinSlopeWindow) / float64(sl.Window)
+		limit := c.opts.SlopeLimits[s.metric]
+		segs := s.segments(cut, warm, breaks[s.actor])
+		// The series' slope over every segment's judged part (one
+		// common slope, an intercept per segment), reported; judged
+		// below only when those parts add up to MinSlopeWindow.
+		var kept []segment
+		for _, g := range segs {
+			if len(g.pts) >= c.opts.MinSamples && len(g.pts) >= 3 {
+				kept = append(kept, g)
+			} else if limit > 0 && len(g.pts) > 0 {
+				short.N++
+				short.Of++
+				if len(short.Examples) < 10 {
+					short.Examples = append(short.Examples, fmt.Sprintf("%s/%s from %s: %d samples after its warm-up, fewer than %d", s.actor, s.metric, g.from.UTC().Format("15:04:05"), len(g.pts), c.opts.MinSamples))
+				}
 			}
-			sl.Pass = sl.PerHour-2*sl.StdErr <= sl.Allowed
-			c.evidence[6]++
+		}
+		all := fitSegments(s, kept)
+		all.Limit = limit
+		if limit <= 0 {
+			c.res.Slopes = append(c.res.Slopes, all)
+			continue
+		}
+		short.Of += len(kept)
+		// Each segment is judged on its own: growth within one life of
+		// the process, after its warm-up. The allowance is the limit;
+		// over a window shorter than MinSlopeWindow, a fixed rise: what
+		// the limit adds in MinSlopeWindow (8.3 MB of RSS in 10
+		// minutes), however short the window. It used to be what the
+		// limit adds in an hour (limit × 1h / window), which let a
+		// 2-minute run add +50 MB of RSS.
+		var judged time.Duration
+		for _, g := range kept {
+			judged += g.pts[len(g.pts)-1].t.Sub(g.pts[0].t)
+		}
+		// Over many short lives a slow leak is in no one life: their
+		// common slope is judged too, when their judged parts add up
+		// to MinSlopeWindow (against the limit itself). It is one more
+		// slope of the series judged.
+		pooled := len(kept) > 1 && judged >= c.opts.MinSlopeWindow
+		tries := len(kept)
+		if pooled {
+			tries++
+		}
+		for i, g := range kept {
+			sl := fitSegments(s, kept[i:i+1])
+			sl.Limit = limit
+			sl.From = g.from // zero for the run's first segment
+			c.judgeSlope(&sl, g.pts, tries)
+			c.res.Slopes = append(c.res.Slopes, sl)
+		}
+		if pooled {
+			all.Window = judged
+			var pts []point
+			for _, g := range kept {
+				pts = append(pts, g.pts...)
+			}
+			c.judgeSlope(&all, pts, tries)
+			c.res.Slopes = append(c.res.Slopes, all)
+		}
+		if len(kept) > 0 {
 			judgedMetric[s.metric] = true
-			if !sl.Pass {
-				inv.violate(Violation{T: cut, T2: c.res.End, Lines: s.lines(cut),
-					Detail: fmt.Sprintf("%s grows %s per hour after warm-up (limit %s, judged against %s over %s, %d samples; ±%s standard error)",
-						sl.Series, human(sl.Metric, sl.PerHour), human(sl.Metric, sl.Limit), human(sl.Metric, sl.Allowed), sl.Window.Round(time.Second), sl.Samples, strings.TrimPrefix(human(sl.Metric, sl.StdErr), "+"))})
-			}
 		}
-		c.res.Slopes = append(c.res.Slopes, sl)
-		if sl.Limit > 0 {
-			inv.count(sl.Series, "%s/h ±%s (limit %s)", human(sl.Metric, sl.PerHour), strings.TrimPrefix(human(sl.Metric, sl.StdErr), "+"), human(sl.Metric, sl.Limit))
-		}
+		inv.count(all.Series, "%s/h ±%s (limit %s; %d of %d segments judged)", human(all.Metric, all.PerHour), strings.TrimPrefix(human(all.Metric, all.StdErr), "+"), human(all.Metric, all.Limit), len(kept), len(kept)+countShort(segs, c.opts.MinSamples))
 	}
 	var metrics []string
 	for m, v := range c.opts.SlopeLimits {
@@ -93,12 +132,61 @@ func (c *checker) judge6() {
 		}
 	}
 	sort.Strings(metrics)
+	short.Pass = true
 	for _, m := range metrics {
 		if !judgedMetric[m] {
-			c.below(6, "no series of %s had %d samples after warm-up: it was never judged", m, c.opts.MinSamples)
+			short.Pass = false
+			c.below(6, "no segment of a %s series had %d samples after its warm-up: it was never judged", m, c.opts.MinSamples)
 		}
 	}
+	c.shortSegments = short
 	inv.Pass = len(inv.Violations) == 0
+}
+
+func countShort(segs []segment, min int) int {
+	n := 0
+	for _, g := range segs {
+		if len(g.pts) > 0 && (len(g.pts) < min || len(g.pts) < 3) {
+			n++
+		}
+	}
+	return n
+}
+
+// judgeSlope judges one fitted slope against its limit: the limit, or
+// over a window shorter than MinSlopeWindow the slope of a fixed rise.
+// A slope fails only when it less Sigmas standard errors is above that:
+// growth the samples show, not a slope their noise could give. Of
+// tries slopes of the series judged, noise alone would push one past
+// two standard errors tries times as often: the level is divided
+// among them (fifteen noisy 1-minute lives judged at 2 standard errors
+// each failed 3 runs in 12 on noise alone).
+func (c *checker) judgeSlope(sl *Slope, pts []point, tries int) {
+	if sl.Window <= 0 {
+		return
+	}
+	sl.Judged = true
+	sl.Sigmas = tCritical(twoSigma/float64(max(tries, 1)), sl.dof)
+	sl.Allowed = sl.Limit
+	if sl.Window < c.opts.MinSlopeWindow {
+		sl.Allowed = sl.Limit * float64(c.opts.MinSlopeWindow) / float64(sl.Window)
+	}
+	sl.Pass = sl.PerHour-sl.Sigmas*sl.StdErr <= sl.Allowed
+	c.evidence[6]++
+	if sl.Pass {
+		return
+	}
+	first, last := pts[0], pts[len(pts)-1]
+	what := "after warm-up"
+	switch {
+	case sl.Segments > 1:
+		what = fmt.Sprintf("after warm-up, over %d segments (common slope)", sl.Segments)
+	case !sl.From.IsZero():
+		what = fmt.Sprintf("after warm-up in its segment from %s", sl.From.UTC().Format("15:04:05"))
+	}
+	c.inv[6].violate(Violation{T: first.t, T2: last.t, Lines: []int{first.line, last.line},
+		Detail: fmt.Sprintf("%s grows %s per hour %s (limit %s, judged against %s over %s, %d samples; ±%s standard error, %.1f of them allowed)",
+			sl.Series, human(sl.Metric, sl.PerHour), what, human(sl.Metric, sl.Limit), human(sl.Metric, sl.Allowed), sl.Window.Round(time.Second), sl.Samples, strings.TrimPrefix(human(sl.Metric, sl.StdErr), "+"), sl.Sigmas)})
 }
 
 func human(metric string, v float64) string {

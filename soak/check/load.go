@@ -241,8 +241,15 @@ func (r *Result) Figures() string {
 				v = "FAIL"
 			}
 		}
-		fmt.Fprintf(&b, "  slope %s %s/h (limit %s, judged against %s over %s, %d samples, %d segments) %s\n",
-			s.Series, human(s.Metric, s.PerHour), human(s.Metric, s.Limit), human(s.Metric, s.Allowed), s.Window.Round(time.Second), s.Samples, s.Segments, v)
+		which := "from the run's warm-up"
+		switch {
+		case s.Segments > 1:
+			which = fmt.Sprintf("%d segments, common slope", s.Segments)
+		case !s.From.IsZero():
+			which = "segment from " + s.From.UTC().Format("15:04:05")
+		}
+		fmt.Fprintf(&b, "  slope %s %s/h ±%s (limit %s, judged against %s over %s, %d samples, %s, %.1f standard errors allowed) %s\n",
+			s.Series, human(s.Metric, s.PerHour), strings.TrimPrefix(human(s.Metric, s.StdErr), "+"), human(s.Metric, s.Limit), human(s.Metric, s.Allowed), s.Window.Round(time.Second), s.Samples, which, s.Sigmas, v)
 	}
 	return b.String()
 }

@@ -212,7 +212,10 @@ type checker struct {
 	others                            int
 	otherExamples, unansweredExamples []string
 	nearSkew, fenceChecked            int
-	takesByVia                        map[string]int
+	// shortSegments: invariant 6's segments too short to judge after
+	// their warm-up (judge_measures.go).
+	shortSegments Skip
+	takesByVia    map[string]int
 
 	// The paused state (doc/protocol.md, Paused queues): pauseAcks, each
 	// acknowledged !pause (target, when seen); resumeSends, the !resume

@@ -88,63 +88,82 @@ func (ss *sampleSeries) lines(cut time.Time) []int {
 	return []int{first, last}
 }
 
-// slope fits the samples after cut by least squares, one line per
-// process life (a restart, told by a kill or restart fault on the
-// actor, starts a new segment with its own intercept and the same
-// slope), and returns the slope per hour.
-func (ss *sampleSeries) slope(cut time.Time, restarts []time.Time) Slope {
-	sl := Slope{Series: ss.actor + "/" + ss.metric, Metric: ss.metric}
-	segOf := func(t time.Time) int {
-		n := 0
-		for _, r := range restarts {
-			if !t.Before(r) {
-				n++
+// segBreak is where a process's series starts a new segment: at, a
+// restart's fault or a change of leader; live, when the process is up
+// again in its new life or role, from which its warm-up runs.
+type segBreak struct{ at, live time.Time }
+
+// segment is one life (or term) of a process: the samples after its
+// warm-up, and when that warm-up began.
+type segment struct {
+	from time.Time
+	pts  []point
+}
+
+// segments cuts the series at its breaks and keeps, in each segment, the
+// samples after its warm-up: the run's (cut) for every segment, and
+// for a segment that starts at a break, warm more after the process was
+// up again (a new leader's heap grows to the load it took on; a
+// restarted process fills its caches and connections).
+func (ss *sampleSeries) segments(cut time.Time, warm time.Duration, breaks []segBreak) []segment {
+	sort.Slice(breaks, func(i, j int) bool { return breaks[i].at.Before(breaks[j].at) })
+	segs := make([]segment, len(breaks)+1)
+	for i := range breaks {
+		segs[i+1].from = breaks[i].live
+	}
+	for _, p := range ss.pts {
+		k := 0
+		for k < len(breaks) && !p.t.Before(breaks[k].at) {
+			k++
+		}
+		start := cut
+		if k > 0 {
+			if w := segs[k].from.Add(warm); w.After(start) {
+				start = w
 			}
 		}
-		return n
-	}
-	type acc struct {
-		pts []point
-	}
-	segs := map[int]*acc{}
-	var first, last time.Time
-	for _, p := range ss.pts {
-		if p.t.Before(cut) {
+		if p.t.Before(start) {
 			continue
-		}
-		k := segOf(p.t)
-		if segs[k] == nil {
-			segs[k] = &acc{}
 		}
 		segs[k].pts = append(segs[k].pts, p)
-		if first.IsZero() {
-			first = p.t
+	}
+	return segs
+}
+
+// fitSegments fits the segments' samples by least squares, one line per
+// segment (its own intercept, the same slope), and returns the slope
+// per hour.
+func fitSegments(ss *sampleSeries, segs []segment) Slope {
+	sl := Slope{Series: ss.actor + "/" + ss.metric, Metric: ss.metric, Segments: len(segs)}
+	var first, last time.Time
+	for _, g := range segs {
+		for _, p := range g.pts {
+			if first.IsZero() || p.t.Before(first) {
+				first = p.t
+			}
+			if p.t.After(last) {
+				last = p.t
+			}
+			sl.Samples++
 		}
-		last = p.t
-		sl.Samples++
 	}
 	sl.Window = last.Sub(first)
-	sl.Segments = len(segs)
-	// Each segment's means, computed once for the slope and its error.
-	means := func(a *acc) (mx, my float64) {
-		for _, p := range a.pts {
-			mx += p.t.Sub(first).Hours()
-			my += p.v
-		}
-		return mx / float64(len(a.pts)), my / float64(len(a.pts))
-	}
 	type mean struct{ x, y float64 }
-	ms := map[*acc]mean{}
+	ms := make([]mean, len(segs))
 	var sxy, sxx float64
-	for _, a := range segs {
-		if len(a.pts) < 2 {
+	for i, g := range segs {
+		if len(g.pts) < 2 {
 			continue
 		}
-		mx, my := means(a)
-		ms[a] = mean{mx, my}
-		for _, p := range a.pts {
-			x := p.t.Sub(first).Hours() - mx
-			sxy += x * (p.v - my)
+		for _, p := range g.pts {
+			ms[i].x += p.t.Sub(first).Hours()
+			ms[i].y += p.v
+		}
+		ms[i].x /= float64(len(g.pts))
+		ms[i].y /= float64(len(g.pts))
+		for _, p := range g.pts {
+			x := p.t.Sub(first).Hours() - ms[i].x
+			sxy += x * (p.v - ms[i].y)
 			sxx += x * x
 		}
 	}
@@ -157,16 +176,20 @@ func (ss *sampleSeries) slope(cut time.Time, restarts []time.Time) Slope {
 	// requests) give a slope that says little; its error says how little.
 	var rss float64
 	n, k := 0, 0
-	for a, m := range ms {
+	for i, g := range segs {
+		if len(g.pts) < 2 {
+			continue
+		}
 		k++
-		for _, p := range a.pts {
-			r := (p.v - m.y) - sl.PerHour*(p.t.Sub(first).Hours()-m.x)
+		for _, p := range g.pts {
+			r := (p.v - ms[i].y) - sl.PerHour*(p.t.Sub(first).Hours()-ms[i].x)
 			rss += r * r
 			n++
 		}
 	}
-	if dof := n - k - 1; dof > 0 && sxx > 0 {
-		sl.StdErr = math.Sqrt(rss / float64(dof) / sxx)
+	sl.dof = n - k - 1
+	if sl.dof > 0 && sxx > 0 {
+		sl.StdErr = math.Sqrt(rss / float64(sl.dof) / sxx)
 	}
 	return sl
 }

@@ -81,5 +81,5 @@ func (c *checker) judgeSkips() {
 	notJudged.Examples = c.unansweredExamples
 	near := Skip{Name: "near a clock skew", N: c.nearSkew, Of: c.fenceChecked + c.nearSkew, Bound: fmt.Sprintf("%.0f %%", 100*b.NearSkew),
 		Pass: float64(c.nearSkew) <= b.NearSkew*float64(c.fenceChecked+c.nearSkew)}
-	c.res.Skips = []Skip{other, notJudged, near}
+	c.res.Skips = []Skip{other, notJudged, near, c.shortSegments}
 }
