@@ -248,8 +248,21 @@ func (r *Result) Figures() string {
 		case !s.From.IsZero():
 			which = "segment from " + s.From.UTC().Format("15:04:05")
 		}
-		fmt.Fprintf(&b, "  slope %s %s/h ±%s (limit %s, judged against %s over %s, %d samples, %s, %.1f standard errors allowed) %s\n",
-			s.Series, human(s.Metric, s.PerHour), strings.TrimPrefix(human(s.Metric, s.StdErr), "+"), human(s.Metric, s.Limit), human(s.Metric, s.Allowed), s.Window.Round(time.Second), s.Samples, which, s.Sigmas, v)
+		fmt.Fprintf(&b, "  slope %s %s/h ±%s (limit %s, judged against %s over %s, %d samples, %s, %.1f standard errors allowed) %s%s\n",
+			s.Series, human(s.Metric, s.PerHour), strings.TrimPrefix(human(s.Metric, s.StdErr), "+"), human(s.Metric, s.Limit), human(s.Metric, s.Allowed), s.Window.Round(time.Second), s.Samples, which, s.Sigmas, v, shortWindowWhy(s))
 	}
 	return b.String()
+}
+
+// shortWindowWhy says why a slope above its hourly limit can pass: over a
+// window shorter than MinSlopeWindow a series may rise by a fixed amount
+// (what the limit adds in MinSlopeWindow), so the rise, not the hourly
+// figure, is what was judged.
+func shortWindowWhy(s Slope) string {
+	if s.Limit <= 0 || s.Allowed <= s.Limit || s.Window <= 0 {
+		return ""
+	}
+	h := s.Window.Hours()
+	return fmt.Sprintf(": over so short a window the rise is judged, not the hourly figure: it rose %s of the fixed %s allowed (what the limit adds in %s)",
+		strings.TrimPrefix(human(s.Metric, s.PerHour*h), "+"), strings.TrimPrefix(human(s.Metric, s.Allowed*h), "+"), time.Duration(float64(time.Hour)*s.Allowed*h/s.Limit).Round(time.Minute))
 }

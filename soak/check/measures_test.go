@@ -382,3 +382,28 @@ func TestTCritical(t *testing.T) {
 		}
 	}
 }
+
+// TestShortWindowSaysWhyItPasses: a short run's slope above its hourly
+// limit that passes says that the rise was judged, and how large it was
+// against the fixed rise allowed, instead of a bare "+N MB/h … PASS".
+func TestShortWindowSaysWhyItPasses(t *testing.T) {
+	r := clean()
+	for s := 0.0; s <= 120; s += 5 {
+		r.add(s, history.Event{Kind: history.Sample, Actor: "node-b", Num: map[string]float64{"rss_bytes": 40e6 + s/120*8e6}})
+	}
+	res := r.check(t)
+	if !res.Invariant(6).Pass {
+		t.Fatalf("a 2-minute run rising 8 MB fails:\n%s", res.Summary())
+	}
+	var line string
+	for _, l := range strings.Split(res.Figures(), "\n") {
+		if strings.Contains(l, "slope node-b/rss_bytes") {
+			line = l
+		}
+	}
+	for _, want := range []string{"PASS: over so short a window the rise is judged", "it rose 5.7 MB of the fixed 8.3 MB allowed", "(what the limit adds in 10m0s)"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the slope line does not say %q:\n%s", want, line)
+		}
+	}
+}
