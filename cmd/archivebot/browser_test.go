@@ -259,6 +259,17 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("header colours of ended jobs: %v", bgs)
 	}
 	screenshot(t, ctx, dir, "2-ended")
+	// The whole page, every job in it: doc/dashboard.png is this picture
+	// (ARCHIVEBOT_SCREENSHOTS=DIR keeps it).
+	if keep := os.Getenv("ARCHIVEBOT_SCREENSHOTS"); keep != "" {
+		full, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("full-page screenshot: %v", err)
+		}
+		if err := os.WriteFile(filepath.Join(keep, "2-ended-full.png"), full, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// The filter: a regexp on the URL.
 	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#filter"), "running\\.example")); err != nil {
