@@ -108,3 +108,23 @@ local function list_holding(first)
   end
   return nil
 end
+
+-- index_covered: for pause and resume of "all", KEYS[last] is the queue
+-- index and KEYS[2k] the queues the caller named; it returns the last key
+-- before the index and whether every queue in the index was named.
+local function index_covered(last)
+  local index = KEYS[last]
+  last = last - 1
+  if redis.call('TYPE', index)['ok'] == 'set' then
+    local given = {}
+    for i = 2, last - 1, 2 do
+      given[KEYS[i]] = true
+    end
+    for _, q in ipairs(redis.call('SMEMBERS', index)) do
+      if not given[q] then
+        return last, false
+      end
+    end
+  end
+  return last, true
+end

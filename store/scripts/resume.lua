@@ -20,18 +20,10 @@ if bad then return bad end
 -- caller's read of the index and this script would stay open).
 local last = #KEYS
 if ARGV[1] == 'all' then
-  local index = KEYS[last]
-  last = last - 1
-  if redis.call('TYPE', index)['ok'] == 'set' then
-    local given = {}
-    for i = 2, last - 1, 2 do
-      given[KEYS[i]] = true
-    end
-    for _, q in ipairs(redis.call('SMEMBERS', index)) do
-      if not given[q] then
-        return -3
-      end
-    end
+  local covered
+  last, covered = index_covered(last)
+  if not covered then
+    return -3
   end
 end
 for i = 2, last do
