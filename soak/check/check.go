@@ -50,6 +50,12 @@ type Options struct {
 	// however short the window (the slope judged against limit ×
 	// MinSlopeWindow / window).
 	MinSlopeWindow time.Duration
+	// MinAloneWindow: when a series' judged segments add up to
+	// MinSlopeWindow (their common slope is judged), a segment whose
+	// judged part is shorter than this is judged only in that common
+	// slope, not on its own. In a short run every segment is judged on
+	// its own.
+	MinAloneWindow time.Duration
 	// SegmentWarmUp: after each restart of a process and each change of
 	// leader its series starts a new segment, whose first SegmentWarmUp
 	// is not judged (the run's start has WarmUp).
@@ -93,6 +99,7 @@ func DefaultOptions() Options {
 		WarmUp:           0.2,
 		MinSlopeWindow:   10 * time.Minute,
 		SegmentWarmUp:    45 * time.Second,
+		MinAloneWindow:   3 * time.Minute,
 		MinSamples:       6,
 		PipelineKinds:    []string{"api", "bridge", "direct"},
 		MinViewerEntries: 100,

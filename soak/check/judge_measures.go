@@ -105,6 +105,13 @@ func (c *checker) judge6() {
 			tries++
 		}
 		for i, g := range kept {
+			if pooled && g.pts[len(g.pts)-1].t.Sub(g.pts[0].t) < c.opts.MinAloneWindow {
+				// In a long run a short segment is judged in the
+				// common slope only: over a minute or two a node's
+				// level steps as viewers and pipelines move between
+				// the nodes (a step is not noise, and not growth).
+				continue
+			}
 			sl := fitSegments(s, kept[i:i+1])
 			sl.Limit = limit
 			sl.From = g.from // zero for the run's first segment

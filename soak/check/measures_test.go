@@ -157,8 +157,9 @@ func skipOf(res *Result, name string) Skip {
 // TestNoisyShortLivesAreNotGrowth: pure noise over many short lives fits
 // a slope far from zero, as the first long soak's node-b was (+993/h
 // over 26 lives). Lives of 100 s leave 55 s each after their warm-up:
-// 15 of them are judged one by one and, together (825 s, more than
-// MinSlopeWindow), by their common slope; the seed is one whose common
+// 15 of them are judged together (825 s, more than MinSlopeWindow), by
+// their common slope (each is shorter than MinAloneWindow, so not one by
+// one, as they once were); the seed is one whose common
 // slope is far above the limit (+7,856 ± 3,140/h), and judged at two
 // standard errors each, one of those 16 slopes failed in 6 seeds of 20
 // (2, 3, 10, 13, 14, 16); with Sigmas, in none. That is not growth the

@@ -26,6 +26,7 @@ func main() {
 	flag.DurationVar(&opts.EndGrace, "end-grace", opts.EndGrace, "a job that ended this close to the end may be unreported")
 	flag.DurationVar(&opts.ProbeSlack, "probe-slack", opts.ProbeSlack, "how far from a probe the model's state may be read")
 	flag.DurationVar(&opts.SegmentWarmUp, "segment-warm-up", opts.SegmentWarmUp, "after each restart of a process and each change of leader, how long its series is not judged")
+	flag.DurationVar(&opts.MinAloneWindow, "min-alone-window", opts.MinAloneWindow, "in a run long enough for a common slope, a segment judged over less than this is judged only in it")
 	flag.DurationVar(&opts.MinSlopeWindow, "min-slope-window", opts.MinSlopeWindow, "over a shorter window a series may rise by what its limit adds in this long")
 	flag.IntVar(&opts.MinSamples, "min-samples", opts.MinSamples, "samples after warm-up a series with a limit needs to be judged (fewer fail)")
 	flag.Float64Var(&opts.MinViewerEntries, "min-viewer-entries", opts.MinViewerEntries, "entries each v2 viewer needs outside faults (fewer fail)")
