@@ -30,18 +30,46 @@ func chromiumPath(t *testing.T) string {
 	return testproc.Bin(t, "chromium", "chromium-browser", "google-chrome")
 }
 
-// browser opens a headless chromium tab.
+// The package's one chromium: started by the first browser test, each
+// test's tab in a browser context of its own (cookies, storage and cache
+// not shared: a fresh profile, as a chromium of its own had), stopped by
+// TestMain. Starting and stopping a chromium per test cost a few seconds
+// each on the 2-core CI machine.
+var chrome struct {
+	once   sync.Once
+	ctx    context.Context // the browser's first tab: its contexts derive from it
+	err    error
+	cancel func()
+}
+
+// stopChrome stops the package's chromium, if a test started it.
+func stopChrome() {
+	if chrome.cancel != nil {
+		chrome.cancel()
+	}
+}
+
+// browser opens a headless chromium tab, in a browser context (an
+// incognito profile) of its own.
 func browser(t *testing.T) context.Context {
 	t.Helper()
 	path := chromiumPath(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
-		chromedp.Headless, chromedp.WindowSize(1400, 1000), chromedp.Flag("disable-gpu", true))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelC := chromedp.NewContext(actx)
+	chrome.once.Do(func() {
+		opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+			chromedp.Headless, chromedp.WindowSize(1400, 1000), chromedp.Flag("disable-gpu", true))
+		actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+		bctx, cancelB := chromedp.NewContext(actx)
+		chrome.ctx, chrome.cancel = bctx, func() { cancelB(); cancelA() }
+		chrome.err = chromedp.Do(bctx) // start the browser
+	})
+	if chrome.err != nil {
+		t.Fatalf("start chromium: %v", chrome.err)
+	}
+	ctx, cancelC := chromedp.NewContext(chrome.ctx, chromedp.WithNewBrowserContext())
 	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
-	if err := chromedp.Do(ctx); err != nil { // start the browser
-		t.Fatalf("start chromium: %v", err)
+	t.Cleanup(func() { cancelT(); cancelC() })
+	if err := chromedp.Do(ctx); err != nil { // open the tab
+		t.Fatalf("open a chromium tab: %v", err)
 	}
 	return ctx
 }

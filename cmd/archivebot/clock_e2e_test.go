@@ -17,6 +17,10 @@ import (
 // right while it runs, it leads. The chaos soak's clock-skew fault is
 // this, between two nodes.
 func TestE2EClockOffsetFile(t *testing.T) {
+	// Parallel (with the other tests that wait on their own servers and
+	// child processes, e2e_process_test.go): its Redis is a cluster of its
+	// own, not the process's real-Redis database; its nodes are children.
+	t.Parallel()
 	cl := redistest.StartCluster(t)
 	irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 	off := filepath.Join(t.TempDir(), "clock")

@@ -170,6 +170,10 @@ func dyingJob(t *testing.T, rdb *redis.Client, u *irctest.User, ch, raw string) 
 }
 
 func TestE2EHighAvailability(t *testing.T) {
+	// Parallel (with the other tests that wait on their own servers and
+	// child processes, e2e_process_test.go): its Redis is a cluster of its
+	// own, not the process's real-Redis database; its nodes are children.
+	t.Parallel()
 	cl := redistest.StartCluster(t)
 	irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.SentinelMaster, SentinelAddrs: cl.SentinelAddrs()})

@@ -61,6 +61,7 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv("XDG_STATE_HOME", state)
 	code := m.Run()
+	stopChrome() // the browser tests' chromium (browser_test.go)
 	os.RemoveAll(state)
 	os.Exit(code)
 }

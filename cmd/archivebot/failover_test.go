@@ -39,6 +39,12 @@ import (
 // then the master and replica 0 are killed, and the sentinels can only
 // promote replica 1.
 func TestFailoverLosingWritesIsNoticed(t *testing.T) {
+	// Parallel (with the other tests that wait on their own servers and
+	// child processes, e2e_process_test.go): its Redis is a cluster of its
+	// own, not the process's real-Redis database; the counters it reads
+	// move only in its own pipeline API here (the other parallel tests run
+	// their nodes as children, and sequential tests end before it runs).
+	t.Parallel()
 	cl := redistest.StartCluster(t)
 	lostBefore := counter("archivebot_redis_master_changes_total", "verdict", "lost")
 	takesBefore := counter("archivebot_redis_lost_takes_total", "", "")

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"sync"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -17,6 +18,21 @@ var luaRedisConstants = map[string]lua.LValue{
 	"LOG_NOTICE":  lua.LNumber(2),
 	"LOG_WARNING": lua.LNumber(3),
 }
+
+// luaCallBuf is what one redis.call from a script writes its reply to and
+// reads it back from (archivebot patch).
+type luaCallBuf struct {
+	buf bytes.Buffer
+	wr  *bufio.Writer
+	rd  *bufio.Reader
+}
+
+var luaCallBufs = sync.Pool{New: func() any {
+	b := &luaCallBuf{}
+	b.wr = bufio.NewWriter(&b.buf)
+	b.rd = bufio.NewReader(&b.buf)
+	return b
+}}
 
 func mkLua(srv *server.Server, c *server.Peer, sha string, readOnly bool) (map[string]lua.LGFunction, map[string]lua.LValue) {
 	mkCall := func(failFast bool) func(l *lua.LState) int {
@@ -66,14 +82,22 @@ func mkLua(srv *server.Server, c *server.Peer, sha string, readOnly bool) (map[s
 				}
 			}
 
-			buf := &bytes.Buffer{}
-			wr := bufio.NewWriter(buf)
-			peer := server.NewPeer(wr)
+			// archivebot patch: the buffers come from a pool, not two
+			// new 4 KB ones for every redis.call (most of a script's
+			// garbage, and its time under the race detector).
+			cb := luaCallBufs.Get().(*luaCallBuf)
+			cb.buf.Reset()
+			cb.wr.Reset(&cb.buf)
+			peer := server.NewPeer(cb.wr)
 			peer.Ctx = pCtx
 			srv.Dispatch(peer, args)
-			wr.Flush()
+			cb.wr.Flush()
 
-			res, err := server.ParseReply(bufio.NewReader(buf))
+			cb.rd.Reset(&cb.buf)
+			res, err := server.ParseReply(cb.rd)
+			cb.wr.Reset(nil)
+			cb.rd.Reset(nil)
+			luaCallBufs.Put(cb)
 			if err != nil {
 				if failFast {
 					// call() mode
