@@ -245,3 +245,86 @@ func logScore(t *testing.T, b *redistest.Backend, id string) int {
 	}
 	return n
 }
+
+// TestHAFollowerStreamThroughLeaderChange: a viewer of a follower sees
+// nothing stop when the leader changes. Three nodes, one Redis (each
+// backend); viewers on both followers while a direct-Redis job logs; the
+// leader is killed (SIGKILL: no release, the lease runs out); one
+// follower becomes the leader and the other stays a follower. Both
+// viewers, still connected, get every entry the job logged once, in
+// order (none lost or repeated across the change: the old leader moved
+// the bookmarks with its last append, the new one resumes from them),
+// its finished event, and no dropped frame.
+func TestHAFollowerStreamThroughLeaderChange(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
+		const ch = "#hachange"
+		op, _, _ := rolesIn(t, irc, ch)
+		webs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+		a := startChild(t, haAPINodeConfig(t, irc.URL(), ch, b.URL, "node-a", webs[0], freeAddr(t)))
+		a.log.waitFor(t, 0, "took the leader lease")
+		op.WaitBotIn(botNick, ch)
+		var followers []*child
+		for i, node := range []string{"node-b", "node-c"} {
+			c := startChild(t, haAPINodeConfig(t, irc.URL(), ch, b.URL, node, webs[i+1], freeAddr(t)))
+			c.log.waitFor(t, 0, "standby: another node leads")
+			testproc.Eventually(t, node+"'s /readyz to answer 200", func() bool {
+				code, _ := getBody(t, "http://"+webs[i+1]+"/readyz")
+				return code == http.StatusOK
+			})
+			followers = append(followers, c)
+		}
+
+		url, id := identOf(t, "http://hachange.example/")
+		if r := ask(op, ch, "!a "+url); !strings.Contains(r, "Queued "+url) {
+			t.Fatalf("!a: %q", r)
+		}
+		vb, vc := watch(t, webs[1], id, true), watch(t, webs[2], id, true)
+		ub := watch(t, webs[1], id, false)
+		// About 5 s of logging: the lease (3 s) runs out in the middle.
+		sim := runSim(t, b.Client, pipelinesim.Config{Nickname: "changepipe"}, fastRun(200, 25*time.Millisecond, 0))
+		sim.waitEvent(t, pipelinesim.EventTake, id)
+		testproc.Eventually(t, "the followers' viewers to get 20 entries", func() bool {
+			s1, _, _, _, _ := vb.get()
+			s2, _, _, _, _ := vc.get()
+			return len(s1) >= 20 && len(s2) >= 20
+		})
+		a.kill()
+		before, _, _, _, _ := vb.get()
+		if b.Mini != nil {
+			// miniredis expires keys on its own clock: run the lease out.
+			b.Mini.FastForward(4 * time.Second)
+		}
+		var newLeader string
+		testproc.Eventually(t, "a follower to take the lease", func() bool {
+			for i, c := range followers {
+				if role, _ := readyRole(t, c); role == "leader" {
+					newLeader = []string{"node-b", "node-c"}[i]
+					return true
+				}
+			}
+			return false
+		})
+		sim.waitEvent(t, pipelinesim.EventDone, id)
+		logged := logScore(t, b, id)
+		vb.waitAll(t, "node-b's viewer", logged, true)
+		vc.waitAll(t, "node-c's viewer", logged, true)
+		ub.waitAll(t, "node-b's upstream viewer", logged, false)
+		for _, v := range []struct {
+			name string
+			v    *viewer
+		}{{"node-b", vb}, {"node-c", vc}} {
+			s, _, ev, dropped, closed := v.v.get()
+			if p := contiguous(s, logged); p != "" {
+				t.Errorf("%s's viewer: %s", v.name, p)
+			}
+			if !slices.Contains(ev, "finished") || dropped != 0 || closed != nil {
+				t.Errorf("%s's viewer: events %v, %d dropped, closed: %v", v.name, ev, dropped, closed)
+			}
+		}
+		if _, n, _, _, _ := ub.get(); n != logged {
+			t.Errorf("node-b's upstream viewer: %d entries, want %d", n, logged)
+		}
+		t.Logf("%s took over; the viewers had %d of %d entries when the leader was killed, then all", newLeader, len(before), logged)
+	})
+}
