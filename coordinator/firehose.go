@@ -85,10 +85,14 @@ type Firehose struct {
 	eventsUp, workingSeen bool
 	readyMu               sync.Mutex
 
-	// relayCtx is Start's context (the term's fence) for the events the
-	// relay appends; relayLost logs what it could not.
-	relayCtx  context.Context
+	// relayLost logs what the relay could not append. Under Relay, once
+	// started, events wait in evq (at most relayEventQueue) for the
+	// events relayer, which appends all that waits in one script call.
 	relayLost *dropLog
+	evMu      sync.Mutex
+	evq       []news.JobEvent
+	evRunning bool
+	evWake    chan struct{}
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -134,7 +138,7 @@ func NewFirehose(st Store, sink news.StreamSink, cfg FirehoseConfig, log *slog.L
 		cfg.MaxSeen = 50_000
 	}
 	l := serviceLog(log, "firehose")
-	return &Firehose{store: st, sink: sink, cfg: cfg, log: l, relayLost: newDropLog(l), relayCtx: context.Background(),
+	return &Firehose{store: st, sink: sink, cfg: cfg, log: l, relayLost: newDropLog(l), evWake: make(chan struct{}, 1),
 		notified: newWakeSet(), seen: map[string]*seenEvents{},
 		working: map[string]bool{}, ending: map[string]int{}, ready: make(chan struct{}),
 		badKeys:    workingSummary("firehose", "not jobs: not streamed"),
@@ -179,8 +183,13 @@ func (f *Firehose) CatchUp(ctx context.Context) {
 // Start runs the firehose until ctx ends or Stop.
 func (f *Firehose) Start(ctx context.Context) {
 	ctx, f.cancel = context.WithCancel(ctx)
-	f.relayCtx = ctx
 	run.Go(&f.wg, f.log, "firehose", func() { f.work(ctx) })
+	if f.cfg.Relay {
+		f.evMu.Lock()
+		f.evRunning = true
+		f.evMu.Unlock()
+		run.Go(&f.wg, f.log, "firehose events relayer", func() { f.relayEvents(ctx) })
+	}
 	run.Go(&f.wg, f.log, "firehose working watcher", func() {
 		run.Every(ctx, f.log, "firehose-working", run.Schedule{Interval: f.cfg.WorkingInterval, Now: true},
 			func(ctx context.Context) { f.watchWorking(ctx) })
@@ -456,7 +465,63 @@ func (f *Firehose) pass(evs []news.JobEvent) {
 		}
 		return
 	}
-	if _, err := f.store.RelayBroadcast(f.relayCtx, []string{relayEventsBody(evs)}, nil); err != nil {
+	f.evMu.Lock()
+	if !f.evRunning {
+		// Not started (a test's Broadcast): append at once.
+		f.evMu.Unlock()
+		f.appendEvents(context.Background(), evs)
+		return
+	}
+	if len(f.evq)+len(evs) > relayEventQueue {
+		f.evMu.Unlock()
+		metrics.RelayLost("event_failed", len(evs))
+		f.relayLost.add("event_failed", len(evs), "job events wait to be appended to the stream relay beyond the queue's bound (Redis slow or away, or a flood of events): missing from every node's stream")
+		return
+	}
+	f.evq = append(f.evq, evs...)
+	f.evMu.Unlock()
+	select {
+	case f.evWake <- struct{}{}:
+	default:
+	}
+}
+
+// relayEventQueue bounds the job events waiting to be appended.
+const relayEventQueue = 10_000
+
+// relayEvents appends the queued job events until ctx ends: all that
+// waits, relayMessageEntries a message, in one script call; what comes
+// meanwhile waits for the next round (batching under a flood of events,
+// no added delay when quiet).
+func (f *Firehose) relayEvents(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.evWake:
+		}
+		f.evMu.Lock()
+		q := f.evq
+		f.evq = nil
+		f.evMu.Unlock()
+		f.appendEvents(ctx, q)
+	}
+}
+
+// appendEvents appends evs to the relay in one script call; what it
+// cannot is counted and logged.
+func (f *Firehose) appendEvents(ctx context.Context, evs []news.JobEvent) {
+	var bodies []string
+	for i := 0; i < len(evs); i += relayMessageEntries {
+		bodies = append(bodies, relayEventsBody(evs[i:min(i+relayMessageEntries, len(evs))]))
+	}
+	if len(bodies) == 0 {
+		return
+	}
+	if _, err := f.store.RelayBroadcast(ctx, bodies, nil); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
 		metrics.RelayLost("event_failed", len(evs))
 		f.relayLost.add("event_failed", len(evs), "cannot append job events to the stream relay: missing from every node's stream", "err", err)
 		return
