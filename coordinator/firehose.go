@@ -306,25 +306,48 @@ func (f *Firehose) broadcastMany(ctx context.Context, ids []string) error {
 }
 
 // relayBatch appends the entries of one read to the relay and moves their
-// bookmarks, in one script (store.RelayBroadcast): the messages cost one
-// command per batch, whatever the number of entries.
+// bookmarks (q[i] and marks[i] are one job's), one script call
+// (store.RelayBroadcast) per relayCallBytes of entries, whole jobs each:
+// a command per batch, whatever the number of entries.
 func (f *Firehose) relayBatch(ctx context.Context, q []apiLogUpdate, marks []store.BroadcastMark) ([]bool, error) {
-	msgs := encodeLogMessages(q, relayMessageEntries, relayMessageBytes, func() {
-		metrics.RelayLost("too_large", 1)
-		f.relayLost.add("too_large", 1, "a log entry with its job's record is larger than a relay message may be: left out of every node's stream")
-	})
-	bodies := make([]string, len(msgs))
-	n := 0
-	for i, m := range msgs {
-		bodies[i] = m.body
-		n += m.entries
-	}
-	moved, err := f.store.RelayBroadcast(ctx, bodies, marks)
-	if err == nil {
+	var moved []bool
+	for len(q) > 0 {
+		k, size := 0, 0
+		for k < len(q) {
+			n := 0
+			for _, e := range q[k].entries {
+				n += len(e.Doc) + 32
+			}
+			if k > 0 && size+n > relayCallBytes {
+				break
+			}
+			size += n
+			k++
+		}
+		msgs := encodeLogMessages(q[:k], relayMessageEntries, relayMessageBytes, func() {
+			metrics.RelayLost("too_large", 1)
+			f.relayLost.add("too_large", 1, "a log entry with its job's record is larger than a relay message may be: left out of every node's stream")
+		})
+		bodies := make([]string, len(msgs))
+		n := 0
+		for i, m := range msgs {
+			bodies[i] = m.body
+			n += m.entries
+		}
+		m, err := f.store.RelayBroadcast(ctx, bodies, marks[:k])
+		if err != nil {
+			return nil, err
+		}
 		metrics.RelayEntries("relayed", n)
+		moved = append(moved, m...)
+		q, marks = q[k:], marks[k:]
 	}
-	return moved, err
+	return moved, nil
 }
+
+// relayCallBytes bounds the entries (their documents) of one relay script
+// call: a read takes up to 500 jobs of up to 4 MiB each.
+const relayCallBytes = 8 << 20
 
 func unixFloat(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 

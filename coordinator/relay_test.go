@@ -14,6 +14,7 @@ import (
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/news"
 	"github.com/archiveteam/archivebot-go/store"
+	"github.com/archiveteam/archivebot-go/store/faultstore"
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
@@ -206,6 +207,45 @@ func TestRelayReaderRefuses(t *testing.T) {
 		}
 		if got := sink.scoresOf("rr"); got[0] != 1 || got[1] != 2 {
 			t.Errorf("entries %v", got)
+		}
+	})
+}
+
+// TestFirehoseRelayLargeRead: one read of three jobs with 3 MiB of
+// entries each is relayed in more than one script call (at most about
+// relayCallBytes each, whole jobs), not one command carrying 9 MiB; every
+// entry reaches the reader once, in order, and every bookmark moves.
+func TestFirehoseRelayLargeRead(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
+		_, node := startReader(t, s)
+		fs := faultstore.New(s)
+		pad := strings.Repeat("x", 60<<10)
+		ids := []string{"bigrelay1", "bigrelay2", "bigrelay3"}
+		const per = 50 // 50 × 60 KiB = 3 MiB a job
+		for _, id := range ids {
+			zs := make([]redis.Z, per)
+			for i := range zs {
+				zs[i] = redis.Z{Score: float64(i + 1), Member: fmt.Sprintf(`{"type":"stdout","message":"%d %s","ts":1}`, i+1, pad)}
+			}
+			b.Client.ZAdd(ctx, store.KeyLog(id), zs...)
+			b.Client.HSet(ctx, id, "url", "http://"+id+".example/", "log_score", per)
+		}
+		f := NewFirehose(fs, nil, FirehoseConfig{Relay: true}, svcLog(t))
+		if err := f.broadcastMany(ctx, ids); err != nil {
+			t.Fatal(err)
+		}
+		if n := fs.Calls("RelayBroadcast"); n < 2 {
+			t.Errorf("%d script calls for 9 MiB of entries, want at least 2", n)
+		}
+		for _, id := range ids {
+			testproc.Eventually(t, "the reader to get "+id+"'s entries", func() bool { return len(node.scoresOf(id)) >= per })
+			got := node.scoresOf(id)
+			if len(got) != per || got[0] != 1 || got[per-1] != per {
+				t.Errorf("%s: %d entries, from %v", id, len(got), got[:min(3, len(got))])
+			}
+			if bm := b.Client.HGet(ctx, id, "last_broadcasted_log_entry").Val(); bm != fmt.Sprint(per) {
+				t.Errorf("%s: bookmark %q, want %d", id, bm, per)
+			}
 		}
 	})
 }
