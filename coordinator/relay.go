@@ -32,8 +32,9 @@ import (
 const (
 	relayMessageEntries = DefaultAPILogMessageEntries
 	relayMessageBytes   = DefaultAPILogMessageBytes
-	// relayReadCount is the most messages one read takes.
-	relayReadCount = 100
+	// relayReadCount is the most messages one read takes (at most 16 MiB
+	// of messages of 512 KiB).
+	relayReadCount = 32
 	// relayBlock is how long one read waits for a message (and so the
 	// longest a stop waits for the reader).
 	relayBlock = 2 * time.Second
