@@ -171,6 +171,18 @@ type encodedMessage struct {
 // messages encodes q into messages within the bounds; an entry that does
 // not fit a message even alone (with its job's record) is dropped.
 func (p *APILogPublisher) messages(q []apiLogUpdate) []encodedMessage {
+	return encodeLogMessages(q, p.cfg.MessageEntries, p.cfg.MessageBytes, func() {
+		metrics.APILogDropped("too_large", 1)
+		p.dropped.add("too_large", 1, "an API log entry with its job's record is larger than a message on the channel may be: dropped from the live stream")
+	})
+}
+
+// encodeLogMessages encodes q into apiLogMessage documents of at most
+// maxEntries entries and maxBytes bytes, in q's order; tooLarge is called
+// for each entry that does not fit a message even alone (with its job's
+// record), which is left out. The API log's publisher and the firehose's
+// relay share it.
+func encodeLogMessages(q []apiLogUpdate, maxEntries, maxBytes int, tooLarge func()) []encodedMessage {
 	var out []encodedMessage
 	var jobs, entries []string
 	seen := map[string]bool{}
@@ -200,13 +212,12 @@ func (p *APILogPublisher) messages(q []apiLogUpdate) []encodedMessage {
 			if newJob {
 				need += len(job) + 1
 			}
-			if len(entries) >= p.cfg.MessageEntries || overhead+size+need > p.cfg.MessageBytes {
+			if len(entries) >= maxEntries || overhead+size+need > maxBytes {
 				flush()
 				newJob, need = true, len(eb)+1+len(job)+1
 			}
-			if overhead+need > p.cfg.MessageBytes {
-				metrics.APILogDropped("too_large", 1)
-				p.dropped.add("too_large", 1, "an API log entry with its job's record is larger than a message on the channel may be: dropped from the live stream")
+			if overhead+need > maxBytes {
+				tooLarge()
 				continue
 			}
 			if newJob {
@@ -293,9 +304,23 @@ func (l *APILogListener) handle(msg string) {
 		bad(1, "too many entries")
 		return
 	}
-	var order []string
-	by := map[string][]record.LogEntry{}
-	n, refused := 0, 0
+	order, by, n, refused := splitLogMessage(m)
+	if refused > 0 {
+		bad(refused, "entries without a job record, ident, score or with a document too large")
+	}
+	for _, id := range order {
+		l.sink.StreamLog(record.DecodeJob(id, m.Jobs[id]), by[id])
+	}
+	if n > 0 {
+		metrics.APILogRelayed("received", n)
+	}
+}
+
+// splitLogMessage checks m's entries and groups the good ones by job, in
+// the order of their first entry: n good, refused the others (no ident or
+// job record, a bad score, a document too large).
+func splitLogMessage(m apiLogMessage) (order []string, by map[string][]record.LogEntry, n, refused int) {
+	by = map[string][]record.LogEntry{}
 	for _, e := range m.Entries {
 		fields, ok := m.Jobs[e.Ident]
 		if e.Ident == "" || len(e.Ident) > maxIdentBytes || !ok || fields == nil ||
@@ -309,15 +334,7 @@ func (l *APILogListener) handle(msg string) {
 		by[e.Ident] = append(by[e.Ident], record.NewLogEntry(e.Doc, e.Score))
 		n++
 	}
-	if refused > 0 {
-		bad(refused, "entries without a job record, ident, score or with a document too large")
-	}
-	for _, id := range order {
-		l.sink.StreamLog(record.DecodeJob(id, m.Jobs[id]), by[id])
-	}
-	if n > 0 {
-		metrics.APILogRelayed("received", n)
-	}
+	return order, by, n, refused
 }
 
 // dropLog logs drops of one kind at most every dropLogEvery, with the

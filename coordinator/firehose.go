@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/archiveteam/archivebot-go/internal/badkeys"
+	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/run"
 	"github.com/archiveteam/archivebot-go/internal/text"
 	"github.com/archiveteam/archivebot-go/news"
@@ -38,6 +39,11 @@ type FirehoseConfig struct {
 	// MaxSeen bounds the jobs whose lifecycle events the firehose
 	// remembers (to pass each on once; default 50,000).
 	MaxSeen int
+	// Relay sends what the firehose streams to the relay
+	// (store.KeyStreamRelay, relay.go) instead of the sink, which is then
+	// unused: under ha.enabled, where every node's RelayReader feeds its
+	// own stream from the relay.
+	Relay bool
 }
 
 // seenCheckEvery is how often the firehose forgets the jobs it remembers
@@ -78,6 +84,15 @@ type Firehose struct {
 	readyOnce             sync.Once
 	eventsUp, workingSeen bool
 	readyMu               sync.Mutex
+
+	// relayLost logs what the relay could not append. Under Relay, once
+	// started, events wait in evq (at most relayEventQueue) for the
+	// events relayer, which appends all that waits in one script call.
+	relayLost *dropLog
+	evMu      sync.Mutex
+	evq       []news.JobEvent
+	evRunning bool
+	evWake    chan struct{}
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -122,7 +137,8 @@ func NewFirehose(st Store, sink news.StreamSink, cfg FirehoseConfig, log *slog.L
 	if cfg.MaxSeen <= 0 {
 		cfg.MaxSeen = 50_000
 	}
-	return &Firehose{store: st, sink: sink, cfg: cfg, log: serviceLog(log, "firehose"),
+	l := serviceLog(log, "firehose")
+	return &Firehose{store: st, sink: sink, cfg: cfg, log: l, relayLost: newDropLog(l), evWake: make(chan struct{}, 1),
 		notified: newWakeSet(), seen: map[string]*seenEvents{},
 		working: map[string]bool{}, ending: map[string]int{}, ready: make(chan struct{}),
 		badKeys:    workingSummary("firehose", "not jobs: not streamed"),
@@ -168,6 +184,12 @@ func (f *Firehose) CatchUp(ctx context.Context) {
 func (f *Firehose) Start(ctx context.Context) {
 	ctx, f.cancel = context.WithCancel(ctx)
 	run.Go(&f.wg, f.log, "firehose", func() { f.work(ctx) })
+	if f.cfg.Relay {
+		f.evMu.Lock()
+		f.evRunning = true
+		f.evMu.Unlock()
+		run.Go(&f.wg, f.log, "firehose events relayer", func() { f.relayEvents(ctx) })
+	}
 	run.Go(&f.wg, f.log, "firehose working watcher", func() {
 		run.Every(ctx, f.log, "firehose-working", run.Schedule{Interval: f.cfg.WorkingInterval, Now: true},
 			func(ctx context.Context) { f.watchWorking(ctx) })
@@ -228,6 +250,7 @@ func (f *Firehose) broadcastMany(ctx context.Context, ids []string) error {
 			return err
 		}
 		var marks []store.BroadcastMark
+		var relay []apiLogUpdate
 		for i, id := range ids {
 			var naj *store.NotAJobError
 			if errors.As(errs[i], &naj) {
@@ -235,15 +258,25 @@ func (f *Firehose) broadcastMany(ctx context.Context, ids []string) error {
 				continue
 			}
 			if u := us[i]; u.Job != nil && len(u.Entries) > 0 {
-				f.sink.StreamLog(u.Job, u.Entries)
+				if f.cfg.Relay {
+					relay = append(relay, apiLogUpdate{job: u.Job, entries: u.Entries})
+				} else {
+					f.sink.StreamLog(u.Job, u.Entries)
+				}
 				marks = append(marks, store.BroadcastMark{Ident: id, From: u.Bookmark,
 					To: u.Entries[len(u.Entries)-1].Score, Now: unixFloat(f.cfg.Now())})
 			}
 		}
-		moved, err := f.store.MarkBroadcastMany(ctx, marks)
+		var moved []bool
+		if f.cfg.Relay {
+			moved, err = f.relayBatch(ctx, relay, marks)
+		} else {
+			moved, err = f.store.MarkBroadcastMany(ctx, marks)
+		}
 		if err != nil {
 			return err
 		}
+		var ends []news.JobEvent
 		var again []string
 		k := 0
 		for i, id := range ids {
@@ -263,13 +296,58 @@ func (f *Firehose) broadcastMany(ctx context.Context, ids []string) error {
 				continue
 			}
 			if ev, ok := endFromHash(id, u.Job, nil); ok {
-				f.emit(ev)
+				ends = append(ends, ev)
 			}
 		}
+		f.emitAll(ends)
 		ids = again
 	}
 	return nil
 }
+
+// relayBatch appends the entries of one read to the relay and moves their
+// bookmarks (q[i] and marks[i] are one job's), one script call
+// (store.RelayBroadcast) per relayCallBytes of entries, whole jobs each:
+// a command per batch, whatever the number of entries.
+func (f *Firehose) relayBatch(ctx context.Context, q []apiLogUpdate, marks []store.BroadcastMark) ([]bool, error) {
+	var moved []bool
+	for len(q) > 0 {
+		k, size := 0, 0
+		for k < len(q) {
+			n := 0
+			for _, e := range q[k].entries {
+				n += len(e.Doc) + 32
+			}
+			if k > 0 && size+n > relayCallBytes {
+				break
+			}
+			size += n
+			k++
+		}
+		msgs := encodeLogMessages(q[:k], relayMessageEntries, relayMessageBytes, func() {
+			metrics.RelayLost("too_large", 1)
+			f.relayLost.add("too_large", 1, "a log entry with its job's record is larger than a relay message may be: left out of every node's stream")
+		})
+		bodies := make([]string, len(msgs))
+		n := 0
+		for i, m := range msgs {
+			bodies[i] = m.body
+			n += m.entries
+		}
+		m, err := f.store.RelayBroadcast(ctx, bodies, marks[:k])
+		if err != nil {
+			return nil, err
+		}
+		metrics.RelayEntries("relayed", n)
+		moved = append(moved, m...)
+		q, marks = q[k:], marks[k:]
+	}
+	return moved, nil
+}
+
+// relayCallBytes bounds the entries (their documents) of one relay script
+// call: a read takes up to 500 jobs of up to 4 MiB each.
+const relayCallBytes = 8 << 20
 
 func unixFloat(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
@@ -380,10 +458,105 @@ func (f *Firehose) listenEvents(ctx context.Context) {
 	})
 }
 
-// emit hands ev to the sink, once per lifecycle event and run of a job: a
-// job's lifecycle events are forgotten when it is queued or started again
-// after it ended (the same URL archived again gets the same ident).
+// emit hands ev on (pass), once per lifecycle event and run of a job.
 func (f *Firehose) emit(ev news.JobEvent) {
+	if f.first(&ev) {
+		f.pass([]news.JobEvent{ev})
+	}
+}
+
+// emitAll is emit for many events: under Relay, one append for all.
+func (f *Firehose) emitAll(evs []news.JobEvent) {
+	var out []news.JobEvent
+	for _, ev := range evs {
+		if f.first(&ev) {
+			out = append(out, ev)
+		}
+	}
+	f.pass(out)
+}
+
+// pass hands events to the sink, or under Relay appends them to the relay
+// (one command); events it cannot append are counted and logged.
+func (f *Firehose) pass(evs []news.JobEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	if !f.cfg.Relay {
+		for _, ev := range evs {
+			f.sink.StreamEvent(ev)
+		}
+		return
+	}
+	f.evMu.Lock()
+	if !f.evRunning {
+		// Not started (a test's Broadcast): append at once.
+		f.evMu.Unlock()
+		f.appendEvents(context.Background(), evs)
+		return
+	}
+	if len(f.evq)+len(evs) > relayEventQueue {
+		f.evMu.Unlock()
+		metrics.RelayLost("event_failed", len(evs))
+		f.relayLost.add("event_failed", len(evs), "job events wait to be appended to the stream relay beyond the queue's bound (Redis slow or away, or a flood of events): missing from every node's stream")
+		return
+	}
+	f.evq = append(f.evq, evs...)
+	f.evMu.Unlock()
+	select {
+	case f.evWake <- struct{}{}:
+	default:
+	}
+}
+
+// relayEventQueue bounds the job events waiting to be appended.
+const relayEventQueue = 10_000
+
+// relayEvents appends the queued job events until ctx ends: all that
+// waits, relayMessageEntries a message, in one script call; what comes
+// meanwhile waits for the next round (batching under a flood of events,
+// no added delay when quiet).
+func (f *Firehose) relayEvents(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.evWake:
+		}
+		f.evMu.Lock()
+		q := f.evq
+		f.evq = nil
+		f.evMu.Unlock()
+		f.appendEvents(ctx, q)
+	}
+}
+
+// appendEvents appends evs to the relay in one script call; what it
+// cannot is counted and logged.
+func (f *Firehose) appendEvents(ctx context.Context, evs []news.JobEvent) {
+	var bodies []string
+	for i := 0; i < len(evs); i += relayMessageEntries {
+		bodies = append(bodies, relayEventsBody(evs[i:min(i+relayMessageEntries, len(evs))]))
+	}
+	if len(bodies) == 0 {
+		return
+	}
+	if _, err := f.store.RelayBroadcast(ctx, bodies, nil); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		metrics.RelayLost("event_failed", len(evs))
+		f.relayLost.add("event_failed", len(evs), "cannot append job events to the stream relay: missing from every node's stream", "err", err)
+		return
+	}
+	metrics.RelayEntries("relayed", len(evs))
+}
+
+// first stamps ev and reports whether it is to be passed on: once per
+// lifecycle event and run of a job (a job's lifecycle events are
+// forgotten when it is queued or started again after it ended: the same
+// URL archived again gets the same ident).
+func (f *Firehose) first(ev *news.JobEvent) bool {
 	if ev.TS == 0 {
 		ev.TS = unixFloat(f.cfg.Now())
 	}
@@ -400,8 +573,7 @@ func (f *Firehose) emit(ev news.JobEvent) {
 			}
 			f.seenFull++
 			f.seenMu.Unlock()
-			f.sink.StreamEvent(ev)
-			return
+			return true
 		}
 		if s == nil || (s.ended && (ev.Event == store.EventQueued || ev.Event == store.EventStarted)) {
 			s = &seenEvents{}
@@ -410,14 +582,14 @@ func (f *Firehose) emit(ev news.JobEvent) {
 		bit := lifecycleBit(ev.Event)
 		if s.events&bit != 0 || (isEndEvent(ev.Event) && s.ended) {
 			f.seenMu.Unlock()
-			return
+			return false
 		}
 		s.events |= bit
 		s.ended = s.ended || isEndEvent(ev.Event)
 		s.at = f.cfg.Now()
 		f.seenMu.Unlock()
 	}
-	f.sink.StreamEvent(ev)
+	return true
 }
 
 // pruneSeen forgets jobs that ended over an hour ago and, every

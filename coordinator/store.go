@@ -46,6 +46,10 @@ type Store interface {
 	CommitLogCounts(ctx context.Context, ident, from, to string, c record.LogCounts, trimAfter int, respectBroadcast bool, maxLag int) (store.LogCommit, store.LogTrim, error)
 	ReadUnbroadcastMany(ctx context.Context, idents []string, limit int) (out []store.Unbroadcast, errs []error, err error)
 	MarkBroadcastMany(ctx context.Context, marks []store.BroadcastMark) ([]bool, error)
+	// The live stream's relay under ha.enabled (relay.go).
+	RelayBroadcast(ctx context.Context, msgs []string, marks []store.BroadcastMark) ([]bool, error)
+	ReadRelay(ctx context.Context, after string, count int, block time.Duration) ([]store.RelayMessage, error)
+	RelayEnds(ctx context.Context) (first, last string, err error)
 	PublishAPILog(ctx context.Context, msg string) (int64, error)
 
 	// Pipelines (pipelines.go).

@@ -156,6 +156,13 @@ const (
 	// the leader through the pipeline API, in batches (store/apilog.go):
 	// every node's live stream takes them from here.
 	ChannelAPILog = "archivebot:api_log"
+	// KeyStreamRelay (stream, ours) carries what the leader's firehose
+	// streams, log entries and job events, in batches, capped near
+	// RelayMaxLen messages (store/relay.go): under ha.enabled every
+	// node's live stream reads it, the leader's included.
+	KeyStreamRelay = "archivebot:stream_relay"
+	// KeyStreamRelaySeq (string, ours) numbers the relay's messages.
+	KeyStreamRelaySeq = "archivebot:stream_relay:seq"
 	// KeyStarted (set, ours) holds the idents in `working` whose start was
 	// observed (history entry written, notice queued). Idents that left
 	// `working` are removed by the next start scan.

@@ -98,6 +98,10 @@ var (
 // The live stream's broadcast bookmark (stream.go).
 var broadcastScript = fenced(lua("broadcast"))
 
+// relayMarkScript appends the leader's firehose batches to the relay
+// stream and moves their bookmarks (relay.go).
+var relayMarkScript = fenced(lua("relay_mark"))
+
 // The index of finished jobs and the failure records (history.go, failures.go).
 var (
 	indexFinishedScript = fenced(lua("index_finished"))

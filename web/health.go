@@ -41,6 +41,8 @@ type readyBody struct {
 	Leader   *leaderInfo             `json:"leader,omitempty"`
 	Redis    check                   `json:"redis"`
 	Clock    *check                  `json:"clock,omitempty"`
+	Stream   *check                  `json:"stream,omitempty"`
+	Note     string                  `json:"note,omitempty"`
 	IRC      check                   `json:"irc"`
 	Services map[string]serviceCheck `json:"services"`
 }
@@ -49,7 +51,10 @@ type readyBody struct {
 // (or the console is the front end) and every background service had a
 // successful cycle within three of its intervals (a service that has not
 // run yet counts from its start); 503 otherwise. The body says which check
-// failed. Redis: one PING (2-second timeout).
+// failed. Redis: one PING (2-second timeout). Under ha.enabled a standby
+// is ready to serve viewers (and to take over) when Redis answers and its
+// stream reads the relay; its body says it is not the leader ("role",
+// "note"). See doc/operating.md, One address for every node.
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	b := readyBody{Ready: true, Services: map[string]serviceCheck{}}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -77,6 +82,16 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 			b.Clock = &check{OK: true}
 		}
 	}
+	if s.opt.Relay != nil {
+		// The node's live stream reads the leader's relay: a node that
+		// cannot serves its viewers a stream that stopped.
+		if ok, why := s.opt.Relay(); ok {
+			b.Stream = &check{OK: true, Detail: "reading the leader's relay"}
+		} else {
+			b.Stream = &check{Detail: "cannot read the leader's relay: " + why}
+			b.Ready = false
+		}
+	}
 	if s.opt.Role != nil {
 		b.Role = s.opt.Role()
 		if h, ok, err := s.store.Leader(ctx); err == nil && ok {
@@ -85,6 +100,7 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		if b.Role == "standby" {
 			// No IRC, no services: ready to take over if Redis answers.
 			b.IRC = check{OK: true, Detail: "standby: the leader holds IRC"}
+			b.Note = "not the leader: serves viewers read-only (dashboard, web API, live streams); commands and dashboard actions are the leader's"
 			b.Ready = b.Ready && b.Redis.OK
 			status := http.StatusOK
 			if !b.Ready {

@@ -121,3 +121,24 @@ func TestReadyzClockProblem(t *testing.T) {
 		t.Fatalf("standby whose clock agrees: %d %+v", code, body)
 	}
 }
+
+// A node whose live stream cannot read the leader's relay serves its
+// viewers a stream that stopped: not ready, and /readyz says why; a
+// standby that reads it is ready and says it is not the leader.
+func TestReadyzRelay(t *testing.T) {
+	b := redistest.Mini(t)
+	st := store.New(b.Client)
+	var problem atomic.Value
+	problem.Store("read the stream relay: connection refused")
+	s := New(Options{Store: st, IRCConnected: func() bool { return false }, Role: func() string { return "standby" },
+		Relay: func() (bool, string) { p := problem.Load().(string); return p == "", p }})
+	code, body := readyz(t, s)
+	if code != 503 || body.Ready || body.Stream == nil || body.Stream.OK || !strings.Contains(body.Stream.Detail, "connection refused") {
+		t.Fatalf("standby whose stream cannot read the relay: %d %+v", code, body)
+	}
+	problem.Store("")
+	code, body = readyz(t, s)
+	if code != 200 || !body.Ready || body.Stream == nil || !body.Stream.OK || !strings.Contains(body.Note, "not the leader") {
+		t.Fatalf("standby reading the relay: %d %+v", code, body)
+	}
+}

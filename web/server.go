@@ -62,7 +62,10 @@ type Options struct {
 	// keeps it from leading ("" when it does not); /readyz shows it and
 	// is then not ready.
 	ClockProblem func() string
-	Logger       *slog.Logger
+	// Relay, when set (ha.enabled), reports whether this node's stream
+	// reads the leader's relay, and if not why (/readyz).
+	Relay  func() (bool, string)
+	Logger *slog.Logger
 	// Hub serves the live stream (/stream); nil: no stream (404).
 	Hub *Hub
 	// Now is the clock; default time.Now.

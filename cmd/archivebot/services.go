@@ -99,7 +99,7 @@ func startServices(ctx context.Context, cfg *config.Config, st *store.Store, ann
 	svc.Updates.OnSubscribe(tw.SweepSoon)
 	svc.Add(coordinator.Work{Name: "tweeter", Start: tw.Start, Stop: tw.Stop})
 	if hub != nil {
-		svc.Add(firehoseWork(st, svc.Updates, hub, logger))
+		svc.Add(firehoseWork(st, svc.Updates, hub, cfg.HA.Enabled, logger))
 	}
 	if papi != nil {
 		svc.Add(pipelineAPIWork(papi))

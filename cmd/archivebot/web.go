@@ -100,6 +100,12 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener
 	hub := web.NewHub(hubOpt)
 	irun.Go(wg, logger, "stream hub", func() { hub.Run(ctx) })
 	startAPILogListener(ctx, wg, st, hub, logger)
+	var relay *coordinator.RelayReader
+	if _, ha := fe.(interface{ Role() string }); ha {
+		// ha.enabled (the front end has a role): every node's stream,
+		// the leader's included, is fed from the leader's relay.
+		relay = startRelayReader(ctx, wg, st, hub, logger)
+	}
 	opt := web.Options{
 		Store:     st,
 		Hub:       hub,
@@ -129,6 +135,9 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener
 	if c, ok := fe.(interface{ ClockProblem() string }); ok {
 		opt.ClockProblem = c.ClockProblem
 	}
+	if relay != nil {
+		opt.Relay = relay.Health
+	}
 	srv := web.New(opt)
 	signIn.setServer(srv)
 	if actions != nil {
@@ -153,13 +162,24 @@ func startWeb(ctx context.Context, wg *sync.WaitGroup, ln, streamLn net.Listener
 // firehoseWork is the firehose feeding hub from the job logs, following
 // updates, as an entry of the leader's background work: it writes the
 // broadcast bookmarks, so under ha.enabled only the leader runs it (one per
-// term); the hub and its clients stay.
-func firehoseWork(st *store.Store, updates *coordinator.Updates, hub *web.Hub, logger *slog.Logger) coordinator.Work {
-	fh := coordinator.NewFirehose(st, hub, coordinator.FirehoseConfig{}, logger)
+// term); the hub and its clients stay. Under ha.enabled (relay) it feeds
+// no hub itself: it appends to the relay, which every node's relay
+// reader, its own included, hands to its hub (startRelayReader).
+func firehoseWork(st *store.Store, updates *coordinator.Updates, hub *web.Hub, relay bool, logger *slog.Logger) coordinator.Work {
+	fh := coordinator.NewFirehose(st, hub, coordinator.FirehoseConfig{Relay: relay}, logger)
 	updates.OnUpdate(fh.Notify)
 	updates.OnSubscribe(fh.CatchUp)
 	return coordinator.Work{Name: "firehose", Start: func(ctx context.Context) {
 		fh.Start(ctx)
 		fh.CatchUp(ctx) // the subscription may already be up
 	}, Stop: fh.Stop}
+}
+
+// startRelayReader feeds hub from the leader's relay until ctx ends, on
+// every node of ha.enabled, leading or not (doc/architecture.md, The
+// follower's stream).
+func startRelayReader(ctx context.Context, wg *sync.WaitGroup, st *store.Store, hub *web.Hub, logger *slog.Logger) *coordinator.RelayReader {
+	r := coordinator.NewRelayReader(st, hub, logger)
+	irun.Go(wg, logger, "stream relay reader", func() { r.Run(ctx) })
+	return r
 }

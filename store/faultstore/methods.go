@@ -263,6 +263,36 @@ func (f *Store) MarkBroadcastMany(ctx context.Context, marks []store.BroadcastMa
 	return r0, after(err)
 }
 
+// RelayBroadcast calls the wrapped store's, unless a fault is set for it.
+func (f *Store) RelayBroadcast(ctx context.Context, msgs []string, marks []store.BroadcastMark) (r0 []bool, err error) {
+	after, err := f.enter(ctx, "RelayBroadcast")
+	if err != nil {
+		return
+	}
+	r0, err = f.next.RelayBroadcast(ctx, msgs, marks)
+	return r0, after(err)
+}
+
+// ReadRelay calls the wrapped store's, unless a fault is set for it.
+func (f *Store) ReadRelay(ctx context.Context, after string, count int, block time.Duration) (r0 []store.RelayMessage, err error) {
+	done, err := f.enter(ctx, "ReadRelay")
+	if err != nil {
+		return
+	}
+	r0, err = f.next.ReadRelay(ctx, after, count, block)
+	return r0, done(err)
+}
+
+// RelayEnds calls the wrapped store's, unless a fault is set for it.
+func (f *Store) RelayEnds(ctx context.Context) (r0, r1 string, err error) {
+	after, err := f.enter(ctx, "RelayEnds")
+	if err != nil {
+		return
+	}
+	r0, r1, err = f.next.RelayEnds(ctx)
+	return r0, r1, after(err)
+}
+
 // PublishAPILog calls the wrapped store's, unless a fault is set for it.
 func (f *Store) PublishAPILog(ctx context.Context, msg string) (r0 int64, err error) {
 	after, err := f.enter(ctx, "PublishAPILog")
@@ -384,7 +414,7 @@ func (f *Store) ClockOffset(ctx context.Context) (r0, r1 time.Duration, err erro
 }
 
 // methods are the door's methods, each wrapped above.
-var methods = []string{"AdvanceDeathTimers", "FailJobNotice", "MarkDeathReported", "RemoveGhosts", "NoticesInDelivery", "TakeNotice", "AckNotice", "IndexFinished", "RecordJobEnd", "ScanStarts", "AllAvoidNotice", "WaitingOf", "GetJob", "GetFailure", "JobsExist", "FailReasons", "ReadEndState", "WorkingJobs", "Queues", "RebuildQueueIndex", "LogBookmark", "ReadLogBatch", "CommitLogCounts", "ReadUnbroadcastMany", "MarkBroadcastMany", "PublishAPILog", "PipelineSnapshot", "PipelineNoticeStates", "SetPipelineNoticeState", "ForgetPipelineNoticeStates", "ListenUpdates", "ListenJobEvents", "ListenAPILog", "AcquireLease", "RenewLease", "ReleaseLease", "ClockOffset", "MasterReplication", "PushAdminNotice"}
+var methods = []string{"AdvanceDeathTimers", "FailJobNotice", "MarkDeathReported", "RemoveGhosts", "NoticesInDelivery", "TakeNotice", "AckNotice", "IndexFinished", "RecordJobEnd", "ScanStarts", "AllAvoidNotice", "WaitingOf", "GetJob", "GetFailure", "JobsExist", "FailReasons", "ReadEndState", "WorkingJobs", "Queues", "RebuildQueueIndex", "LogBookmark", "ReadLogBatch", "CommitLogCounts", "ReadUnbroadcastMany", "MarkBroadcastMany", "RelayBroadcast", "ReadRelay", "RelayEnds", "PublishAPILog", "PipelineSnapshot", "PipelineNoticeStates", "SetPipelineNoticeState", "ForgetPipelineNoticeStates", "ListenUpdates", "ListenJobEvents", "ListenAPILog", "AcquireLease", "RenewLease", "ReleaseLease", "ClockOffset", "MasterReplication", "PushAdminNotice"}
 
 // MasterReplication calls the wrapped store's, unless a fault is set for it.
 func (f *Store) MasterReplication(ctx context.Context) (r0 store.ReplInfo, err error) {
