@@ -160,10 +160,15 @@ func (s *soak) fault(st step) string {
 			end(l.name)
 			return fmt.Sprintf("%s would not stop: %v", l.name, err)
 		}
-		s.waitUntil(time.Now().Add(leaseTTL + st.Dur))
+		// The frozen leader holds a command (hold_test.go): typed now,
+		// before its lease expires, read when it wakes past it.
+		wake := time.Now().Add(leaseTTL + st.Dur)
+		answered := s.holdCommand(s.prober, l.name, time.Until(wake)+replyWait)
+		s.waitUntil(wake)
 		p.Signal(syscall.SIGCONT)
 		s.waitRole(l, "standby", 30*time.Second)
 		end(l.name)
+		<-answered
 	case "lose-redis-write":
 		return s.loseRedisWrite(st, start, end)
 	case "kill-redis-master":

@@ -292,15 +292,28 @@ func (s *soak) resume(u *irctest.User, target string) {
 // command sends text as u and waits for its reply, recording Send and
 // Reply; ok is false on a timeout. The caller holds s.gate read-locked.
 func (s *soak) command(u *irctest.User, text string) (reply string, ok bool) {
-	id := s.nextID.Add(1)
+	id, sent := s.send(u, text, history.Event{})
+	return s.awaitReply(u, id, sent, replyWait)
+}
+
+// send types text in the channel as u and records the Send (with
+// extra's Target and Fault: hold_test.go); the reply is awaitReply's.
+func (s *soak) send(u *irctest.User, text string, extra history.Event) (id int64, sent time.Time) {
+	id = s.nextID.Add(1)
 	u.Mark()
-	sent := time.Now()
+	sent = time.Now()
 	u.Say(channel, text)
-	s.rec.Add(history.Event{T: sent, Kind: history.Send, Actor: u.Nick, Channel: channel, Text: text, ID: id})
-	m, err := u.WaitWithin(replyWait, "reply", replyTo(u.Nick))
+	s.rec.Add(history.Event{T: sent, Kind: history.Send, Actor: u.Nick, Channel: channel, Text: text, ID: id, Target: extra.Target, Fault: extra.Fault})
+	return id, sent
+}
+
+// awaitReply waits up to wait for the bot's answer to u's command id,
+// sent at sent, and records the Reply (Outcome "timeout" when none came).
+func (s *soak) awaitReply(u *irctest.User, id int64, sent time.Time, wait time.Duration) (reply string, ok bool) {
+	m, err := u.WaitWithin(wait, "reply", replyTo(u.Nick))
 	if err != nil {
 		s.rec.Add(history.Event{Kind: history.Reply, Actor: u.Nick, Channel: channel, ID: id, Outcome: "timeout",
-			Num: map[string]float64{"latency_ms": float64(replyWait.Milliseconds())}})
+			Num: map[string]float64{"latency_ms": float64(wait.Milliseconds())}})
 		return "", false
 	}
 	got := time.Now()

@@ -90,6 +90,11 @@ type soak struct {
 	bridges []*bridgeProc
 	jobs    *jobList
 	restart chan *pipe
+	// prober: the IRC user of the quiet points, the schedule's pause and
+	// the command a frozen leader holds (hold_test.go); test goroutine
+	// only. held: the held commands so far.
+	prober *irctest.User
+	held   int
 
 	gate sync.RWMutex // users hold it read-locked per command; quiet points lock it
 	// reportSeen gets a value (when empty) each time the observer sees a
@@ -329,6 +334,7 @@ func TestSoak(t *testing.T) {
 	}
 	// The prober is op too: the schedule's own pause (pause_test.go).
 	prober := irctest.Dial(t, irc.Addr(), "prober")
+	s.prober = prober
 	prober.Join(channel)
 	observer.Send("MODE %s +o %s", channel, prober.Nick)
 	for _, u := range append(users, prober) {

@@ -10,7 +10,8 @@ package check
 // that came after the !a was sent. The new leader never saw that !a (it
 // joins IRC after it takes the lease, and IRC does not replay), and the
 // old one no longer held the lease: one command, and a job no leader
-// registered.
+// registered. The runner makes every freeze of the leader hold such a
+// command (soak/hold_test.go).
 
 import (
 	"encoding/json"
@@ -70,6 +71,7 @@ func (c *checker) judgeFence(dump Dump) {
 	}
 	sort.Strings(keys)
 	checked, skewed := 0, 0
+	registered := map[string]bool{}
 	for _, k := range keys {
 		id := strings.TrimPrefix(k, "archivebot:history:")
 		for _, raw := range dump.Members(k) {
@@ -80,6 +82,7 @@ func (c *checker) judgeFence(dump Dump) {
 			if json.Unmarshal([]byte(raw), &h) != nil || h.Event != "queued" || h.TS <= 0 {
 				continue
 			}
+			registered[id] = true
 			reg := time.Unix(0, int64(h.TS*1e9))
 			if nearSkew(skews, reg) {
 				skewed++
@@ -113,6 +116,18 @@ func (c *checker) judgeFence(dump Dump) {
 	}
 	c.fenceChecked, c.nearSkew = checked, skewed
 	inv.count("registrations held against the lease", "%d (%d changes of leader; %d stamped near a clock skew, not judged)", checked, len(changes), skewed)
+	// The commands a frozen leader held (the runner types one at each
+	// freeze of the leader, soak/hold_test.go): each registered one is
+	// judged above like any other.
+	if len(c.heldSends) > 0 {
+		reg := 0
+		for _, e := range c.heldSends {
+			if id := parseCommand(e.Text).ident; id != "" && registered[id] {
+				reg++
+			}
+		}
+		inv.count("commands held by a frozen leader", "%d (%d of them registered)", len(c.heldSends), reg)
+	}
 }
 
 func nearSkew(ws []Window, t time.Time) bool {

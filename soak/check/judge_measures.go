@@ -270,7 +270,9 @@ func (c *checker) recoveries() {
 	for _, f := range c.res.Faults {
 		r := Recovery{Fault: f.Fault, Target: f.Target, Start: f.Start, End: f.End, Commands: -1, Stream: 0}
 		for _, l := range c.replies {
-			if !l.start.Before(f.Start) && !math.IsInf(l.ms, 1) {
+			// Not the command a frozen leader held: its answer, if any,
+			// is the woken node's refusal, not service again.
+			if !l.start.Before(f.Start) && !math.IsInf(l.ms, 1) && c.sendBy[l.id].Fault == "" {
 				r.Commands = l.end.Sub(f.Start)
 				break
 			}

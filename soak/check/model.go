@@ -212,6 +212,9 @@ type checker struct {
 	others                            int
 	otherExamples, unansweredExamples []string
 	nearSkew, fenceChecked            int
+	// heldSends: the commands typed while the leader was frozen, for it
+	// to hold (a Send with Fault set; judge_fence.go counts them).
+	heldSends []ev
 	// shortSegments: invariant 6's segments too short to judge after
 	// their warm-up (judge_measures.go).
 	shortSegments Skip

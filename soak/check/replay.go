@@ -57,6 +57,9 @@ func Check(events []history.Event, dump Dump, opts Options) *Result {
 			if cmd.name == "resume" {
 				c.resumeSends[e.ID] = e
 			}
+			if e.Fault != "" {
+				c.heldSends = append(c.heldSends, e)
+			}
 		}
 	}
 	for _, e := range evs {

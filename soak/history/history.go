@@ -24,7 +24,9 @@ type Kind string
 // The kinds of event. Each says which of Event's fields it fills.
 const (
 	// Send: a scripted IRC user sent a command. Actor (nick), Channel,
-	// Text (the line), ID (unique per run, links the reply).
+	// Text (the line), ID (unique per run, links the reply). A Send with
+	// Fault "freeze-leader" is a command typed while the leader was
+	// frozen, for it to hold (Target: the frozen node).
 	Send Kind = "send"
 	// Reply: the first bot line answering command ID, or Outcome
 	// "timeout" when none came. Actor (nick), Channel, Text, ID,
