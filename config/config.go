@@ -7,6 +7,7 @@ package config
 
 import (
 	"fmt"
+	"hash/fnv"
 	"net"
 	"net/url"
 	"os"
@@ -127,6 +128,8 @@ func (c *Config) setDefaults() {
 	def(&c.Redis.WaitTimeout, DefaultWaitTimeout)
 	def(&c.HA.LeaseTTL, DefaultLeaseTTL)
 	def(&c.HA.MaxClockSkew, DefaultMaxClockSkew)
+	def(&c.HA.IRCReplayWindow, DefaultIRCReplayWindow)
+	def(&c.HA.IRCHandoverAfter, DefaultIRCHandoverAfter)
 	if c.HA.NodeID == "" {
 		host, _ := os.Hostname()
 		if host == "" {
@@ -463,6 +466,12 @@ func (c *Config) validate() Problems {
 	if c.HA.LeaseTTL.Duration < time.Second {
 		bad("ha.lease_ttl", "must be at least 1s")
 	}
+	if c.IRC.StandbyNick == "" {
+		c.IRC.StandbyNick = standbyNick(c.IRC.Nick, c.HA.NodeID)
+	}
+	if strings.EqualFold(c.IRC.StandbyNick, c.IRC.Nick) {
+		bad("irc.standby_nick", "must differ from irc.nick (the leader's nick)")
+	}
 	if strings.ContainsAny(c.HA.NodeID, " \r\n") {
 		bad("ha.node_id", "%q must not contain spaces", c.HA.NodeID)
 	}
@@ -631,4 +640,12 @@ func (c *Config) validate() Problems {
 		}
 	}
 	return errs
+}
+
+// standbyNick derives a hot standby's nick from the main nick and the
+// node id: NICK-sbXYZ, XYZ from the node id's hash.
+func standbyNick(nick, node string) string {
+	h := fnv.New32a()
+	h.Write([]byte(node))
+	return fmt.Sprintf("%s-sb%03x", nick, h.Sum32()&0xfff)
 }
