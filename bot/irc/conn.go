@@ -415,6 +415,9 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 	c.connected.set(true)
 	c.markUp(true)
 	c.setBotMode(gen)
+	if c.Standby != nil {
+		c.reclaimNick(gen) // the node may have led or stopped while registering
+	}
 	c.log.Info("connected to IRC", "server", srv.addr, "nick", c.state.Me(), "tls", srv.tls != nil)
 	if c.stateHook != nil {
 		c.stateHook(true)
