@@ -7,7 +7,6 @@ package config
 
 import (
 	"fmt"
-	"hash/fnv"
 	"net"
 	"net/url"
 	"os"
@@ -466,10 +465,7 @@ func (c *Config) validate() Problems {
 	if c.HA.LeaseTTL.Duration < time.Second {
 		bad("ha.lease_ttl", "must be at least 1s")
 	}
-	if c.IRC.StandbyNick == "" {
-		c.IRC.StandbyNick = standbyNick(c.IRC.Nick, c.HA.NodeID)
-	}
-	if strings.EqualFold(c.IRC.StandbyNick, c.IRC.Nick) {
+	if c.IRC.StandbyNick != "" && strings.EqualFold(c.IRC.StandbyNick, c.IRC.Nick) {
 		bad("irc.standby_nick", "must differ from irc.nick (the leader's nick)")
 	}
 	if strings.ContainsAny(c.HA.NodeID, " \r\n") {
@@ -640,12 +636,4 @@ func (c *Config) validate() Problems {
 		}
 	}
 	return errs
-}
-
-// standbyNick derives a hot standby's nick from the main nick and the
-// node id: NICK-sbXYZ, XYZ from the node id's hash.
-func standbyNick(nick, node string) string {
-	h := fnv.New32a()
-	h.Write([]byte(node))
-	return fmt.Sprintf("%s-sb%03x", nick, h.Sum32()&0xfff)
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"sync"
 	"time"
@@ -28,7 +30,11 @@ func leadHot(ctx context.Context, cancel context.CancelFunc, cfg *config.Config,
 	node := cfg.HA.NodeID
 	c := botirc.New(cfg.IRC, b, logger.With("service", "irc", "node", node))
 	c.Gate = lease.Valid
-	c.Standby = &botirc.Standby{Nick: cfg.IRC.StandbyNick, Window: cfg.HA.IRCReplayWindow.Duration, Ledger: st}
+	nick := cfg.IRC.StandbyNick
+	if nick == "" {
+		nick = standbyNick(cfg.IRC.Nick, node)
+	}
+	c.Standby = &botirc.Standby{Nick: nick, Window: cfg.HA.IRCReplayWindow.Duration, Ledger: st}
 	c.OnPresenceEnd(signIn.presenceEnded)
 	fe.set(c)
 	defer fe.set(nil)
@@ -78,6 +84,15 @@ func leadHot(ctx context.Context, cancel context.CancelFunc, cfg *config.Config,
 	mu.Lock()
 	defer mu.Unlock()
 	return fatal
+}
+
+// standbyNick derives a hot standby's nick (irc.standby_nick left out)
+// from the main nick and the node id: NICK-sbXYZ, XYZ from the node id's
+// hash, so that two standbys do not collide.
+func standbyNick(nick, node string) string {
+	h := fnv.New32a()
+	h.Write([]byte(node))
+	return fmt.Sprintf("%s-sb%03x", nick, h.Sum32()&0xfff)
 }
 
 // handOver returns when leadCtx ends, or when the client has been
