@@ -465,6 +465,9 @@ func (c *Config) validate() Problems {
 	if c.HA.LeaseTTL.Duration < time.Second {
 		bad("ha.lease_ttl", "must be at least 1s")
 	}
+	if c.HA.IRCStandby && (c.HA.IRCReplayWindow.Duration <= 0 || c.HA.IRCHandoverAfter.Duration <= 0) {
+		bad("ha.irc_replay_window", "and ha.irc_handover_after must be positive")
+	}
 	if c.IRC.StandbyNick != "" && strings.EqualFold(c.IRC.StandbyNick, c.IRC.Nick) {
 		bad("irc.standby_nick", "must differ from irc.nick (the leader's nick)")
 	}

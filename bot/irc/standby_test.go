@@ -95,6 +95,7 @@ func TestHotStandbyTakesOverOnItsConnection(t *testing.T) {
 		a := startSBNode(t, b, srv, ch, "node-a", "ABsbA", true)
 		sb := startSBNode(t, b, srv, ch, "node-b", "ABsbB", false)
 		testproc.Eventually(t, "both bots in the channel", func() bool { return nickJoined(u, "ArchiveBot", ch) && nickJoined(u, "ABsbB", ch) })
+		gen := sb.c.gen.Load()
 		from := u.Len()
 
 		// The leader answers; the standby holds the same lines.
@@ -113,7 +114,6 @@ func TestHotStandbyTakesOverOnItsConnection(t *testing.T) {
 		a.holds.Store(false)
 		u.Say(ch, "!a https://example.com/hot/two")
 		testproc.Eventually(t, "the standby to hold the fifth", func() bool { return sb.heldCount() == 5 })
-		gen := sb.c.gen.Load()
 		beforeLead := u.Len()
 		sb.lead(t, b)
 		u.Expect("the new leader's answer to the command typed meanwhile", func(m ircmsg.Message) bool {
