@@ -86,8 +86,29 @@ func spoke(u *irctest.User, pos int, nick string) []string {
 // gives it up.
 func TestHotStandbyTakesOverOnItsConnection(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		srv := irctest.StartNgircd(t, irctest.NgircdOptions{})
+		for _, kind := range irctest.Servers {
+			t.Run(kind, func(t *testing.T) { hotStandbyTakesOver(t, b, irctest.StartServer(t, kind)) })
+		}
+	})
+}
+
+// hotStandbyTakesOver is TestHotStandbyTakesOverOnItsConnection on srv:
+// on InspIRCd the lines' key is the server's msgid, on ngircd the hash.
+func hotStandbyTakesOver(t *testing.T, b *redistest.Backend, srv irctest.Server) {
+	{
 		const ch = "#hot"
+		ranKeys := func() map[string]bool {
+			keys, err := b.Client.Keys(context.Background(), store.KeyIRCRan("*")).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			set := map[string]bool{}
+			for _, k := range keys {
+				set[k] = true
+			}
+			return set
+		}
+		before := ranKeys() // an earlier subtest's, on the same Redis
 		u := irctest.Connect(t, srv.Addr(), "vera")
 		u.Registered()
 		u.Join(ch)
@@ -99,7 +120,7 @@ func TestHotStandbyTakesOverOnItsConnection(t *testing.T) {
 		from := u.Len()
 
 		// The leader answers; the standby holds the same lines.
-		if r := strings.Join(u.Ask("ArchiveBot", ch, "!a https://example.com/hot/one"), " "); !strings.Contains(r, "Queued") {
+		if r := strings.Join(u.Ask("ArchiveBot", ch, "!a https://example.com/"+srv.Kind()+"/hot/one"), " "); !strings.Contains(r, "Queued") {
 			t.Fatalf("!a: %q", r)
 		}
 		// (Ask follows each command with "!status zzmarkN" and waits for
@@ -112,7 +133,7 @@ func TestHotStandbyTakesOverOnItsConnection(t *testing.T) {
 		// The leader's lease runs out (frozen, or killed): a command typed
 		// now has no one to answer it yet.
 		a.holds.Store(false)
-		u.Say(ch, "!a https://example.com/hot/two")
+		u.Say(ch, "!a https://example.com/"+srv.Kind()+"/hot/two")
 		testproc.Eventually(t, "the standby to hold the fifth", func() bool { return sb.heldCount() == 5 })
 		beforeLead := u.Len()
 		sb.lead(t, b)
@@ -125,7 +146,7 @@ func TestHotStandbyTakesOverOnItsConnection(t *testing.T) {
 		// A command after the takeover, from the same user: it runs after
 		// every replayed one (one worker per user), so once it is answered
 		// nothing replayed is still to come.
-		if r := askAny(u, ch, "!a https://example.com/hot/three", "ArchiveBot", "ABsbB"); !strings.Contains(r, "Queued") {
+		if r := askAny(u, ch, "!a https://example.com/"+srv.Kind()+"/hot/three", "ArchiveBot", "ABsbB"); !strings.Contains(r, "Queued") {
 			t.Fatalf("!a after the takeover: %q", r)
 		}
 		all := append(spoke(u, from, "ArchiveBot"), spoke(u, from, "ABsbB")...)
@@ -152,7 +173,21 @@ func TestHotStandbyTakesOverOnItsConnection(t *testing.T) {
 		if got := spoke(u, 0, "ABsbA"); len(got) > 0 {
 			t.Errorf("the old leader spoke after its lease ran out: %q", got)
 		}
-	})
+		prefix := map[string]string{"inspircd": "id:", "ngircd": "h:"}[srv.Kind()]
+		var keys []string
+		for k := range ranKeys() {
+			if before[k] {
+				continue
+			}
+			keys = append(keys, k)
+			if !strings.HasPrefix(k, store.KeyIRCRan(prefix)) {
+				t.Errorf("on %s the line key %q is not %q…", srv.Kind(), k, prefix)
+			}
+		}
+		if len(keys) < 3 {
+			t.Errorf("%d lines recorded as run, want at least 3: %q", len(keys), keys)
+		}
+	}
 }
 
 // nickJoined reports whether u saw nick join channel.
