@@ -60,6 +60,11 @@ type Request struct {
 	// acting), "" for a line typed in IRC or on the console. The audit
 	// line and the job's history name it.
 	Where string
+	// Line is the key of the IRC line the command was read from, the same
+	// on every node that saw the line (bot/irc: msgid, else derived; see
+	// doc/reliability.md, A hot standby on IRC); "" elsewhere. A command
+	// that RecordsLine writes it (store.WithIRCLine) in its own script.
+	Line string
 }
 
 // WhereWeb marks a request made from the dashboard.
@@ -104,6 +109,11 @@ type Command struct {
 	// Mutates marks commands that change jobs: refused in private
 	// messages, where there is no channel to judge rank or report to.
 	Mutates bool
+	// Unrecorded marks a command that Mutates but whose write keeps no
+	// outcome record of its own (a fenced script outside the user-command
+	// scripts): a hot standby must record its IRC line before it runs it
+	// (RecordsLine).
+	Unrecorded bool
 	// Usage is the syntax shown for malformed calls.
 	Usage string
 	// Help is a one-line description.
@@ -306,6 +316,15 @@ func cutSpace(s string) (first, rest string) {
 	return s[:i], strings.TrimLeftFunc(s[i:], unicode.IsSpace)
 }
 
+// RecordsLine reports whether the command text invokes records its IRC
+// line (Request.Line) in the same script as its change: a command that
+// changes jobs through a user-command script. For any other command a
+// front end that needs the line recorded records it before running it.
+func (b *Bot) RecordsLine(text string) bool {
+	c, _ := b.lookup(text)
+	return c != nil && c.Mutates && !c.Unrecorded
+}
+
 // IsCommand reports whether text invokes a command of the table. Ordinary
 // chat that merely starts with "!" is not a command.
 func (b *Bot) IsCommand(text string) bool {
@@ -357,6 +376,9 @@ func (b *Bot) Handle(ctx context.Context, req Request, out Replier) {
 	var id string
 	if cmd.Mutates {
 		ctx, id = b.withCommandID(ctx)
+		if req.Line != "" {
+			ctx = store.WithIRCLine(ctx, req.Line)
+		}
 		rec := &firstReply{Replier: out}
 		call.Out = rec
 		defer func() { b.audit(call, id, outcome, rec.first) }()

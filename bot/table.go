@@ -68,9 +68,9 @@ func commandTable() []*Command {
 			Usage: "!login", Help: "get a one-time link, in private, that signs you in to the dashboard to act on jobs with your rank here"},
 		{Name: "!logout", Perm: Anyone, MinArgs: 0, MaxArgs: 0, Run: runLogout,
 			Usage: "!logout", Help: "end your dashboard sessions"},
-		{Name: "!pause", Perm: Op, Mutates: true, MinArgs: 0, MaxArgs: -1, Run: runPause,
+		{Name: "!pause", Perm: Op, Mutates: true, Unrecorded: true, MinArgs: 0, MaxArgs: -1, Run: runPause,
 			Usage: "!pause [QUEUE|all] [REASON] (QUEUE: pending, pending-ao, pending-large or pending:NAME; all when left out)", Help: "stop handing out jobs from a queue, or from every queue, to every pipeline"},
-		{Name: "!resume", Perm: Op, Mutates: true, MinArgs: 0, MaxArgs: 1, Run: runResume,
+		{Name: "!resume", Perm: Op, Mutates: true, Unrecorded: true, MinArgs: 0, MaxArgs: 1, Run: runResume,
 			Usage: "!resume [QUEUE|all]", Help: "hand out a paused queue's jobs again, in order"},
 		{
 			Name: "!help", Perm: Anyone,

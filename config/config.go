@@ -127,6 +127,8 @@ func (c *Config) setDefaults() {
 	def(&c.Redis.WaitTimeout, DefaultWaitTimeout)
 	def(&c.HA.LeaseTTL, DefaultLeaseTTL)
 	def(&c.HA.MaxClockSkew, DefaultMaxClockSkew)
+	def(&c.HA.IRCReplayWindow, DefaultIRCReplayWindow)
+	def(&c.HA.IRCHandoverAfter, DefaultIRCHandoverAfter)
 	if c.HA.NodeID == "" {
 		host, _ := os.Hostname()
 		if host == "" {
@@ -462,6 +464,12 @@ func (c *Config) validate() Problems {
 	}
 	if c.HA.LeaseTTL.Duration < time.Second {
 		bad("ha.lease_ttl", "must be at least 1s")
+	}
+	if c.HA.IRCStandby && (c.HA.IRCReplayWindow.Duration <= 0 || c.HA.IRCHandoverAfter.Duration <= 0) {
+		bad("ha.irc_replay_window", "and ha.irc_handover_after must be positive")
+	}
+	if c.IRC.StandbyNick != "" && strings.EqualFold(c.IRC.StandbyNick, c.IRC.Nick) {
+		bad("irc.standby_nick", "must differ from irc.nick (the leader's nick)")
 	}
 	if strings.ContainsAny(c.HA.NodeID, " \r\n") {
 		bad("ha.node_id", "%q must not contain spaces", c.HA.NodeID)

@@ -87,6 +87,8 @@ func TestLoadErrorsNameFileAndKey(t *testing.T) {
 		{"[irc]\nserver = \"irc://x\"\nchannels = [\"#a\"]\n[ha]\nenabled = true\n", "ha.enabled"},
 		{"[redis]\nurl = \"redis://x:1/0\"\n[ha]\nenabled = true\n", "ha.enabled"},
 		{"[redis]\nurl = \"redis://x:1/0\"\n[ha]\nlease_ttl = \"10ms\"\n", "ha.lease_ttl"},
+		{"[redis]\nurl = \"redis://x:1/0\"\n[ha]\nirc_standby = true\nirc_replay_window = \"-1s\"\n", "ha.irc_replay_window"},
+		{"[irc]\nnick = \"Bot\"\nstandby_nick = \"bot\"\n", "irc.standby_nick"},
 	}
 	for _, c := range cases {
 		p := write(t, c.text)

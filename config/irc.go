@@ -21,6 +21,11 @@ type IRC struct {
 	// Channels go (saying where they were meant to go). Left out: the
 	// first of Channels; "": off, such reports are only logged.
 	ReportChannel string `toml:"report_channel"`
+	// StandbyNick is the nick of a hot standby (ha.irc_standby) while it
+	// does not lead; "" (the default): Nick followed by "-sb" and three
+	// characters of the node id's hash, so that standbys do not collide
+	// (derived where it is used, cmd/archivebot).
+	StandbyNick string `toml:"standby_nick"`
 }
 
 // defaultReportChannel is the first configured channel's name, "" when

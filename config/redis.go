@@ -100,7 +100,23 @@ type HA struct {
 	MaxClockSkew Duration `toml:"max_clock_skew"`
 	// NodeID names this node in the lease; default hostname-pid.
 	NodeID string `toml:"node_id"`
+	// IRCStandby keeps every node connected to IRC, the standbys silent
+	// under irc.standby_nick, so a takeover answers on a connection that
+	// is already up (doc/reliability.md, A hot standby on IRC).
+	IRCStandby bool `toml:"irc_standby"`
+	// IRCReplayWindow is how long a standby holds a command typed while
+	// it did not lead, to run it if it leads next and no leader ran it.
+	IRCReplayWindow Duration `toml:"irc_replay_window"`
+	// IRCHandoverAfter is how long a leader without IRC keeps the lease
+	// while another node reports a registered IRC connection.
+	IRCHandoverAfter Duration `toml:"irc_handover_after"`
 }
+
+// Defaults of the hot standby on IRC (HA.IRCStandby).
+const (
+	DefaultIRCReplayWindow  = 2 * time.Minute
+	DefaultIRCHandoverAfter = 10 * time.Second
+)
 
 // RedactURL hides a password in a URL for messages and logs. A URL that
 // does not parse has everything before its last "@" hidden.

@@ -31,6 +31,10 @@ type Lease struct {
 	// leader steps down), since the pipeline API's timestamps and nonces
 	// assume the nodes' clocks agree. Set it before Run.
 	MaxClockSkew time.Duration
+	// MayLead, when set, is asked before each campaign: false keeps this
+	// node from taking the lease (a node without IRC while another has
+	// it, ha.irc_standby). Set it before Run.
+	MayLead func() bool
 
 	clockMu      sync.Mutex
 	clockProblem string // why the node refuses to lead, "" when it does not
@@ -153,7 +157,22 @@ func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context)) {
 	}
 	lastHolder := ""
 	unreachable := false
+	held := false // MayLead said no, logged once
 	for ctx.Err() == nil {
+		if l.MayLead != nil && !l.MayLead() {
+			if !held {
+				held = true
+				l.log.Info("not campaigning: another node is better placed to lead (it has IRC, this node has not)")
+			}
+			t := time.NewTimer(poll)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			continue
+		}
+		held = false
 		if !l.clockOK(ctx) {
 			t := time.NewTimer(poll)
 			select {

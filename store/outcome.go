@@ -48,18 +48,23 @@ func WithCommand(ctx context.Context, id string, ttl time.Duration) context.Cont
 	return context.WithValue(ctx, commandKey{}, commandRecord{id: id, ttl: ttl})
 }
 
-// commandArgs are the two trailing ARGV of the command-record prologue
-// (scripts/cmdrecord.lua): the record's lifetime and key.
+// commandArgs are the three trailing ARGV of the command-record prologue
+// (scripts/cmdrecord.lua): the record's lifetime and key, and the key
+// that records the IRC line the command was read from (WithIRCLine).
 func commandArgs(ctx context.Context) []any {
+	ran := ""
+	if line, ok := ctx.Value(ircLineKey{}).(string); ok && line != "" {
+		ran = KeyIRCRan(line)
+	}
 	rec, ok := ctx.Value(commandKey{}).(commandRecord)
 	if !ok || rec.id == "" {
-		return []any{0, ""}
+		return []any{0, "", ""}
 	}
 	secs := int64(rec.ttl / time.Second)
 	if secs < 1 {
 		secs = 1
 	}
-	return []any{secs, KeyCommand(rec.id)}
+	return []any{secs, KeyCommand(rec.id), ran}
 }
 
 // noRetryCmd keeps go-redis from sending a write again on its own after a

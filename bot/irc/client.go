@@ -51,6 +51,11 @@ type Client struct {
 	// nothing at all is sent, not even QUIT or PONG. Set before Run.
 	Gate func() bool
 
+	// Standby, when set, makes the client a hot standby (standby.go):
+	// connected and silent while its node does not lead. Set before Run.
+	Standby *Standby
+	sb      standbyState
+
 	commandTimeout time.Duration // tunable; tests shorten it
 
 	// presenceEnd hears the presences that end (OnPresenceEnd).

@@ -19,6 +19,7 @@ func (c *Client) onMessage(msg ircmsg.Message) {
 		c.onEvent(ev, gen)
 	}
 	c.tellPresenceEnded()
+	c.onNickFreed(msg)
 	if msg.Command == "NICK" && len(msg.Params) > 0 {
 		c.throttle.rename(c.state.Fold(msg.Nick()), c.state.Fold(msg.Params[0]))
 	}
@@ -49,6 +50,9 @@ func (c *Client) request(msg ircmsg.Message) (bot.Request, bool) {
 		return bot.Request{}, false
 	}
 	req := bot.Request{Nick: nick, NickKey: c.state.Fold(nick), Text: line}
+	if c.Standby != nil {
+		req.Line = c.lineKey(msg, nuh, target, line)
+	}
 	// The account as the server told it: by this very line's tag
 	// (account-tag; the tracker read it before this), else by
 	// extended-join or account-notify. Tags are trusted only when the
@@ -73,6 +77,18 @@ func (c *Client) request(msg ircmsg.Message) (bot.Request, bool) {
 // user's worker. Every command is run or answered with the reason it was
 // not.
 func (c *Client) accept(req bot.Request) {
+	if c.Standby != nil {
+		c.see(req.Line)
+		if c.silent() && c.hold(req) {
+			return // a standby: held for the next leader (standby.go)
+		}
+	}
+	c.run(req)
+}
+
+// run applies the per-user throttle and hands the request to the user's
+// worker.
+func (c *Client) run(req bot.Request) {
 	key := c.state.Fold(req.Nick)
 	r := c.newReplier(req)
 	privileged := !req.Private() && req.Rank >= bot.RankVoice
@@ -101,5 +117,20 @@ func (c *Client) accept(req bot.Request) {
 func (c *Client) handle(req bot.Request, r *replier) {
 	ctx, cancel := context.WithTimeout(c.cmdCtx, c.commandTimeout)
 	defer cancel()
+	if c.Standby != nil && req.Line != "" && !c.bot.RecordsLine(req.Text) {
+		// A command whose own script does not record its line: record it
+		// first, so a node taking over does not answer it again (at most
+		// once: lost if this node dies between the two).
+		fresh, err := c.Standby.Ledger.MarkIRCRan(ctx, req.Line, 2*c.Standby.Window)
+		switch {
+		case err != nil:
+			c.log.Warn("command not run: could not record it for a hot standby", "nick", req.Nick, "text", req.Text, "err", err)
+			r.Reply("Sorry, backend unavailable: Redis cannot be reached right now. Please try again in a minute.")
+			return
+		case !fresh:
+			c.log.Info("command not run: an earlier leader ran it", "nick", req.Nick, "text", req.Text)
+			return
+		}
+	}
 	c.bot.Handle(ctx, req, r)
 }

@@ -187,14 +187,16 @@ func (c *Client) dialer() (server, error) {
 // socket.
 type watchConn struct {
 	net.Conn
-	gate   func() bool
-	mu     sync.Mutex
-	expect []byte
-	result chan error
+	gate func() bool
+	// standby: the gate holds back only the lines that speak (standby.go).
+	standby bool
+	mu      sync.Mutex
+	expect  []byte
+	result  chan error
 }
 
 func (w *watchConn) Write(b []byte) (int, error) {
-	if w.gate != nil && !w.gate() {
+	if w.gate != nil && (!w.standby || speaks(b)) && !w.gate() {
 		w.Conn.Close()
 		return 0, errGated
 	}
@@ -309,7 +311,7 @@ var requestCaps = []string{"multi-prefix", "account-tag", "extended-join", "acco
 // session runs one connection: connect and register, join, serve until
 // the connection drops (returns) or ctx ends (QUIT, then returns).
 func (c *Client) session(ctx context.Context, srv server) (registered bool, err error) {
-	nick := c.cfg.Nick
+	nick := c.wantNick()
 	c.state.reset(nick)
 
 	var sockMu sync.Mutex
@@ -334,7 +336,7 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 		KeepAlive:   c.keepAlive,
 		Log:         slog.NewLogLogger(c.log.Handler(), slog.LevelInfo),
 		DialContext: func(dctx context.Context, network, addr string) (net.Conn, error) {
-			if c.Gate != nil && !c.Gate() {
+			if c.Gate != nil && c.Standby == nil && !c.Gate() {
 				return nil, errGated
 			}
 			dctx, cancel := context.WithCancel(dctx)
@@ -354,7 +356,7 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 				}
 				nc = tc
 			}
-			w := &watchConn{Conn: nc, gate: c.Gate}
+			w := &watchConn{Conn: nc, gate: c.Gate, standby: c.Standby != nil}
 			sockMu.Lock()
 			sock = w
 			sockMu.Unlock()
@@ -411,12 +413,17 @@ func (c *Client) session(ctx context.Context, srv server) (registered bool, err 
 	sockMu.Unlock()
 	c.out.setLink(l, gen)
 	c.connected.set(true)
+	c.markUp(true)
 	c.setBotMode(gen)
+	if c.Standby != nil {
+		c.reclaimNick(gen) // the node may have led or stopped while registering
+	}
 	c.log.Info("connected to IRC", "server", srv.addr, "nick", c.state.Me(), "tls", srv.tls != nil)
 	if c.stateHook != nil {
 		c.stateHook(true)
 	}
 	defer func() {
+		c.markUp(false)
 		c.connected.set(false)
 		c.out.dropLink(gen)
 		conf.end()
@@ -478,8 +485,24 @@ func (c *Client) onHistory(b *ircevent.Batch) bool {
 	}
 	n := countLines(b)
 	c.historyIgnored.Add(int64(n))
+	if c.Standby != nil {
+		c.standbyHistory(flatten(b))
+	}
 	c.log.Info("set aside channel history the server replayed: not commands typed now", "target", target, "lines", n, "batch", b.Params[1])
 	return true
+}
+
+// flatten lists the lines of b and its nested batches.
+func flatten(b *ircevent.Batch) []ircmsg.Message {
+	var out []ircmsg.Message
+	for _, it := range b.Items {
+		if it.Command == "BATCH" {
+			out = append(out, flatten(it)...)
+		} else {
+			out = append(out, it.Message)
+		}
+	}
+	return out
 }
 
 // countLines is the number of lines in b and its nested batches.
@@ -533,7 +556,7 @@ func (c *Client) control(gen uint64, command string, params ...string) {
 
 // reclaimNick asks for the configured nick when we had to take another.
 func (c *Client) reclaimNick(gen uint64) {
-	want := c.cfg.Nick
+	want := c.wantNick()
 	if c.state.Fold(c.state.Me()) != c.state.Fold(want) {
 		c.control(gen, "NICK", want)
 	}

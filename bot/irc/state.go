@@ -44,6 +44,8 @@ type tracker struct {
 	// botMode is the user mode of ISUPPORT's BOT token ("" when the
 	// server does not advertise it).
 	botMode string
+	// chatHistory: the server advertises CHATHISTORY (ISUPPORT).
+	chatHistory bool
 	// whox is set when ISUPPORT advertises WHOX: WHO can return each
 	// member's account (whoxToken marks the bot's own queries).
 	whox bool
@@ -90,6 +92,7 @@ func (t *tracker) resetISupport() {
 	t.caseMap = "rfc1459"
 	t.nickLen = 0
 	t.botMode = ""
+	t.chatHistory = false
 	t.whox = false
 }
 
@@ -584,6 +587,8 @@ func (t *tracker) isupport(tokens []string) {
 			}
 		case "WHOX":
 			t.whox = true
+		case "CHATHISTORY":
+			t.chatHistory = true
 		case "CHANTYPES":
 			t.chanTypes = value
 		case "CHANMODES":
@@ -752,6 +757,13 @@ func (t *tracker) Presence(nick string) string {
 }
 
 // BotMode returns the server's bot user mode, "" when it has none.
+// ChatHistory reports whether the server advertises CHATHISTORY.
+func (t *tracker) ChatHistory() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.chatHistory
+}
+
 func (t *tracker) BotMode() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()

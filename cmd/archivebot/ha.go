@@ -13,6 +13,7 @@ import (
 	"github.com/archiveteam/archivebot-go/config"
 	"github.com/archiveteam/archivebot-go/coordinator"
 	irun "github.com/archiveteam/archivebot-go/internal/run"
+	"github.com/archiveteam/archivebot-go/pipelineapi"
 	"github.com/archiveteam/archivebot-go/store"
 	"github.com/archiveteam/archivebot-go/web"
 )
@@ -36,7 +37,7 @@ func (h *haFrontEnd) Connected() bool {
 	h.mu.Lock()
 	c := h.cur
 	h.mu.Unlock()
-	return c != nil && c.Connected()
+	return c != nil && c.Connected() && h.lease.Valid()
 }
 
 // Role is "leader" or "standby" (for /readyz).
@@ -80,6 +81,23 @@ func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, st *s
 	logger.Info("high availability: campaigning for the leader lease", "node", cfg.HA.NodeID, "lease_ttl", cfg.HA.LeaseTTL.Duration)
 
 	var fatal error
+	if cfg.HA.IRCStandby {
+		fatal = leadHot(runCtx, cancel, cfg, logger, st, lease, b, fe, hub, papi, signIn)
+	} else {
+		fatal = leadCold(runCtx, cancel, cfg, logger, st, lease, b, fe, hub, papi, signIn)
+	}
+	logger.Info("shutting down")
+	cancel()
+	wg.Wait()
+	forgetNodeURL(cfg, st, logger)
+	return fatal
+}
+
+// leadCold is serveHA's campaign without ha.irc_standby: the node
+// connects to IRC in each term, once it holds the lease.
+func leadCold(runCtx context.Context, cancel context.CancelFunc, cfg *config.Config, logger *slog.Logger, st *store.Store,
+	lease *coordinator.Lease, b *bot.Bot, fe *haFrontEnd, hub *web.Hub, papi *pipelineapi.Server, signIn *webSignIn) error {
+	var fatal error
 	lease.Run(runCtx, func(leadCtx context.Context) {
 		c := botirc.New(cfg.IRC, b, logger.With("service", "irc", "node", cfg.HA.NodeID))
 		c.Gate = lease.Valid
@@ -98,10 +116,6 @@ func serveHA(ctx context.Context, cfg *config.Config, logger *slog.Logger, st *s
 		fe.set(nil)
 		services.Stop()
 	})
-	logger.Info("shutting down")
-	cancel()
-	wg.Wait()
-	forgetNodeURL(cfg, st, logger)
 	return fatal
 }
 

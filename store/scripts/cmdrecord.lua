@@ -5,10 +5,16 @@
 -- ARGV[#ARGV - 1] lifetime of the record in seconds
 -- ARGV[#ARGV]     key of this command's outcome record, archivebot:cmd:ID,
 --                 or '' when the caller keeps no record (services)
+-- and, after those two (removed here, so the script's own indexes and the
+-- two above are unchanged):
+-- ARGV[#ARGV]     archivebot:irc:ran:KEY, the IRC line this command was
+--                 read from (store.WithIRCLine), or '': written by done()
+--                 with the record, so a node taking over knows the line ran
 -- The record is written only by done(), in the same script as the change,
 -- so it exists exactly when the change was made. A script that finds its
 -- record returns the recorded reply and writes nothing. Refusals write no
 -- record: they change nothing, and running them again answers anew.
+local ran_key = table.remove(ARGV)
 local cmd_key, cmd_ttl = ARGV[#ARGV], tonumber(ARGV[#ARGV - 1])
 if cmd_key ~= '' then
   local rec = redis.call('GET', cmd_key)
@@ -22,6 +28,9 @@ end
 local function done(reply)
   if cmd_key ~= '' then
     redis.call('SET', cmd_key, cjson.encode(reply), 'EX', cmd_ttl)
+    if ran_key ~= '' then
+      redis.call('SET', ran_key, '1', 'EX', cmd_ttl)
+    end
   end
   return reply
 end
