@@ -39,4 +39,16 @@ func TestEachFailsUnderCIWithoutRedis(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- SKIP") {
 		t.Fatalf("without CI: %v\n%s", err, out)
 	}
+	// With CI and EnvURL=off (.ci/run's race run) it skips, saying why.
+	cmd = exec.Command(os.Args[0], "-test.run=^TestEachFailsUnderCIWithoutRedis$", "-test.v")
+	cmd.Env = nil
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, EnvURL+"=") && !strings.HasPrefix(e, "CI=") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
+	cmd.Env = append(cmd.Env, "CI=1", EnvURL+"="+Off, "REDISTEST_EACH_CHILD=1")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- SKIP") || !strings.Contains(string(out), "left to another run") {
+		t.Fatalf("with CI and %s=%s: %v\n%s", EnvURL, Off, err, out)
+	}
 }
