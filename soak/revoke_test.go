@@ -168,8 +168,12 @@ func (s *soak) takeWaiting(file, queue string) (t *soakTake, cancel func(), why 
 			select {
 			case <-t.done:
 			default:
-				s.waitUntil(time.Now().Add(50 * time.Millisecond))
-				continue
+				if time.Now().Before(deadline) {
+					s.waitUntil(time.Now().Add(50 * time.Millisecond))
+					continue
+				}
+				cancel() // in flight, never seen waiting
+				<-t.done
 			}
 			break
 		}
