@@ -21,18 +21,19 @@ package soak
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/archiveteam/archivebot-go/pipelineapi/bridge"
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/soak/history"
-	"github.com/archiveteam/archivebot-go/store"
 )
 
 // revokeSettle is how long the soak's take must have been in flight at
@@ -143,11 +144,11 @@ type soakTake struct {
 // has seen one such take in flight for revokeSettle (it waits); it
 // returns it, or why none waited within revokeFindWait. cancel ends it.
 func (s *soak) takeWaiting(file, queue string) (t *soakTake, cancel func(), why string) {
-	k, err := bridge.LoadKey(file)
+	name, priv, err := readKeyFile(file)
 	if err != nil {
 		return nil, func() {}, fmt.Sprintf("the key file: %v", err)
 	}
-	c, err := client.New("http://"+s.api, k.Name, k.Priv, client.WithTakeRetry(client.Retry{Attempts: 1}))
+	c, err := client.New("http://"+s.api, name, priv, client.WithTakeRetry(client.Retry{Attempts: 1}))
 	if err != nil {
 		return nil, func() {}, err.Error()
 	}
@@ -162,7 +163,7 @@ func (s *soak) takeWaiting(file, queue string) (t *soakTake, cancel func(), why 
 			t.at = time.Now()
 		}()
 		for {
-			if _, ok := s.flights.waiting(k.Name, t.takeID, revokeSettle); ok {
+			if _, ok := s.flights.waiting(name, t.takeID, revokeSettle); ok {
 				return t, cancel, ""
 			}
 			select {
@@ -178,11 +179,11 @@ func (s *soak) takeWaiting(file, queue string) (t *soakTake, cancel func(), why 
 			break
 		}
 		last = t.outcome()
-		s.note("revoke-waiting: the soak's take of %s from %s did not wait (%s); taking again", k.Name, queue, last)
+		s.note("revoke-waiting: the soak's take of %s from %s did not wait (%s); taking again", name, queue, last)
 		s.waitUntil(time.Now().Add(time.Second))
 	}
 	cancel()
-	return nil, func() {}, fmt.Sprintf("no take of %s from %s waited at the proxy within %v (the last: %s)", k.Name, queue, revokeFindWait, last)
+	return nil, func() {}, fmt.Sprintf("no take of %s from %s waited at the proxy within %v (the last: %s)", name, queue, revokeFindWait, last)
 }
 
 // outcome says how t was answered (once done).
@@ -195,6 +196,35 @@ func (t *soakTake) outcome() string {
 	default:
 		return "answered with no job"
 	}
+}
+
+// readKeyFile reads a pipeline's key file (`archivebot bridge -init`:
+// "name: NAME", "private: BASE64 of the Ed25519 seed", "public: …" and
+// comments, doc/pipeline-api.md); package bridge, which reads it for the
+// pipelines, is a layer above the soak.
+func readKeyFile(path string) (name string, priv ed25519.PrivateKey, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		switch k = strings.TrimSpace(k); {
+		case !ok || strings.HasPrefix(k, "#"):
+		case k == "name":
+			name = strings.TrimSpace(v)
+		case k == "private":
+			seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v))
+			if err != nil || len(seed) != ed25519.SeedSize {
+				return "", nil, fmt.Errorf("%s: private is not base64 of an Ed25519 seed", path)
+			}
+			priv = ed25519.NewKeyFromSeed(seed)
+		}
+	}
+	if name == "" || priv == nil {
+		return "", nil, fmt.Errorf("%s: no name or no private key", path)
+	}
+	return name, priv, nil
 }
 
 // keyFile is p's -key argument.
@@ -229,7 +259,7 @@ func (s *soak) revokeWaiting(st step, start, end func(string)) string {
 	}
 	p := api[int(st.Pick*float64(len(api)))]
 	old := p.key
-	queue := store.KeyPendingNamed(p.name)
+	queue := "pending:" + p.name // the --pipeline NAME queue
 	t, cancel, why := s.takeWaiting(p.keyFile(), queue)
 	defer cancel()
 	start(old)

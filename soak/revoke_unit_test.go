@@ -1,6 +1,9 @@
 package soak
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,7 +18,6 @@ import (
 	"github.com/ergochat/irc-go/ircmsg"
 
 	"github.com/archiveteam/archivebot-go/bot/irc/irctest"
-	"github.com/archiveteam/archivebot-go/pipelineapi/bridge"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
 	"github.com/archiveteam/archivebot-go/soak/history"
 )
@@ -153,7 +155,11 @@ func TestRevokeWaitingRevokesAWaitingTake(t *testing.T) {
 			}()
 			defer func() { close(stop); wg.Wait(); bot.Close() }()
 			keyFile := filepath.Join(dir, "api00.key")
-			if _, err := bridge.InitKey(keyFile, "api00"); err != nil {
+			_, priv, err := ed25519.GenerateKey(rand.Reader)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(keyFile, []byte("# a pipeline key\nname: api00\nprivate: "+base64.StdEncoding.EncodeToString(priv.Seed())+"\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			path := filepath.Join(dir, "history.jsonl")
