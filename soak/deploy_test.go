@@ -313,13 +313,26 @@ func apiProxy(t *testing.T, s *soak) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rp := &httputil.ReverseProxy{
+	srv := &http.Server{Handler: s.proxyHandler(func() string {
+		n := s.leaderNode()
+		if n == nil {
+			n = s.nodes[0]
+		}
+		return n.api
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().String()
+}
+
+// proxyHandler is the API proxy's handler, forwarding to the address
+// node() names at each request. It records each take in flight (the
+// soak's flights, revoke_test.go) until the node's answer or the
+// proxy's failure.
+func (s *soak) proxyHandler(node func() string) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
-			n := s.leaderNode()
-			if n == nil {
-				n = s.nodes[0]
-			}
-			u, _ := url.Parse("http://" + n.api)
+			u, _ := url.Parse("http://" + node())
 			r.SetURL(u)
 			r.Out.Host = r.In.Host
 			// A take's take_id, for its answer's record: a retry of a
@@ -330,9 +343,12 @@ func apiProxy(t *testing.T, s *soak) string {
 				r.Out.Body.Close()
 				r.Out.Body = io.NopCloser(bytes.NewReader(b))
 				var tr wire.TakeRequest
+				ctx := r.Out.Context()
 				if err == nil && json.Unmarshal(b, &tr) == nil && tr.TakeID != "" {
-					r.Out = r.Out.WithContext(context.WithValue(r.Out.Context(), takeIDKey{}, tr.TakeID))
+					ctx = context.WithValue(ctx, takeIDKey{}, tr.TakeID)
 				}
+				ctx = context.WithValue(ctx, flightKey{}, s.flights.begin(r.In.Header.Get(wire.HeaderKey), tr.TakeID))
+				r.Out = r.Out.WithContext(ctx)
 			}
 		},
 		FlushInterval: -1,
@@ -343,14 +359,11 @@ func apiProxy(t *testing.T, s *soak) string {
 		// The node's answers to takes (proxyRecord).
 		ModifyResponse: s.proxyRecord,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			s.flights.end(r)
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "soak proxy: no leader reachable: "+err.Error(), http.StatusServiceUnavailable)
 		},
 	}
-	srv := &http.Server{Handler: rp}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	return l.Addr().String()
 }
 
 // proxyRecord is the API proxy's ModifyResponse: the node's answers to
@@ -363,8 +376,9 @@ func (s *soak) proxyRecord(resp *http.Response) error {
 	if resp.Request.URL.Path != wire.PathTake {
 		return nil
 	}
+	waited := s.flights.end(resp.Request)
 	if resp.StatusCode != http.StatusOK {
-		s.takeRefused(resp)
+		s.takeRefused(resp, waited)
 		return nil
 	}
 	b, err := io.ReadAll(resp.Body)
@@ -383,16 +397,18 @@ func (s *soak) proxyRecord(resp *http.Response) error {
 	if tr.Job != nil {
 		id, _ := resp.Request.Context().Value(takeIDKey{}).(string)
 		s.rec.Add(history.Event{Kind: history.Take, Actor: "api-proxy", Via: history.ViaProxy,
-			Target: resp.Request.Header.Get(wire.HeaderKey), Ident: tr.Job.Ident, URL: s.jobs.urlOf(tr.Job.Ident), Text: id})
+			Target: resp.Request.Header.Get(wire.HeaderKey), Ident: tr.Job.Ident, URL: s.jobs.urlOf(tr.Job.Ident), Text: id,
+			Num: waitedNum(waited)})
 	}
 	return nil
 }
 
 // takeRefused records a take the node refused, as the proxy saw its
 // answer (Outcome history.TakeRefused, Text the error's code,
-// Num["status"]): invariant 3's evidence that a revoked key asked again
-// and got nothing.
-func (s *soak) takeRefused(resp *http.Response) {
+// Num["status"], Num["wait_ms"] how long it was in flight at the
+// proxy): invariant 3's evidence that a revoked key asked again and got
+// nothing.
+func (s *soak) takeRefused(resp *http.Response, waited time.Duration) {
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(b))
@@ -401,7 +417,7 @@ func (s *soak) takeRefused(resp *http.Response) {
 		return
 	}
 	s.rec.Add(history.Event{Kind: history.Take, Actor: "api-proxy", Via: history.ViaProxy, Outcome: history.TakeRefused,
-		Target: resp.Request.Header.Get(wire.HeaderKey), Text: e.Error, Num: map[string]float64{"status": float64(resp.StatusCode)}})
+		Target: resp.Request.Header.Get(wire.HeaderKey), Text: e.Error, Num: waitedNum(waited, "status", float64(resp.StatusCode))})
 }
 
 // takeIDKey carries a take's take_id from its request to its answer.

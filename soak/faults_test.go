@@ -5,7 +5,6 @@ package soak
 
 import (
 	"fmt"
-	"os/exec"
 	"strings"
 	"syscall"
 	"time"
@@ -242,39 +241,7 @@ func (s *soak) fault(st step) string {
 		s.rec.Add(history.Event{Kind: history.Pipe, Actor: p.name, Via: p.via, Outcome: "resumed"})
 		end(p.name)
 	case "revoke-waiting":
-		var api []*pipe
-		for _, p := range s.pipes {
-			if p.via == viaAPI {
-				api = append(api, p)
-			}
-		}
-		if len(api) == 0 {
-			return "no API pipeline"
-		}
-		p := api[int(st.Pick*float64(len(api)))]
-		old := p.key
-		start(old)
-		out, err := exec.Command(s.bin, "pipeline-key", "-config", s.nodes[0].cfg, "revoke", old).CombinedOutput()
-		revokeErr := ""
-		if err != nil {
-			revokeErr = fmt.Sprintf("pipeline-key revoke %s: %v: %s", old, err, strings.TrimSpace(string(out)))
-		} else {
-			s.rec.Add(history.Event{Kind: history.Revoke, Target: old})
-		}
-		// Its pipeline keeps asking with the revoked key for a while;
-		// then the volunteer gets a fresh key and starts again.
-		s.waitUntil(time.Now().Add(st.Dur))
-		s.killPipe(p, "its key was revoked")
-		fresh := fmt.Sprintf("%s-r%d", p.name, p.gen)
-		file := s.newKey(fresh, p.uid)
-		p.key = fresh
-		for i, a := range p.args {
-			if a == "-key" {
-				p.args[i+1] = file
-			}
-		}
-		end(old)
-		return revokeErr
+		return s.revokeWaiting(st, start, end)
 	case "partition-node-redis":
 		// The leader (mostly) or the standby, cut from every Redis
 		// server and sentinel for longer than the lease.

@@ -95,6 +95,11 @@ type soak struct {
 	// only. held: the held commands so far.
 	prober *irctest.User
 	held   int
+	// flights: the API takes in flight at the proxy (revoke_test.go);
+	// revokeJobs: the jobs queued for a revoked key's waiting take so
+	// far (test goroutine only).
+	flights    flights
+	revokeJobs int
 
 	gate sync.RWMutex // users hold it read-locked per command; quiet points lock it
 	// reportSeen gets a value (when empty) each time the observer sees a

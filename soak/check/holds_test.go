@@ -343,3 +343,29 @@ func TestDirectPipelineStillCrawlingAFailedJob(t *testing.T) {
 		t.Errorf("a take while the direct pipeline's life had not ended passes invariant 2")
 	}
 }
+
+// The revoke-waiting fault revokes a key while one of its takes waits
+// in the long-poll (the Revoke event's Num["takes_waiting"]), then
+// queues a job for that take past the grace. A node that lets the take
+// go on waiting hands it the job: the API proxy records the answer
+// (asked before the revocation, wait_ms long) 1.5 s after it, a late
+// take; the revocation is counted as one with a take waiting.
+func TestLongPollAnsweredAfterRevocationFails(t *testing.T) {
+	r := clean()
+	for i := range r.events {
+		if r.events[i].Kind == history.Revoke {
+			r.events[i].Num = map[string]float64{"takes_waiting": 1}
+		}
+	}
+	if res := r.check(t); !strings.Contains(res.Summary(), "revocations with a take waiting 1 of 1") {
+		t.Errorf("the revocation with a take waiting is not counted:\n%s", res.Summary())
+	}
+	d := r.queue(13.4, "prober", "http://d.example/")
+	r.add(13.5, history.Event{Kind: history.Take, Actor: "api-proxy", Via: history.ViaProxy, Target: "key3", Ident: d,
+		Text: "take-waiting", Num: map[string]float64{"wait_ms": 2000}})
+	r.take(13.6, "p3", "key3", d)
+	r.end(14.5, "p3", d, "done")
+	r.line(14.8, "prober: Your job for http://d.example/ has finished. ("+d+")")
+	r.set(d, "hash", registeredJob("http://d.example/", "prober", "started_at", "1", "finished_at", "2"))
+	failsOnly(t, r.check(t), 3, "key key3 took a job 1.5s after its revocation", d)
+}

@@ -45,6 +45,7 @@ func (c *checker) judge2and3(dump Dump) {
 		c.inv[2].Notes = append(c.inv[2].Notes, fmt.Sprintf("%d ends without a recorded take; %d takes of jobs no scripted user queued", c.endsWithoutTake, c.unknownTakes))
 	}
 	c.inv[3].count("revocations", "%d", len(c.revoke))
+	c.inv[3].count("revocations with a take waiting", "%d of %d", c.revokesWaiting, len(c.revoke))
 	c.floors2and3()
 	c.inv[2].Pass = len(c.inv[2].Violations) == 0
 	c.evidence[3] = len(c.revoke)

@@ -166,6 +166,10 @@ type checker struct {
 	users  map[string]bool   // the scripted users' nicks: their lines are not the bot's
 	holds  map[string][]hold // ident → pipelines holding it
 	revoke map[string]ev     // key → its revocation
+	// revokesWaiting: revocations with a take of the key waiting in
+	// its long-poll as the revocation began (the Revoke event's
+	// Num["takes_waiting"], the API proxy's view).
+	revokesWaiting int
 
 	replies, finishes []latency
 	pendingFinish     map[string]ev // ident → its JobEnd awaiting a report

@@ -167,6 +167,9 @@ func (c *checker) event(e ev) {
 		c.apiKeys[e.Target] = true
 		if _, ok := c.revoke[e.Target]; !ok {
 			c.revoke[e.Target] = e
+			if e.Num["takes_waiting"] > 0 {
+				c.revokesWaiting++
+			}
 		}
 	case history.Fault:
 		k := e.Fault + "\x00" + e.Target
