@@ -41,17 +41,7 @@ func TestDashboardAccountTakeover(t *testing.T) {
 	s := newFakeServer(t)
 	c := New(testIRCConfig(s.url(), "#c"), b, testLogger(t))
 	fast(c)
-	h := &harness{t: t, client: c, bot: b, mini: m, rdb: rdb, done: make(chan error, 1), events: make(chan bool, 100)}
-	c.stateHook = func(up bool) {
-		select {
-		case h.events <- up:
-		default:
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
-	go func() { h.done <- c.Run(ctx) }()
-	t.Cleanup(h.stop)
+	h := runHarness(t, c, b, m, rdb)
 
 	hs := httptest.NewUnstartedServer(nil)
 	base := "http://" + hs.Listener.Addr().String()

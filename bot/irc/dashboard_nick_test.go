@@ -73,11 +73,7 @@ func newDashRig(t *testing.T, commandsPerMinute int) *dashRig {
 	cfg.CommandsPerMinute = commandsPerMinute
 	c := New(cfg, b, logger)
 	fast(c)
-	h := &harness{t: t, client: c, bot: b, mini: m, rdb: rdb, done: make(chan error, 1), events: make(chan bool, 100)}
-	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
-	go func() { h.done <- c.Run(ctx) }()
-	t.Cleanup(h.stop)
+	h := runHarness(t, c, b, m, rdb)
 	hs := httptest.NewUnstartedServer(nil)
 	base := "http://" + hs.Listener.Addr().String()
 	srv = web.New(web.Options{Store: st, Logger: logger, Actions: &web.ActionOptions{
@@ -91,7 +87,7 @@ func newDashRig(t *testing.T, commandsPerMinute int) *dashRig {
 	t.Cleanup(hs.Close)
 	// As the node wires it: a presence that ends ends its sessions.
 	c.OnPresenceEnd(srv.EndPresence)
-	go srv.RunPresenceEnds(ctx)
+	go srv.RunPresenceEnds(h.ctx)
 	opal.WaitBotIn("ArchiveBot", "#test")
 	const job = "nickjob1"
 	if err := st.Register(context.Background(), store.NewJob{Ident: job, URL: "http://nick.example/", FetchDepth: "inf",

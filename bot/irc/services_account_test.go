@@ -46,7 +46,6 @@ func startBotWithDashboard(t *testing.T, serverURL, channel string) (*harness, *
 		Logout: func(ctx context.Context, req bot.Request) (int, error) { return srv.Logout(ctx, req) }})
 	c := New(testIRCConfig(serverURL, channel), b, testLogger(t))
 	fast(c)
-	h := &harness{t: t, client: c, bot: b, mini: m, rdb: rdb, done: make(chan error, 1), events: make(chan bool, 100)}
 	hs := httptest.NewUnstartedServer(nil)
 	base := "http://" + hs.Listener.Addr().String()
 	srv = web.New(web.Options{Store: st, Logger: testLogger(t), Actions: &web.ActionOptions{
@@ -58,11 +57,7 @@ func startBotWithDashboard(t *testing.T, serverURL, channel string) (*harness, *
 	hs.Config.Handler = srv.Handler()
 	hs.Start()
 	t.Cleanup(hs.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
-	go func() { h.done <- c.Run(ctx) }()
-	t.Cleanup(h.stop)
-	return h, &dashboard{t: t, base: base, http: hs.Client(), st: st}
+	return runHarness(t, c, b, m, rdb), &dashboard{t: t, base: base, http: hs.Client(), st: st}
 }
 
 // do sends a same-origin request as the page's script does.
