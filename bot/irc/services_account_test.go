@@ -142,12 +142,8 @@ func (d *dashboard) note(cookie *http.Cookie, csrf, ident, note string) (int, st
 func TestDashboardSessionFollowsAccount(t *testing.T) {
 	t.Parallel()
 	const pass = "dash-secret-1"
-	s := irctest.StartInspIRCd(t)
-	s.Accounts(t, pass, "erin", "mallory")
-	us := irctest.DialAll(t, s.Addr(), "opal", "erin", "mallory")
+	s, us := servicesUsers(t, pass, []string{"erin", "mallory"}, "opal", "erin", "mallory")
 	opal, erin, mallory := us[0], us[1], us[2]
-	erin.Identify("erin", pass)
-	mallory.Identify("mallory", pass)
 	mallory.Send("NICK mal")
 	mallory.Expect("own NICK", func(m ircmsg.Message) bool { return m.Command == "NICK" })
 	mallory.Nick = "mal"

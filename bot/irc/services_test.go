@@ -41,6 +41,24 @@ func whois(t *testing.T, u *irctest.User, nick string) (account string, isBot bo
 	return account, isBot
 }
 
+// servicesUsers starts InspIRCd + Atheme with an account per name in
+// accounts (password pass), connects a user per nick at once, and logs
+// each user whose nick is an account's name into it, in accounts' order.
+func servicesUsers(t *testing.T, pass string, accounts []string, nicks ...string) (*irctest.InspIRCd, []*irctest.User) {
+	t.Helper()
+	s := irctest.StartInspIRCd(t)
+	s.Accounts(t, pass, accounts...)
+	us := irctest.DialAll(t, s.Addr(), nicks...)
+	for _, a := range accounts {
+		for _, u := range us {
+			if u.Nick == a {
+				u.Identify(a, pass)
+			}
+		}
+	}
+	return s, us
+}
+
 // TestServicesSignIn: on InspIRCd + Atheme the bot signs in with SASL
 // PLAIN (irc.sasl = "account:password"), sees itself logged in, takes
 // account-tag, extended-join and account-notify, and sets bot mode +B
@@ -123,12 +141,8 @@ func TestHistoryReplayIsNotCommands(t *testing.T) {
 func TestServicesAccountsTold(t *testing.T) {
 	t.Parallel()
 	const pass = "told-secret-1"
-	s := irctest.StartInspIRCd(t)
-	s.Accounts(t, pass, "alice", "bob")
-	us := irctest.DialAll(t, s.Addr(), "opal", "alice", "bob")
+	s, us := servicesUsers(t, pass, []string{"alice", "bob"}, "opal", "alice", "bob")
 	opal, alice, bob := us[0], us[1], us[2]
-	bob.Identify("bob", pass)
-	alice.Identify("alice", pass)
 	opal.Join("#test")
 	bob.Join("#test")
 	h := startBot(t, testIRCConfig(s.URL(), "#test"), nil)
@@ -244,12 +258,8 @@ func TestServicesRestart(t *testing.T) {
 func TestServicesOpsByAccount(t *testing.T) {
 	t.Parallel()
 	const pass = "flags-secret-1"
-	s := irctest.StartInspIRCd(t)
-	s.Accounts(t, pass, "opal", "alice")
-	us := irctest.DialAll(t, s.Addr(), "opal", "alice", "mallory")
+	s, us := servicesUsers(t, pass, []string{"opal", "alice"}, "opal", "alice", "mallory")
 	opal, alice, mallory := us[0], us[1], us[2]
-	opal.Identify("opal", pass)
-	alice.Identify("alice", pass)
 	opal.Join("#test")
 	fromChanServ := func(sub string) func(ircmsg.Message) bool {
 		return func(m ircmsg.Message) bool {
