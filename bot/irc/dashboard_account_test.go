@@ -3,7 +3,6 @@ package irc
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -43,17 +42,7 @@ func TestDashboardAccountTakeover(t *testing.T) {
 	fast(c)
 	h := runHarness(t, c, b, m, rdb)
 
-	hs := httptest.NewUnstartedServer(nil)
-	base := "http://" + hs.Listener.Addr().String()
-	srv = web.New(web.Options{Store: st, Logger: testLogger(t), Actions: &web.ActionOptions{
-		PublicURL: base + "/", Bot: b,
-		Presence: func() web.Presence { return c },
-		Say:      c.Announce, Channels: c.Channels,
-		SessionTTL: time.Hour, SessionsPerNick: 5, SessionsTotal: 100, ActionsPerMinute: 100, AddressPerMinute: 100,
-	}})
-	hs.Config.Handler = srv.Handler()
-	hs.Start()
-	t.Cleanup(hs.Close)
+	srv, _ = serveDashboard(t, st, testLogger(t), b, c, nil)
 
 	const ident = "acctjob1"
 	if err := st.Register(context.Background(), store.NewJob{Ident: ident, URL: "http://acct.example/", FetchDepth: "inf",

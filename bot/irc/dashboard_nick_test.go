@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/ergochat/irc-go/ircmsg"
 	"github.com/redis/go-redis/v9"
@@ -74,17 +73,11 @@ func newDashRig(t *testing.T, commandsPerMinute int) *dashRig {
 	c := New(cfg, b, logger)
 	fast(c)
 	h := runHarness(t, c, b, m, rdb)
-	hs := httptest.NewUnstartedServer(nil)
-	base := "http://" + hs.Listener.Addr().String()
-	srv = web.New(web.Options{Store: st, Logger: logger, Actions: &web.ActionOptions{
-		PublicURL: base + "/", Bot: b,
-		Presence: func() web.Presence { return c },
-		Say:      c.Announce, Channels: c.Channels,
-		SessionTTL: time.Hour, SessionsPerNick: 5, SessionsTotal: 100, SessionsRankless: 10, ActionsPerMinute: 1000, AddressPerMinute: 1000,
-	}})
-	hs.Config.Handler = srv.Handler()
-	hs.Start()
-	t.Cleanup(hs.Close)
+	var hs *httptest.Server
+	srv, hs = serveDashboard(t, st, logger, b, c, func(o *web.ActionOptions) {
+		o.SessionsRankless, o.ActionsPerMinute, o.AddressPerMinute = 10, 1000, 1000
+	})
+	base := hs.URL
 	// As the node wires it: a presence that ends ends its sessions.
 	c.OnPresenceEnd(srv.EndPresence)
 	go srv.RunPresenceEnds(h.ctx)
