@@ -12,30 +12,11 @@
 # redis-server (started here) and its defaults.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-W=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$W"; }
-trap cleanup EXIT
-bin=${1:-}
+. doc/measure-lib.sh
 conns=${2:-512}
 seconds=${3:-20}
-if [ -z "$bin" ]; then
-  go build -o "$W/archivebot" ./cmd/archivebot
-  bin=$W/archivebot
-fi
-ulimit -n 16384
-rport=$(( (RANDOM % 20000) + 30000 )) hport=$(( (RANDOM % 20000) + 30000 )) aport=$(( (RANDOM % 20000) + 30000 ))
-redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --dir "$W" > "$W/redis.log" 2>&1 &
-pids+=($!)
-until redis-cli -p "$rport" ping 2>/dev/null | grep -q PONG; do sleep 0.05; done
-printf '[redis]\nurl = "redis://127.0.0.1:%s/0"\n[http]\nlisten = "127.0.0.1:%s"\nstream_listen = ""\n[pipelines]\nlisten = "127.0.0.1:%s"\n' \
-  "$rport" "$hport" "$aport" > "$W/c.toml"
-mkfifo "$W/in"
-REDIS_URL= "$bin" -config "$W/c.toml" < "$W/in" > "$W/out" 2> "$W/err" &
-node=$!
-pids+=($node)
-exec 3> "$W/in"
-for _ in $(seq 100); do curl -fs "http://127.0.0.1:$hport/healthz" > /dev/null 2>&1 && break; sleep 0.1; done
+measure_setup "${1:-}"
+measure_start_node
 go test -c -o "$W/pipelineapi.test" ./pipelineapi/
 start=$(wc -l < "$W/err")
 ARCHIVEBOT_API_BODY_ATTACK=1 ATTACK_API=127.0.0.1:$aport ATTACK_PID=$node ATTACK_CONNS=$conns ATTACK_SECONDS=$seconds \

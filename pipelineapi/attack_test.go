@@ -3,7 +3,6 @@ package pipelineapi
 import (
 	"bufio"
 	"context"
-	"crypto/ed25519"
 	"fmt"
 	"io"
 	"net"
@@ -34,36 +33,11 @@ import (
 //
 // It asserts nothing: it prints what it saw.
 func TestAttackMeasure(t *testing.T) {
-	if os.Getenv("ARCHIVEBOT_API_ATTACK") == "" {
-		t.Skip("ARCHIVEBOT_API_ATTACK not set")
-	}
-	api, web := os.Getenv("ATTACK_API"), os.Getenv("ATTACK_WEB")
-	opt, err := redis.ParseURL(os.Getenv("ATTACK_REDIS"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sockets, _ := strconv.Atoi(os.Getenv("ATTACK_SOCKETS"))
-	if sockets <= 0 {
-		sockets = 1000
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	st := store.New(rdb)
-	ctx := context.Background()
+	r := newAttackRig(t, "ARCHIVEBOT_API_ATTACK")
+	api, web, rdb, st, ctx := r.api, os.Getenv("ATTACK_WEB"), r.rdb, r.st, r.ctx
+	sockets := attackEnvInt("ATTACK_SOCKETS", 1000)
 	newKey := func(name string) *client.Client {
-		pub, priv, _ := ed25519.GenerateKey(nil)
-		if err := st.AddPipelineKey(ctx, name, wire.FormatPublicKey(pub)); err != nil {
-			t.Fatal(err)
-		}
-		c, _ := client.New("http://"+api, name, priv, client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2000}}))
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			_, err := c.Job(ctx, "none")
-			if client.IsCode(err, "not_held") || time.Now().After(deadline) {
-				return c
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		return r.newKey(name, &http.Transport{MaxIdleConnsPerHost: 2000})
 	}
 	sample := func(what string) {
 		t.Logf("%-58s %s", what, nodeFigures(web))

@@ -2,8 +2,6 @@ package pipelineapi
 
 import (
 	"bufio"
-	"context"
-	"crypto/ed25519"
 	"fmt"
 	"net"
 	"net/http"
@@ -15,8 +13,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/archiveteam/archivebot-go/pipelineapi/client"
 	"github.com/archiveteam/archivebot-go/pipelineapi/wire"
@@ -37,26 +33,10 @@ import (
 //
 // It asserts nothing: it prints what it saw.
 func TestAttackBodies(t *testing.T) {
-	if os.Getenv("ARCHIVEBOT_API_BODY_ATTACK") == "" {
-		t.Skip("ARCHIVEBOT_API_BODY_ATTACK not set")
-	}
-	api, pid := os.Getenv("ATTACK_API"), os.Getenv("ATTACK_PID")
-	conns, _ := strconv.Atoi(os.Getenv("ATTACK_CONNS"))
-	if conns <= 0 {
-		conns = 512
-	}
-	seconds, _ := strconv.Atoi(os.Getenv("ATTACK_SECONDS"))
-	if seconds <= 0 {
-		seconds = 20
-	}
-	opt, err := redis.ParseURL(os.Getenv("ATTACK_REDIS"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	st := store.New(rdb)
-	ctx := context.Background()
+	r := newAttackRig(t, "ARCHIVEBOT_API_BODY_ATTACK")
+	api, st, ctx, pid := r.api, r.st, r.ctx, os.Getenv("ATTACK_PID")
+	conns := attackEnvInt("ATTACK_CONNS", 512)
+	seconds := attackEnvInt("ATTACK_SECONDS", 20)
 	rss := func(field string) float64 {
 		b, err := os.ReadFile("/proc/" + pid + "/status")
 		if err != nil {
@@ -72,21 +52,7 @@ func TestAttackBodies(t *testing.T) {
 	}
 	legitTransport := &http.Transport{DisableKeepAlives: true,
 		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.200")}}).DialContext}
-	newKey := func(name string) *client.Client {
-		pub, priv, _ := ed25519.GenerateKey(nil)
-		if err := st.AddPipelineKey(ctx, name, wire.FormatPublicKey(pub)); err != nil {
-			t.Fatal(err)
-		}
-		c, _ := client.New("http://"+api, name, priv, client.WithHTTPClient(&http.Client{Transport: legitTransport}))
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			_, err := c.Job(ctx, "none")
-			if client.IsCode(err, "not_held") || time.Now().After(deadline) {
-				return c
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	newKey := func(name string) *client.Client { return r.newKey(name, legitTransport) }
 	newKey("bodypipe") // the name the strangers use
 	legit := newKey("legit")
 	for i := range 200 {

@@ -3,7 +3,6 @@ package irc
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -41,29 +40,9 @@ func TestDashboardAccountTakeover(t *testing.T) {
 	s := newFakeServer(t)
 	c := New(testIRCConfig(s.url(), "#c"), b, testLogger(t))
 	fast(c)
-	h := &harness{t: t, client: c, bot: b, mini: m, rdb: rdb, done: make(chan error, 1), events: make(chan bool, 100)}
-	c.stateHook = func(up bool) {
-		select {
-		case h.events <- up:
-		default:
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
-	go func() { h.done <- c.Run(ctx) }()
-	t.Cleanup(h.stop)
+	h := runHarness(t, c, b, m, rdb)
 
-	hs := httptest.NewUnstartedServer(nil)
-	base := "http://" + hs.Listener.Addr().String()
-	srv = web.New(web.Options{Store: st, Logger: testLogger(t), Actions: &web.ActionOptions{
-		PublicURL: base + "/", Bot: b,
-		Presence: func() web.Presence { return c },
-		Say:      c.Announce, Channels: c.Channels,
-		SessionTTL: time.Hour, SessionsPerNick: 5, SessionsTotal: 100, ActionsPerMinute: 100, AddressPerMinute: 100,
-	}})
-	hs.Config.Handler = srv.Handler()
-	hs.Start()
-	t.Cleanup(hs.Close)
+	srv, _ = serveDashboard(t, st, testLogger(t), b, c, nil)
 
 	const ident = "acctjob1"
 	if err := st.Register(context.Background(), store.NewJob{Ident: ident, URL: "http://acct.example/", FetchDepth: "inf",

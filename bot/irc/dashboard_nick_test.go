@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/ergochat/irc-go/ircmsg"
 	"github.com/redis/go-redis/v9"
@@ -73,25 +72,15 @@ func newDashRig(t *testing.T, commandsPerMinute int) *dashRig {
 	cfg.CommandsPerMinute = commandsPerMinute
 	c := New(cfg, b, logger)
 	fast(c)
-	h := &harness{t: t, client: c, bot: b, mini: m, rdb: rdb, done: make(chan error, 1), events: make(chan bool, 100)}
-	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
-	go func() { h.done <- c.Run(ctx) }()
-	t.Cleanup(h.stop)
-	hs := httptest.NewUnstartedServer(nil)
-	base := "http://" + hs.Listener.Addr().String()
-	srv = web.New(web.Options{Store: st, Logger: logger, Actions: &web.ActionOptions{
-		PublicURL: base + "/", Bot: b,
-		Presence: func() web.Presence { return c },
-		Say:      c.Announce, Channels: c.Channels,
-		SessionTTL: time.Hour, SessionsPerNick: 5, SessionsTotal: 100, SessionsRankless: 10, ActionsPerMinute: 1000, AddressPerMinute: 1000,
-	}})
-	hs.Config.Handler = srv.Handler()
-	hs.Start()
-	t.Cleanup(hs.Close)
+	h := runHarness(t, c, b, m, rdb)
+	var hs *httptest.Server
+	srv, hs = serveDashboard(t, st, logger, b, c, func(o *web.ActionOptions) {
+		o.SessionsRankless, o.ActionsPerMinute, o.AddressPerMinute = 10, 1000, 1000
+	})
+	base := hs.URL
 	// As the node wires it: a presence that ends ends its sessions.
 	c.OnPresenceEnd(srv.EndPresence)
-	go srv.RunPresenceEnds(ctx)
+	go srv.RunPresenceEnds(h.ctx)
 	opal.WaitBotIn("ArchiveBot", "#test")
 	const job = "nickjob1"
 	if err := st.Register(context.Background(), store.NewJob{Ident: job, URL: "http://nick.example/", FetchDepth: "inf",

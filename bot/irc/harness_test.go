@@ -34,6 +34,7 @@ type harness struct {
 	bot    *bot.Bot
 	mini   *miniredis.Miniredis
 	rdb    *redis.Client
+	ctx    context.Context // the client's, cancelled by stop
 	cancel context.CancelFunc
 	done   chan error
 	events chan bool // connection state changes
@@ -96,6 +97,13 @@ func startBot(t testing.TB, cfg config.IRC, tune func(*Client)) *harness {
 	if tune != nil {
 		tune(c)
 	}
+	return runHarness(t, c, b, m, rdb)
+}
+
+// runHarness runs c, the client of bot b on miniredis m (rdb), until t
+// ends (or h.stop), with its connection state changes in h.events and
+// h.ctx the context it runs in.
+func runHarness(t testing.TB, c *Client, b *bot.Bot, m *miniredis.Miniredis, rdb *redis.Client) *harness {
 	h := &harness{t: t, client: c, bot: b, mini: m, rdb: rdb, done: make(chan error, 1), events: make(chan bool, 100)}
 	c.stateHook = func(up bool) {
 		select {
@@ -104,7 +112,7 @@ func startBot(t testing.TB, cfg config.IRC, tune func(*Client)) *harness {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
+	h.ctx, h.cancel = ctx, cancel
 	go func() { h.done <- c.Run(ctx) }()
 	t.Cleanup(h.stop)
 	return h

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -46,23 +47,32 @@ func startBotWithDashboard(t *testing.T, serverURL, channel string) (*harness, *
 		Logout: func(ctx context.Context, req bot.Request) (int, error) { return srv.Logout(ctx, req) }})
 	c := New(testIRCConfig(serverURL, channel), b, testLogger(t))
 	fast(c)
-	h := &harness{t: t, client: c, bot: b, mini: m, rdb: rdb, done: make(chan error, 1), events: make(chan bool, 100)}
+	var hs *httptest.Server
+	srv, hs = serveDashboard(t, st, testLogger(t), b, c, nil)
+	return runHarness(t, c, b, m, rdb), &dashboard{t: t, base: hs.URL, http: hs.Client(), st: st}
+}
+
+// serveDashboard serves the node's web server, with sign-in and actions
+// for bot b and client c over st, on an httptest server (closed when t
+// ends), as the node wires them: sessions for an hour, 5 a nick and 100
+// in all, 100 actions a minute a session and an address, unless tune
+// changes them.
+func serveDashboard(t testing.TB, st *store.Store, logger *slog.Logger, b *bot.Bot, c *Client, tune func(*web.ActionOptions)) (*web.Server, *httptest.Server) {
 	hs := httptest.NewUnstartedServer(nil)
-	base := "http://" + hs.Listener.Addr().String()
-	srv = web.New(web.Options{Store: st, Logger: testLogger(t), Actions: &web.ActionOptions{
-		PublicURL: base + "/", Bot: b,
+	opts := &web.ActionOptions{
+		PublicURL: "http://" + hs.Listener.Addr().String() + "/", Bot: b,
 		Presence: func() web.Presence { return c },
 		Say:      c.Announce, Channels: c.Channels,
 		SessionTTL: time.Hour, SessionsPerNick: 5, SessionsTotal: 100, ActionsPerMinute: 100, AddressPerMinute: 100,
-	}})
+	}
+	if tune != nil {
+		tune(opts)
+	}
+	srv := web.New(web.Options{Store: st, Logger: logger, Actions: opts})
 	hs.Config.Handler = srv.Handler()
 	hs.Start()
 	t.Cleanup(hs.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
-	go func() { h.done <- c.Run(ctx) }()
-	t.Cleanup(h.stop)
-	return h, &dashboard{t: t, base: base, http: hs.Client(), st: st}
+	return srv, hs
 }
 
 // do sends a same-origin request as the page's script does.
@@ -147,12 +157,8 @@ func (d *dashboard) note(cookie *http.Cookie, csrf, ident, note string) (int, st
 func TestDashboardSessionFollowsAccount(t *testing.T) {
 	t.Parallel()
 	const pass = "dash-secret-1"
-	s := irctest.StartInspIRCd(t)
-	s.Accounts(t, pass, "erin", "mallory")
-	us := irctest.DialAll(t, s.Addr(), "opal", "erin", "mallory")
+	s, us := servicesUsers(t, pass, []string{"erin", "mallory"}, "opal", "erin", "mallory")
 	opal, erin, mallory := us[0], us[1], us[2]
-	erin.Identify("erin", pass)
-	mallory.Identify("mallory", pass)
 	mallory.Send("NICK mal")
 	mallory.Expect("own NICK", func(m ircmsg.Message) bool { return m.Command == "NICK" })
 	mallory.Nick = "mal"

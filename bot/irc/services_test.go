@@ -20,14 +20,43 @@ import (
 
 const botPassword = "bot-secret-1"
 
-// whois asks the server who nick is and returns the numerics of the
-// answer up to its end (318).
-func whois(t *testing.T, u *irctest.User, nick string) []ircmsg.Message {
+// whois asks the server who nick is and reads its answer up to its end
+// (318): the account nick is logged into (330; "" if none) and whether
+// nick is a bot (335).
+func whois(t *testing.T, u *irctest.User, nick string) (account string, isBot bool) {
 	t.Helper()
 	from := u.Len()
 	u.Send("WHOIS %s", nick)
 	u.Expect("end of WHOIS "+nick, func(m ircmsg.Message) bool { return m.Command == "318" })
-	return u.Messages(from)
+	for _, m := range u.Messages(from) {
+		switch m.Command {
+		case "330":
+			if len(m.Params) > 2 {
+				account = m.Params[2]
+			}
+		case "335":
+			isBot = true
+		}
+	}
+	return account, isBot
+}
+
+// servicesUsers starts InspIRCd + Atheme with an account per name in
+// accounts (password pass), connects a user per nick at once, and logs
+// each user whose nick is an account's name into it, in accounts' order.
+func servicesUsers(t *testing.T, pass string, accounts []string, nicks ...string) (*irctest.InspIRCd, []*irctest.User) {
+	t.Helper()
+	s := irctest.StartInspIRCd(t)
+	s.Accounts(t, pass, accounts...)
+	us := irctest.DialAll(t, s.Addr(), nicks...)
+	for _, a := range accounts {
+		for _, u := range us {
+			if u.Nick == a {
+				u.Identify(a, pass)
+			}
+		}
+	}
+	return s, us
 }
 
 // TestServicesSignIn: on InspIRCd + Atheme the bot signs in with SASL
@@ -49,17 +78,9 @@ func TestServicesSignIn(t *testing.T) {
 	h := startBot(t, cfg, nil)
 	alice.WaitBotIn("ArchiveBot", "#test")
 
-	var account, isBot bool
-	for _, m := range whois(t, alice, "ArchiveBot") {
-		switch m.Command {
-		case "330":
-			account = len(m.Params) > 2 && m.Params[2] == "ArchiveBot"
-		case "335":
-			isBot = true
-		}
-	}
-	if !account {
-		t.Errorf("WHOIS ArchiveBot shows no 330 'logged in as ArchiveBot': the SASL sign-in did not happen")
+	account, isBot := whois(t, alice, "ArchiveBot")
+	if account != "ArchiveBot" {
+		t.Errorf("WHOIS ArchiveBot shows no 330 'logged in as ArchiveBot' (account %q): the SASL sign-in did not happen", account)
 	}
 	if !isBot {
 		t.Errorf("WHOIS ArchiveBot shows no 335 'is a bot': bot mode +B was not set")
@@ -120,12 +141,8 @@ func TestHistoryReplayIsNotCommands(t *testing.T) {
 func TestServicesAccountsTold(t *testing.T) {
 	t.Parallel()
 	const pass = "told-secret-1"
-	s := irctest.StartInspIRCd(t)
-	s.Accounts(t, pass, "alice", "bob")
-	us := irctest.DialAll(t, s.Addr(), "opal", "alice", "bob")
+	s, us := servicesUsers(t, pass, []string{"alice", "bob"}, "opal", "alice", "bob")
 	opal, alice, bob := us[0], us[1], us[2]
-	bob.Identify("bob", pass)
-	alice.Identify("alice", pass)
 	opal.Join("#test")
 	bob.Join("#test")
 	h := startBot(t, testIRCConfig(s.URL(), "#test"), nil)
@@ -204,12 +221,9 @@ func TestServicesDownNoSignIn(t *testing.T) {
 	s.Accounts(t, botPassword, "botacct")
 	h.waitState(true)
 	opal := irctest.Dial(t, s.Addr(), "opal")
-	for _, m := range whois(t, opal, "ArchiveBot") {
-		if m.Command == "330" && len(m.Params) > 2 && m.Params[2] == "botacct" {
-			return
-		}
+	if account, _ := whois(t, opal, "ArchiveBot"); account != "botacct" {
+		t.Errorf("WHOIS ArchiveBot shows no 330 'logged in as botacct' after services came up (account %q)", account)
 	}
-	t.Error("WHOIS ArchiveBot shows no 330 'logged in as botacct' after services came up")
 }
 
 // TestServicesRestart, on InspIRCd + Atheme: the network restarts under
@@ -232,17 +246,8 @@ func TestServicesRestart(t *testing.T) {
 	if r := strings.Join(rita.Ask("ArchiveBot", "#test", "!status"), ""); !strings.HasPrefix(r, "Job status:") {
 		t.Errorf("!status after the restart: %q", r)
 	}
-	var account, isBot bool
-	for _, m := range whois(t, rita, "ArchiveBot") {
-		switch m.Command {
-		case "330":
-			account = len(m.Params) > 2 && m.Params[2] == "botacct"
-		case "335":
-			isBot = true
-		}
-	}
-	if !account || !isBot {
-		t.Errorf("after the restart: logged in as botacct %v, bot mode %v; want both", account, isBot)
+	if account, isBot := whois(t, rita, "ArchiveBot"); account != "botacct" || !isBot {
+		t.Errorf("after the restart: logged in as %q, bot mode %v; want botacct and bot mode", account, isBot)
 	}
 }
 
@@ -253,12 +258,8 @@ func TestServicesRestart(t *testing.T) {
 func TestServicesOpsByAccount(t *testing.T) {
 	t.Parallel()
 	const pass = "flags-secret-1"
-	s := irctest.StartInspIRCd(t)
-	s.Accounts(t, pass, "opal", "alice")
-	us := irctest.DialAll(t, s.Addr(), "opal", "alice", "mallory")
+	s, us := servicesUsers(t, pass, []string{"opal", "alice"}, "opal", "alice", "mallory")
 	opal, alice, mallory := us[0], us[1], us[2]
-	opal.Identify("opal", pass)
-	alice.Identify("alice", pass)
 	opal.Join("#test")
 	fromChanServ := func(sub string) func(ircmsg.Message) bool {
 		return func(m ircmsg.Message) bool {

@@ -268,11 +268,41 @@ func (s *InspIRCd) Stop() {
 // Operator is the IRC operator block of the configuration: OPER name pass.
 const Operator = "admin adminpass"
 
+// inspircdModules are the modules the server loads, in order, each with
+// the configuration tag it reads ("" for none): the link to services,
+// SASL, the IRCv3 capabilities the bot takes, and the channel modes and
+// history the tests exercise.
+var inspircdModules = []struct{ name, conf string }{
+	{"spanningtree", ""},
+	{"services_account", ""},
+	{"cap", ""},
+	{"sasl", `<sasl target="services.test">`},
+	{"ircv3", `<ircv3 accountnotify="yes" awaynotify="yes" extendedjoin="yes">`},
+	{"ircv3_accounttag", ""},
+	{"ircv3_ctctags", ""},
+	{"ircv3_msgid", ""},
+	{"ircv3_servertime", ""},
+	{"ircv3_batch", ""},
+	{"ircv3_echomessage", ""},
+	{"ircv3_labeledresponse", ""},
+	{"ircv3_capnotify", ""},
+	{"namesx", ""},
+	{"uhnames", ""},
+	{"botmode", ""},
+	{"chanhistory", `<chanhistory bots="yes" maxlines="50" prefixmsg="yes">`},
+	{"customprefix", `<customprefix name="halfop" letter="h" prefix="%" rank="20000" ranktoset="30000" ranktounset="30000" depriv="yes">`},
+	{"svshold", ""},
+	{"chghost", ""},
+	{"cban", ""},
+	{"deaf", ""},
+}
+
 // inspircdConf is the server's configuration: generous limits (tests
 // open many connections from one address and send fast), no DNS, the
 // IRCv3 and account modules, and the link to services.
 func (s *InspIRCd) inspircdConf() string {
-	return fmt.Sprintf(`<server name="irc.test" description="archivebot-go tests" network="TestNet" id="0AA">
+	var b strings.Builder
+	fmt.Fprintf(&b, `<server name="irc.test" description="archivebot-go tests" network="TestNet" id="0AA">
 <admin name="tests" nick="admin" email="admin@irc.test">
 <bind address="127.0.0.1" port="%[1]d" type="clients">
 <bind address="127.0.0.1" port="%[2]d" type="servers">
@@ -285,35 +315,17 @@ func (s *InspIRCd) inspircdConf() string {
 <class name="everything" commands="*" privs="*" usermodes="*" chanmodes="*" snomasks="*">
 <type name="NetAdmin" classes="everything">
 <oper name="admin" password="adminpass" host="*@*" type="NetAdmin">
-<module name="spanningtree">
-<module name="services_account">
-<module name="cap">
-<module name="sasl">
-<sasl target="services.test">
-<module name="ircv3">
-<ircv3 accountnotify="yes" awaynotify="yes" extendedjoin="yes">
-<module name="ircv3_accounttag">
-<module name="ircv3_ctctags">
-<module name="ircv3_msgid">
-<module name="ircv3_servertime">
-<module name="ircv3_batch">
-<module name="ircv3_echomessage">
-<module name="ircv3_labeledresponse">
-<module name="ircv3_capnotify">
-<module name="namesx">
-<module name="uhnames">
-<module name="botmode">
-<module name="chanhistory">
-<chanhistory bots="yes" maxlines="50" prefixmsg="yes">
-<module name="customprefix">
-<customprefix name="halfop" letter="h" prefix="%%" rank="20000" ranktoset="30000" ranktounset="30000" depriv="yes">
-<module name="svshold">
-<module name="chghost">
-<module name="cban">
-<module name="deaf">
-<link name="services.test" ipaddr="127.0.0.1" port="%[2]d" allowmask="127.0.0.0/8" sendpass="ircd2svs" recvpass="svs2ircd">
-<uline server="services.test" silent="yes">
 `, s.port, s.linkPort, s.dir)
+	for _, m := range inspircdModules {
+		fmt.Fprintf(&b, "<module name=%q>\n", m.name)
+		if m.conf != "" {
+			b.WriteString(m.conf + "\n")
+		}
+	}
+	fmt.Fprintf(&b, `<link name="services.test" ipaddr="127.0.0.1" port="%d" allowmask="127.0.0.0/8" sendpass="ircd2svs" recvpass="svs2ircd">
+<uline server="services.test" silent="yes">
+`, s.linkPort)
+	return b.String()
 }
 
 // athemeConf is the services' configuration: NickServ, ChanServ and
