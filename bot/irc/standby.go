@@ -219,7 +219,7 @@ func (c *Client) drainHeld(ctx context.Context, goLive bool) {
 				continue
 			}
 			run++
-			c.run(h.req)
+			c.run(h.req, true)
 		}
 		if run > 0 {
 			c.log.Info("took over: running commands typed while no node could answer", "commands", run)
