@@ -187,7 +187,7 @@ func (f *Firehose) Start(ctx context.Context) {
 	run.Go(&f.wg, f.log, "firehose", func() { f.work(ctx) })
 	if f.cfg.Relay {
 		f.evMu.Lock()
-		f.evRunning = true
+		f.evRunning, f.evStopped = true, false
 		f.evMu.Unlock()
 		run.Go(&f.wg, f.log, "firehose events relayer", func() { f.relayEvents(ctx) })
 	}
