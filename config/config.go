@@ -468,6 +468,12 @@ func (c *Config) validate() Problems {
 	if c.HA.IRCStandby && (c.HA.IRCReplayWindow.Duration <= 0 || c.HA.IRCHandoverAfter.Duration <= 0) {
 		bad("ha.irc_replay_window", "and ha.irc_handover_after must be positive")
 	}
+	if c.HA.IRCStandby && c.HA.IRCReplayWindow.Duration > MaxIRCReplayWindow {
+		bad("ha.irc_replay_window", "must be at most %s (the lifetime of the record that a command was run: a command held longer could run twice at a takeover)", MaxIRCReplayWindow)
+	}
+	if strings.ContainsAny(c.IRC.StandbyNick, " \r\n\x00!@#,*?") {
+		bad("irc.standby_nick", "%q is not a valid nickname", c.IRC.StandbyNick)
+	}
 	if c.IRC.StandbyNick != "" && strings.EqualFold(c.IRC.StandbyNick, c.IRC.Nick) {
 		bad("irc.standby_nick", "must differ from irc.nick (the leader's nick)")
 	}

@@ -88,7 +88,10 @@ func TestLoadErrorsNameFileAndKey(t *testing.T) {
 		{"[redis]\nurl = \"redis://x:1/0\"\n[ha]\nenabled = true\n", "ha.enabled"},
 		{"[redis]\nurl = \"redis://x:1/0\"\n[ha]\nlease_ttl = \"10ms\"\n", "ha.lease_ttl"},
 		{"[redis]\nurl = \"redis://x:1/0\"\n[ha]\nirc_standby = true\nirc_replay_window = \"-1s\"\n", "ha.irc_replay_window"},
+		{"[redis]\nurl = \"redis://x:1/0\"\n[ha]\nirc_standby = true\nirc_replay_window = \"15m\"\n", "ha.irc_replay_window"},
 		{"[irc]\nnick = \"Bot\"\nstandby_nick = \"bot\"\n", "irc.standby_nick"},
+		{"[irc]\nnick = \"Bot\"\nstandby_nick = \"Bot sb\"\n", "irc.standby_nick"},
+		{"[irc]\nnick = \"Bot\"\nstandby_nick = \"Bot\\r\\nQUIT\"\n", "irc.standby_nick"},
 	}
 	for _, c := range cases {
 		p := write(t, c.text)

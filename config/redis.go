@@ -116,6 +116,12 @@ type HA struct {
 const (
 	DefaultIRCReplayWindow  = 2 * time.Minute
 	DefaultIRCHandoverAfter = 10 * time.Second
+	// MaxIRCReplayWindow bounds ha.irc_replay_window: a leader's record
+	// that it ran a command that changes jobs lives as long as the
+	// command's outcome record (store.DefaultCommandTTL, 10 minutes); a
+	// command held longer than that would find no record at a takeover
+	// and run again.
+	MaxIRCReplayWindow = 10 * time.Minute
 )
 
 // RedactURL hides a password in a URL for messages and logs. A URL that

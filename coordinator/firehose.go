@@ -92,6 +92,7 @@ type Firehose struct {
 	evMu      sync.Mutex
 	evq       []news.JobEvent
 	evRunning bool
+	evStopped bool // the events relayer ended: events are counted, not queued
 	evWake    chan struct{}
 
 	cancel context.CancelFunc
@@ -186,7 +187,7 @@ func (f *Firehose) Start(ctx context.Context) {
 	run.Go(&f.wg, f.log, "firehose", func() { f.work(ctx) })
 	if f.cfg.Relay {
 		f.evMu.Lock()
-		f.evRunning = true
+		f.evRunning, f.evStopped = true, false
 		f.evMu.Unlock()
 		run.Go(&f.wg, f.log, "firehose events relayer", func() { f.relayEvents(ctx) })
 	}
@@ -489,6 +490,11 @@ func (f *Firehose) pass(evs []news.JobEvent) {
 		return
 	}
 	f.evMu.Lock()
+	if f.evStopped {
+		f.evMu.Unlock()
+		f.lostAtStop(len(evs))
+		return
+	}
 	if !f.evRunning {
 		// Not started (a test's Broadcast): append at once.
 		f.evMu.Unlock()
@@ -520,6 +526,13 @@ func (f *Firehose) relayEvents(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			f.evMu.Lock()
+			q := f.evq
+			f.evq, f.evRunning, f.evStopped = nil, false, true
+			f.evMu.Unlock()
+			if len(q) > 0 {
+				f.lostAtStop(len(q))
+			}
 			return
 		case <-f.evWake:
 		}
@@ -543,6 +556,7 @@ func (f *Firehose) appendEvents(ctx context.Context, evs []news.JobEvent) {
 	}
 	if _, err := f.store.RelayBroadcast(ctx, bodies, nil); err != nil {
 		if ctx.Err() != nil {
+			f.lostAtStop(len(evs))
 			return
 		}
 		metrics.RelayLost("event_failed", len(evs))
@@ -550,6 +564,13 @@ func (f *Firehose) appendEvents(ctx context.Context, evs []news.JobEvent) {
 		return
 	}
 	metrics.RelayEntries("relayed", len(evs))
+}
+
+// lostAtStop counts and logs n job events the firehose stopped (its term
+// ended) before it appended them.
+func (f *Firehose) lostAtStop(n int) {
+	metrics.RelayLost("event_failed", n)
+	f.relayLost.add("event_failed", n, "the firehose stopped (its term ended) before these job events were appended to the stream relay: missing from every node's stream")
 }
 
 // first stamps ev and reports whether it is to be passed on: once per

@@ -75,10 +75,17 @@ func (s *Store) IRCRan(ctx context.Context, lines []string) ([]bool, error) {
 }
 
 // SetIRCReady says, for ttl, that node has a registered IRC connection
-// (ready false withdraws it). Every node writes only its own key.
+// (ready false withdraws it, and takes node out of KeyIRCNodes: node ids
+// are by default hostname-pid, new at each restart). Every node writes
+// only its own key.
 func (s *Store) SetIRCReady(ctx context.Context, node string, ready bool, ttl time.Duration) error {
 	if !ready {
-		return wrap("clear irc ready", s.rdb.Del(ctx, KeyIRCReady(node)).Err())
+		_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Del(ctx, KeyIRCReady(node))
+			p.SRem(ctx, KeyIRCNodes, node)
+			return nil
+		})
+		return wrap("clear irc ready", err)
 	}
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.SAdd(ctx, KeyIRCNodes, node)
@@ -89,7 +96,10 @@ func (s *Store) SetIRCReady(ctx context.Context, node string, ready bool, ttl ti
 }
 
 // IRCReadyNodes lists the nodes other than self whose IRC connection is
-// registered now (SetIRCReady within its ttl).
+// registered now (SetIRCReady within its ttl). It takes the others out of
+// KeyIRCNodes (a node killed, whose report expired): a node that reports
+// again adds itself back (SetIRCReady), so one that refreshed between the
+// read and the removal is missing from the set until its next refresh.
 func (s *Store) IRCReadyNodes(ctx context.Context, self string) ([]string, error) {
 	nodes, err := s.rdb.SMembers(ctx, KeyIRCNodes).Result()
 	if err != nil {
@@ -112,10 +122,17 @@ func (s *Store) IRCReadyNodes(ctx context.Context, self string) ([]string, error
 	if err != nil {
 		return nil, wrap("read irc ready", err)
 	}
-	var ready []string
+	var ready, gone []string
 	for i, v := range vals {
 		if v != nil {
 			ready = append(ready, others[i])
+		} else {
+			gone = append(gone, others[i])
+		}
+	}
+	if len(gone) > 0 {
+		if err := s.rdb.SRem(ctx, KeyIRCNodes, gone).Err(); err != nil {
+			return nil, wrap("forget irc nodes", err)
 		}
 	}
 	return ready, nil

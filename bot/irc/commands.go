@@ -83,14 +83,15 @@ func (c *Client) accept(req bot.Request) {
 			return // a standby: held for the next leader (standby.go)
 		}
 	}
-	c.run(req)
+	c.run(req, false)
 }
 
 // run applies the per-user throttle and hands the request to the user's
-// worker.
-func (c *Client) run(req bot.Request) {
+// worker; held marks a command a hot standby held and runs at a takeover.
+func (c *Client) run(req bot.Request, held bool) {
 	key := c.state.Fold(req.Nick)
 	r := c.newReplier(req)
+	r.held = held
 	privileged := !req.Private() && req.Rank >= bot.RankVoice
 	if !c.throttle.allow(key, privileged, time.Now()) {
 		c.log.Info("throttling user", "nick", req.Nick, "text", req.Text)
@@ -127,10 +128,13 @@ func (c *Client) handle(req bot.Request, r *replier) {
 			c.log.Warn("command not run: could not record it for a hot standby", "nick", req.Nick, "text", req.Text, "err", err)
 			r.Reply("Sorry, backend unavailable: Redis cannot be reached right now. Please try again in a minute.")
 			return
-		case !fresh:
+		case !fresh && r.held:
 			c.log.Info("command not run: an earlier leader ran it", "nick", req.Nick, "text", req.Text)
 			return
 		}
+		// A line typed anew while this node leads runs even when its key
+		// was recorded before: the same text from the same user (the hash
+		// key), not one this node held.
 	}
 	c.bot.Handle(ctx, req, r)
 }

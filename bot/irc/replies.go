@@ -17,6 +17,8 @@ type replier struct {
 	c   *Client
 	req bot.Request
 	cmd uint64
+	// held: a command a hot standby held, run at a takeover (standby.go).
+	held bool
 }
 
 func (c *Client) newReplier(req bot.Request) *replier {

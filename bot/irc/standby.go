@@ -134,6 +134,13 @@ func (c *Client) hold(req bot.Request) bool {
 	if c.sb.live && (c.Gate == nil || c.Gate()) {
 		return false
 	}
+	c.appendHeld(req, now)
+	return true
+}
+
+// appendHeld adds req to the held commands, dropping (and counting) the
+// oldest beyond maxHeld. c.sb.mu is held.
+func (c *Client) appendHeld(req bot.Request, now time.Time) {
 	c.sb.held = c.pruneHeld(c.sb.held, now)
 	if len(c.sb.held) >= maxHeld {
 		c.sb.held = c.sb.held[1:]
@@ -143,7 +150,6 @@ func (c *Client) hold(req bot.Request) bool {
 		}
 	}
 	c.sb.held = append(c.sb.held, heldCmd{req: req, at: now})
-	return true
 }
 
 func (c *Client) pruneHeld(h []heldCmd, now time.Time) []heldCmd {
@@ -219,7 +225,7 @@ func (c *Client) drainHeld(ctx context.Context, goLive bool) {
 				continue
 			}
 			run++
-			c.run(h.req)
+			c.run(h.req, true)
 		}
 		if run > 0 {
 			c.log.Info("took over: running commands typed while no node could answer", "commands", run)
@@ -293,7 +299,7 @@ func (c *Client) standbyHistory(items []ircmsg.Message) {
 			continue // not a command, or one this client read itself
 		}
 		c.sb.mu.Lock()
-		c.sb.held = append(c.sb.held, heldCmd{req: req, at: time.Now()})
+		c.appendHeld(req, time.Now())
 		c.sb.mu.Unlock()
 		n++
 	}

@@ -56,7 +56,9 @@ func leadHot(ctx context.Context, cancel context.CancelFunc, cfg *config.Config,
 		}
 	})
 	ttl := cfg.HA.LeaseTTL.Duration
-	irun.Go(&wg, logger, "irc readiness", func() { reportIRCReady(ctx, st, c, node, ttl, logger) })
+	irun.Go(&wg, logger, "irc readiness", func() {
+		reportIRCReady(ctx, st, c, node, ttl, logger, func() bool { return lease.ClockProblem() == "" })
+	})
 	othersReady := func(ctx context.Context) []string {
 		rctx, rcancel := context.WithTimeout(ctx, ttl/10+time.Second)
 		defer rcancel()
@@ -132,9 +134,12 @@ func handOver(leadCtx context.Context, c *botirc.Client, after time.Duration, ot
 }
 
 // reportIRCReady says in Redis, every third of the lease's lifetime,
-// whether this node's IRC connection is registered, and withdraws it at
-// once when it drops and at shutdown.
-func reportIRCReady(ctx context.Context, st *store.Store, c *botirc.Client, node string, ttl time.Duration, log *slog.Logger) {
+// whether this node's IRC connection is registered and the node may lead
+// (mayLead: its clock does not keep it from leading; a leader that lost
+// IRC hands the lease only to a node that says so, so one that would not
+// take it must not), and withdraws it at once when it drops and at
+// shutdown.
+func reportIRCReady(ctx context.Context, st *store.Store, c *botirc.Client, node string, ttl time.Duration, log *slog.Logger, mayLead func() bool) {
 	say := func(up bool) {
 		wctx, wcancel := context.WithTimeout(context.Background(), ttl/3)
 		defer wcancel()
@@ -146,7 +151,7 @@ func reportIRCReady(ctx context.Context, st *store.Store, c *botirc.Client, node
 	defer t.Stop()
 	for {
 		up := c.Connected()
-		say(up)
+		say(up && mayLead())
 		wait := t.C
 		var change <-chan struct{}
 		if !up {

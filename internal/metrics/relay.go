@@ -6,7 +6,7 @@ var (
 		"Log entries and job events on the live stream's relay (the Redis stream archivebot:stream_relay): relayed (appended by the leader's firehose), received (read by this node's stream).",
 		"what")
 	relayLost = newCounterVec("archivebot_stream_relay_lost_total",
-		"What this node's live stream lost of the relay, by reason: trimmed (messages trimmed before this node read them: it fell further behind than the stream's bound), bad_message (a message that is not one), too_large (an entry the leader could not relay), event_failed (job events the leader could not append, or that found its queue full).",
+		"What this node's live stream lost of the relay, by reason: trimmed (messages trimmed before this node read them: it fell further behind than the stream's bound), bad_message (a message that is not one), too_large (an entry the leader could not relay), event_failed (job events the leader could not append, that found its queue full, or that still waited when its firehose stopped).",
 		"reason")
 )
 
