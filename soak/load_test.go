@@ -320,7 +320,38 @@ func (s *soak) awaitReply(u *irctest.User, id int64, sent time.Time, wait time.D
 	r := strings.TrimPrefix(m.Params[1], u.Nick+": ")
 	s.rec.Add(history.Event{T: got, Kind: history.Reply, Actor: u.Nick, Channel: m.Params[0], Text: r, ID: id,
 		Num: map[string]float64{"latency_ms": float64(got.Sub(sent).Microseconds()) / 1000}})
+	if strings.EqualFold(m.Params[0], u.Nick) {
+		awaitRestOfAnswer(u, privateFromBot(u.Nick))
+	}
 	return r, true
+}
+
+// answerQuiet is how long no further line of a private answer must come
+// before the answer counts as whole.
+const answerQuiet = 1500 * time.Millisecond
+
+// awaitRestOfAnswer reads the further lines of a private answer (a
+// listing: !pending, !whereis… send several lines, paced by the bot's
+// outbox) until answerQuiet passes without one, at most replyWait. A
+// user types the next command after reading the answer; before, the
+// next command's reply was taken from the rest of the listing (seed 3 at
+// 8356de8: the answer to an !ao read as " (2d0pdnsepg7keuc2n5d05hsjw) |
+// 7. https://soak.example/user1/3/87 …", the tail of the !pending-ao
+// before it).
+func awaitRestOfAnswer(u *irctest.User, line func(ircmsg.Message) bool) {
+	end := time.Now().Add(replyWait)
+	for time.Now().Before(end) {
+		if _, err := u.WaitWithin(answerQuiet, "the rest of an answer", line); err != nil {
+			return
+		}
+	}
+}
+
+// privateFromBot matches the bot's private lines to nick.
+func privateFromBot(nick string) func(ircmsg.Message) bool {
+	return func(m ircmsg.Message) bool {
+		return (m.Command == "PRIVMSG" || m.Command == "NOTICE") && len(m.Params) > 1 && isBot(m.Nick()) && strings.EqualFold(m.Params[0], nick)
+	}
 }
 
 // observe records every line the observer sees in the channel until its
