@@ -33,6 +33,28 @@ func TestRequeuedJobMayBeTakenAgain(t *testing.T) {
 	}
 }
 
+// Seed 6 of the sweep at 8356de8: user3's !a of an aborted job's URL
+// was answered "Redis did not answer in time; I don't know yet whether
+// the job … was queued" (its leader cut from Redis); the write had
+// happened, and a direct pipeline took the job's new life and finished
+// it. The model kept the job ended: "taken by direct00 (direct) after it
+// ended (aborted)", and invariants 1 and 5 failed with it. An "outcome
+// unknown" answer to an !a may be its acknowledgement.
+func TestRequeueWithUnknownOutcomeMayBeTakenAgain(t *testing.T) {
+	r := clean()
+	// A finished at 5 (clean); erin queues its URL again at 30, while the
+	// leader is cut from Redis, and is told the outcome is not known yet.
+	r.add(29, history.Event{Kind: history.Fault, Fault: "partition-node-redis", Target: "node-b", Outcome: "start"})
+	r.add(45, history.Event{Kind: history.Fault, Fault: "partition-node-redis", Target: "node-b", Outcome: "end"})
+	r.command(30, 5, "erin", "!a "+urlA, "Redis did not answer in time; I don't know yet whether the job for "+urlA+" was queued — I'll tell you when I know.")
+	r.take(40, "p1", "key1", idA)
+	r.end(42, "p1", idA, "done")
+	r.line(42.3, "erin: Your job for "+urlA+" has finished. ("+idA+")")
+	if res := r.check(t); res.Failed() {
+		t.Fatalf("the take of a job re-registered with an unknown outcome fails:\n%s", res.Summary())
+	}
+}
+
 func TestTakeAfterRevocationFails(t *testing.T) {
 	r := clean()
 	// key3 was revoked at 12; it takes D at 14.

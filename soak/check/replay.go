@@ -68,6 +68,16 @@ func Check(events []history.Event, dump Dump, opts Options) *Result {
 				if s.kind == sayQueued && s.ident != "" {
 					c.acks[s.ident] = append(c.acks[s.ident], e.T)
 				}
+				// "I don't know yet whether the job … was queued": the
+				// write may have happened, so a take of the job after
+				// its earlier life ended may be this !a's new life.
+				if s.kind == sayUnknownYet && e.Kind == history.Reply {
+					if send, ok := c.sendBy[e.ID]; ok {
+						if cmd := parseCommand(send.Text); (cmd.name == "a" || cmd.name == "ao") && cmd.ident != "" {
+							c.acks[cmd.ident] = append(c.acks[cmd.ident], e.T)
+						}
+					}
+				}
 			}
 		}
 	}
