@@ -13,7 +13,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/archiveteam/archivebot-go/internal/metrics"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/record"
@@ -29,24 +28,7 @@ func relayCount(t testing.TB, what string) float64 {
 	if r, ok := strings.CutPrefix(what, "dropped:"); ok {
 		name, label, value = "archivebot_stream_api_dropped_total", "reason", r
 	}
-	mfs, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no series %s{%s=%q}", name, label, value)
-	return 0
+	return relayMetric(t, name, label, value)
 }
 
 // counts reads several series at once; delta their change since.

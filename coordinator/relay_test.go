@@ -18,8 +18,8 @@ import (
 	"github.com/archiveteam/archivebot-go/store/storetest"
 )
 
-// relayMetric is a series of archivebot_stream_relay_lost_total (reason)
-// or archivebot_stream_relay_entries_total (what).
+// relayMetric is the value of the counter series name{label="value"}
+// (the relay's and the API log's counters).
 func relayMetric(t testing.TB, name, label, value string) float64 {
 	t.Helper()
 	mfs, err := metrics.Registry.Gather()
