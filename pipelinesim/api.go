@@ -145,7 +145,9 @@ func (p *APIPipeline) Run(ctx context.Context, o RunOptions, workers int) error 
 	bg.Wait()
 	exitCtx, cancelExit := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancelExit()
-	if _, err := p.c.Unregister(exitCtx); err != nil {
+	// The workers' last polls may have used up the key's rate just now:
+	// a 429 here is retried after its Retry-After, as every other call is.
+	if err, _ := callRetrying(exitCtx, func() error { _, err := p.c.Unregister(exitCtx); return err }); err != nil {
 		return errors.Join(firstErr, fmt.Errorf("unregister: %w", err))
 	}
 	emit(Event{Kind: EventExit})
