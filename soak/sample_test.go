@@ -18,8 +18,43 @@ import (
 	"github.com/archiveteam/archivebot-go/soak/history"
 )
 
-// sampler records the processes' resources every sampleEvery.
+// nodeSampleEvery: the nodes are sampled more often than the rest. A
+// change of leader starts a new segment of each node's series, judged
+// only after its warm-up (invariant 6): at ci scale a term may be a
+// minute long, which at sampleEvery left fewer samples than the floor.
+const nodeSampleEvery = 2 * time.Second
+
+// sampleNodes records each node's RSS, fds, CPU and goroutines every
+// nodeSampleEvery.
+func (s *soak) sampleNodes(stop <-chan struct{}) {
+	t := time.NewTicker(nodeSampleEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		for _, n := range s.nodes {
+			pid := n.pid()
+			if pid == 0 {
+				continue
+			}
+			num := procStats(pid)
+			if g, ok := metric(n.web, "go_goroutines"); ok {
+				num["goroutines"] = g
+			}
+			s.rec.Add(history.Event{Kind: history.Sample, Actor: n.name, Num: num})
+		}
+	}
+}
+
+// sampler records the processes' resources every sampleEvery (the
+// nodes' through sampleNodes).
 func (s *soak) sampler(stop <-chan struct{}) {
+	nodesDone := make(chan struct{})
+	go func() { defer close(nodesDone); s.sampleNodes(stop) }()
+	defer func() { <-nodesDone }()
 	rdb := s.redis.failoverClient()
 	defer rdb.Close()
 	t := time.NewTicker(sampleEvery)
@@ -44,17 +79,6 @@ func (s *soak) sampler(stop <-chan struct{}) {
 		}
 		if tick%36 == 0 { // every 3 minutes
 			s.goroutineDumps()
-		}
-		for _, n := range s.nodes {
-			pid := n.pid()
-			if pid == 0 {
-				continue
-			}
-			num := procStats(pid)
-			if g, ok := metric(n.web, "go_goroutines"); ok {
-				num["goroutines"] = g
-			}
-			s.rec.Add(history.Event{Kind: history.Sample, Actor: n.name, Num: num})
 		}
 		for _, b := range s.bridges {
 			if p := b.current(); p != nil && p.Running() {

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -137,4 +138,23 @@ func Git(dir string, args ...string) (string, error) {
 		return "", fmt.Errorf("%v: %s", err, strings.TrimSpace(string(b)))
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// Each calls fn(i) for i in [0, n), width at a time (at least one), and
+// returns when all have returned. Two short soaks at once keep a 2-core
+// machine at about 1 of its cores (the ci scale's load line measures
+// 0.43 of 2 busy for one); each run's ports, nftables table and
+// clock file are its own (soak/net_test.go), so runs do not meet.
+func Each(n, width int, fn func(i int)) {
+	sem := make(chan struct{}, max(width, 1))
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
 }

@@ -7,7 +7,7 @@
 // bug's invariant did not fail or the control did not pass (doc/soak.md,
 // Planted bugs).
 //
-//	go run ./soak/cmd/plants [-seed 1] [-duration 240s] [-only NAME,...] [-control=false] [-keep DIR]
+//	go run ./soak/cmd/plants [-seed 1] [-duration 240s] [-only NAME,...] [-control=false] [-parallel 1] [-keep DIR]
 //
 // The soak itself (the harness and the checker) is the working tree's:
 // a plant is judged by the checker being changed. Each run takes the
@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/archiveteam/archivebot-go/soak/soakrun"
@@ -32,6 +33,7 @@ func main() {
 	dur := flag.Duration("duration", 240*time.Second, "SOAK_DURATION of every run (.ci/run's)")
 	only := flag.String("only", "", "comma-separated plant names (the patch file's name less .patch); default all")
 	control := flag.Bool("control", true, "run the unplanted control too")
+	parallel := flag.Int("parallel", 1, "how many runs at once (2 on a 2-core machine: see soakrun.Each)")
 	keep := flag.String("keep", "", "directory that keeps each run (SOAK_OUT, the test's log); default a new temporary directory")
 	flag.Parse()
 
@@ -64,11 +66,12 @@ func main() {
 	if *control {
 		plants = append(plants, plant{Name: controlName})
 	}
-	for _, p := range plants {
-		r := run(root, *keep, p, *seed, *dur)
-		fmt.Fprintf(os.Stderr, "plants: %s: %s (%s)\n", p.Name, r.verdict(), r.Took.Round(time.Second))
-		rows = append(rows, r)
-	}
+	rows = make([]row, len(plants))
+	soakrun.Each(len(plants), *parallel, func(i int) {
+		p := plants[i]
+		rows[i] = run(root, *keep, p, *seed, *dur)
+		fmt.Fprintf(os.Stderr, "plants: %s: %s (%s)\n", p.Name, rows[i].verdict(), rows[i].Took.Round(time.Second))
+	})
 	fmt.Printf("Planted bugs, `go run ./soak/cmd/plants` at %s (seed %d, ci scale, SOAK_DURATION=%v), %s:\n\n", head, *seed, *dur, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Print(table(rows))
 	for _, r := range rows {
@@ -77,6 +80,8 @@ func main() {
 		}
 	}
 }
+
+var buildMu sync.Mutex
 
 // controlName is the control's row: HEAD as it is.
 const controlName = "(control: no plant)"
@@ -93,23 +98,9 @@ func run(root, keep string, p plant, seed int, dur time.Duration) (r row) {
 		r.Err = err.Error()
 		return r
 	}
-	scratch := filepath.Join(out, "tree")
-	if _, err := soakrun.Git(root, "worktree", "add", "--detach", scratch, "HEAD"); err != nil {
-		r.Err = "git worktree add: " + err.Error()
-		return r
-	}
-	defer soakrun.Git(root, "worktree", "remove", "--force", scratch)
-	if p.File != "" {
-		if _, err := soakrun.Git(scratch, "apply", p.File); err != nil {
-			r.Err = "the patch does not apply at HEAD: " + err.Error()
-			return r
-		}
-	}
-	bin := filepath.Join(out, "archivebot")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/archivebot")
-	build.Dir = scratch
-	if b, err := build.CombinedOutput(); err != nil {
-		r.Err = fmt.Sprintf("go build: %v: %s", err, strings.TrimSpace(string(b)))
+	bin, err := build(root, out, p)
+	if err != nil {
+		r.Err = err.Error()
 		return r
 	}
 	env := map[string]string{"SOAK_SCALE": "ci", "SOAK_DURATION": dur.String(), "SOAK_SEED": fmt.Sprint(seed), "SOAK_BIN": bin}
@@ -118,6 +109,31 @@ func run(root, keep string, p plant, seed int, dur time.Duration) (r row) {
 	}
 	r.Result = soakrun.Run(root, out, env)
 	return r
+}
+
+// build builds p's node in a scratch worktree at HEAD (p.File applied),
+// removed once built. Git's worktree bookkeeping and the builds run one
+// at a time; the soaks themselves in parallel.
+func build(root, out string, p plant) (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	scratch := filepath.Join(out, "tree")
+	if _, err := soakrun.Git(root, "worktree", "add", "--detach", scratch, "HEAD"); err != nil {
+		return "", fmt.Errorf("git worktree add: %v", err)
+	}
+	defer soakrun.Git(root, "worktree", "remove", "--force", scratch)
+	if p.File != "" {
+		if _, err := soakrun.Git(scratch, "apply", p.File); err != nil {
+			return "", fmt.Errorf("the patch does not apply at HEAD: %v", err)
+		}
+	}
+	bin := filepath.Join(out, "archivebot")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/archivebot")
+	cmd.Dir = scratch
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v: %s", err, strings.TrimSpace(string(b)))
+	}
+	return bin, nil
 }
 
 func safe(name string) string {

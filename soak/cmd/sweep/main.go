@@ -3,7 +3,7 @@
 // the breadth a change to the node or the checker needs before it lands
 // (doc/soak.md, The seed sweep). It exits 1 when a seed failed.
 //
-//	go run ./soak/cmd/sweep [-seeds 10] [-from 1] [-duration 240s] [-keep DIR]
+//	go run ./soak/cmd/sweep [-seeds 10] [-from 1] [-duration 240s] [-parallel 1] [-keep DIR]
 //
 // Each seed takes the short soak's time (about 5 minutes on 2 cores):
 // ten take about 50 minutes. The harness, the checker and the node are
@@ -25,6 +25,7 @@ func main() {
 	seeds := flag.Int("seeds", 10, "how many seeds")
 	from := flag.Int("from", 1, "the first seed")
 	dur := flag.Duration("duration", 240*time.Second, "SOAK_DURATION of every run (.ci/run's)")
+	parallel := flag.Int("parallel", 1, "how many seeds run at once (2 on a 2-core machine: see soakrun.Each)")
 	keep := flag.String("keep", "", "directory that keeps each run; default a new temporary directory")
 	flag.Parse()
 	root, head, err := soakrun.Root()
@@ -38,16 +39,22 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	fmt.Printf("Seed sweep, `go run ./soak/cmd/sweep` at %s (ci scale, SOAK_DURATION=%v), runs kept in %s:\n\n", head, *dur, *keep)
+	fmt.Printf("Seed sweep, `go run ./soak/cmd/sweep` at %s (ci scale, SOAK_DURATION=%v, %d at a time), runs kept in %s:\n\n", head, *dur, *parallel, *keep)
 	fmt.Println("| seed | verdict | invariants failed | faults injected | time |")
 	fmt.Println("|---|---|---|---|---|")
-	failed := 0
-	for seed := *from; seed < *from+*seeds; seed++ {
+	results := make([]soakrun.Result, *seeds)
+	soakrun.Each(*seeds, *parallel, func(i int) {
+		seed := *from + i
 		env := map[string]string{"SOAK_SCALE": "ci", "SOAK_DURATION": dur.String(), "SOAK_SEED": fmt.Sprint(seed)}
 		if b := os.Getenv("SOAK_BIN"); b != "" {
 			env["SOAK_BIN"] = b
 		}
-		r := soakrun.Run(root, filepath.Join(*keep, fmt.Sprintf("seed%d", seed)), env)
+		results[i] = soakrun.Run(root, filepath.Join(*keep, fmt.Sprintf("seed%d", seed)), env)
+		fmt.Fprintf(os.Stderr, "sweep: seed %d: passed %v (%s)\n", seed, results[i].Passed(), results[i].Took.Round(time.Second))
+	})
+	failed := 0
+	for i, r := range results {
+		seed := *from + i
 		verdict := "pass"
 		switch {
 		case r.Err != "":
