@@ -176,6 +176,10 @@ type Slope struct {
 	// fails only when PerHour − Sigmas·StdErr exceeds Allowed: growth
 	// the samples show, not a slope their noise could give.
 	StdErr float64 `json:"std_err"`
+	// Rho is the residuals' lag-1 autocorrelation (0 when negative),
+	// by which StdErr is inflated and the samples' count deflated
+	// (fitSegments).
+	Rho float64 `json:"rho,omitempty"`
 	// Sigmas is how many standard errors PerHour must clear: Student's
 	// t for the fit's degrees of freedom at the one-sided level of two
 	// standard errors of a normal (2.3 %), divided by the number of

@@ -192,8 +192,8 @@ func (c *checker) judgeSlope(sl *Slope, pts []point, tries int) {
 		what = fmt.Sprintf("after warm-up in its segment from %s", sl.From.UTC().Format("15:04:05"))
 	}
 	c.inv[6].violate(Violation{T: first.t, T2: last.t, Lines: []int{first.line, last.line},
-		Detail: fmt.Sprintf("%s grows %s per hour %s (limit %s, judged against %s over %s, %d samples; ±%s standard error, %.1f of them allowed)",
-			sl.Series, human(sl.Metric, sl.PerHour), what, human(sl.Metric, sl.Limit), human(sl.Metric, sl.Allowed), sl.Window.Round(time.Second), sl.Samples, strings.TrimPrefix(human(sl.Metric, sl.StdErr), "+"), sl.Sigmas)})
+		Detail: fmt.Sprintf("%s grows %s per hour %s (limit %s, judged against %s over %s, %d samples; ±%s standard error (residuals' autocorrelation %.2f), %.1f of them allowed)",
+			sl.Series, human(sl.Metric, sl.PerHour), what, human(sl.Metric, sl.Limit), human(sl.Metric, sl.Allowed), sl.Window.Round(time.Second), sl.Samples, strings.TrimPrefix(human(sl.Metric, sl.StdErr), "+"), sl.Rho, sl.Sigmas)})
 }
 
 func human(metric string, v float64) string {

@@ -174,22 +174,44 @@ func fitSegments(ss *sampleSeries, segs []segment) Slope {
 	// segment's line, over the spread of the times. Many short segments
 	// of a noisy series (the leader's goroutines follow its backlog of
 	// requests) give a slope that says little; its error says how little.
-	var rss float64
+	var rss, lag float64
 	n, k := 0, 0
 	for i, g := range segs {
 		if len(g.pts) < 2 {
 			continue
 		}
 		k++
+		prev, hasPrev := 0.0, false
 		for _, p := range g.pts {
 			r := (p.v - ms[i].y) - sl.PerHour*(p.t.Sub(first).Hours()-ms[i].x)
 			rss += r * r
+			if hasPrev {
+				lag += r * prev
+			}
+			prev, hasPrev = r, true
 			n++
 		}
 	}
 	sl.dof = n - k - 1
 	if sl.dof > 0 && sxx > 0 {
 		sl.StdErr = math.Sqrt(rss / float64(sl.dof) / sxx)
+	}
+	// Samples of a resource are not independent: a level that steps
+	// (fds and goroutines follow the connections open, which change in
+	// steps) stays where it stepped for many samples, and the least
+	// squares' error, which counts each sample as news, shrinks as the
+	// sampling quickens while the evidence does not. The residuals'
+	// lag-1 autocorrelation rho says how much of each sample is news:
+	// the error's variance is inflated by (1+rho)/(1-rho) and the
+	// samples count as n(1-rho)/(1+rho) (AR(1)'s effective sample size).
+	// A steady leak leaves residuals about its line with little
+	// correlation, and is judged as before.
+	if rss > 0 && sl.dof > 0 {
+		rho := min(max(lag/rss, 0), 0.95)
+		f := (1 + rho) / (1 - rho)
+		sl.Rho = rho
+		sl.StdErr *= math.Sqrt(f)
+		sl.dof = max(int(float64(n)/f)-k-1, 1)
 	}
 	return sl
 }
