@@ -519,6 +519,38 @@ type pipe struct {
 	aborted map[string]bool
 	killed  bool // by the soak: its death is recorded already
 	dead    bool
+	// frozeAt and thawedAt: the soak's last SIGSTOP and SIGCONT of the
+	// process (frozen, noted, thawed). A take in flight at the stop is
+	// made in Redis while the process is stopped; the process prints it
+	// after the thaw.
+	frozeAt, thawedAt time.Time
+}
+
+// frozen records a SIGSTOP (true) or SIGCONT (false) the soak sends.
+func (p *pipe) frozen(stop bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if stop {
+		p.frozeAt, p.thawedAt = time.Now(), time.Time{}
+	} else if !p.frozeAt.IsZero() && p.thawedAt.IsZero() {
+		p.thawedAt = time.Now()
+	}
+}
+
+// thawSettle: a line a pipeline prints this soon after a thaw may tell of
+// a step made before the stop.
+const thawSettle = time.Second
+
+// takeUnsure is how much earlier than its line a take printed at at may
+// have been made: since the last stop, when the line came just after the
+// thaw (0: at its line).
+func (p *pipe) takeUnsure(at time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.frozeAt.IsZero() || p.thawedAt.IsZero() || at.Before(p.thawedAt.Add(-50*time.Millisecond)) || at.After(p.thawedAt.Add(thawSettle)) {
+		return 0
+	}
+	return at.Sub(p.frozeAt)
 }
 
 // startPipe runs p; test goroutine only.
@@ -560,7 +592,18 @@ func (s *soak) readPipe(p *pipe, proc *testproc.Proc, gen int) {
 			p.mu.Lock()
 			p.held[id] = true
 			p.mu.Unlock()
-			s.rec.Add(history.Event{T: at, Kind: history.Take, Actor: p.name, Via: p.via, Target: target, Ident: id, URL: s.jobs.urlOf(id)})
+			ev := history.Event{T: at, Kind: history.Take, Actor: p.name, Via: p.via, Target: target, Ident: id, URL: s.jobs.urlOf(id)}
+			if at.IsZero() {
+				at = time.Now()
+			}
+			if u := p.takeUnsure(at); u > 0 {
+				// Printed just after the soak thawed the process: the
+				// take may have been made in Redis any time since the
+				// stop (seed 1 at 4fbba84: two direct takes made as
+				// the pipelines were stopped, printed 3 s later).
+				ev.Num = map[string]float64{history.TakeUnsureMS: float64(u.Milliseconds())}
+			}
+			s.rec.Add(ev)
 		case "abort":
 			p.mu.Lock()
 			p.aborted[id] = true
@@ -669,8 +712,17 @@ func (p *pipe) signal(sig syscall.Signal) {
 	proc := p.proc
 	p.mu.Unlock()
 	if proc != nil {
+		if sig == syscall.SIGSTOP || sig == syscall.SIGCONT {
+			p.frozen(sig == syscall.SIGSTOP)
+		}
 		proc.Signal(sig)
 	}
+}
+
+// Signal is p.signal, for pipeProcs' callers.
+func (p *pipe) Signal(sig syscall.Signal) error {
+	p.signal(sig)
+	return nil
 }
 
 // newKey makes a key pair with `archivebot bridge -init` and registers it

@@ -230,6 +230,7 @@ func (s *soak) fault(st step) string {
 			return "no pipeline was running"
 		}
 		start(p.name)
+		p.frozen(true)
 		if err := proc.Freeze(); err != nil {
 			p.signal(syscall.SIGCONT)
 			end(p.name)

@@ -25,7 +25,7 @@ func (s *soak) pipeProcs() []interface{ Signal(syscall.Signal) error } {
 	for _, p := range s.pipes {
 		p.mu.Lock()
 		if p.proc != nil && !p.dead {
-			procs = append(procs, p.proc)
+			procs = append(procs, p) // its Signal notes a stop and a thaw
 		}
 		p.mu.Unlock()
 	}

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/archiveteam/archivebot-go/soak/history"
 )
 
 // pauseSpan is a time the model is sure a target (a queue, or "all") was
@@ -109,6 +111,15 @@ func (c *checker) judgePaused() {
 			return
 		}
 		at := e.T
+		// A take printed just after the soak thawed its pipeline may
+		// have been made as early as the stop (history.TakeUnsureMS):
+		// it is judged at the earliest time it may have been made.
+		earliest := at
+		if take {
+			if u := e.Num[history.TakeUnsureMS]; u > 0 {
+				earliest = at.Add(-time.Duration(u * float64(time.Millisecond)))
+			}
+		}
 		counted := false
 		for _, sp := range spans {
 			if sp.target != "all" && sp.target != l.queue {
@@ -118,7 +129,7 @@ func (c *checker) judgePaused() {
 				continue // queued after the pause ended
 			}
 			queuedBefore := reg.Before(sp.from)
-			if queuedBefore && (!take || !at.After(sp.from.Add(pauseTakeSlack))) {
+			if queuedBefore && (!take || !earliest.After(sp.from.Add(pauseTakeSlack))) {
 				// Taken (or reaped) at a time the pause may not yet
 				// have held, or reaped after a take before it.
 				continue

@@ -123,6 +123,12 @@ const (
 // TakeRefused is the Outcome of a Take the node refused (see Take).
 const TakeRefused = "refused"
 
+// TakeUnsureMS is the Num of a pipeline's Take printed just after the
+// soak thawed the process (SIGCONT): how many milliseconds before T the
+// take may have been made. A take in flight when the process was stopped
+// is made in Redis while it is stopped, and printed after the thaw.
+const TakeUnsureMS = "unsure_ms"
+
 // Refused reports whether e is a take the node refused rather than a job
 // handed out.
 func Refused(e Event) bool { return e.Kind == Take && e.Outcome == TakeRefused }
