@@ -74,16 +74,38 @@ func Bin(t testing.TB, names ...string) string {
 	return ""
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago,
+// and that no earlier call in this process returned: the kernel may hand
+// the port it just freed to the next bind(0), and two addresses of one
+// configuration drawn one after the other were once the same (the soak's
+// node-a, "http.stream_listen: 127.0.0.1:37215 is already in use", its
+// web API on 37215).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		handedOut.Lock()
+		seen := handedOut.ports[port]
+		handedOut.ports[port] = true
+		handedOut.Unlock()
+		if !seen {
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("FreePort: 100 ports in a row were ones handed out before")
+	return 0
 }
+
+// handedOut holds the ports FreePort returned in this process.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // FreeAddr is 127.0.0.1:FreePort.
 func FreeAddr(t testing.TB) string {

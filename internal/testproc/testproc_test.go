@@ -106,3 +106,16 @@ func TestFreeze(t *testing.T) {
 	p.Signal(syscall.SIGCONT)
 	p.Kill()
 }
+
+// TestFreePortNeverRepeats: no two calls in a process return one port,
+// though each port is free again as soon as it is returned.
+func TestFreePortNeverRepeats(t *testing.T) {
+	seen := map[int]bool{}
+	for range 300 {
+		p := FreePort(t)
+		if seen[p] {
+			t.Fatalf("port %d returned twice", p)
+		}
+		seen[p] = true
+	}
+}
