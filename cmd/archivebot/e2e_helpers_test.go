@@ -253,7 +253,10 @@ stream_listen = "127.0.0.1:0"
 // The control node in this process.
 
 // nodeMu allows one in-process node at a time: SIGTERM stops every run()
-// of the process.
+// of the process. Tests that start one may be parallel (t.Parallel) with
+// tests whose nodes are child processes; the tests that call run()
+// otherwise (the console, admin commands) are not parallel, so they run
+// before any parallel test does.
 var nodeMu sync.Mutex
 
 // node is run() in this process, as main runs it.
