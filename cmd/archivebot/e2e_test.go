@@ -34,7 +34,6 @@ import (
 // aborted while a pipeline runs it and a queued job aborted with !abort
 // each get exactly one "was aborted" line.
 func TestE2EJobLifecycle(t *testing.T) {
-	t.Parallel() // with the child-process tests; in-process nodes take turns (nodeMu)
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client
@@ -188,7 +187,6 @@ func TestE2EJobLifecycle(t *testing.T) {
 // and going silent (crash) are announced once each; a pipeline that was
 // there when the node started is not announced as connected.
 func TestE2EPipelineNotices(t *testing.T) {
-	t.Parallel() // with the child-process tests; in-process nodes take turns (nodeMu)
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rdb := b.Client
 		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
@@ -256,7 +254,6 @@ func TestE2EPipelineNotices(t *testing.T) {
 // URL, that the job had no heartbeat and was failed (auto_fail); the job
 // is out of working and counted as failed.
 func TestE2EDeadJob(t *testing.T) {
-	t.Parallel() // with the child-process tests; in-process nodes take turns (nodeMu)
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client
@@ -335,7 +332,6 @@ func TestE2EDeadJob(t *testing.T) {
 // started_in — cannot make the bot send an extra IRC line: a second
 // client in the channel sees no smuggled line and nothing malformed.
 func TestE2EPlantedText(t *testing.T) {
-	t.Parallel() // with the child-process tests; in-process nodes take turns (nodeMu)
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client
@@ -480,7 +476,6 @@ func hasAddressee(line string, users []string) bool {
 // was meant for #victim, and acknowledged; the bot never joins #victim,
 // so #victim's operator cannot run !a or !fail through it.
 func TestE2EForeignChannel(t *testing.T) {
-	t.Parallel() // with the child-process tests; in-process nodes take turns (nodeMu)
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client
