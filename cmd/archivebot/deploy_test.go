@@ -166,6 +166,7 @@ stream_listen = "127.0.0.1:0"
 // run as it is (its /out paths moved to a temporary directory), gives a
 // binary whose `version` names HEAD. The build context keeps .git for it.
 func TestDockerBuildStampsVersion(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

@@ -109,6 +109,7 @@ func (s *v2Scores) get() []float64 {
 // job logs through the leader's API, both nodes' /stream?v=2 carry every
 // entry once, in order, and both dashboards count lines per second.
 func TestHAStandbyStreamsAPILog(t *testing.T) {
+	t.Parallel()
 	b := redistest.RealOrMini(t)
 	irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 	const ch = "#haapilog"

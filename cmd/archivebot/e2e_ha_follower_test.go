@@ -164,7 +164,8 @@ func getBody(t *testing.T, url string) (int, string) {
 // /stream carries every entry; its /jobs lists the job; its /readyz
 // answers 200 and says it is not the leader.
 func TestHAFollowerStreamsDirectJobs(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	t.Parallel()
+	redistest.EachParallel(t, func(t *testing.T, b *redistest.Backend) {
 		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 		const ch = "#hafollow"
 		op, _, _ := rolesIn(t, irc, ch)
@@ -256,7 +257,8 @@ func logScore(t *testing.T, b *redistest.Backend, id string) int {
 // the bookmarks with its last append, the new one resumes from them),
 // its finished event, and no dropped frame.
 func TestHAFollowerStreamThroughLeaderChange(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	t.Parallel()
+	redistest.EachParallel(t, func(t *testing.T, b *redistest.Backend) {
 		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 		const ch = "#hachange"
 		op, _, _ := rolesIn(t, irc, ch)

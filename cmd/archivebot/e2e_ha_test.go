@@ -169,41 +169,61 @@ func dyingJob(t *testing.T, rdb *redis.Client, u *irctest.User, ch, raw string) 
 	return id
 }
 
+// haCluster is the world of one TestE2EHighAvailability subtest: a
+// Redis master, two replicas and three sentinels, ngircd, and a client
+// through the sentinels.
+type haCluster struct {
+	cl  *redistest.Cluster
+	irc *irctest.Ngircd
+	rdb *redis.Client
+}
+
+func newHACluster(t *testing.T) *haCluster {
+	t.Helper()
+	h := &haCluster{cl: redistest.StartCluster(t), irc: irctest.StartNgircd(t, irctest.NgircdOptions{})}
+	h.rdb = redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.SentinelMaster, SentinelAddrs: h.cl.SentinelAddrs()})
+	t.Cleanup(func() { h.rdb.Close() })
+	return h
+}
+
+// leaderIn starts a subtest with an op, a voiced and a plain user in its
+// channel and node-a leading (its bot in the channel) ...
+func (h *haCluster) leaderIn(t *testing.T, ch, leaseTTL string) (a *child, op, voice *irctest.User) {
+	t.Helper()
+	op, voice, _ = rolesIn(t, h.irc, ch)
+	a = haLeader(t, h.irc, ch, h.cl, "node-a", leaseTTL)
+	op.WaitBotIn(botNick, ch)
+	return a, op, voice
+}
+
+// ... and leaseFree ends it with its nodes stopped and the lease free.
+func (h *haCluster) leaseFree(t *testing.T) {
+	t.Helper()
+	testproc.Eventually(t, "the leader lease to be free", func() bool {
+		n, err := h.rdb.Exists(context.Background(), "archivebot:leader").Result()
+		return err == nil && n == 0
+	})
+}
+
 func TestE2EHighAvailability(t *testing.T) {
 	// Parallel (with the other tests that wait on their own servers and
 	// child processes, e2e_process_test.go): its Redis is a cluster of its
 	// own, not the process's real-Redis database; its nodes are children.
+	// Each subtest has a cluster and an ngircd of its own, and they run
+	// at once.
 	t.Parallel()
-	cl := redistest.StartCluster(t)
-	irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
-	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.SentinelMaster, SentinelAddrs: cl.SentinelAddrs()})
-	defer rdb.Close()
 	ctx := context.Background()
-	// Each subtest starts with an op, a voiced and a plain user in its
-	// channel and node-a leading (its bot in the channel) ...
-	leaderIn := func(t *testing.T, ch, leaseTTL string) (a *child, op, voice *irctest.User) {
-		t.Helper()
-		op, voice, _ = rolesIn(t, irc, ch)
-		a = haLeader(t, irc, ch, cl, "node-a", leaseTTL)
-		op.WaitBotIn(botNick, ch)
-		return a, op, voice
-	}
-	// ... and ends with its nodes stopped and the lease free.
-	leaseFree := func(t *testing.T) {
-		t.Helper()
-		testproc.Eventually(t, "the leader lease to be free", func() bool {
-			n, err := rdb.Exists(ctx, "archivebot:leader").Result()
-			return err == nil && n == 0
-		})
-	}
 
 	// (a) kill -9 the leader while finish notices are being delivered and
 	// a job is dying: the standby takes over within the lease time plus
 	// one connection, delivers every notice (at most one twice: the line
 	// in flight at the kill), and the death timer goes on where it was.
 	t.Run("kill-leader", func(t *testing.T) {
+		t.Parallel()
+		h := newHACluster(t)
+		cl, irc, rdb := h.cl, h.irc, h.rdb
 		const ch = "#ha-kill"
-		a, op, voice := leaderIn(t, ch, "2s")
+		a, op, voice := h.leaderIn(t, ch, "2s")
 		b := haStandby(t, irc, ch, cl, "node-b", "2s")
 		if role, leader := readyRole(t, a); role != "leader" || leader != "node-a" {
 			t.Errorf("node-a /readyz: role %q, leader %q", role, leader)
@@ -310,7 +330,7 @@ func TestE2EHighAvailability(t *testing.T) {
 		if code, took := b.term(); code != 0 {
 			t.Errorf("node-b exit code %d after SIGTERM (%s)", code, ms(took))
 		}
-		leaseFree(t)
+		h.leaseFree(t)
 	})
 
 	// (c) SIGSTOP the leader past its lease: the standby takes over under
@@ -319,8 +339,11 @@ func TestE2EHighAvailability(t *testing.T) {
 	// key. The new leader is frozen meanwhile (its lease still runs), so
 	// that any change in Redis could only come from the old one.
 	t.Run("freeze-leader", func(t *testing.T) {
+		t.Parallel()
+		h := newHACluster(t)
+		cl, irc, rdb := h.cl, h.irc, h.rdb
 		const ch = "#ha-freeze"
-		a, op, voice := leaderIn(t, ch, "6s")
+		a, op, voice := h.leaderIn(t, ch, "6s")
 		// node-b's lease is long (renewed every 5 s) so that, frozen
 		// below, it keeps the lease through the old leader's waking
 		// with 10 s to spare even on a loaded machine: the checks must
@@ -422,7 +445,7 @@ func TestE2EHighAvailability(t *testing.T) {
 		}
 		b.term()
 		a.term()
-		leaseFree(t)
+		h.leaseFree(t)
 	})
 
 	// (b) Kill the Redis master: Sentinel promotes a replica; the node
@@ -430,9 +453,12 @@ func TestE2EHighAvailability(t *testing.T) {
 	// know yet") meanwhile and then queues again; no job acknowledged
 	// with Queued is lost.
 	t.Run("kill-master", func(t *testing.T) {
+		t.Parallel()
+		h := newHACluster(t)
+		cl, rdb := h.cl, h.rdb
 		const ch = "#ha-master"
 		// The operator queues: voiced users may have 5 jobs pending.
-		a, op, _ := leaderIn(t, ch, "10s")
+		a, op, _ := h.leaderIn(t, ch, "10s")
 		oldMaster, err := cl.MasterAddr(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -121,7 +121,8 @@ func killToAnswer(t *testing.T, leader *child, u *irctest.User, ch, marker strin
 // no node could answer, once. The same kill without it is measured in
 // the same run for comparison.
 func TestE2EHotStandbyTakeover(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	t.Parallel()
+	redistest.EachParallel(t, func(t *testing.T, b *redistest.Backend) {
 		realTime(t, b)
 		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 		var took [2]time.Duration
@@ -237,7 +238,8 @@ func (p *cutProxy) Cut() {
 // standby that has IRC (after ha.irc_handover_after), which then answers;
 // the old leader does not take it back while it has no IRC.
 func TestE2EHotStandbyLeaderWithoutIRCHandsOver(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	t.Parallel()
+	redistest.EachParallel(t, func(t *testing.T, b *redistest.Backend) {
 		realTime(t, b)
 		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
 		const ch = "#handover"

@@ -43,7 +43,8 @@ func fxPipeOne(t testing.TB, fx *redistest.Fixture) string {
 // node in the middle loses nothing: each report at least once, at most
 // one repeat for the kill.
 func TestE2EMigrateSwitch(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	t.Parallel()
+	redistest.EachParallel(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client
 		fx := loadMigrateFixture(t, rdb)

@@ -41,7 +41,7 @@ import (
 // test allows at most one duplicate per kill and logs how many there were.
 func TestE2EFinishNoticesSurviveKill(t *testing.T) {
 	t.Parallel()
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachParallel(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client
 		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})

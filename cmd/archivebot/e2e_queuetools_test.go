@@ -25,7 +25,8 @@ import (
 // answers with its reason and leaves Redis exactly as it was; the allowed
 // calls change only what they say.
 func TestE2EQueueToolsMatrix(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	t.Parallel()
+	redistest.EachParallel(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		rdb := b.Client
 		const ch = "#asks"
@@ -132,6 +133,7 @@ func TestE2EQueueToolsMatrix(t *testing.T) {
 // every step with who did it, in the channel the last five; the list gets
 // the aborted job's TTL.
 func TestE2EHistory(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		rdb := b.Client
 		const ch = "#history"

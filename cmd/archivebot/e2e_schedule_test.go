@@ -16,7 +16,8 @@ import (
 )
 
 func TestE2EStatusSaysWhyAJobWaits(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	t.Parallel()
+	redistest.EachParallel(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		const ch = "#waits"
 		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})
@@ -87,7 +88,8 @@ func TestE2EStatusSaysWhyAJobWaits(t *testing.T) {
 // a job away from the API key running it and queues it at the front, the
 // key avoiding the site; a plain user is refused and nothing changes.
 func TestE2ERerouteFromIRC(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	t.Parallel()
+	redistest.EachParallel(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		const ch = "#reroute"
 		irc := irctest.StartNgircd(t, irctest.NgircdOptions{})

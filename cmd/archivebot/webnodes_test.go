@@ -14,7 +14,8 @@ import (
 // start and removes it when it shuts down cleanly (SIGTERM), so a node
 // taken out of service leaves no address behind.
 func TestNodeURLRemovedOnCleanShutdown(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	t.Parallel()
+	redistest.EachParallel(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := context.Background()
 		s := store.New(b.Client)
 		// Another node's entry stays.

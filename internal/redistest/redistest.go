@@ -2,10 +2,14 @@
 // miniredis always (fast), and a real redis-server when the environment
 // variable ARCHIVEBOT_TEST_REDIS holds its URL (CI always sets it).
 //
-// `go test ./...` runs packages in parallel against the one real server, so
-// each test process leases its own database index (1–15) through a key in
-// DB 0, and every test flushes that database first. Pub/sub ignores the
-// database index: tests that count messages must use idents of their own.
+// `go test ./...` runs packages in parallel against the one real server,
+// and a package's tests may run in parallel too: each test gets a database
+// index of its own (RealRedis), from a pool its test process leases
+// through keys in DB 0 (up to 8 indexes a process; a redis-server started
+// with --databases 64, as .ci/run does, leaves room for all). A database
+// is flushed when a test takes it and when it gives it back. Pub/sub
+// ignores the database index: tests that count messages must use idents
+// of their own.
 package redistest
 
 import (
@@ -63,60 +67,167 @@ func Mini(t testing.TB) *Backend {
 	return &Backend{Name: "miniredis", Client: c, Mini: m, URL: "redis://" + m.Addr() + "/0"}
 }
 
-var (
-	dbOnce sync.Once
-	dbNum  int
-	dbErr  error
-)
+// The pool of databases this test process leased on the real server.
+// Every test that asks for the real server gets a database of its own
+// for as long as it runs, so tests on the real server can run in
+// parallel (t.Parallel) without flushing each other's data.
+var pool struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	init bool
+	err  error
+	opt  *redis.Options
+	// lessee holds this process's leases in DB 0 and renews them.
+	lessee *redis.Client
+	me     string
+	// dbs is how many databases the server has (CONFIG GET databases).
+	dbs int
+	// leased are the indexes this process holds; free those no test
+	// holds now (flushed when released).
+	leased, free []int
+	// next is where the next claim starts looking.
+	next int64
+}
 
-// claimDB leases a database index (1–15) of its own for this test process:
-// SET NX on archivebot:test:db:N in DB 0, with a short expiry that a
-// goroutine renews while the process lives. A counter taken modulo 15
-// alone gave a long-running package's index to the sixteenth package after
-// it, and their FLUSHDBs emptied each other's data; the counter still says
-// where to start looking.
-func claimDB(opt *redis.Options) (int, error) {
-	c := redis.NewClient(opt)
+// leaseTTL is how long a lease outlives a process that stopped renewing
+// it.
+const leaseTTL = 15 * time.Second
+
+// perProcess is how many databases one test process holds at most:
+// `go test ./...` runs several packages at once against one server, and
+// each of them must find some free.
+func perProcess(dbs int) int { return max(1, min(8, (dbs-1)/4)) }
+
+// initPool connects the lessee, reads the server's database count and
+// starts renewing this process's leases. Called with pool.mu held.
+func initPool(opt *redis.Options) error {
+	o := *opt
+	o.DB = 0
+	c := redis.NewClient(&o)
 	ctx := context.Background()
-	me := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
-	const ttl = 15 * time.Second
-	deadline := time.Now().Add(2 * time.Minute)
-	// Start where a counter points, so an index is reused as late as
-	// possible (a previous holder's child processes may still be shutting
-	// down), and skip the indexes another live process holds.
 	next, err := c.Incr(ctx, "archivebot:test:dbcounter").Result()
 	if err != nil {
 		c.Close()
-		return 0, err
+		return err
 	}
+	pool.dbs = 16
+	if v, err := c.ConfigGet(ctx, "databases").Result(); err == nil {
+		if n, err := strconv.Atoi(v["databases"]); err == nil && n > 1 {
+			pool.dbs = n
+		}
+	}
+	pool.opt, pool.lessee, pool.next = opt, c, next
+	pool.me = fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	pool.cond = sync.NewCond(&pool.mu)
+	go func() {
+		for range time.Tick(leaseTTL / 3) {
+			pool.mu.Lock()
+			held := slices.Clone(pool.leased)
+			pool.mu.Unlock()
+			for _, n := range held {
+				c.Expire(ctx, leaseKey(n), leaseTTL)
+			}
+		}
+	}()
+	return nil
+}
+
+func leaseKey(n int) string { return fmt.Sprintf("archivebot:test:db:%d", n) }
+
+// claimDB leases one more database index (1 to the server's count − 1)
+// for this test process: SET NX on archivebot:test:db:N in DB 0, with a
+// short expiry renewed while the process lives. It returns 0 when every
+// index is held. A counter taken modulo the count alone gave a
+// long-running package's index to a later package, and their FLUSHDBs
+// emptied each other's data; the counter still says where to start
+// looking, so an index is reused as late as possible (a previous
+// holder's child processes may still be shutting down). Called with
+// pool.mu held.
+func claimDB() (int, error) {
+	ctx := context.Background()
+	span := int64(pool.dbs - 1)
+	for i := int64(0); i < span; i++ {
+		n := 1 + int((pool.next+i)%span)
+		if slices.Contains(pool.leased, n) {
+			continue
+		}
+		ok, err := pool.lessee.SetNX(ctx, leaseKey(n), pool.me, leaseTTL).Result()
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			pool.next += i + 1
+			return n, nil
+		}
+	}
+	return 0, nil
+}
+
+// acquireDB returns a database of this test's own: a free one of this
+// process's, or a newly leased one, or, when the process holds its share
+// (perProcess), the next one another test of this process releases.
+func acquireDB(t testing.TB, opt *redis.Options) int {
+	t.Helper()
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	if !pool.init {
+		pool.init, pool.err = true, initPool(opt)
+	}
+	if pool.err != nil {
+		t.Fatalf("real redis at %s: %v", opt.Addr, pool.err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		for i := 0; i < 15; i++ {
-			n := 1 + int((next+int64(i))%15)
-			key := fmt.Sprintf("archivebot:test:db:%d", n)
-			ok, err := c.SetNX(ctx, key, me, ttl).Result()
+		if k := len(pool.free); k > 0 {
+			n := pool.free[k-1]
+			pool.free = pool.free[:k-1]
+			return n
+		}
+		if len(pool.leased) < perProcess(pool.dbs) {
+			n, err := claimDB()
 			if err != nil {
-				c.Close()
-				return 0, err
+				t.Fatalf("real redis at %s: lease a database: %v", opt.Addr, err)
 			}
-			if ok {
-				go func() {
-					for range time.Tick(ttl / 3) {
-						c.Expire(ctx, key, ttl)
-					}
-				}()
-				return n, nil
+			if n > 0 {
+				pool.leased = append(pool.leased, n)
+				return n
 			}
+		}
+		if len(pool.leased) > 0 {
+			// Another test of this process releases one.
+			pool.cond.Wait()
+			continue
 		}
 		if time.Now().After(deadline) {
-			c.Close()
-			return 0, fmt.Errorf("no free test database among 1–15 for 2 minutes")
+			t.Fatalf("real redis at %s: no free test database among 1–%d for 2 minutes", opt.Addr, pool.dbs-1)
 		}
+		pool.mu.Unlock()
 		time.Sleep(500 * time.Millisecond)
+		pool.mu.Lock()
 	}
 }
 
-// RealRedis returns the real server backend with a flushed database of this
-// test process, or nil when EnvURL is not set.
+// releaseDB flushes database n and gives it back to the pool.
+func releaseDB(c *redis.Client, n int) error {
+	err := c.FlushDB(context.Background()).Err()
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	if err != nil {
+		// Not known empty: leave it out of the pool (the lease stays
+		// held, so no other process takes it either).
+		pool.cond.Broadcast()
+		return err
+	}
+	pool.free = append(pool.free, n)
+	pool.cond.Broadcast()
+	return nil
+}
+
+// RealRedis returns the real server backend with a flushed database of
+// this test's own (until the test and its cleanups end), or nil when
+// EnvURL is not set. Two tests that run at once get different databases;
+// pub/sub ignores the database index, so they hear each other's
+// messages (see the package comment).
 func RealRedis(t testing.TB) *Backend {
 	t.Helper()
 	raw := os.Getenv(EnvURL)
@@ -127,20 +238,24 @@ func RealRedis(t testing.TB) *Backend {
 	if err != nil {
 		t.Fatalf("%s=%q: %v", EnvURL, raw, err)
 	}
-	dbOnce.Do(func() { dbNum, dbErr = claimDB(opt) })
-	if dbErr != nil {
-		t.Fatalf("real redis at %s: %v", raw, dbErr)
-	}
+	n := acquireDB(t, opt)
 	o := *opt
-	o.DB = dbNum
+	o.DB = n
 	c := redis.NewClient(&o)
+	// Registered first, so it runs last: after the test's own cleanups
+	// stopped what it started on this database.
+	t.Cleanup(func() {
+		if err := releaseDB(c, n); err != nil {
+			t.Errorf("flush real redis db %d on release: %v", n, err)
+		}
+		c.Close()
+	})
 	if err := c.FlushDB(context.Background()).Err(); err != nil {
-		t.Fatalf("flush real redis db %d: %v", dbNum, err)
+		t.Fatalf("flush real redis db %d: %v", n, err)
 	}
-	t.Cleanup(func() { c.Close() })
-	url := fmt.Sprintf("redis://%s/%d", o.Addr, dbNum)
+	url := fmt.Sprintf("redis://%s/%d", o.Addr, n)
 	if o.Password != "" {
-		url = fmt.Sprintf("redis://:%s@%s/%d", o.Password, o.Addr, dbNum)
+		url = fmt.Sprintf("redis://:%s@%s/%d", o.Password, o.Addr, n)
 	}
 	return &Backend{Name: "redis", Client: c, URL: url}
 }
@@ -161,8 +276,31 @@ func RealOrMini(t testing.TB) *Backend {
 // pass with half its tests unrun.
 func Each(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	t.Helper()
-	t.Run("miniredis", func(t *testing.T) { fn(t, Mini(t)) })
+	each(t, false, fn)
+}
+
+// EachParallel is Each with the two halves run as parallel subtests
+// (t.Parallel): fn must not use t.Setenv or anything else of the whole
+// process. Each half has a Redis of its own (miniredis, or a database of
+// the real server's of its own, taken once the half runs, not while it
+// waits for its turn).
+func EachParallel(t *testing.T, fn func(t *testing.T, b *Backend)) {
+	t.Helper()
+	each(t, true, fn)
+}
+
+func each(t *testing.T, parallel bool, fn func(t *testing.T, b *Backend)) {
+	t.Helper()
+	t.Run("miniredis", func(t *testing.T) {
+		if parallel {
+			t.Parallel()
+		}
+		fn(t, Mini(t))
+	})
 	t.Run("redis", func(t *testing.T) {
+		if parallel {
+			t.Parallel()
+		}
 		b := RealRedis(t)
 		if b == nil {
 			if os.Getenv(EnvURL) == Off {
