@@ -71,6 +71,8 @@ type leaderResult struct {
 	Dropped       int     // what the node told viewers it dropped
 	Stages        *stageProfile
 	IRC           bool
+	Closed        map[string]int // viewers the node closed, by reason
+	RefusedBy     map[string]int // refused entries by the node's error code
 }
 
 // CoresPer1000 is the node's cores per 1,000 entries/s carried.
@@ -84,9 +86,9 @@ func (r leaderResult) CoresPer1000() float64 {
 
 func (r leaderResult) String() string {
 	return fmt.Sprintf("offered %.0f/s, accepted %.0f/s (refused %d), node %.2f cores = %.3f cores per 1,000 entries/s, RSS peak %.0f MB; "+
-		"viewers: median %.0f/s, worst %.0f/s, p50 %.3f s, p99 %.3f s, max %.3f s, lost %d, dropped %d; IRC %v",
+		"viewers: median %.0f/s, worst %.0f/s, p50 %.3f s, p99 %.3f s, max %.3f s, lost %d, dropped %d; IRC %v; viewers closed %v; refused by code %v",
 		float64(r.Offered)/r.Window.Seconds(), float64(r.Accepted)/r.Window.Seconds(), r.Refused, r.CPU, r.CoresPer1000(), r.RSSPeakMB,
-		r.MedianClient, r.WorstClient, r.P50, r.P99, r.Max, r.Lost, r.Dropped, r.IRC)
+		r.MedianClient, r.WorstClient, r.P50, r.P99, r.Max, r.Lost, r.Dropped, r.IRC, r.Closed, r.RefusedBy)
 }
 
 func (r leaderResult) report(b *testing.B) {
@@ -114,6 +116,7 @@ type loadViewer struct {
 	weight     []int     // entries of that frame
 	inWindow   atomic.Int64
 	counting   atomic.Bool
+	closed     atomic.Pointer[string] // why the connection ended, if it did
 }
 
 func dialLoadViewer(tb testing.TB, url string) *loadViewer {
@@ -128,6 +131,8 @@ func dialLoadViewer(tb testing.TB, url string) *loadViewer {
 		for {
 			_, msg, err := conn.ReadMessage()
 			if err != nil {
+				why := err.Error()
+				v.closed.Store(&why)
 				return
 			}
 			now := float64(time.Now().UnixNano()) / 1e9
@@ -275,6 +280,8 @@ func runLeaderLoad(tb testing.TB, rb *redistest.Backend, l leaderLoad) leaderRes
 
 	// Ship: each job every 250 ms, the entries due by then.
 	var offered, acceptedAll, acceptedWin, refused atomic.Int64
+	var refMu sync.Mutex
+	res.RefusedBy, res.Closed = map[string]int{}, map[string]int{}
 	var inWindow atomic.Bool
 	perJob := float64(l.Rate) / float64(len(jobs))
 	start := time.Now()
@@ -324,6 +331,13 @@ func runLeaderLoad(tb testing.TB, rb *redistest.Backend, l leaderLoad) leaderRes
 				if err != nil {
 					if shipCtx.Err() == nil {
 						refused.Add(int64(due))
+						code := "transport"
+						if e, ok := err.(*client.Error); ok {
+							code = e.Code
+						}
+						refMu.Lock()
+						res.RefusedBy[code] += due
+						refMu.Unlock()
 					}
 					continue
 				}
@@ -385,6 +399,9 @@ func runLeaderLoad(tb testing.TB, rb *redistest.Backend, l leaderLoad) leaderRes
 		rates = append(rates, float64(v.inWindow.Load())/res.Window.Seconds())
 		res.Lost += int(max(total-v.n.Load(), 0))
 		res.Dropped += int(v.dropped.Load())
+		if why := v.closed.Load(); why != nil {
+			res.Closed[*why]++
+		}
 		v.mu.Lock()
 		for i, x := range v.lat {
 			lats = append(lats, wl{x, v.weight[i]})
