@@ -142,3 +142,24 @@ func BenchmarkAPILogRelayPaced(b *testing.B) {
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/entry")
 	b.ReportMetric(float64(pubs)/float64(b.N), "publishes/entry")
 }
+
+// BenchmarkRelayEncode: the publisher's half of BenchmarkRelayCodec
+// alone: one update of N entries encoded into the channel's message.
+//
+//	go test ./coordinator/ -run '^$' -bench BenchmarkRelayEncode -benchmem
+func BenchmarkRelayEncode(b *testing.B) {
+	for _, n := range []int{1, 50} {
+		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+			entries := make([]record.LogEntry, n)
+			for i := range entries {
+				entries[i] = record.NewLogEntry(benchDoc("ld00000", i), float64(i+1))
+			}
+			q := []apiLogUpdate{{job: benchJob("ld00000"), entries: entries}}
+			b.ReportAllocs()
+			for b.Loop() {
+				encodeLogMessages(q, DefaultAPILogMessageEntries, DefaultAPILogMessageBytes, func() {})
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*b.N), "ns/entry")
+		})
+	}
+}
