@@ -80,11 +80,15 @@ var specificRules = []stageRule{
 	{stSockets, []string{mod + "web.(*client)", mod + "web.(*batchConn)", mod + "web.(*ring)", mod + "web.(*Hub).serveStream", "github.com/gorilla/websocket."}},
 	{stEncoding, []string{mod + "web.(*Hub)", mod + "web.logFrame", mod + "web.eventFrame", mod + "web.(*jobRef)", mod + "web.marshalCompact"}},
 	{stIntake, []string{mod + "pipelineapi."}},
-	{stServices, []string{mod + "coordinator.", mod + "tweeter.", mod + "internal/run.", mod + "news."}},
-	{stWebOther, []string{mod + "web."}},
+	{stServices, []string{mod + "coordinator.", mod + "tweeter.", mod + "news."}},
 }
 
+// genericRules are tried in their order over the whole stack. web's
+// helpers (web.marshal) serve the stream and the API alike: the stage is
+// that of the caller that a specific rule names, else "web API (other)".
 var genericRules = []stageRule{
+	{stWebOther, []string{mod + "web."}},
+	{stServices, []string{mod + "internal/run."}},
 	{stRedisOther, []string{"github.com/redis/go-redis/"}},
 	{stHTTPOther, []string{"net/http.", "net/textproto.", "bufio.", "crypto/tls."}},
 	{stGC, []string{"runtime.gcBgMarkWorker", "runtime.bgsweep", "runtime.bgscavenge", "runtime.gcStart", "runtime.markroot", "runtime.gcDrain"}},
@@ -243,6 +247,8 @@ func TestStageOf(t *testing.T) {
 		{[]string{"syscall.Syscall", "github.com/redis/go-redis/v9.(*baseClient).process", mod + "coordinator.(*Reaper).runOnce"}, stServices},
 		{[]string{"syscall.Syscall", "github.com/redis/go-redis/v9.(*baseClient).process"}, stRedisOther},
 		{[]string{"strconv.AppendFloat", mod + "web.logFrame", mod + "web.(*Hub).Flush"}, stEncoding},
+		{[]string{"encoding/json.appendString", mod + "web.marshal", mod + "web.marshalCompact", mod + "web.(*jobRef).encode", mod + "web.logFrame"}, stEncoding},
+		{[]string{"encoding/json.appendString", mod + "web.marshal", mod + "web.writeJSON", mod + "web.(*Server).handleStatus"}, stWebOther},
 		{[]string{"syscall.Syscall", "net.(*conn).Write", "github.com/gorilla/websocket.(*Conn).WriteMessage", mod + "web.(*client).writeLoop"}, stSockets},
 		{[]string{"internal/poll.(*FD).Write", mod + "web.(*batchConn).flushLocked", mod + "web.(*Hub).Flush"}, stSockets},
 		{[]string{"github.com/prometheus/client_golang/prometheus.(*counter).Add", mod + "internal/metrics.APILogEntries", mod + "pipelineapi.(*Server).update"}, stMetrics},
@@ -258,19 +264,69 @@ func TestStageOf(t *testing.T) {
 	}
 }
 
+// compareTables is several profiles by stage side by side: µs of CPU
+// per entry (share of the profile) for each, given the entries each
+// carried.
+func compareTables(names []string, sps []*stageProfile, entries []int) string {
+	var b strings.Builder
+	b.WriteString("| stage |")
+	for _, n := range names {
+		fmt.Fprintf(&b, " %s |", n)
+	}
+	b.WriteString("\n|---|")
+	for range names {
+		b.WriteString("--:|")
+	}
+	b.WriteString("\n")
+	row := func(label string, d func(sp *stageProfile) time.Duration) {
+		fmt.Fprintf(&b, "| %s |", label)
+		for i, sp := range sps {
+			v := d(sp)
+			if entries[i] > 0 {
+				fmt.Fprintf(&b, " %.0f µs (%.0f%%) |", float64(v.Microseconds())/float64(entries[i]), 100*float64(v)/float64(sp.Total))
+			} else {
+				fmt.Fprintf(&b, " %.2f s (%.0f%%) |", v.Seconds(), 100*float64(v)/float64(sp.Total))
+			}
+		}
+		b.WriteString("\n")
+	}
+	for _, st := range stageOrder {
+		if !slices.ContainsFunc(sps, func(sp *stageProfile) bool { return sp.ByStage[st] > 0 }) {
+			continue
+		}
+		row(st, func(sp *stageProfile) time.Duration { return sp.ByStage[st] })
+	}
+	row("**all**", func(sp *stageProfile) time.Duration { return sp.Total })
+	return b.String()
+}
+
 // TestProfileByStage prints the profile by stage of any CPU profile of
 // the node (ARCHIVEBOT_PROFILE=FILE; ARCHIVEBOT_PROFILE_ENTRIES=N, the
-// entries carried in its time, adds µs per entry).
+// entries carried in its time, adds µs per entry). Several profiles,
+// comma-separated (and as many entry counts), print side by side.
 func TestProfileByStage(t *testing.T) {
-	path := os.Getenv("ARCHIVEBOT_PROFILE")
-	if path == "" {
+	paths := os.Getenv("ARCHIVEBOT_PROFILE")
+	if paths == "" {
 		t.Skip("ARCHIVEBOT_PROFILE names a CPU profile of the node")
 	}
-	sp, err := readStageProfile(path)
-	if err != nil {
-		t.Fatal(err)
+	var sps []*stageProfile
+	var names []string
+	var ns []int
+	counts := strings.Split(os.Getenv("ARCHIVEBOT_PROFILE_ENTRIES"), ",")
+	for i, path := range strings.Split(paths, ",") {
+		sp, err := readStageProfile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if i < len(counts) {
+			fmt.Sscan(counts[i], &n)
+		}
+		sps, names, ns = append(sps, sp), append(names, path), append(ns, n)
 	}
-	var n int
-	fmt.Sscan(os.Getenv("ARCHIVEBOT_PROFILE_ENTRIES"), &n)
-	t.Logf("%s\n%s", path, sp.table(n))
+	if len(sps) == 1 {
+		t.Logf("%s\n%s", paths, sps[0].table(ns[0]))
+		return
+	}
+	t.Logf("\n%s", compareTables(names, sps, ns))
 }
