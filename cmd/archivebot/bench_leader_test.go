@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -73,6 +74,10 @@ type leaderResult struct {
 	IRC           bool
 	Closed        map[string]int // viewers the node closed, by reason
 	RefusedBy     map[string]int // refused entries by the node's error code
+	// NodeDrops is what the node counted as dropped or lost on the
+	// stream's way (its /metrics: the API log's drops by reason, the
+	// hub's, the relay's), where a viewer is not told.
+	NodeDrops map[string]float64
 }
 
 // CoresPer1000 is the node's cores per 1,000 entries/s carried.
@@ -86,9 +91,9 @@ func (r leaderResult) CoresPer1000() float64 {
 
 func (r leaderResult) String() string {
 	return fmt.Sprintf("offered %.0f/s, accepted %.0f/s (refused %d), node %.2f cores = %.3f cores per 1,000 entries/s, RSS peak %.0f MB; "+
-		"viewers: median %.0f/s, worst %.0f/s, p50 %.3f s, p99 %.3f s, max %.3f s, lost %d, dropped %d; IRC %v; viewers closed %v; refused by code %v",
+		"viewers: median %.0f/s, worst %.0f/s, p50 %.3f s, p99 %.3f s, max %.3f s, lost %d, dropped %d; IRC %v; viewers closed %v; refused by code %v; node counted %v",
 		float64(r.Offered)/r.Window.Seconds(), float64(r.Accepted)/r.Window.Seconds(), r.Refused, r.CPU, r.CoresPer1000(), r.RSSPeakMB,
-		r.MedianClient, r.WorstClient, r.P50, r.P99, r.Max, r.Lost, r.Dropped, r.IRC, r.Closed, r.RefusedBy)
+		r.MedianClient, r.WorstClient, r.P50, r.P99, r.Max, r.Lost, r.Dropped, r.IRC, r.Closed, r.RefusedBy, r.NodeDrops)
 }
 
 func (r leaderResult) report(b *testing.B) {
@@ -437,6 +442,7 @@ func runLeaderLoad(tb testing.TB, rb *redistest.Backend, l leaderLoad) leaderRes
 	}
 	res.P50, res.P99, res.Max = q(0.5), q(0.99), q(1)
 
+	res.NodeDrops = nodeDrops(web)
 	if code, _ := node.term(); code != 0 {
 		tb.Errorf("node exited with %d after SIGTERM", code)
 	}
@@ -453,6 +459,31 @@ func runLeaderLoad(tb testing.TB, rb *redistest.Backend, l leaderLoad) leaderRes
 		}
 	}
 	return res
+}
+
+// nodeDrops reads the node's counters of entries dropped or lost on the
+// live stream's way (series with a non-zero value).
+func nodeDrops(web string) map[string]float64 {
+	out := map[string]float64{}
+	r, err := http.Get("http://" + web + "/metrics")
+	if err != nil {
+		out["metrics unreadable: "+err.Error()] = 1
+		return out
+	}
+	defer r.Body.Close()
+	var body bytes.Buffer
+	body.ReadFrom(r.Body)
+	for _, l := range strings.Split(body.String(), "\n") {
+		for _, name := range []string{"archivebot_stream_api_dropped_total", "archivebot_stream_dropped_total", "archivebot_stream_relay_lost_total"} {
+			if strings.HasPrefix(l, name) {
+				f := strings.Fields(l)
+				if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil && v > 0 {
+					out[strings.Join(f[:len(f)-1], " ")] = v
+				}
+			}
+		}
+	}
+	return out
 }
 
 // benchEnv is an integer from the environment, or def.
