@@ -262,8 +262,15 @@ func runLeaderLoad(tb testing.TB, rb *redistest.Backend, l leaderLoad) leaderRes
 			tb.Fatal(err)
 		}
 		c, _ := client.New("http://"+api, name, priv)
-		if err := pipelinesim.NewAPI(c, pipelinesim.Config{Nickname: name}).Report(ctx, ""); err != nil {
-			tb.Fatal(err)
+		// /readyz can say "leader" a moment before the pipeline API's
+		// term starts (503 not_leader until then).
+		var rerr error
+		testproc.Eventually(tb, "the pipeline API to take "+name+"'s report", func() bool {
+			rerr = pipelinesim.NewAPI(c, pipelinesim.Config{Nickname: name}).Report(ctx, "")
+			return rerr == nil || !client.IsCode(rerr, "not_leader")
+		})
+		if rerr != nil {
+			tb.Fatal(rerr)
 		}
 		for j := range l.JobsEach {
 			ident := fmt.Sprintf("ld%02d%03d", p, j)
