@@ -83,7 +83,7 @@ func Bin(t testing.TB, names ...string) string {
 func FreePort(t testing.TB) int {
 	t.Helper()
 	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := listenLocal()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,6 +100,9 @@ func FreePort(t testing.TB) int {
 	t.Fatal("FreePort: 100 ports in a row were ones handed out before")
 	return 0
 }
+
+// listenLocal is FreePort's bind(0); a test stands in for the kernel.
+var listenLocal = func() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
 
 // handedOut holds the ports FreePort returned in this process.
 var handedOut = struct {

@@ -3,6 +3,7 @@ package testproc
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"syscall"
@@ -108,8 +109,24 @@ func TestFreeze(t *testing.T) {
 }
 
 // TestFreePortNeverRepeats: no two calls in a process return one port,
-// though each port is free again as soon as it is returned.
+// though each port is free again as soon as it is returned. A kernel that
+// hands out the port it just freed (as one did to the soak's node-a, its
+// web API and stream on one port) is stood in for: it offers 41001
+// twice, then 41002; with the record of ports handed out removed the
+// second call returned 41001 again.
 func TestFreePortNeverRepeats(t *testing.T) {
+	offers := []int{41001, 41001, 41002}
+	real := listenLocal
+	t.Cleanup(func() { listenLocal = real })
+	listenLocal = func() (net.Listener, error) {
+		p := offers[0]
+		offers = offers[1:]
+		return fixedListener{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: p}}, nil
+	}
+	if a, b := FreePort(t), FreePort(t); a == b {
+		t.Fatalf("port %d returned twice", a)
+	}
+	listenLocal = real
 	seen := map[int]bool{}
 	for range 300 {
 		p := FreePort(t)
@@ -119,3 +136,10 @@ func TestFreePortNeverRepeats(t *testing.T) {
 		seen[p] = true
 	}
 }
+
+// fixedListener is a listener that is only an address.
+type fixedListener struct{ addr net.Addr }
+
+func (l fixedListener) Accept() (net.Conn, error) { return nil, net.ErrClosed }
+func (l fixedListener) Close() error              { return nil }
+func (l fixedListener) Addr() net.Addr            { return l.addr }
