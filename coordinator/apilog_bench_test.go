@@ -105,16 +105,7 @@ func BenchmarkAPILogRelayPaced(b *testing.B) {
 		b.Skip("needs a real redis-server (ARCHIVEBOT_TEST_REDIS): the CPU of miniredis would be counted")
 	}
 	s := store.New(be.Client)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	sink := &countSink{}
-	l := NewAPILogListener(s, sink, APILogConfig{}, slog.New(slog.DiscardHandler))
-	pub := NewAPILogPublisher(s, APILogConfig{}, slog.New(slog.DiscardHandler))
-	wg.Add(2)
-	go func() { defer wg.Done(); l.Run(ctx) }()
-	go func() { defer wg.Done(); pub.Run(ctx) }()
-	<-l.Ready()
+	sink, pub := startAPILogRelay(b, s)
 	jobs := make([]*record.Job, 175)
 	for i := range jobs {
 		jobs[i] = benchJob(fmt.Sprintf("ld%05d", i))
@@ -162,4 +153,20 @@ func BenchmarkRelayEncode(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*b.N), "ns/entry")
 		})
 	}
+}
+
+// startAPILogRelay runs an API log listener (into a countSink) and a
+// publisher on s until tb ends, and waits for the listener.
+func startAPILogRelay(tb testing.TB, s *store.Store) (*countSink, *APILogPublisher) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	tb.Cleanup(func() { cancel(); wg.Wait() })
+	sink := &countSink{}
+	l := NewAPILogListener(s, sink, APILogConfig{}, slog.New(slog.DiscardHandler))
+	pub := NewAPILogPublisher(s, APILogConfig{}, slog.New(slog.DiscardHandler))
+	wg.Add(2)
+	go func() { defer wg.Done(); l.Run(ctx) }()
+	go func() { defer wg.Done(); pub.Run(ctx) }()
+	<-l.Ready()
+	return sink, pub
 }

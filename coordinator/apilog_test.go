@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -317,16 +316,7 @@ func BenchmarkAPILogRelay(b *testing.B) {
 	for _, be := range redistest.All(b) {
 		b.Run(be.Name, func(b *testing.B) {
 			s := store.New(be.Client)
-			ctx, cancel := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			defer func() { cancel(); wg.Wait() }()
-			sink := &countSink{}
-			l := NewAPILogListener(s, sink, APILogConfig{}, slog.New(slog.DiscardHandler))
-			pub := NewAPILogPublisher(s, APILogConfig{}, slog.New(slog.DiscardHandler))
-			wg.Add(2)
-			go func() { defer wg.Done(); l.Run(ctx) }()
-			go func() { defer wg.Done(); pub.Run(ctx) }()
-			<-l.Ready()
+			sink, pub := startAPILogRelay(b, s)
 			doc := fmt.Sprintf(`{"type":"download","url":"http://bench.example/%s","response_code":200,"wget_code":"OK","is_error":false,"is_warning":false,"ts":1732900000}`, strings.Repeat("p", 150))
 			job := apiJob("benchjob", "bytes_downloaded", "123456", "items_downloaded", "42")
 			entries := apiEntries(1, 10, func(int) string { return doc })
