@@ -38,6 +38,11 @@ const (
 	itemDone
 )
 
+// batchTag marks the lines of one send. It is not zero-sized: pointers
+// to distinct zero-size values may compare equal, and every batch would
+// be one.
+type batchTag struct{ _ byte }
+
 // item is one line waiting in the outbox.
 type item struct {
 	line []byte
@@ -50,7 +55,7 @@ type item struct {
 	// batch is shared by the lines of one send of several lines: when
 	// one fails, the rest of its batch is withdrawn before the sender
 	// can pick the next, so what went out is always a first part.
-	batch *struct{}
+	batch *batchTag
 	state atomic.Int32
 	done  chan error // receives exactly one result
 }
@@ -162,26 +167,38 @@ func (o *outbox) connected() (uint64, bool) {
 
 // enqueue adds it; it never blocks. Control items go before all others.
 func (o *outbox) enqueue(it *item, control bool) {
-	it.done = make(chan error, 1)
+	o.enqueueAll([]*item{it}, control)
+}
+
+// enqueueAll adds items in one step, so the sender cannot pick and fail
+// one of a batch before the rest are queued: failing it withdraws them
+// all (item.batch), and a later line of a send that failed never goes
+// out after the failure. It never blocks.
+func (o *outbox) enqueueAll(items []*item, control bool) {
+	for _, it := range items {
+		it.done = make(chan error, 1)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.closed {
-		it.finish(errShutdown)
-		return
-	}
-	if it.gen != 0 && (o.link == nil || it.gen != o.gen) {
-		it.finish(errNotConnected)
-		return
-	}
-	if control {
-		o.control = append(o.control, it)
-	} else {
-		if len(o.queues[it.key]) == 0 {
-			o.ring = append(o.ring, it.key)
+	for _, it := range items {
+		if o.closed {
+			it.finish(errShutdown)
+			continue
 		}
-		o.queues[it.key] = append(o.queues[it.key], it)
+		if it.gen != 0 && (o.link == nil || it.gen != o.gen) {
+			it.finish(errNotConnected)
+			continue
+		}
+		if control {
+			o.control = append(o.control, it)
+		} else {
+			if len(o.queues[it.key]) == 0 {
+				o.ring = append(o.ring, it.key)
+			}
+			o.queues[it.key] = append(o.queues[it.key], it)
+		}
+		metrics.OutboxQueued(1)
 	}
-	metrics.OutboxQueued(1)
 	o.notify()
 }
 
@@ -382,14 +399,14 @@ func (o *outbox) send(ctx context.Context, key string, gen uint64, expires time.
 // (item.batch), so none after written was sent.
 func (o *outbox) sendN(ctx context.Context, key string, gen uint64, expires time.Time, control bool, lines ...[]byte) (written int, err error) {
 	items := make([]*item, len(lines))
-	var batch *struct{}
+	var batch *batchTag
 	if len(lines) > 1 {
-		batch = new(struct{})
+		batch = new(batchTag)
 	}
 	for i, l := range lines {
 		items[i] = &item{line: l, key: key, gen: gen, expires: expires, batch: batch}
-		o.enqueue(items[i], control)
 	}
+	o.enqueueAll(items, control)
 	var firstErr error
 	for _, it := range items {
 		if firstErr != nil {
