@@ -59,7 +59,7 @@ func BenchmarkRelayCodec(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				for _, m := range encodeLogMessages(q, DefaultAPILogMessageEntries, DefaultAPILogMessageBytes, func() {}) {
+				for _, m := range encodeLogMessages(q, DefaultAPILogMessageEntries, DefaultAPILogMessageBytes, func(string) {}) {
 					l.handle(m.body)
 				}
 			}
@@ -148,7 +148,7 @@ func BenchmarkRelayEncode(b *testing.B) {
 			q := []apiLogUpdate{{job: benchJob("ld00000"), entries: entries}}
 			b.ReportAllocs()
 			for b.Loop() {
-				encodeLogMessages(q, DefaultAPILogMessageEntries, DefaultAPILogMessageBytes, func() {})
+				encodeLogMessages(q, DefaultAPILogMessageEntries, DefaultAPILogMessageBytes, func(string) {})
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n*b.N), "ns/entry")
 		})

@@ -325,7 +325,7 @@ func (f *Firehose) relayBatch(ctx context.Context, q []apiLogUpdate, marks []sto
 			size += n
 			k++
 		}
-		msgs := encodeLogMessages(q[:k], relayMessageEntries, relayMessageBytes, func() {
+		msgs := encodeLogMessages(q[:k], relayMessageEntries, relayMessageBytes, func(string) {
 			metrics.RelayLost("too_large", 1)
 			f.relayLost.add("too_large", 1, "a log entry with its job's record is larger than a relay message may be: left out of every node's stream")
 		})
