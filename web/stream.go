@@ -126,7 +126,11 @@ type Hub struct {
 	mu      sync.Mutex
 	entries []streamEntry
 	events  []news.JobEvent
-	clients map[*client]struct{}
+	// relayDropped is, per job ident, the entries the API log's publisher
+	// dropped before they reached this node (StreamDropped), to be told
+	// with the next batch.
+	relayDropped map[string]int
+	clients      map[*client]struct{}
 	// refusals logs the clients it closes for cause, rate-limited.
 	refusals *refusal.Log
 	seq      uint64
@@ -258,6 +262,31 @@ func (h *Hub) StreamLog(job *record.Job, entries []record.LogEntry) {
 	h.poke()
 }
 
+// StreamDropped is told, per job ident, how many entries the API log's
+// publisher dropped before they reached this node's stream
+// (coordinator.DropSink). With the next batch, before its log frames,
+// every client of our protocol subscribed to one of those jobs gets a
+// notice {"seq":0,"n":0,"relay_dropped":{IDENT:K,…}} with the counts of
+// its jobs (an errors-only client too: which of them were errors is not
+// known). It is not the "dropped" frame, which counts the client's own
+// queue's losses. Upstream's protocol cannot say it.
+func (h *Hub) StreamDropped(dropped map[string]int) {
+	if len(dropped) == 0 {
+		return
+	}
+	h.mu.Lock()
+	if h.relayDropped == nil {
+		h.relayDropped = map[string]int{}
+	}
+	for id, n := range dropped {
+		if n > 0 {
+			h.relayDropped[id] += n
+		}
+	}
+	h.mu.Unlock()
+	h.poke()
+}
+
 // StreamEvent queues a job event for the next batch.
 func (h *Hub) StreamEvent(ev news.JobEvent) {
 	h.mu.Lock()
@@ -331,9 +360,9 @@ func (h *Hub) Clients() (upstream, v2 int) {
 // number of log entries in it.
 func (h *Hub) Flush() int {
 	h.mu.Lock()
-	entries, events := h.entries, h.events
-	h.entries, h.events = nil, nil
-	if len(entries) == 0 && len(events) == 0 {
+	entries, events, relayDropped := h.entries, h.events, h.relayDropped
+	h.entries, h.events, h.relayDropped = nil, nil, nil
+	if len(entries) == 0 && len(events) == 0 && len(relayDropped) == 0 {
 		h.mu.Unlock()
 		return 0
 	}
@@ -382,6 +411,11 @@ func (h *Hub) Flush() int {
 			for _, c := range v2s {
 				c.pushEvent(qframe{pm: pm, event: true, size: len(b)})
 			}
+		}
+	}
+	if len(relayDropped) > 0 {
+		for _, c := range v2s {
+			tellRelayDropped(c, relayDropped)
 		}
 	}
 	if len(entries) == 0 {
@@ -454,4 +488,22 @@ func (h *Hub) Flush() int {
 		}
 	}
 	return len(entries)
+}
+
+// tellRelayDropped queues for c a relay_dropped notice with the counts of
+// the jobs it is subscribed to (none: no notice).
+func tellRelayDropped(c *client, dropped map[string]int) {
+	_, all, subs, _ := c.filter()
+	mine := dropped
+	if !all {
+		mine = map[string]int{}
+		for _, id := range subs {
+			if n, ok := dropped[id]; ok {
+				mine[id] = n
+			}
+		}
+	}
+	if len(mine) > 0 {
+		c.sendNotice("relay_dropped", mine)
+	}
 }

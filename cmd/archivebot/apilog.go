@@ -24,6 +24,9 @@ func startAPILogPublisher(ctx context.Context, wg *sync.WaitGroup, st *store.Sto
 	return p
 }
 
+// The hub tells its clients of the entries the publisher dropped.
+var _ coordinator.DropSink = (*web.Hub)(nil)
+
 // startAPILogListener feeds hub with the API's log entries until ctx
 // ends.
 func startAPILogListener(ctx context.Context, wg *sync.WaitGroup, st *store.Store, hub *web.Hub, logger *slog.Logger) *coordinator.APILogListener {
