@@ -93,6 +93,16 @@ func TestAPIPipelineInBrowser(t *testing.T) {
 	waitJS(t, ctx, "a line rate above 0 in the header", `/^live · [1-9]\d* lines\/s/.test(document.getElementById("status").textContent)`)
 	screenshot(t, ctx, dir, "api-dashboard")
 
+	// Entries the leader's publisher dropped (told in a message of its
+	// own, as when nothing else is queued): the job's log marks the hole
+	// and the header counts them.
+	if err := b.Client.Publish(bg, store.ChannelAPILog, fmt.Sprintf(`{"jobs":{},"entries":[],"dropped":{%q:1234}}`, id)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the hole marked in the job's log", fmt.Sprintf(`[...document.querySelectorAll("#job-%s .log .line-dropped")].some(e => e.textContent.includes("1,234 lines dropped by the leader"))`, id))
+	waitJS(t, ctx, "the header's count", `document.getElementById("status").textContent.includes("1,234 lines dropped by the leader")`)
+	screenshot(t, ctx, dir, "api-dashboard-dropped")
+
 	// Loaded again while the job logs: the recent lines (from the API's
 	// memory) and the stream's join without a gap or a repeat.
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/")); err != nil {

@@ -21,6 +21,7 @@ const S = {
 	filter: null,
 	lines: 0,
 	dropped: 0,
+	relayDropped: 0,
 	connected: false,
 	// started: the running jobs were read (the page may say none runs).
 	started: false,
@@ -411,6 +412,19 @@ function onFrame(f) {
 		return;
 	}
 	if (f.dropped) S.dropped += f.dropped;
+	// Entries of a job the leader dropped before they reached this node
+	// (more than it could relay): the header counts them, and a line in
+	// the job's log marks the hole (once its history is in).
+	if (f.relay_dropped) {
+		for (const [ident, n] of Object.entries(f.relay_dropped)) {
+			S.relayDropped += num(n);
+			const j = S.jobs.get(ident);
+			if (!j || !S.historyLoaded) continue;
+			j.log.append(el("div", { class: "line-dropped" }, `… ${commas(num(n))} lines dropped by the leader …`));
+			j.lines++;
+			if (!j.paused) trimAndScroll(j);
+		}
+	}
 	if (f.events) for (const ev of f.events) onEvent(ev);
 	if (f.entries && !S.historyLoaded) {
 		S.buffer.push({ entries: f.entries, jobs: f.jobs }); // events and drops are counted already
@@ -526,7 +540,8 @@ setInterval(() => {
 	if (!S.connected) return;
 	const rate = S.lines - lastLines;
 	lastLines = S.lines;
-	setStatus(`live · ${rate} lines/s` + (S.dropped ? ` · ${commas(S.dropped)} lines dropped (too slow)` : ""));
+	setStatus(`live · ${rate} lines/s` + (S.dropped ? ` · ${commas(S.dropped)} lines dropped (too slow)` : "") +
+		(S.relayDropped ? ` · ${commas(S.relayDropped)} lines dropped by the leader` : ""));
 }, 1000);
 
 // loadHistory reads the last lines of every running job (/logs/recent),
