@@ -226,6 +226,7 @@ func TestPendingLongQueue(t *testing.T) {
 // already finished; a running job only gets abort_requested and a
 // published settings change.
 func TestAbort(t *testing.T) {
+	t.Parallel() // on the real server FastForward sleeps out a TTL: time the CPU can spend elsewhere
 	eachWithJob(t, " --pipeline=fast", func(t *testing.T, be *redistest.Backend, b *Bot) {
 		ctx := context.Background()
 		got := say(b, RankVoice, "#a", "!abort "+refIdent)
@@ -536,6 +537,7 @@ func TestFail(t *testing.T) {
 // Redis going away is normal: commands say the backend is unavailable, and
 // work again once it is back, without a restart.
 func TestBackendUnavailable(t *testing.T) {
+	t.Parallel() // it mostly waits for Redis to come back: time the CPU can spend elsewhere
 	be := redistest.Mini(t)
 	b := newTestBot(t, be)
 	say(b, RankOp, "#a", "!a http://example.com/")

@@ -94,6 +94,7 @@ func (s *sinkRec) eventsOf(ident string) []string {
 // bookmarks the first moved with its last append: the readers' entries
 // stay 1..N, none repeated, none missing.
 func TestFirehoseRelay(t *testing.T) {
+	t.Parallel() // it mostly waits on the relay's readers: time the CPU can spend elsewhere
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		_, nodeA := startReader(t, s)
 		_, nodeB := startReader(t, s)
@@ -216,6 +217,7 @@ func TestRelayReaderRefuses(t *testing.T) {
 // relayCallBytes each, whole jobs), not one command carrying 9 MiB; every
 // entry reaches the reader once, in order, and every bookmark moves.
 func TestFirehoseRelayLargeRead(t *testing.T) {
+	t.Parallel() // it mostly waits on the relay's reader: time the CPU can spend elsewhere
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		_, node := startReader(t, s)
 		fs := faultstore.New(s)

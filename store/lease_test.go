@@ -17,6 +17,7 @@ import (
 // The lease is taken by one node only, renewed only by its
 // holder, released only by its holder; each term gets a larger token.
 func TestLeaseAcquireRenewRelease(t *testing.T) {
+	t.Parallel() // on the real server FastForward sleeps out the lease's TTL: time the CPU can spend elsewhere
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		a, won, err := s.AcquireLease(ctx, "node-a", 10*time.Second)
 		if err != nil || !won || a.Node != "node-a" || a.Token < 1 {
@@ -62,6 +63,7 @@ func TestLeaseAcquireRenewRelease(t *testing.T) {
 // the lease is refused and writes nothing; the current holder's token and
 // no token (single node) write.
 func TestFencedServiceWrite(t *testing.T) {
+	t.Parallel() // on the real server FastForward sleeps out the lease's TTL: time the CPU can spend elsewhere
 	storetest.Each(t, func(t *testing.T, b *redistest.Backend, s *store.Store, ctx context.Context) {
 		old, _, err := s.AcquireLease(ctx, "old", 10*time.Second)
 		if err != nil {

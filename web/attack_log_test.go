@@ -37,6 +37,7 @@ func loggedRefusals(logs string) map[string]int {
 // add up to what was refused (nothing dropped silently). The lines are
 // logged with -v for doc/benchmarks.md (Attacks, as the log shows them).
 func TestDashboardAttacksLeaveATrace(t *testing.T) {
+	t.Parallel() // it waits out the refusal log's 10 s summary: time the CPU can spend elsewhere
 	be := redistest.Mini(t)
 	rig := newActionsRig(t, be, "http://node.test/")
 	rig.p.limit = 20 // irc.commands_per_minute's default
@@ -102,6 +103,7 @@ func TestDashboardAttacksLeaveATrace(t *testing.T) {
 // 9 addresses against caps of 512 in total and 64 per address; every
 // refusal is answered 503, and the log's counts add up to them.
 func TestStreamFloodLeavesATrace(t *testing.T) {
+	t.Parallel() // it waits out the refusal log's 10 s summary: time the CPU can spend elsewhere
 	_, addr, logs := limitedServer(t, ConnLimits{Total: 512, PerAddr: 64}, HubOptions{})
 	refused := map[string]int{}
 	var open []*websocket.Conn

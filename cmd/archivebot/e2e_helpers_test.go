@@ -8,13 +8,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -66,12 +63,7 @@ func TestMain(m *testing.M) {
 	// The parallel tests mostly wait (on child nodes, ngircd, Redis,
 	// leases): run four at once even on two cores, unless -parallel says
 	// otherwise.
-	flag.Parse()
-	parallelSet := false
-	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
-	if !parallelSet {
-		flag.Set("test.parallel", strconv.Itoa(max(4, runtime.GOMAXPROCS(0))))
-	}
+	testproc.WaitingParallel(4)
 	code := m.Run()
 	stopChrome() // the browser tests' chromium (browser_test.go)
 	os.RemoveAll(state)

@@ -21,11 +21,14 @@ package testproc
 import (
 	"bufio"
 	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -470,4 +473,18 @@ func Python(t testing.TB, modules ...string) string {
 		t.Logf("%s: %s %s", py, m, strings.TrimSpace(string(out)))
 	}
 	return py
+}
+
+// WaitingParallel is for a TestMain whose parallel tests mostly wait (on
+// child processes, IRC servers, Redis, leases) rather than compute: it
+// parses the flags and, unless -parallel was given, lets n of them run at
+// once (at least GOMAXPROCS, the testing package's default), so that a
+// two-core machine does not run them two by two.
+func WaitingParallel(n int) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", strconv.Itoa(max(n, runtime.GOMAXPROCS(0))))
+	}
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package tweeter_test
+
+const raceDetector = false
