@@ -463,7 +463,9 @@ func TestStandbyAnswers503(t *testing.T) {
 	hs := httptest.NewServer(s.Handler())
 	defer hs.Close()
 	_, priv, _ := ed25519.GenerateKey(nil)
-	c, _ := client.New(hs.URL, "alpha", priv)
+	// One attempt: the client would otherwise wait out the Retry-After
+	// it checks below, twice.
+	c, _ := client.New(hs.URL, "alpha", priv, client.WithTakeRetry(client.Retry{Attempts: 1}))
 	_, err := c.Take(context.Background(), wire.TakeRequest{})
 	e, ok := err.(*client.Error)
 	if !ok || e.Status != 503 || e.Code != "not_leader" || e.RetryAfter != 2*time.Second {
