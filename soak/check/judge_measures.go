@@ -79,6 +79,7 @@ func (c *checker) judge6() {
 		}
 		all := fitSegments(s, kept)
 		all.Limit = limit
+		nSlopes := len(c.res.Slopes)
 		if limit <= 0 {
 			c.res.Slopes = append(c.res.Slopes, all)
 			continue
@@ -130,7 +131,24 @@ func (c *checker) judge6() {
 		if len(kept) > 0 {
 			judgedMetric[s.metric] = true
 		}
-		inv.count(all.Series, "%s/h ±%s (limit %s; %d of %d segments judged)", human(all.Metric, all.PerHour), strings.TrimPrefix(human(all.Metric, all.StdErr), "+"), human(all.Metric, all.Limit), len(kept), len(kept)+countShort(segs, c.opts.MinSamples))
+		// The slope shown is the series' over every judged part; the
+		// judgement is each slope's own, against its allowance (the
+		// limit, or over a window shorter than MinSlopeWindow the
+		// limit's rise in MinSlopeWindow, so a short window's per-hour
+		// figure may exceed the limit and pass). Name the judged slope
+		// nearest its allowance, so the line says what passed.
+		near := ""
+		var worst *Slope
+		for i := range c.res.Slopes[nSlopes:] {
+			sl := &c.res.Slopes[nSlopes+i]
+			if sl.Judged && (worst == nil || sl.PerHour-sl.Sigmas*sl.StdErr-sl.Allowed > worst.PerHour-worst.Sigmas*worst.StdErr-worst.Allowed) {
+				worst = sl
+			}
+		}
+		if worst != nil {
+			near = fmt.Sprintf("; nearest its allowance: %s/h less %.1f standard errors against %s/h allowed over %s", human(worst.Metric, worst.PerHour), worst.Sigmas, human(worst.Metric, worst.Allowed), worst.Window.Round(time.Second))
+		}
+		inv.count(all.Series, "%s/h ±%s (limit %s/h; %d of %d segments judged%s)", human(all.Metric, all.PerHour), strings.TrimPrefix(human(all.Metric, all.StdErr), "+"), human(all.Metric, all.Limit), len(kept), len(kept)+countShort(segs, c.opts.MinSamples), near)
 	}
 	var metrics []string
 	for m, v := range c.opts.SlopeLimits {
