@@ -2,41 +2,15 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
-	"time"
-
-	"github.com/gorilla/websocket"
 
 	"github.com/archiveteam/archivebot-go/coordinator"
 	"github.com/archiveteam/archivebot-go/internal/redistest"
 	"github.com/archiveteam/archivebot-go/internal/testproc"
 	"github.com/archiveteam/archivebot-go/record"
 )
-
-// relayFrame is a frame of our protocol with what this test reads.
-type relayFrame struct {
-	N            int              `json:"n"`
-	Entries      []map[string]any `json:"entries"`
-	RelayDropped map[string]int   `json:"relay_dropped"`
-	Dropped      int              `json:"dropped"`
-}
-
-func readRelayFrame(t *testing.T, c *websocket.Conn) relayFrame {
-	t.Helper()
-	c.SetReadDeadline(time.Now().Add(20 * time.Second))
-	_, b, err := c.ReadMessage()
-	if err != nil {
-		t.Fatalf("read: %v", err)
-	}
-	var f relayFrame
-	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatalf("frame: %v: %s", err, b)
-	}
-	return f
-}
 
 // hubHas reports whether the hub holds n entries of ident, not flushed
 // yet. (The listener tells the hub a message's count of dropped entries
@@ -91,7 +65,7 @@ func TestStreamRelayDroppedTold(t *testing.T) {
 
 		told, got := 0, 0
 		for got < 24 {
-			f := readRelayFrame(t, all)
+			f := readV2(t, all)
 			told += f.RelayDropped["rdjob"]
 			for _, e := range f.Entries {
 				if e["ident"] == "rdjob" {
@@ -111,7 +85,7 @@ func TestStreamRelayDroppedTold(t *testing.T) {
 		pub.StreamLog(job("rdother"), []record.LogEntry{record.NewLogEntry(`{"type":"stdout","message":"x\n"}`, 1)})
 		testproc.Eventually(t, "rdother's entry to reach the hub", func() bool { return r.hub.hubHas("rdother", 1) })
 		r.hub.Flush()
-		f := readRelayFrame(t, other)
+		f := readV2(t, other)
 		if f.RelayDropped != nil || len(f.Entries) != 1 || f.Entries[0]["ident"] != "rdother" {
 			t.Errorf("the client of rdother got %+v first, want its entry", f)
 		}

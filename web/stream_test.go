@@ -391,15 +391,18 @@ func TestStreamRefusesNonWebSocket(t *testing.T) {
 
 // v2frame is a frame of our protocol.
 type v2frame struct {
-	Seq        uint64                       `json:"seq"`
-	N          int                          `json:"n"`
-	Entries    []map[string]any             `json:"entries"`
-	Jobs       map[string]map[string]string `json:"jobs"`
-	Events     []news.JobEvent              `json:"events"`
-	Dropped    int                          `json:"dropped"`
-	Hello      map[string]any               `json:"hello"`
-	Subscribed map[string]any               `json:"subscribed"`
-	Error      string                       `json:"error"`
+	Seq     uint64                       `json:"seq"`
+	N       int                          `json:"n"`
+	Entries []map[string]any             `json:"entries"`
+	Jobs    map[string]map[string]string `json:"jobs"`
+	Events  []news.JobEvent              `json:"events"`
+	Dropped int                          `json:"dropped"`
+	// RelayDropped: the entries per job the leader's API log publisher
+	// dropped (stream_relaydrop_test.go).
+	RelayDropped map[string]int `json:"relay_dropped"`
+	Hello        map[string]any `json:"hello"`
+	Subscribed   map[string]any `json:"subscribed"`
+	Error        string         `json:"error"`
 }
 
 func readV2(t *testing.T, c *websocket.Conn) v2frame {
