@@ -166,9 +166,16 @@ func hotStandbyTakesOver(t *testing.T, b *redistest.Backend, srv irctest.Server)
 
 		// The old leader notices it no longer leads: it gives the main
 		// nick back, and the new leader takes it at once.
+		// (It may have done so already, before Follow: the whole
+		// conversation since the takeover is searched.)
 		a.c.Follow()
-		u.Expect("the new leader to take the main nick", func(m ircmsg.Message) bool {
-			return m.Command == "NICK" && strings.EqualFold(m.Nick(), "ABsbB") && len(m.Params) > 0 && m.Params[0] == "ArchiveBot"
+		testproc.Eventually(t, "the new leader to take the main nick", func() bool {
+			for _, m := range u.Messages(beforeLead) {
+				if m.Command == "NICK" && strings.EqualFold(m.Nick(), "ABsbB") && len(m.Params) > 0 && m.Params[0] == "ArchiveBot" {
+					return true
+				}
+			}
+			return false
 		})
 		if got := spoke(u, 0, "ABsbA"); len(got) > 0 {
 			t.Errorf("the old leader spoke after its lease ran out: %q", got)
@@ -201,13 +208,18 @@ func nickJoined(u *irctest.User, nick, channel string) bool {
 }
 
 // askAny says text and then "!status zzanyN", and returns what any of
-// nicks said in channel before the marker's answer.
+// nicks said in channel until both the marker's answer and an answer
+// naming text's last word have come. Right after a takeover the command
+// may run from the held commands while the marker runs live, so the two
+// answers may come in either order.
 func askAny(u *irctest.User, channel, text string, nicks ...string) string {
 	marker := "zzany" + text[len(text)-5:]
+	fields := strings.Fields(text)
+	last := fields[len(fields)-1]
 	u.Say(channel, text)
 	u.Say(channel, "!status "+marker)
 	var out []string
-	for {
+	for marked, answered := false, false; !marked || !answered; {
 		m := u.Expect("an answer from "+strings.Join(nicks, " or "), func(m ircmsg.Message) bool {
 			if m.Command != "PRIVMSG" || len(m.Params) < 2 || !strings.EqualFold(m.Params[0], channel) {
 				return false
@@ -220,10 +232,13 @@ func askAny(u *irctest.User, channel, text string, nicks ...string) string {
 			return false
 		})
 		if strings.Contains(m.Params[1], marker) {
-			return strings.Join(out, " ")
+			marked = true
+			continue
 		}
+		answered = answered || strings.Contains(m.Params[1], last)
 		out = append(out, m.Params[1])
 	}
+	return strings.Join(out, " ")
 }
 
 func countHas(lines []string, s string) int {
